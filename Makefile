@@ -1,0 +1,105 @@
+# tscope: a Transformer under a microscope. `make help` lists the targets;
+# `make V=1` shows the compiler lines.
+CC ?= cc
+BUILD ?= build
+ASAN_BUILD ?= $(BUILD)-asan
+NO_OMP ?=
+ARCH := $(shell uname -m)
+MAKEFLAGS += --no-print-directory
+ifeq ($(V),1)
+Q :=
+else
+Q := @
+endif
+
+PKGS := sdl2 cairo pangocairo zlib libcjson md4c
+PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+TEST_LIBS = $(shell pkg-config --libs cmocka 2>/dev/null)
+
+WARN := -std=c11 -Wall -Wextra -Wpedantic -Wshadow -Wstrict-prototypes -Werror
+OPT ?= -O2 -g
+OMP := $(if $(NO_OMP),,-fopenmp)
+CPPFLAGS := -Iinclude -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE
+CFLAGS_ALL = $(WARN) $(OPT) $(OMP) $(CPPFLAGS) $(PKG_CFLAGS) $(CFLAGS)
+LDLIBS_ALL = $(PKG_LIBS) $(OMP) -lm -lpthread -ldl $(LDLIBS)
+SAN := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+
+# Kernels for one instruction set live in files named *_avx2.c / *_avx512.c and
+# are built with that set enabled; the dispatcher picks one at run time.
+ifeq ($(ARCH),x86_64)
+ISA_avx2 := -mavx2 -mfma -mf16c
+ISA_avx512 := -mavx512f -mavx512bw -mavx512dq -mavx512vl -mfma -mf16c
+ISA_SRCS :=
+else
+ISA_SRCS := $(wildcard src/*_avx2.c src/*_avx512.c)
+endif
+
+LIB_SRCS := $(filter-out $(ISA_SRCS),$(wildcard src/*.c viz/*.c))
+CMD_SRCS := $(wildcard src/cmd/*.c)
+TEST_SRCS := $(wildcard tests/test_*.c)
+TEST_SUPPORT := $(filter-out $(TEST_SRCS),$(wildcard tests/*.c))
+
+objs = $(patsubst %.c,$(1)/%.o,$(2))
+isa_flags = $(ISA_$(lastword $(subst _, ,$(basename $(notdir $(1))))))
+
+.PHONY: all run test bench asan clean deps help tests check-deps
+.DEFAULT_GOAL := all
+
+# all: the tscope binary and the library it links (default)
+all: tscope
+
+# run: the main job (the tiny preset traced step by step, shapes printed)
+run: deps all
+	./tscope run --preset tiny --print-shapes
+
+# test: install what is missing, build with warnings as errors, run every test (plain and sanitized)
+test: deps
+	@$(MAKE) -j$$(nproc) all tests
+	@$(MAKE) -j$$(nproc) asan
+	@scripts/run-tests.sh $(BUILD) $(ASAN_BUILD)
+
+# bench: kernels and model against their peers, measured in the same run
+bench: all
+	./tscope bench gemm
+
+# asan: the unit tests built with address and undefined-behaviour sanitizers
+asan:
+	@$(MAKE) BUILD=$(ASAN_BUILD) OPT="-O1 -g $(SAN)" LDLIBS="$(SAN)" tests
+
+# deps: check the system packages and install the missing ones (apt-get)
+deps:
+	@scripts/deps.sh
+
+# clean: remove everything the build made
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD) tscope
+
+# help: this list
+help:
+	@grep -E '^# [a-z-]+:' Makefile | sed 's/^# /  /'
+
+# tests: every unit test binary (build only)
+tests: $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRCS))
+
+LIB := $(BUILD)/libtscope.a
+
+$(LIB): $(call objs,$(BUILD),$(LIB_SRCS))
+	@rm -f $@
+	@echo "  AR  $@"
+	$(Q)$(AR) rcs $@ $^
+
+tscope: $(call objs,$(BUILD),$(CMD_SRCS)) $(LIB)
+	@echo "  LD  $@"
+	$(Q)$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDLIBS_ALL)
+
+$(BUILD)/tests/%: $(BUILD)/tests/%.o $(call objs,$(BUILD),$(TEST_SUPPORT)) $(LIB)
+	@echo "  LD  $@"
+	$(Q)$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDLIBS_ALL) $(TEST_LIBS)
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	@echo "  CC  $<"
+	$(Q)$(CC) $(CFLAGS_ALL) $(call isa_flags,$<) -MMD -MP -c -o $@ $<
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

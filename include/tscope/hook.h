@@ -1,0 +1,85 @@
+/* hook: the one place the model talks to the outside world.
+ *
+ * The model calls ts_hook_call(hook, name, op, tensor, tag) after every step it
+ * computes. What happens then is the hook's business: write a trace, print
+ * shapes, compare against a golden list, or nothing. The op table and the tags
+ * are shared by the model, the trace format and the viewer, so a number on
+ * disk means the same thing everywhere.
+ */
+#ifndef TSCOPE_HOOK_H
+#define TSCOPE_HOOK_H
+
+#include "tscope/status.h"
+#include "tscope/tensor.h"
+
+/* X(ENUM, "name"): every op a traced step can come from. Append only: the
+ * numbers are stored in trace files. */
+#define TS_OP_LIST(X)                          \
+    X(TS_OP_INPUT, "input")                    \
+    X(TS_OP_EMBED, "embedding")                \
+    X(TS_OP_POSENC, "positional_encoding")     \
+    X(TS_OP_ADD, "add")                        \
+    X(TS_OP_LINEAR, "linear")                  \
+    X(TS_OP_RESHAPE, "reshape")                \
+    X(TS_OP_PERMUTE, "permute")                \
+    X(TS_OP_CHUNK, "chunk")                    \
+    X(TS_OP_MATMUL, "matmul")                  \
+    X(TS_OP_SCALE, "scale")                    \
+    X(TS_OP_MASK, "mask")                      \
+    X(TS_OP_SOFTMAX, "softmax")                \
+    X(TS_OP_CONCAT, "concat")                  \
+    X(TS_OP_MEAN, "mean")                      \
+    X(TS_OP_STD, "std")                        \
+    X(TS_OP_LAYERNORM, "layernorm")            \
+    X(TS_OP_RELU, "relu")                      \
+    X(TS_OP_GELU, "gelu")                      \
+    X(TS_OP_DROPOUT, "dropout")                \
+    X(TS_OP_CROSS_ENTROPY, "cross_entropy")    \
+    X(TS_OP_GRAD, "grad")                      \
+    X(TS_OP_PARAM, "parameter")                \
+    X(TS_OP_METRIC, "metric")
+
+#define TS_OP_ENUM_ENTRY(e, name) e,
+typedef enum ts_op { TS_OP_LIST(TS_OP_ENUM_ENTRY) TS_OP_COUNT } ts_op;
+#undef TS_OP_ENUM_ENTRY
+
+/* What a step's values mean, so a viewer can choose how to draw it without
+ * parsing names. Append only, like the ops. */
+#define TS_TAG_LIST(X)                                   \
+    X(TS_TAG_PLAIN, "plain")         /* any activation */ \
+    X(TS_TAG_ATTN_SCORES, "attn_scores") /* (B,H,Sq,Sk) before softmax */ \
+    X(TS_TAG_ATTN_WEIGHTS, "attn_weights") /* (B,H,Sq,Sk) rows sum to 1 */ \
+    X(TS_TAG_POSENC, "posenc")       /* (S,D) positional encoding */ \
+    X(TS_TAG_NORM_STAT, "norm_stat") /* (B,S,1) mean or std of a norm */ \
+    X(TS_TAG_NORM_IN, "norm_in")     /* what a LayerNorm receives */ \
+    X(TS_TAG_NORM_OUT, "norm_out")   /* what a LayerNorm gives */ \
+    X(TS_TAG_HEADS, "heads")         /* (B,H,S,hd) per-head tensors */ \
+    X(TS_TAG_LOGITS, "logits")       /* (B,S,V) */ \
+    X(TS_TAG_SCALAR, "scalar")       /* loss, norms, learning rate */ \
+    X(TS_TAG_GRAD, "grad")           /* a gradient */ \
+    X(TS_TAG_PARAM, "param")         /* a parameter */
+
+#define TS_TAG_ENUM_ENTRY(e, name) e,
+typedef enum ts_tag { TS_TAG_LIST(TS_TAG_ENUM_ENTRY) TS_TAG_COUNT } ts_tag;
+#undef TS_TAG_ENUM_ENTRY
+
+const char *ts_op_name(ts_op op);   /* "softmax"; "?" when out of range */
+const char *ts_tag_name(ts_tag tag); /* "attn_weights"; "?" when out of range */
+
+/* Called after each step. A non-OK return stops the forward pass and the
+ * model returns that status (for example a trace writer whose disk is full). */
+typedef ts_status (*ts_hook_fn)(void *ctx, const char *name, ts_op op, const ts_tensor *t, ts_tag tag);
+
+typedef struct ts_hook {
+    ts_hook_fn fn; /* NULL: no hook, nothing is called */
+    void *ctx;
+} ts_hook;
+
+/* Call the hook if there is one; TS_OK otherwise. */
+static inline ts_status ts_hook_call(const ts_hook *hook, const char *name, ts_op op,
+                                     const ts_tensor *t, ts_tag tag) {
+    if (!hook || !hook->fn) return TS_OK;
+    return hook->fn(hook->ctx, name, op, t, tag);
+}
+
+#endif

@@ -1,0 +1,179 @@
+#include "tscope/cli.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+int ts_cli_error(const char *command, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "tscope %s: ", command);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    return 2;
+}
+
+static const char *kind_meta(const ts_flag *f) {
+    if (f->meta) return f->meta;
+    switch (f->kind) {
+    case TS_FLAG_INT: return "N";
+    case TS_FLAG_FLOAT: return "X";
+    case TS_FLAG_CHOICE: return f->choices;
+    default: return "S";
+    }
+}
+
+void ts_cli_usage(FILE *out, const ts_cli_spec *spec) {
+    fprintf(out, "usage: tscope %s %s\n", spec->command, spec->synopsis ? spec->synopsis : "");
+    if (spec->description) fprintf(out, "\n%s\n", spec->description);
+    if (spec->n_flags == 0) return;
+    fprintf(out, "\nflags:\n");
+    for (int i = 0; i < spec->n_flags; i++) {
+        const ts_flag *f = &spec->flags[i];
+        char left[96];
+        if (f->kind == TS_FLAG_BOOL)
+            snprintf(left, sizeof left, "%s", f->name);
+        else if (f->kind == TS_FLAG_OPTIONAL)
+            snprintf(left, sizeof left, "%s[=%s]", f->name, kind_meta(f));
+        else
+            snprintf(left, sizeof left, "%s %s", f->name, kind_meta(f));
+        fprintf(out, "  %-28s %s\n", left, f->help ? f->help : "");
+    }
+    fprintf(out, "  %-28s %s\n", "-h, --help", "show this help");
+}
+
+static int usage_error(const ts_cli_spec *spec, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+static int usage_error(const ts_cli_spec *spec, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "tscope %s: ", spec->command);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    ts_cli_usage(stderr, spec);
+    return 2;
+}
+
+static const ts_flag *find_flag(const ts_cli_spec *spec, const char *name, size_t len) {
+    for (int i = 0; i < spec->n_flags; i++) {
+        const char *n = spec->flags[i].name;
+        if (strlen(n) == len && strncmp(n, name, len) == 0) return &spec->flags[i];
+    }
+    return NULL;
+}
+
+static bool choice_allowed(const char *choices, const char *value) {
+    size_t len = strlen(value);
+    for (const char *c = choices; *c;) {
+        const char *bar = strchr(c, '|');
+        size_t n = bar ? (size_t)(bar - c) : strlen(c);
+        if (n == len && strncmp(c, value, n) == 0) return true;
+        if (!bar) break;
+        c = bar + 1;
+    }
+    return false;
+}
+
+/* Store `text` as the flag's value; returns -1 on success or an exit code. */
+static int store_value(const ts_cli_spec *spec, const ts_flag *f, const char *text) {
+    char *end = NULL;
+    errno = 0;
+    switch (f->kind) {
+    case TS_FLAG_INT: {
+        long v = strtol(text, &end, 10);
+        if (errno || end == text || *end || v < INT_MIN || v > INT_MAX)
+            return usage_error(spec, "%s expects a whole number, not '%s'", f->name, text);
+        *(int *)f->value = (int)v;
+        break;
+    }
+    case TS_FLAG_FLOAT: {
+        float v = strtof(text, &end);
+        if (errno || end == text || *end || !isfinite(v))
+            return usage_error(spec, "%s expects a number, not '%s'", f->name, text);
+        *(float *)f->value = v;
+        break;
+    }
+    case TS_FLAG_CHOICE:
+        if (!choice_allowed(f->choices, text))
+            return usage_error(spec, "%s expects one of %s, not '%s'", f->name, f->choices, text);
+        *(const char **)f->value = text;
+        break;
+    case TS_FLAG_LIST: {
+        ts_cli_list *list = f->value;
+        if (list->count == TS_CLI_LIST_MAX)
+            return usage_error(spec, "%s can be given at most %d times", f->name, TS_CLI_LIST_MAX);
+        list->items[list->count++] = text;
+        break;
+    }
+    case TS_FLAG_STRING:
+    case TS_FLAG_OPTIONAL:
+        *(const char **)f->value = text;
+        break;
+    case TS_FLAG_BOOL:
+        break;
+    }
+    if (f->seen) *f->seen = true;
+    return -1;
+}
+
+/* Parse one "--name[=value]" at argv[*i]; may consume argv[*i + 1]. */
+static int parse_flag(const ts_cli_spec *spec, int argc, char **argv, int *i) {
+    const char *arg = argv[*i];
+    const char *eq = strchr(arg, '=');
+    size_t name_len = eq ? (size_t)(eq - arg) : strlen(arg);
+    const ts_flag *f = find_flag(spec, arg, name_len);
+    if (!f) return usage_error(spec, "unknown flag %.*s", (int)name_len, arg);
+    if (f->kind == TS_FLAG_BOOL) {
+        if (eq) return usage_error(spec, "%s takes no value", f->name);
+        *(bool *)f->value = true;
+        if (f->seen) *f->seen = true;
+        return -1;
+    }
+    if (f->kind == TS_FLAG_OPTIONAL && !eq) return store_value(spec, f, f->implicit ? f->implicit : "");
+    if (eq) return store_value(spec, f, eq + 1);
+    if (*i + 1 >= argc) return usage_error(spec, "%s needs a value (%s)", f->name, kind_meta(f));
+    *i += 1;
+    return store_value(spec, f, argv[*i]);
+}
+
+static bool is_help(const char *arg) { return strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0; }
+
+int ts_cli_parse(const ts_cli_spec *spec, int argc, char **argv, const char **positional,
+                 int *n_positional) {
+    int n_pos = 0;
+    bool only_positional = false;
+    for (int i = 1; i < argc; i++) {
+        if (!only_positional && is_help(argv[i])) {
+            ts_cli_usage(stdout, spec);
+            return 0;
+        }
+    }
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        if (!only_positional && strcmp(arg, "--") == 0) {
+            only_positional = true;
+        } else if (!only_positional && arg[0] == '-' && arg[1] == '-') {
+            int rc = parse_flag(spec, argc, argv, &i);
+            if (rc >= 0) return rc;
+        } else if (!only_positional && arg[0] == '-' && arg[1] != '\0') {
+            return usage_error(spec, "unknown flag %s (flags are spelled --name)", arg);
+        } else {
+            if (n_pos >= spec->max_positional)
+                return usage_error(spec, "unexpected argument '%s'", arg);
+            positional[n_pos++] = arg;
+        }
+    }
+    if (n_pos < spec->min_positional)
+        return usage_error(spec, "missing %s", spec->positional_meta ? spec->positional_meta : "argument");
+    if (n_positional) *n_positional = n_pos;
+    return -1;
+}

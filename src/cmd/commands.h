@@ -1,0 +1,13 @@
+/* commands: the subcommands of the tscope binary, one file each (cmd_*.c).
+ * Each takes argv with argv[0] = its own name and returns the exit code:
+ * 0 done, 1 ran but found a difference or failure, 2 bad input. */
+#ifndef TSCOPE_COMMANDS_H
+#define TSCOPE_COMMANDS_H
+
+#include "tscope/cli.h"
+
+/* The table main() dispatches on, in the order --help lists them. */
+extern const ts_command ts_commands[];
+extern const int ts_n_commands;
+
+#endif

@@ -1,0 +1,71 @@
+/* tscope: the command-line entry point. Finds the subcommand in the table and
+ * runs it; --help, help CMD and --version are answered here. */
+#include <stdio.h>
+#include <string.h>
+
+#include "commands.h"
+#include "tscope/version.h"
+
+/* A subcommand is listed here once it works. */
+const ts_command ts_commands[] = {
+    {NULL, NULL, NULL}, /* sentinel: keeps the array non-empty */
+};
+const int ts_n_commands = (int)(sizeof ts_commands / sizeof ts_commands[0]) - 1;
+
+static void print_usage(FILE *out) {
+    fprintf(out,
+            "tscope %s: a Transformer under a microscope\n\n"
+            "usage: tscope COMMAND [flags]\n\ncommands:\n",
+            TSCOPE_VERSION);
+    for (int i = 0; i < ts_n_commands; i++)
+        fprintf(out, "  %-8s %s\n", ts_commands[i].name, ts_commands[i].summary);
+    fprintf(out,
+            "\n'tscope help COMMAND' or 'tscope COMMAND --help' shows a command's flags.\n"
+            "'tscope --version' prints the version.\n");
+}
+
+static const ts_command *find_command(const char *name) {
+    for (int i = 0; i < ts_n_commands; i++)
+        if (strcmp(ts_commands[i].name, name) == 0) return &ts_commands[i];
+    return NULL;
+}
+
+static int unknown_command(const char *name) {
+    fprintf(stderr, "tscope: unknown command '%s'\n", name);
+    print_usage(stderr);
+    return 2;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        print_usage(stderr);
+        return 2;
+    }
+    const char *name = argv[1];
+    if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0) {
+        print_usage(stdout);
+        return 0;
+    }
+    if (strcmp(name, "--version") == 0) {
+        printf("tscope %s\n", TSCOPE_VERSION);
+        return 0;
+    }
+    if (strcmp(name, "help") == 0) {
+        if (argc < 3) {
+            print_usage(stdout);
+            return 0;
+        }
+        const ts_command *cmd = find_command(argv[2]);
+        if (!cmd) return unknown_command(argv[2]);
+        char *help_argv[] = {argv[2], "--help", NULL};
+        return cmd->fn(2, help_argv);
+    }
+    if (name[0] == '-') {
+        fprintf(stderr, "tscope: unknown flag '%s' (flags go after the command)\n", name);
+        print_usage(stderr);
+        return 2;
+    }
+    const ts_command *cmd = find_command(name);
+    if (!cmd) return unknown_command(name);
+    return cmd->fn(argc - 1, argv + 1);
+}

@@ -1,0 +1,35 @@
+#include "tscope/status.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+
+static _Thread_local char last_message[1024];
+
+static const char *const status_names[] = {
+    [TS_OK] = "ok",
+    [TS_ERR_ARG] = "bad argument",
+    [TS_ERR_SHAPE] = "shape error",
+    [TS_ERR_IO] = "i/o error",
+    [TS_ERR_FORMAT] = "format error",
+    [TS_ERR_NOMEM] = "out of memory",
+    [TS_ERR_UNSUPPORTED] = "unsupported",
+};
+_Static_assert(sizeof status_names / sizeof status_names[0] == TS_STATUS_COUNT,
+               "every status needs a name");
+
+ts_status ts_fail(ts_status s, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(last_message, sizeof last_message, fmt, ap);
+    va_end(ap);
+    return s;
+}
+
+const char *ts_last_error(void) { return last_message; }
+
+void ts_clear_error(void) { last_message[0] = '\0'; }
+
+const char *ts_status_str(ts_status s) {
+    if ((unsigned)s >= TS_STATUS_COUNT) return "unknown status";
+    return status_names[s];
+}
