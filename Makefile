@@ -40,6 +40,10 @@ CMD_SRCS := $(wildcard src/cmd/*.c)
 TEST_SRCS := $(wildcard tests/test_*.c)
 TEST_SUPPORT := $(filter-out $(TEST_SRCS),$(wildcard tests/*.c))
 
+LIB := $(BUILD)/libtscope.a
+# The default build puts tscope at the top; other build dirs keep their own copy.
+BIN := $(if $(filter build,$(BUILD)),tscope,$(BUILD)/tscope)
+
 objs = $(patsubst %.c,$(1)/%.o,$(2))
 isa_flags = $(ISA_$(lastword $(subst _, ,$(basename $(notdir $(1))))))
 
@@ -47,7 +51,7 @@ isa_flags = $(ISA_$(lastword $(subst _, ,$(basename $(notdir $(1))))))
 .DEFAULT_GOAL := all
 
 # all: the tscope binary and the library it links (default)
-all: tscope
+all: $(BIN)
 
 # run: the main job (the tiny preset traced step by step, shapes printed)
 run: deps all
@@ -82,14 +86,13 @@ help:
 # tests: every unit test binary (build only)
 tests: $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRCS))
 
-LIB := $(BUILD)/libtscope.a
 
 $(LIB): $(call objs,$(BUILD),$(LIB_SRCS))
 	@rm -f $@
 	@echo "  AR  $@"
 	$(Q)$(AR) rcs $@ $^
 
-tscope: $(call objs,$(BUILD),$(CMD_SRCS)) $(LIB)
+$(BIN): $(call objs,$(BUILD),$(CMD_SRCS)) $(LIB)
 	@echo "  LD  $@"
 	$(Q)$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDLIBS_ALL)
 
