@@ -21,6 +21,8 @@ WARN := -std=c11 -Wall -Wextra -Wpedantic -Wshadow -Wstrict-prototypes -Werror
 OPT ?= -O2 -g
 OMP := $(if $(NO_OMP),,-fopenmp)
 CPPFLAGS := -Iinclude -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE
+# `tscope lesson 1` finds this tree's lessons/ from any directory ($TSCOPE_LESSONS overrides).
+LESSON_DIR_FLAG = -DTSCOPE_LESSON_DIR='"$(CURDIR)/lessons"'
 CFLAGS_ALL = $(WARN) $(OPT) $(OMP) $(CPPFLAGS) $(PKG_CFLAGS) $(CFLAGS)
 LDLIBS_ALL = $(PKG_LIBS) $(OMP) -lm -lpthread -ldl $(LDLIBS)
 SAN := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
@@ -49,6 +51,8 @@ isa_flags = $(ISA_$(lastword $(subst _, ,$(basename $(notdir $(1))))))
 
 .PHONY: all run test bench asan clean deps help tests check-deps
 .DEFAULT_GOAL := all
+# keep object files that only feed a test binary, so rebuilds stay incremental
+.SECONDARY:
 
 # all: the tscope binary and the library it links (default)
 all: $(BIN)
@@ -67,6 +71,11 @@ test: deps
 bench: all
 	./tscope bench gemm
 
+# readme-images: redraw the pictures README.md shows (assets/readme/) from tiny and seed000 runs
+.PHONY: readme-images
+readme-images: all
+	scripts/readme-images.sh $(BIN)
+
 # asan: the unit tests built with address and undefined-behaviour sanitizers
 asan:
 	@$(MAKE) BUILD=$(ASAN_BUILD) OPT="-O1 -g $(SAN)" LDLIBS="$(SAN)" tests
@@ -77,7 +86,7 @@ deps:
 
 # clean: remove everything the build made
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) tscope
+	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD) tscope
 
 # help: this list
 help:
@@ -86,8 +95,36 @@ help:
 # tests: every unit test binary (build only)
 tests: $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRCS))
 
+# fuzz: every libFuzzer target (tests/fuzz/fuzz_*.c, clang) runs FUZZ_TIME s (60) with no finding
+FUZZ_BUILD ?= $(BUILD)-fuzz
+FUZZ_TIME ?= 60
+FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
+.PHONY: fuzz fuzz-build
+fuzz:
+	@$(MAKE) BUILD=$(FUZZ_BUILD) CC=clang NO_OMP=1 OPT="-O1 -g -fsanitize=fuzzer-no-link,address" fuzz-build
+	@scripts/fuzz.sh $(FUZZ_BUILD) $(FUZZ_TIME)
 
-$(LIB): $(call objs,$(BUILD),$(LIB_SRCS))
+fuzz-build: $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRCS))
+
+$(BUILD)/fuzz/%: $(BUILD)/tests/fuzz/%.o $(LIB)
+	@mkdir -p $(dir $@)
+	@echo "  LD  $@"
+	$(Q)$(CC) $(CFLAGS_ALL) -fsanitize=fuzzer,address -o $@ $^ $(LDLIBS_ALL)
+
+
+# Colour maps are data (assets/colormaps/*.csv); the library embeds them as C
+# arrays generated here, never copied by hand.
+CMAP_CSVS := $(wildcard assets/colormaps/*.csv)
+CMAP_OBJ := $(BUILD)/gen/colormaps_data.o
+$(BUILD)/gen/colormaps_data.c: $(CMAP_CSVS) scripts/embed-colormaps.sh
+	@mkdir -p $(dir $@)
+	@echo "  GEN $@"
+	$(Q)scripts/embed-colormaps.sh $(CMAP_CSVS) > $@.tmp && mv $@.tmp $@
+$(CMAP_OBJ): $(BUILD)/gen/colormaps_data.c
+	@echo "  CC  $<"
+	$(Q)$(CC) $(CFLAGS_ALL) -c -o $@ $<
+
+$(LIB): $(call objs,$(BUILD),$(LIB_SRCS)) $(CMAP_OBJ)
 	@rm -f $@
 	@echo "  AR  $@"
 	$(Q)$(AR) rcs $@ $^
@@ -104,5 +141,7 @@ $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	@echo "  CC  $<"
 	$(Q)$(CC) $(CFLAGS_ALL) $(call isa_flags,$<) -MMD -MP -c -o $@ $<
+
+$(BUILD)/src/lesson_find.o: CPPFLAGS += $(LESSON_DIR_FLAG)
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -44,7 +44,7 @@ ts_status ts_tensor_view(ts_tensor *out, float *data, int rank, const int64_t *s
         if (shape[i] < 0) return ts_fail(TS_ERR_SHAPE, "negative size %lld in dim %d", (long long)shape[i], i);
     out->data = data;
     out->rank = rank;
-    memcpy(out->shape, shape, (size_t)rank * sizeof *shape);
+    if (rank > 0) memcpy(out->shape, shape, (size_t)rank * sizeof *shape); /* a scalar may pass NULL */
     set_contiguous_strides(out);
     return TS_OK;
 }
@@ -144,7 +144,7 @@ ts_status ts_tensor_reshape(ts_tensor *out, const ts_tensor *in, int rank, const
     ts_status st = check_rank(rank);
     if (st) return st;
     int64_t resolved[TS_MAX_RANK];
-    memcpy(resolved, shape, (size_t)rank * sizeof *shape);
+    if (rank > 0) memcpy(resolved, shape, (size_t)rank * sizeof *shape);
     int64_t numel = ts_tensor_numel(in);
     if ((st = infer_shape(resolved, rank, numel, in, shape))) return st;
 
@@ -157,7 +157,7 @@ ts_status ts_tensor_reshape(ts_tensor *out, const ts_tensor *in, int rank, const
                        (long long)want);
 
     ts_tensor v = {.data = in->data, .rank = rank};
-    memcpy(v.shape, resolved, (size_t)rank * sizeof *resolved);
+    if (rank > 0) memcpy(v.shape, resolved, (size_t)rank * sizeof *resolved);
     if (numel == 0) {
         set_contiguous_strides(&v);
     } else if (!view_strides(in, rank, resolved, v.stride)) {

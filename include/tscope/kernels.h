@@ -28,6 +28,11 @@ ts_status ts_kernels_force(ts_isa isa);
 void ts_kernels_set_threads(int n); /* n <= 0: all cores */
 int ts_kernels_threads(void);
 
+/* The fp32 FMA peak of the chosen path on all kernel threads, in GFLOP/s:
+ * the best of a few short loops of independent FMAs (about 0.1 s in all).
+ * The yardstick of `tscope bench`. */
+double ts_kernels_peak_gflops(void);
+
 /* What to do to each element of C after the product. */
 typedef enum ts_epilogue {
     TS_EPI_NONE,      /* C = alpha*op(A)op(B) + beta*C */
@@ -57,8 +62,10 @@ void ts_gemm_ref(bool trans_a, bool trans_b, int M, int N, int K, float alpha, c
 /* Row softmax over `cols`, numerically stable. in and out (rows, cols) may be
  * the same buffer. mask (cols), if not NULL, is added to every row first
  * (0 or -inf for key padding). causal: row r may only see columns
- * c <= r + causal_offset. A row whose entries are all -inf becomes all zeros
- * (not NaN); the number of such rows is returned. */
+ * c <= r + causal_offset, with r counted from the first row of this call (so
+ * call once per (Sq, Sk) matrix when causal); hidden entries are exactly 0.
+ * A row whose entries are all -inf becomes all zeros (not NaN); the number of
+ * such rows is returned. */
 int64_t ts_softmax_rows(float *out, const float *in, int64_t rows, int cols, const float *mask,
                         bool causal, int causal_offset);
 

@@ -1,0 +1,222 @@
+/* lesson: guided walkthroughs written in Markdown (lessons/NN-name.md).
+ *
+ * A lesson file is CommonMark with fenced `tscope` blocks: one `tscope setup`
+ * block that says what to run, optional named `tscope setup NAME` blocks for
+ * runs to compare against, and one `tscope step` block per step naming what to
+ * show. The Markdown after a step block, up to the next one, is that step's
+ * narration. lessons/README.md is the format's reference.
+ *
+ * Parsing checks syntax only (known keys, values of the right kind, blocks in
+ * the right order). Whether a step's tensor exists is known once the run has
+ * produced a trace: ts_lesson_check_names() does that, and every error, now or
+ * later, reads `FILE:LINE: message`.
+ */
+#ifndef TSCOPE_LESSON_H
+#define TSCOPE_LESSON_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "tscope/status.h"
+
+/* ---- narration: Markdown kept as written and as a flat list of blocks ---- */
+
+/* Style bits of a run of text; a run can carry several. */
+enum {
+    TS_LESSON_EM = 1 << 0,      /* *emphasis* */
+    TS_LESSON_STRONG = 1 << 1,  /* **strong** */
+    TS_LESSON_CODE = 1 << 2,    /* `inline code` */
+    TS_LESSON_MATH = 1 << 3,    /* $formula$: _x and ^x mark sub/superscripts */
+    TS_LESSON_DISPLAY = 1 << 4, /* $$formula$$ (always with TS_LESSON_MATH) */
+    TS_LESSON_LINK = 1 << 5,    /* [text](url): the text only is kept */
+};
+
+typedef struct ts_lesson_run {
+    unsigned style; /* TS_LESSON_* bits */
+    char *text;     /* UTF-8, entities decoded; soft line breaks are spaces, hard ones '\n' */
+    size_t len;     /* strlen(text) */
+} ts_lesson_run;
+
+typedef enum ts_lesson_block_kind {
+    TS_LESSON_PARA,    /* a paragraph */
+    TS_LESSON_HEADING, /* level 1-6 */
+    TS_LESSON_ITEM,    /* a list item's first paragraph; marker "•" or "3." */
+    TS_LESSON_CODE_BLOCK, /* one run, style TS_LESSON_CODE, lines joined with '\n' */
+    TS_LESSON_FORMULA, /* a paragraph that is one $$display formula$$ */
+    TS_LESSON_RULE,    /* a thematic break (---) */
+} ts_lesson_block_kind;
+
+typedef struct ts_lesson_block {
+    ts_lesson_block_kind kind;
+    int level;       /* heading level; 0 for others */
+    int depth;       /* list nesting: 0 outside lists, 1 in a list, 2 in a nested list... */
+    int quote;       /* block quote nesting (> text) */
+    char marker[16]; /* TS_LESSON_ITEM: "•" or "3." */
+    ts_lesson_run *runs;
+    int n_runs;
+    int line;        /* where the block starts in the file (0 when unknown) */
+} ts_lesson_block;
+
+typedef struct ts_lesson_narration {
+    char *source; /* the Markdown as written, blank lines trimmed at both ends ("" when none) */
+    ts_lesson_block *blocks;
+    int n_blocks;
+} ts_lesson_narration;
+
+/* ---- setup blocks: what to run ---- */
+
+/* One `key: value` line as written, with its line for later messages. */
+typedef struct ts_lesson_kv {
+    char *key;
+    char *value;
+    int line;
+} ts_lesson_kv;
+
+typedef struct ts_lesson_setup {
+    char *name;        /* "main" for the `tscope setup` block, else its NAME */
+    int line;          /* the opening fence */
+    ts_lesson_kv *keys; /* in file order; a named setup lists only what it changes */
+    int n_keys;
+} ts_lesson_setup;
+
+/* ---- steps: what to show ---- */
+
+typedef enum ts_lesson_view {
+    TS_LESSON_VIEW_AUTO, /* chosen by the step's tag */
+    TS_LESSON_VIEW_HEATMAP,
+    TS_LESSON_VIEW_GRID,
+    TS_LESSON_VIEW_OVERVIEW,
+    TS_LESSON_VIEW_CURVES,
+    TS_LESSON_VIEW_STATS,
+    TS_LESSON_VIEW_SHAPES,
+    TS_LESSON_VIEW_COUNT
+} ts_lesson_view;
+
+typedef enum ts_lesson_mark_kind {
+    TS_LESSON_MARK_ROW,      /* row a: one query token's row */
+    TS_LESSON_MARK_COL,      /* col a: one key token's column */
+    TS_LESSON_MARK_CELL,     /* cell a b: row a, column b */
+    TS_LESSON_MARK_TOKEN,    /* token a: row a and column a */
+    TS_LESSON_MARK_DIM,      /* dim a: one feature dimension */
+    TS_LESSON_MARK_DIAGONAL, /* the diagonal */
+    TS_LESSON_MARK_MASKED,   /* every masked cell */
+    TS_LESSON_MARK_ARGMAX,   /* each row's largest cell */
+    TS_LESSON_MARK_COUNT
+} ts_lesson_mark_kind;
+
+typedef struct ts_lesson_mark {
+    ts_lesson_mark_kind kind;
+    int a, b; /* -1 when the kind takes no number */
+} ts_lesson_mark;
+
+#define TS_LESSON_MAX_MARKS 8
+#define TS_LESSON_UNSET (-2) /* a record index that was not given (-1 means the last) */
+#define TS_LESSON_MAX_DIMS 16
+
+typedef struct ts_lesson_step {
+    int line;            /* the opening fence */
+    char *title;         /* the `title` key, else the narration's first heading, else "" */
+    char *tensor;        /* trace name, e.g. "encoder.layers.0.self_attn.weights" */
+    ts_lesson_view view; /* TS_LESSON_VIEW_AUTO when not given */
+    int layer, head, batch; /* -1 when not given */
+    int train_step;      /* `step`: which record of a name a training trace repeats, as `tscope
+                          * png --step` (0 the first, -1 the last); TS_LESSON_UNSET when not given */
+    char *run;           /* the setup the tensor comes from: "main" unless `run` says */
+    char *compare_with;  /* another tensor shown beside this one, or NULL */
+    char *compare_run;   /* the setup the comparison comes from, or NULL (same run) */
+    int compare_step;    /* the record the comparison comes from, or TS_LESSON_UNSET (same one) */
+    ts_lesson_mark marks[TS_LESSON_MAX_MARKS]; /* `highlight` */
+    int n_marks;
+    int dims[TS_LESSON_MAX_DIMS]; /* `dims`: feature dimensions a curves view draws */
+    int n_dims;
+    int axes[2];         /* `axes`: the two dims a heatmap of any tensor shows (n_axes 0 or 2) */
+    int n_axes;
+    ts_lesson_kv *keys;  /* every key as written, for messages that need a line */
+    int n_keys;
+    ts_lesson_narration narration;
+} ts_lesson_step;
+
+typedef struct ts_lesson {
+    char *path;   /* the name used in messages: the file as given */
+    char *title;  /* from the `# Title` heading */
+    ts_lesson_narration intro; /* Markdown before the first step (setup blocks left out) */
+    ts_lesson_setup *setups;   /* [0] is "main" */
+    int n_setups;
+    ts_lesson_step *steps;
+    int n_steps;
+} ts_lesson;
+
+/* Parse `len` bytes of Markdown. `path` names the file in messages. On failure
+ * the lesson is left empty (safe to free) and the message reads
+ * "PATH:LINE: what is wrong". */
+ts_status ts_lesson_parse(ts_lesson *lesson, const char *path, const char *text, size_t len);
+
+/* Read and parse a lesson file. */
+ts_status ts_lesson_load(ts_lesson *lesson, const char *path);
+
+void ts_lesson_free(ts_lesson *lesson);
+
+/* The value a setup gives `key`, falling back to the main setup's value for a
+ * named one; NULL when neither sets it. `run` is an index into setups. */
+const char *ts_lesson_setup_get(const ts_lesson *lesson, int run, const char *key);
+
+/* Index of the setup named `name` ("main" is 0), or -1. */
+int ts_lesson_find_setup(const ts_lesson *lesson, const char *name);
+
+/* Fail with "PATH:LINE: message": for checks made after parsing, such as a
+ * step name the trace does not hold. Returns TS_ERR_FORMAT. */
+ts_status ts_lesson_fail_at(const ts_lesson *lesson, int line, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+/* The line of a step's `key:` (for messages about its value), or the step's
+ * opening fence when the key is not given. */
+int ts_lesson_step_line(const ts_lesson_step *step, const char *key);
+
+/* Whether the run named `run` recorded a step named `name`. When it did not,
+ * the function may write a hint ("did you mean ...?") into hint[0..cap). */
+typedef bool (*ts_lesson_name_fn)(void *ctx, const char *run, const char *name, char *hint,
+                                  size_t cap);
+
+/* Ask `known` about every step's tensor and comparison; the first unknown one
+ * fails with the line of its key. */
+ts_status ts_lesson_check_names(const ts_lesson *lesson, ts_lesson_name_fn known, void *ctx);
+
+/* Pango markup for one narration block's runs (text escaped, <i>, <b>, <tt>,
+ * <sub>, <sup>, <u>); block layout (indent, marker, heading size) is left to
+ * the renderer. *out is malloc'd; the caller frees it. */
+ts_status ts_lesson_block_markup(const ts_lesson_block *block, char **out);
+
+/* The block's text with no styling ("" for a rule); *out is malloc'd. */
+ts_status ts_lesson_block_text(const ts_lesson_block *block, char **out);
+
+const char *ts_lesson_view_name(ts_lesson_view view);
+
+/* ---- finding lessons ---- */
+
+/* The lessons directory: $TSCOPE_LESSONS when set, else the source tree's
+ * lessons/ compiled in at build time. */
+const char *ts_lesson_dir(void);
+
+typedef struct ts_lesson_entry {
+    int number;  /* 3 for 03-attention.md */
+    char *name;  /* "attention" */
+    char *path;  /* dir + "/03-attention.md" */
+} ts_lesson_entry;
+
+/* Every NN-name.md in `dir`, sorted by number. */
+ts_status ts_lesson_list(const char *dir, ts_lesson_entry **entries, int *n);
+void ts_lesson_list_free(ts_lesson_entry *entries, int n);
+
+/* A path a setup names (`load: assets/tiny-copy.safetensors`): next to the
+ * lesson file if it is there, else in the source tree (the directory above the
+ * compiled-in lessons/). TS_ERR_IO names both places when neither has it. */
+ts_status ts_lesson_resolve(const ts_lesson *lesson, const char *rel, char *path, size_t cap);
+
+/* Resolve what a user typed: a number ("3"), a name ("attention" or
+ * "03-attention") from `dir`, or a path to a .md file. */
+ts_status ts_lesson_find(const char *dir, const char *what, char *path, size_t cap);
+
+#endif

@@ -1,0 +1,294 @@
+/* model: the Transformer of the seeds, in C, calling a hook at every step.
+ *
+ * One config (ts_model_config) describes every model tscope builds: seed 000's
+ * encoder, seed 001's lone multi-head attention, seed 004's pre-LN classifier,
+ * and the encoder-decoder of "Attention Is All You Need". Presets fill it; the
+ * model flags of the command line change it; ts_model_config_check explains in
+ * one sentence why a config cannot work.
+ *
+ * Memory follows llm.c: every parameter lives in one block carved by a size
+ * table whose rows are named like PyTorch's state_dict, and every activation
+ * of a forward pass comes from one arena sized once at init. Inference keeps
+ * only what the next step needs: a handful of buffers reused layer after
+ * layer, the attention scores turned into weights in place. The hook sees
+ * each step before its buffer is reused; a hook that wants to keep values
+ * copies them.
+ *
+ * Trace names (stable; see design.md "Trace names"), for an encoder layer i:
+ *   encoder.layers.{i}.self_attn.{qkv, qkv_heads, qkv_perm, q, k, v, scores,
+ *       scaled, masked, values, weights, values_perm, concat, out}
+ *   encoder.layers.{i}.norm1.{in, mean, std, y, gamma, beta, out}
+ *   encoder.layers.{i}.ffn.{hidden, act, dropout, out}, encoder.layers.{i}.norm2.…,
+ *   encoder.layers.{i}.out, encoder.norm.… (final norm), encoder.out
+ * `masked` appears only when a mask is applied; `values` comes before
+ * `weights` because seed 000's scaled_dot_product returns (values, attention)
+ * and prints them in that order. The decoder has self_attn (causal) and
+ * cross_attn (q_proj, q_heads, q, kv, kv_heads, kv_perm, k, v, ...), norm1..3.
+ * See src/model_forward.c for the full list and the reasons.
+ */
+#ifndef TSCOPE_MODEL_H
+#define TSCOPE_MODEL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tscope/arena.h"
+#include "tscope/hook.h"
+#include "tscope/status.h"
+#include "tscope/tensor.h"
+
+typedef enum ts_arch {
+    TS_ARCH_ENCODER,         /* encoder stack (seed 000, seed 004) */
+    TS_ARCH_ENCODER_DECODER, /* encoder + decoder (the paper, tiny, copy) */
+    TS_ARCH_ATTENTION,       /* one multi-head attention alone (seed 001) */
+} ts_arch;
+
+typedef enum ts_norm_place { TS_NORM_POST, TS_NORM_PRE } ts_norm_place;
+typedef enum ts_pe_kind { TS_PE_SINUSOIDAL, TS_PE_LEARNED, TS_PE_NONE } ts_pe_kind;
+typedef enum ts_activation { TS_ACT_RELU, TS_ACT_GELU } ts_activation;
+
+typedef enum ts_head_kind {
+    TS_HEAD_NONE, /* the last stack's output is the result */
+    TS_HEAD_LM,   /* logits over the vocabulary at every position */
+    TS_HEAD_CLS,  /* logits over n_labels from the first token (seed 004) */
+} ts_head_kind;
+
+typedef enum ts_input_kind {
+    TS_INPUT_TOKENS,   /* token ids (B, S): embedding, then positions */
+    TS_INPUT_EMBEDDED, /* vectors (B, S, in_dim) as seed 000's random x */
+} ts_input_kind;
+
+#define TS_MODEL_NAME_MAX 96
+
+/* Smallest vocabulary for token input: the tokenizer's 4 special tokens
+ * (<pad> <bos> <eos> <unk>, see tokenizer.h) and one word. */
+#define TS_MODEL_MIN_VOCAB 5
+
+typedef struct ts_model_config {
+    char preset[16];    /* where it came from, "" when built from flags alone */
+    ts_arch arch;
+    int d_model;        /* D */
+    int heads;          /* H; D / H = hd */
+    int ffn;            /* F, the feed-forward hidden width */
+    int layers;         /* encoder layers */
+    int dec_layers;     /* decoder layers (0 unless TS_ARCH_ENCODER_DECODER) */
+    int vocab;          /* V; 0 = as many as the tokenizer needs */
+    int seq;            /* S, source length */
+    int tgt_seq;        /* T, decoder length */
+    int batch;          /* B */
+    int in_dim;         /* width of embedded input; 0 = d_model (seed 001: 1024) */
+    int max_pos;        /* rows of the learned position table; 0 = max(S, T) */
+    int n_labels;       /* classes of TS_HEAD_CLS */
+    float dropout;      /* probability, used only while training */
+    float eps;          /* LayerNorm eps of the blocks */
+    float embed_eps;    /* LayerNorm eps of learned embeddings (seed 004: 1e-12) */
+    ts_norm_place norm;
+    ts_pe_kind pe;
+    ts_activation activation;
+    ts_head_kind head;
+    ts_input_kind input;
+    bool final_norm;    /* a LayerNorm after each stack (pre-LN models want it) */
+    bool causal;        /* encoder / lone attention: position i sees only j <= i */
+    bool scale_embed;   /* multiply token embeddings by sqrt(D), as the paper */
+    bool tie_embed;     /* one token table for source, target and the logits */
+    uint64_t seed;      /* parameters, random input, dropout */
+    const char *text;   /* the preset's sentence, or NULL (random tokens) */
+} ts_model_config;
+
+/* Names of the presets, "tiny, seed000, ..." for messages and --help. */
+const char *ts_model_preset_names(void);
+
+/* Fill cfg with a preset. An unknown name is TS_ERR_ARG naming the presets. */
+ts_status ts_model_config_preset(ts_model_config *cfg, const char *name);
+
+/* Whether the config can be built, with a sentence a learner can act on:
+ * "--heads 7 does not divide --d-model 512 (...): the reshape of qkv
+ * [30, 200, 1536] to [30, 200, 7, 219] fails". */
+ts_status ts_model_config_check(const ts_model_config *cfg);
+
+/* ---- parameters ---------------------------------------------------------- */
+
+/* How a parameter is stored, when it differs from PyTorch's layout. */
+typedef enum ts_param_layout {
+    TS_LAYOUT_TORCH,      /* exactly as in PyTorch's state_dict */
+    TS_LAYOUT_QKV_HEADS,  /* in_proj rows per head [q_h; k_h; v_h] (seed 000's qkv) */
+    TS_LAYOUT_Q_KV_HEADS, /* in_proj rows [Wq; then per head k_h; v_h] (cross-attention) */
+} ts_param_layout;
+
+/* How a parameter starts, PyTorch's defaults for the module it comes from. */
+typedef enum ts_param_init {
+    TS_INIT_ZEROS,
+    TS_INIT_ONES,
+    TS_INIT_UNIFORM, /* uniform(-scale, scale): Linear's 1/sqrt(fan_in), in_proj's xavier */
+    TS_INIT_NORMAL,  /* normal(0, scale): embeddings */
+} ts_param_init;
+
+typedef struct ts_model_param_info {
+    char name[TS_MODEL_NAME_MAX]; /* "encoder.layers.0.self_attn.in_proj_weight" */
+    int rank;
+    int64_t shape[2];
+    int64_t numel;
+    size_t offset;                /* in floats, from the start of the block (64-byte aligned) */
+    ts_param_layout layout;
+    ts_param_init init;
+    float init_scale;
+} ts_model_param_info;
+
+typedef struct ts_attn_weights {
+    float *in_w;  // (3D, Din) see ts_param_layout
+    float *in_b;  // (3D)
+    float *out_w; // (D, D)
+    float *out_b; // (D)
+} ts_attn_weights;
+
+typedef struct ts_norm_weights {
+    float *gamma, *beta; // (D)
+} ts_norm_weights;
+
+typedef struct ts_ffn_weights {
+    float *w1, *b1; // (F, D), (F)
+    float *w2, *b2; // (D, F), (D)
+} ts_ffn_weights;
+
+typedef struct ts_enc_layer_weights {
+    ts_attn_weights self_attn;
+    ts_norm_weights norm1;
+    ts_ffn_weights ffn;
+    ts_norm_weights norm2;
+} ts_enc_layer_weights;
+
+typedef struct ts_dec_layer_weights {
+    ts_attn_weights self_attn, cross_attn;
+    ts_norm_weights norm1, norm2, norm3;
+    ts_ffn_weights ffn;
+} ts_dec_layer_weights;
+
+typedef struct ts_embed_weights {
+    float *tokens;    // (V, D) or NULL for embedded input
+    float *positions; // (max_pos, D) learned positions, or NULL
+    ts_norm_weights norm; // learned embeddings' LayerNorm (gamma NULL otherwise)
+} ts_embed_weights;
+
+/* Pointers into a block laid out by the size table. The same offsets point a
+ * gradient block (training) or an optimizer's moments: see ts_model_point. */
+typedef struct ts_model_weights {
+    ts_embed_weights embed, dec_embed;
+    ts_enc_layer_weights *enc;  // (layers), owned by the model
+    ts_dec_layer_weights *dec;  // (dec_layers), owned by the model
+    ts_attn_weights attn;       // TS_ARCH_ATTENTION only
+    ts_norm_weights enc_norm, dec_norm;
+    float *head_w, *head_b;     // (V or n_labels, D), (V or n_labels)
+} ts_model_weights;
+
+/* A model's module, for the table of `tscope shapes`. */
+typedef struct ts_model_module {
+    char name[TS_MODEL_NAME_MAX]; /* "encoder.layers.0.self_attn" */
+    int rank;
+    int64_t shape[TS_MAX_RANK];   /* its output */
+    int64_t params;
+    double flops;                 /* matmul flops, 2*M*N*K each */
+} ts_model_module;
+
+typedef struct ts_model_summary {
+    ts_model_module *modules; /* (count), owned */
+    int count;
+    int64_t params;
+    double flops;             /* matmul flops of one forward */
+    size_t param_bytes;
+    size_t arena_bytes;       /* what tscope allocates for activations */
+    size_t kept_bytes;        /* what keeping every step's output would take */
+    int steps;                /* hook calls */
+} ts_model_summary;
+
+typedef struct ts_model {
+    ts_model_config cfg;
+    int S, T, L;              /* source, target lengths; L = max(S, T) */
+    bool dry;                 /* shapes only: nothing allocated or computed */
+    bool training;            /* dropout on */
+    uint64_t dropout_calls;   /* advances the dropout stream */
+    ts_model_param_info *params;   /* the size table (n_params rows) */
+    int n_params;
+    int64_t n_floats;         /* size of the parameter block */
+    float *block;             /* (n_floats) the parameters, owned; NULL when dry */
+    ts_model_weights w;
+    ts_arena arena;           /* activations */
+    size_t arena_bytes;
+    void *acts;               /* carved activation buffers (private) */
+    ts_model_summary *summary; /* filled during a dry run (private) */
+} ts_model;
+
+/* Build the size table, allocate and initialise the parameters (seeded:
+ * xavier-uniform in_proj as PyTorch, uniform(+-1/sqrt(fan_in)) linears,
+ * normal embeddings, LayerNorm 1 and 0) and the activation arena. */
+ts_status ts_model_init(ts_model *m, const ts_model_config *cfg);
+
+/* The same tables with no memory: for ts_model_dry_run. */
+ts_status ts_model_init_dry(ts_model *m, const ts_model_config *cfg);
+
+void ts_model_free(ts_model *m);
+
+/* Point w at `block`, a buffer of m->n_floats laid out like the parameters
+ * (a gradient block, say). w's layer arrays are allocated; free with
+ * ts_model_weights_free. */
+ts_status ts_model_point(const ts_model *m, float *block, ts_model_weights *w);
+void ts_model_weights_free(ts_model_weights *w);
+
+/* Index of a parameter by its state_dict name, or -1. Also found: the names of
+ * nn.TransformerEncoder ("layers.0.…", "norm.weight", read as "encoder.…")
+ * and of a lone nn.MultiheadAttention ("in_proj_weight", read as "self_attn.…"). */
+int ts_model_find_param(const ts_model *m, const char *name);
+
+/* The stored parameter as a view with its PyTorch shape. Careful: in_proj
+ * rows are stored per head (see ts_param_layout); use ts_model_load_param and
+ * ts_model_export_param to exchange values in PyTorch's order. */
+ts_status ts_model_param(ts_model *m, const char *name, ts_tensor *view);
+
+/* Copy src (PyTorch's layout and shape) into the parameter `name`. A wrong
+ * shape names the tensor and both shapes; an unknown name lists the model's. */
+ts_status ts_model_load_param(ts_model *m, const char *name, const ts_tensor *src);
+
+/* Parameter i in PyTorch's layout, into dst (numel floats). */
+void ts_model_export_param(const ts_model *m, int i, float *dst);
+
+/* ---- forward --------------------------------------------------------------- */
+
+/* What a forward reads. Give ids or embedded vectors for the source; for an
+ * encoder-decoder also the target (ids or vectors), or `memory` to skip the
+ * encoder (a decoder alone, as nn.TransformerDecoderLayer is tested). Pads are
+ * 1 where a position is padding: keys there get -inf before the softmax. */
+typedef struct ts_model_input {
+    const int32_t *src_ids;     // (B, S)
+    const float *src_embedded;  // (B, S, in_dim)
+    const uint8_t *src_pad;     // (B, S) or NULL
+    const int32_t *tgt_ids;     // (B, T)
+    const float *tgt_embedded;  // (B, T, D)
+    const uint8_t *tgt_pad;     // (B, T) or NULL
+    const float *memory;        // (B, S, D) or NULL
+} ts_model_input;
+
+/* Run the model; `out` becomes a view of the result (logits, or the last
+ * stack's output), valid until the next forward. The hook (may be NULL) sees
+ * every step in order; a non-OK status from it stops the pass. */
+ts_status ts_model_forward(ts_model *m, const ts_model_input *in, const ts_hook *hook, ts_tensor *out);
+
+void ts_model_set_training(ts_model *m, bool training);
+
+/* The steps, their shapes, FLOPs and memory, with nothing computed: the hook
+ * receives tensors whose data is NULL. sum may be NULL. */
+ts_status ts_model_dry_run(const ts_model_config *cfg, const ts_hook *hook, ts_model_summary *sum);
+void ts_model_summary_free(ts_model_summary *sum);
+
+/* The paper's positional encoding (rows, D): PE(pos, 2i) = sin(pos / 10000^(2i/D)),
+ * PE(pos, 2i+1) = cos(pos / 10000^(2i/D)), computed in double. */
+void ts_model_sinusoid(float *pe, int rows, int D);
+
+/* ---- random numbers ------------------------------------------------------ */
+
+/* n samples of N(0, 1), the same for the same seed on every machine. */
+void ts_model_randn(float *out, int64_t n, uint64_t seed);
+
+/* n ids uniform in [lo, hi). */
+void ts_model_random_ids(int32_t *out, int64_t n, int32_t lo, int32_t hi, uint64_t seed);
+
+#endif

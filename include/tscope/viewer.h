@@ -1,0 +1,246 @@
+/* viewer: `tscope view`, a window that walks through a trace step by step.
+ *
+ * The viewer is split the way raylib's examples and kilo are: a state
+ * (ts_view_state) that only ts_view_update changes, one event at a time; a
+ * draw (ts_view_draw) that reads the state and paints a whole frame into any
+ * cairo_t, never changing the state; and a loop (ts_view_run) that owns the
+ * SDL window, turns SDL events into ts_view_events, redraws only when an
+ * update said something changed, and uploads cairo's pixels to an SDL
+ * texture. Everything but the loop works without a window, so tests drive it
+ * with events and look at the pixels of an image surface.
+ *
+ * The centre of the frame is the current step drawn by ts_stepview_draw, the
+ * same function `tscope png` uses: there is one drawing path.
+ *
+ * Steps are grouped as a tree: a layer ("encoder.layers.0") holds modules
+ * ("encoder.layers.0.self_attn") that hold steps. The list on the left shows
+ * the layer of the current step unfolded and the other layers folded to one
+ * row each. A training trace records the same steps again for every snapshot;
+ * a snapshot starts at each repetition of the trace's first step name, and
+ * the list shows the steps of the current snapshot only.
+ */
+#ifndef TSCOPE_VIEWER_H
+#define TSCOPE_VIEWER_H
+
+#include <cairo.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "tscope/hook.h"
+#include "tscope/render.h"
+#include "tscope/status.h"
+#include "tscope/tensor.h"
+#include "tscope/trace.h"
+
+/* ---- the steps and their tree ------------------------------------------ */
+
+/* What the viewer needs of one step (a copy of the trace's description). */
+typedef struct ts_view_entry {
+    const char *name; /* not owned: the trace's (or a test's) string */
+    ts_op op;
+    ts_tag tag;
+    int rank;
+    int64_t shape[TS_MAX_RANK];
+    bool has_values;
+    int batch_index; /* -1: every batch element kept; else the one kept */
+    /* Filled by ts_view_steps_init: */
+    int module;   /* index into module_name */
+    int layer;    /* index into layer_name; -1 outside any layer */
+    int snapshot; /* 0 for a trace of one run */
+} ts_view_entry;
+
+typedef struct ts_view_steps {
+    ts_view_entry *entry; /* (n) */
+    int64_t n;
+    char **module_name;       /* (n_modules) "encoder.layers.0.self_attn"; "" for top-level steps */
+    int n_modules;
+    char **layer_name;        /* (n_layers) "encoder.layers.0", in order of appearance */
+    int n_layers;
+    int64_t *snapshot_start;  /* (n_snapshots + 1) first step of each snapshot, then n */
+    int n_snapshots;
+} ts_view_steps;
+
+/* Copy n entries (names are not copied) and work out modules, layers and
+ * snapshots. */
+ts_status ts_view_steps_init(ts_view_steps *s, const ts_view_entry *entries, int64_t n);
+/* The same from an open trace; names point into it (keep it open). */
+ts_status ts_view_steps_from_trace(ts_view_steps *s, const ts_trace *t);
+void ts_view_steps_free(ts_view_steps *s);
+
+/* Heads of a step: dim 1 of a (B, H, S, S') attention or per-head tensor; 0
+ * for other steps. */
+int ts_view_heads(const ts_view_entry *e);
+/* How many batch elements a step has (dim 0); 0 for steps without a batch
+ * dim (positional encodings, parameters, scalars). */
+int ts_view_batches(const ts_view_entry *e);
+
+/* The step whose name contains `text` (or matches it as an fnmatch glob when
+ * it has * ? or [), searching the current snapshot forward from after `from`
+ * and wrapping; an exact name wins over a partial one. -1 when none. */
+int64_t ts_view_find(const ts_view_steps *s, const char *text, int64_t from);
+
+/* One row of the list on the left. */
+typedef enum ts_view_row_kind {
+    TS_VIEW_ROW_STEP,  /* a step; indented when it is inside the open layer */
+    TS_VIEW_ROW_LAYER, /* a layer's header: folded (one row for all its steps) or open */
+} ts_view_row_kind;
+
+typedef struct ts_view_row {
+    ts_view_row_kind kind;
+    int64_t step; /* STEP: the step; LAYER: its first step in the snapshot */
+    int layer;    /* the layer, -1 for a top-level step */
+    int count;    /* LAYER: steps in it */
+    bool open;    /* LAYER: unfolded */
+} ts_view_row;
+
+/* The rows for the snapshot of step `current`: the layer holding it open, the
+ * others folded. rows needs room for s->n + s->n_layers entries. Returns the
+ * count. */
+int ts_view_rows(const ts_view_steps *s, int64_t current, ts_view_row *rows);
+
+/* ---- the frame ------------------------------------------------------------ */
+
+/* Where the parts of a frame go for a window of w x h user units. */
+typedef struct ts_view_geometry {
+    ts_render_rect list;   /* the step list */
+    ts_render_rect centre; /* the current step's view */
+    ts_render_rect slider; /* the snapshot slider; zero height without snapshots */
+    ts_render_rect status; /* the status bar */
+    double row_h;          /* height of a list row */
+    int list_rows;         /* rows that fit in the list */
+} ts_view_geometry;
+
+void ts_view_geometry_of(ts_view_geometry *g, double w, double h, bool slider);
+
+/* ---- state and events ------------------------------------------------------ */
+
+typedef enum ts_view_key {
+    TS_VIEW_KEY_NONE,
+    TS_VIEW_KEY_LEFT,
+    TS_VIEW_KEY_RIGHT,
+    TS_VIEW_KEY_UP,
+    TS_VIEW_KEY_DOWN,
+    TS_VIEW_KEY_PGUP,
+    TS_VIEW_KEY_PGDN,
+    TS_VIEW_KEY_HOME,
+    TS_VIEW_KEY_END,
+    TS_VIEW_KEY_ENTER,
+    TS_VIEW_KEY_ESCAPE,
+    TS_VIEW_KEY_BACKSPACE,
+    TS_VIEW_KEY_CHAR, /* a printable character: ts_view_event.ch */
+} ts_view_key;
+
+typedef enum ts_view_event_kind {
+    TS_VIEW_EV_KEY,
+    TS_VIEW_EV_FIND,    /* jump to the step found for `text` (script: find:NAME) */
+    TS_VIEW_EV_MOTION,  /* the mouse moved to (x, y) */
+    TS_VIEW_EV_PRESS,   /* left button down at (x, y) */
+    TS_VIEW_EV_RELEASE, /* left button up */
+    TS_VIEW_EV_WHEEL,   /* dy > 0: away from the user (zoom in) at (x, y) */
+    TS_VIEW_EV_LEAVE,   /* the mouse left the window */
+    TS_VIEW_EV_RESIZE,  /* the window is now x by y user units */
+    TS_VIEW_EV_QUIT,
+} ts_view_event_kind;
+
+typedef struct ts_view_event {
+    ts_view_event_kind kind;
+    ts_view_key key;
+    char ch;          /* TS_VIEW_KEY_CHAR */
+    double x, y, dy;  /* user units (window coordinates, not device pixels) */
+    const char *text; /* TS_VIEW_EV_FIND */
+} ts_view_event;
+
+typedef enum ts_view_mode {
+    TS_VIEW_MODE_BROWSE,
+    TS_VIEW_MODE_FIND, /* typing a name after '/' */
+} ts_view_mode;
+
+#define TS_VIEW_FIND_MAX 128
+#define TS_VIEW_MESSAGE_MAX 512
+
+/* What the user is looking at. Only ts_view_update changes it. */
+typedef struct ts_view_state {
+    int64_t current; /* the step shown */
+    int head;        /* -1: all heads of an attention step; else one head */
+    int batch;       /* batch element (dim 0) */
+    ts_render_state cells; /* zoom and pan of a heatmap; the hovered cell */
+    bool hover;            /* the mouse is over a cell: cells.hl_* say which */
+    double width, height;  /* the window in user units */
+    int list_top;          /* first list row shown */
+    bool help;             /* the help overlay is up */
+    ts_view_mode mode;
+    char find[TS_VIEW_FIND_MAX]; /* what is typed after '/' */
+    char message[TS_VIEW_MESSAGE_MAX]; /* the last action's result, shown in the status bar */
+    bool quit;
+    bool export_wanted; /* 'e': the loop exports, then calls ts_view_exported */
+    bool dragging;      /* panning with the left button held */
+    bool slider_drag;   /* moving the snapshot slider */
+    double drag_x, drag_y; /* where the drag started, and the pan then: */
+    int drag_row0, drag_col0;
+    ts_view_row *rows; /* (n_rows) the list, kept in step with `current` */
+    int n_rows;
+} ts_view_state;
+
+/* What the last draw left for the next update: where the cells landed, so the
+ * mouse can be mapped to a cell. A zeroed struct means nothing drawn yet. */
+typedef struct ts_view_frame {
+    ts_render_layout layout; /* of the centre view */
+    int panel_head[TS_RENDER_MAX_PANELS]; /* head shown in each panel, -1 unknown */
+    bool drawn;
+    double draw_ms; /* how long the frame took */
+} ts_view_frame;
+
+/* Start at step 0 of a w x h window. */
+ts_status ts_view_state_init(ts_view_state *st, const ts_view_steps *s, double w, double h);
+void ts_view_state_free(ts_view_state *st);
+
+/* Apply one event. frame is what the last draw left (NULL: nothing drawn).
+ * Returns true when the frame must be redrawn. */
+bool ts_view_update(ts_view_state *st, const ts_view_steps *s, const ts_view_frame *frame,
+                    const ts_view_event *ev);
+
+/* After the loop exported the view (export_wanted): clear the request and
+ * say where it went, or what failed. */
+void ts_view_exported(ts_view_state *st, const char *path, ts_status status);
+
+/* ---- scripts ------------------------------------------------------------------ */
+
+/* One word of a --script: left right up down pgup pgdn home end enter esc
+ * backspace, a single character (0-9 b B e q ? / [ ] and any other), and
+ * find:NAME. `shot:FILE` is a screenshot of the frame at that point: *shot
+ * gets FILE (pointing into word) and the event is left as kind
+ * TS_VIEW_EV_KEY with key NONE. false (with ts_fail) for an unknown word. */
+ts_status ts_view_script_word(const char *word, ts_view_event *ev, const char **shot);
+
+/* ---- drawing ------------------------------------------------------------------ */
+
+/* Paint a whole frame of st into cr (w x h user units, as st->width and
+ * st->height): list, centre view, slider, status bar, help overlay. Reads
+ * st and the trace; writes only `out`. */
+ts_status ts_view_draw(cairo_t *cr, const ts_view_state *st, const ts_view_steps *s, ts_trace *t,
+                       ts_view_frame *out);
+
+/* Draw the centre view alone into a PNG of w x h user units at `scale`
+ * device pixels per unit (what 'e' writes). */
+ts_status ts_view_export_png(const ts_view_state *st, const ts_view_steps *s, ts_trace *t, double w,
+                             double h, double scale, const char *path);
+
+/* ---- the window ------------------------------------------------------------------ */
+
+typedef struct ts_view_options {
+    int width, height;      /* window size in user units (default 1280 x 800) */
+    const char *script;     /* keys to replay first, NULL for none */
+    const char *screenshot; /* write the final frame here and exit */
+    const char *export_dir; /* where 'e' writes (default ".") */
+    bool verbose;           /* log each frame's draw time on stderr */
+} ts_view_options;
+
+/* Why ts_view_run could not open a window: no display to show it on. The
+ * message from ts_last_error says so in one line. */
+#define TS_VIEW_NO_DISPLAY TS_ERR_UNSUPPORTED
+
+/* Open the trace and a window and run until the user quits (or, with a
+ * screenshot, until the script is done). */
+ts_status ts_view_run(const char *trace_path, const ts_view_options *opt);
+
+#endif

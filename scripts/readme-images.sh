@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Draw the pictures README.md shows into assets/readme/, from real runs:
+# the tiny preset ("My name is Goro"), a 50-position PE and the full-size
+# seed000 encoder. `make readme-images` runs this.
+#   scripts/readme-images.sh [TSCOPE_BINARY]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bin=${1:-./tscope}
+out=assets/readme
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+mkdir -p "$out"
+
+"$bin" run --preset tiny --trace "$tmp/tiny.tstrace" --level values >/dev/null
+"$bin" run --preset tiny --seq 50 --d-model 128 --trace "$tmp/pe.tstrace" --only embed.pe >/dev/null
+"$bin" run --preset seed000 --trace "$tmp/seed000.tstrace" --keep-batch 0 \
+    --only 'encoder.layers.0.norm1.*' --only 'encoder.layers.0.self_attn.weights' >/dev/null
+
+"$bin" png "$tmp/tiny.tstrace" --tensor decoder.layers.0.self_attn.weights -o "$out/attention.png"
+"$bin" png "$tmp/pe.tstrace" --tensor embed.pe -o "$out/posenc.png"
+"$bin" png "$tmp/seed000.tstrace" --tensor encoder.layers.0.norm1.out -o "$out/layernorm.png"
+"$bin" png "$tmp/seed000.tstrace" --tensor encoder.layers.0.self_attn --view shapes -o "$out/shapes.png"

@@ -1,0 +1,285 @@
+/* tscope bench: measure tscope against its peers in the same run.
+ *
+ * A small table of cases (`tscope bench CASE`); each case prints one line per
+ * measurement. Timings are the median of --reps runs after one warm-up run.
+ * OpenBLAS is never linked into tscope: it is opened at run time with dlopen
+ * and reported as "n/a" when it is not installed.
+ */
+#include <dlfcn.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "commands.h"
+#include "bench_model.h"
+#include "tscope/kernels.h"
+
+typedef struct bench_opts {
+    int reps;    /* timed runs per measurement; the median is printed */
+    int threads; /* kernel threads, 0 = all cores */
+    const char *preset; /* forward: the model (NULL: seed000) */
+} bench_opts;
+
+typedef struct bench_case {
+    const char *name;
+    int (*run)(const bench_opts *o); /* exit code */
+    const char *summary;
+} bench_case;
+
+static double now_seconds(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static float *alloc_random(int64_t n, uint64_t seed) {
+    float *p = malloc(sizeof(float) * (size_t)n);
+    if (!p) return NULL;
+    for (int64_t i = 0; i < n; i++) {
+        seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+        p[i] = (float)((seed >> 40) * (1.0 / 8388608.0)) - 1.0f;
+    }
+    return p;
+}
+
+/* ---- OpenBLAS, opened at run time ------------------------------------------ */
+
+enum { CBLAS_ROW_MAJOR = 101, CBLAS_NO_TRANS = 111, CBLAS_TRANS = 112 };
+typedef void (*cblas_sgemm_fn)(int order, int ta, int tb, int M, int N, int K, float alpha, const float *A,
+                               int lda, const float *B, int ldb, float beta, float *C, int ldc);
+
+typedef struct peer_blas {
+    void *lib;
+    cblas_sgemm_fn sgemm; /* NULL: not installed */
+    const char *core;     /* the kernels OpenBLAS chose ("Haswell", "SkylakeX", ...) or NULL */
+} peer_blas;
+
+static peer_blas open_blas(int threads) {
+    peer_blas b = {0};
+    b.lib = dlopen("libopenblas.so.0", RTLD_NOW | RTLD_LOCAL);
+    if (!b.lib) return b;
+    b.sgemm = (cblas_sgemm_fn)(uintptr_t)dlsym(b.lib, "cblas_sgemm");
+    void (*set_threads)(int) = (void (*)(int))(uintptr_t)dlsym(b.lib, "openblas_set_num_threads");
+    if (set_threads) set_threads(threads); /* the same cores as tscope */
+    char *(*corename)(void) = (char *(*)(void))(uintptr_t)dlsym(b.lib, "openblas_get_corename");
+    if (corename) b.core = corename();
+    return b;
+}
+
+static void close_blas(peer_blas *b) {
+    if (b->lib) dlclose(b->lib);
+    b->lib = NULL, b->sgemm = NULL;
+}
+
+/* ---- gemm ------------------------------------------------------------------ */
+
+/* One product as the model runs it: `batch` products of op(A) (M,K) @ op(B) (K,N). */
+typedef struct gemm_shape {
+    const char *label;
+    int M, K, N, batch;
+    bool tb; /* B stored (N,K), as nn.Linear weights (out, in) and attention keys */
+} gemm_shape;
+
+static const gemm_shape gemm_shapes[] = {
+    {"gemm 6000x512x1536 NT", 6000, 512, 1536, 1, true},  /* qkv projection */
+    {"gemm 6000x512x2048 NT", 6000, 512, 2048, 1, true},  /* ffn up */
+    {"gemm 6000x2048x512 NT", 6000, 2048, 512, 1, true},  /* ffn down */
+    {"gemm 240x[200x64x200] NT", 200, 64, 200, 240, true}, /* scores = Q K^T per head */
+    {"gemm 240x[200x200x64] NN", 200, 200, 64, 240, false}, /* weights @ V per head */
+};
+
+typedef struct gemm_bufs {
+    float *A, *B, *C, *C_peer;
+} gemm_bufs;
+
+static void run_tscope(const gemm_shape *s, const gemm_bufs *b) {
+    int ldb = s->tb ? s->K : s->N;
+    if (s->batch == 1)
+        ts_gemm(false, s->tb, s->M, s->N, s->K, 1.0f, b->A, s->K, b->B, ldb, 0.0f, b->C, s->N, TS_EPI_NONE, NULL);
+    else
+        ts_gemm_batched(false, s->tb, s->M, s->N, s->K, 1.0f, b->A, s->K, (int64_t)s->M * s->K, b->B, ldb,
+                        (int64_t)s->K * s->N, 0.0f, b->C, s->N, (int64_t)s->M * s->N, s->batch);
+}
+
+/* OpenBLAS has no strided-batched sgemm in its cblas: one call per product. */
+static void run_peer(const peer_blas *p, const gemm_shape *s, const gemm_bufs *b) {
+    int ldb = s->tb ? s->K : s->N;
+    for (int i = 0; i < s->batch; i++)
+        p->sgemm(CBLAS_ROW_MAJOR, CBLAS_NO_TRANS, s->tb ? CBLAS_TRANS : CBLAS_NO_TRANS, s->M, s->N, s->K, 1.0f,
+                 b->A + (int64_t)i * s->M * s->K, s->K, b->B + (int64_t)i * s->K * s->N, ldb, 0.0f,
+                 b->C_peer + (int64_t)i * s->M * s->N, s->N);
+}
+
+static double max_abs_diff(const float *a, const float *b, int64_t n) {
+    double worst = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - (double)b[i]);
+        if (!(d <= worst)) worst = d;
+    }
+    return worst;
+}
+
+static int bench_one_gemm(const bench_opts *o, const peer_blas *peer, const gemm_shape *s, double peak) {
+    int64_t na = (int64_t)s->batch * s->M * s->K, nb = (int64_t)s->batch * s->K * s->N,
+            nc = (int64_t)s->batch * s->M * s->N;
+    gemm_bufs b = {alloc_random(na, 1), alloc_random(nb, 2), alloc_random(nc, 3), alloc_random(nc, 4)};
+    double *t_ts = malloc(sizeof(double) * (size_t)o->reps), *t_peer = malloc(sizeof(double) * (size_t)o->reps);
+    int rc = 0;
+    if (!b.A || !b.B || !b.C || !b.C_peer || !t_ts || !t_peer) {
+        fprintf(stderr, "tscope bench: out of memory for %s\n", s->label);
+        rc = 1;
+        goto done;
+    }
+    /* One block each, warm-up first (page faults, packing buffers, threads).
+     * Not interleaved: OpenBLAS's threads spin for a while after a call and
+     * would slow whatever runs next. */
+    for (int r = -1; r < o->reps; r++) {
+        double t0 = now_seconds();
+        run_tscope(s, &b);
+        if (r >= 0) t_ts[r] = now_seconds() - t0;
+    }
+    for (int r = -1; peer->sgemm && r < o->reps; r++) {
+        double t0 = now_seconds();
+        run_peer(peer, s, &b);
+        if (r >= 0) t_peer[r] = now_seconds() - t0;
+    }
+    double flops = 2.0 * s->M * s->N * (double)s->K * s->batch;
+    double g_ts = flops / median(t_ts, o->reps) * 1e-9;
+    printf("%-26s tscope %6.1f GFLOP/s  ", s->label, g_ts);
+    if (peer->sgemm) {
+        double g_peer = flops / median(t_peer, o->reps) * 1e-9;
+        printf("openblas %6.1f GFLOP/s  ratio %.2f", g_peer, g_ts / g_peer);
+        /* The two answers must agree, or the race means nothing. */
+        double diff = max_abs_diff(b.C, b.C_peer, nc);
+        if (diff > 1e-3 * sqrt(s->K)) {
+            printf("  RESULTS DIFFER (max |diff| %.3g)", diff);
+            rc = 1;
+        }
+    } else {
+        printf("openblas    n/a              ");
+    }
+    printf("  (%.0f%% of peak)\n", 100.0 * g_ts / peak);
+done:
+    free(b.A), free(b.B), free(b.C), free(b.C_peer), free(t_ts), free(t_peer);
+    return rc;
+}
+
+/* Bytes moved per second by a row kernel that reads and writes (rows, cols) once. */
+typedef enum row_kernel { ROW_SOFTMAX, ROW_LAYERNORM } row_kernel;
+
+static int bench_rows(const bench_opts *o, row_kernel k, int64_t rows, int cols) {
+    int64_t n = rows * cols;
+    float *x = alloc_random(n, 5), *y = alloc_random(n, 6), *g = alloc_random(cols, 7), *bb = alloc_random(cols, 8);
+    float *mean = malloc(sizeof(float) * (size_t)rows), *rstd = malloc(sizeof(float) * (size_t)rows);
+    double *t = malloc(sizeof(double) * (size_t)o->reps);
+    int rc = 0;
+    if (!x || !y || !g || !bb || !mean || !rstd || !t) {
+        fprintf(stderr, "tscope bench: out of memory for the row kernels\n");
+        rc = 1;
+        goto done;
+    }
+    for (int r = -1; r < o->reps; r++) { /* r == -1: warm-up */
+        double t0 = now_seconds();
+        if (k == ROW_SOFTMAX)
+            ts_softmax_rows(y, x, rows, cols, NULL, false, 0);
+        else
+            ts_layernorm(y, mean, rstd, x, g, bb, rows, cols, 1e-5f);
+        if (r >= 0) t[r] = now_seconds() - t0;
+    }
+    double gbs = 2.0 * sizeof(float) * (double)n / median(t, o->reps) * 1e-9;
+    printf("%-9s %lldx%-14d tscope %6.1f GB/s  (read + write once)\n", k == ROW_SOFTMAX ? "softmax" : "layernorm",
+           (long long)rows, cols, gbs);
+done:
+    free(x), free(y), free(g), free(bb), free(mean), free(rstd), free(t);
+    return rc;
+}
+
+static int bench_gemm(const bench_opts *o) {
+    double peak = ts_kernels_peak_gflops(); /* before OpenBLAS starts its threads */
+    peer_blas peer = open_blas(ts_kernels_threads());
+    printf("# tscope kernels: %s, %d threads; median of %d runs after a warm-up\n", ts_isa_name(ts_kernels_isa()),
+           ts_kernels_threads(), o->reps);
+    printf("# M x K x N: A (M,K) @ op(B); NT = B stored (N,K) as nn.Linear weights, NN = B stored (K,N)\n");
+    if (!peer.sgemm) {
+        printf("# openblas: libopenblas.so.0 not found, peer figures n/a\n");
+    } else {
+        const char *forced = getenv("OPENBLAS_CORETYPE");
+        printf("# openblas: libopenblas.so.0, %s kernels%s%s%s, %d threads\n", peer.core ? peer.core : "unknown",
+               forced ? " (OPENBLAS_CORETYPE=" : "", forced ? forced : "", forced ? ")" : "", ts_kernels_threads());
+    }
+    printf("peak %.1f GFLOP/s (fp32 FMA, %s, %d threads)\n", peak, ts_isa_name(ts_kernels_isa()), ts_kernels_threads());
+    int rc = 0;
+    for (size_t i = 0; i < sizeof gemm_shapes / sizeof gemm_shapes[0]; i++)
+        rc |= bench_one_gemm(o, &peer, &gemm_shapes[i], peak);
+    rc |= bench_rows(o, ROW_SOFTMAX, 240 * 200, 200);
+    rc |= bench_rows(o, ROW_LAYERNORM, 6000, 512);
+    close_blas(&peer);
+    return rc;
+}
+
+/* ---- the command --------------------------------------------------------------- */
+
+static int bench_forward(const bench_opts *o) { return bench_model_forward(o->reps, o->preset); }
+
+/* New cases (forward, train) go here. */
+static const bench_case bench_cases[] = {
+    {"gemm", bench_gemm, "sgemm on the model's shapes against OpenBLAS; softmax and layernorm bandwidth"},
+    {"forward", bench_forward, "one forward pass of --preset (seed000), no hook and traced at stats level"},
+};
+#define N_BENCH_CASES ((int)(sizeof bench_cases / sizeof bench_cases[0]))
+
+int ts_cmd_bench(int argc, char **argv) {
+    bench_opts o = {.reps = 7, .threads = 0};
+    const ts_flag flags[] = {
+        {"--reps", TS_FLAG_INT, &o.reps, "N", "timed runs per measurement, the median is shown (default 7)", NULL,
+         NULL, NULL},
+        {"--threads", TS_FLAG_INT, &o.threads, "N", "kernel threads (default: TSCOPE_THREADS, else all cores)",
+         NULL, NULL, NULL},
+        {"--preset", TS_FLAG_STRING, &o.preset, "P", "the model of `forward` (default seed000)", NULL, NULL, NULL},
+    };
+    char cases_help[256] = "CASE is one of:";
+    for (int i = 0; i < N_BENCH_CASES; i++) {
+        size_t len = strlen(cases_help);
+        snprintf(cases_help + len, sizeof cases_help - len, "\n  %-8s %s", bench_cases[i].name, bench_cases[i].summary);
+    }
+    const ts_cli_spec spec = {
+        .command = "bench",
+        .synopsis = "CASE [--reps N] [--threads N] [--preset P]",
+        .description = cases_help,
+        .flags = flags,
+        .n_flags = (int)(sizeof flags / sizeof flags[0]),
+        .min_positional = 1,
+        .max_positional = 1,
+        .positional_meta = "CASE",
+    };
+    const char *pos[1];
+    int n_pos = 0;
+    int rc = ts_cli_parse(&spec, argc, argv, pos, &n_pos);
+    if (rc >= 0) return rc;
+    if (o.reps < 1 || o.reps > 1000) return ts_cli_error("bench", "--reps %d: expected 1 to 1000", o.reps);
+    if (o.threads < 0) return ts_cli_error("bench", "--threads %d: expected 0 (all cores) or more", o.threads);
+    const bench_case *c = NULL;
+    for (int i = 0; i < N_BENCH_CASES; i++)
+        if (strcmp(bench_cases[i].name, pos[0]) == 0) c = &bench_cases[i];
+    if (!c) {
+        char names[128] = "";
+        for (int i = 0; i < N_BENCH_CASES; i++)
+            snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "", bench_cases[i].name);
+        return ts_cli_error("bench", "unknown case '%s' (expected %s)", pos[0], names);
+    }
+    if (ts_kernels_init() != TS_OK) return ts_cli_error("bench", "%s", ts_last_error());
+    if (o.threads > 0) ts_kernels_set_threads(o.threads);
+    return c->run(&o);
+}

@@ -1,0 +1,190 @@
+/* tscope diff: two traces step by step. Steps pair up by name (the k-th step
+ * of a name in A with the k-th in B); each pair gets its largest absolute and
+ * relative difference, over the values when both keep them, over the
+ * statistics otherwise. A pair differs when some |a - b| > tol * max(1, |b|):
+ * absolute near zero, relative above one. Exit 1 when any pair differs or a
+ * step is missing on one side. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "commands.h"
+#include "tscope/trace.h"
+
+#define DEFAULT_TOL 1e-4f
+
+typedef struct result {
+    double max_abs, max_rel;
+    bool differs;
+    const char *what; /* "values", "stats", "shape", ... */
+} result;
+
+static void add_pair(result *r, double a, double b, double tol) {
+    double d;
+    if (isnan(a) || isnan(b))
+        d = (isnan(a) && isnan(b)) ? 0 : INFINITY;
+    else if (a == b)
+        d = 0; /* also equal infinities */
+    else
+        d = fabs(a - b);
+    double m = fmax(fabs(a), fabs(b));
+    double rel = d == 0 ? 0 : (m > 0 && isfinite(m) ? d / m : INFINITY);
+    if (d > r->max_abs || isnan(r->max_abs)) r->max_abs = d;
+    if (rel > r->max_rel) r->max_rel = rel;
+    if (!(d <= tol * fmax(1.0, isfinite(b) ? fabs(b) : 1.0))) r->differs = true;
+}
+
+static bool same_shape(const ts_trace_step *a, const ts_trace_step *b) {
+    return a->rank == b->rank && memcmp(a->shape, b->shape, sizeof a->shape) == 0;
+}
+
+static result compare(ts_trace *ta, int64_t i, ts_trace *tb, int64_t j, double tol) {
+    const ts_trace_step *a = ts_trace_step_at(ta, i), *b = ts_trace_step_at(tb, j);
+    result r = {0, 0, false, "values"};
+    if (!same_shape(a, b)) {
+        r.differs = true;
+        r.what = "shape";
+        r.max_abs = r.max_rel = INFINITY;
+        return r;
+    }
+    const float *va, *vb;
+    if (a->has_values && b->has_values && a->batch_index == b->batch_index) {
+        if (ts_trace_values(ta, i, &va) || ts_trace_values(tb, j, &vb)) {
+            fprintf(stderr, "tscope diff: %s\n", ts_last_error());
+            r.differs = true;
+            r.what = "damaged";
+            r.max_abs = r.max_rel = INFINITY;
+            return r;
+        }
+        for (int64_t k = 0; k < a->values_count; k++) add_pair(&r, va[k], vb[k], tol);
+        return r;
+    }
+    if (a->has_stats && b->has_stats) {
+        r.what = "stats";
+        const ts_trace_stats *sa = &a->stats, *sb = &b->stats;
+        add_pair(&r, sa->min, sb->min, tol);
+        add_pair(&r, sa->max, sb->max, tol);
+        add_pair(&r, sa->mean, sb->mean, tol);
+        add_pair(&r, sa->std, sb->std, tol);
+        add_pair(&r, (double)sa->nan, (double)sb->nan, 0);
+        add_pair(&r, (double)sa->inf, (double)sb->inf, 0);
+        return r;
+    }
+    r.what = "shape";
+    return r;
+}
+
+/* Step of tb that is the k-th with this name, or -1. */
+static int64_t kth(const ts_trace *tb, const char *name, int k) {
+    int64_t j = ts_trace_find(tb, name);
+    while (j >= 0 && k-- > 0) j = ts_trace_find_next(tb, j);
+    return j;
+}
+
+static int diff(ts_trace *ta, ts_trace *tb, double tol) {
+    int64_t na = ts_trace_count(ta), nb = ts_trace_count(tb);
+    bool *paired = calloc((size_t)nb + 1, sizeof *paired);
+    int *occ = calloc((size_t)na + 1, sizeof *occ);
+    if (!paired || !occ) {
+        free(paired);
+        free(occ);
+        return ts_cli_error("diff", "out of memory");
+    }
+    for (int64_t i = 0; i < na; i++) {
+        int64_t p = ts_trace_find(ta, ts_trace_step_at(ta, i)->name);
+        int k = 0;
+        while (p >= 0 && p < i) {
+            k++;
+            p = ts_trace_find_next(ta, p);
+        }
+        occ[i] = k;
+    }
+    int name_w = 4;
+    for (int64_t i = 0; i < na; i++) {
+        int len = (int)strlen(ts_trace_step_at(ta, i)->name);
+        if (len > name_w) name_w = len > 56 ? 56 : len;
+    }
+    printf("%5s  %-*s  %11s %11s  %s\n", "#", name_w, "name", "max abs", "max rel", "result");
+    int64_t first = -1, differing = 0, compared = 0;
+    result first_r = {0};
+    for (int64_t i = 0; i < na; i++) {
+        const ts_trace_step *a = ts_trace_step_at(ta, i);
+        int64_t j = kth(tb, a->name, occ[i]);
+        if (j < 0) {
+            printf("%5lld  %-*.*s  %11s %11s  only in A\n", (long long)i, name_w, name_w, a->name, "-", "-");
+            differing++;
+            if (first < 0) first = i, first_r = (result){INFINITY, INFINITY, true, "missing in B"};
+            continue;
+        }
+        paired[j] = true;
+        result r = compare(ta, i, tb, j, tol);
+        compared++;
+        char verdict[48];
+        bool by_values = strcmp(r.what, "values") == 0;
+        snprintf(verdict, sizeof verdict, "%s%s%s%s", r.differs ? "DIFFERS" : "ok", by_values ? "" : " (",
+                 by_values ? "" : r.what, by_values ? "" : ")");
+        printf("%5lld  %-*.*s  %11.3g %11.3g  %s\n", (long long)i, name_w, name_w, a->name, r.max_abs, r.max_rel,
+               verdict);
+        if (r.differs) {
+            differing++;
+            if (first < 0) first = i, first_r = r;
+        }
+    }
+    for (int64_t j = 0; j < nb; j++)
+        if (!paired[j]) {
+            printf("%5s  %-*.*s  %11s %11s  only in B (its step %lld)\n", "-", name_w, name_w,
+                   ts_trace_step_at(tb, j)->name, "-", "-", (long long)j);
+            differing++;
+        }
+    if (differing == 0) {
+        printf("no step differs beyond tol %g (%lld steps compared)\n", tol, (long long)compared);
+    } else if (first >= 0) {
+        printf("first divergence: step %lld '%s' (%s): max abs %.3g, max rel %.3g, tol %g; %lld steps differ\n",
+               (long long)first, ts_trace_step_at(ta, first)->name, first_r.what, first_r.max_abs, first_r.max_rel,
+               tol, (long long)differing);
+    } else {
+        printf("%lld steps of B are missing in A\n", (long long)differing);
+    }
+    free(paired);
+    free(occ);
+    return differing ? 1 : 0;
+}
+
+int ts_cmd_diff(int argc, char **argv) {
+    float tol = DEFAULT_TOL;
+    const ts_flag flags[] = {
+        {"--tol", TS_FLAG_FLOAT, &tol, "X", "a step differs when some |a - b| > X * max(1, |b|) (default 1e-4)", NULL,
+         NULL, NULL},
+    };
+    const ts_cli_spec spec = {
+        .command = "diff",
+        .synopsis = "A.tstrace B.tstrace [--tol X]",
+        .description = "Compare two traces step by step (paired by name): the largest absolute and relative\n"
+                       "difference of each step's values, or of its statistics when a side keeps no values,\n"
+                       "and the first step that diverges. Exit 1 when any step differs or is missing.",
+        .flags = flags,
+        .n_flags = 1,
+        .min_positional = 2,
+        .max_positional = 2,
+        .positional_meta = "A B",
+    };
+    const char *paths[2] = {NULL, NULL};
+    int n_pos = 0;
+    int rc = ts_cli_parse(&spec, argc, argv, paths, &n_pos);
+    if (rc >= 0) return rc;
+    if (!(tol >= 0) || !isfinite(tol)) return ts_cli_error("diff", "--tol %g must be a number >= 0", (double)tol);
+    ts_trace *ta, *tb;
+    if (ts_trace_open(paths[0], &ta)) return ts_cli_error("diff", "%s", ts_last_error());
+    if (ts_trace_open(paths[1], &tb)) {
+        rc = ts_cli_error("diff", "%s", ts_last_error());
+        ts_trace_close(ta);
+        return rc;
+    }
+    if (ts_trace_warning(ta)[0]) fprintf(stderr, "tscope diff: warning: %s: %s\n", paths[0], ts_trace_warning(ta));
+    if (ts_trace_warning(tb)[0]) fprintf(stderr, "tscope diff: warning: %s: %s\n", paths[1], ts_trace_warning(tb));
+    rc = diff(ta, tb, tol);
+    ts_trace_close(ta);
+    ts_trace_close(tb);
+    return rc;
+}

@@ -1,0 +1,136 @@
+/* tscope info: one line a step of a trace, in an aligned table. Opening reads
+ * the index and the step headers only, so a trace of gigabytes prints at once. */
+#include <fnmatch.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "commands.h"
+#include "tscope/trace.h"
+
+#define NAME_WIDTH_MAX 56
+
+static bool wanted(const ts_cli_list *only, const char *name) {
+    if (only->count == 0) return true;
+    for (int i = 0; i < only->count; i++)
+        if (fnmatch(only->items[i], name, 0) == 0) return true;
+    return false;
+}
+
+static void size_text(char *buf, size_t size, uint64_t n) {
+    if (n >= (uint64_t)1 << 30)
+        snprintf(buf, size, "%.2f GB", (double)n / (1 << 30));
+    else if (n >= (uint64_t)1 << 20)
+        snprintf(buf, size, "%.1f MB", (double)n / (1 << 20));
+    else
+        snprintf(buf, size, "%.1f KB", (double)n / 1024);
+}
+
+static void flags_text(char *buf, size_t size, const ts_trace_step *s) {
+    if (!s->has_stats || (s->stats.nan == 0 && s->stats.inf == 0)) {
+        snprintf(buf, size, "-");
+        return;
+    }
+    if (s->stats.nan && s->stats.inf)
+        snprintf(buf, size, "NaN:%llu Inf:%llu", (unsigned long long)s->stats.nan, (unsigned long long)s->stats.inf);
+    else if (s->stats.nan)
+        snprintf(buf, size, "NaN:%llu", (unsigned long long)s->stats.nan);
+    else
+        snprintf(buf, size, "Inf:%llu", (unsigned long long)s->stats.inf);
+}
+
+static void values_text(char *buf, size_t size, const ts_trace_step *s) {
+    if (!s->has_values)
+        snprintf(buf, size, "-");
+    else if (s->batch_index >= 0)
+        snprintf(buf, size, "batch %d", s->batch_index);
+    else
+        snprintf(buf, size, "all");
+}
+
+static void op_text(char *buf, size_t size, ts_op op) {
+    if ((unsigned)op < TS_OP_COUNT)
+        snprintf(buf, size, "%s", ts_op_name(op));
+    else
+        snprintf(buf, size, "op%u", (unsigned)op);
+}
+
+static void print_table(const ts_trace *t, const ts_cli_list *only) {
+    int64_t n = ts_trace_count(t);
+    int name_w = 4, shape_w = 5, index_w = 1, op_w = 2;
+    for (int64_t i = 0; i < n; i++) {
+        const ts_trace_step *s = ts_trace_step_at(t, i);
+        if (!wanted(only, s->name)) continue;
+        int len = (int)strlen(s->name);
+        if (len > name_w) name_w = len > NAME_WIDTH_MAX ? NAME_WIDTH_MAX : len;
+        char shape[TS_SHAPE_TEXT_MAX];
+        ts_shape_format(shape, sizeof shape, s->rank, s->shape, TS_SHAPE_PLAIN);
+        if ((int)strlen(shape) > shape_w) shape_w = (int)strlen(shape);
+        char op[32];
+        op_text(op, sizeof op, s->op);
+        if ((int)strlen(op) > op_w) op_w = (int)strlen(op);
+        int digits = snprintf(NULL, 0, "%lld", (long long)i);
+        if (digits > index_w) index_w = digits;
+    }
+    printf("%*s  %-*s  %-*s  %-*s  %11s %11s %11s %11s  %-9s %s\n", index_w, "#", name_w, "name", op_w, "op", shape_w,
+           "shape", "min", "max", "mean", "std", "nan/inf", "values");
+    for (int64_t i = 0; i < n; i++) {
+        const ts_trace_step *s = ts_trace_step_at(t, i);
+        if (!wanted(only, s->name)) continue;
+        char shape[TS_SHAPE_TEXT_MAX], op[32], flags[64], values[32], name[NAME_WIDTH_MAX + 1];
+        ts_shape_format(shape, sizeof shape, s->rank, s->shape, TS_SHAPE_PLAIN);
+        op_text(op, sizeof op, s->op);
+        flags_text(flags, sizeof flags, s);
+        values_text(values, sizeof values, s);
+        size_t len = strlen(s->name);
+        if (len > NAME_WIDTH_MAX) /* keep the end: it says which part of the layer */
+            snprintf(name, sizeof name, "...%s", s->name + len - (NAME_WIDTH_MAX - 3));
+        else
+            snprintf(name, sizeof name, "%s", s->name);
+        printf("%*lld  %-*s  %-*s  %-*s  ", index_w, (long long)i, name_w, name, op_w, op, shape_w, shape);
+        if (s->has_stats && s->stats.finite > 0)
+            printf("%11.4g %11.4g %11.4g %11.4g", s->stats.min, s->stats.max, s->stats.mean, s->stats.std);
+        else
+            printf("%11s %11s %11s %11s", "-", "-", "-", "-");
+        printf("  %-9s %s\n", flags, values);
+    }
+}
+
+int ts_cmd_info(int argc, char **argv) {
+    ts_cli_list only = {0};
+    const ts_flag flags[] = {
+        {"--only", TS_FLAG_LIST, &only, "GLOB", "only steps whose names match GLOB, e.g. '*.weights' (repeatable)",
+         NULL, NULL, NULL},
+    };
+    const ts_cli_spec spec = {
+        .command = "info",
+        .synopsis = "TRACE [--only GLOB]",
+        .description = "One line a step: index, name, op, shape, min/max/mean/std, NaN/Inf counts, and which\n"
+                       "values the trace keeps. A trace whose run was killed (TRACE.tmp) is read up to its\n"
+                       "last complete step.",
+        .flags = flags,
+        .n_flags = 1,
+        .min_positional = 1,
+        .max_positional = 1,
+        .positional_meta = "TRACE",
+    };
+    const char *path = NULL;
+    int n_pos = 0;
+    int rc = ts_cli_parse(&spec, argc, argv, &path, &n_pos);
+    if (rc >= 0) return rc;
+    ts_trace *t;
+    if (ts_trace_open(path, &t)) return ts_cli_error("info", "%s", ts_last_error());
+    if (ts_trace_warning(t)[0]) fprintf(stderr, "tscope info: warning: %s\n", ts_trace_warning(t));
+    char size[32];
+    size_text(size, sizeof size, ts_trace_file_size(t));
+    printf("%s: %lld steps, %s%s\n", path, (long long)ts_trace_count(t), size,
+           ts_trace_complete(t) ? "" : " (incomplete: the run did not finish)");
+    int n_src = ts_trace_token_count(t, TS_TRACE_SOURCE);
+    if (n_src > 0) {
+        printf("source:");
+        for (int i = 0; i < n_src; i++) printf(" %s", ts_trace_token(t, TS_TRACE_SOURCE, i));
+        printf("\n");
+    }
+    print_table(t, &only);
+    ts_trace_close(t);
+    return 0;
+}

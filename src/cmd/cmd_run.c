@@ -1,0 +1,182 @@
+/* tscope run: build a model from a preset and flags, run one forward pass,
+ * optionally printing every step's shape as it is computed. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "commands.h"
+#include "model_flags.h"
+#include "trace_cli.h"
+#include "tscope/kernels.h"
+#include "tscope/model_load.h"
+#include "tscope/npy.h"
+
+typedef struct run_opts {
+    const char *print_shapes; /* NULL, "plain" or "torch" */
+    const char *load, *input, *target;
+    trace_cli trace; /* --trace FILE and its flags */
+    int argc;        /* the command line, for the trace's metadata */
+    char **argv;
+} run_opts;
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* What the forward produced, in words a learner can check. */
+static void report(const ts_model *m, const model_batch *b, const ts_tensor *out, double seconds) {
+    const ts_model_config *c = &m->cfg;
+    char shape[TS_SHAPE_TEXT_MAX];
+    ts_tensor_shape_str(shape, sizeof shape, out, TS_SHAPE_PLAIN);
+    int64_t n = ts_tensor_numel(out);
+    double sum = 0, sq = 0;
+    for (int64_t i = 0; i < n; i++) sum += out->data[i], sq += (double)out->data[i] * out->data[i];
+    double mean = n ? sum / n : 0, sd = n ? sqrt(fmax(sq / n - mean * mean, 0)) : 0;
+    printf("\noutput %s: mean %.4f, std %.4f; forward %.1f ms\n", shape, mean, sd, seconds * 1e3);
+    if (c->head == TS_HEAD_LM && b->have_tok && out->rank == 3) {
+        /* The untrained model's guess at each position of the first sequence. */
+        int64_t T = out->shape[1], V = out->shape[2];
+        printf("predicted (untrained, argmax of the logits):");
+        for (int64_t t = 0; t < T; t++) {
+            const float *row = out->data + t * V;
+            int64_t best = 0;
+            for (int64_t v = 1; v < V; v++)
+                if (row[v] > row[best]) best = v;
+            printf(" %s", ts_tokenizer_word(&b->tok, (int32_t)best));
+        }
+        printf("\n");
+    } else if (c->head == TS_HEAD_CLS) {
+        printf("class logits of sequence 0:");
+        for (int64_t k = 0; k < out->shape[1]; k++) printf(" %.4f", out->data[k]);
+        printf("\n");
+    }
+}
+
+static void print_tokens(const model_batch *b, const ts_model_config *c) {
+    if (!b->have_tok || !b->src_ids) return;
+    printf("tokens:");
+    for (int s = 0; s < c->seq; s++) printf(" %s", ts_tokenizer_word(&b->tok, b->src_ids[s]));
+    if (b->tgt_ids) {
+        printf("\ndecoder reads:");
+        for (int t = 0; t < c->tgt_seq; t++) printf(" %s", ts_tokenizer_word(&b->tok, b->tgt_ids[t]));
+    }
+    printf("\n");
+}
+
+static int run(const model_flags *mf, const run_opts *o) {
+    ts_model_config cfg;
+    model_batch batch;
+    ts_npy x = {0}, y = {0};
+    ts_status st;
+    if (o->target && !o->input) return ts_cli_error("run", "--target feeds the decoder; give --input X.npy too");
+    if (o->input) { /* the files decide batch and lengths */
+        memset(&batch, 0, sizeof batch);
+        st = model_flags_resolve(mf, &cfg, NULL);
+        if (!st) st = ts_model_read_embedded(&cfg, o->input, o->target, &x, o->target ? &y : NULL);
+        if (!st && cfg.arch == TS_ARCH_ENCODER_DECODER && !o->target)
+            st = ts_fail(TS_ERR_ARG, "--input feeds the encoder; this encoder-decoder also needs --target Y.npy "
+                                     "(B, T, %d) or --dec-layers 0",
+                         cfg.d_model);
+        if (!st) st = ts_model_config_check(&cfg);
+    } else {
+        st = model_flags_resolve(mf, &cfg, &batch);
+    }
+    if (st) {
+        ts_npy_free(&x);
+        ts_npy_free(&y);
+        return ts_cli_error("run", "%s", ts_last_error());
+    }
+    int rc = 0;
+    ts_model m;
+    memset(&m, 0, sizeof m);
+    st = ts_kernels_init();
+    if (!st) st = ts_model_init(&m, &cfg);
+    if (!st && o->load) st = ts_model_load_safetensors(&m, o->load, NULL);
+    if (st) {
+        rc = ts_cli_error("run", "%s", ts_last_error());
+        goto out;
+    }
+    char desc[256];
+    model_config_describe(&cfg, desc, sizeof desc);
+    printf("# %s\n", desc);
+    print_tokens(&batch, &cfg);
+    ts_model_input in = model_batch_input(&batch);
+    if (o->input) {
+        memset(&in, 0, sizeof in);
+        in.src_embedded = x.f32;
+        in.tgt_embedded = y.f32;
+    }
+    shape_printer printer;
+    ts_hook hook = {NULL, NULL};
+    if (o->print_shapes) {
+        shape_printer_init(&printer, stdout, strcmp(o->print_shapes, "torch") == 0 ? TS_SHAPE_TORCH : TS_SHAPE_PLAIN);
+        hook = shape_printer_hook(&printer);
+    }
+    ts_trace_writer *tracer = NULL;
+    trace_tee tee;
+    if ((rc = trace_cli_check(&o->trace, "run", cfg.batch)) >= 0) goto out;
+    rc = 0;
+    if (o->trace.path) {
+        st = trace_cli_open(&o->trace, &cfg, o->input ? NULL : &batch, o->argc, o->argv, &tracer);
+        if (st) {
+            rc = ts_cli_error("run", "%s", ts_last_error());
+            goto out;
+        }
+        hook = trace_cli_tee(&tee, hook, ts_trace_writer_hook(tracer));
+    }
+    ts_tensor out;
+    double t0 = now();
+    st = ts_model_forward(&m, &in, &hook, &out);
+    double t1 = now();
+    if (st) {
+        rc = ts_cli_error("run", "%s", ts_last_error());
+        trace_cli_close(&o->trace, tracer, "run"); /* the steps before the failure stay readable */
+        goto out;
+    }
+    report(&m, &batch, &out, t1 - t0);
+    rc = trace_cli_close(&o->trace, tracer, "run");
+out:
+    ts_model_free(&m);
+    model_batch_free(&batch);
+    ts_npy_free(&x);
+    ts_npy_free(&y);
+    return rc;
+}
+
+int ts_cmd_run(int argc, char **argv) {
+    model_flags mf;
+    run_opts o = {0};
+    ts_flag flags[MODEL_FLAGS_COUNT + 4 + TRACE_CLI_FLAGS];
+    int n = model_flags_table(flags, 0, &mf);
+    n = trace_cli_table(flags, n, &o.trace);
+    o.argc = argc;
+    o.argv = argv;
+    flags[n++] = (ts_flag){"--print-shapes", TS_FLAG_OPTIONAL, &o.print_shapes, "torch",
+                           "print each step's shape as it runs: [30, 200, 1536], or torch.Size([...]) with =torch",
+                           "plain|torch", "plain", NULL};
+    flags[n++] = (ts_flag){"--load", TS_FLAG_STRING, &o.load, "W.safetensors",
+                           "weights by PyTorch state_dict name (nn.Transformer, nn.TransformerEncoder)", NULL, NULL,
+                           NULL};
+    flags[n++] = (ts_flag){"--input", TS_FLAG_STRING, &o.input, "X.npy",
+                           "(B, S, D) float32 vectors for the encoder, instead of text", NULL, NULL, NULL};
+    flags[n++] = (ts_flag){"--target", TS_FLAG_STRING, &o.target, "Y.npy",
+                           "(B, T, D) vectors for the decoder (causal mask)", NULL, NULL, NULL};
+    const ts_cli_spec spec = {
+        .command = "run",
+        .synopsis = "[--preset P | model flags] [--text S | --input X.npy [--target Y.npy]] [--load W.safetensors] "
+                    "[--print-shapes[=torch]] [--trace FILE [--level L] [--only GLOB] [--keep-batch I]]",
+        .description = "Run one forward pass of the Transformer. With --print-shapes every step prints its shape\n"
+                       "the way the seed notebooks do (qkv.size(): [30, 200, 1536]), under a line naming its\n"
+                       "module; =torch prints torch.Size([30, 200, 1536]) to diff against a notebook's output.",
+        .flags = flags,
+        .n_flags = n,
+    };
+    int rc = ts_cli_parse(&spec, argc, argv, NULL, NULL);
+    if (rc >= 0) return rc;
+    if (o.print_shapes && strcmp(o.print_shapes, "plain") != 0 && strcmp(o.print_shapes, "torch") != 0)
+        return ts_cli_error("run", "--print-shapes takes =torch or nothing, not '=%s'", o.print_shapes);
+    return run(&mf, &o);
+}

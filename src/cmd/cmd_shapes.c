@@ -1,0 +1,87 @@
+/* tscope shapes: every step's shape, each module's parameters, the FLOPs and
+ * the memory of a forward pass, with nothing allocated or computed. */
+#include <stdio.h>
+#include <string.h>
+
+#include "commands.h"
+#include "model_flags.h"
+
+/* "1,234,567" */
+static char *grouped(char *buf, size_t size, int64_t n) {
+    char digits[32];
+    int len = snprintf(digits, sizeof digits, "%lld", (long long)n);
+    size_t o = 0;
+    for (int i = 0; i < len && o + 2 < size; i++) {
+        if (i > 0 && digits[i - 1] != '-' && (len - i) % 3 == 0) buf[o++] = ',';
+        buf[o++] = digits[i];
+    }
+    buf[o] = '\0';
+    return buf;
+}
+
+static char *human(char *buf, size_t size, double x, const char *unit) {
+    const char *prefix[] = {"", "K", "M", "G", "T", "P"};
+    int k = 0;
+    while (x >= 1000.0 && k < 5) x /= 1000.0, k++;
+    snprintf(buf, size, k ? "%.1f %s%s" : "%.0f %s%s", x, prefix[k], unit);
+    return buf;
+}
+
+static char *bytes(char *buf, size_t size, double b) {
+    if (b >= 1 << 30) snprintf(buf, size, "%.2f GB", b / (1 << 30));
+    else if (b >= 1 << 20) snprintf(buf, size, "%.1f MB", b / (1 << 20));
+    else snprintf(buf, size, "%.1f KB", b / 1024);
+    return buf;
+}
+
+static void print_table(FILE *out, const ts_model_summary *s) {
+    fprintf(out, "\n%-36s %-22s %14s %12s\n", "module", "output", "parameters", "FLOPs");
+    for (int i = 0; i < s->count; i++) {
+        const ts_model_module *m = &s->modules[i];
+        char shape[TS_SHAPE_TEXT_MAX], params[32], flops[32];
+        ts_shape_format(shape, sizeof shape, m->rank, m->shape, TS_SHAPE_PLAIN);
+        fprintf(out, "%-36s %-22s %14s %12s\n", m->name, shape, grouped(params, sizeof params, m->params),
+                m->flops > 0 ? human(flops, sizeof flops, m->flops, "") : "-");
+    }
+    char a[32], b[32], c[32], d[32];
+    fprintf(out, "\nparameters: %s (%s of float32)\n", grouped(a, sizeof a, s->params),
+            bytes(b, sizeof b, (double)s->params * 4));
+    fprintf(out, "matmul FLOPs per forward: %s\n", human(c, sizeof c, s->flops, "FLOP"));
+    fprintf(out, "activation memory: %s in tscope's reused buffers; %s if every step's output were kept\n",
+            bytes(a, sizeof a, (double)s->arena_bytes), bytes(d, sizeof d, (double)s->kept_bytes));
+    fprintf(out, "steps traced: %d\n", s->steps);
+}
+
+int ts_cmd_shapes(int argc, char **argv) {
+    model_flags mf;
+    const char *style = "plain";
+    ts_flag flags[MODEL_FLAGS_COUNT + 1];
+    int n = model_flags_table(flags, 0, &mf);
+    flags[n++] = (ts_flag){"--style", TS_FLAG_CHOICE, &style, NULL,
+                           "plain [30, 200, 1536] or torch torch.Size([30, 200, 1536]) (plain)", "plain|torch",
+                           NULL, NULL};
+    const ts_cli_spec spec = {
+        .command = "shapes",
+        .synopsis = "[--preset P | model flags] [--style torch]",
+        .description = "Dry run: every step's shape in order, as the seed notebooks print them, then a table of\n"
+                       "modules (output shape, parameters, FLOPs) and the totals. Nothing is allocated or\n"
+                       "computed, so even the base model answers at once.",
+        .flags = flags,
+        .n_flags = n,
+    };
+    int rc = ts_cli_parse(&spec, argc, argv, NULL, NULL);
+    if (rc >= 0) return rc;
+    ts_model_config cfg;
+    if (model_flags_resolve(&mf, &cfg, NULL)) return ts_cli_error("shapes", "%s", ts_last_error());
+    char desc[256];
+    model_config_describe(&cfg, desc, sizeof desc);
+    printf("# %s\n", desc);
+    shape_printer printer;
+    shape_printer_init(&printer, stdout, strcmp(style, "torch") == 0 ? TS_SHAPE_TORCH : TS_SHAPE_PLAIN);
+    ts_hook hook = shape_printer_hook(&printer);
+    ts_model_summary sum;
+    if (ts_model_dry_run(&cfg, &hook, &sum)) return ts_cli_error("shapes", "%s", ts_last_error());
+    print_table(stdout, &sum);
+    ts_model_summary_free(&sum);
+    return 0;
+}

@@ -1,0 +1,295 @@
+/* model_flags: one table of model flags for every command that builds a model. */
+#include "model_flags.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+enum {
+    F_PRESET, F_D_MODEL, F_HEADS, F_FFN, F_LAYERS, F_DEC_LAYERS, F_VOCAB, F_SEQ, F_BATCH, F_DROPOUT,
+    F_NORM, F_PE, F_ACTIVATION, F_EPS, F_FINAL_NORM, F_SEED, F_TEXT,
+};
+_Static_assert(F_TEXT + 1 == MODEL_FLAGS_COUNT, "one seen slot per row");
+
+int model_flags_table(ts_flag *t, int n, model_flags *mf) {
+    memset(mf, 0, sizeof *mf);
+    bool *s = mf->seen;
+    const ts_flag rows[] = {
+        {"--preset", TS_FLAG_STRING, &mf->preset, "P",
+         "tiny|seed000|seed001|seed004|copy|base (default tiny)", NULL, NULL, &s[F_PRESET]},
+        {"--d-model", TS_FLAG_INT, &mf->d_model, "N", "model width D (tiny: 16)", NULL, NULL, &s[F_D_MODEL]},
+        {"--heads", TS_FLAG_INT, &mf->heads, "N", "attention heads H, must divide D (tiny: 2)", NULL, NULL,
+         &s[F_HEADS]},
+        {"--ffn", TS_FLAG_INT, &mf->ffn, "N", "feed-forward hidden width (tiny: 32)", NULL, NULL, &s[F_FFN]},
+        {"--layers", TS_FLAG_INT, &mf->layers, "N", "encoder layers (tiny: 2)", NULL, NULL, &s[F_LAYERS]},
+        {"--dec-layers", TS_FLAG_INT, &mf->dec_layers, "N", "decoder layers, 0 = encoder only (tiny: 2)", NULL,
+         NULL, &s[F_DEC_LAYERS]},
+        {"--vocab", TS_FLAG_INT, &mf->vocab, "N", "vocabulary size (tiny: as the text needs)", NULL, NULL,
+         &s[F_VOCAB]},
+        {"--seq", TS_FLAG_INT, &mf->seq, "N", "source length; longer than the text pads it (tiny: the text's)",
+         NULL, NULL, &s[F_SEQ]},
+        {"--batch", TS_FLAG_INT, &mf->batch, "N", "sequences per batch (tiny: 1)", NULL, NULL, &s[F_BATCH]},
+        {"--dropout", TS_FLAG_FLOAT, &mf->dropout, "P", "dropout probability, used only when training (0.1)",
+         NULL, NULL, &s[F_DROPOUT]},
+        {"--norm", TS_FLAG_CHOICE, &mf->norm, NULL, "LayerNorm after (post, the paper) or before (pre) each block",
+         "post|pre", NULL, &s[F_NORM]},
+        {"--pe", TS_FLAG_CHOICE, &mf->pe, NULL, "positions: the paper's sines, learned, or none",
+         "sinusoidal|learned|none", NULL, &s[F_PE]},
+        {"--activation", TS_FLAG_CHOICE, &mf->activation, NULL, "FFN activation (relu)", "relu|gelu", NULL,
+         &s[F_ACTIVATION]},
+        {"--eps", TS_FLAG_FLOAT, &mf->eps, "X", "LayerNorm eps (1e-5)", NULL, NULL, &s[F_EPS]},
+        {"--final-norm", TS_FLAG_BOOL, &mf->final_norm, NULL, "a LayerNorm after each stack (off)", NULL, NULL,
+         &s[F_FINAL_NORM]},
+        {"--seed", TS_FLAG_INT, &mf->seed, "N", "seed of parameters, random input and dropout (0)", NULL, NULL,
+         &s[F_SEED]},
+        {"--text", TS_FLAG_LIST, &mf->text, "S",
+         "input sentence; repeat for a padded batch (tiny: \"My name is Goro\")", NULL, NULL, &s[F_TEXT]},
+    };
+    int count = (int)(sizeof rows / sizeof rows[0]);
+    for (int i = 0; i < count; i++) t[n + i] = rows[i];
+    return n + count;
+}
+
+static int choice(const char *v, const char *a, const char *b, const char *c) {
+    if (strcmp(v, a) == 0) return 0;
+    if (strcmp(v, b) == 0) return 1;
+    return c && strcmp(v, c) == 0 ? 2 : 0;
+}
+
+static void apply_flags(const model_flags *mf, ts_model_config *c) {
+    const bool *s = mf->seen;
+    if (s[F_D_MODEL]) c->d_model = mf->d_model;
+    if (s[F_HEADS]) c->heads = mf->heads;
+    if (s[F_FFN]) c->ffn = mf->ffn;
+    if (s[F_LAYERS]) c->layers = mf->layers;
+    if (s[F_VOCAB]) c->vocab = mf->vocab;
+    if (s[F_SEQ]) c->seq = mf->seq;
+    if (s[F_BATCH]) c->batch = mf->batch;
+    if (s[F_DROPOUT]) c->dropout = mf->dropout;
+    if (s[F_EPS]) c->eps = c->embed_eps = mf->eps;
+    if (s[F_FINAL_NORM]) c->final_norm = true;
+    if (s[F_SEED]) c->seed = (uint64_t)(uint32_t)mf->seed;
+    if (s[F_NORM]) c->norm = choice(mf->norm, "post", "pre", NULL) ? TS_NORM_PRE : TS_NORM_POST;
+    if (s[F_PE]) c->pe = (ts_pe_kind)choice(mf->pe, "sinusoidal", "learned", "none");
+    if (s[F_ACTIVATION]) c->activation = choice(mf->activation, "relu", "gelu", NULL) ? TS_ACT_GELU : TS_ACT_RELU;
+    if (s[F_PE] && c->pe != TS_PE_SINUSOIDAL) c->scale_embed = false;
+    if (s[F_DEC_LAYERS]) {
+        c->dec_layers = mf->dec_layers;
+        if (c->arch != TS_ARCH_ATTENTION)
+            c->arch = mf->dec_layers > 0 ? TS_ARCH_ENCODER_DECODER : TS_ARCH_ENCODER;
+        if (c->arch == TS_ARCH_ENCODER) c->tie_embed = false;
+    }
+}
+
+/* The decoder's length for a source of S tokens (see model_flags.h). */
+static int target_length(int S, bool starts_with_bos) { return starts_with_bos && S > 1 ? S - 1 : S; }
+
+/* Tokenize every text; S = the longest (or --seq), B = the number of texts. */
+static ts_status tokenize(const model_flags *mf, ts_model_config *c, const char *const *texts, int n_texts,
+                          model_batch *b) {
+    ts_tokenizer tok;
+    ts_status st = ts_tokenizer_init(&tok);
+    for (int i = 0; !st && i < n_texts; i++) st = ts_tokenizer_add_text(&tok, texts[i]);
+    int longest = 0;
+    for (int i = 0; !st && i < n_texts; i++) {
+        int n = 0;
+        st = ts_tokenizer_encode(&tok, texts[i], NULL, 0, &n);
+        if (n == 0 && !st) st = ts_fail(TS_ERR_ARG, "--text \"%s\" has no words", texts[i]);
+        if (n > longest) longest = n;
+    }
+    if (st) {
+        ts_tokenizer_free(&tok);
+        return st;
+    }
+    if (mf->seen[F_SEQ] && c->seq < longest) {
+        ts_tokenizer_free(&tok);
+        return ts_fail(TS_ERR_ARG, "the text has %d tokens, more than --seq %d", longest, c->seq);
+    }
+    if (!mf->seen[F_SEQ]) c->seq = longest;
+    if (n_texts > 1) {
+        if (mf->seen[F_BATCH] && c->batch != n_texts) {
+            ts_tokenizer_free(&tok);
+            return ts_fail(TS_ERR_ARG, "--batch %d but %d texts were given: one text per sequence", c->batch,
+                           n_texts);
+        }
+        c->batch = n_texts;
+    }
+    if (!mf->seen[F_VOCAB] && c->vocab < tok.count) c->vocab = tok.count;
+    if (c->vocab < tok.count) {
+        int words = tok.count - TS_TOK_N_SPECIAL;
+        ts_tokenizer_free(&tok);
+        return ts_fail(TS_ERR_ARG,
+                       "--vocab %d is too small for the text: it has %d distinct word%s and %d special tokens "
+                       "(%d ids)",
+                       c->vocab, words, words == 1 ? "" : "s", TS_TOK_N_SPECIAL, words + TS_TOK_N_SPECIAL);
+    }
+    if (b) {
+        b->tok = tok;
+        b->have_tok = true;
+    } else {
+        ts_tokenizer_free(&tok);
+    }
+    return TS_OK;
+}
+
+static ts_status build_ids(const ts_model_config *c, const char *const *texts, int n_texts, model_batch *b,
+                           int S, int T) {
+    int B = c->batch;
+    b->src_ids = calloc((size_t)B * S, sizeof *b->src_ids);
+    b->src_pad = calloc((size_t)B * S, 1);
+    if (!b->src_ids || !b->src_pad) return ts_fail(TS_ERR_NOMEM, "out of memory for the input ids");
+    bool padded = false;
+    if (n_texts) {
+        for (int i = 0; i < B; i++) {
+            const char *text = texts[n_texts > 1 ? i : 0];
+            int n = 0;
+            ts_tokenizer_encode(&b->tok, text, b->src_ids + (size_t)i * S, S, &n);
+            for (int s = n; s < S; s++) {
+                b->src_ids[(size_t)i * S + s] = TS_TOK_PAD;
+                b->src_pad[(size_t)i * S + s] = 1;
+                padded = true;
+            }
+        }
+    } else { /* random ids as seed 004's copy task: 1 first, then uniform in [1, V) */
+        ts_model_random_ids(b->src_ids, (int64_t)B * S, 1, c->vocab, c->seed + 1);
+        for (int i = 0; i < B; i++) b->src_ids[(size_t)i * S] = TS_TOK_BOS;
+    }
+    if (!padded) {
+        free(b->src_pad);
+        b->src_pad = NULL;
+    }
+    if (c->arch != TS_ARCH_ENCODER_DECODER) return TS_OK;
+    b->tgt_ids = calloc((size_t)B * T, sizeof *b->tgt_ids);
+    b->tgt_pad = padded ? calloc((size_t)B * T, 1) : NULL;
+    if (!b->tgt_ids || (padded && !b->tgt_pad)) return ts_fail(TS_ERR_NOMEM, "out of memory for the target ids");
+    for (int i = 0; i < B; i++) {
+        const int32_t *src = b->src_ids + (size_t)i * S;
+        int shift = src[0] == TS_TOK_BOS ? 0 : 1;
+        for (int t = 0; t < T; t++) {
+            int s = t - shift;
+            int32_t id = s < 0 ? TS_TOK_BOS : src[s];
+            b->tgt_ids[(size_t)i * T + t] = id;
+            if (b->tgt_pad) b->tgt_pad[(size_t)i * T + t] = s >= 0 && b->src_pad[(size_t)i * S + s];
+        }
+    }
+    return TS_OK;
+}
+
+ts_status model_flags_resolve(const model_flags *mf, ts_model_config *cfg, model_batch *batch) {
+    if (batch) memset(batch, 0, sizeof *batch);
+    ts_status st = ts_model_config_preset(cfg, mf->seen[F_PRESET] ? mf->preset : "tiny");
+    if (st) return st;
+    apply_flags(mf, cfg);
+    const char *const *texts = mf->text.count ? mf->text.items : (cfg->text ? &cfg->text : NULL);
+    int n_texts = mf->text.count ? mf->text.count : (cfg->text ? 1 : 0);
+    if (mf->text.count) {
+        if (cfg->arch == TS_ARCH_ATTENTION)
+            return ts_fail(TS_ERR_ARG, "preset %s (attention alone) takes random vectors, not --text", cfg->preset);
+        cfg->input = TS_INPUT_TOKENS;
+    }
+    if (cfg->input != TS_INPUT_TOKENS) n_texts = 0;
+    if (n_texts) {
+        st = tokenize(mf, cfg, texts, n_texts, batch);
+        if (st) return st;
+    }
+    bool bos_first = cfg->input == TS_INPUT_TOKENS && n_texts == 0;
+    if (cfg->arch == TS_ARCH_ENCODER_DECODER) cfg->tgt_seq = target_length(cfg->seq, bos_first);
+    st = ts_model_config_check(cfg);
+    if (st || !batch) {
+        if (batch) model_batch_free(batch);
+        return st;
+    }
+    batch->n_texts = n_texts;
+    int64_t B = cfg->batch, S = cfg->seq, T = cfg->tgt_seq, D = cfg->d_model;
+    if (cfg->input == TS_INPUT_TOKENS) {
+        st = build_ids(cfg, texts, n_texts, batch, (int)S, (int)T);
+    } else { /* seed 000's x = torch.randn(B, S, D): N(0, 1) from the seed */
+        int64_t din = cfg->in_dim ? cfg->in_dim : D;
+        batch->src_vecs = malloc(sizeof(float) * (size_t)(B * S * din));
+        if (cfg->arch == TS_ARCH_ENCODER_DECODER) batch->tgt_vecs = malloc(sizeof(float) * (size_t)(B * T * D));
+        if (!batch->src_vecs || (cfg->arch == TS_ARCH_ENCODER_DECODER && !batch->tgt_vecs))
+            st = ts_fail(TS_ERR_NOMEM, "out of memory for the random input");
+        if (!st) ts_model_randn(batch->src_vecs, B * S * din, cfg->seed + 1);
+        if (!st && batch->tgt_vecs) ts_model_randn(batch->tgt_vecs, B * T * D, cfg->seed + 2);
+    }
+    if (st) model_batch_free(batch);
+    return st;
+}
+
+void model_batch_free(model_batch *b) {
+    if (b->have_tok) ts_tokenizer_free(&b->tok);
+    free(b->src_ids);
+    free(b->tgt_ids);
+    free(b->src_pad);
+    free(b->tgt_pad);
+    free(b->src_vecs);
+    free(b->tgt_vecs);
+    memset(b, 0, sizeof *b);
+}
+
+ts_model_input model_batch_input(const model_batch *b) {
+    ts_model_input in;
+    memset(&in, 0, sizeof in);
+    in.src_ids = b->src_ids;
+    in.tgt_ids = b->tgt_ids;
+    in.src_pad = b->src_pad;
+    in.tgt_pad = b->tgt_pad;
+    in.src_embedded = b->src_vecs;
+    in.tgt_embedded = b->tgt_vecs;
+    return in;
+}
+
+/* ---- printing shapes ------------------------------------------------------------ */
+
+static ts_status print_step(void *ctx, const char *name, ts_op op, const ts_tensor *t, ts_tag tag) {
+    (void)op;
+    (void)tag;
+    shape_printer *p = ctx;
+    /* The module is the name up to its last dot; a top-level step
+     * (input, logits) is its own module. */
+    const char *dot = strrchr(name, '.');
+    size_t glen = dot ? (size_t)(dot - name) : strlen(name);
+    if (glen >= sizeof p->group) glen = sizeof p->group - 1;
+    if (strlen(p->group) != glen || strncmp(p->group, name, glen) != 0) {
+        memcpy(p->group, name, glen);
+        p->group[glen] = '\0';
+        fprintf(p->out, "------- %s -------\n", p->group);
+    }
+    char shape[TS_SHAPE_TEXT_MAX];
+    ts_tensor_shape_str(shape, sizeof shape, t, p->style);
+    fprintf(p->out, "%s.size(): %s\n", dot ? dot + 1 : name, shape);
+    return ferror(p->out) ? ts_fail(TS_ERR_IO, "cannot write the shapes") : TS_OK;
+}
+
+void shape_printer_init(shape_printer *p, FILE *out, ts_shape_style style) {
+    memset(p, 0, sizeof *p);
+    p->out = out;
+    p->style = style;
+}
+
+ts_hook shape_printer_hook(shape_printer *p) { return (ts_hook){print_step, p}; }
+
+void model_config_describe(const ts_model_config *c, char *buf, size_t size) {
+    static const char *const arch[] = {"encoder", "encoder-decoder", "multi-head attention alone"};
+    static const char *const pe[] = {"sinusoidal positions", "learned positions", "no positions"};
+    static const char *const head[] = {"", ", vocabulary logits", ", classifier"};
+    char layers[48] = "";
+    if (c->arch == TS_ARCH_ENCODER_DECODER)
+        snprintf(layers, sizeof layers, " %d+%d layers,", c->layers, c->dec_layers);
+    else if (c->arch == TS_ARCH_ENCODER)
+        snprintf(layers, sizeof layers, " %d layers,", c->layers);
+    if (c->arch == TS_ARCH_ATTENTION) {
+        snprintf(buf, size, "%s%s%s: B%d S%d, input width %d, d_model %d, %d heads%s", c->preset,
+                 c->preset[0] ? " " : "", arch[c->arch], c->batch, c->seq, c->in_dim ? c->in_dim : c->d_model,
+                 c->d_model, c->heads, c->causal ? ", causal" : "");
+        return;
+    }
+    char dims[96];
+    if (c->arch == TS_ARCH_ENCODER_DECODER)
+        snprintf(dims, sizeof dims, "B%d S%d T%d", c->batch, c->seq, c->tgt_seq);
+    else
+        snprintf(dims, sizeof dims, "B%d S%d", c->batch, c->seq);
+    snprintf(buf, size, "%s%s%s: %s, d_model %d, %d heads, ffn %d,%s %s-LN, %s, %s%s%s", c->preset,
+             c->preset[0] ? " " : "", arch[c->arch], dims, c->d_model, c->heads, c->ffn, layers,
+             c->norm == TS_NORM_PRE ? "pre" : "post", c->activation == TS_ACT_GELU ? "gelu" : "relu",
+             c->input == TS_INPUT_TOKENS ? "" : "vector input, ", pe[c->pe], head[c->head]);
+}

@@ -1,0 +1,76 @@
+/* model_flags: the model flags shared by run, shapes, bench and train, and
+ * what they resolve to: a config, a vocabulary, and the batch to feed.
+ *
+ * Resolution order: the preset (tiny when none is given), then each model flag
+ * given, then the text. Text decides the source length and the vocabulary;
+ * the decoder reads the source shifted right (<bos> first, the last token
+ * dropped; a source that starts with <bos>, like the copy task's random ids,
+ * is only cut by one). Several --text give a batch padded to the longest.
+ */
+#ifndef TSCOPE_CMD_MODEL_FLAGS_H
+#define TSCOPE_CMD_MODEL_FLAGS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "tscope/cli.h"
+#include "tscope/hook.h"
+#include "tscope/model.h"
+#include "tscope/tokenizer.h"
+
+/* Rows model_flags_table adds to a command's flag table. */
+#define MODEL_FLAGS_COUNT 17
+
+typedef struct model_flags {
+    const char *preset;
+    int d_model, heads, ffn, layers, dec_layers, vocab, seq, batch, seed;
+    float dropout, eps;
+    const char *norm, *pe, *activation;
+    bool final_norm;
+    ts_cli_list text;
+    bool seen[MODEL_FLAGS_COUNT]; /* which flags were given, in table order */
+} model_flags;
+
+/* Append the model flags' rows to table (room for MODEL_FLAGS_COUNT more)
+ * starting at n; returns the new count. mf must outlive the parse. */
+int model_flags_table(ts_flag *table, int n, model_flags *mf);
+
+/* What a model run reads, built from the flags. */
+typedef struct model_batch {
+    ts_tokenizer tok;       /* vocabulary (empty for embedded input) */
+    bool have_tok;
+    int32_t *src_ids;       // (B, S) or NULL
+    int32_t *tgt_ids;       // (B, T) or NULL
+    uint8_t *src_pad;       // (B, S) or NULL when nothing is padded
+    uint8_t *tgt_pad;       // (B, T) or NULL
+    float *src_vecs;        // (B, S, in_dim) random input, or NULL
+    float *tgt_vecs;        // (B, T, D) or NULL
+    int n_texts;
+} model_batch;
+
+/* Preset + flags + text -> config (checked). With batch NULL nothing is
+ * allocated (tscope shapes); otherwise the inputs are built too. On failure a
+ * message is set; the caller prints it and exits 2. */
+ts_status model_flags_resolve(const model_flags *mf, ts_model_config *cfg, model_batch *batch);
+void model_batch_free(model_batch *b);
+
+/* The ts_model_input that feeds b. */
+ts_model_input model_batch_input(const model_batch *b);
+
+/* A hook that prints each step as the seeds do: a header line when the module
+ * changes ("------- encoder.layers.0.self_attn -------"), then
+ * "qkv.size(): [30, 200, 1536]" or "qkv.size(): torch.Size([30, 200, 1536])". */
+typedef struct shape_printer {
+    FILE *out;
+    ts_shape_style style;
+    char group[TS_MODEL_NAME_MAX];
+} shape_printer;
+
+void shape_printer_init(shape_printer *p, FILE *out, ts_shape_style style);
+ts_hook shape_printer_hook(shape_printer *p);
+
+/* One line describing the config: "encoder-decoder, B1 S4 T4, d16 h2 ffn32, 2+2 layers, ...". */
+void model_config_describe(const ts_model_config *cfg, char *buf, size_t size);
+
+#endif

@@ -1,0 +1,164 @@
+/* trace_cli: from the run's flags and model to a trace writer, and back. */
+#include "trace_cli.h"
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int trace_cli_table(ts_flag *t, int n, trace_cli *tc) {
+    memset(tc, 0, sizeof *tc);
+    tc->keep_batch = -1;
+    const ts_flag rows[] = {
+        {"--trace", TS_FLAG_STRING, &tc->path, "FILE", "write every step to a trace file (written as FILE.tmp, renamed when done)",
+         NULL, NULL, NULL},
+        {"--level", TS_FLAG_CHOICE, &tc->level, NULL,
+         "what each step keeps (auto: all values when they fit 256 MB, else stats + attention, PE, norm stats)",
+         "shapes|stats|values|auto", NULL, NULL},
+        {"--only", TS_FLAG_LIST, &tc->only, "GLOB", "keep values only for names matching GLOB, e.g. '*.weights' (repeatable)",
+         NULL, NULL, NULL},
+        {"--keep-batch", TS_FLAG_INT, &tc->keep_batch, "I", "keep values of batch element I only (default: all)", NULL,
+         NULL, &tc->keep_batch_seen},
+    };
+    int count = (int)(sizeof rows / sizeof rows[0]);
+    for (int i = 0; i < count; i++) t[n + i] = rows[i];
+    return n + count;
+}
+
+int trace_cli_check(const trace_cli *tc, const char *command, int batch) {
+    bool any = tc->level || tc->only.count || tc->keep_batch_seen;
+    if (!tc->path && any) return ts_cli_error(command, "--level, --only and --keep-batch need --trace FILE");
+    if (tc->keep_batch_seen && (tc->keep_batch < 0 || tc->keep_batch >= batch))
+        return ts_cli_error(command, "--keep-batch %d is not a batch element (the batch has %d: 0..%d)", tc->keep_batch,
+                            batch, batch - 1);
+    if (tc->only.count && tc->level && (strcmp(tc->level, "shapes") == 0 || strcmp(tc->level, "stats") == 0))
+        return ts_cli_error(command, "--only chooses which steps keep values; --level %s keeps none", tc->level);
+    if (tc->only.count > TS_TRACE_ONLY_MAX) return ts_cli_error(command, "at most %d --only globs", TS_TRACE_ONLY_MAX);
+    return -1;
+}
+
+char *trace_cli_config_json(const ts_model_config *c) {
+    static const char *const arch[] = {"encoder", "encoder-decoder", "attention"};
+    static const char *const pe[] = {"sinusoidal", "learned", "none"};
+    static const char *const head[] = {"none", "lm", "cls"};
+    cJSON *o = cJSON_CreateObject();
+    if (!o) return NULL;
+    cJSON_AddStringToObject(o, "preset", c->preset);
+    cJSON_AddStringToObject(o, "arch", (unsigned)c->arch < 3 ? arch[c->arch] : "?");
+    const struct {
+        const char *key;
+        int value;
+    } ints[] = {{"d_model", c->d_model}, {"heads", c->heads},     {"ffn", c->ffn},         {"layers", c->layers},
+                {"dec_layers", c->dec_layers}, {"vocab", c->vocab}, {"seq", c->seq},       {"tgt_seq", c->tgt_seq},
+                {"batch", c->batch},     {"in_dim", c->in_dim},   {"max_pos", c->max_pos}, {"n_labels", c->n_labels}};
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) cJSON_AddNumberToObject(o, ints[i].key, ints[i].value);
+    cJSON_AddNumberToObject(o, "dropout", c->dropout);
+    cJSON_AddNumberToObject(o, "eps", c->eps);
+    cJSON_AddStringToObject(o, "norm", c->norm == TS_NORM_PRE ? "pre" : "post");
+    cJSON_AddStringToObject(o, "pe", (unsigned)c->pe < 3 ? pe[c->pe] : "?");
+    cJSON_AddStringToObject(o, "activation", c->activation == TS_ACT_GELU ? "gelu" : "relu");
+    cJSON_AddStringToObject(o, "head", (unsigned)c->head < 3 ? head[c->head] : "?");
+    cJSON_AddStringToObject(o, "input", c->input == TS_INPUT_TOKENS ? "tokens" : "embedded");
+    cJSON_AddBoolToObject(o, "final_norm", c->final_norm);
+    cJSON_AddBoolToObject(o, "causal", c->causal);
+    cJSON_AddNumberToObject(o, "seed", (double)c->seed);
+    if (c->text) cJSON_AddStringToObject(o, "text", c->text);
+    char *text = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    return text;
+}
+
+/* A dry run counts the bytes a trace keeping every value would hold. */
+typedef struct size_count {
+    uint64_t bytes;
+} size_count;
+
+static ts_status count_step(void *ctx, const char *name, ts_op op, const ts_tensor *t, ts_tag tag) {
+    (void)name, (void)op, (void)tag;
+    ((size_count *)ctx)->bytes += (uint64_t)ts_tensor_numel(t) * sizeof(float);
+    return TS_OK;
+}
+
+static const char **words(const model_batch *b, const int32_t *ids, int n) {
+    if (!b || !b->have_tok || !ids || n <= 0) return NULL;
+    const char **w = calloc((size_t)n, sizeof *w);
+    for (int i = 0; w && i < n; i++) w[i] = ts_tokenizer_word(&b->tok, ids[i]);
+    return w;
+}
+
+ts_status trace_cli_open(const trace_cli *tc, const ts_model_config *cfg, const model_batch *batch, int argc,
+                         char **argv, ts_trace_writer **out) {
+    *out = NULL;
+    ts_trace_options opt;
+    ts_trace_options_default(&opt);
+    ts_status s = tc->level ? ts_trace_level_parse(tc->level, &opt.level) : TS_OK;
+    if (s) return s;
+    for (int i = 0; i < tc->only.count; i++) opt.only[opt.n_only++] = tc->only.items[i];
+    opt.keep_batch = tc->keep_batch_seen ? tc->keep_batch : -1;
+    size_count count = {0};
+    ts_hook counter = {count_step, &count};
+    if ((s = ts_model_dry_run(cfg, &counter, NULL))) return s;
+    opt.expected_bytes = count.bytes;
+    if (opt.keep_batch >= 0 && cfg->batch > 0) opt.expected_bytes /= (uint64_t)cfg->batch;
+
+    /* Sequence 0's tokens: what the viewer labels its axes with. */
+    const char **src = words(batch, batch ? batch->src_ids : NULL, cfg->seq);
+    const char **tgt = words(batch, batch ? batch->tgt_ids : NULL, cfg->tgt_seq);
+    char *config = trace_cli_config_json(cfg);
+    char **line = calloc((size_t)argc + 1, sizeof *line);
+    char *meta = NULL;
+    if (!config || !line) {
+        s = ts_fail(TS_ERR_NOMEM, "trace: no memory for the metadata");
+    } else {
+        line[0] = "tscope";
+        for (int i = 0; i < argc; i++) line[i + 1] = argv[i];
+        s = ts_trace_metadata_build(&meta, config, src, src ? cfg->seq : 0, tgt, tgt ? cfg->tgt_seq : 0, argc + 1,
+                                    line);
+    }
+    if (!s) s = ts_trace_writer_open(tc->path, meta, &opt, out);
+    free(meta);
+    free(line);
+    free(config);
+    free(src);
+    free(tgt);
+    return s;
+}
+
+static void human_bytes(char *buf, size_t size, uint64_t n) {
+    if (n >= (uint64_t)1 << 30)
+        snprintf(buf, size, "%.2f GB", (double)n / (1 << 30));
+    else if (n >= (uint64_t)1 << 20)
+        snprintf(buf, size, "%.1f MB", (double)n / (1 << 20));
+    else
+        snprintf(buf, size, "%.1f KB", (double)n / 1024);
+}
+
+int trace_cli_close(const trace_cli *tc, ts_trace_writer *w, const char *command) {
+    if (!w) return 0;
+    ts_trace_summary sum;
+    if (ts_trace_writer_close(w, &sum)) {
+        fprintf(stderr, "tscope %s: %s\n", command, ts_last_error());
+        return 1;
+    }
+    char size[32];
+    human_bytes(size, sizeof size, sum.file_bytes);
+    printf("trace: %s: %lld steps, %s; %s\n", tc->path, (long long)sum.steps, size, sum.policy);
+    if (getenv("TSCOPE_TRACE_PROFILE"))
+        printf("trace: hook %.3f s (waiting for the disk %.3f s), close %.3f s\n", sum.hook_seconds, sum.wait_seconds,
+               sum.close_seconds);
+    return 0;
+}
+
+static ts_status tee_step(void *ctx, const char *name, ts_op op, const ts_tensor *t, ts_tag tag) {
+    trace_tee *tee = ctx;
+    ts_status s = ts_hook_call(&tee->a, name, op, t, tag);
+    return s ? s : ts_hook_call(&tee->b, name, op, t, tag);
+}
+
+ts_hook trace_cli_tee(trace_tee *tee, ts_hook a, ts_hook b) {
+    if (!a.fn) return b;
+    if (!b.fn) return a;
+    tee->a = a;
+    tee->b = b;
+    return (ts_hook){tee_step, tee};
+}

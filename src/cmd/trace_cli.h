@@ -1,0 +1,57 @@
+/* trace_cli: the trace flags of `tscope run` (and later `train`) and the
+ * glue from a model run to a trace writer: metadata (config, tokens, command
+ * line), the expected size from a dry run, and the closing report.
+ *
+ *     trace_cli tc;
+ *     n = trace_cli_table(flags, n, &tc);          // --trace --level --only --keep-batch
+ *     ... parse ...
+ *     if ((rc = trace_cli_check(&tc, "run", cfg.batch)) >= 0) return rc;
+ *     ts_trace_writer *w = NULL;
+ *     if (tc.path && trace_cli_open(&tc, &cfg, &batch, argc, argv, &w)) -> error
+ *     hook = ts_trace_writer_hook(w); forward ...
+ *     rc = trace_cli_close(&tc, w, "run");          // prints what it wrote
+ */
+#ifndef TSCOPE_CMD_TRACE_CLI_H
+#define TSCOPE_CMD_TRACE_CLI_H
+
+#include "model_flags.h"
+#include "tscope/trace.h"
+
+#define TRACE_CLI_FLAGS 4
+
+typedef struct trace_cli {
+    const char *path;  /* --trace FILE, NULL: no trace */
+    const char *level; /* --level, NULL: auto */
+    ts_cli_list only;  /* --only GLOB, repeatable */
+    int keep_batch;    /* --keep-batch I */
+    bool keep_batch_seen;
+} trace_cli;
+
+/* Append the trace flags' rows to table (room for TRACE_CLI_FLAGS more) at n;
+ * returns the new count. tc must outlive the parse. */
+int trace_cli_table(ts_flag *table, int n, trace_cli *tc);
+
+/* After parsing: -1 when the flags make sense for a batch of `batch`, else
+ * the exit code after one line on stderr. */
+int trace_cli_check(const trace_cli *tc, const char *command, int batch);
+
+/* Open the writer for tc->path: metadata from cfg, the tokens of batch (may
+ * be NULL) and argv, the size of a full trace from a dry run of cfg. */
+ts_status trace_cli_open(const trace_cli *tc, const ts_model_config *cfg, const model_batch *batch, int argc,
+                         char **argv, ts_trace_writer **out);
+
+/* Close w and print "trace: FILE: N steps, X MB; <policy>". Returns 0, or 1
+ * after printing the error (the run itself went well). w NULL is fine. */
+int trace_cli_close(const trace_cli *tc, ts_trace_writer *w, const char *command);
+
+/* One hook that calls a, then b (either may be empty), e.g. the shape
+ * printer and the trace writer. tee must outlive the hook. */
+typedef struct trace_tee {
+    ts_hook a, b;
+} trace_tee;
+ts_hook trace_cli_tee(trace_tee *tee, ts_hook a, ts_hook b);
+
+/* The config as a JSON object (malloc'd text). */
+char *trace_cli_config_json(const ts_model_config *cfg);
+
+#endif

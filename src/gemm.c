@@ -1,0 +1,324 @@
+/* gemm: the sgemm driver shared by every instruction set.
+ *
+ * Blocking as in BLIS / GotoBLAS: a (KC, NC) block of op(B) is packed into
+ * NR-wide panels and an (MC, KC) block of op(A) into MR-tall panels, so the
+ * micro-kernel reads both with unit stride from cache. Each thread takes a
+ * contiguous share of the rows (or columns) of C and runs the whole blocked
+ * product on it with its own packing buffer, allocated on its first call and
+ * reused after: no barriers, nothing allocated per call.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(_OPENMP)
+#include <omp.h>
+#endif
+
+#include "kernels_impl.h"
+
+/* Below this many flops a second thread costs more than it saves. */
+#define GEMM_MIN_FLOPS_PER_THREAD 4e6
+
+typedef struct gemm_job {
+    bool ta, tb;
+    int M, N, K;
+    float alpha, beta;
+    const float *A, *B; // op(A) (M,K), op(B) (K,N)
+    int lda, ldb, ldc;
+    float *C;           // (M,N)
+    ts_epilogue epi;
+    const float *bias;  // (N) or NULL
+} gemm_job;
+
+static _Thread_local float *tl_pack;
+static _Thread_local size_t tl_pack_floats;
+
+/* Room a panel writer may use past its panel (see ts_pack_t_fn). */
+#define PACK_SLACK 64
+
+/* This thread's packing buffer with room for `floats`; NULL if out of memory. */
+static float *pack_buffer(size_t floats) {
+    if (tl_pack_floats >= floats) return tl_pack;
+    free(tl_pack);
+    size_t bytes = (floats * sizeof(float) + 63) / 64 * 64;
+    tl_pack = aligned_alloc(64, bytes);
+    tl_pack_floats = tl_pack ? floats : 0;
+    return tl_pack;
+}
+
+static int imin(int a, int b) { return a < b ? a : b; }
+static int round_up(int x, int to) { return (x + to - 1) / to * to; }
+
+/* Non-transposing pack: dst[p*w + j] = src[p*lds + j] for j < n, 0 for n <= j < w. */
+static void pack_n(float *dst, int w, const float *src, int64_t lds, int n, int kc) {
+    for (int p = 0; p < kc; p++, dst += w, src += lds) {
+        for (int j = 0; j < n; j++) dst[j] = src[j];
+        for (int j = n; j < w; j++) dst[j] = 0.0f;
+    }
+}
+
+/* op(A)[i0:i0+mc, p0:p0+kc] into MR-tall panels: panel q holds rows q*MR..,
+ * element (i, p) at q*MR*kc + p*MR + i; rows past mc are zero. */
+static void pack_a(const ts_kern_ops *ops, float *dst, const gemm_job *g, int i0, int mc, int p0, int kc) {
+    const int mr = ops->mr;
+    for (int q = 0; q < mc; q += mr, dst += (int64_t)mr * kc) {
+        int m = imin(mr, mc - q);
+        if (g->ta) // A stored (K, M): a row of the panel is contiguous
+            pack_n(dst, mr, g->A + (int64_t)p0 * g->lda + i0 + q, g->lda, m, kc);
+        else
+            ops->pack_t(dst, mr, g->A + (int64_t)(i0 + q) * g->lda + p0, g->lda, m, kc);
+    }
+}
+
+/* op(B)[p0:p0+kc, j0:j0+nc] into NR-wide panels: element (p, j) of panel q at
+ * q*NR*kc + p*NR + j; columns past nc are zero. */
+static void pack_b(const ts_kern_ops *ops, float *dst, const gemm_job *g, int p0, int kc, int j0, int nc) {
+    const int nr = ops->nr;
+    for (int q = 0; q < nc; q += nr, dst += (int64_t)nr * kc) {
+        int n = imin(nr, nc - q);
+        if (g->tb) // B stored (N, K), as nn.Linear weights (out, in)
+            ops->pack_t(dst, nr, g->B + (int64_t)(j0 + q) * g->ldb + p0, g->ldb, n, kc);
+        else
+            pack_n(dst, nr, g->B + (int64_t)p0 * g->ldb + j0 + q, g->ldb, n, kc);
+    }
+}
+
+/* K == 0: the product is empty, C = epilogue(beta * C). */
+static void gemm_empty_k(const gemm_job *g) {
+    for (int i = 0; i < g->M; i++) {
+        float *crow = g->C + (int64_t)i * g->ldc;
+        for (int j = 0; j < g->N; j++) crow[j] = g->beta != 0 ? g->beta * crow[j] : 0.0f;
+        ts_kern_epilogue_row(crow, g->N, g->epi, g->bias);
+    }
+}
+
+/* Block sizes for one product: K in balanced blocks of at most kc_max, then
+ * as many rows and columns as the A and B budgets hold at that depth. */
+typedef struct gemm_blocks {
+    int mc, kc, nc;
+} gemm_blocks;
+
+static gemm_blocks blocks_for(const ts_kern_ops *ops, const gemm_job *g) {
+    gemm_blocks b;
+    int nk = (g->K + ops->kc_max - 1) / ops->kc_max;
+    b.kc = (g->K + nk - 1) / nk;
+    b.mc = imin(round_up(g->M, ops->mr), ops->a_floats / b.kc / ops->mr * ops->mr);
+    b.nc = imin(round_up(g->N, ops->nr), ops->b_floats / b.kc / ops->nr * ops->nr);
+    if (b.mc < ops->mr) b.mc = ops->mr;
+    if (b.nc < ops->nr) b.nc = ops->nr;
+    return b;
+}
+
+/* The next product's inputs, one cache line at a time, spread over this
+ * product's micro-kernel calls: a batch of small products would otherwise
+ * wait for memory every time it packs. */
+typedef struct prefetch_plan {
+    const char *base[2];   /* A and B of the next product */
+    int rows[2], lines[2]; /* rows, and cache lines per row */
+    int64_t ld_bytes[2];
+    int mat, row, line;    /* where the next prefetch goes */
+    int per_call;          /* lines per micro-kernel call */
+} prefetch_plan;
+
+static void prefetch_matrix_plan(prefetch_plan *pp, int i, const float *p, int rows, int cols, int ld) {
+    pp->base[i] = (const char *)p;
+    pp->rows[i] = rows;
+    pp->lines[i] = (int)(((int64_t)cols * 4 + 63) / 64);
+    pp->ld_bytes[i] = (int64_t)ld * 4;
+}
+
+static void prefetch_some(prefetch_plan *pp) {
+    for (int k = 0; k < pp->per_call && pp->mat < 2; k++) {
+        __builtin_prefetch(pp->base[pp->mat] + pp->row * pp->ld_bytes[pp->mat] + pp->line * 64, 0, 2);
+        if (++pp->line < pp->lines[pp->mat]) continue;
+        pp->line = 0;
+        if (++pp->row < pp->rows[pp->mat]) continue;
+        pp->row = 0;
+        pp->mat++;
+    }
+}
+
+static void gemm_blocked(const ts_kern_ops *ops, const gemm_job *g, gemm_blocks bs, float *pa, float *pb,
+                         prefetch_plan *pp) {
+    const int MR = ops->mr, NR = ops->nr;
+    for (int jc = 0; jc < g->N; jc += bs.nc) {
+        int nc = imin(bs.nc, g->N - jc);
+        for (int pc = 0; pc < g->K; pc += bs.kc) {
+            int kc = imin(bs.kc, g->K - pc);
+            // Later K blocks add to what the first one wrote; the epilogue waits for the last.
+            float beta = pc == 0 ? g->beta : 1.0f;
+            ts_epilogue epi = pc + kc >= g->K ? g->epi : TS_EPI_NONE;
+            pack_b(ops, pb, g, pc, kc, jc, nc);
+            for (int ic = 0; ic < g->M; ic += bs.mc) {
+                int mc = imin(bs.mc, g->M - ic);
+                pack_a(ops, pa, g, ic, mc, pc, kc);
+                for (int jr = 0; jr < nc; jr += NR) {
+                    const float *bp = pb + (int64_t)jr * kc;
+                    const float *bias = epi != TS_EPI_NONE ? g->bias + jc + jr : NULL;
+                    for (int ir = 0; ir < mc; ir += MR) {
+                        ops->ukernel(kc, pa + (int64_t)ir * kc, bp, g->C + (int64_t)(ic + ir) * g->ldc + jc + jr,
+                                     g->ldc, imin(MR, mc - ir), imin(NR, nc - jr), g->alpha, beta, epi, bias);
+                        if (pp) prefetch_some(pp);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/* The whole product on the calling thread; prefetch `next` (may be NULL)'s inputs meanwhile. */
+static void gemm_serial(const ts_kern_ops *ops, const gemm_job *g, const gemm_job *next) {
+    if (g->M <= 0 || g->N <= 0) return;
+    if (g->K <= 0) {
+        gemm_empty_k(g);
+        return;
+    }
+    gemm_blocks bs = blocks_for(ops, g);
+    size_t a_room = (size_t)round_up(bs.mc * bs.kc + PACK_SLACK, 16), b_room = (size_t)bs.nc * bs.kc + PACK_SLACK;
+    /* Ask for the most any product needs, so each thread allocates once. */
+    size_t most = (size_t)ops->a_floats + (size_t)ops->b_floats + (size_t)(ops->mr + ops->nr) * ops->kc_max +
+                  2 * PACK_SLACK + 16;
+    float *buf = pack_buffer(most > a_room + b_room ? most : a_room + b_room);
+    if (!buf) { // no memory for panels: still give the right answer
+        ts_gemm_ref(g->ta, g->tb, g->M, g->N, g->K, g->alpha, g->A, g->lda, g->B, g->ldb, g->beta,
+                    g->C, g->ldc, g->epi, g->bias);
+        return;
+    }
+    prefetch_plan plan = {0}, *pp = NULL;
+    if (next) {
+        prefetch_matrix_plan(&plan, 0, next->A, next->ta ? next->K : next->M, next->ta ? next->M : next->K, next->lda);
+        prefetch_matrix_plan(&plan, 1, next->B, next->tb ? next->N : next->K, next->tb ? next->K : next->N, next->ldb);
+        int64_t lines = (int64_t)plan.rows[0] * plan.lines[0] + (int64_t)plan.rows[1] * plan.lines[1];
+        int64_t calls = (int64_t)((g->M + ops->mr - 1) / ops->mr) * ((g->N + ops->nr - 1) / ops->nr) *
+                        ((g->K + bs.kc - 1) / bs.kc);
+        plan.per_call = (int)((lines + calls - 1) / calls);
+        pp = &plan;
+    }
+    gemm_blocked(ops, g, bs, buf, buf + a_room, pp);
+}
+
+static bool split_rows(const ts_kern_ops *ops, const gemm_job *g) {
+    return g->M / ops->mr >= g->N / ops->nr;
+}
+
+/* Thread t of n takes a contiguous share of C's rows, or of its columns when
+ * C is wide and short; shares are whole micro-tiles. */
+static gemm_job gemm_share(const ts_kern_ops *ops, const gemm_job *g, int t, int n) {
+    gemm_job s = *g;
+    if (split_rows(ops, g)) {
+        int per = ((g->M + n - 1) / n + ops->mr - 1) / ops->mr * ops->mr;
+        int m0 = imin(g->M, t * per), m1 = imin(g->M, m0 + per);
+        s.M = m1 - m0;
+        s.A = g->ta ? g->A + m0 : g->A + (int64_t)m0 * g->lda;
+        s.C = g->C + (int64_t)m0 * g->ldc;
+    } else {
+        int per = ((g->N + n - 1) / n + ops->nr - 1) / ops->nr * ops->nr;
+        int n0 = imin(g->N, t * per), n1 = imin(g->N, n0 + per);
+        s.N = n1 - n0;
+        s.B = g->tb ? g->B + (int64_t)n0 * g->ldb : g->B + n0;
+        s.C = g->C + n0;
+        if (g->bias) s.bias = g->bias + n0;
+    }
+    return s;
+}
+
+static int gemm_threads(const ts_kern_ops *ops, const gemm_job *g) {
+    int nth = ts_kern_threads_here();
+    double flops = 2.0 * g->M * g->N * g->K;
+    while (nth > 1 && flops / nth < GEMM_MIN_FLOPS_PER_THREAD) nth--;
+    int tiles = split_rows(ops, g) ? (g->M + ops->mr - 1) / ops->mr : (g->N + ops->nr - 1) / ops->nr;
+    return imin(nth, tiles);
+}
+
+void ts_kern_gemm(const ts_kern_ops *ops, bool trans_a, bool trans_b, int M, int N, int K, float alpha,
+                  const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc,
+                  ts_epilogue epi, const float *bias) {
+    gemm_job g = {.ta = trans_a, .tb = trans_b, .M = M, .N = N, .K = K, .alpha = alpha, .beta = beta,
+                  .A = A, .B = B, .lda = lda, .ldb = ldb, .ldc = ldc, .C = C, .epi = epi, .bias = bias};
+    if (M <= 0 || N <= 0) return;
+    int nth = K > 0 ? gemm_threads(ops, &g) : 1;
+    if (nth <= 1) {
+        gemm_serial(ops, &g, NULL);
+        return;
+    }
+    TS_OMP(parallel num_threads(nth))
+    {
+#if defined(_OPENMP)
+        int t = omp_get_thread_num(), n = omp_get_num_threads();
+#else
+        int t = 0, n = 1;
+#endif
+        gemm_job s = gemm_share(ops, &g, t, n);
+        gemm_serial(ops, &s, NULL);
+    }
+}
+
+void ts_kern_gemm_batched(const ts_kern_ops *ops, bool trans_a, bool trans_b, int M, int N, int K,
+                          float alpha, const float *A, int lda, int64_t stride_a, const float *B,
+                          int ldb, int64_t stride_b, float beta, float *C, int ldc, int64_t stride_c,
+                          int batch) {
+    int nth = ts_kern_threads_here();
+    if (batch <= 0) return;
+    if (batch < nth) { // few products: thread inside each one
+        for (int b = 0; b < batch; b++)
+            ts_kern_gemm(ops, trans_a, trans_b, M, N, K, alpha, A + b * stride_a, lda, B + b * stride_b,
+                         ldb, beta, C + b * stride_c, ldc, TS_EPI_NONE, NULL);
+        return;
+    }
+    double flops = 2.0 * M * N * K * batch;
+    while (nth > 1 && flops / nth < GEMM_MIN_FLOPS_PER_THREAD) nth--;
+    const gemm_job first = {.ta = trans_a, .tb = trans_b, .M = M, .N = N, .K = K, .alpha = alpha,
+                            .beta = beta, .A = A, .B = B, .lda = lda, .ldb = ldb, .ldc = ldc, .C = C,
+                            .epi = TS_EPI_NONE};
+    TS_OMP(parallel num_threads(nth))
+    {
+#if defined(_OPENMP)
+        int t = omp_get_thread_num(), n = omp_get_num_threads();
+#else
+        int t = 0, n = 1;
+#endif
+        // Thread t takes products [b0, b1), in order, so it can fetch each next one early.
+        int b0 = (int)((int64_t)batch * t / n), b1 = (int)((int64_t)batch * (t + 1) / n);
+        for (int b = b0; b < b1; b++) {
+            gemm_job g = first, next = first;
+            g.A += b * stride_a, g.B += b * stride_b, g.C += b * stride_c;
+            next.A = g.A + stride_a, next.B = g.B + stride_b;
+            gemm_serial(ops, &g, b + 1 < b1 ? &next : NULL);
+        }
+    }
+}
+
+void ts_kern_ukernel_scalar(int kc, const float *pa, const float *pb, float *c, int64_t ldc, int m,
+                            int n, float alpha, float beta, ts_epilogue epi, const float *bias) {
+    enum { MR = TS_KERN_SCALAR_MR, NR = TS_KERN_SCALAR_NR };
+    float acc[MR][NR] = {{0}};
+    for (int p = 0; p < kc; p++, pa += MR, pb += NR)
+        for (int i = 0; i < MR; i++)
+            for (int j = 0; j < NR; j++) acc[i][j] += pa[i] * pb[j];
+    for (int i = 0; i < m; i++) {
+        float *crow = c + i * ldc;
+        for (int j = 0; j < n; j++)
+            crow[j] = beta != 0 ? alpha * acc[i][j] + beta * crow[j] : alpha * acc[i][j];
+        ts_kern_epilogue_row(crow, n, epi, bias);
+    }
+}
+
+void ts_kern_pack_t_scalar(float *dst, int w, const float *src, int64_t lds, int m, int kc) {
+    /* Read along rows, write down the panel with stride w (the panel sits in L1). */
+    for (int i = 0; i < m; i++, src += lds)
+        for (int p = 0; p < kc; p++) dst[(int64_t)p * w + i] = src[p];
+    for (int i = m; i < w; i++)
+        for (int p = 0; p < kc; p++) dst[(int64_t)p * w + i] = 0.0f;
+}
+
+/* The scalar path's peak: 12 independent multiply-add chains in plain C. */
+double ts_kern_fma_loop_scalar(int64_t iters, float *sink) {
+    float a[12], b = 1.0000001f, c = 0.999999f;
+    for (int i = 0; i < 12; i++) a[i] = (float)i;
+    for (int64_t n = 0; n < iters; n++)
+        for (int i = 0; i < 12; i++) a[i] = a[i] * b + c;
+    float s = 0;
+    for (int i = 0; i < 12; i++) s += a[i];
+    *sink = s; /* so the loop is not optimised away */
+    return (double)iters * 12 * 2;
+}

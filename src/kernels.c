@@ -1,0 +1,276 @@
+/* kernels: choosing the instruction set and the thread count, and the public
+ * entry points that split work across threads and call the chosen table.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#if defined(_OPENMP)
+#include <omp.h>
+#endif
+
+#include "kernels_impl.h"
+
+/* Element counts below which one thread does the whole job. */
+#define ROWS_MIN_PER_THREAD 16384
+#define ELTWISE_MIN_PER_THREAD 65536
+#define TRANSPOSE_TILE 32
+#define MAX_THREADS 256
+
+static const ts_kern_ops *g_ops; /* NULL until the first init */
+static int g_threads;            /* 0 until the first init */
+static pthread_once_t g_lazy_once = PTHREAD_ONCE_INIT;
+
+static const char *const isa_names[] = {
+    [TS_ISA_SCALAR] = "scalar", [TS_ISA_AVX2] = "avx2", [TS_ISA_AVX512] = "avx512", [TS_ISA_NEON] = "neon",
+};
+_Static_assert(sizeof isa_names / sizeof isa_names[0] == TS_ISA_COUNT, "every isa needs a name");
+
+/* Fastest first. */
+static const ts_isa preference[] = {TS_ISA_AVX512, TS_ISA_NEON, TS_ISA_AVX2, TS_ISA_SCALAR};
+
+const char *ts_isa_name(ts_isa isa) {
+    return (unsigned)isa < TS_ISA_COUNT ? isa_names[isa] : "unknown";
+}
+
+static const ts_kern_ops *ops_for(ts_isa isa) {
+    switch (isa) {
+    case TS_ISA_SCALAR: return &ts_kern_scalar_ops;
+#if defined(TS_KERN_HAVE_X86)
+    case TS_ISA_AVX2: return &ts_kern_avx2_ops;
+    case TS_ISA_AVX512: return &ts_kern_avx512_ops;
+#endif
+    default: return NULL;
+    }
+}
+
+bool ts_isa_supported(ts_isa isa) {
+    if (!ops_for(isa)) return false;
+#if defined(TS_KERN_HAVE_X86)
+    __builtin_cpu_init();
+    if (isa == TS_ISA_AVX2) return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    if (isa == TS_ISA_AVX512)
+        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+               __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
+               __builtin_cpu_supports("fma");
+#endif
+    return isa == TS_ISA_SCALAR;
+}
+
+static ts_isa best_isa(void) {
+    for (size_t i = 0; i < sizeof preference / sizeof preference[0]; i++)
+        if (ts_isa_supported(preference[i])) return preference[i];
+    return TS_ISA_SCALAR;
+}
+
+static int all_cores(void) {
+#if defined(_OPENMP)
+    return omp_get_num_procs();
+#else
+    return 1; /* built with threads off */
+#endif
+}
+
+void ts_kernels_set_threads(int n) {
+    if (n <= 0) n = all_cores();
+#if !defined(_OPENMP)
+    n = 1;
+#endif
+    g_threads = n < MAX_THREADS ? n : MAX_THREADS;
+}
+
+static ts_status isa_from_env(ts_isa *isa) {
+    const char *k = getenv("TSCOPE_KERNELS");
+    *isa = best_isa();
+    if (!k || !*k) return TS_OK;
+    for (int i = 0; i < TS_ISA_COUNT; i++) {
+        if (strcmp(k, isa_names[i]) != 0) continue;
+        if (!ts_isa_supported((ts_isa)i))
+            return ts_fail(TS_ERR_UNSUPPORTED, "TSCOPE_KERNELS=%s: this CPU or build has no %s path", k, k);
+        *isa = (ts_isa)i;
+        return TS_OK;
+    }
+    return ts_fail(TS_ERR_ARG, "TSCOPE_KERNELS=%s: expected scalar, avx2, avx512 or neon", k);
+}
+
+static ts_status threads_from_env(int *threads) {
+    const char *t = getenv("TSCOPE_THREADS");
+    *threads = 0;
+    if (!t || !*t) return TS_OK;
+    char *end;
+    errno = 0;
+    long n = strtol(t, &end, 10);
+    if (errno || *end || n < 1 || n > MAX_THREADS)
+        return ts_fail(TS_ERR_ARG, "TSCOPE_THREADS=%s: expected a whole number from 1 to %d", t, MAX_THREADS);
+    *threads = (int)n;
+    return TS_OK;
+}
+
+ts_status ts_kernels_init(void) {
+    ts_isa isa;
+    int threads;
+    ts_status st = isa_from_env(&isa);
+    if (st == TS_OK) st = threads_from_env(&threads);
+    if (st != TS_OK) return st;
+    ts_kernels_set_threads(threads);
+    g_ops = ops_for(isa);
+    return TS_OK;
+}
+
+/* A kernel called before ts_kernels_init still works: it initialises here and
+ * says on stderr if the environment asked for something impossible. */
+static void lazy_init(void) {
+    if (g_ops && g_threads > 0) return;
+    if (ts_kernels_init() == TS_OK) return;
+    fprintf(stderr, "kernels: %s; using %s\n", ts_last_error(), ts_isa_name(best_isa()));
+    if (g_threads <= 0) ts_kernels_set_threads(0);
+    if (!g_ops) g_ops = ops_for(best_isa());
+}
+
+const ts_kern_ops *ts_kern_ops_current(void) {
+    if (!g_ops) pthread_once(&g_lazy_once, lazy_init);
+    return g_ops;
+}
+
+ts_isa ts_kernels_isa(void) { return ts_kern_ops_current()->isa; }
+
+int ts_kernels_threads(void) {
+    if (g_threads <= 0) pthread_once(&g_lazy_once, lazy_init);
+    return g_threads;
+}
+
+int ts_kern_threads_here(void) {
+#if defined(_OPENMP)
+    if (omp_in_parallel()) return 1; /* called from the caller's own threads: stay on this one */
+#endif
+    return ts_kernels_threads();
+}
+
+ts_status ts_kernels_force(ts_isa isa) {
+    if (!ts_isa_supported(isa))
+        return ts_fail(TS_ERR_UNSUPPORTED, "kernels: the %s path is not available on this CPU or build",
+                       ts_isa_name(isa));
+    ts_kern_ops_current(); /* so a later lazy init cannot undo the choice */
+    g_ops = ops_for(isa);
+    return TS_OK;
+}
+
+static double now_seconds(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+double ts_kernels_peak_gflops(void) {
+    const ts_kern_ops *ops = ts_kern_ops_current();
+    int nth = ts_kernels_threads();
+    (void)nth;
+    double best = 0;
+    for (int rep = -1; rep < 5; rep++) { /* rep -1 wakes the threads and the clocks up */
+        double flops = 0, t0 = now_seconds();
+        TS_OMP(parallel num_threads(nth) reduction(+ : flops))
+        {
+            float sink;
+            flops += ops->fma_loop(rep < 0 ? 2000000 : 4000000, &sink);
+        }
+        double rate = flops / (now_seconds() - t0);
+        if (rep >= 0 && rate > best) best = rate;
+    }
+    return best * 1e-9;
+}
+
+/* Threads worth starting for `work` elements, `min_each` at least per thread. */
+static int threads_for(int64_t work, int64_t min_each) {
+    int n = ts_kern_threads_here();
+    int64_t most = work / min_each;
+    return most < 1 ? 1 : (most < n ? (int)most : n);
+}
+
+void ts_gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float *A, int lda,
+             const float *B, int ldb, float beta, float *C, int ldc, ts_epilogue epi, const float *bias) {
+    ts_kern_gemm(ts_kern_ops_current(), trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc,
+                 epi, bias);
+}
+
+void ts_gemm_batched(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float *A,
+                     int lda, int64_t stride_a, const float *B, int ldb, int64_t stride_b, float beta,
+                     float *C, int ldc, int64_t stride_c, int batch) {
+    ts_kern_gemm_batched(ts_kern_ops_current(), trans_a, trans_b, M, N, K, alpha, A, lda, stride_a, B,
+                         ldb, stride_b, beta, C, ldc, stride_c, batch);
+}
+
+int64_t ts_softmax_rows(float *out, const float *in, int64_t rows, int cols, const float *mask,
+                        bool causal, int causal_offset) {
+    const ts_kern_ops *ops = ts_kern_ops_current();
+    int nth = threads_for(rows * cols, ROWS_MIN_PER_THREAD);
+    int64_t all_masked = 0;
+    (void)nth;
+    TS_OMP(parallel for num_threads(nth) schedule(static) reduction(+ : all_masked))
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t valid = causal ? r + causal_offset + 1 : cols;
+        valid = valid < 0 ? 0 : (valid > cols ? cols : valid);
+        all_masked += ops->softmax_row(out + r * cols, in + r * cols, cols, (int)valid, mask);
+    }
+    return all_masked;
+}
+
+void ts_layernorm(float *out, float *mean, float *rstd, const float *in, const float *gamma,
+                  const float *beta, int64_t rows, int cols, float eps) {
+    const ts_kern_ops *ops = ts_kern_ops_current();
+    int nth = threads_for(rows * cols, ROWS_MIN_PER_THREAD);
+    (void)nth;
+    TS_OMP(parallel for num_threads(nth) schedule(static))
+    for (int64_t r = 0; r < rows; r++)
+        ops->layernorm_row(out + r * cols, mean ? mean + r : NULL, rstd ? rstd + r : NULL, in + r * cols,
+                           gamma, beta, cols, eps);
+}
+
+/* Element-wise kernels: each thread takes one contiguous chunk (whole cache lines). */
+#define ELTWISE_SPLIT(n, CALL)                                                        \
+    do {                                                                              \
+        int nth_ = threads_for((n), ELTWISE_MIN_PER_THREAD);                          \
+        int64_t per_ = (((n) + nth_ - 1) / nth_ + 15) / 16 * 16;                      \
+        (void)per_;                                                                   \
+        TS_OMP(parallel for num_threads(nth_) schedule(static))                       \
+        for (int t_ = 0; t_ < nth_; t_++) {                                           \
+            int64_t i0 = t_ * per_, len = (n)-i0 < per_ ? (n)-i0 : per_;              \
+            if (len > 0) CALL;                                                        \
+        }                                                                             \
+    } while (0)
+
+void ts_add(float *out, const float *a, const float *b, int64_t n) {
+    const ts_kern_ops *ops = ts_kern_ops_current();
+    ELTWISE_SPLIT(n, ops->add(out + i0, a + i0, b + i0, len));
+}
+
+void ts_scale(float *out, const float *in, float s, int64_t n) {
+    const ts_kern_ops *ops = ts_kern_ops_current();
+    ELTWISE_SPLIT(n, ops->scale(out + i0, in + i0, s, len));
+}
+
+void ts_relu(float *out, const float *in, int64_t n) {
+    const ts_kern_ops *ops = ts_kern_ops_current();
+    ELTWISE_SPLIT(n, ops->relu(out + i0, in + i0, len));
+}
+
+void ts_gelu(float *out, const float *in, int64_t n) {
+    const ts_kern_ops *ops = ts_kern_ops_current();
+    ELTWISE_SPLIT(n, ops->gelu(out + i0, in + i0, len));
+}
+
+void ts_transpose2d(float *out, int ldo, const float *in, int ldi, int rows, int cols) {
+    int nth = threads_for((int64_t)rows * cols, ELTWISE_MIN_PER_THREAD);
+    (void)nth;
+    TS_OMP(parallel for num_threads(nth) schedule(static))
+    for (int r0 = 0; r0 < rows; r0 += TRANSPOSE_TILE) {
+        int r1 = r0 + TRANSPOSE_TILE < rows ? r0 + TRANSPOSE_TILE : rows;
+        for (int c0 = 0; c0 < cols; c0 += TRANSPOSE_TILE) {
+            int c1 = c0 + TRANSPOSE_TILE < cols ? c0 + TRANSPOSE_TILE : cols;
+            for (int r = r0; r < r1; r++)
+                for (int c = c0; c < c1; c++) out[(int64_t)c * ldo + r] = in[(int64_t)r * ldi + c];
+        }
+    }
+}

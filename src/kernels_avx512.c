@@ -1,0 +1,17 @@
+/* kernels_avx512: the AVX512 table: its gemm micro-kernel (gemm_avx512.c), the
+ * row and element-wise kernels of kernels_simd.h over simd_avx512.h. */
+#include "kernels_impl.h"
+#include "simd_avx512.h"
+#include "kernels_simd.h"
+
+const ts_kern_ops ts_kern_avx512_ops = {
+    .isa = TS_ISA_AVX512,
+    .mr = TS_KERN_AVX512_MR, .nr = TS_KERN_AVX512_NR,
+    .kc_max = 2048, .a_floats = 224 * 512, .b_floats = 1 << 20,
+    .ukernel = ts_kern_ukernel_avx512,
+    .pack_t = ts_kern_pack_t_avx512,
+    .softmax_row = simd_softmax_row,
+    .layernorm_row = simd_layernorm_row,
+    .add = simd_add, .scale = simd_scale, .relu = simd_relu, .gelu = simd_gelu,
+    .fma_loop = ts_kern_fma_loop_avx512,
+};

@@ -1,0 +1,128 @@
+/* kernels_ref: the scalar reference of every kernel, always compiled.
+ *
+ * ts_gemm_ref accumulates in double so tests can use it as the truth for
+ * every faster path. The row and element kernels here are also the scalar
+ * dispatch path (TSCOPE_KERNELS=scalar) and the tails of the SIMD paths.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "kernels_impl.h"
+
+/* Columns of C accumulated at once: enough to stream B rows, small enough for the stack. */
+#define REF_CHUNK 64
+
+float ts_kern_gelu1(float x) {
+    /* x * Phi(x) with Phi from erfc: exact for large |x|, where 1 + erf(x/sqrt2) would cancel. */
+    double xd = x;
+    return (float)(0.5 * xd * erfc(-xd * M_SQRT1_2));
+}
+
+static double epilogue1(double v, ts_epilogue epi, double bias) {
+    switch (epi) {
+    case TS_EPI_NONE: return v;
+    case TS_EPI_BIAS: return v + bias;
+    case TS_EPI_BIAS_RELU: v += bias; return v < 0 ? 0 : v; /* NaN stays NaN, as in torch */
+    case TS_EPI_BIAS_GELU: v += bias; return 0.5 * v * erfc(-v * M_SQRT1_2);
+    }
+    return v;
+}
+
+void ts_kern_epilogue_row(float *c, int n, ts_epilogue epi, const float *bias) {
+    if (epi == TS_EPI_NONE) return;
+    for (int j = 0; j < n; j++) c[j] = (float)epilogue1(c[j], epi, bias[j]);
+}
+
+void ts_gemm_ref(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float *A, int lda,
+                 const float *B, int ldb, float beta, float *C, int ldc, ts_epilogue epi,
+                 const float *bias) {
+    for (int i = 0; i < M; i++) {
+        for (int j0 = 0; j0 < N; j0 += REF_CHUNK) {
+            int nj = N - j0 < REF_CHUNK ? N - j0 : REF_CHUNK;
+            double acc[REF_CHUNK] = {0};
+            for (int p = 0; p < K; p++) {
+                double a = trans_a ? A[(int64_t)p * lda + i] : A[(int64_t)i * lda + p];
+                if (trans_b) {
+                    for (int j = 0; j < nj; j++) acc[j] += a * B[(int64_t)(j0 + j) * ldb + p];
+                } else {
+                    const float *brow = B + (int64_t)p * ldb + j0;
+                    for (int j = 0; j < nj; j++) acc[j] += a * brow[j];
+                }
+            }
+            float *crow = C + (int64_t)i * ldc + j0;
+            for (int j = 0; j < nj; j++) {
+                double v = alpha * acc[j];
+                if (beta != 0) v += (double)beta * crow[j]; /* beta == 0: C may hold NaN */
+                crow[j] = (float)epilogue1(v, epi, bias ? bias[j0 + j] : 0);
+            }
+        }
+    }
+}
+
+int ts_kern_softmax_row_ref(float *out, const float *in, int cols, int valid, const float *mask) {
+    float mx = -INFINITY;
+    for (int c = 0; c < valid; c++) {
+        float v = in[c] + (mask ? mask[c] : 0.0f);
+        if (v > mx || v != v) mx = v; /* a NaN wins, so the row shows it */
+        if (mx != mx) break;
+    }
+    if (mx == -INFINITY) {
+        memset(out, 0, sizeof(float) * (size_t)cols);
+        return 1;
+    }
+    double sum = 0;
+    for (int c = 0; c < valid; c++) {
+        float e = expf(in[c] + (mask ? mask[c] : 0.0f) - mx);
+        out[c] = e;
+        sum += e;
+    }
+    float inv = (float)(1.0 / sum);
+    for (int c = 0; c < valid; c++) out[c] *= inv;
+    for (int c = valid; c < cols; c++) out[c] = 0.0f;
+    return 0;
+}
+
+void ts_kern_layernorm_row_ref(float *out, float *mean, float *rstd, const float *in,
+                               const float *gamma, const float *beta, int cols, float eps) {
+    double s = 0;
+    for (int c = 0; c < cols; c++) s += in[c];
+    double mu = s / cols, ss = 0;
+    for (int c = 0; c < cols; c++) ss += (in[c] - mu) * (in[c] - mu);
+    double r = 1.0 / sqrt(ss / cols + eps); /* biased variance, as torch */
+    for (int c = 0; c < cols; c++) {
+        double y = (in[c] - mu) * r;
+        if (gamma) y *= gamma[c];
+        if (beta) y += beta[c];
+        out[c] = (float)y;
+    }
+    if (mean) *mean = (float)mu;
+    if (rstd) *rstd = (float)r;
+}
+
+void ts_kern_add_ref(float *out, const float *a, const float *b, int64_t n) {
+    for (int64_t i = 0; i < n; i++) out[i] = a[i] + b[i];
+}
+
+void ts_kern_scale_ref(float *out, const float *in, float s, int64_t n) {
+    for (int64_t i = 0; i < n; i++) out[i] = s * in[i];
+}
+
+void ts_kern_relu_ref(float *out, const float *in, int64_t n) {
+    for (int64_t i = 0; i < n; i++) out[i] = in[i] < 0 ? 0.0f : in[i];
+}
+
+void ts_kern_gelu_ref(float *out, const float *in, int64_t n) {
+    for (int64_t i = 0; i < n; i++) out[i] = ts_kern_gelu1(in[i]);
+}
+
+const ts_kern_ops ts_kern_scalar_ops = {
+    .isa = TS_ISA_SCALAR,
+    .mr = TS_KERN_SCALAR_MR, .nr = TS_KERN_SCALAR_NR,
+    .kc_max = 256, .a_floats = 128 * 256, .b_floats = 256 * 2048,
+    .ukernel = ts_kern_ukernel_scalar,
+    .pack_t = ts_kern_pack_t_scalar,
+    .softmax_row = ts_kern_softmax_row_ref,
+    .layernorm_row = ts_kern_layernorm_row_ref,
+    .add = ts_kern_add_ref, .scale = ts_kern_scale_ref, .relu = ts_kern_relu_ref, .gelu = ts_kern_gelu_ref,
+    .fma_loop = ts_kern_fma_loop_scalar,
+};

@@ -1,0 +1,203 @@
+/* model_config: the presets and the checks that explain a config that cannot work.
+ *
+ * Choices made here (documented in README's presets table too):
+ * - tiny: seed 001's "My name is Goro" through a 2+2-layer encoder-decoder of
+ *   width 16, small enough to print every value. The decoder reads the text
+ *   shifted right (<bos> my name is), as a trained copy model would.
+ * - seed000: seed 000's encoder exactly: embedded random input N(0,1)
+ *   (B30 S200 d512), no positional encoding, post-LN, 5 layers, ReLU.
+ * - seed001: seed 001's MultiHeadAttention alone: input width 1024 projected to
+ *   3 x 512, 8 heads, B30 S10.
+ * - seed004: seed 004's bert-base-sized TransformerForSequenceClassification:
+ *   768 wide, 12 heads, FFN 3072 (ReLU, as its FeedForward), 12 layers, BERT's
+ *   30522-word vocabulary and 512 learned positions (token + position, then a
+ *   LayerNorm with eps 1e-12), pre-LN blocks written correctly (the seed's
+ *   block adds dropout(x) instead of the attention output), no final norm,
+ *   3 labels from the first token. The fox sentence, no special tokens: S = 9.
+ * - copy: seed 004's copy task: vocab 100, d512, FFN 2048, 6+6 layers, batch
+ *   64 of 10 random ids starting with 1; the decoder reads source[:-1] (T = 9)
+ *   as the seed's dataset does. Learned positions and pre-LN like seed 004.
+ * - base: the paper's base model: d512, 8 heads, FFN 2048, 6+6 post-LN layers,
+ *   sinusoidal positions, embeddings scaled by sqrt(d_model) and shared between
+ *   source, target and the pre-softmax projection. The paper's WMT En-De
+ *   vocabulary had about 37000 BPE tokens: vocab 37000. Two sentences of 256
+ *   tokens (the paper batched ~25000 tokens; two keep a CPU forward near a second).
+ * Token embeddings are scaled by sqrt(d_model) with sinusoidal positions (the
+ * paper, section 3.4) and not with learned ones (seed 004 and BERT do not).
+ */
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tscope/model.h"
+
+#define FOX "The quick brown fox jumps over the lazy dog"
+#define GORO "My name is Goro"
+
+typedef struct preset {
+    const char *name;
+    ts_model_config cfg;
+} preset;
+
+static const preset presets[] = {
+    {"tiny",
+     {.arch = TS_ARCH_ENCODER_DECODER, .d_model = 16, .heads = 2, .ffn = 32, .layers = 2, .dec_layers = 2,
+      .vocab = 0, .seq = 4, .tgt_seq = 4, .batch = 1, .dropout = 0.1f, .eps = 1e-5f, .embed_eps = 1e-5f,
+      .norm = TS_NORM_POST, .pe = TS_PE_SINUSOIDAL, .activation = TS_ACT_RELU, .head = TS_HEAD_LM,
+      .input = TS_INPUT_TOKENS, .scale_embed = true, .seed = 0, .text = GORO}},
+    {"seed000",
+     {.arch = TS_ARCH_ENCODER, .d_model = 512, .heads = 8, .ffn = 2048, .layers = 5, .seq = 200,
+      .batch = 30, .dropout = 0.1f, .eps = 1e-5f, .embed_eps = 1e-5f, .norm = TS_NORM_POST,
+      .pe = TS_PE_NONE, .activation = TS_ACT_RELU, .head = TS_HEAD_NONE, .input = TS_INPUT_EMBEDDED,
+      .seed = 0}},
+    {"seed001",
+     {.arch = TS_ARCH_ATTENTION, .d_model = 512, .heads = 8, .ffn = 2048, .layers = 0, .seq = 10,
+      .batch = 30, .in_dim = 1024, .dropout = 0.1f, .eps = 1e-5f, .embed_eps = 1e-5f,
+      .norm = TS_NORM_POST, .pe = TS_PE_NONE, .activation = TS_ACT_RELU, .head = TS_HEAD_NONE,
+      .input = TS_INPUT_EMBEDDED, .seed = 0}},
+    {"seed004",
+     {.arch = TS_ARCH_ENCODER, .d_model = 768, .heads = 12, .ffn = 3072, .layers = 12, .vocab = 30522,
+      .seq = 9, .batch = 1, .max_pos = 512, .n_labels = 3, .dropout = 0.1f, .eps = 1e-5f,
+      .embed_eps = 1e-12f, .norm = TS_NORM_PRE, .pe = TS_PE_LEARNED, .activation = TS_ACT_RELU,
+      .head = TS_HEAD_CLS, .input = TS_INPUT_TOKENS, .seed = 0, .text = FOX}},
+    {"copy",
+     {.arch = TS_ARCH_ENCODER_DECODER, .d_model = 512, .heads = 8, .ffn = 2048, .layers = 6,
+      .dec_layers = 6, .vocab = 100, .seq = 10, .tgt_seq = 9, .batch = 64, .max_pos = 512,
+      .dropout = 0.1f, .eps = 1e-5f, .embed_eps = 1e-5f, .norm = TS_NORM_PRE, .pe = TS_PE_LEARNED,
+      .activation = TS_ACT_RELU, .head = TS_HEAD_LM, .input = TS_INPUT_TOKENS, .seed = 0}},
+    {"base",
+     {.arch = TS_ARCH_ENCODER_DECODER, .d_model = 512, .heads = 8, .ffn = 2048, .layers = 6,
+      .dec_layers = 6, .vocab = 37000, .seq = 256, .tgt_seq = 256, .batch = 2, .dropout = 0.1f,
+      .eps = 1e-5f, .embed_eps = 1e-5f, .norm = TS_NORM_POST, .pe = TS_PE_SINUSOIDAL,
+      .activation = TS_ACT_RELU, .head = TS_HEAD_LM, .input = TS_INPUT_TOKENS, .scale_embed = true,
+      .tie_embed = true, .seed = 0}},
+};
+#define N_PRESETS ((int)(sizeof presets / sizeof presets[0]))
+
+const char *ts_model_preset_names(void) { return "tiny, seed000, seed001, seed004, copy, base"; }
+
+ts_status ts_model_config_preset(ts_model_config *cfg, const char *name) {
+    for (int i = 0; i < N_PRESETS; i++) {
+        if (strcmp(presets[i].name, name) != 0) continue;
+        *cfg = presets[i].cfg;
+        snprintf(cfg->preset, sizeof cfg->preset, "%s", name);
+        return TS_OK;
+    }
+    return ts_fail(TS_ERR_ARG, "unknown preset '%s'; the presets are %s", name, ts_model_preset_names());
+}
+
+static ts_status too_small(const char *flag, int value, int least, const char *why) {
+    return ts_fail(TS_ERR_ARG, "%s %d is too small: %s needs at least %d", flag, value, why, least);
+}
+
+/* The divisor of d nearest to h (the larger one on a tie). */
+static int nearest_divisor(int d, int h) {
+    int best = 1;
+    for (int k = 1; k <= d; k++)
+        if (d % k == 0 && (abs(k - h) < abs(best - h) || (abs(k - h) == abs(best - h) && k > best))) best = k;
+    return best;
+}
+
+/* The one message most learners meet first: heads that do not divide the width. */
+static ts_status heads_do_not_divide(const ts_model_config *c) {
+    int S = c->seq, B = c->batch, D = c->d_model, H = c->heads;
+    return ts_fail(TS_ERR_SHAPE,
+                   "--heads %d does not divide --d-model %d (%d / %d = %.2f): every head needs a whole "
+                   "number of dims, so the reshape of qkv [%d, %d, %d] to [%d, %d, %d, %d] fails "
+                   "(%d is not %d x %d); try --heads %d or --d-model %d",
+                   H, D, D, H, (double)D / H, B, S, 3 * D, B, S, H, 3 * D / H, 3 * D, H, 3 * D / H,
+                   nearest_divisor(D, H), (D / H + 1) * H);
+}
+
+static ts_status check_sizes(const ts_model_config *c) {
+    if (c->batch < 1) return too_small("--batch", c->batch, 1, "a batch");
+    if (c->seq < 1) return too_small("--seq", c->seq, 1, "a sequence");
+    if (c->d_model < 1) return too_small("--d-model", c->d_model, 1, "the model width");
+    if (c->heads < 1) return too_small("--heads", c->heads, 1, "attention");
+    if (c->heads > c->d_model)
+        return ts_fail(TS_ERR_ARG, "--heads %d is more than --d-model %d: each head needs at least one dim",
+                       c->heads, c->d_model);
+    if (c->d_model % c->heads != 0) return heads_do_not_divide(c);
+    if (c->arch != TS_ARCH_ATTENTION && c->ffn < 1) return too_small("--ffn", c->ffn, 1, "the feed-forward layer");
+    if (c->arch == TS_ARCH_ENCODER && c->layers < 1) return too_small("--layers", c->layers, 1, "an encoder");
+    if (c->arch == TS_ARCH_ENCODER_DECODER) {
+        /* 0 encoder layers is allowed: a decoder fed a memory directly, as
+         * nn.TransformerDecoderLayer is tested, or an encoder that only embeds. */
+        if (c->layers < 0) return too_small("--layers", c->layers, 0, "an encoder-decoder's encoder");
+        if (c->dec_layers < 1) return too_small("--dec-layers", c->dec_layers, 1, "a decoder");
+        if (c->tgt_seq < 1) return too_small("target length", c->tgt_seq, 1, "a decoder");
+    } else if (c->dec_layers != 0) {
+        return ts_fail(TS_ERR_ARG, "--dec-layers %d: this model has no decoder", c->dec_layers);
+    }
+    /* Generous limits that keep every product below int64 and every gemm
+     * dimension below INT_MAX; the memory check below is the real bound. */
+    const struct { const char *flag; int v, most; } lim[] = {
+        {"--d-model", c->d_model, 1 << 16}, {"--heads", c->heads, 1 << 12}, {"--ffn", c->ffn, 1 << 20},
+        {"--layers", c->layers, 1000},      {"--dec-layers", c->dec_layers, 1000},
+        {"--seq", c->seq, 1 << 20},         {"target length", c->tgt_seq, 1 << 20},
+        {"--batch", c->batch, 1 << 20},     {"--vocab", c->vocab, 1 << 24},
+        {"input width", c->in_dim, 1 << 20}, {"positions", c->max_pos, 1 << 20},
+    };
+    for (size_t i = 0; i < sizeof lim / sizeof lim[0]; i++)
+        if (lim[i].v > lim[i].most)
+            return ts_fail(TS_ERR_ARG, "%s %d is larger than tscope allows (%d)", lim[i].flag, lim[i].v,
+                           lim[i].most);
+    double L = c->seq > c->tgt_seq ? c->seq : c->tgt_seq;
+    if ((double)c->batch * L > INT_MAX / 4)
+        return ts_fail(TS_ERR_ARG, "--batch %d x --seq %d tokens is more than tscope handles in one pass",
+                       c->batch, (int)L);
+    double att = (double)c->batch * c->heads * L * L * 4.0;
+    if (att > 256.0 * (1u << 30))
+        return ts_fail(TS_ERR_ARG,
+                       "the attention weights alone would take %.0f GB ([%d, %d, %d, %d] floats); "
+                       "use a smaller --batch or --seq",
+                       att / (1u << 30), c->batch, c->heads, (int)L, (int)L);
+    return TS_OK;
+}
+
+ts_status ts_model_config_check(const ts_model_config *c) {
+    ts_status st = check_sizes(c);
+    if (st) return st;
+    if (!(c->dropout >= 0.0f && c->dropout < 1.0f))
+        return ts_fail(TS_ERR_ARG, "--dropout %g must be at least 0 and below 1 (it is a probability)",
+                       (double)c->dropout);
+    if (!(c->eps > 0.0f)) return ts_fail(TS_ERR_ARG, "--eps %g must be positive: it keeps LayerNorm from dividing by 0", (double)c->eps);
+    if (!(c->embed_eps > 0.0f)) return ts_fail(TS_ERR_ARG, "the embeddings' LayerNorm eps must be positive");
+    if (c->in_dim < 0) return ts_fail(TS_ERR_ARG, "input width %d must be positive", c->in_dim);
+    if (c->in_dim && c->in_dim != c->d_model && c->arch != TS_ARCH_ATTENTION)
+        return ts_fail(TS_ERR_ARG,
+                       "input width %d differs from --d-model %d: only the attention-alone model "
+                       "(preset seed001) projects its input; give vectors of width %d",
+                       c->in_dim, c->d_model, c->d_model);
+    bool tokens = c->input == TS_INPUT_TOKENS;
+    if (c->arch == TS_ARCH_ATTENTION && tokens)
+        return ts_fail(TS_ERR_ARG, "the attention-alone model (seed001) takes vectors, not text");
+    if (c->arch == TS_ARCH_ATTENTION && c->pe != TS_PE_NONE)
+        return ts_fail(TS_ERR_ARG, "the attention-alone model (seed001) adds no positions: use --pe none");
+    if (tokens && c->vocab < TS_MODEL_MIN_VOCAB)
+        return ts_fail(TS_ERR_ARG,
+                       "--vocab %d is too small: the vocabulary holds 4 special tokens and at least one word",
+                       c->vocab);
+    if (c->head == TS_HEAD_LM && c->vocab < 1)
+        return too_small("--vocab", c->vocab, 1, "a vocabulary head");
+    if (c->pe == TS_PE_LEARNED) {
+        int L = c->seq > c->tgt_seq ? c->seq : c->tgt_seq;
+        if (c->max_pos && c->max_pos < L)
+            return ts_fail(TS_ERR_ARG,
+                           "the learned position table has %d rows but the sequence has %d tokens: "
+                           "positions past %d have no embedding",
+                           c->max_pos, L, c->max_pos - 1);
+    }
+    if (c->head == TS_HEAD_CLS) {
+        if (c->arch != TS_ARCH_ENCODER)
+            return ts_fail(TS_ERR_ARG, "a classification head sits on an encoder; this model has a decoder");
+        if (c->n_labels < 1) return too_small("labels", c->n_labels, 1, "a classifier");
+    }
+    if (c->head == TS_HEAD_LM && c->arch == TS_ARCH_ATTENTION)
+        return ts_fail(TS_ERR_ARG, "the attention-alone model has no vocabulary head");
+    if (c->tie_embed && !(tokens && c->head == TS_HEAD_LM))
+        return ts_fail(TS_ERR_ARG, "shared embeddings need token input and a vocabulary head");
+    return TS_OK;
+}

@@ -1,0 +1,51 @@
+/* model_impl: what model.c (parameters), model_forward.c (the steps) and
+ * model_acts.c share. Private to src/; the public surface is model.h. */
+#ifndef TSCOPE_MODEL_IMPL_H
+#define TSCOPE_MODEL_IMPL_H
+
+#include "tscope/model.h"
+
+#if defined(_OPENMP)
+#define TS_MODEL_PRAGMA_(x) _Pragma(#x)
+#define TS_MODEL_OMP(x) TS_MODEL_PRAGMA_(omp x)
+#else
+#define TS_MODEL_OMP(x)
+#endif
+
+/* The activation buffers of one forward pass, carved from the arena once.
+ * L = max(S, T). Nothing else is allocated while the model runs. */
+typedef struct ts_model_acts {
+    float *x;        // (B, S, D) encoder stream, then the decoder's memory
+    float *y;        // (B, T, D) decoder stream
+    float *tmp;      // (B, L, D) a sublayer's output, then the residual sum
+    float *ctx;      // (B, L, D) attention values in concat layout (B, L, H, hd)
+    float *big;      // scratch: qkv + scores, q + kv + scores, or the FFN hidden
+    size_t big_floats;
+    float *mean;     // (B, L) LayerNorm statistics
+    float *rstd;     // (B, L)
+    float *std;      // (B, L) 1/rstd, for the trace
+    float *ids;      // (B, L) token ids as floats, for the trace
+    float *pe;       // (L, D) sinusoidal table, filled at init
+    float *src_mask; // (B, S) 0 or -inf
+    float *tgt_mask; // (B, T)
+    float *cls;      // (B, D) first token for the classifier
+    float *logits;   // (B, L, V) or (B, n_labels)
+} ts_model_acts;
+
+/* Lay out the buffers; with base NULL only count. Returns the bytes needed. */
+size_t ts_model_plan_acts(const ts_model *m, ts_model_acts *a, unsigned char *base);
+
+/* A well-mixed 64-bit hash (splitmix64's finaliser). */
+static inline uint64_t ts_model_mix64(uint64_t z) {
+    z += 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* Uniform in [0, 1) from a key and a counter: the same on any thread count. */
+static inline double ts_model_u01(uint64_t key, uint64_t i) {
+    return (double)(ts_model_mix64(key ^ (i * 0xD1B54A32D192ED03ull)) >> 11) * 0x1.0p-53;
+}
+
+#endif

@@ -1,0 +1,136 @@
+#include "tscope/outfile.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "tscope writes float32 files by copying memory: it needs a little-endian host"
+#endif
+
+/* Record the first failure and replay it on every later call. */
+static ts_status sticky_fail(ts_outfile *o, ts_status s, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+static ts_status sticky_fail(ts_outfile *o, ts_status s, const char *fmt, ...) {
+    if (o->status == TS_OK) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(o->error, sizeof o->error, fmt, ap);
+        va_end(ap);
+        o->status = s;
+    }
+    return ts_fail(o->status, "%s", o->error);
+}
+
+static ts_status replay(ts_outfile *o) {
+    if (o->status) return ts_fail(o->status, "%s", o->error);
+    if (!o->fp) return ts_fail(TS_ERR_ARG, "%s: the file is already closed", o->path ? o->path : "?");
+    return TS_OK;
+}
+
+static void release(ts_outfile *o) {
+    free(o->path);
+    free(o->tmp_path);
+    o->path = o->tmp_path = NULL;
+    o->fp = NULL;
+}
+
+ts_status ts_outfile_open(ts_outfile *o, const char *path) {
+    memset(o, 0, sizeof *o);
+    size_t len = strlen(path);
+    if (len == 0) return ts_fail(TS_ERR_ARG, "an output file name is empty");
+    o->path = strdup(path);
+    o->tmp_path = malloc(len + 8);
+    if (!o->path || !o->tmp_path) {
+        release(o);
+        return ts_fail(TS_ERR_NOMEM, "%s: out of memory", path);
+    }
+    memcpy(o->tmp_path, path, len);
+    memcpy(o->tmp_path + len, ".XXXXXX", 8);
+    int fd = mkstemp(o->tmp_path);
+    if (fd < 0) {
+        ts_status st = ts_fail(TS_ERR_IO, "cannot create %s: %s", path, strerror(errno));
+        release(o);
+        return st;
+    }
+    /* mkstemp makes 0600; give the file the mode a plain fopen would. */
+    mode_t mask = umask(0);
+    umask(mask);
+    (void)fchmod(fd, 0666 & ~mask);
+    o->fp = fdopen(fd, "wb");
+    if (!o->fp) {
+        ts_status st = ts_fail(TS_ERR_IO, "cannot write %s: %s", path, strerror(errno));
+        close(fd);
+        unlink(o->tmp_path);
+        release(o);
+        return st;
+    }
+    return TS_OK;
+}
+
+ts_status ts_outfile_write(ts_outfile *o, const void *buf, size_t n) {
+    ts_status st = replay(o);
+    if (st) return st;
+    if (n && fwrite(buf, 1, n, o->fp) != n)
+        return sticky_fail(o, TS_ERR_IO, "cannot write %s: %s", o->path, strerror(errno));
+    o->offset += n;
+    return TS_OK;
+}
+
+ts_status ts_outfile_write_tensor(ts_outfile *o, const ts_tensor *t) {
+    int64_t n = ts_tensor_numel(t);
+    if (n == 0) return replay(o);
+    if (ts_tensor_is_contiguous(t)) return ts_outfile_write(o, t->data, (size_t)n * sizeof(float));
+
+    /* Strided: gather each innermost row, then write it. */
+    enum { CHUNK = 4096 };
+    float buf[CHUNK];
+    int last = t->rank - 1;
+    int64_t row = t->shape[last], inner = t->stride[last];
+    int64_t index[TS_MAX_RANK] = {0};
+    for (int64_t done = 0; done < n; done += row) {
+        int64_t base = 0;
+        for (int i = 0; i < last; i++) base += index[i] * t->stride[i];
+        for (int64_t j = 0; j < row; j += CHUNK) {
+            int64_t m = row - j < CHUNK ? row - j : CHUNK;
+            for (int64_t k = 0; k < m; k++) buf[k] = t->data[base + (j + k) * inner];
+            ts_status st = ts_outfile_write(o, buf, (size_t)m * sizeof(float));
+            if (st) return st;
+        }
+        for (int i = last - 1; i >= 0; i--) {
+            if (++index[i] < t->shape[i]) break;
+            index[i] = 0;
+        }
+    }
+    return TS_OK;
+}
+
+ts_status ts_outfile_commit(ts_outfile *o) {
+    ts_status st = replay(o);
+    if (st == TS_OK && (fflush(o->fp) != 0 || fsync(fileno(o->fp)) != 0))
+        st = sticky_fail(o, TS_ERR_IO, "cannot write %s: %s", o->path, strerror(errno));
+    if (o->fp && fclose(o->fp) != 0 && st == TS_OK)
+        st = sticky_fail(o, TS_ERR_IO, "cannot write %s: %s", o->path, strerror(errno));
+    o->fp = NULL;
+    if (st == TS_OK && rename(o->tmp_path, o->path) != 0)
+        st = sticky_fail(o, TS_ERR_IO, "cannot rename %s to %s: %s", o->tmp_path, o->path,
+                         strerror(errno));
+    if (st && o->tmp_path) unlink(o->tmp_path);
+    release(o);
+    return st;
+}
+
+void ts_outfile_abort(ts_outfile *o) {
+    if (o->fp) {
+        fclose(o->fp);
+        if (o->tmp_path) unlink(o->tmp_path);
+    }
+    release(o);
+}

@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# `tscope png`: every view of a real `tiny` trace is written as a PNG of the
+# expected size, bad input gets one line and exit 2 (nearest names for a typo,
+# the --level/--only to re-run with for a step without values, an unwritable
+# path before anything is read), and a 200 x 200 heatmap exports in under a
+# second. Runs ./tscope (build it first; TSCOPE=path overrides).
+set -u
+cd "$(dirname "$0")/.."
+bin=$(cd "$(dirname "${TSCOPE:-./tscope}")" && pwd)/$(basename "${TSCOPE:-./tscope}")
+passed=0 failed=0
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+ok() { passed=$((passed + 1)); }
+bad() { failed=$((failed + 1)); echo "FAIL: $*"; }
+
+# expect CODE DESCRIPTION -- command...: checks the exit code, keeps output in $out/$err
+expect() {
+    local want=$1 what=$2; shift 3
+    out=$("$@" 2>"$tmp/err"); rc=$?
+    err=$(cat "$tmp/err")
+    if [ "$rc" = "$want" ]; then ok; else bad "$what: exit $rc, want $want (stderr: $err)"; fi
+}
+
+# is_png FILE W H: the file starts with the PNG signature and its IHDR says W x H.
+is_png() {
+    local sig w h
+    sig=$(od -An -tx1 -N8 "$1" 2>/dev/null | tr -d ' \n')
+    w=$(od -An -tu1 -j16 -N4 "$1" 2>/dev/null | awk '{print $1*16777216 + $2*65536 + $3*256 + $4}')
+    h=$(od -An -tu1 -j20 -N4 "$1" 2>/dev/null | awk '{print $1*16777216 + $2*65536 + $3*256 + $4}')
+    [ "$sig" = 89504e470d0a1a0a ] || { bad "$1 is not a PNG"; return; }
+    ok
+    if [ -n "${2:-}" ]; then
+        [ "$w" = "$2" ] && [ "$h" = "$3" ] && ok || bad "$1 is $w x $h, want $2 x $3"
+    fi
+}
+
+"$bin" run --preset tiny --trace "$tmp/tiny.tstrace" --level values >/dev/null 2>&1 || { echo "cannot make a tiny trace"; echo "0 passed, 1 failed"; exit 1; }
+"$bin" run --preset tiny --trace "$tmp/stats.tstrace" --level stats >/dev/null 2>&1 || bad "a stats-only trace"
+
+t=$tmp/tiny.tstrace
+attn=encoder.layers.0.self_attn.weights
+# view by tag (auto) and by name, each to an explicit file
+expect 0 "attention grid" -- "$bin" png "$t" --tensor $attn -o "$tmp/grid.png"
+is_png "$tmp/grid.png"
+case $out in *"view grid"*) ok ;; *) bad "auto on attention weights: $out" ;; esac
+expect 0 "one head" -- "$bin" png "$t" --tensor $attn --head 1 -o "$tmp/head.png" --width 500 --height 400
+is_png "$tmp/head.png" 500 400
+expect 0 "one head at scale 2" -- "$bin" png "$t" --tensor $attn --head 1 --output "$tmp/head2.png" --width 500 --height 400 --scale 2
+is_png "$tmp/head2.png" 1000 800
+expect 0 "masked decoder attention" -- "$bin" png "$t" --tensor decoder.layers.1.self_attn.weights -o "$tmp/causal.png"
+is_png "$tmp/causal.png"
+expect 0 "overview" -- "$bin" png "$t" --tensor $attn --view overview -o "$tmp/overview.png"
+is_png "$tmp/overview.png"
+case $out in *"view overview"*) ok ;; *) bad "overview: $out" ;; esac
+expect 0 "--layer picks the same step in another layer" -- "$bin" png "$t" --tensor $attn --layer 1 -o "$tmp/layer1.png"
+expect 0 "positional encoding" -- "$bin" png "$t" --tensor embed.pe -o "$tmp/pe.png"
+is_png "$tmp/pe.png"
+expect 0 "PE curves" -- "$bin" png "$t" --tensor embed.pe --view curves -o "$tmp/pe_curves.png"
+expect 0 "PE heatmap" -- "$bin" png "$t" --tensor embed.pe --view heatmap -o "$tmp/pe_heat.png"
+expect 0 "LayerNorm statistics" -- "$bin" png "$t" --tensor encoder.layers.0.norm1.out -o "$tmp/norm.png"
+case $out in *"view stats"*) ok ;; *) bad "auto on a norm output: $out" ;; esac
+expect 0 "LayerNorm by module name" -- "$bin" png "$t" --tensor encoder.layers.1.norm2 --view stats -o "$tmp/norm2.png"
+expect 0 "shapes of a module" -- "$bin" png "$t" --tensor encoder.layers.0.self_attn --view shapes -o "$tmp/shapes.png"
+is_png "$tmp/shapes.png"
+expect 0 "any tensor" -- "$bin" png "$t" --tensor encoder.layers.0.ffn.hidden -o "$tmp/ffn.png"
+expect 0 "any tensor, other axes" -- "$bin" png "$t" --tensor encoder.layers.0.self_attn.q --axes 1,3 --view stats -o "$tmp/q.png"
+expect 0 "curves of columns" -- "$bin" png "$t" --tensor encoder.layers.0.out --view curves -o "$tmp/cols.png"
+# the default name, in the working directory
+(cd "$tmp" && "$bin" png tiny.tstrace --tensor $attn --head 0 >/dev/null 2>&1) && ok || bad "default output name"
+[ -f "$tmp/$attn.head0.heatmap.png" ] && ok || bad "no $attn.head0.heatmap.png"
+# nothing half-written left behind
+leftover=$(find "$tmp" -name '*.png.*' | wc -l)
+[ "$leftover" = 0 ] && ok || bad "$leftover temporary files left"
+
+# bad input: one line, exit 2
+expect 2 "unknown name" -- "$bin" png "$t" --tensor encoder.layers.0.self_attn.weight
+case $err in *"nearest: encoder.layers.0.self_attn.weights"*) ok ;; *) bad "no nearest name: $err" ;; esac
+[ "$(printf '%s\n' "$err" | wc -l)" = 1 ] && ok || bad "unknown name: more than one line"
+expect 2 "no values kept" -- "$bin" png "$tmp/stats.tstrace" --tensor $attn
+case $err in *"--level values --only '$attn'"*) ok ;; *) bad "no re-run hint: $err" ;; esac
+expect 2 "unwritable path" -- "$bin" png "$tmp/missing.tstrace" --tensor $attn -o /nonexistent-dir/x.png
+case $err in *"/nonexistent-dir/x.png"*) ok ;; *) bad "unwritable path not named: $err" ;; esac
+expect 2 "batch out of range" -- "$bin" png "$t" --tensor $attn --batch 3 -o "$tmp/x.png"
+expect 2 "head out of range" -- "$bin" png "$t" --tensor $attn --head 2 -o "$tmp/x.png"
+expect 2 "grid of a rank-3 step" -- "$bin" png "$t" --tensor encoder.layers.0.out --view grid -o "$tmp/x.png"
+expect 2 "no --tensor" -- "$bin" png "$t"
+expect 2 "bad scale" -- "$bin" png "$t" --tensor $attn --scale 0
+expect 2 "not a trace" -- "$bin" png /dev/null --tensor $attn -o "$tmp/x.png"
+[ -e "$tmp/x.png" ] && bad "a failed export left x.png" || ok
+
+# a full-length head: 200 x 200 in well under a second
+"$bin" run --preset seed000 --batch 1 --layers 1 --trace "$tmp/s200.tstrace" --only '*.weights' >/dev/null 2>&1 || bad "a 200-token trace"
+start=$(date +%s%N)
+expect 0 "200 x 200 head" -- "$bin" png "$tmp/s200.tstrace" --tensor $attn --head 0 -o "$tmp/h200.png"
+ms=$((($(date +%s%N) - start) / 1000000))
+[ "$ms" -lt 1000 ] && ok || bad "a 200 x 200 heatmap took $ms ms"
+is_png "$tmp/h200.png"
+
+echo "$passed passed, $failed failed"
+[ "$failed" = 0 ]

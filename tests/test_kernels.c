@@ -1,0 +1,556 @@
+/* Kernels: every path this CPU has (scalar, avx2, avx512) against the scalar
+ * reference, which itself is checked against double-precision sums.
+ *
+ * Tolerances: gemm results are compared relative to max(1, |want|) within
+ * 1e-5 * sqrt(K) (float sums of K terms in a different order); softmax,
+ * layernorm and the element-wise kernels within 2e-6 of a double computation.
+ * Under AddressSanitizer (-O1) the large cases shrink so the run stays short.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../src/kernels_impl.h"
+#include "check.h"
+#include "tscope/kernels.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#define SANITIZED 1
+#else
+#define SANITIZED 0
+#endif
+
+#define ELT_TOL 2e-6
+
+static const ts_isa all_paths[] = {TS_ISA_SCALAR, TS_ISA_AVX2, TS_ISA_AVX512};
+#define N_PATHS ((int)(sizeof all_paths / sizeof all_paths[0]))
+
+/* Deterministic values in [-1, 1). */
+static uint64_t rng_state;
+static float rnd(void) {
+    rng_state = rng_state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (float)((rng_state >> 40) * (1.0 / 8388608.0)) - 1.0f;
+}
+static void fill(float *x, int64_t n) {
+    for (int64_t i = 0; i < n; i++) x[i] = rnd();
+}
+
+static float *alloc(int64_t n) {
+    float *p = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
+    assert_non_null(p);
+    return p;
+}
+
+/* Force each available path in turn; returns false when isa is not on this machine. */
+static bool use_path(ts_isa isa) {
+    if (!ts_isa_supported(isa)) return false;
+    assert_ok(ts_kernels_force(isa));
+    assert_int_equal(ts_kernels_isa(), isa);
+    return true;
+}
+
+static int setup(void **state) {
+    (void)state;
+    rng_state = 12345;
+    return ts_kernels_init() == TS_OK ? 0 : -1;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    ts_kernels_set_threads(0);
+    return ts_kernels_init() == TS_OK ? 0 : -1;
+}
+
+static void fail_if_far(const float *got, const float *want, int64_t n, double tol, const char *what) {
+    int64_t at;
+    double worst = check_max_rel_diff(got, want, n, &at);
+    if (worst <= tol) return;
+    fail_msg("%s: element %lld is %.9g, want %.9g (rel diff %.3g > %.3g)", what, (long long)at,
+             (double)got[at], (double)want[at], worst, tol);
+}
+
+/* ---- gemm ---------------------------------------------------------------- */
+
+typedef struct gemm_case {
+    int M, N, K;
+} gemm_case;
+
+static const gemm_case gemm_cases[] = {
+    {1, 1, 1},    {3, 17, 63},   {17, 3, 129},   {63, 129, 17},  {129, 63, 3},  {1, 515, 17},
+    {515, 1, 63}, {17, 63, 515}, {129, 129, 129}, {515, 129, 63}, {63, 515, 129}, {30, 200, 64},
+};
+
+/* One product on the current path and on the reference, with padded leading
+ * dims when `pad`; the padding of C must come back untouched. */
+static void check_gemm(const char *path, bool ta, bool tb, int M, int N, int K, float alpha, float beta,
+                       ts_epilogue epi, int pad, const ts_kern_ops *ops) {
+    int lda = (ta ? M : K) + pad, ldb = (tb ? K : N) + 2 * pad, ldc = N + 3 * pad;
+    int64_t na = (int64_t)(ta ? K : M) * lda, nb = (int64_t)(tb ? N : K) * ldb, nc = (int64_t)M * ldc;
+    float *A = alloc(na), *B = alloc(nb), *C = alloc(nc), *R = alloc(nc), *bias = alloc(N);
+    fill(A, na);
+    fill(B, nb);
+    fill(bias, N);
+    if (beta == 0) {
+        for (int64_t i = 0; i < nc; i++) C[i] = NAN; /* beta == 0 must not read C */
+    } else {
+        fill(C, nc);
+    }
+    for (int i = 0; i < M; i++)
+        for (int j = N; j < ldc; j++) C[(int64_t)i * ldc + j] = 1234.5f;
+    memcpy(R, C, sizeof(float) * (size_t)nc);
+    const float *bp = epi == TS_EPI_NONE ? NULL : bias;
+    if (ops)
+        ts_kern_gemm(ops, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, epi, bp);
+    else
+        ts_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, epi, bp);
+    ts_gemm_ref(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, R, ldc, epi, bp);
+    char what[160];
+    snprintf(what, sizeof what, "gemm %s %c%c M=%d N=%d K=%d alpha=%g beta=%g epi=%d pad=%d%s", path,
+             ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, alpha, beta, (int)epi, pad, ops ? " small blocks" : "");
+    fail_if_far(C, R, nc, 1e-5 * sqrt(K > 0 ? K : 1), what);
+    for (int i = 0; i < M; i++)
+        for (int j = N; j < ldc; j++)
+            if (C[(int64_t)i * ldc + j] != 1234.5f) fail_msg("%s: wrote past N in row %d", what, i);
+    free(A), free(B), free(C), free(R), free(bias);
+}
+
+static void gemm_every_path_op_and_size(void **state) {
+    (void)state;
+    int n_cases = (int)(sizeof gemm_cases / sizeof gemm_cases[0]);
+    for (int p = 0; p < N_PATHS; p++) {
+        if (!use_path(all_paths[p])) continue;
+        for (int c = 0; c < n_cases; c++) {
+            const gemm_case *g = &gemm_cases[c];
+            if (SANITIZED && (int64_t)g->M * g->N * g->K > 1000000) continue;
+            for (int t = 0; t < 4; t++)
+                check_gemm(ts_isa_name(all_paths[p]), t & 1, t & 2, g->M, g->N, g->K, 1.0f, 0.0f,
+                           TS_EPI_NONE, c % 2 ? 0 : 3, NULL);
+        }
+    }
+}
+
+static void gemm_alpha_beta_and_epilogues(void **state) {
+    (void)state;
+    const float ab[][2] = {{1, 0}, {0.5f, 0}, {1, 1}, {-2, 0.25f}, {0, 1}};
+    const ts_epilogue epis[] = {TS_EPI_NONE, TS_EPI_BIAS, TS_EPI_BIAS_RELU, TS_EPI_BIAS_GELU};
+    for (int p = 0; p < N_PATHS; p++) {
+        if (!use_path(all_paths[p])) continue;
+        for (int i = 0; i < 5; i++)
+            for (int e = 0; e < 4; e++)
+                for (int t = 0; t < 4; t++) {
+                    check_gemm(ts_isa_name(all_paths[p]), t & 1, t & 2, 37, 45, 300, ab[i][0], ab[i][1],
+                               epis[e], 1, NULL);
+                    check_gemm(ts_isa_name(all_paths[p]), t & 1, t & 2, 3, 1, 17, ab[i][0], ab[i][1],
+                               epis[e], 0, NULL);
+                }
+    }
+}
+
+/* The driver's blocking loops (several MC, KC and NC blocks) with tiny blocks. */
+static void gemm_small_blocks_cover_every_loop(void **state) {
+    (void)state;
+    const ts_kern_ops *tables[] = {
+        &ts_kern_scalar_ops,
+#if defined(TS_KERN_HAVE_X86)
+        &ts_kern_avx2_ops, &ts_kern_avx512_ops,
+#endif
+    };
+    for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++) {
+        if (!ts_isa_supported(tables[i]->isa)) continue;
+        ts_kern_ops small = *tables[i];
+        small.kc_max = 7, small.a_floats = 2 * small.mr * 7, small.b_floats = 2 * small.nr * 7;
+        for (int t = 0; t < 4; t++) {
+            check_gemm(ts_isa_name(small.isa), t & 1, t & 2, 5 * small.mr + 3, 5 * small.nr + 1, 30, 1.5f,
+                       0.5f, TS_EPI_BIAS_GELU, 2, &small);
+            check_gemm(ts_isa_name(small.isa), t & 1, t & 2, 2 * small.mr, 3 * small.nr, 14, 1, 0,
+                       TS_EPI_BIAS_RELU, 0, &small);
+        }
+    }
+}
+
+static void gemm_empty_and_degenerate(void **state) {
+    (void)state;
+    for (int p = 0; p < N_PATHS; p++) {
+        if (!use_path(all_paths[p])) continue;
+        /* K == 0: C = epilogue(beta * C); M or N == 0: nothing at all. */
+        check_gemm(ts_isa_name(all_paths[p]), false, false, 4, 5, 0, 1, 0.5f, TS_EPI_BIAS, 0, NULL);
+        check_gemm(ts_isa_name(all_paths[p]), false, true, 4, 5, 0, 1, 0, TS_EPI_NONE, 1, NULL);
+        float c = 7;
+        ts_gemm(false, false, 0, 1, 3, 1, NULL, 3, NULL, 1, 0, &c, 1, TS_EPI_NONE, NULL);
+        ts_gemm(false, false, 1, 0, 3, 1, NULL, 3, NULL, 1, 0, &c, 1, TS_EPI_NONE, NULL);
+        assert_float_equal(c, 7, 0);
+    }
+}
+
+/* Splitting the work across threads must not change a single bit. */
+static void gemm_threads_agree_bitwise(void **state) {
+    (void)state;
+    int M = SANITIZED ? 70 : 300, N = SANITIZED ? 90 : 301, K = SANITIZED ? 100 : 257;
+    for (int p = 0; p < N_PATHS; p++) {
+        if (!use_path(all_paths[p])) continue;
+        for (int t = 0; t < 4; t++) {
+            bool ta = t & 1, tb = t & 2;
+            float *A = alloc((int64_t)M * K), *B = alloc((int64_t)K * N), *C1 = alloc((int64_t)M * N),
+                  *C2 = alloc((int64_t)M * N);
+            fill(A, (int64_t)M * K);
+            fill(B, (int64_t)K * N);
+            ts_kernels_set_threads(1);
+            ts_gemm(ta, tb, M, N, K, 1, A, ta ? M : K, B, tb ? K : N, 0, C1, N, TS_EPI_NONE, NULL);
+            ts_kernels_set_threads(2);
+            ts_gemm(ta, tb, M, N, K, 1, A, ta ? M : K, B, tb ? K : N, 0, C2, N, TS_EPI_NONE, NULL);
+            assert_memory_equal(C1, C2, sizeof(float) * (size_t)M * N);
+            /* Wide and short: the split goes by columns. */
+            ts_kernels_set_threads(1);
+            ts_gemm(ta, tb, 3, N, K, 1, A, ta ? M : K, B, tb ? K : N, 0, C1, N, TS_EPI_NONE, NULL);
+            ts_kernels_set_threads(2);
+            ts_gemm(ta, tb, 3, N, K, 1, A, ta ? M : K, B, tb ? K : N, 0, C2, N, TS_EPI_NONE, NULL);
+            assert_memory_equal(C1, C2, sizeof(float) * 3 * (size_t)N);
+            free(A), free(B), free(C1), free(C2);
+        }
+        ts_kernels_set_threads(0);
+    }
+}
+
+/* The two attention products, as the model calls them, with gaps between matrices. */
+static void gemm_batched_matches_each_product(void **state) {
+    (void)state;
+    const int batch = SANITIZED ? 3 : 9, S = 37, hd = 16;
+    for (int p = 0; p < N_PATHS; p++) {
+        if (!use_path(all_paths[p])) continue;
+        for (int t = 0; t < 4; t++) {
+            bool ta = t & 1, tb = t & 2;
+            int M = S, N = (t % 2) ? S : hd, K = (t % 2) ? hd : S;
+            int lda = (ta ? M : K) + 1, ldb = (tb ? K : N) + 2, ldc = N + 3;
+            int64_t sa = (int64_t)(ta ? K : M) * lda + 5, sb = (int64_t)(tb ? N : K) * ldb + 7,
+                    sc = (int64_t)M * ldc + 11;
+            float *A = alloc(sa * batch), *B = alloc(sb * batch), *C = alloc(sc * batch),
+                  *R = alloc(sc * batch);
+            fill(A, sa * batch);
+            fill(B, sb * batch);
+            fill(C, sc * batch);
+            memcpy(R, C, sizeof(float) * (size_t)(sc * batch));
+            ts_gemm_batched(ta, tb, M, N, K, 0.125f, A, lda, sa, B, ldb, sb, 0.5f, C, ldc, sc, batch);
+            for (int b = 0; b < batch; b++)
+                ts_gemm_ref(ta, tb, M, N, K, 0.125f, A + b * sa, lda, B + b * sb, ldb, 0.5f, R + b * sc,
+                            ldc, TS_EPI_NONE, NULL);
+            char what[96];
+            snprintf(what, sizeof what, "gemm_batched %s %c%c", ts_isa_name(all_paths[p]), ta ? 'T' : 'N',
+                     tb ? 'T' : 'N');
+            fail_if_far(C, R, sc * batch, 1e-5 * sqrt(K), what);
+            /* A batch of one goes the other way (threads inside the product). */
+            ts_gemm_batched(ta, tb, M, N, K, 1, A, lda, sa, B, ldb, sb, 0, C, ldc, sc, 1);
+            ts_gemm_ref(ta, tb, M, N, K, 1, A, lda, B, ldb, 0, R, ldc, TS_EPI_NONE, NULL);
+            fail_if_far(C, R, sc, 1e-5 * sqrt(K), what);
+            free(A), free(B), free(C), free(R);
+        }
+    }
+}
+
+static void gemm_ref_matches_hand_values(void **state) {
+    (void)state;
+    /* [[1,2],[3,4]] @ [[5,6],[7,8]] = [[19,22],[43,50]]; then + bias [1,-100] and ReLU. */
+    const float A[] = {1, 2, 3, 4}, B[] = {5, 6, 7, 8}, bias[] = {1, -100};
+    float C[4];
+    ts_gemm_ref(false, false, 2, 2, 2, 1, A, 2, B, 2, 0, C, 2, TS_EPI_NONE, NULL);
+    assert_floats_close(C, ((const float[]){19, 22, 43, 50}), 4, 0);
+    ts_gemm_ref(true, false, 2, 2, 2, 1, A, 2, B, 2, 0, C, 2, TS_EPI_BIAS_RELU, bias);
+    assert_floats_close(C, ((const float[]){27, 0, 39, 0}), 4, 0);
+    ts_gemm_ref(false, true, 2, 2, 2, 2, A, 2, B, 2, 0, C, 2, TS_EPI_NONE, NULL);
+    assert_floats_close(C, ((const float[]){34, 46, 78, 106}), 4, 0);
+}
+
+/* ---- softmax ------------------------------------------------------------- */
+
+static const int odd_cols[] = {1, 3, 17, 63, 129, 515};
+
+static void softmax_rows_sum_to_one_and_match(void **state) {
+    (void)state;
+    for (int p = 0; p < N_PATHS; p++) {
+        if (!use_path(all_paths[p])) continue;
+        for (int ci = 0; ci < 6; ci++) {
+            int cols = odd_cols[ci], rows = 7;
+            int64_t n = (int64_t)rows * cols;
+            float *x = alloc(n), *y = alloc(n), *want = alloc(n);
+            fill(x, n);
+            for (int64_t i = 0; i < n; i++) x[i] *= 30; /* wide range: needs the max shift */
+            x[0] = 1000.0f; /* would overflow exp without it */
+            assert_int_equal(ts_softmax_rows(y, x, rows, cols, NULL, false, 0), 0);
+            for (int r = 0; r < rows; r++) {
+                const float *xr = x + (int64_t)r * cols;
+                double mx = -INFINITY, s = 0;
+                for (int c = 0; c < cols; c++) mx = fmax(mx, xr[c]);
+                for (int c = 0; c < cols; c++) s += exp(xr[c] - mx);
+                double sum = 0;
+                for (int c = 0; c < cols; c++) {
+                    want[(int64_t)r * cols + c] = (float)(exp(xr[c] - mx) / s);
+                    sum += y[(int64_t)r * cols + c];
+                }
+                if (fabs(sum - 1) > 1e-5) fail_msg("softmax %s cols=%d row %d sums to %.9g", ts_isa_name(all_paths[p]), cols, r, sum);
+            }
+            fail_if_far(y, want, n, ELT_TOL, "softmax");
+            /* In place gives the same. */
+            ts_softmax_rows(x, x, rows, cols, NULL, false, 0);
+            assert_memory_equal(x, y, sizeof(float) * (size_t)n);
+            free(x), free(y), free(want);
+        }
+    }
+}
+
+static void softmax_mask_causal_and_fully_masked(void **state) {
+    (void)state;
+    for (int p = 0; p < N_PATHS; p++) {
+        if (!use_path(all_paths[p])) continue;
+        for (int ci = 0; ci < 6; ci++) {
+            int cols = odd_cols[ci], rows = 5;
+            int64_t n = (int64_t)rows * cols;
+            float *x = alloc(n), *y = alloc(n), *mask = alloc(cols), *ref = alloc(n);
+            fill(x, n);
+            for (int c = 0; c < cols; c++) mask[c] = (c % 3 == 1) ? -INFINITY : 0.0f;
+            int64_t masked = ts_softmax_rows(y, x, rows, cols, mask, false, 0);
+            assert_int_equal(masked, 0);
+            for (int r = 0; r < rows; r++) {
+                double sum = 0;
+                for (int c = 0; c < cols; c++) {
+                    float v = y[(int64_t)r * cols + c];
+                    if (c % 3 == 1 && v != 0.0f) fail_msg("masked entry (%d,%d) is %g, not 0", r, c, v);
+                    sum += v;
+                }
+                assert_true(fabs(sum - 1) < 1e-5);
+            }
+            for (int r = 0; r < rows; r++)
+                ts_kern_softmax_row_ref(ref + (int64_t)r * cols, x + (int64_t)r * cols, cols, cols, mask);
+            fail_if_far(y, ref, n, ELT_TOL, "softmax with mask");
+
+            /* Causal with offset -1: row 0 sees nothing (all zero, counted), row r sees c < r. */
+            masked = ts_softmax_rows(y, x, rows, cols, NULL, true, -1);
+            assert_int_equal(masked, 1);
+            for (int r = 0; r < rows; r++) {
+                double sum = 0;
+                for (int c = 0; c < cols; c++) {
+                    float v = y[(int64_t)r * cols + c];
+                    if (c >= r && v != 0.0f) fail_msg("causal entry (%d,%d) is %g, not 0", r, c, v);
+                    assert_false(isnan(v));
+                    sum += v;
+                }
+                if (r > 0) assert_true(fabs(sum - 1) < 1e-5);
+            }
+
+            /* A row that is -inf everywhere (padding) becomes zeros, never NaN. */
+            for (int c = 0; c < cols; c++) x[cols + c] = -INFINITY;
+            for (int c = 0; c < cols; c++) x[3 * cols + c] = c == cols - 1 ? 2.0f : -INFINITY;
+            masked = ts_softmax_rows(y, x, rows, cols, NULL, false, 0);
+            assert_int_equal(masked, 1);
+            for (int c = 0; c < cols; c++) {
+                assert_true(y[cols + c] == 0.0f);
+                assert_true(y[3 * cols + c] == (c == cols - 1 ? 1.0f : 0.0f));
+            }
+            free(x), free(y), free(mask), free(ref);
+        }
+    }
+}
+
+/* Many rows: the threaded split gives what one row at a time gives. */
+static void softmax_many_rows_threaded(void **state) {
+    (void)state;
+    int rows = SANITIZED ? 100 : 2000, cols = 200;
+    int64_t n = (int64_t)rows * cols;
+    float *x = alloc(n), *y = alloc(n), *ref = alloc(n);
+    fill(x, n);
+    for (int p = 0; p < N_PATHS; p++) {
+        if (!use_path(all_paths[p])) continue;
+        assert_int_equal(ts_softmax_rows(y, x, rows, cols, NULL, true, 0), 0);
+        for (int r = 0; r < rows; r++) {
+            int valid = r + 1 < cols ? r + 1 : cols;
+            ts_kern_softmax_row_ref(ref + (int64_t)r * cols, x + (int64_t)r * cols, cols, valid, NULL);
+        }
+        fail_if_far(y, ref, n, ELT_TOL, "softmax causal, many rows");
+    }
+    free(x), free(y), free(ref);
+}
+
+/* ---- layernorm ------------------------------------------------------------ */
+
+static void layernorm_matches_double(void **state) {
+    (void)state;
+    const float eps = 1e-5f;
+    for (int p = 0; p < N_PATHS; p++) {
+        if (!use_path(all_paths[p])) continue;
+        for (int ci = 0; ci < 6; ci++) {
+            int cols = odd_cols[ci], rows = 6;
+            int64_t n = (int64_t)rows * cols;
+            float *x = alloc(n), *y = alloc(n), *want = alloc(n), *g = alloc(cols), *b = alloc(cols);
+            float mean[6], rstd[6], want_mean[6], want_rstd[6];
+            fill(x, n);
+            fill(g, cols);
+            fill(b, cols);
+            for (int c = 0; c < cols; c++) x[2 * cols + c] = 1000.0f + x[2 * cols + c]; /* a big offset */
+            for (int c = 0; c < cols; c++) x[4 * cols + c] = 3.0f;                      /* zero variance */
+            for (int pass = 0; pass < 2; pass++) {
+                const float *gp = pass ? g : NULL, *bp = pass ? b : NULL;
+                ts_layernorm(y, mean, rstd, x, gp, bp, rows, cols, eps);
+                for (int r = 0; r < rows; r++) {
+                    const float *xr = x + (int64_t)r * cols;
+                    double s = 0, ss = 0;
+                    for (int c = 0; c < cols; c++) s += xr[c];
+                    double mu = s / cols;
+                    for (int c = 0; c < cols; c++) ss += (xr[c] - mu) * (xr[c] - mu);
+                    double rs = 1 / sqrt(ss / cols + eps);
+                    for (int c = 0; c < cols; c++)
+                        want[(int64_t)r * cols + c] =
+                            (float)((xr[c] - mu) * rs * (gp ? gp[c] : 1) + (bp ? bp[c] : 0));
+                    want_mean[r] = (float)mu, want_rstd[r] = (float)rs;
+                }
+                /* The 1000-offset row loses input bits to float, not to the kernel: 1e-4 there. */
+                fail_if_far(y, want, 2 * cols, 2e-5, "layernorm");
+                fail_if_far(y + 3 * cols, want + 3 * cols, 3 * cols, 2e-5, "layernorm");
+                fail_if_far(y + 2 * cols, want + 2 * cols, cols, 1e-3, "layernorm, offset row");
+                fail_if_far(mean, want_mean, rows, 1e-6, "layernorm mean");
+                for (int r = 0; r < rows; r++)
+                    if (fabs(rstd[r] - want_rstd[r]) > 1e-5 * want_rstd[r])
+                        fail_msg("layernorm %s rstd[%d] %.9g, want %.9g", ts_isa_name(all_paths[p]), r,
+                                 rstd[r], want_rstd[r]);
+            }
+            ts_layernorm(y, NULL, NULL, x, g, b, rows, cols, eps); /* mean and rstd are optional */
+            free(x), free(y), free(want), free(g), free(b);
+        }
+    }
+}
+
+/* ---- element-wise and transpose ------------------------------------------ */
+
+static const int64_t elt_sizes[] = {1, 3, 17, 63, 129, 515, 300007};
+
+static void eltwise_match_double(void **state) {
+    (void)state;
+    for (int p = 0; p < N_PATHS; p++) {
+        if (!use_path(all_paths[p])) continue;
+        for (int si = 0; si < 7; si++) {
+            int64_t n = elt_sizes[si];
+            if (SANITIZED && n > 100000) n = 4099;
+            float *a = alloc(n), *b = alloc(n), *y = alloc(n), *want = alloc(n);
+            fill(a, n);
+            fill(b, n);
+            for (int64_t i = 0; i < n; i++) a[i] *= 8; /* gelu over [-8, 8] */
+            ts_add(y, a, b, n);
+            for (int64_t i = 0; i < n; i++) want[i] = a[i] + b[i];
+            fail_if_far(y, want, n, 0, "add");
+            ts_scale(y, a, -0.125f, n);
+            for (int64_t i = 0; i < n; i++) want[i] = -0.125f * a[i];
+            fail_if_far(y, want, n, 0, "scale");
+            ts_relu(y, a, n);
+            for (int64_t i = 0; i < n; i++) want[i] = a[i] > 0 ? a[i] : 0.0f;
+            fail_if_far(y, want, n, 0, "relu");
+            ts_gelu(y, a, n);
+            for (int64_t i = 0; i < n; i++) want[i] = (float)(0.5 * a[i] * erfc(-a[i] / sqrt(2.0)));
+            fail_if_far(y, want, n, ELT_TOL, "gelu");
+            /* Far out in the left tail gelu is tiny, not 0 and not NaN: relative accuracy there. */
+            for (int64_t i = 0; i < n; i++)
+                if (a[i] < -3 && fabs(y[i] - want[i]) > 1e-5 * fabs(want[i]) + 1e-37)
+                    fail_msg("gelu %s (%.9g) = %.9g, want %.9g", ts_isa_name(all_paths[p]), a[i], y[i], want[i]);
+            ts_add(a, a, b, n); /* in place */
+            free(a), free(b), free(y), free(want);
+        }
+    }
+}
+
+static void gelu_known_values_and_specials(void **state) {
+    (void)state;
+    /* 0.5 x erfc(-x / sqrt 2), from math.erfc in double; gelu(-inf) is NaN, as in torch. */
+    const float x[] = {-6, -3, -1, -0.5f, 0, 0.5f, 1, 3, 10, INFINITY, -INFINITY};
+    const float want[] = {-5.91952587e-09f, -0.00404969409f, -0.158655254f, -0.154268769f, 0,
+                          0.345731231f,     0.841344746f,    2.99595031f,   10,            INFINITY, NAN};
+    float y[11];
+    for (int p = 0; p < N_PATHS; p++) {
+        if (!use_path(all_paths[p])) continue;
+        ts_gelu(y, x, 11);
+        for (int i = 0; i < 11; i++)
+            if (!(fabs(y[i] - want[i]) <= 1e-6 * fabs(want[i])) && !(y[i] == want[i]) &&
+                !(isnan(y[i]) && isnan(want[i])))
+                fail_msg("gelu %s (%g) = %.9g, want %.9g", ts_isa_name(all_paths[p]), x[i], y[i], want[i]);
+        float nan_in = NAN, out;
+        ts_gelu(&out, &nan_in, 1);
+        assert_true(isnan(out));
+        ts_relu(&out, &nan_in, 1);
+        assert_true(isnan(out)); /* a NaN stays visible, as in torch */
+    }
+}
+
+static void transpose_odd_sizes(void **state) {
+    (void)state;
+    const int dims[] = {1, 3, 17, 63, 129, 515};
+    for (int i = 0; i < 6; i++)
+        for (int j = 0; j < 6; j++) {
+            int rows = dims[i], cols = dims[j], ldi = cols + 2, ldo = rows + 1;
+            float *in = alloc((int64_t)rows * ldi), *out = alloc((int64_t)cols * ldo);
+            fill(in, (int64_t)rows * ldi);
+            for (int64_t k = 0; k < (int64_t)cols * ldo; k++) out[k] = -7;
+            ts_transpose2d(out, ldo, in, ldi, rows, cols);
+            for (int r = 0; r < rows; r++)
+                for (int c = 0; c < cols; c++)
+                    if (out[(int64_t)c * ldo + r] != in[(int64_t)r * ldi + c])
+                        fail_msg("transpose %dx%d: (%d,%d) wrong", rows, cols, r, c);
+            for (int c = 0; c < cols; c++) assert_float_equal(out[(int64_t)c * ldo + rows], -7, 0);
+            free(in), free(out);
+        }
+}
+
+/* ---- dispatch ---------------------------------------------------------------- */
+
+static void init_reads_environment(void **state) {
+    (void)state;
+    assert_string_equal(ts_isa_name(TS_ISA_AVX512), "avx512");
+    assert_true(ts_isa_supported(TS_ISA_SCALAR));
+    setenv("TSCOPE_KERNELS", "scalar", 1);
+    setenv("TSCOPE_THREADS", "1", 1);
+    assert_ok(ts_kernels_init());
+    assert_int_equal(ts_kernels_isa(), TS_ISA_SCALAR);
+    assert_int_equal(ts_kernels_threads(), 1);
+
+    setenv("TSCOPE_KERNELS", "avx9000", 1);
+    assert_int_equal(ts_kernels_init(), TS_ERR_ARG);
+    assert_non_null(strstr(ts_last_error(), "TSCOPE_KERNELS=avx9000"));
+    for (int i = 0; i < TS_ISA_COUNT; i++) {
+        if (ts_isa_supported((ts_isa)i)) continue;
+        setenv("TSCOPE_KERNELS", ts_isa_name((ts_isa)i), 1);
+        assert_int_equal(ts_kernels_init(), TS_ERR_UNSUPPORTED);
+        assert_int_equal(ts_kernels_force((ts_isa)i), TS_ERR_UNSUPPORTED);
+    }
+    unsetenv("TSCOPE_KERNELS");
+    setenv("TSCOPE_THREADS", "two", 1);
+    assert_int_equal(ts_kernels_init(), TS_ERR_ARG);
+    setenv("TSCOPE_THREADS", "0", 1);
+    assert_int_equal(ts_kernels_init(), TS_ERR_ARG);
+    unsetenv("TSCOPE_THREADS");
+    assert_ok(ts_kernels_init());
+    assert_true(ts_kernels_threads() >= 1);
+    assert_true(ts_isa_supported(ts_kernels_isa()));
+    ts_kernels_set_threads(3);
+#if defined(_OPENMP)
+    assert_int_equal(ts_kernels_threads(), 3);
+#else
+    assert_int_equal(ts_kernels_threads(), 1);
+#endif
+    ts_kernels_set_threads(0);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(init_reads_environment),
+        cmocka_unit_test(gemm_ref_matches_hand_values),
+        cmocka_unit_test(gemm_every_path_op_and_size),
+        cmocka_unit_test(gemm_alpha_beta_and_epilogues),
+        cmocka_unit_test(gemm_small_blocks_cover_every_loop),
+        cmocka_unit_test(gemm_empty_and_degenerate),
+        cmocka_unit_test(gemm_threads_agree_bitwise),
+        cmocka_unit_test(gemm_batched_matches_each_product),
+        cmocka_unit_test(softmax_rows_sum_to_one_and_match),
+        cmocka_unit_test(softmax_mask_causal_and_fully_masked),
+        cmocka_unit_test(softmax_many_rows_threaded),
+        cmocka_unit_test(layernorm_matches_double),
+        cmocka_unit_test(eltwise_match_double),
+        cmocka_unit_test(gelu_known_values_and_specials),
+        cmocka_unit_test(transpose_odd_sizes),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

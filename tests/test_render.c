@@ -1,0 +1,811 @@
+/* Renderers and PNG export: golden images of small views, structural checks
+ * that hold whatever the fonts (colour bar order, masked vs zero, every row
+ * of a long sequence visible), hit testing, and PNG round trips.
+ *
+ * Golden images live in tests/golden/render/. A pixel differs when one of its
+ * channels is off by more than GOLDEN_CHANNEL_TOL (of 255); a view fails when
+ * more than GOLDEN_MAX_FRACTION of its pixels differ (text rasterised by
+ * another pango or freetype moves a few edge pixels, a wrong view moves
+ * thousands). On failure the actual, expected and a diff image are written to
+ * $TSCOPE_TEST_OUT (default /tmp/tscope-golden). TSCOPE_UPDATE_GOLDEN=1
+ * rewrites the goldens from the current code. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "tscope/colormap.h"
+#include "tscope/png.h"
+#include "tscope/render.h"
+#include "tscope/scene.h"
+#include "tscope/trace.h"
+#include "../viz/render_internal.h"
+
+#define GOLDEN_CHANNEL_TOL 32
+#define GOLDEN_MAX_FRACTION 0.005
+
+/* ---- helpers -------------------------------------------------------------- */
+
+typedef struct canvas {
+    cairo_surface_t *surface;
+    cairo_t *cr;
+    ts_render_rect area;
+} canvas;
+
+static canvas canvas_new(int w, int h) {
+    canvas c;
+    c.surface = cairo_image_surface_create(CAIRO_FORMAT_ARGB32, w, h);
+    c.cr = cairo_create(c.surface);
+    c.area = (ts_render_rect){0, 0, w, h};
+    return c;
+}
+
+static void canvas_free(canvas *c) {
+    cairo_destroy(c->cr);
+    cairo_surface_destroy(c->surface);
+}
+
+static uint32_t pixel(cairo_surface_t *s, int x, int y) {
+    cairo_surface_flush(s);
+    const unsigned char *d = cairo_image_surface_get_data(s);
+    return ((const uint32_t *)(const void *)(d + (size_t)y * (size_t)cairo_image_surface_get_stride(s)))[x];
+}
+
+static ts_rgb rgb_of(uint32_t p) {
+    return (ts_rgb){(float)((p >> 16) & 255) / 255, (float)((p >> 8) & 255) / 255, (float)(p & 255) / 255};
+}
+
+static void golden_dir(char *buf, size_t size) {
+    /* Next to this file, whatever the working directory of the run. */
+    const char *file = __FILE__;
+    const char *slash = strrchr(file, '/');
+    int dir_len = slash ? (int)(slash - file) : 1;
+    snprintf(buf, size, "%.*s/golden/render", dir_len, slash ? file : ".");
+}
+
+static void mkdir_p(const char *path) {
+    char tmp[512];
+    snprintf(tmp, sizeof tmp, "%s", path);
+    for (char *p = tmp + 1; *p; p++)
+        if (*p == '/') {
+            *p = 0;
+            mkdir(tmp, 0777);
+            *p = '/';
+        }
+    mkdir(tmp, 0777);
+}
+
+/* Write actual, expected and a diff (red where pixels differ). */
+static void write_failure(const char *name, cairo_surface_t *actual, cairo_surface_t *expected) {
+    const char *out = getenv("TSCOPE_TEST_OUT");
+    if (!out || !*out) out = "/tmp/tscope-golden";
+    mkdir_p(out);
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s-actual.png", out, name);
+    (void)ts_png_write(actual, path);
+    print_error("  actual:   %s\n", path);
+    if (!expected) return;
+    snprintf(path, sizeof path, "%s/%s-expected.png", out, name);
+    (void)ts_png_write(expected, path);
+    print_error("  expected: %s\n", path);
+    int w = cairo_image_surface_get_width(actual), h = cairo_image_surface_get_height(actual);
+    if (w != cairo_image_surface_get_width(expected) || h != cairo_image_surface_get_height(expected)) return;
+    cairo_surface_t *diff = cairo_image_surface_create(CAIRO_FORMAT_RGB24, w, h);
+    cairo_surface_flush(diff);
+    unsigned char *d = cairo_image_surface_get_data(diff);
+    int stride = cairo_image_surface_get_stride(diff);
+    for (int y = 0; y < h; y++)
+        for (int x = 0; x < w; x++) {
+            uint32_t a = pixel(actual, x, y), b = pixel(expected, x, y);
+            uint32_t grey = (((a >> 8) & 255) + 3 * 255) / 4;
+            ((uint32_t *)(void *)(d + (size_t)y * (size_t)stride))[x] =
+                a == b ? (grey << 16 | grey << 8 | grey) : 0xFF0000u;
+        }
+    cairo_surface_mark_dirty(diff);
+    snprintf(path, sizeof path, "%s/%s-diff.png", out, name);
+    (void)ts_png_write(diff, path);
+    print_error("  diff:     %s\n", path);
+    cairo_surface_destroy(diff);
+}
+
+static void check_golden(cairo_surface_t *actual, const char *name) {
+    char dir[400], path[512];
+    golden_dir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/%s.png", dir, name);
+    const char *update = getenv("TSCOPE_UPDATE_GOLDEN");
+    if (update && strcmp(update, "1") == 0) {
+        mkdir_p(dir);
+        assert_ok(ts_png_write(actual, path));
+        print_message("updated %s\n", path);
+        return;
+    }
+    cairo_surface_t *expected = NULL;
+    if (ts_png_read(path, &expected) != TS_OK) {
+        print_error("%s: cannot read the golden image (%s); TSCOPE_UPDATE_GOLDEN=1 makes it\n", name,
+                    ts_last_error());
+        write_failure(name, actual, NULL);
+        fail();
+    }
+    int w = cairo_image_surface_get_width(actual), h = cairo_image_surface_get_height(actual);
+    if (w != cairo_image_surface_get_width(expected) || h != cairo_image_surface_get_height(expected)) {
+        print_error("%s: image is %d x %d, golden is %d x %d\n", name, w, h,
+                    cairo_image_surface_get_width(expected), cairo_image_surface_get_height(expected));
+        write_failure(name, actual, expected);
+        cairo_surface_destroy(expected);
+        fail();
+    }
+    long differ = 0;
+    for (int y = 0; y < h; y++)
+        for (int x = 0; x < w; x++) {
+            uint32_t a = pixel(actual, x, y), b = pixel(expected, x, y);
+            for (int sh = 0; sh < 32; sh += 8) {
+                int da = (int)((a >> sh) & 255) - (int)((b >> sh) & 255);
+                if (abs(da) > GOLDEN_CHANNEL_TOL) {
+                    differ++;
+                    break;
+                }
+            }
+        }
+    double fraction = (double)differ / ((double)w * h);
+    if (fraction > GOLDEN_MAX_FRACTION) {
+        print_error("%s: %ld of %d pixels differ (%.2f%% > %.2f%%)\n", name, differ, w * h, 100 * fraction,
+                    100 * GOLDEN_MAX_FRACTION);
+        write_failure(name, actual, expected);
+        cairo_surface_destroy(expected);
+        fail();
+    }
+    cairo_surface_destroy(expected);
+}
+
+/* A fixed pseudo-random stream, so the goldens never change by chance. */
+static uint32_t lcg_state;
+static float lcg_unit(void) {
+    lcg_state = lcg_state * 1664525u + 1013904223u;
+    return (float)(lcg_state >> 8) / (float)(1u << 24);
+}
+
+static void softmax_rows(float *x, int rows, int cols) {
+    for (int r = 0; r < rows; r++) {
+        float *row = x + r * cols, mx = -INFINITY;
+        for (int c = 0; c < cols; c++) mx = fmaxf(mx, row[c]);
+        float sum = 0;
+        for (int c = 0; c < cols; c++) sum += row[c] = isinf(row[c]) ? 0 : expf(row[c] - mx);
+        for (int c = 0; c < cols; c++) row[c] /= sum;
+    }
+}
+
+static const char *const tokens[4] = {"my", "name", "is", "goro"};
+
+/* Attention of "my name is goro": weights (4, 4), and with a causal mask. */
+static void attention(float *weights, float *scores_masked, unsigned char *mask) {
+    lcg_state = 7;
+    float scores[16];
+    for (int i = 0; i < 16; i++) scores[i] = 3 * lcg_unit() - 1.5f;
+    memcpy(weights, scores, sizeof scores);
+    softmax_rows(weights, 4, 4);
+    for (int r = 0; r < 4; r++)
+        for (int c = 0; c < 4; c++) scores_masked[r * 4 + c] = c > r ? -INFINITY : scores[r * 4 + c];
+    ts_render_mask_from_scores(mask, scores_masked, 16);
+}
+
+/* ---- colour maps ------------------------------------------------------------- */
+
+static void colormap_ends_match_the_tables(void **state) {
+    (void)state;
+    ts_rgb lo = ts_cmap_eval(TS_CMAP_VIRIDIS, 0), hi = ts_cmap_eval(TS_CMAP_VIRIDIS, 1);
+    assert_float_equal(lo.r, 0.267004, 1e-6);
+    assert_float_equal(lo.b, 0.329415, 1e-6);
+    assert_float_equal(hi.r, 0.993248, 1e-6);
+    assert_float_equal(hi.g, 0.906157, 1e-6);
+    ts_rgb mid = ts_cmap_eval(TS_CMAP_COOLWARM, 0.5);
+    assert_float_equal(mid.r, 0.865, 0.002);
+    assert_float_equal(mid.g, 0.865, 0.002);
+    /* Outside [0, 1] and NaN clamp to the ends. */
+    ts_rgb under = ts_cmap_eval(TS_CMAP_COOLWARM, -3), nan_c = ts_cmap_eval(TS_CMAP_COOLWARM, NAN);
+    assert_float_equal(under.b, 0.753683, 1e-6);
+    assert_float_equal(nan_c.b, 0.753683, 1e-6);
+    ts_cmap_id id;
+    assert_true(ts_cmap_from_name("coolwarm", &id));
+    assert_int_equal(id, TS_CMAP_COOLWARM);
+    assert_false(ts_cmap_from_name("jet", &id));
+}
+
+static void viridis_lut_rises_in_luminance(void **state) {
+    (void)state;
+    uint32_t lut[TS_CMAP_LUT_SIZE];
+    ts_cmap_lut(TS_CMAP_VIRIDIS, lut);
+    /* Rising, allowing for rounding to 8 bits between neighbours. */
+    double prev = -1;
+    for (int i = 0; i < TS_CMAP_LUT_SIZE; i++) {
+        double l = ts_rgb_luminance(rgb_of(lut[i]));
+        assert_true(l > prev - 0.001);
+        prev = l;
+    }
+    assert_true(ts_rgb_luminance(rgb_of(lut[TS_CMAP_LUT_SIZE - 1])) > 10 * ts_rgb_luminance(rgb_of(lut[0])));
+}
+
+/* ---- helpers of the views ------------------------------------------------------ */
+
+static void numbers_read_like_a_person_writes_them(void **state) {
+    (void)state;
+    char buf[32];
+    ts_render__fmt(buf, sizeof buf, -0.25, 0.05);
+    assert_string_equal(buf, "\xe2\x88\x92" "0.25");
+    ts_render__fmt(buf, sizeof buf, -0.001, 0.1);
+    assert_string_equal(buf, "0.0");
+    ts_render__fmt(buf, sizeof buf, 0.0004, 0);
+    assert_string_equal(buf, "4e-4");
+    ts_render__fmt(buf, sizeof buf, -INFINITY, 0);
+    assert_string_equal(buf, "\xe2\x88\x92\xe2\x88\x9e");
+    ts_render__fmt_short(buf, sizeof buf, 1e6);
+    assert_string_equal(buf, "1e6");
+    ts_render__fmt_short(buf, sizeof buf, 0.5);
+    assert_string_equal(buf, "0.5");
+    double ticks[16], step;
+    int n = ts_render__ticks(0, 1, 6, ticks, &step);
+    assert_int_equal(n, 6);
+    assert_float_equal(step, 0.2, 1e-12);
+    assert_float_equal(ticks[5], 1.0, 1e-12);
+    n = ts_render__ticks(-0.93, 0.93, 5, ticks, &step);
+    assert_float_equal(step, 0.5, 1e-12);
+    assert_float_equal(ticks[0], -0.5, 1e-12);
+    assert_int_equal(n, 3);
+    assert_int_equal(ts_render__label_step(3.0, 14), 5);
+    assert_int_equal(ts_render__label_step(20.0, 14), 1);
+}
+
+static void auto_scale_follows_the_sign(void **state) {
+    (void)state;
+    float probs[4] = {0.1f, 0.2f, 0.3f, 0.4f}, signed_v[4] = {-2, 0.5f, 1, 0};
+    ts_render_matrix a = {.values = probs, .rows = 2, .cols = 2}, b = {.values = signed_v, .rows = 2, .cols = 2};
+    ts_render_scale s = ts_render_scale_auto(&a, 1);
+    assert_int_equal(s.cmap, TS_CMAP_VIRIDIS);
+    assert_float_equal(s.vmin, 0, 0);
+    assert_float_equal(s.vmax, 0.4f, 0);
+    s = ts_render_scale_auto(&b, 1);
+    assert_int_equal(s.cmap, TS_CMAP_COOLWARM);
+    assert_float_equal(s.vmin, -2, 0);
+    assert_float_equal(s.vmax, 2, 0);
+    /* -inf (a masked score) is not part of the range. */
+    float masked[4] = {-INFINITY, 0.5f, 1, 2};
+    ts_render_matrix c = {.values = masked, .rows = 2, .cols = 2};
+    s = ts_render_scale_auto(&c, 1);
+    assert_int_equal(s.cmap, TS_CMAP_VIRIDIS);
+    assert_float_equal(s.vmax, 2, 0);
+}
+
+static void stats_and_histogram_count_everything(void **state) {
+    (void)state;
+    float v[8] = {0, 1, 2, 3, NAN, INFINITY, -INFINITY, 0};
+    ts_render_stats s;
+    ts_render_stats_compute(&s, v, 8);
+    assert_int_equal(s.count, 8);
+    assert_int_equal(s.n_nan, 1);
+    assert_int_equal(s.n_inf, 2);
+    assert_int_equal(s.n_zero, 2);
+    assert_float_equal(s.mean, 1.2, 1e-12);
+    assert_float_equal(s.min, 0, 0);
+    assert_float_equal(s.max, 3, 0);
+    ts_render_hist h;
+    ts_render_hist_compute(&h, v, 8, 1, 3, 0, 0);
+    assert_int_equal(h.n_bins, 3);
+    assert_int_equal(h.counts[0], 2); /* 0, 0 */
+    assert_int_equal(h.counts[1], 1); /* 1 */
+    assert_int_equal(h.counts[2], 2); /* 2 and 3: the top edge goes in the last bin */
+    unsigned char mask[8];
+    ts_render_mask_from_scores(mask, v, 8);
+    assert_int_equal(mask[6], 1);
+    assert_int_equal(mask[5] + mask[4] + mask[0], 0);
+}
+
+static void views_by_tag_and_name(void **state) {
+    (void)state;
+    assert_int_equal(ts_render_view_for_tag(TS_TAG_ATTN_WEIGHTS), TS_RENDER_VIEW_GRID);
+    assert_int_equal(ts_render_view_for_tag(TS_TAG_POSENC), TS_RENDER_VIEW_CURVES);
+    assert_int_equal(ts_render_view_for_tag(TS_TAG_NORM_OUT), TS_RENDER_VIEW_STATS);
+    assert_int_equal(ts_render_view_for_tag(TS_TAG_PLAIN), TS_RENDER_VIEW_HEATMAP);
+    ts_render_view v;
+    assert_true(ts_render_view_from_name("overview", &v));
+    assert_int_equal(v, TS_RENDER_VIEW_OVERVIEW);
+    assert_string_equal(ts_render_view_name(TS_RENDER_VIEW_SHAPES), "shapes");
+    assert_false(ts_render_view_from_name("pie", &v));
+}
+
+/* ---- structure --------------------------------------------------------------- */
+
+static void colorbar_is_monotone_for_viridis(void **state) {
+    (void)state;
+    float w[16], sm[16];
+    unsigned char mask[16];
+    attention(w, sm, mask);
+    canvas c = canvas_new(400, 320);
+    ts_render_matrix m = {.values = w, .rows = 4, .cols = 4};
+    ts_render_layout l;
+    assert_ok(ts_render_heatmap(c.cr, c.area, &m, NULL, NULL, &l));
+    assert_int_equal(l.scale.cmap, TS_CMAP_VIRIDIS);
+    assert_true(l.colorbar.h > 50);
+    /* Down the middle of the bar: luminance falls from vmax at the top. */
+    int x = (int)(l.colorbar.x + 7);
+    double prev = 2;
+    int y0 = (int)ceil(l.colorbar.y) + 2, y1 = (int)(l.colorbar.y + l.colorbar.h) - 2;
+    for (int y = y0; y < y1; y++) {
+        double lum = ts_rgb_luminance(rgb_of(pixel(c.surface, x, y)));
+        assert_true(lum <= prev + 0.002);
+        prev = lum;
+    }
+    assert_true(ts_rgb_luminance(rgb_of(pixel(c.surface, x, y0))) > 0.6);
+    assert_true(ts_rgb_luminance(rgb_of(pixel(c.surface, x, y1 - 1))) < 0.05);
+    canvas_free(&c);
+}
+
+/* Mean colour and the spread of one channel over a rectangle. */
+static void region(cairo_surface_t *s, ts_render_rect r, ts_rgb *mean, double *spread) {
+    double sum[3] = {0, 0, 0}, lo = 1, hi = 0;
+    int n = 0;
+    for (int y = (int)ceil(r.y) + 1; y < (int)(r.y + r.h) - 1; y++)
+        for (int x = (int)ceil(r.x) + 1; x < (int)(r.x + r.w) - 1; x++) {
+            ts_rgb c = rgb_of(pixel(s, x, y));
+            sum[0] += c.r;
+            sum[1] += c.g;
+            sum[2] += c.b;
+            lo = fmin(lo, c.g);
+            hi = fmax(hi, c.g);
+            n++;
+        }
+    *mean = (ts_rgb){(float)(sum[0] / n), (float)(sum[1] / n), (float)(sum[2] / n)};
+    *spread = hi - lo;
+}
+
+static void masked_cell_differs_from_a_zero(void **state) {
+    (void)state;
+    /* Row 0: a real zero, then a zero that is only there because of the mask. */
+    float w[4] = {0, 0, 0.5f, 0.5f};
+    unsigned char mask[4] = {0, 1, 0, 0};
+    canvas c = canvas_new(360, 300);
+    ts_render_matrix m = {.values = w, .rows = 2, .cols = 2, .mask = mask};
+    ts_render_heatmap_opts o = {.values = TS_RENDER_VALUES_NEVER};
+    ts_render_layout l;
+    assert_ok(ts_render_heatmap(c.cr, c.area, &m, &o, NULL, &l));
+    ts_render_rect zero, masked;
+    assert_true(ts_render_cell_rect(&l, 0, 0, 0, &zero));
+    assert_true(ts_render_cell_rect(&l, 0, 0, 1, &masked));
+    ts_rgb mz, mm;
+    double sz, smask;
+    region(c.surface, zero, &mz, &sz);
+    region(c.surface, masked, &mm, &smask);
+    double dist = fabs(mz.r - mm.r) + fabs(mz.g - mm.g) + fabs(mz.b - mm.b);
+    assert_true(dist > 0.5);  /* dark purple against light grey */
+    assert_true(sz < 0.01);   /* a zero is one flat colour */
+    assert_true(smask > 0.2); /* the mask is hatched */
+    canvas_free(&c);
+}
+
+static void long_sequence_shows_every_row(void **state) {
+    (void)state;
+    /* Rows alternate 0 and 1: every row boundary is a colour change, so a
+     * row squeezed out of the picture would remove two of them. */
+    enum { N = 200 };
+    static float w[N * N];
+    for (int r = 0; r < N; r++)
+        for (int k = 0; k < N; k++) w[r * N + k] = (float)((r + k) % 2);
+    canvas c = canvas_new(600, 600);
+    ts_render_matrix m = {.values = w, .rows = N, .cols = N};
+    ts_render_layout l;
+    assert_ok(ts_render_heatmap(c.cr, c.area, &m, NULL, NULL, &l));
+    const ts_render_cells *p = &l.panel[0];
+    assert_int_equal(p->rows, N);
+    assert_int_equal(p->cols, N);
+    assert_true(p->cell_h >= 1 && p->cell_w >= 1);
+    int changes_down = 0, changes_across = 0;
+    int x = (int)(p->grid.x + p->grid.w / 2), y = (int)(p->grid.y + p->grid.h / 2);
+    uint32_t prev = pixel(c.surface, x, (int)ceil(p->grid.y));
+    for (int yy = (int)ceil(p->grid.y) + 1; yy < (int)(p->grid.y + p->grid.h); yy++) {
+        uint32_t cur = pixel(c.surface, x, yy);
+        changes_down += cur != prev;
+        prev = cur;
+    }
+    prev = pixel(c.surface, (int)ceil(p->grid.x), y);
+    for (int xx = (int)ceil(p->grid.x) + 1; xx < (int)(p->grid.x + p->grid.w); xx++) {
+        uint32_t cur = pixel(c.surface, xx, y);
+        changes_across += cur != prev;
+        prev = cur;
+    }
+    assert_int_equal(changes_down, N - 1);
+    assert_int_equal(changes_across, N - 1);
+    canvas_free(&c);
+}
+
+static void hit_test_finds_the_cell(void **state) {
+    (void)state;
+    float w[16], sm[16];
+    unsigned char mask[16];
+    attention(w, sm, mask);
+    canvas c = canvas_new(400, 320);
+    ts_render_matrix m = {.values = w, .rows = 4, .cols = 4, .row_labels = tokens, .col_labels = tokens};
+    ts_render_state st = {.row0 = 1, .col0 = 2}; /* panned: rows 1..3, cols 2..3 */
+    ts_render_layout l;
+    assert_ok(ts_render_heatmap(c.cr, c.area, &m, NULL, &st, &l));
+    assert_int_equal(l.panel[0].rows, 3);
+    assert_int_equal(l.panel[0].cols, 2);
+    ts_render_rect r;
+    assert_true(ts_render_cell_rect(&l, 0, 2, 3, &r));
+    int panel, row, col;
+    assert_true(ts_render_hit(&l, r.x + r.w / 2, r.y + r.h / 2, &panel, &row, &col));
+    assert_int_equal(panel, 0);
+    assert_int_equal(row, 2);
+    assert_int_equal(col, 3);
+    assert_false(ts_render_hit(&l, 1, 1, &panel, &row, &col));
+    assert_false(ts_render_cell_rect(&l, 0, 0, 0, &r)); /* panned out of view */
+
+    /* Grids: the second panel. */
+    ts_render_matrix two[2] = {m, m};
+    assert_ok(ts_render_grid(c.cr, c.area, two, 2, NULL, NULL, &l));
+    assert_int_equal(l.n_panels, 2);
+    assert_true(ts_render_cell_rect(&l, 1, 3, 0, &r));
+    assert_true(ts_render_hit(&l, r.x + 1, r.y + 1, &panel, &row, &col));
+    assert_int_equal(panel, 1);
+    assert_int_equal(row, 3);
+    assert_int_equal(col, 0);
+    canvas_free(&c);
+}
+
+static void bad_input_is_an_error(void **state) {
+    (void)state;
+    canvas c = canvas_new(100, 100);
+    float v[6] = {0};
+    ts_render_matrix empty = {.values = v, .rows = 0, .cols = 3};
+    assert_int_equal(ts_render_heatmap(c.cr, c.area, &empty, NULL, NULL, NULL), TS_ERR_ARG);
+    ts_render_matrix a = {.values = v, .rows = 2, .cols = 3}, b = {.values = v, .rows = 3, .cols = 2};
+    ts_render_matrix pair[2] = {a, b};
+    assert_int_equal(ts_render_grid(c.cr, c.area, pair, 2, NULL, NULL, NULL), TS_ERR_SHAPE);
+    assert_non_null(strstr(ts_last_error(), "panel 1"));
+    assert_int_equal(ts_render_grid(c.cr, c.area, pair, 0, NULL, NULL, NULL), TS_ERR_ARG);
+    assert_int_equal(ts_render_shapes(c.cr, c.area, NULL, 0, NULL, NULL), TS_ERR_ARG);
+    assert_int_equal(ts_render_layernorm(c.cr, c.area, NULL, NULL, NULL), TS_ERR_ARG);
+    canvas_free(&c);
+}
+
+/* ---- PNG ----------------------------------------------------------------- */
+
+static void png_unpremultiplies(void **state) {
+    (void)state;
+    cairo_surface_t *s = cairo_image_surface_create(CAIRO_FORMAT_ARGB32, 2, 1);
+    cairo_surface_flush(s);
+    uint32_t *d = (uint32_t *)(void *)cairo_image_surface_get_data(s);
+    d[0] = 0x80804000u; /* alpha 128, premultiplied (128, 64, 0) = straight (255, 128, 0) */
+    d[1] = 0x00000000u;
+    cairo_surface_mark_dirty(s);
+    uint8_t rgba[8];
+    assert_ok(ts_png_to_rgba(s, rgba));
+    assert_int_equal(rgba[0], 255);
+    assert_int_equal(rgba[1], 128);
+    assert_int_equal(rgba[2], 0);
+    assert_int_equal(rgba[3], 128);
+    assert_int_equal(rgba[7], 0);
+    cairo_surface_destroy(s);
+}
+
+static void png_round_trip(void **state) {
+    (void)state;
+    char dir[] = "/tmp/tscope-png-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char path[128];
+    snprintf(path, sizeof path, "%s/out.png", dir);
+    cairo_surface_t *s = cairo_image_surface_create(CAIRO_FORMAT_ARGB32, 37, 23);
+    cairo_t *cr = cairo_create(s);
+    cairo_set_source_rgba(cr, 0.2, 0.5, 0.9, 1);
+    cairo_paint(cr);
+    cairo_set_source_rgba(cr, 1, 0, 0, 0.5);
+    cairo_rectangle(cr, 5, 5, 10, 10);
+    cairo_set_operator(cr, CAIRO_OPERATOR_SOURCE);
+    cairo_fill(cr);
+    cairo_destroy(cr);
+    assert_ok(ts_png_write(s, path));
+    cairo_surface_t *back;
+    assert_ok(ts_png_read(path, &back));
+    assert_int_equal(cairo_image_surface_get_width(back), 37);
+    assert_int_equal(cairo_image_surface_get_height(back), 23);
+    for (int y = 0; y < 23; y++)
+        for (int x = 0; x < 37; x++) {
+            uint32_t a = pixel(s, x, y), b = pixel(back, x, y);
+            for (int sh = 0; sh < 32; sh += 8)
+                assert_true(abs((int)((a >> sh) & 255) - (int)((b >> sh) & 255)) <= 1);
+        }
+    /* rmdir succeeds only if no temporary file was left beside out.png. */
+    assert_int_equal(unlink(path), 0);
+    assert_int_equal(rmdir(dir), 0);
+    cairo_surface_destroy(back);
+    cairo_surface_destroy(s);
+}
+
+static void png_unwritable_path_fails_before_drawing(void **state) {
+    (void)state;
+    ts_png_out out;
+    assert_int_equal(ts_png_open(&out, "/nonexistent-dir/x/y.png"), TS_ERR_IO);
+    assert_non_null(strstr(ts_last_error(), "/nonexistent-dir/x/y.png"));
+    assert_int_equal(ts_png_open(&out, "/tmp"), TS_ERR_IO);
+    assert_non_null(strstr(ts_last_error(), "directory"));
+    cairo_surface_t *back;
+    assert_int_equal(ts_png_read("/nonexistent-dir/none.png", &back), TS_ERR_IO);
+}
+
+/* ---- golden images --------------------------------------------------------- */
+
+static void golden_attention_heatmap(void **state) {
+    (void)state;
+    float w[16], sm[16];
+    unsigned char mask[16];
+    attention(w, sm, mask);
+    canvas c = canvas_new(420, 340);
+    ts_render_matrix m = {.values = w, .rows = 4, .cols = 4, .row_labels = tokens, .col_labels = tokens};
+    ts_render_heatmap_opts o = {.title = "encoder.layers.0.self_attn.weights", .subtitle = "head 0 \xc2\xb7 [1, 2, 4, 4]",
+                                .row_axis = "query", .col_axis = "key"};
+    ts_render_state st = {.highlight = true, .hl_row = 2, .hl_col = 1};
+    assert_ok(ts_render_heatmap(c.cr, c.area, &m, &o, &st, NULL));
+    check_golden(c.surface, "heatmap_attention");
+    canvas_free(&c);
+}
+
+static void golden_causal_mask(void **state) {
+    (void)state;
+    float w[16], sm[16];
+    unsigned char mask[16];
+    attention(w, sm, mask);
+    softmax_rows(sm, 4, 4); /* weights with the mask applied */
+    canvas c = canvas_new(420, 340);
+    ts_render_matrix m = {.values = sm, .rows = 4, .cols = 4, .mask = mask, .row_labels = tokens, .col_labels = tokens};
+    ts_render_heatmap_opts o = {.title = "decoder.layers.0.self_attn.weights", .row_axis = "query", .col_axis = "key"};
+    assert_ok(ts_render_heatmap(c.cr, c.area, &m, &o, NULL, NULL));
+    check_golden(c.surface, "heatmap_causal");
+    canvas_free(&c);
+}
+
+static void golden_head_grid(void **state) {
+    (void)state;
+    float w[2][16], sm[16];
+    unsigned char mask[16];
+    attention(w[0], sm, mask);
+    for (int i = 0; i < 16; i++) w[1][i] = w[0][15 - i];
+    canvas c = canvas_new(560, 300);
+    ts_render_matrix m[2] = {
+        {.values = w[0], .rows = 4, .cols = 4, .row_labels = tokens, .col_labels = tokens},
+        {.values = w[1], .rows = 4, .cols = 4, .row_labels = tokens, .col_labels = tokens},
+    };
+    const char *titles[2] = {"head 0", "head 1"};
+    ts_render_grid_opts o = {.title = "layer 0, all heads", .panel_titles = titles};
+    assert_ok(ts_render_grid(c.cr, c.area, m, 2, &o, NULL, NULL));
+    check_golden(c.surface, "grid_heads");
+    canvas_free(&c);
+}
+
+static void golden_pe_curves(void **state) {
+    (void)state;
+    float pe[10 * 6];
+    for (int p = 0; p < 10; p++)
+        for (int i = 0; i < 3; i++) {
+            double f = pow(10000.0, -2.0 * i / 6);
+            pe[p * 6 + 2 * i] = (float)sin(p * f);
+            pe[p * 6 + 2 * i + 1] = (float)cos(p * f);
+        }
+    canvas c = canvas_new(480, 300);
+    int dims[4] = {0, 1, 2, 3};
+    assert_ok(ts_render_pe_curves(c.cr, c.area, pe, 10, 6, dims, 4, "embed.pe", NULL));
+    check_golden(c.surface, "pe_curves");
+    canvas_free(&c);
+}
+
+static void golden_layernorm(void **state) {
+    (void)state;
+    enum { S = 4, D = 8 };
+    float in[S * D], out[S * D], g[D], b[D];
+    lcg_state = 11;
+    for (int s = 0; s < S; s++)
+        for (int d = 0; d < D; d++) in[s * D + d] = (float)s - 1.5f + (1 + s) * (lcg_unit() - 0.5f);
+    for (int d = 0; d < D; d++) g[d] = 1 + 0.1f * (float)(d % 3), b[d] = 0.05f * (float)(d % 2);
+    for (int s = 0; s < S; s++) {
+        double mu = 0, var = 0;
+        for (int d = 0; d < D; d++) mu += in[s * D + d] / D;
+        for (int d = 0; d < D; d++) var += (in[s * D + d] - mu) * (in[s * D + d] - mu) / D;
+        for (int d = 0; d < D; d++) out[s * D + d] = (float)(g[d] * (in[s * D + d] - mu) / sqrt(var + 1e-5) + b[d]);
+    }
+    ts_render_norm nd = {.in = in, .out = out, .seq = S, .dim = D, .gamma = g, .beta = b, .tokens = tokens};
+    canvas c = canvas_new(900, 520);
+    assert_ok(ts_render_layernorm(c.cr, c.area, &nd, "encoder.layers.0.norm1", NULL));
+    check_golden(c.surface, "layernorm");
+    canvas_free(&c);
+}
+
+static void golden_shapes(void **state) {
+    (void)state;
+    ts_render_step st[] = {
+        {"encoder.layers.0.self_attn.qkv", "linear", 3, {1, 4, 48}},
+        {"encoder.layers.0.self_attn.qkv_heads", "reshape", 4, {1, 4, 2, 24}},
+        {"encoder.layers.0.self_attn.qkv_perm", "permute", 4, {1, 2, 4, 24}},
+        {"encoder.layers.0.self_attn.q", "chunk", 4, {1, 2, 4, 8}},
+        {"encoder.layers.0.self_attn.scores", "matmul", 4, {1, 2, 4, 4}},
+        {"encoder.layers.0.self_attn.concat", "reshape", 3, {1, 4, 16}},
+    };
+    canvas c = canvas_new(520, 300);
+    assert_ok(ts_render_shapes(c.cr, c.area, st, 6, NULL, NULL));
+    check_golden(c.surface, "shapes");
+    canvas_free(&c);
+}
+
+static void golden_tensor(void **state) {
+    (void)state;
+    float v[4 * 12];
+    lcg_state = 3;
+    for (int i = 0; i < 48; i++) v[i] = 4 * lcg_unit() - 2;
+    v[5] = NAN;
+    ts_render_tensor_view tv = {.slice = {.values = v, .rows = 4, .cols = 12, .row_labels = tokens},
+                                .title = "encoder.layers.0.ffn.out", .subtitle = "[1, 4, 12]",
+                                .row_axis = "token", .col_axis = "feature"};
+    canvas c = canvas_new(820, 340);
+    assert_ok(ts_render_tensor(c.cr, c.area, &tv, NULL, NULL));
+    check_golden(c.surface, "tensor");
+    canvas_free(&c);
+}
+
+static void golden_training(void **state) {
+    (void)state;
+    float loss[30], g[2][30];
+    for (int i = 0; i < 30; i++) {
+        loss[i] = 4.0f * expf(-i / 8.0f) + 0.1f;
+        g[0][i] = 1.0f / (1 + i * 0.2f);
+        g[1][i] = 2.0f / (1 + i * 0.1f);
+    }
+    ts_render_series ls = {.label = "loss", .y = loss, .n = 30, .color = 0};
+    ts_render_series gs[2] = {{.label = "layer 0", .y = g[0], .n = 30, .color = 0},
+                              {.label = "layer 1", .y = g[1], .n = 30, .color = 1}};
+    canvas c = canvas_new(560, 420);
+    assert_ok(ts_render_training(c.cr, c.area, &ls, gs, 2, "copy task", NULL));
+    check_golden(c.surface, "training");
+    canvas_free(&c);
+}
+
+/* ---- scenes: from a trace to a picture ------------------------------------ */
+
+/* A trace of one causal attention (B=1, H=2, 4 x 4): scores with -inf above
+ * the diagonal as `masked`, then `weights`; level `level`. */
+static void write_attention_trace(const char *path, ts_trace_level level) {
+    float masked[2 * 16], weights[2 * 16];
+    float w[16], sm[16];
+    unsigned char mask[16];
+    attention(w, sm, mask);
+    for (int h = 0; h < 2; h++) {
+        memcpy(masked + 16 * h, sm, sizeof sm);
+        memcpy(weights + 16 * h, sm, sizeof sm);
+    }
+    softmax_rows(weights, 8, 4);
+    ts_trace_options opt;
+    ts_trace_options_default(&opt);
+    opt.level = level;
+    char *meta = NULL;
+    const char *tgt[4] = {"<bos>", "my", "name", "is"};
+    assert_ok(ts_trace_metadata_build(&meta, NULL, tokens, 4, tgt, 4, 0, NULL));
+    ts_trace_writer *wr;
+    assert_ok(ts_trace_writer_open(path, meta, &opt, &wr));
+    free(meta);
+    ts_tensor t;
+    assert_ok(ts_tensor_view(&t, masked, 4, (int64_t[]){1, 2, 4, 4}));
+    assert_ok(ts_trace_writer_step(wr, "decoder.layers.0.self_attn.masked", TS_OP_MASK, &t, TS_TAG_ATTN_SCORES));
+    assert_ok(ts_tensor_view(&t, weights, 4, (int64_t[]){1, 2, 4, 4}));
+    assert_ok(ts_trace_writer_step(wr, "decoder.layers.0.self_attn.weights", TS_OP_SOFTMAX, &t, TS_TAG_ATTN_WEIGHTS));
+    assert_ok(ts_trace_writer_close(wr, NULL));
+}
+
+static void scene_picks_the_view_and_finds_the_mask(void **state) {
+    (void)state;
+    char dir[] = "/tmp/tscope-scene-XXXXXX", path[96];
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/attn.tstrace", dir);
+    write_attention_trace(path, TS_TRACE_VALUES);
+    ts_trace *t;
+    assert_ok(ts_trace_open(path, &t));
+
+    /* auto on attention weights: every head */
+    ts_scene_request rq = ts_scene_request_default("decoder.layers.0.self_attn.weights");
+    ts_scene *sc;
+    assert_ok(ts_scene_build(&sc, t, &rq));
+    assert_int_equal(ts_scene_view(sc), TS_RENDER_VIEW_GRID);
+    assert_string_equal(ts_scene_step(sc)->name, "decoder.layers.0.self_attn.weights");
+    canvas c = canvas_new(600, 360);
+    ts_render_layout l;
+    assert_ok(ts_scene_draw(sc, c.cr, c.area, NULL, &l));
+    assert_int_equal(l.n_panels, 2);
+    ts_scene_free(sc);
+
+    /* one head: a heatmap whose cells above the diagonal are hatched */
+    rq.head = 1;
+    assert_ok(ts_scene_build(&sc, t, &rq));
+    assert_int_equal(ts_scene_view(sc), TS_RENDER_VIEW_HEATMAP);
+    assert_ok(ts_scene_draw(sc, c.cr, c.area, NULL, &l));
+    ts_render_rect above, below;
+    assert_true(ts_render_cell_rect(&l, 0, 0, 3, &above));
+    assert_true(ts_render_cell_rect(&l, 0, 3, 0, &below));
+    ts_rgb ma, mb;
+    double sa, sb;
+    region(c.surface, above, &ma, &sa);
+    region(c.surface, below, &mb, &sb);
+    assert_true(sa > 0.2); /* hatched: the mask came from the `masked` step */
+    ts_scene_free(sc);
+
+    /* a typo: the nearest names */
+    rq = ts_scene_request_default("decoder.layers.0.self_attn.weight");
+    assert_int_equal(ts_scene_build(&sc, t, &rq), TS_ERR_ARG);
+    assert_null(sc);
+    assert_non_null(strstr(ts_last_error(), "nearest: decoder.layers.0.self_attn.weights"));
+    /* a view that does not fit the step */
+    rq = ts_scene_request_default("decoder.layers.0.self_attn.weights");
+    rq.head = 5;
+    assert_int_equal(ts_scene_build(&sc, t, &rq), TS_ERR_ARG);
+    assert_non_null(strstr(ts_last_error(), "2 heads"));
+    rq = ts_scene_request_default("decoder.layers.0.self_attn");
+    rq.view = TS_RENDER_VIEW_SHAPES;
+    assert_ok(ts_scene_build(&sc, t, &rq));
+    assert_string_equal(ts_scene_view_name(sc), "shapes");
+    assert_ok(ts_scene_draw(sc, c.cr, c.area, NULL, NULL));
+    ts_scene_free(sc);
+
+    canvas_free(&c);
+    ts_trace_close(t);
+    assert_int_equal(unlink(path), 0);
+    assert_int_equal(rmdir(dir), 0);
+}
+
+static void scene_without_values_says_how_to_rerun(void **state) {
+    (void)state;
+    char dir[] = "/tmp/tscope-scene-XXXXXX", path[96];
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/stats.tstrace", dir);
+    write_attention_trace(path, TS_TRACE_STATS);
+    ts_trace *t;
+    assert_ok(ts_trace_open(path, &t));
+    ts_scene_request rq = ts_scene_request_default("decoder.layers.0.self_attn.weights");
+    ts_scene *sc;
+    assert_int_equal(ts_scene_build(&sc, t, &rq), TS_ERR_ARG);
+    assert_non_null(strstr(ts_last_error(), "--level values --only 'decoder.layers.0.self_attn.weights'"));
+    /* shapes need no values */
+    rq.view = TS_RENDER_VIEW_SHAPES;
+    assert_ok(ts_scene_build(&sc, t, &rq));
+    ts_scene_free(sc);
+    ts_trace_close(t);
+    assert_int_equal(unlink(path), 0);
+    assert_int_equal(rmdir(dir), 0);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(colormap_ends_match_the_tables),
+        cmocka_unit_test(viridis_lut_rises_in_luminance),
+        cmocka_unit_test(numbers_read_like_a_person_writes_them),
+        cmocka_unit_test(auto_scale_follows_the_sign),
+        cmocka_unit_test(stats_and_histogram_count_everything),
+        cmocka_unit_test(views_by_tag_and_name),
+        cmocka_unit_test(colorbar_is_monotone_for_viridis),
+        cmocka_unit_test(masked_cell_differs_from_a_zero),
+        cmocka_unit_test(long_sequence_shows_every_row),
+        cmocka_unit_test(hit_test_finds_the_cell),
+        cmocka_unit_test(bad_input_is_an_error),
+        cmocka_unit_test(png_unpremultiplies),
+        cmocka_unit_test(png_round_trip),
+        cmocka_unit_test(png_unwritable_path_fails_before_drawing),
+        cmocka_unit_test(golden_attention_heatmap),
+        cmocka_unit_test(golden_causal_mask),
+        cmocka_unit_test(golden_head_grid),
+        cmocka_unit_test(golden_pe_curves),
+        cmocka_unit_test(golden_layernorm),
+        cmocka_unit_test(golden_shapes),
+        cmocka_unit_test(golden_tensor),
+        cmocka_unit_test(golden_training),
+        cmocka_unit_test(scene_picks_the_view_and_finds_the_mask),
+        cmocka_unit_test(scene_without_values_says_how_to_rerun),
+    };
+    int failed = cmocka_run_group_tests(tests, NULL, NULL);
+    ts_render_release_fonts();
+    return failed;
+}

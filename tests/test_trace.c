@@ -1,0 +1,915 @@
+/* Trace files: statistics against a double-precision reference, the CRC
+ * against zlib, round trips at every level, strided views, --only and
+ * --keep-batch, the auto policy, lookups, a writer killed with SIGKILL, and
+ * damaged files (every byte flipped, every length cut) that must give an
+ * error or a correct partial read. Fuzzer finds in tests/fuzz/regressions are
+ * replayed here. */
+#include <dirent.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "../src/trace_format.h"
+#include "check.h"
+#include "tscope/kernels.h"
+#include "tscope/trace.h"
+
+static char dir[64];
+
+static int setup(void **state) {
+    (void)state;
+    snprintf(dir, sizeof dir, "/tmp/tscope-trace-XXXXXX");
+    if (!mkdtemp(dir)) return -1;
+    return 0;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    DIR *d = opendir(dir);
+    if (d) {
+        struct dirent *e;
+        char path[512];
+        while ((e = readdir(d)))
+            if (e->d_name[0] != '.') {
+                snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+                unlink(path);
+            }
+        closedir(d);
+    }
+    rmdir(dir);
+    return 0;
+}
+
+static const char *path_in(const char *name) {
+    static char buf[4][256];
+    static int k;
+    k = (k + 1) % 4;
+    snprintf(buf[k], sizeof buf[k], "%s/%s", dir, name);
+    return buf[k];
+}
+
+static uint64_t rng = 88172645463325252ull;
+static float frand(void) {
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (float)((rng >> 11) * (1.0 / 9007199254740992.0)) * 2.0f - 1.0f;
+}
+
+static float *random_floats(int64_t n, float scale, float offset) {
+    float *x = malloc((size_t)n * sizeof *x);
+    assert_non_null(x);
+    for (int64_t i = 0; i < n; i++) x[i] = frand() * scale + offset;
+    return x;
+}
+
+static ts_tensor view_of(float *data, int rank, const int64_t *shape) {
+    ts_tensor t;
+    assert_ok(ts_tensor_view(&t, data, rank, shape));
+    return t;
+}
+
+/* ---- CRC and statistics ---- */
+
+static void crc_matches_zlib(void **state) {
+    (void)state;
+    enum { N = 70000 };
+    unsigned char *b = malloc(N);
+    assert_non_null(b);
+    for (int i = 0; i < N; i++) b[i] = (unsigned char)(frand() * 255);
+    for (size_t n = 0; n < 2100; n += 7)
+        for (int off = 0; off < 3; off++)
+            assert_int_equal(trf_crc32(0x1234u, b + off, n), (uint32_t)crc32(0x1234u, b + off, (uInt)n));
+    assert_int_equal(trf_crc32(0, b, N), (uint32_t)crc32(0, b, N));
+    uint32_t a = trf_crc32(0, b, 1000), c = trf_crc32(0, b + 1000, N - 1000);
+    assert_int_equal(trf_crc32_combine(a, c, N - 1000), (uint32_t)crc32(0, b, N));
+    free(b);
+}
+
+/* What the statistics must be, in double, element by element. */
+static void reference_stats(ts_trace_stats *s, const float *x, int64_t n) {
+    memset(s, 0, sizeof *s);
+    double sum = 0, sum_abs = 0, lo = INFINITY, hi = -INFINITY;
+    for (int64_t i = 0; i < n; i++) {
+        if (isnan(x[i])) {
+            s->nan++;
+        } else if (isinf(x[i])) {
+            s->inf++;
+        } else {
+            s->finite++;
+            sum += x[i];
+            sum_abs += fabs(x[i]);
+            lo = fmin(lo, x[i]);
+            hi = fmax(hi, x[i]);
+            s->zeros += x[i] == 0;
+        }
+    }
+    if (!s->finite) return;
+    s->mean = sum / (double)s->finite;
+    double m2 = 0;
+    for (int64_t i = 0; i < n; i++)
+        if (isfinite(x[i])) m2 += (x[i] - s->mean) * (x[i] - s->mean);
+    s->std = sqrt(m2 / (double)s->finite);
+    s->mean_abs = sum_abs / (double)s->finite;
+    s->min = lo;
+    s->max = hi;
+}
+
+static void assert_stats_close(const ts_trace_stats *got, const ts_trace_stats *want) {
+    assert_int_equal(got->finite, want->finite);
+    assert_int_equal(got->nan, want->nan);
+    assert_int_equal(got->inf, want->inf);
+    assert_int_equal(got->zeros, want->zeros);
+    assert_true(got->min == want->min);
+    assert_true(got->max == want->max);
+    double scale = fmax(1.0, fabs(want->mean) + want->std);
+    assert_true(fabs(got->mean - want->mean) <= 1e-5 * scale);
+    assert_true(fabs(got->std - want->std) <= 1e-5 * fmax(1e-30, want->std) + 1e-6 * scale);
+    assert_true(fabs(got->mean_abs - want->mean_abs) <= 1e-5 * fmax(1.0, want->mean_abs));
+    uint64_t total = 0;
+    for (int b = 0; b < TS_TRACE_HIST_BINS; b++) total += got->hist[b];
+    assert_int_equal(total, want->finite);
+}
+
+static void stats_match_reference_on_every_isa(void **state) {
+    (void)state;
+    const int64_t n = 100003;
+    /* A large offset tests the shifted sums: std is tiny next to the mean. */
+    float *x = random_floats(n, 0.001f, 1000.0f);
+    float *y = random_floats(n, 3.0f, -0.5f);
+    for (int64_t i = 0; i < n; i += 97) y[i] = 0.0f;
+    y[5] = NAN;
+    y[77777] = INFINITY;
+    y[n - 1] = -INFINITY;
+    const trf_stats_ops *isas[] = {&trf_stats_scalar,
+#if defined(TRF_HAVE_X86)
+                                   ts_isa_supported(TS_ISA_AVX2) ? &trf_stats_avx2 : NULL,
+                                   ts_isa_supported(TS_ISA_AVX512) ? &trf_stats_avx512 : NULL
+#endif
+    };
+    ts_trace_stats ref_x, ref_y;
+    reference_stats(&ref_x, x, n);
+    reference_stats(&ref_y, y, n);
+    uint64_t first_hist[TS_TRACE_HIST_BINS];
+    for (size_t k = 0; k < sizeof isas / sizeof isas[0]; k++) {
+        if (!isas[k]) continue;
+        const float *inputs[] = {x, y};
+        const ts_trace_stats *refs[] = {&ref_x, &ref_y};
+        for (int which = 0; which < 2; which++) {
+            trf_acc acc;
+            trf_acc_init(&acc);
+            for (int64_t i = 0; i < n; i += TRF_BLOCK)
+                isas[k]->block(&acc, inputs[which] + i, NULL, n - i < TRF_BLOCK ? n - i : TRF_BLOCK);
+            ts_trace_stats s;
+            trf_acc_finish(&acc, &s);
+            trf_hist_plan plan;
+            trf_hist_plan_init(&plan, &s);
+            trf_hist_add(s.hist, inputs[which], n, &plan, isas[k]);
+            assert_stats_close(&s, refs[which]);
+            /* Every instruction set bins exactly alike. */
+            if (which == 0) {
+                if (k == 0) memcpy(first_hist, s.hist, sizeof first_hist);
+                assert_memory_equal(first_hist, s.hist, sizeof first_hist);
+            }
+        }
+    }
+    /* Hand-checked: 0..63 puts one element in each bin; constants go to bin 0. */
+    float ramp[65];
+    for (int i = 0; i < 65; i++) ramp[i] = (float)i;
+    ts_trace_stats s;
+    ts_trace_stats_compute(&s, ramp, 65);
+    assert_int_equal(s.hist[0], 1);  /* bins of width 1 */
+    assert_int_equal(s.hist[62], 1);
+    assert_int_equal(s.hist[63], 2); /* 63 and 64: the last bin is closed */
+    assert_true(s.mean == 32.0);
+    for (int i = 0; i < 65; i++) ramp[i] = 7.0f;
+    ts_trace_stats_compute(&s, ramp, 65);
+    assert_int_equal(s.hist[0], 65);
+    assert_true(s.std == 0.0 && s.min == 7.0 && s.max == 7.0);
+    free(x);
+    free(y);
+}
+
+/* ---- writing and reading ---- */
+
+typedef struct fixture_step {
+    const char *name;
+    ts_op op;
+    ts_tag tag;
+    int rank;
+    int64_t shape[TS_MAX_RANK];
+    float *data;
+} fixture_step;
+
+static const char *src_tokens[] = {"My", "name", "is", "Goro"};
+
+static char *meta_json(void) {
+    char *argv[] = {"tscope", "run", "--trace", "x"};
+    char *meta = NULL;
+    assert_ok(ts_trace_metadata_build(&meta, "{\"d_model\": 16, \"heads\": 2}", src_tokens, 4, src_tokens + 1, 3, 4,
+                                      argv));
+    return meta;
+}
+
+static void write_trace(const char *path, const ts_trace_options *opt, const fixture_step *steps, int n,
+                        ts_trace_summary *summary) {
+    char *meta = meta_json();
+    unlink(path);
+    ts_trace_writer *w;
+    assert_ok(ts_trace_writer_open(path, meta, opt, &w));
+    free(meta);
+    ts_hook hook = ts_trace_writer_hook(w);
+    for (int i = 0; i < n; i++) {
+        ts_tensor t = view_of(steps[i].data, steps[i].rank, steps[i].shape);
+        assert_ok(ts_hook_call(&hook, steps[i].name, steps[i].op, &t, steps[i].tag));
+    }
+    /* Nothing under the final name until close. */
+    struct stat st;
+    assert_int_equal(stat(path, &st), -1);
+    assert_ok(ts_trace_writer_close(w, summary));
+    assert_int_equal(stat(path, &st), 0);
+    char tmp[300];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    assert_int_equal(stat(tmp, &st), -1);
+}
+
+enum { N_FIX = 7 };
+
+static void make_fixture(fixture_step *f) {
+    static float scalar_value = 2.5f;
+    static float empty;
+    fixture_step steps[N_FIX] = {
+        {"input", TS_OP_INPUT, TS_TAG_PLAIN, 3, {3, 5, 8}, NULL},
+        {"embed.pe", TS_OP_POSENC, TS_TAG_POSENC, 2, {5, 8}, NULL},
+        {"encoder.layers.0.self_attn.weights", TS_OP_SOFTMAX, TS_TAG_ATTN_WEIGHTS, 4, {3, 2, 5, 5}, NULL},
+        {"encoder.layers.0.norm1.mean", TS_OP_MEAN, TS_TAG_NORM_STAT, 3, {3, 5, 1}, NULL},
+        {"encoder.layers.0.out", TS_OP_LAYERNORM, TS_TAG_NORM_OUT, 3, {3, 5, 8}, NULL},
+        {"loss", TS_OP_CROSS_ENTROPY, TS_TAG_SCALAR, 0, {0}, &scalar_value},
+        {"empty", TS_OP_RESHAPE, TS_TAG_PLAIN, 2, {3, 0}, &empty},
+    };
+    for (int i = 0; i < N_FIX; i++) {
+        f[i] = steps[i];
+        if (!f[i].data) {
+            int64_t n = 1;
+            for (int d = 0; d < f[i].rank; d++) n *= f[i].shape[d];
+            f[i].data = random_floats(n, 2.0f, 0.25f);
+        }
+    }
+    f[4].data[3] = NAN; /* counted, not averaged */
+    f[4].data[4] = 0.0f;
+}
+
+static void free_fixture(fixture_step *f) {
+    for (int i = 0; i < 5; i++) free(f[i].data);
+}
+
+static int64_t numel_of(const fixture_step *f) {
+    int64_t n = 1;
+    for (int d = 0; d < f->rank; d++) n *= f->shape[d];
+    return n;
+}
+
+static void check_step_matches(ts_trace *t, int64_t i, const fixture_step *f, bool stats, bool values) {
+    const ts_trace_step *s = ts_trace_step_at(t, i);
+    assert_non_null(s);
+    assert_int_equal(s->index, i);
+    assert_string_equal(s->name, f->name);
+    assert_int_equal(s->op, f->op);
+    assert_int_equal(s->tag, f->tag);
+    assert_int_equal(s->rank, f->rank);
+    for (int d = 0; d < f->rank; d++) assert_int_equal(s->shape[d], f->shape[d]);
+    int64_t n = numel_of(f);
+    assert_int_equal(s->numel, n);
+    assert_int_equal(s->has_stats, stats);
+    if (stats) {
+        ts_trace_stats ref;
+        reference_stats(&ref, f->data, n);
+        assert_stats_close(&s->stats, &ref);
+    }
+    assert_int_equal(s->has_values, values);
+    const float *v;
+    if (values) {
+        assert_int_equal(s->values_count, n);
+        assert_ok(ts_trace_values(t, i, &v));
+        assert_int_equal((uintptr_t)v % 64, 0);
+        if (n) assert_memory_equal(v, f->data, (size_t)n * sizeof(float));
+    } else {
+        assert_int_equal(ts_trace_values(t, i, &v), TS_ERR_ARG);
+    }
+}
+
+static void round_trip_every_level(void **state) {
+    (void)state;
+    fixture_step f[N_FIX];
+    make_fixture(f);
+    ts_trace_level levels[] = {TS_TRACE_SHAPES, TS_TRACE_STATS, TS_TRACE_VALUES, TS_TRACE_AUTO};
+    for (int l = 0; l < 4; l++) {
+        ts_trace_options opt;
+        ts_trace_options_default(&opt);
+        opt.level = levels[l];
+        const char *path = path_in("levels.tstrace");
+        ts_trace_summary sum;
+        write_trace(path, &opt, f, N_FIX, &sum);
+        assert_int_equal(sum.steps, N_FIX);
+        ts_trace *t;
+        assert_ok(ts_trace_open(path, &t));
+        assert_true(ts_trace_complete(t));
+        assert_string_equal(ts_trace_warning(t), "");
+        assert_int_equal(ts_trace_count(t), N_FIX);
+        assert_int_equal(ts_trace_file_size(t), sum.file_bytes);
+        bool stats = levels[l] != TS_TRACE_SHAPES, values = levels[l] >= TS_TRACE_VALUES;
+        for (int i = 0; i < N_FIX; i++) check_step_matches(t, i, &f[i], stats, values);
+        assert_int_equal(sum.steps_with_values, values ? N_FIX : 0);
+        /* Metadata: what the caller gave, and what the writer adds. */
+        assert_non_null(strstr(ts_trace_metadata(t), "\"d_model\":16"));
+        assert_non_null(strstr(ts_trace_metadata(t), "\"tscope_version\""));
+        assert_non_null(strstr(ts_trace_metadata(t), "\"command_line\":\"tscope run --trace x\""));
+        assert_int_equal(ts_trace_token_count(t, TS_TRACE_SOURCE), 4);
+        assert_int_equal(ts_trace_token_count(t, TS_TRACE_TARGET), 3);
+        assert_string_equal(ts_trace_token(t, TS_TRACE_SOURCE, 3), "Goro");
+        assert_string_equal(ts_trace_token(t, TS_TRACE_TARGET, 0), "name");
+        assert_null(ts_trace_token(t, TS_TRACE_TARGET, 3));
+        ts_trace_close(t);
+    }
+    free_fixture(f);
+}
+
+static void strided_views_are_gathered_row_major(void **state) {
+    (void)state;
+    ts_arena arena;
+    assert_ok(ts_arena_init(&arena, (size_t)128 << 20));
+    /* Small: (2, 3, 4) permuted; a slice; a transpose; q/k/v chunks as the
+     * model makes them. Large: (30, 8, 200, 64) from a (30, 200, 1536) qkv,
+     * 3 M elements, so the parallel path and slot edges are crossed. */
+    int64_t big_shape[] = {30, 200, 1536};
+    ts_tensor qkv;
+    assert_ok(ts_tensor_alloc(&qkv, &arena, 3, big_shape));
+    for (int64_t i = 0; i < ts_tensor_numel(&qkv); i++) qkv.data[i] = (float)(i % 100003) * 0.5f - 7.0f;
+    ts_tensor r, p, parts[3];
+    assert_ok(ts_tensor_reshape(&r, &qkv, 4, (int64_t[]){30, 200, 8, 192}));
+    assert_ok(ts_tensor_permute(&p, &r, (int[]){0, 2, 1, 3}));
+    int n_parts;
+    assert_ok(ts_tensor_chunk(parts, &n_parts, &p, 3, -1));
+    float *small = random_floats(24, 1.0f, 0.0f);
+    ts_tensor base = view_of(small, 3, (int64_t[]){2, 3, 4}), perm, sl, tr;
+    assert_ok(ts_tensor_permute(&perm, &base, (int[]){2, 0, 1}));
+    assert_ok(ts_tensor_slice(&sl, &base, 2, 1, 2));
+    assert_ok(ts_tensor_transpose(&tr, &base, 0, 2));
+    const ts_tensor *views[] = {&perm, &sl, &tr, &parts[0], &parts[2], &p};
+    const char *names[] = {"perm", "slice", "transpose", "q", "v", "qkv.heads"};
+    const int nv = 6;
+
+    const char *path = path_in("strided.tstrace");
+    ts_trace_writer *w;
+    ts_trace_options opt;
+    ts_trace_options_default(&opt);
+    opt.level = TS_TRACE_VALUES;
+    opt.buffer_bytes = (size_t)8 << 20; /* two slots: the hook must wait for the disk */
+    assert_ok(ts_trace_writer_open(path, NULL, &opt, &w));
+    for (int i = 0; i < nv; i++) assert_ok(ts_trace_writer_step(w, names[i], TS_OP_PERMUTE, views[i], TS_TAG_HEADS));
+    assert_ok(ts_trace_writer_close(w, NULL));
+
+    ts_trace *t;
+    assert_ok(ts_trace_open(path, &t));
+    assert_int_equal(ts_trace_count(t), nv);
+    for (int i = 0; i < nv; i++) {
+        ts_tensor c;
+        size_t mark = ts_arena_mark(&arena);
+        assert_ok(ts_tensor_contiguous(&c, views[i], &arena));
+        const ts_trace_step *s = ts_trace_step_at(t, i);
+        assert_int_equal(s->values_count, ts_tensor_numel(views[i]));
+        const float *v;
+        assert_ok(ts_trace_values(t, i, &v));
+        assert_memory_equal(v, c.data, (size_t)s->values_count * sizeof(float));
+        ts_trace_stats ref;
+        reference_stats(&ref, c.data, s->values_count);
+        assert_stats_close(&s->stats, &ref);
+        /* The histogram of a view is the histogram of its copy. */
+        ts_trace_stats direct;
+        ts_trace_stats_compute(&direct, c.data, s->values_count);
+        assert_memory_equal(direct.hist, s->stats.hist, sizeof direct.hist);
+        ts_tensor back;
+        assert_ok(ts_trace_tensor(t, i, &back));
+        assert_true(ts_tensor_same_shape(&back, views[i]));
+        ts_arena_reset(&arena, mark);
+    }
+    ts_trace_close(t);
+    free(small);
+    ts_arena_free(&arena);
+}
+
+/* qkv (stored), then its reshape, permute and chunks as the model emits
+ * them: recorded as views of qkv, read back as their own row-major values.
+ * A step that computes something ends the chain: a later view of qkv is
+ * stored in full. */
+static void views_of_a_stored_step(void **state) {
+    (void)state;
+    for (int keep = -1; keep <= 1; keep += 2) {
+        const int64_t B = 3, S = 5, H = 2, hd = 4, D = H * hd;
+        float *data = random_floats(B * S * 3 * D, 1.0f, 0.0f);
+        float *other = random_floats(B * S * D, 1.0f, 0.0f);
+        ts_tensor qkv = view_of(data, 3, (int64_t[]){B, S, 3 * D}), heads, perm, parts[3], late;
+        assert_ok(ts_tensor_reshape(&heads, &qkv, 4, (int64_t[]){B, S, H, 3 * hd}));
+        assert_ok(ts_tensor_permute(&perm, &heads, (int[]){0, 2, 1, 3}));
+        int n_parts;
+        assert_ok(ts_tensor_chunk(parts, &n_parts, &perm, 3, -1));
+        assert_ok(ts_tensor_transpose(&late, &parts[1], -1, -2));
+        ts_tensor out = view_of(other, 3, (int64_t[]){B, S, D});
+        const ts_tensor *views[] = {&qkv, &heads, &perm, &parts[0], &parts[1], &parts[2], &out, &late};
+        const ts_op ops[] = {TS_OP_LINEAR, TS_OP_RESHAPE, TS_OP_PERMUTE, TS_OP_CHUNK,
+                             TS_OP_CHUNK,  TS_OP_CHUNK,   TS_OP_LINEAR,  TS_OP_PERMUTE};
+        const int64_t want_view_of[] = {-1, 0, 0, 0, 0, 0, -1, -1};
+        const char *path = path_in("views.tstrace");
+        ts_trace_options opt;
+        ts_trace_options_default(&opt);
+        opt.level = TS_TRACE_VALUES;
+        opt.keep_batch = keep;
+        ts_trace_writer *w;
+        unlink(path);
+        assert_ok(ts_trace_writer_open(path, NULL, &opt, &w));
+        for (int i = 0; i < 8; i++) {
+            char name[16];
+            snprintf(name, sizeof name, "s%d", i);
+            assert_ok(ts_trace_writer_step(w, name, ops[i], views[i], TS_TAG_HEADS));
+        }
+        ts_trace_summary sum;
+        assert_ok(ts_trace_writer_close(w, &sum));
+        ts_trace *t;
+        assert_ok(ts_trace_open(path, &t));
+        ts_arena arena;
+        assert_ok(ts_arena_init(&arena, 1 << 16));
+        for (int i = 0; i < 8; i++) {
+            const ts_trace_step *st = ts_trace_step_at(t, i);
+            assert_int_equal(st->view_of, want_view_of[i]);
+            ts_tensor src = *views[i];
+            if (keep >= 0) {
+                assert_ok(ts_tensor_slice(&src, views[i], 0, keep, 1));
+            }
+            ts_tensor c;
+            assert_ok(ts_tensor_contiguous(&c, &src, &arena));
+            const float *v;
+            assert_ok(ts_trace_values(t, i, &v));
+            assert_int_equal(st->values_count, ts_tensor_numel(&src));
+            assert_memory_equal(v, c.data, (size_t)st->values_count * sizeof(float));
+            ts_trace_release_values(t, i);
+            /* Statistics of the whole tensor, whatever is kept. */
+            assert_ok(ts_tensor_contiguous(&c, views[i], &arena));
+            ts_trace_stats ref;
+            reference_stats(&ref, c.data, ts_tensor_numel(views[i]));
+            assert_stats_close(&st->stats, &ref);
+            ts_arena_reset(&arena, 0);
+        }
+        /* Only qkv, out and the late permute hold values of their own. */
+        int64_t per = keep >= 0 ? 1 : B;
+        assert_int_equal(sum.values_bytes, (uint64_t)(per * S * 3 * D + per * S * D + per * H * hd * S) * 4);
+        ts_arena_free(&arena);
+        ts_trace_close(t);
+        free(data);
+        free(other);
+    }
+}
+
+static void only_and_keep_batch(void **state) {
+    (void)state;
+    fixture_step f[N_FIX];
+    make_fixture(f);
+    ts_trace_options opt;
+    ts_trace_options_default(&opt);
+    opt.level = TS_TRACE_VALUES;
+    opt.only[0] = "*.weights";
+    opt.only[1] = "input";
+    opt.n_only = 2;
+    opt.keep_batch = 1;
+    const char *path = path_in("only.tstrace");
+    ts_trace_summary sum;
+    write_trace(path, &opt, f, N_FIX, &sum);
+    assert_non_null(strstr(sum.policy, "batch element 1"));
+    ts_trace *t;
+    assert_ok(ts_trace_open(path, &t));
+    for (int i = 0; i < N_FIX; i++) {
+        const ts_trace_step *s = ts_trace_step_at(t, i);
+        bool want = i == 0 || i == 2;
+        assert_int_equal(s->has_values, want);
+        assert_true(s->has_stats);
+        /* Statistics always cover the whole tensor. */
+        ts_trace_stats ref;
+        reference_stats(&ref, f[i].data, numel_of(&f[i]));
+        assert_stats_close(&s->stats, &ref);
+        if (!want) continue;
+        int64_t per = numel_of(&f[i]) / f[i].shape[0];
+        assert_int_equal(s->batch_index, 1);
+        assert_int_equal(s->values_shape[0], 1);
+        assert_int_equal(s->values_shape[1], f[i].shape[1]);
+        assert_int_equal(s->values_count, per);
+        const float *v;
+        assert_ok(ts_trace_values(t, i, &v));
+        assert_memory_equal(v, f[i].data + per, (size_t)per * sizeof(float));
+    }
+    ts_trace_close(t);
+    free_fixture(f);
+}
+
+static void auto_policy_follows_the_budget(void **state) {
+    (void)state;
+    fixture_step f[N_FIX];
+    make_fixture(f);
+    /* Values of steps 0, 1, 2: 480, 160, 600 bytes: a 700-byte budget runs
+     * out at step 2. */
+    ts_trace_options opt;
+    ts_trace_options_default(&opt);
+    opt.budget = 700;
+    const char *path = path_in("auto.tstrace");
+    ts_trace_summary sum;
+    write_trace(path, &opt, f, N_FIX, &sum);
+    assert_non_null(strstr(sum.policy, "until step 2"));
+    ts_trace *t;
+    assert_ok(ts_trace_open(path, &t));
+    assert_true(ts_trace_step_at(t, 0)->has_values);
+    assert_true(ts_trace_step_at(t, 1)->has_values);
+    const ts_trace_step *w = ts_trace_step_at(t, 2); /* attention weights, batch 0 only */
+    assert_true(w->has_values);
+    assert_int_equal(w->batch_index, 0);
+    assert_int_equal(w->values_count, 2 * 5 * 5);
+    assert_true(ts_trace_step_at(t, 3)->has_values);  /* norm mean */
+    assert_false(ts_trace_step_at(t, 4)->has_values); /* layer out: stats only */
+    assert_true(ts_trace_step_at(t, 4)->has_stats);
+    ts_trace_close(t);
+
+    /* Known up front to be too large: reduced from the first step. */
+    opt.expected_bytes = 1 << 30;
+    write_trace(path, &opt, f, N_FIX, &sum);
+    assert_non_null(strstr(sum.policy, "more than the"));
+    assert_ok(ts_trace_open(path, &t));
+    assert_false(ts_trace_step_at(t, 0)->has_values);
+    assert_true(ts_trace_step_at(t, 1)->has_values);  /* PE: no batch dim, all of it */
+    assert_int_equal(ts_trace_step_at(t, 1)->batch_index, -1);
+    assert_true(ts_trace_step_at(t, 2)->has_values);
+    ts_trace_close(t);
+
+    /* Known to fit: everything. */
+    opt.expected_bytes = 1000;
+    opt.budget = 0; /* the default */
+    write_trace(path, &opt, f, N_FIX, &sum);
+    assert_int_equal(sum.steps_with_values, N_FIX);
+    free_fixture(f);
+}
+
+static void lookups_by_index_name_and_glob(void **state) {
+    (void)state;
+    float x[4] = {1, 2, 3, 4};
+    const char *path = path_in("names.tstrace");
+    ts_trace_writer *w;
+    assert_ok(ts_trace_writer_open(path, "{\"config\": {\"preset\": \"tiny\"}}", NULL, &w));
+    ts_tensor t = view_of(x, 1, (int64_t[]){4});
+    const char *names[] = {"a.loss", "b.weights", "a.loss", "c.weights", "a.loss"};
+    for (int i = 0; i < 5; i++) assert_ok(ts_trace_writer_step(w, names[i], TS_OP_METRIC, &t, TS_TAG_SCALAR));
+    assert_ok(ts_trace_writer_close(w, NULL));
+    ts_trace *tr;
+    assert_ok(ts_trace_open(path, &tr));
+    assert_int_equal(ts_trace_find(tr, "a.loss"), 0);
+    assert_int_equal(ts_trace_find_next(tr, 0), 2);
+    assert_int_equal(ts_trace_find_next(tr, 2), 4);
+    assert_int_equal(ts_trace_find_next(tr, 4), -1);
+    assert_int_equal(ts_trace_find(tr, "c.weights"), 3);
+    assert_int_equal(ts_trace_find(tr, "nope"), -1);
+    assert_int_equal(ts_trace_find_glob(tr, "*.weights", 0), 1);
+    assert_int_equal(ts_trace_find_glob(tr, "*.weights", 2), 3);
+    assert_int_equal(ts_trace_find_glob(tr, "*.weights", 4), -1);
+    assert_null(ts_trace_step_at(tr, 5));
+    assert_null(ts_trace_step_at(tr, -1));
+    assert_int_equal(ts_trace_token_count(tr, TS_TRACE_SOURCE), 0);
+    assert_non_null(strstr(ts_trace_metadata(tr), "\"preset\":\"tiny\""));
+    ts_trace_close(tr);
+    assert_int_equal(ts_trace_open(path_in("missing.tstrace"), &tr), TS_ERR_IO);
+}
+
+static void bad_arguments_are_errors(void **state) {
+    (void)state;
+    ts_trace_writer *w;
+    assert_int_equal(ts_trace_writer_open(path_in("x.tstrace"), "[1, 2]", NULL, &w), TS_ERR_ARG);
+    assert_non_null(strstr(ts_last_error(), "JSON object"));
+    assert_int_equal(ts_trace_writer_open("/nonexistent-dir/x.tstrace", NULL, NULL, &w), TS_ERR_IO);
+    assert_non_null(strstr(ts_last_error(), "/nonexistent-dir/x.tstrace.tmp"));
+    ts_trace_level level;
+    assert_int_equal(ts_trace_level_parse("everything", &level), TS_ERR_ARG);
+    assert_ok(ts_trace_level_parse("stats", &level));
+    assert_int_equal(level, TS_TRACE_STATS);
+    /* A bad step makes the hook fail; abort leaves nothing behind. */
+    assert_ok(ts_trace_writer_open(path_in("y.tstrace"), NULL, NULL, &w));
+    float x = 1;
+    ts_tensor t = view_of(&x, 0, (int64_t[]){1});
+    assert_int_equal(ts_trace_writer_step(w, "", TS_OP_ADD, &t, TS_TAG_PLAIN), TS_ERR_ARG);
+    assert_int_equal(ts_trace_writer_step(w, "ok", TS_OP_ADD, &t, TS_TAG_PLAIN), TS_ERR_ARG); /* sticky */
+    ts_trace_writer_abort(w);
+    struct stat st;
+    assert_int_equal(stat(path_in("y.tstrace.tmp"), &st), -1);
+    assert_int_equal(stat(path_in("y.tstrace"), &st), -1);
+    ts_trace *tr;
+    assert_int_equal(ts_trace_open_memory("hello", 5, &tr), TS_ERR_FORMAT);
+    assert_int_equal(ts_trace_open_memory("", 0, &tr), TS_ERR_FORMAT);
+}
+
+/* ---- a writer killed mid-run ---- */
+
+/* Step i holds i*1000 + k: the reader can check any step it recovers. */
+static void fill_step(float *x, int64_t n, int i) {
+    for (int64_t k = 0; k < n; k++) x[k] = (float)i * 1000.0f + (float)k;
+}
+
+static void check_recovered(ts_trace *t, int64_t n_elems) {
+    float *want = malloc((size_t)n_elems * sizeof *want);
+    assert_non_null(want);
+    for (int64_t i = 0; i < ts_trace_count(t); i++) {
+        const ts_trace_step *s = ts_trace_step_at(t, i);
+        char name[32];
+        snprintf(name, sizeof name, "step.%lld", (long long)i);
+        assert_string_equal(s->name, name);
+        const float *v;
+        assert_ok(ts_trace_values(t, i, &v));
+        fill_step(want, n_elems, (int)i);
+        assert_memory_equal(v, want, (size_t)n_elems * sizeof(float));
+    }
+    free(want);
+}
+
+/* The child writes steps forever; with `flush`, it reports over the pipe how
+ * many are surely on disk. */
+static void child_writes(const char *path, int fd, bool flush, int64_t n_elems) {
+    ts_trace_options opt;
+    ts_trace_options_default(&opt);
+    opt.level = TS_TRACE_VALUES;
+    ts_trace_writer *w;
+    if (ts_trace_writer_open(path, NULL, &opt, &w)) _exit(3);
+    float *x = malloc((size_t)n_elems * sizeof *x);
+    for (int i = 0;; i++) {
+        fill_step(x, n_elems, i);
+        ts_tensor t = view_of(x, 1, &n_elems);
+        char name[32];
+        snprintf(name, sizeof name, "step.%d", i);
+        if (ts_trace_writer_step(w, name, TS_OP_ADD, &t, TS_TAG_PLAIN)) _exit(4);
+        if (flush && i % 5 == 4) {
+            if (ts_trace_writer_flush(w)) _exit(5);
+            int done = i + 1;
+            if (write(fd, &done, sizeof done) != sizeof done) _exit(6);
+        }
+        if (!flush && i == 20 && write(fd, &i, sizeof i) != sizeof i) _exit(6);
+    }
+}
+
+static void killed_writer_keeps_complete_steps(void **state) {
+    (void)state;
+    for (int variant = 0; variant < 2; variant++) {
+        bool flush = variant == 0;
+        int64_t n_elems = flush ? 1000 : 30000; /* small: one thread, no OpenMP in the child */
+        const char *path = path_in(flush ? "killed.tstrace" : "killed2.tstrace");
+        int fds[2];
+        assert_int_equal(pipe(fds), 0);
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+            close(fds[0]);
+            child_writes(path, fds[1], flush, n_elems);
+            _exit(0);
+        }
+        close(fds[1]);
+        int done = 0, got;
+        while (done < (flush ? 60 : 1) && read(fds[0], &got, sizeof got) == sizeof got) done = got;
+        if (!flush) usleep(20000);
+        kill(pid, SIGKILL);
+        int status;
+        waitpid(pid, &status, 0);
+        close(fds[0]);
+        assert_true(WIFSIGNALED(status));
+        struct stat st;
+        assert_int_equal(stat(path, &st), -1); /* never renamed */
+        char tmp[300];
+        snprintf(tmp, sizeof tmp, "%s.tmp", path);
+        ts_trace *t;
+        assert_ok(ts_trace_open(tmp, &t));
+        assert_false(ts_trace_complete(t));
+        assert_non_null(strstr(ts_trace_warning(t), "read by scanning"));
+        if (flush) assert_true(ts_trace_count(t) >= done);
+        check_recovered(t, n_elems);
+        ts_trace_close(t);
+        /* Opening PATH explains that only PATH.tmp is there. */
+        assert_int_equal(ts_trace_open(path, &t), TS_ERR_IO);
+        assert_non_null(strstr(ts_last_error(), ".tmp"));
+    }
+}
+
+/* ---- damaged files ---- */
+
+static unsigned char *read_all(const char *path, size_t *size) {
+    FILE *fp = fopen(path, "rb");
+    assert_non_null(fp);
+    fseek(fp, 0, SEEK_END);
+    *size = (size_t)ftell(fp);
+    fseek(fp, 0, SEEK_SET);
+    unsigned char *b = malloc(*size);
+    assert_non_null(b);
+    assert_int_equal(fread(b, 1, *size, fp), *size);
+    fclose(fp);
+    return b;
+}
+
+/* Every step t has must be the original's step of the same index, and its
+ * values either fail their CRC or are the original's. */
+static void assert_correct_prefix(ts_trace *t, ts_trace *orig) {
+    assert_true(ts_trace_count(t) <= ts_trace_count(orig));
+    for (int64_t i = 0; i < ts_trace_count(t); i++) {
+        const ts_trace_step *a = ts_trace_step_at(t, i), *b = ts_trace_step_at(orig, i);
+        assert_string_equal(a->name, b->name);
+        assert_int_equal(a->op, b->op);
+        assert_int_equal(a->tag, b->tag);
+        assert_int_equal(a->rank, b->rank);
+        assert_memory_equal(a->shape, b->shape, sizeof a->shape);
+        assert_int_equal(a->has_stats, b->has_stats);
+        assert_memory_equal(&a->stats, &b->stats, sizeof a->stats);
+        assert_int_equal(a->has_values, b->has_values);
+        assert_int_equal(a->values_count, b->values_count);
+        if (!a->has_values) continue;
+        const float *va, *vb;
+        assert_ok(ts_trace_values(orig, i, &vb));
+        ts_status s = ts_trace_values(t, i, &va);
+        if (s == TS_OK)
+            assert_memory_equal(va, vb, (size_t)a->values_count * sizeof(float));
+        else
+            assert_int_equal(s, TS_ERR_FORMAT);
+    }
+}
+
+static void damaged_files_give_errors_or_correct_prefixes(void **state) {
+    (void)state;
+    fixture_step f[N_FIX];
+    make_fixture(f);
+    ts_trace_options opt;
+    ts_trace_options_default(&opt);
+    opt.level = TS_TRACE_VALUES;
+    opt.only[0] = "*.weights";
+    opt.only[1] = "input";
+    opt.n_only = 2;
+    const char *path = path_in("damage.tstrace");
+    write_trace(path, &opt, f, N_FIX, NULL);
+    size_t size;
+    unsigned char *orig_bytes = read_all(path, &size);
+    ts_trace *orig;
+    assert_ok(ts_trace_open_memory(orig_bytes, size, &orig));
+    unsigned char *b = malloc(size);
+    assert_non_null(b);
+    int errors = 0, partial = 0, whole = 0;
+
+    /* Every cut: an error before the first record, else exactly the records
+     * that lie wholly before the cut. */
+    for (size_t cut = 0; cut < size; cut++) {
+        ts_trace *t;
+        ts_status s = ts_trace_open_memory(orig_bytes, cut, &t);
+        if (s != TS_OK) {
+            assert_true(cut < ts_trace_step_at(orig, 0)->file_offset);
+            assert_true(ts_last_error()[0] != '\0');
+            errors++;
+            continue;
+        }
+        int64_t want = 0;
+        while (want < ts_trace_count(orig)) {
+            const ts_trace_step *o = ts_trace_step_at(orig, want);
+            if (o->file_offset + o->record_bytes > cut) break;
+            want++;
+        }
+        assert_int_equal(ts_trace_count(t), want);
+        assert_false(ts_trace_complete(t));
+        assert_correct_prefix(t, orig);
+        partial++;
+        ts_trace_close(t);
+    }
+    /* Every byte flipped, two ways. */
+    for (size_t at = 0; at < size; at++) {
+        for (int k = 0; k < 2; k++) {
+            memcpy(b, orig_bytes, size);
+            b[at] ^= k ? 0xff : 0x10;
+            ts_trace *t;
+            if (ts_trace_open_memory(b, size, &t) != TS_OK) {
+                assert_true(ts_last_error()[0] != '\0');
+                errors++;
+                continue;
+            }
+            assert_correct_prefix(t, orig);
+            if (ts_trace_count(t) == ts_trace_count(orig))
+                whole++;
+            else
+                partial++;
+            ts_trace_close(t);
+        }
+    }
+    print_message("damage: %zu bytes, %d errors, %d partial reads, %d whole reads\n", size, errors, partial, whole);
+    assert_true(errors > 0 && partial > 0 && whole > 0);
+    ts_trace_close(orig);
+    free(b);
+    free(orig_bytes);
+    free_fixture(f);
+}
+
+/* A CRC failure in the middle of a file without trailer stops the scan
+ * there, and the warning names the step. */
+static void crc_failure_names_the_step(void **state) {
+    (void)state;
+    fixture_step f[N_FIX];
+    make_fixture(f);
+    ts_trace_options opt;
+    ts_trace_options_default(&opt);
+    opt.level = TS_TRACE_VALUES;
+    const char *path = path_in("crc.tstrace");
+    write_trace(path, &opt, f, N_FIX, NULL);
+    size_t size;
+    unsigned char *b = read_all(path, &size);
+    ts_trace *orig;
+    assert_ok(ts_trace_open_memory(b, size, &orig));
+    const ts_trace_step *s3 = ts_trace_step_at(orig, 3);
+    size_t at = (size_t)(s3->file_offset + s3->record_bytes - TRF_SUFFIX_SIZE + 20); /* its mean */
+    ts_trace_close(orig);
+    b[at] ^= 1;
+    b[size - 1] ^= 1; /* and no trailer */
+    ts_trace *t;
+    assert_ok(ts_trace_open_memory(b, size, &t));
+    assert_int_equal(ts_trace_count(t), 3);
+    assert_non_null(strstr(ts_trace_warning(t), "step 3 'encoder.layers.0.norm1.mean' fails its CRC"));
+    ts_trace_close(t);
+    free(b);
+    free_fixture(f);
+}
+
+/* ---- fuzzer finds ---- */
+
+static int replay_dir(const char *sub, const char *prefix) {
+    char base[512];
+    snprintf(base, sizeof base, "%s", __FILE__);
+    char *slash = strrchr(base, '/');
+    if (slash)
+        *slash = '\0';
+    else
+        snprintf(base, sizeof base, ".");
+    char path[1024];
+    snprintf(path, sizeof path, "%s/fuzz/%s", base, sub);
+    DIR *d = opendir(path);
+    if (!d) return 0;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.' || strncmp(e->d_name, prefix, strlen(prefix)) != 0) continue;
+        char file[1536];
+        snprintf(file, sizeof file, "%s/%s", path, e->d_name);
+        size_t size;
+        unsigned char *bytes = read_all(file, &size);
+        ts_trace *t;
+        if (ts_trace_open_memory(bytes, size, &t) == TS_OK) {
+            for (int64_t i = 0; i < ts_trace_count(t); i++) {
+                const ts_trace_step *s = ts_trace_step_at(t, i);
+                const float *v;
+                /* Touch the first and last value: the sanitizer checks they are in bounds. */
+                if (s->has_values && s->values_count > 0 && ts_trace_values(t, i, &v) == TS_OK) {
+                    volatile float sink = v[0] + v[s->values_count - 1];
+                    (void)sink;
+                }
+                assert_true(ts_trace_find(t, ts_trace_step_at(t, i)->name) <= i);
+            }
+            ts_trace_close(t);
+        } else {
+            assert_true(ts_last_error()[0] != '\0');
+        }
+        free(bytes);
+        n++;
+    }
+    closedir(d);
+    return n;
+}
+
+static void fuzz_finds_are_replayed(void **state) {
+    (void)state;
+    int n = replay_dir("regressions", "trace") + replay_dir("corpus/trace", "");
+    assert_true(n >= 4); /* the corpus is there */
+    print_message("replayed %d fuzz inputs\n", n);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(crc_matches_zlib),
+        cmocka_unit_test(stats_match_reference_on_every_isa),
+        cmocka_unit_test(round_trip_every_level),
+        cmocka_unit_test(strided_views_are_gathered_row_major),
+        cmocka_unit_test(views_of_a_stored_step),
+        cmocka_unit_test(only_and_keep_batch),
+        cmocka_unit_test(auto_policy_follows_the_budget),
+        cmocka_unit_test(lookups_by_index_name_and_glob),
+        cmocka_unit_test(bad_arguments_are_errors),
+        cmocka_unit_test(killed_writer_keeps_complete_steps),
+        cmocka_unit_test(damaged_files_give_errors_or_correct_prefixes),
+        cmocka_unit_test(crc_failure_names_the_step),
+        cmocka_unit_test(fuzz_finds_are_replayed),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1,0 +1,636 @@
+/* render_common: text, numbers, ticks, colour bars, histograms and the data
+ * helpers every view shares. */
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "render_internal.h"
+
+const ts_rgb ts_render__ink = {0.13f, 0.13f, 0.15f};
+const ts_rgb ts_render__muted = {0.40f, 0.40f, 0.44f};
+const ts_rgb ts_render__faint = {0.89f, 0.89f, 0.91f};
+const ts_rgb ts_render__paper = {1.0f, 1.0f, 1.0f};
+
+static char font_family[128] = "DejaVu Sans";
+
+void ts_render_set_font(const char *family) {
+    snprintf(font_family, sizeof font_family, "%s", family && *family ? family : "DejaVu Sans");
+}
+
+const char *ts_render__family(void) { return font_family; }
+
+void ts_render_release_fonts(void) {
+    pango_cairo_font_map_set_default(NULL);
+    cairo_debug_reset_static_data();
+}
+
+void ts_render__set_rgb(cairo_t *cr, ts_rgb c) { cairo_set_source_rgb(cr, c.r, c.g, c.b); }
+
+void ts_render_clear(cairo_t *cr, ts_render_rect area) {
+    cairo_save(cr);
+    ts_render__set_rgb(cr, ts_render__paper);
+    cairo_rectangle(cr, area.x, area.y, area.w, area.h);
+    cairo_fill(cr);
+    cairo_restore(cr);
+}
+
+ts_rgb ts_render__palette(int i) {
+    /* matplotlib's tab10: distinct hues that survive projection on a slide. */
+    static const ts_rgb tab10[10] = {
+        {0.122f, 0.467f, 0.706f}, {1.000f, 0.498f, 0.055f}, {0.173f, 0.627f, 0.173f},
+        {0.839f, 0.153f, 0.157f}, {0.580f, 0.404f, 0.741f}, {0.549f, 0.337f, 0.294f},
+        {0.890f, 0.467f, 0.761f}, {0.498f, 0.498f, 0.498f}, {0.737f, 0.741f, 0.133f},
+        {0.090f, 0.745f, 0.812f},
+    };
+    if (i < 0) i = -i;
+    return tab10[i % 10];
+}
+
+ts_render__font ts_render__font_of(double size, int style, ts_rgb color) {
+    ts_render__font f = {size, style, color, 0};
+    return f;
+}
+
+/* ---- text ---------------------------------------------------------------- */
+
+void ts_render__pen_init(ts_render__pen *p, cairo_t *cr) {
+    p->cr = cr;
+    p->pc = pango_cairo_create_context(cr);
+    /* Unhinted outlines at fractional positions: text looks the same at any
+     * scale and on any machine, which golden images rely on. */
+    cairo_font_options_t *fo = cairo_font_options_create();
+    cairo_font_options_set_antialias(fo, CAIRO_ANTIALIAS_GRAY);
+    cairo_font_options_set_hint_style(fo, CAIRO_HINT_STYLE_NONE);
+    cairo_font_options_set_hint_metrics(fo, CAIRO_HINT_METRICS_OFF);
+    pango_cairo_context_set_font_options(p->pc, fo);
+    cairo_font_options_destroy(fo);
+#if PANGO_VERSION_CHECK(1, 44, 0)
+    pango_context_set_round_glyph_positions(p->pc, FALSE);
+#endif
+    p->layout = pango_layout_new(p->pc);
+}
+
+void ts_render__pen_free(ts_render__pen *p) {
+    if (p->layout) g_object_unref(p->layout);
+    if (p->pc) g_object_unref(p->pc);
+    p->layout = NULL;
+    p->pc = NULL;
+}
+
+static void set_text(ts_render__pen *p, const char *text, const ts_render__font *f) {
+    PangoFontDescription *d = pango_font_description_new();
+    pango_font_description_set_family(d, (f->style & TS_RENDER__MONO) ? "DejaVu Sans Mono" : font_family);
+    pango_font_description_set_weight(d, (f->style & TS_RENDER__BOLD) ? PANGO_WEIGHT_BOLD : PANGO_WEIGHT_NORMAL);
+    pango_font_description_set_style(d, (f->style & TS_RENDER__ITALIC) ? PANGO_STYLE_ITALIC : PANGO_STYLE_NORMAL);
+    pango_font_description_set_absolute_size(d, f->size * PANGO_SCALE);
+    pango_layout_set_font_description(p->layout, d);
+    pango_font_description_free(d);
+    if (f->max_w > 0) {
+        pango_layout_set_width(p->layout, (int)(f->max_w * PANGO_SCALE));
+        pango_layout_set_ellipsize(p->layout, PANGO_ELLIPSIZE_END);
+    } else {
+        pango_layout_set_width(p->layout, -1);
+        pango_layout_set_ellipsize(p->layout, PANGO_ELLIPSIZE_NONE);
+    }
+    if (f->style & TS_RENDER__MARKUP)
+        pango_layout_set_markup(p->layout, text, -1);
+    else {
+        pango_layout_set_attributes(p->layout, NULL);
+        pango_layout_set_text(p->layout, text, -1);
+    }
+}
+
+void ts_render__measure(ts_render__pen *p, const char *text, const ts_render__font *f, double *w,
+                        double *h) {
+    set_text(p, text, f);
+    PangoRectangle logical;
+    pango_layout_get_extents(p->layout, NULL, &logical);
+    if (w) *w = (double)logical.width / PANGO_SCALE;
+    if (h) *h = (double)logical.height / PANGO_SCALE;
+}
+
+void ts_render__text(ts_render__pen *p, const char *text, const ts_render__font *f, double x, double y,
+                     double ax, double ay, double angle) {
+    if (!text || !*text) return;
+    double w, h;
+    ts_render__measure(p, text, f, &w, &h);
+    cairo_t *cr = p->cr;
+    cairo_save(cr);
+    cairo_translate(cr, x, y);
+    if (angle != 0) cairo_rotate(cr, angle);
+    cairo_move_to(cr, -ax * w, -ay * h);
+    ts_render__set_rgb(cr, f->color);
+    pango_cairo_show_layout(cr, p->layout);
+    cairo_new_path(cr);
+    cairo_restore(cr);
+}
+
+double ts_render__title(ts_render__pen *p, ts_render_rect area, const char *title, const char *subtitle) {
+    if (!title && !subtitle) return 0;
+    double y = area.y + TS_RENDER__PAD, h;
+    double max_w = area.w - 2 * TS_RENDER__PAD;
+    if (title) {
+        ts_render__font f = ts_render__font_of(TS_RENDER__TITLE_SIZE, TS_RENDER__BOLD, ts_render__ink);
+        f.max_w = max_w;
+        ts_render__measure(p, title, &f, NULL, &h);
+        ts_render__text(p, title, &f, area.x + TS_RENDER__PAD, y, 0, 0, 0);
+        y += h + 2;
+    }
+    if (subtitle) {
+        ts_render__font f = ts_render__font_of(TS_RENDER__SUBTITLE_SIZE, 0, ts_render__muted);
+        f.max_w = max_w;
+        ts_render__measure(p, subtitle, &f, NULL, &h);
+        ts_render__text(p, subtitle, &f, area.x + TS_RENDER__PAD, y, 0, 0, 0);
+        y += h;
+    }
+    return y + 8 - area.y;
+}
+
+/* ---- numbers ------------------------------------------------------------- */
+
+/* Replace an ASCII '-' at the start with U+2212 (a minus as wide as a plus). */
+static void real_minus(char *buf, size_t size) {
+    size_t len = strlen(buf);
+    if (len == 0 || buf[0] != '-' || len + 3 > size) return;
+    memmove(buf + 3, buf + 1, len);
+    memcpy(buf, "\xe2\x88\x92", 3);
+}
+
+/* "4e-04" -> "4e-4", "1.5e+05" -> "1.5e5": exponents as people write them. */
+static void tidy_exponent(char *buf) {
+    char *e = strchr(buf, 'e');
+    if (!e) return;
+    char *src = e + 1, *dst = e + 1;
+    if (*src == '+') src++;
+    else if (*src == '-') *dst++ = *src++;
+    while (*src == '0' && src[1]) src++;
+    memmove(dst, src, strlen(src) + 1);
+}
+
+void ts_render__fmt(char *buf, size_t size, double v, double step) {
+    if (isnan(v)) {
+        snprintf(buf, size, "NaN");
+        return;
+    }
+    if (isinf(v)) {
+        snprintf(buf, size, v < 0 ? "\xe2\x88\x92\xe2\x88\x9e" : "\xe2\x88\x9e");
+        return;
+    }
+    double a = fabs(v);
+    if (a == 0) {
+        snprintf(buf, size, "0");
+        return;
+    }
+    int dec;
+    if (step > 0) {
+        double big = fmax(a, step);
+        if (big >= 1e5 || step < 1e-4) {
+            snprintf(buf, size, "%.2g", v);
+            tidy_exponent(buf);
+            real_minus(buf, size);
+            return;
+        }
+        dec = (int)ceil(-log10(step) - 1e-9);
+        if (dec < 0) dec = 0;
+        if (dec > 6) dec = 6;
+    } else {
+        if (a >= 1e5 || a < 1e-3) {
+            snprintf(buf, size, "%.0e", v);
+            tidy_exponent(buf);
+            real_minus(buf, size);
+            return;
+        }
+        dec = a >= 100 ? 0 : a >= 10 ? 1 : a >= 0.01 ? 2 : 3;
+    }
+    snprintf(buf, size, "%.*f", dec, v);
+    /* "-0.00": rounding ate the value; no sign on a zero. */
+    if (buf[0] == '-' && strspn(buf + 1, "0.") == strlen(buf + 1)) memmove(buf, buf + 1, strlen(buf));
+    real_minus(buf, size);
+}
+
+void ts_render__fmt_short(char *buf, size_t size, double v) {
+    snprintf(buf, size, "%g", v);
+    tidy_exponent(buf);
+    real_minus(buf, size);
+}
+
+static int ticks_once(double lo, double hi, int max_n, double *ticks, double *step_out);
+
+int ts_render__ticks(double lo, double hi, int max_n, double *ticks, double *step_out) {
+    /* An axis with one labelled tick says nothing about its scale: ask for
+     * finer steps until there are two (at most 12 ticks). */
+    int n = ticks_once(lo, hi, max_n, ticks, step_out);
+    for (int more = max_n + 1; n < 2 && more <= 12 && hi > lo; more++) n = ticks_once(lo, hi, more, ticks, step_out);
+    return n;
+}
+
+static int ticks_once(double lo, double hi, int max_n, double *ticks, double *step_out) {
+    if (max_n < 2) max_n = 2;
+    if (!(hi > lo) || !isfinite(lo) || !isfinite(hi)) {
+        ticks[0] = isfinite(lo) ? lo : 0;
+        *step_out = 0;
+        return 1;
+    }
+    /* The finest 1-2-5 step that gives at most max_n ticks. */
+    double mag = pow(10, floor(log10((hi - lo) / max_n)));
+    static const double nice[] = {1, 2, 5, 10, 20, 50, 100};
+    double step = 100 * mag;
+    for (size_t k = 0; k < sizeof nice / sizeof nice[0]; k++) {
+        double st = nice[k] * mag;
+        double count = floor(hi / st + 1e-9) - ceil(lo / st - 1e-9) + 1;
+        if (count <= max_n) {
+            step = st;
+            break;
+        }
+    }
+    double first = ceil(lo / step - 1e-9) * step;
+    int n = 0;
+    for (int i = 0; n < max_n + 1; i++) {
+        double v = first + i * step;
+        if (v > hi + step * 1e-9) break;
+        ticks[n++] = fabs(v) < step * 1e-9 ? 0 : v;
+    }
+    *step_out = step;
+    return n;
+}
+
+double ts_render__pixel(cairo_t *cr) {
+    double dx = 1, dy = 0;
+    cairo_user_to_device_distance(cr, &dx, &dy);
+    double len = hypot(dx, dy);
+    return len > 0 ? 1.0 / len : 1.0;
+}
+
+double ts_render__snap(cairo_t *cr, double len) {
+    double px = ts_render__pixel(cr);
+    double n = floor(len / px + 1e-6);
+    return (n < 1 ? 1 : n) * px;
+}
+
+int ts_render__label_step(double spacing, double need) {
+    static const int base[] = {1, 2, 5, 10, 20, 25, 50};
+    if (!(spacing > 0)) return 1 << 30;
+    for (long mult = 1; mult < 100000000L; mult *= 100)
+        for (size_t i = 0; i < sizeof base / sizeof base[0]; i++)
+            if ((double)(base[i] * mult) * spacing >= need) return (int)(base[i] * mult);
+    return 1 << 30;
+}
+
+/* ---- scales, statistics, histograms --------------------------------------- */
+
+double ts_render__scale_t(const ts_render_scale *s, double v) {
+    double span = (double)s->vmax - (double)s->vmin;
+    if (!(span > 0)) return 0.5;
+    return (v - s->vmin) / span;
+}
+
+ts_render_scale ts_render_scale_auto(const ts_render_matrix *m, int n) {
+    double lo = INFINITY, hi = -INFINITY;
+    for (int k = 0; k < n; k++)
+        for (int r = 0; r < m[k].rows; r++)
+            for (int c = 0; c < m[k].cols; c++) {
+                float v = ts_render__at(&m[k], r, c);
+                if (!isfinite(v) || ts_render__masked(&m[k], r, c, v)) continue;
+                if (v < lo) lo = v;
+                if (v > hi) hi = v;
+            }
+    ts_render_scale s;
+    if (!(lo <= hi)) {
+        s.cmap = TS_CMAP_VIRIDIS;
+        s.vmin = 0;
+        s.vmax = 1;
+    } else if (lo >= 0) {
+        s.cmap = TS_CMAP_VIRIDIS;
+        s.vmin = 0;
+        s.vmax = hi > 0 ? (float)hi : 1;
+    } else {
+        double a = fmax(-lo, hi);
+        s.cmap = TS_CMAP_COOLWARM;
+        s.vmin = (float)-a;
+        s.vmax = (float)a;
+    }
+    return s;
+}
+
+void ts_render_mask_from_scores(unsigned char *mask, const float *scores, int64_t n) {
+    for (int64_t i = 0; i < n; i++) mask[i] = isinf(scores[i]) && scores[i] < 0;
+}
+
+void ts_render_stats_compute(ts_render_stats *s, const float *values, int64_t n) {
+    memset(s, 0, sizeof *s);
+    double mean = 0, m2 = 0, abs_sum = 0, lo = INFINITY, hi = -INFINITY;
+    int64_t k = 0;
+    for (int64_t i = 0; i < n; i++) {
+        float v = values[i];
+        if (isnan(v)) {
+            s->n_nan++;
+            continue;
+        }
+        if (isinf(v)) {
+            s->n_inf++;
+            continue;
+        }
+        if (v == 0) s->n_zero++;
+        k++;
+        double d = v - mean;
+        mean += d / (double)k;
+        m2 += d * (v - mean);
+        abs_sum += fabs(v);
+        if (v < lo) lo = v;
+        if (v > hi) hi = v;
+    }
+    s->count = n;
+    s->mean = k ? mean : NAN;
+    s->std = k ? sqrt(m2 / (double)k) : NAN;
+    s->mean_abs = k ? abs_sum / (double)k : NAN;
+    s->min = k ? lo : NAN;
+    s->max = k ? hi : NAN;
+}
+
+void ts_render_hist_compute(ts_render_hist *h, const float *values, int64_t n, int64_t stride,
+                            int n_bins, double lo, double hi) {
+    memset(h, 0, sizeof *h);
+    if (n_bins < 1 || n_bins > TS_RENDER_HIST_BINS) n_bins = TS_RENDER_HIST_BINS;
+    if (stride == 0) stride = 1;
+    if (!(lo < hi)) {
+        lo = INFINITY;
+        hi = -INFINITY;
+        for (int64_t i = 0; i < n; i++) {
+            float v = values[i * stride];
+            if (!isfinite(v)) continue;
+            if (v < lo) lo = v;
+            if (v > hi) hi = v;
+        }
+        if (!(lo <= hi)) lo = 0, hi = 1;
+        if (lo == hi) lo -= 0.5, hi += 0.5;
+    }
+    h->n_bins = n_bins;
+    h->lo = lo;
+    h->hi = hi;
+    double scale = n_bins / (hi - lo);
+    for (int64_t i = 0; i < n; i++) {
+        float v = values[i * stride];
+        if (!isfinite(v) || v < lo || v > hi) continue;
+        int b = (int)((v - lo) * scale);
+        if (b >= n_bins) b = n_bins - 1;
+        h->counts[b]++;
+    }
+}
+
+/* ---- layouts and hit testing ---------------------------------------------- */
+
+bool ts_render_hit(const ts_render_layout *l, double x, double y, int *panel, int *row, int *col) {
+    for (int i = 0; i < l->n_panels; i++) {
+        const ts_render_cells *c = &l->panel[i];
+        if (x < c->grid.x || y < c->grid.y || x >= c->grid.x + c->grid.w || y >= c->grid.y + c->grid.h)
+            continue;
+        int cc = (int)((x - c->grid.x) / c->cell_w), rr = (int)((y - c->grid.y) / c->cell_h);
+        if (cc >= c->cols) cc = c->cols - 1;
+        if (rr >= c->rows) rr = c->rows - 1;
+        if (panel) *panel = i;
+        if (row) *row = c->row0 + rr;
+        if (col) *col = c->col0 + cc;
+        return true;
+    }
+    return false;
+}
+
+bool ts_render_cell_rect(const ts_render_layout *l, int panel, int row, int col, ts_render_rect *out) {
+    if (panel < 0 || panel >= l->n_panels) return false;
+    const ts_render_cells *c = &l->panel[panel];
+    int rr = row - c->row0, cc = col - c->col0;
+    if (rr < 0 || cc < 0 || rr >= c->rows || cc >= c->cols) return false;
+    out->x = c->grid.x + cc * c->cell_w;
+    out->y = c->grid.y + rr * c->cell_h;
+    out->w = c->cell_w;
+    out->h = c->cell_h;
+    return true;
+}
+
+/* ---- view names ------------------------------------------------------------ */
+
+#define TS_RENDER_VIEW_NAME(e, name) name,
+static const char *const view_names[] = {TS_RENDER_VIEW_LIST(TS_RENDER_VIEW_NAME)};
+#undef TS_RENDER_VIEW_NAME
+_Static_assert(sizeof view_names / sizeof view_names[0] == TS_RENDER_VIEW_COUNT, "one name per view");
+
+const char *ts_render_view_name(ts_render_view v) {
+    return (unsigned)v < TS_RENDER_VIEW_COUNT ? view_names[v] : "?";
+}
+
+bool ts_render_view_from_name(const char *name, ts_render_view *out) {
+    for (int i = 0; i < TS_RENDER_VIEW_COUNT; i++)
+        if (strcmp(view_names[i], name) == 0) {
+            *out = (ts_render_view)i;
+            return true;
+        }
+    return false;
+}
+
+ts_render_view ts_render_view_for_tag(ts_tag tag) {
+    switch (tag) {
+    case TS_TAG_ATTN_SCORES:
+    case TS_TAG_ATTN_WEIGHTS: return TS_RENDER_VIEW_GRID;
+    case TS_TAG_POSENC: return TS_RENDER_VIEW_CURVES;
+    case TS_TAG_NORM_STAT:
+    case TS_TAG_NORM_IN:
+    case TS_TAG_NORM_OUT: return TS_RENDER_VIEW_STATS;
+    case TS_TAG_SCALAR: return TS_RENDER_VIEW_CURVES;
+    default: return TS_RENDER_VIEW_HEATMAP;
+    }
+}
+
+/* ---- colour bar, hatching, histogram ------------------------------------- */
+
+#define BAR_W 14.0
+
+void ts_render__hatch(cairo_t *cr, ts_render_rect r) {
+    cairo_save(cr);
+    cairo_rectangle(cr, r.x, r.y, r.w, r.h);
+    cairo_clip(cr);
+    cairo_set_source_rgb(cr, 0.92, 0.92, 0.92);
+    cairo_paint(cr);
+    cairo_set_source_rgb(cr, 0.60, 0.60, 0.62);
+    cairo_set_line_width(cr, 1.2);
+    for (double d = -r.h; d < r.w + r.h; d += 5.0) {
+        cairo_move_to(cr, r.x + d, r.y + r.h);
+        cairo_line_to(cr, r.x + d + r.h, r.y);
+    }
+    cairo_stroke(cr);
+    cairo_restore(cr);
+}
+
+static int colorbar_ticks(const ts_render_scale *s, double bar_h, double *ticks, double *step) {
+    int max_n = (int)(bar_h / 38);
+    if (max_n < 2) max_n = 2;
+    if (max_n > 11) max_n = 11;
+    return ts_render__ticks(s->vmin, s->vmax, max_n, ticks, step);
+}
+
+double ts_render__colorbar_width(ts_render__pen *p, const ts_render_scale *s) {
+    double ticks[16], step, wmax = 0;
+    int n = ts_render__ticks(s->vmin, s->vmax, 11, ticks, &step);
+    ts_render__font f = ts_render__font_of(TS_RENDER__TICK_SIZE, 0, ts_render__ink);
+    char buf[48];
+    for (int i = 0; i < n; i++) {
+        double w;
+        ts_render__fmt(buf, sizeof buf, ticks[i], step);
+        ts_render__measure(p, buf, &f, &w, NULL);
+        wmax = fmax(wmax, w);
+    }
+    double masked_w;
+    ts_render__measure(p, "masked", &f, &masked_w, NULL);
+    return BAR_W + 6 + fmax(wmax, masked_w);
+}
+
+static void swatch_row(ts_render__pen *p, double x, double y, const char *label, int kind) {
+    cairo_t *cr = p->cr;
+    ts_render_rect sw = {x, y, BAR_W, 12};
+    if (kind == 1) {
+        ts_render__hatch(cr, sw);
+    } else {
+        cairo_set_source_rgb(cr, 1.0, 0.0, 1.0);
+        cairo_rectangle(cr, sw.x, sw.y, sw.w, sw.h);
+        cairo_fill(cr);
+    }
+    cairo_set_source_rgb(cr, 0.35, 0.35, 0.38);
+    cairo_set_line_width(cr, 1);
+    cairo_rectangle(cr, sw.x + 0.5, sw.y + 0.5, sw.w - 1, sw.h - 1);
+    cairo_stroke(cr);
+    ts_render__font f = ts_render__font_of(TS_RENDER__TICK_SIZE, 0, ts_render__ink);
+    ts_render__text(p, label, &f, x + BAR_W + 6, y + 6, 0, 0.5, 0);
+}
+
+void ts_render__colorbar(ts_render__pen *p, ts_render_rect r, const ts_render_scale *s, int seen) {
+    cairo_t *cr = p->cr;
+    double legend_h = ((seen & 1) ? 18 : 0) + ((seen & 2) ? 18 : 0);
+    double bar_h = r.h - legend_h - (legend_h > 0 ? 6 : 0);
+    if (bar_h < 20) bar_h = fmax(r.h, 20), legend_h = 0;
+
+    /* The gradient: one column of 256 colours, top = vmax. */
+    uint32_t lut[TS_CMAP_LUT_SIZE];
+    ts_cmap_lut(s->cmap, lut);
+    cairo_surface_t *img = cairo_image_surface_create(CAIRO_FORMAT_RGB24, 1, TS_CMAP_LUT_SIZE);
+    unsigned char *data = cairo_image_surface_get_data(img);
+    int stride = cairo_image_surface_get_stride(img);
+    cairo_surface_flush(img);
+    for (int i = 0; i < TS_CMAP_LUT_SIZE; i++)
+        *(uint32_t *)(void *)(data + (size_t)i * (size_t)stride) = lut[TS_CMAP_LUT_SIZE - 1 - i];
+    cairo_surface_mark_dirty(img);
+    cairo_save(cr);
+    cairo_rectangle(cr, r.x, r.y, BAR_W, bar_h);
+    cairo_clip(cr);
+    cairo_translate(cr, r.x, r.y);
+    cairo_scale(cr, BAR_W, bar_h / TS_CMAP_LUT_SIZE);
+    cairo_set_source_surface(cr, img, 0, 0);
+    cairo_pattern_set_extend(cairo_get_source(cr), CAIRO_EXTEND_PAD);
+    cairo_paint(cr);
+    cairo_restore(cr);
+    cairo_surface_destroy(img);
+
+    cairo_set_source_rgb(cr, 0.35, 0.35, 0.38);
+    cairo_set_line_width(cr, 1);
+    cairo_rectangle(cr, r.x + 0.5, r.y + 0.5, BAR_W - 1, bar_h - 1);
+    cairo_stroke(cr);
+
+    double ticks[16], step;
+    int n = colorbar_ticks(s, bar_h, ticks, &step);
+    ts_render__font f = ts_render__font_of(TS_RENDER__TICK_SIZE, 0, ts_render__ink);
+    char buf[48];
+    for (int i = 0; i < n; i++) {
+        double t = ts_render__scale_t(s, ticks[i]);
+        double y = r.y + bar_h - t * bar_h;
+        cairo_set_source_rgb(cr, 0.35, 0.35, 0.38);
+        cairo_move_to(cr, r.x + BAR_W, y);
+        cairo_line_to(cr, r.x + BAR_W + 4, y);
+        cairo_stroke(cr);
+        ts_render__fmt(buf, sizeof buf, ticks[i], step);
+        ts_render__text(p, buf, &f, r.x + BAR_W + 6, y, 0, 0.5, 0);
+    }
+    double y = r.y + bar_h + 8;
+    if (seen & 1) {
+        swatch_row(p, r.x, y, "masked", 1);
+        y += 18;
+    }
+    if (seen & 2) swatch_row(p, r.x, y, "NaN", 2);
+}
+
+double ts_render__caption(ts_render__pen *p, ts_render_rect r, const char *text) {
+    if (!text) return 0;
+    ts_render__font f = ts_render__font_of(TS_RENDER__LABEL_SIZE + 1, TS_RENDER__BOLD, ts_render__ink);
+    f.max_w = r.w;
+    double h;
+    ts_render__measure(p, text, &f, NULL, &h);
+    ts_render__text(p, text, &f, r.x, r.y, 0, 0, 0);
+    return h + 4;
+}
+
+void ts_render__hist(ts_render__pen *p, ts_render_rect r, const ts_render_hist *h,
+                     const ts_render_scale *s, const ts_rgb *color, const char *caption) {
+    cairo_t *cr = p->cr;
+    ts_render__font tf = ts_render__font_of(TS_RENDER__TICK_SIZE, 0, ts_render__muted);
+    double cap_h = ts_render__caption(p, r, caption), tick_h;
+    ts_render__measure(p, "0", &tf, NULL, &tick_h);
+    ts_render_rect plot = {r.x + 4, r.y + cap_h + tick_h + 2, r.w - 8, r.h - cap_h - 2 * tick_h - 10};
+    if (plot.h < 10 || plot.w < 10 || h->n_bins < 1) return;
+
+    int64_t peak = 0, total = 0;
+    for (int i = 0; i < h->n_bins; i++) {
+        if (h->counts[i] > peak) peak = h->counts[i];
+        total += h->counts[i];
+    }
+    char buf[64];
+    snprintf(buf, sizeof buf, "%lld values, tallest bin %lld", (long long)total, (long long)peak);
+    ts_render__text(p, buf, &tf, plot.x, r.y + cap_h, 0, 0, 0);
+
+    cairo_save(cr);
+    ts_render__set_rgb(cr, (ts_rgb){0.975f, 0.975f, 0.98f});
+    cairo_rectangle(cr, plot.x, plot.y, plot.w, plot.h);
+    cairo_fill(cr);
+    double bw = plot.w / h->n_bins;
+    for (int i = 0; i < h->n_bins && peak > 0; i++) {
+        if (!h->counts[i]) continue;
+        /* A bin with a few values still shows: at least one pixel high. */
+        double bh = fmax((double)h->counts[i] / (double)peak * plot.h, ts_render__pixel(cr));
+        if (s) {
+            double centre = h->lo + (i + 0.5) * (h->hi - h->lo) / h->n_bins;
+            ts_render__set_rgb(cr, ts_cmap_eval(s->cmap, ts_render__scale_t(s, centre)));
+        } else {
+            ts_render__set_rgb(cr, color ? *color : ts_render__palette(0));
+        }
+        cairo_rectangle(cr, plot.x + i * bw, plot.y + plot.h - bh, fmax(bw - 0.5, 0.5), bh);
+        cairo_fill(cr);
+    }
+    /* Zero, when it is inside the range: where signed data is centred. */
+    if (h->lo < 0 && h->hi > 0) {
+        double x0 = plot.x + (0 - h->lo) / (h->hi - h->lo) * plot.w;
+        static const double dash[] = {3, 3};
+        cairo_set_dash(cr, dash, 2, 0);
+        cairo_set_source_rgb(cr, 0.3, 0.3, 0.3);
+        cairo_set_line_width(cr, 1);
+        cairo_move_to(cr, x0, plot.y);
+        cairo_line_to(cr, x0, plot.y + plot.h);
+        cairo_stroke(cr);
+        cairo_set_dash(cr, NULL, 0, 0);
+    }
+    cairo_set_source_rgb(cr, 0.35, 0.35, 0.38);
+    cairo_set_line_width(cr, 1);
+    cairo_move_to(cr, plot.x, plot.y + plot.h + 0.5);
+    cairo_line_to(cr, plot.x + plot.w, plot.y + plot.h + 0.5);
+    cairo_stroke(cr);
+    cairo_restore(cr);
+
+    double ticks[16], step;
+    int n = ts_render__ticks(h->lo, h->hi, plot.w > 240 ? 6 : 4, ticks, &step);
+    for (int i = 0; i < n; i++) {
+        double x = plot.x + (ticks[i] - h->lo) / (h->hi - h->lo) * plot.w;
+        cairo_set_source_rgb(cr, 0.35, 0.35, 0.38);
+        cairo_move_to(cr, x, plot.y + plot.h);
+        cairo_line_to(cr, x, plot.y + plot.h + 4);
+        cairo_stroke(cr);
+        ts_render__fmt(buf, sizeof buf, ticks[i], step);
+        ts_render__text(p, buf, &tf, x, plot.y + plot.h + 5, 0.5, 0, 0);
+    }
+}

@@ -1,0 +1,592 @@
+/* render_heatmap: matrices as coloured cells. One head, all heads of a layer,
+ * the layers x heads overview. The cells are one image surface scaled with
+ * nearest-neighbour filtering, so 200 x 200 is one paint, not 40000 rectangles,
+ * and every cell keeps hard edges. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "render_internal.h"
+
+#define MAX_CELL 90.0   /* larger cells only waste the slide */
+#define VALUES_MAX 16   /* print values up to 16 x 16 */
+#define LABEL_ANGLE (-M_PI / 4) /* key labels read up and to the right */
+
+static const uint32_t MASKED_PX = 0xFFEBEBEBu; /* under the hatching */
+static const uint32_t NAN_PX = 0xFFFF00FFu;    /* magenta: nothing in either map */
+
+/* ---- cells ---------------------------------------------------------------- */
+
+static int value_pixel(const ts_render_matrix *m, const ts_render_scale *s, const uint32_t *lut, int r,
+                       int c, uint32_t *px) {
+    float v = ts_render__at(m, r, c);
+    if (ts_render__masked(m, r, c, v)) {
+        *px = MASKED_PX;
+        return 1;
+    }
+    if (isnan(v)) {
+        *px = NAN_PX;
+        return 2;
+    }
+    double t = ts_render__scale_t(s, v);
+    long i = lround(t * (TS_CMAP_LUT_SIZE - 1));
+    if (t != t) i = 0;
+    *px = lut[i < 0 ? 0 : i >= TS_CMAP_LUT_SIZE ? TS_CMAP_LUT_SIZE - 1 : i];
+    return 0;
+}
+
+/* Paint `img` (cols x rows pixels) over the grid, one pixel per cell. */
+static void paint_scaled(cairo_t *cr, cairo_surface_t *img, const ts_render_cells *c, bool as_mask) {
+    double px = ts_render__pixel(cr);
+    /* Upscaling keeps hard cell edges; shrinking (thumbnails of long
+     * sequences) averages instead, which aliases less than dropping rows. */
+    cairo_filter_t filter = (c->cell_w >= px * 0.999 && c->cell_h >= px * 0.999) ? CAIRO_FILTER_NEAREST
+                                                                                 : CAIRO_FILTER_GOOD;
+    cairo_save(cr);
+    cairo_rectangle(cr, c->grid.x, c->grid.y, c->grid.w, c->grid.h);
+    cairo_clip(cr);
+    cairo_translate(cr, c->grid.x, c->grid.y);
+    cairo_scale(cr, c->cell_w, c->cell_h);
+    cairo_pattern_t *pat = cairo_pattern_create_for_surface(img);
+    cairo_pattern_set_filter(pat, filter);
+    cairo_pattern_set_extend(pat, CAIRO_EXTEND_PAD);
+    if (as_mask) {
+        cairo_mask(cr, pat);
+    } else {
+        cairo_set_source(cr, pat);
+        cairo_paint(cr);
+    }
+    cairo_pattern_destroy(pat);
+    cairo_restore(cr);
+}
+
+/* A cell's value with the same decimals in every cell, chosen from the size
+ * of the scale: 0.25 for probabilities, 12.5 for tens, 1e-4 for tiny ones. A
+ * value that would round to zero but is not zero reads "≈0". */
+static void fmt_cell(char *buf, size_t size, float v, const ts_render_scale *s) {
+    double amax = fmax(fabs(s->vmin), fabs(s->vmax));
+    if (!isfinite(v) || v == 0 || amax >= 1000 || amax < 0.01) {
+        ts_render__fmt(buf, size, v, 0);
+        return;
+    }
+    double step = amax >= 100 ? 1 : amax >= 10 ? 0.1 : 0.01;
+    if (fabs(v) < step / 2) {
+        snprintf(buf, size, "\xe2\x89\x88" "0");
+        return;
+    }
+    ts_render__fmt(buf, size, v, step);
+}
+
+static void draw_values(ts_render__pen *p, const ts_render_matrix *m, const ts_render_scale *s,
+                        const ts_render_cells *c, const uint32_t *lut) {
+    char buf[32];
+    size_t longest = 1;
+    for (int r = 0; r < c->rows; r++)
+        for (int k = 0; k < c->cols; k++) {
+            float v = ts_render__at(m, c->row0 + r, c->col0 + k);
+            fmt_cell(buf, sizeof buf, v, s);
+            size_t len = strlen(buf);
+            if (len > longest) longest = len;
+        }
+    /* One size for all cells, so the numbers read as a table. */
+    double size = fmin(c->cell_h * 0.36, c->cell_w / (0.62 * (double)longest + 0.9));
+    if (size > 14) size = 14;
+    if (size < 7.5) return;
+    for (int r = 0; r < c->rows; r++)
+        for (int k = 0; k < c->cols; k++) {
+            int mr = c->row0 + r, mc = c->col0 + k;
+            float v = ts_render__at(m, mr, mc);
+            bool masked = ts_render__masked(m, mr, mc, v);
+            if (masked && !isinf(v)) continue; /* a zero under the mask says nothing */
+            uint32_t px;
+            value_pixel(m, s, lut, mr, mc, &px);
+            ts_rgb cell = {(float)((px >> 16) & 255) / 255, (float)((px >> 8) & 255) / 255,
+                           (float)(px & 255) / 255};
+            bool dark = ts_rgb_luminance(cell) < 0.33;
+            ts_render__font f = ts_render__font_of(size, 0, dark ? (ts_rgb){1, 1, 1} : ts_render__ink);
+            fmt_cell(buf, sizeof buf, v, s);
+            ts_render__text(p, buf, &f, c->grid.x + (k + 0.5) * c->cell_w, c->grid.y + (r + 0.5) * c->cell_h,
+                            0.5, 0.5, 0);
+        }
+}
+
+int ts_render__cells(ts_render__pen *p, const ts_render_matrix *m, const ts_render_scale *s,
+                     const ts_render_cells *c, const ts_render__cell_opts *o) {
+    cairo_t *cr = p->cr;
+    if (c->rows <= 0 || c->cols <= 0) return 0;
+    uint32_t lut[TS_CMAP_LUT_SIZE];
+    ts_cmap_lut(s->cmap, lut);
+    cairo_surface_t *img = cairo_image_surface_create(CAIRO_FORMAT_RGB24, c->cols, c->rows);
+    cairo_surface_t *mask = NULL;
+    if (cairo_surface_status(img) != CAIRO_STATUS_SUCCESS) {
+        cairo_surface_destroy(img);
+        return 0;
+    }
+    cairo_surface_flush(img);
+    unsigned char *data = cairo_image_surface_get_data(img);
+    int stride = cairo_image_surface_get_stride(img);
+    unsigned char *mdata = NULL;
+    int mstride = 0, seen = 0;
+    for (int r = 0; r < c->rows; r++) {
+        uint32_t *row = (uint32_t *)(void *)(data + (size_t)r * (size_t)stride);
+        for (int k = 0; k < c->cols; k++) {
+            int kind = value_pixel(m, s, lut, c->row0 + r, c->col0 + k, &row[k]);
+            seen |= kind;
+            if (kind != 1) continue;
+            if (!mask) {
+                mask = cairo_image_surface_create(CAIRO_FORMAT_A8, c->cols, c->rows);
+                cairo_surface_flush(mask);
+                mdata = cairo_image_surface_get_data(mask);
+                mstride = cairo_image_surface_get_stride(mask);
+                if (mdata) memset(mdata, 0, (size_t)mstride * (size_t)c->rows);
+            }
+            if (mdata) mdata[(size_t)r * (size_t)mstride + (size_t)k] = 255;
+        }
+    }
+    cairo_surface_mark_dirty(img);
+    paint_scaled(cr, img, c, false);
+    cairo_surface_destroy(img);
+
+    if (mask && mdata) {
+        /* Hatching through the mask: the stripes run on across neighbouring
+         * masked cells, so the masked triangle of a causal mask reads as one
+         * region. */
+        cairo_surface_mark_dirty(mask);
+        cairo_save(cr);
+        cairo_push_group(cr);
+        ts_render__hatch(cr, c->grid);
+        cairo_pop_group_to_source(cr);
+        paint_scaled(cr, mask, c, true);
+        cairo_restore(cr);
+    }
+    if (mask) cairo_surface_destroy(mask);
+
+    if (o->separators) {
+        cairo_save(cr);
+        cairo_set_source_rgb(cr, 1, 1, 1);
+        cairo_set_line_width(cr, 1.0);
+        for (int k = 1; k < c->cols; k++) {
+            cairo_move_to(cr, c->grid.x + k * c->cell_w, c->grid.y);
+            cairo_line_to(cr, c->grid.x + k * c->cell_w, c->grid.y + c->grid.h);
+        }
+        for (int r = 1; r < c->rows; r++) {
+            cairo_move_to(cr, c->grid.x, c->grid.y + r * c->cell_h);
+            cairo_line_to(cr, c->grid.x + c->grid.w, c->grid.y + r * c->cell_h);
+        }
+        cairo_stroke(cr);
+        cairo_restore(cr);
+    }
+    if (o->values) draw_values(p, m, s, c, lut);
+
+    cairo_save(cr);
+    cairo_set_source_rgb(cr, 0.55, 0.55, 0.58);
+    cairo_set_line_width(cr, 1);
+    cairo_rectangle(cr, c->grid.x - 0.5, c->grid.y - 0.5, c->grid.w + 1, c->grid.h + 1);
+    cairo_stroke(cr);
+    if (o->highlight) {
+        int r = o->hl_row - c->row0, k = o->hl_col - c->col0;
+        if (r >= 0 && k >= 0 && r < c->rows && k < c->cols) {
+            double x = c->grid.x + k * c->cell_w, y = c->grid.y + r * c->cell_h;
+            cairo_set_source_rgb(cr, 0, 0, 0);
+            cairo_set_line_width(cr, 2.5);
+            cairo_rectangle(cr, x - 1.5, y - 1.5, c->cell_w + 3, c->cell_h + 3);
+            cairo_stroke(cr);
+            cairo_set_source_rgb(cr, 1, 1, 1);
+            cairo_set_line_width(cr, 1);
+            cairo_rectangle(cr, x - 0.25, y - 0.25, c->cell_w + 0.5, c->cell_h + 0.5);
+            cairo_stroke(cr);
+        }
+    }
+    cairo_restore(cr);
+    return seen;
+}
+
+/* ---- labels ------------------------------------------------------------- */
+
+/* The label of row/column i: the caller's, or its index. When only every
+ * k-th is shown, a token gets its position in front ("40 dog"). */
+static const char *label_of(const char *const *labels, int i, int k, char *buf, size_t size) {
+    if (!labels) {
+        snprintf(buf, size, "%d", i);
+    } else if (k > 1) {
+        snprintf(buf, size, "%d %s", i, labels[i] ? labels[i] : "");
+    } else {
+        return labels[i] ? labels[i] : "";
+    }
+    return buf;
+}
+
+/* Widest label (capped), measuring at most ~256 of them. */
+static double widest_label(ts_render__pen *p, const char *const *labels, int n, const ts_render__font *f) {
+    char buf[96];
+    double w_max = 0;
+    int step = n > 256 ? n / 256 + 1 : 1;
+    for (int i = 0; i < n; i += step) {
+        double w;
+        /* Measure as if thinned when there are many: the index prefix counts. */
+        ts_render__measure(p, label_of(labels, i, n > 24 ? 2 : 1, buf, sizeof buf), f, &w, NULL);
+        w_max = fmax(w_max, w);
+    }
+    if (n > 1) {
+        double w;
+        ts_render__measure(p, label_of(labels, n - 1, n > 24 ? 2 : 1, buf, sizeof buf), f, &w, NULL);
+        w_max = fmax(w_max, w);
+    }
+    return f->max_w > 0 ? fmin(w_max, f->max_w) : w_max;
+}
+
+static void row_labels(ts_render__pen *p, const ts_render_matrix *m, const ts_render_cells *c,
+                       const ts_render__font *f, double label_h, double x_right) {
+    int k = ts_render__label_step(c->cell_h, label_h * 1.3);
+    char buf[96];
+    cairo_t *cr = p->cr;
+    for (int r = 0; r < c->rows; r++) {
+        int i = c->row0 + r;
+        if (i % k) continue;
+        double y = c->grid.y + (r + 0.5) * c->cell_h;
+        ts_render__text(p, label_of(m->row_labels, i, k, buf, sizeof buf), f, x_right - (k > 1 ? 5 : 3), y,
+                        1, 0.5, 0);
+        if (k > 1) {
+            cairo_set_source_rgb(cr, 0.45, 0.45, 0.48);
+            cairo_set_line_width(cr, 1);
+            cairo_move_to(cr, c->grid.x - 3, y);
+            cairo_line_to(cr, c->grid.x, y);
+            cairo_stroke(cr);
+        }
+    }
+}
+
+/* Column labels above the grid: level when the widest fits a cell (`flat_w`
+ * > 0 is its width), otherwise turned to read upwards. */
+static void col_labels(ts_render__pen *p, const ts_render_matrix *m, const ts_render_cells *c,
+                       const ts_render__font *f, double label_h, double y_bottom, double flat_w) {
+    int k = flat_w > 0 ? ts_render__label_step(c->cell_w, flat_w + 6)
+                       : ts_render__label_step(c->cell_w * sin(-LABEL_ANGLE), label_h * 1.1);
+    char buf[96];
+    cairo_t *cr = p->cr;
+    for (int j = 0; j < c->cols; j++) {
+        int i = c->col0 + j;
+        if (i % k) continue;
+        double x = c->grid.x + (j + 0.5) * c->cell_w;
+        const char *text = label_of(m->col_labels, i, k, buf, sizeof buf);
+        if (flat_w > 0)
+            ts_render__text(p, text, f, x, y_bottom - (k > 1 ? 4 : 2), 0.5, 1, 0);
+        else
+            ts_render__text(p, text, f, x, y_bottom - (k > 1 ? 5 : 3), 0, 0.5, LABEL_ANGLE);
+        if (k > 1) {
+            cairo_set_source_rgb(cr, 0.45, 0.45, 0.48);
+            cairo_set_line_width(cr, 1);
+            cairo_move_to(cr, x, c->grid.y - 3);
+            cairo_line_to(cr, x, c->grid.y);
+            cairo_stroke(cr);
+        }
+    }
+}
+
+/* Vertical and horizontal room rotated column labels of width w need. */
+static double col_label_height(double w, double h) { return w * sin(-LABEL_ANGLE) + h * cos(LABEL_ANGLE) + 6; }
+static double col_label_overhang(double w, double h) { return w * cos(LABEL_ANGLE) + h * 0.5 * sin(-LABEL_ANGLE); }
+
+/* Round a point to the device pixel grid, so cell edges fall on pixels. */
+static void snap_point(cairo_t *cr, double *x, double *y) {
+    cairo_user_to_device(cr, x, y);
+    *x = round(*x);
+    *y = round(*y);
+    cairo_device_to_user(cr, x, y);
+}
+
+/* Cell size for n cells in `avail`: at least a pixel, and whole pixels (every
+ * cell the same size) unless rounding down would waste more than 15% of the
+ * room; then cells differ by a pixel, as imshow's nearest interpolation does. */
+static double fit_cell(cairo_t *cr, double avail, int n) {
+    double px = ts_render__pixel(cr);
+    double cell = avail / n;
+    if (cell > MAX_CELL) cell = MAX_CELL;
+    if (cell < px) return px;
+    double whole = floor(cell / px + 1e-9) * px;
+    return whole >= cell * 0.85 ? whole : cell;
+}
+
+static ts_status check_matrix(const ts_render_matrix *m) {
+    if (!m || !m->values) return ts_fail(TS_ERR_ARG, "render: no matrix values to draw");
+    if (m->rows <= 0 || m->cols <= 0)
+        return ts_fail(TS_ERR_ARG, "render: a %d x %d matrix has nothing to draw", m->rows, m->cols);
+    return TS_OK;
+}
+
+static ts_status cairo_result(cairo_t *cr) {
+    cairo_status_t cs = cairo_status(cr);
+    if (cs != CAIRO_STATUS_SUCCESS) return ts_fail(TS_ERR_ARG, "render: cairo: %s", cairo_status_to_string(cs));
+    return TS_OK;
+}
+
+/* ---- one matrix ------------------------------------------------------------ */
+
+/* The part of the matrix a viewer state asks for. */
+static void window_of(const ts_render_matrix *m, const ts_render_state *st, ts_render_cells *c) {
+    memset(c, 0, sizeof *c);
+    c->total_rows = m->rows;
+    c->total_cols = m->cols;
+    c->row0 = st ? st->row0 : 0;
+    c->col0 = st ? st->col0 : 0;
+    if (c->row0 < 0 || c->row0 >= m->rows) c->row0 = 0;
+    if (c->col0 < 0 || c->col0 >= m->cols) c->col0 = 0;
+    c->rows = m->rows - c->row0;
+    c->cols = m->cols - c->col0;
+    if (st && st->rows > 0 && st->rows < c->rows) c->rows = st->rows;
+    if (st && st->cols > 0 && st->cols < c->cols) c->cols = st->cols;
+}
+
+ts_status ts_render_heatmap(cairo_t *cr, ts_render_rect area, const ts_render_matrix *m,
+                            const ts_render_heatmap_opts *opts, const ts_render_state *st,
+                            ts_render_layout *layout) {
+    ts_status status = check_matrix(m);
+    if (status) return status;
+    ts_render_heatmap_opts none = {0};
+    const ts_render_heatmap_opts *o = opts ? opts : &none;
+    ts_render__pen pen;
+    ts_render__pen_init(&pen, cr);
+    ts_render_clear(cr, area);
+    ts_render_scale scale = o->fixed_scale ? o->scale : ts_render_scale_auto(m, 1);
+    const double pad = TS_RENDER__PAD, px = ts_render__pixel(cr);
+
+    double top = area.y + ts_render__title(&pen, area, o->title, o->subtitle);
+    if (!o->title && !o->subtitle) top += pad;
+    ts_render__font lf = ts_render__font_of(TS_RENDER__LABEL_SIZE, 0, ts_render__ink);
+    lf.max_w = 150;
+    ts_render__font af = ts_render__font_of(TS_RENDER__LABEL_SIZE + 0.5, TS_RENDER__ITALIC, ts_render__muted);
+    double label_h, axis_h;
+    ts_render__measure(&pen, "Ag", &lf, NULL, &label_h);
+    ts_render__measure(&pen, "Ag", &af, NULL, &axis_h);
+
+    ts_render_cells c;
+    window_of(m, st, &c);
+    double row_w = widest_label(&pen, m->row_labels, m->rows, &lf);
+    double col_w = widest_label(&pen, m->col_labels, m->cols, &lf);
+    double left = (o->row_axis ? axis_h + 8 : 0) + row_w + 8;
+    double axis_top = o->col_axis ? axis_h + 4 : 0;
+    double bar_w = o->no_colorbar ? 0 : 22 + ts_render__colorbar_width(&pen, &scale);
+    int want_rows = c.rows, want_cols = c.cols;
+
+    /* Size the cells for turned column labels; when the widest label then
+     * fits in a cell, lay them flat and size again (cells only grow). */
+    double top_h = 0, right = 0, avail_h = 0, flat_w = 0;
+    bool partial = false;
+    for (int pass = 0; pass < 2; pass++) {
+        top_h = axis_top + (flat_w > 0 ? label_h + 6 : col_label_height(col_w, label_h));
+        right = flat_w > 0 ? bar_w : fmax(bar_w, col_label_overhang(col_w, label_h));
+        double avail_w = area.w - 2 * pad - left - right;
+        avail_h = area.y + area.h - pad - top - top_h;
+        c.rows = want_rows;
+        c.cols = want_cols;
+        partial = c.cols * px > avail_w || c.rows * px > avail_h;
+        if (partial) avail_h -= label_h + 6;
+        /* Never below one pixel a cell: show fewer cells, and say so. */
+        if (avail_w < px) avail_w = px;
+        if (avail_h < px) avail_h = px;
+        if (c.cols * px > avail_w) c.cols = (int)(avail_w / px);
+        if (c.rows * px > avail_h) c.rows = (int)(avail_h / px);
+        if (c.cols < 1) c.cols = 1;
+        if (c.rows < 1) c.rows = 1;
+        double cw = avail_w / c.cols, ch = avail_h / c.rows;
+        if (o->stretch) {
+            cw = fmin(cw, 4 * ch);
+            ch = fmin(ch, 4 * cw);
+        } else {
+            cw = ch = fmin(cw, ch);
+        }
+        c.cell_w = fit_cell(cr, cw * c.cols, c.cols);
+        c.cell_h = fit_cell(cr, ch * c.rows, c.rows);
+        if (!o->stretch) c.cell_w = c.cell_h = fmin(c.cell_w, c.cell_h);
+        /* Index labels (no names given) read best level, thinned. */
+        if (flat_w > 0 || (m->col_labels && col_w + 6 > c.cell_w)) break;
+        flat_w = col_w;
+    }
+    c.grid.w = c.cols * c.cell_w;
+    c.grid.h = c.rows * c.cell_h;
+
+    /* Centre the block (labels, cells, colour bar) in what is left. */
+    double block_w = left + c.grid.w + right;
+    double x0 = area.x + pad + fmax(0, (area.w - 2 * pad - block_w) / 2);
+    c.grid.x = x0 + left;
+    c.grid.y = top + top_h + fmax(0, (avail_h - c.grid.h) / 2);
+    snap_point(cr, &c.grid.x, &c.grid.y);
+
+    bool small = m->rows <= VALUES_MAX && m->cols <= VALUES_MAX;
+    ts_render__cell_opts co = {
+        .values = o->values == TS_RENDER_VALUES_ALWAYS || (o->values == TS_RENDER_VALUES_AUTO && small),
+        .separators = c.cell_w >= 20 && c.cell_h >= 20,
+        .highlight = st && st->highlight && st->hl_panel == 0,
+        .hl_row = st ? st->hl_row : -1,
+        .hl_col = st ? st->hl_col : -1,
+    };
+    int seen = ts_render__cells(&pen, m, &scale, &c, &co);
+    row_labels(&pen, m, &c, &lf, label_h, c.grid.x);
+    col_labels(&pen, m, &c, &lf, label_h, c.grid.y, flat_w);
+    if (o->row_axis)
+        ts_render__text(&pen, o->row_axis, &af, x0 + axis_h / 2, c.grid.y + c.grid.h / 2, 0.5, 0.5, -M_PI / 2);
+    if (o->col_axis)
+        ts_render__text(&pen, o->col_axis, &af, c.grid.x + c.grid.w / 2, c.grid.y - top_h, 0.5, 0, 0);
+
+    ts_render_rect bar = {0, 0, 0, 0};
+    if (!o->no_colorbar) {
+        double h = fmax(c.grid.h, fmin(180, area.y + area.h - pad - c.grid.y));
+        bar = (ts_render_rect){c.grid.x + c.grid.w + 22, c.grid.y, bar_w - 22, h};
+        ts_render__colorbar(&pen, bar, &scale, seen);
+    }
+    if (partial) {
+        char note[160];
+        snprintf(note, sizeof note, "showing rows %d\xe2\x80\x93%d of %d, columns %d\xe2\x80\x93%d of %d (one pixel a cell)",
+                 c.row0, c.row0 + c.rows - 1, m->rows, c.col0, c.col0 + c.cols - 1, m->cols);
+        ts_render__font nf = ts_render__font_of(TS_RENDER__TICK_SIZE, TS_RENDER__ITALIC, ts_render__muted);
+        ts_render__text(&pen, note, &nf, c.grid.x, c.grid.y + c.grid.h + 4, 0, 0, 0);
+    }
+    if (layout) {
+        memset(layout, 0, sizeof *layout);
+        layout->n_panels = 1;
+        layout->panel[0] = c;
+        layout->colorbar = bar;
+        layout->scale = scale;
+    }
+    ts_render__pen_free(&pen);
+    return cairo_result(cr);
+}
+
+/* ---- several matrices ------------------------------------------------------ */
+
+/* Grid shape that gives the largest cells for n panels of rows x cols. */
+static void choose_grid(int n, int rows, int cols, double w, double h, double gap, double title_h, int *gr,
+                        int *gc) {
+    double best = -1;
+    *gr = 1;
+    *gc = n;
+    for (int c = 1; c <= n; c++) {
+        int r = (n + c - 1) / c;
+        double cell = fmin((w - (c - 1) * gap) / ((double)c * cols), (h - r * title_h - (r - 1) * gap) / ((double)r * rows));
+        if (cell > best * 1.0001) {
+            best = cell;
+            *gr = r;
+            *gc = c;
+        }
+    }
+}
+
+ts_status ts_render_grid(cairo_t *cr, ts_render_rect area, const ts_render_matrix *m, int n,
+                         const ts_render_grid_opts *opts, const ts_render_state *st,
+                         ts_render_layout *layout) {
+    if (n < 1 || n > TS_RENDER_MAX_PANELS)
+        return ts_fail(TS_ERR_ARG, "render: a grid holds 1 to %d panels, not %d", TS_RENDER_MAX_PANELS, n);
+    for (int i = 0; i < n; i++) {
+        ts_status status = check_matrix(&m[i]);
+        if (status) return status;
+        if (m[i].rows != m[0].rows || m[i].cols != m[0].cols)
+            return ts_fail(TS_ERR_SHAPE, "render: grid panel %d is %d x %d, panel 0 is %d x %d", i, m[i].rows,
+                           m[i].cols, m[0].rows, m[0].cols);
+    }
+    ts_render_grid_opts none = {0};
+    const ts_render_grid_opts *o = opts ? opts : &none;
+    ts_render__pen pen;
+    ts_render__pen_init(&pen, cr);
+    ts_render_clear(cr, area);
+    ts_render_scale scale = o->fixed_scale ? o->scale : ts_render_scale_auto(m, n);
+    const double pad = TS_RENDER__PAD, gap = 16;
+    const int rows = m[0].rows, cols = m[0].cols;
+
+    double top = area.y + ts_render__title(&pen, area, o->title, o->subtitle);
+    if (!o->title && !o->subtitle) top += pad;
+    ts_render__font lf = ts_render__font_of(TS_RENDER__LABEL_SIZE, 0, ts_render__ink);
+    lf.max_w = 120;
+    ts_render__font hf = ts_render__font_of(TS_RENDER__LABEL_SIZE + 0.5, TS_RENDER__BOLD, ts_render__ink);
+    double label_h;
+    ts_render__measure(&pen, "Ag", &lf, NULL, &label_h);
+    double title_h = o->panel_titles ? label_h + 4 : 0;
+
+    int gr = o->grid_rows, gc = o->grid_cols;
+    if (gr > 0 && gc <= 0) gc = (n + gr - 1) / gr;
+    if (gc > 0 && gr <= 0) gr = (n + gc - 1) / gc;
+    double header_w = 0, header_h = o->col_headers ? label_h + 6 : 0;
+    double bar_w = 26 + ts_render__colorbar_width(&pen, &scale);
+    double avail_w = area.w - 2 * pad - bar_w;
+    double avail_h = area.y + area.h - pad - top - header_h;
+    if (gr <= 0 || gc <= 0) choose_grid(n, rows, cols, avail_w, avail_h, gap, title_h, &gr, &gc);
+    if (o->row_headers)
+        for (int r = 0; r < gr; r++) {
+            double w;
+            if (!o->row_headers[r]) continue;
+            ts_render__measure(&pen, o->row_headers[r], &hf, &w, NULL);
+            header_w = fmax(header_w, w + 10);
+        }
+    avail_w -= header_w;
+
+    /* Token labels on the outer panels when cells are large enough to read:
+     * rows left of the first column, columns between the first row's titles
+     * and its cells (level when they fit a cell, turned otherwise). */
+    double cell = fmin((avail_w - (gc - 1) * gap) / ((double)gc * cols),
+                       (avail_h - gr * title_h - (gr - 1) * gap) / ((double)gr * rows));
+    bool labels = cell >= 13 || (cell * fmin(rows, cols) >= 150 && !m[0].row_labels && !m[0].col_labels);
+    double row_w = 0, col_h = 0, flat_w = 0;
+    if (labels) {
+        row_w = widest_label(&pen, m[0].row_labels, rows, &lf) + 8;
+        double col_w = widest_label(&pen, m[0].col_labels, cols, &lf);
+        for (int pass = 0; pass < 2; pass++) {
+            col_h = flat_w > 0 ? label_h + 6 : col_label_height(col_w, label_h);
+            cell = fmin((avail_w - row_w - (gc - 1) * gap) / ((double)gc * cols),
+                        (avail_h - col_h - gr * title_h - (gr - 1) * gap) / ((double)gr * rows));
+            if (flat_w > 0 || (m[0].col_labels && col_w + 6 > fmin(cell, MAX_CELL))) break;
+            flat_w = col_w;
+        }
+    }
+    /* Thumbnails may go below a pixel a cell: they are averaged, not dropped. */
+    double px = ts_render__pixel(cr);
+    if (cell >= px) cell = fit_cell(cr, cell, 1);
+    if (cell <= 0) cell = px;
+    double pw = cell * cols, ph = cell * rows;
+
+    double block_w = header_w + row_w + gc * pw + (gc - 1) * gap + bar_w;
+    double x0 = area.x + pad + fmax(0, (area.w - 2 * pad - block_w) / 2) + header_w + row_w;
+    double y0 = top + header_h + title_h + col_h; /* the first row's cells */
+    bool small = rows <= VALUES_MAX && cols <= VALUES_MAX;
+    int seen = 0;
+    if (layout) {
+        memset(layout, 0, sizeof *layout);
+        layout->n_panels = n;
+        layout->scale = scale;
+    }
+    for (int i = 0; i < n; i++) {
+        int gi = i / gc, gj = i % gc;
+        ts_render_cells c;
+        window_of(&m[i], NULL, &c);
+        c.cell_w = c.cell_h = cell;
+        c.grid = (ts_render_rect){x0 + gj * (pw + gap), y0 + gi * (ph + title_h + gap), pw, ph};
+        snap_point(cr, &c.grid.x, &c.grid.y);
+        ts_render__cell_opts co = {
+            .values = small && cell >= 24,
+            .separators = cell >= 20,
+            .highlight = st && st->highlight && st->hl_panel == i,
+            .hl_row = st ? st->hl_row : -1,
+            .hl_col = st ? st->hl_col : -1,
+        };
+        seen |= ts_render__cells(&pen, &m[i], &scale, &c, &co);
+        double above = gi == 0 ? col_h : 0; /* the first row has its labels under the title */
+        if (o->panel_titles && o->panel_titles[i]) {
+            ts_render__font tf = ts_render__font_of(TS_RENDER__LABEL_SIZE, TS_RENDER__BOLD, ts_render__ink);
+            tf.max_w = pw;
+            ts_render__text(&pen, o->panel_titles[i], &tf, c.grid.x, c.grid.y - above - 3, 0, 1, 0);
+        }
+        if (labels && gj == 0) row_labels(&pen, &m[i], &c, &lf, label_h, c.grid.x);
+        if (labels && gi == 0) col_labels(&pen, &m[i], &c, &lf, label_h, c.grid.y, flat_w);
+        if (o->row_headers && gj == 0 && gi < gr && o->row_headers[gi])
+            ts_render__text(&pen, o->row_headers[gi], &hf, c.grid.x - row_w - 8, c.grid.y + ph / 2, 1, 0.5, 0);
+        if (o->col_headers && gi == 0 && gj < gc && o->col_headers[gj])
+            ts_render__text(&pen, o->col_headers[gj], &hf, c.grid.x + pw / 2, top, 0.5, 0, 0);
+        if (layout) layout->panel[i] = c;
+    }
+    double grid_h = gr * ph + (gr - 1) * (gap + title_h);
+    double bar_h = fmin(fmax(grid_h, 160), area.y + area.h - pad - y0);
+    ts_render_rect bar = {x0 + gc * pw + (gc - 1) * gap + 26, y0, bar_w - 26, bar_h};
+    ts_render__colorbar(&pen, bar, &scale, seen);
+    if (layout) layout->colorbar = bar;
+    ts_render__pen_free(&pen);
+    return cairo_result(cr);
+}

@@ -1,0 +1,136 @@
+/* render_norm: what a LayerNorm does, in one picture. Each token's features
+ * get mean 0 and std 1 (then gamma scales and beta shifts them): the per-token
+ * lines show it, the histograms show the values' spread before and after. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "render_internal.h"
+
+/* Population mean and std of each row of x (seq, dim). */
+static void row_stats(const float *x, int seq, int dim, float *mean, float *std) {
+    for (int s = 0; s < seq; s++) {
+        const float *row = x + (int64_t)s * dim;
+        double sum = 0;
+        for (int d = 0; d < dim; d++) sum += row[d];
+        double mu = sum / dim, var = 0;
+        for (int d = 0; d < dim; d++) var += (row[d] - mu) * (row[d] - mu);
+        mean[s] = (float)mu;
+        std[s] = (float)sqrt(var / dim);
+    }
+}
+
+static void stat_plot(ts_render__pen *p, ts_render_rect r, const char *caption, const float *before,
+                      const float *after, int seq, const char *y_label, const char *const *tokens) {
+    double cap = ts_render__caption(p, r, caption);
+    ts_render_series s[2] = {
+        {.label = "before", .y = before, .n = seq, .color = 0},
+        {.label = "after", .y = after, .n = seq, .color = 1},
+    };
+    ts_render_plot_opts o = {.x_label = tokens ? "token" : "token position", .y_label = y_label,
+                             .markers = seq <= 40, .y_from_zero = true, .x_tick_labels = tokens,
+                             .n_x_tick_labels = tokens ? seq : 0};
+    ts_render__plot_body(p, (ts_render_rect){r.x, r.y + cap, r.w, r.h - cap}, s, 2, &o);
+}
+
+static void summary_text(ts_render__pen *p, ts_render_rect r, const float *mean_in, const float *std_in,
+                         const float *mean_out, const float *std_out, int seq, int dim) {
+    double a[4] = {0, 0, 0, 0};
+    for (int s = 0; s < seq; s++) {
+        a[0] += fabs(mean_in[s]);
+        a[1] += std_in[s];
+        a[2] += fabs(mean_out[s]);
+        a[3] += std_out[s];
+    }
+    for (int k = 0; k < 4; k++) a[k] /= seq;
+    double y = r.y + ts_render__caption(p, r, "In numbers (averaged over tokens)");
+    ts_render__font f = ts_render__font_of(TS_RENDER__LABEL_SIZE, TS_RENDER__MONO, ts_render__ink);
+    ts_render__font mf = ts_render__font_of(TS_RENDER__LABEL_SIZE, 0, ts_render__muted);
+    f.max_w = mf.max_w = r.w;
+    double h;
+    ts_render__measure(p, "Ag", &f, NULL, &h);
+    char line[160];
+    const char *rows[5];
+    char b[4][120];
+    snprintf(b[0], sizeof b[0], "          |mean|    std");
+    snprintf(b[1], sizeof b[1], "before  %8.3f %8.3f", a[0], a[1]);
+    snprintf(b[2], sizeof b[2], "after   %8.3f %8.3f", a[2], a[3]);
+    snprintf(b[3], sizeof b[3], "over %d features per token, %d tokens", dim, seq);
+    rows[0] = b[0];
+    rows[1] = b[1];
+    rows[2] = b[2];
+    for (int k = 0; k < 3; k++) {
+        ts_render__text(p, rows[k], &f, r.x, y, 0, 0, 0);
+        y += h + 2;
+    }
+    y += 4;
+    ts_render__text(p, b[3], &mf, r.x, y, 0, 0, 0);
+    y += h + 8;
+    snprintf(line, sizeof line, "y = \xce\xb3 \xc2\xb7 (x \xe2\x88\x92 mean) / \xe2\x88\x9a(var + \xce\xb5) + \xce\xb2");
+    ts_render__text(p, line, &f, r.x, y, 0, 0, 0);
+    y += h + 4;
+    ts_render__text(p, "mean and std over each token's own features", &mf, r.x, y, 0, 0, 0);
+}
+
+ts_status ts_render_layernorm(cairo_t *cr, ts_render_rect area, const ts_render_norm *d,
+                              const char *title, const char *subtitle) {
+    if (!d || !d->in || !d->out || d->seq < 1 || d->dim < 1)
+        return ts_fail(TS_ERR_ARG, "render: a LayerNorm view needs its input and output (seq, dim)");
+    float *buf = malloc(sizeof(float) * 4 * (size_t)d->seq);
+    if (!buf) return ts_fail(TS_ERR_NOMEM, "render: no memory for %d tokens' statistics", d->seq);
+    float *mean_in = buf, *std_in = buf + d->seq, *mean_out = buf + 2 * d->seq, *std_out = buf + 3 * d->seq;
+    row_stats(d->in, d->seq, d->dim, mean_in, std_in);
+    row_stats(d->out, d->seq, d->dim, mean_out, std_out);
+    int64_t n = (int64_t)d->seq * d->dim;
+
+    ts_render__pen pen;
+    ts_render__pen_init(&pen, cr);
+    ts_render_clear(cr, area);
+    double th = ts_render__title(&pen, area, title, subtitle);
+    const double pad = TS_RENDER__PAD, gap = 26;
+    ts_render_rect body = {area.x + pad, area.y + (th > 0 ? th : pad), area.w - 2 * pad, 0};
+    body.h = area.y + area.h - pad - body.y;
+    double cw = (body.w - 2 * gap) / 3, rh = (body.h - gap) / 2;
+    ts_render_rect cell[2][3];
+    for (int r = 0; r < 2; r++)
+        for (int c = 0; c < 3; c++)
+            cell[r][c] = (ts_render_rect){body.x + c * (cw + gap), body.y + r * (rh + gap), cw, rh};
+
+    stat_plot(&pen, cell[0][0], "Mean of each token", mean_in, mean_out, d->seq, "mean", d->tokens);
+    stat_plot(&pen, cell[0][1], "Std of each token", std_in, std_out, d->seq, "std", d->tokens);
+
+    /* Before and after on one x range, so the squeeze is visible. */
+    ts_render_hist hin, hout;
+    ts_render_hist_compute(&hin, d->in, n, 1, TS_RENDER_HIST_BINS, 0, 0);
+    ts_render_hist_compute(&hout, d->out, n, 1, TS_RENDER_HIST_BINS, 0, 0);
+    double lo = fmin(hin.lo, hout.lo), hi = fmax(hin.hi, hout.hi);
+    ts_render_hist_compute(&hin, d->in, n, 1, TS_RENDER_HIST_BINS, lo, hi);
+    ts_render_hist_compute(&hout, d->out, n, 1, TS_RENDER_HIST_BINS, lo, hi);
+    ts_rgb c0 = ts_render__palette(0), c1 = ts_render__palette(1);
+    ts_render__hist(&pen, cell[1][0], &hin, NULL, &c0, "Values before the norm");
+    ts_render__hist(&pen, cell[1][1], &hout, NULL, &c1, "Values after the norm");
+
+    if (d->gamma && d->beta) {
+        double cap = ts_render__caption(&pen, cell[0][2], "Learned \xce\xb3 (scale) and \xce\xb2 (shift)");
+        ts_render_series s[2] = {
+            {.label = "\xce\xb3", .y = d->gamma, .n = d->dim, .color = 2},
+            {.label = "\xce\xb2", .y = d->beta, .n = d->dim, .color = 4},
+        };
+        ts_render_plot_opts o = {.x_label = "feature", .markers = d->dim <= 32, .y_from_zero = true};
+        ts_render_rect r = cell[0][2];
+        ts_render__plot_body(&pen, (ts_render_rect){r.x, r.y + cap, r.w, r.h - cap}, s, 2, &o);
+    } else {
+        double cap = ts_render__caption(&pen, cell[0][2], "\xce\xb3 and \xce\xb2");
+        ts_render__font mf = ts_render__font_of(TS_RENDER__LABEL_SIZE, TS_RENDER__ITALIC, ts_render__muted);
+        mf.max_w = cw;
+        ts_render__text(&pen, "not in this trace", &mf, cell[0][2].x, cell[0][2].y + cap, 0, 0, 0);
+    }
+    summary_text(&pen, cell[1][2], mean_in, std_in, mean_out, std_out, d->seq, d->dim);
+
+    free(buf);
+    ts_render__pen_free(&pen);
+    cairo_status_t cs = cairo_status(cr);
+    if (cs != CAIRO_STATUS_SUCCESS) return ts_fail(TS_ERR_ARG, "render: cairo: %s", cairo_status_to_string(cs));
+    return TS_OK;
+}

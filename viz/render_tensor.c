@@ -1,0 +1,98 @@
+/* render_tensor: any tensor. A 2-D slice as a heatmap, and beside it the
+ * numbers a learner checks first: range, mean, std, zeros, NaN and Inf, and
+ * the histogram, coloured like the heatmap so the two read together. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "render_internal.h"
+
+static void stat_lines(ts_render__pen *p, ts_render_rect r, const ts_render_stats *s, double *y) {
+    ts_render__font kf = ts_render__font_of(TS_RENDER__LABEL_SIZE, 0, ts_render__muted);
+    ts_render__font vf = ts_render__font_of(TS_RENDER__LABEL_SIZE, TS_RENDER__MONO, ts_render__ink);
+    double h;
+    ts_render__measure(p, "Ag", &vf, NULL, &h);
+    char v[8][48];
+    const char *keys[8] = {"min", "max", "mean", "std", "mean |x|", "zeros", "NaN", "\xc2\xb1Inf"};
+    ts_render__fmt(v[0], sizeof v[0], s->min, 0);
+    ts_render__fmt(v[1], sizeof v[1], s->max, 0);
+    ts_render__fmt(v[2], sizeof v[2], s->mean, 0);
+    ts_render__fmt(v[3], sizeof v[3], s->std, 0);
+    ts_render__fmt(v[4], sizeof v[4], s->mean_abs, 0);
+    double n = s->count > 0 ? (double)s->count : 1;
+    snprintf(v[5], sizeof v[5], "%lld (%.1f%%)", (long long)s->n_zero, 100.0 * (double)s->n_zero / n);
+    snprintf(v[6], sizeof v[6], "%lld", (long long)s->n_nan);
+    snprintf(v[7], sizeof v[7], "%lld", (long long)s->n_inf);
+    for (int k = 0; k < 8; k++) {
+        bool alarm = (k == 6 && s->n_nan) || (k == 7 && s->n_inf);
+        ts_render__font f = vf;
+        if (alarm) f.color = (ts_rgb){0.80f, 0.10f, 0.10f};
+        ts_render__text(p, keys[k], &kf, r.x, *y, 0, 0, 0);
+        ts_render__text(p, v[k], &f, r.x + 76, *y, 0, 0, 0);
+        *y += h + 3;
+    }
+}
+
+ts_status ts_render_tensor(cairo_t *cr, ts_render_rect area, const ts_render_tensor_view *v,
+                           const ts_render_state *st, ts_render_layout *layout) {
+    if (!v) return ts_fail(TS_ERR_ARG, "render: no tensor view to draw");
+    ts_render__pen pen;
+    ts_render__pen_init(&pen, cr);
+    ts_render_clear(cr, area);
+    const double pad = TS_RENDER__PAD;
+    double th = ts_render__title(&pen, area, v->title, v->subtitle);
+    if (th <= 0) th = pad;
+    ts_render__pen_free(&pen);
+
+    double side_w = fmin(fmax(area.w * 0.3, 230), 340);
+    /* The heatmap adds its own top padding below our title. */
+    ts_render_rect left = {area.x, area.y + th - 6, area.w - side_w, area.h - th + 6};
+    ts_render_heatmap_opts ho = {
+        .row_axis = v->row_axis,
+        .col_axis = v->col_axis,
+        .fixed_scale = v->fixed_scale,
+        .scale = v->scale,
+        .stretch = true,
+    };
+    ts_render_layout local;
+    ts_render_layout *l = layout ? layout : &local;
+    ts_status status = ts_render_heatmap(cr, left, &v->slice, &ho, st, l);
+    if (status) return status;
+
+    ts_render__pen_init(&pen, cr);
+    ts_render_rect side = {area.x + area.w - side_w, area.y + th, side_w - pad, area.h - th - pad};
+    double y = side.y;
+    ts_render_stats computed;
+    const ts_render_stats *s = v->stats;
+    if (!s) {
+        /* Only the slice is at hand: say so. */
+        ts_render_matrix m = v->slice;
+        if ((m.row_stride == 0 || m.row_stride == m.cols) && (m.col_stride == 0 || m.col_stride == 1)) {
+            ts_render_stats_compute(&computed, m.values, (int64_t)m.rows * m.cols);
+            s = &computed;
+        }
+    }
+    if (s) {
+        y += ts_render__caption(&pen, (ts_render_rect){side.x, y, side.w, 20},
+                                v->stats ? "Statistics (whole tensor)" : "Statistics (this slice)");
+        stat_lines(&pen, side, s, &y);
+        y += 10;
+    }
+    ts_render_hist computed_hist;
+    const ts_render_hist *h = v->hist;
+    if (!h && s == &computed) {
+        ts_render_hist_compute(&computed_hist, v->slice.values, (int64_t)v->slice.rows * v->slice.cols, 1,
+                               TS_RENDER_HIST_BINS, 0, 0);
+        h = &computed_hist;
+    }
+    if (h && h->n_bins > 0) {
+        double hh = fmin(200, side.y + side.h - y);
+        if (hh > 60)
+            ts_render__hist(&pen, (ts_render_rect){side.x, y, side.w, hh}, h, &l->scale, NULL,
+                            v->hist ? "Histogram (64 bins, whole tensor)" : "Histogram (this slice)");
+    }
+    ts_render__pen_free(&pen);
+    cairo_status_t cs = cairo_status(cr);
+    if (cs != CAIRO_STATUS_SUCCESS) return ts_fail(TS_ERR_ARG, "render: cairo: %s", cairo_status_to_string(cs));
+    return TS_OK;
+}

@@ -1,0 +1,868 @@
+/* scene: from a trace step to a picture, for `tscope png` and the viewer.
+ * Each build_* gathers one view's data (pointers into the trace's map, or
+ * small blocks the scene owns); ts_scene_draw hands them to the renderers. */
+#include "tscope/scene.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_SERIES 16
+#define MAX_SHAPE_STEPS 160
+
+typedef enum pic_kind {
+    PIC_HEATMAP,  /* one matrix: an attention head, a PE table */
+    PIC_GRID,     /* heads of a layer, or layers x heads */
+    PIC_POSENC,   /* PE curves above the PE heatmap */
+    PIC_PE_CURVES,
+    PIC_PLOT,     /* lines: scalars over records, columns over rows */
+    PIC_TRAINING, /* loss above gradient norms */
+    PIC_NORM,     /* LayerNorm statistics */
+    PIC_TENSOR,   /* any tensor: slice, statistics, histogram */
+    PIC_SHAPES,   /* the steps of a module */
+} pic_kind;
+
+struct ts_scene {
+    ts_trace *t;
+    ts_scene_request rq;
+    const ts_trace_step *step; /* NULL for a module */
+    pic_kind kind;
+    ts_render_view view; /* what it is called; AUTO for the combined PE view */
+    int width, height;   /* a good size in points */
+    char title[320], subtitle[600];
+    ts_render_matrix m[TS_RENDER_MAX_PANELS];
+    int n;
+    ts_render_heatmap_opts hopts;
+    ts_render_grid_opts gopts;
+    const char *panel_titles[TS_RENDER_MAX_PANELS];
+    const char *row_headers[TS_RENDER_MAX_PANELS], *col_headers[TS_RENDER_MAX_PANELS];
+    char names[TS_RENDER_MAX_PANELS][24];
+    char headers[TS_RENDER_MAX_PANELS][24];
+    const float *pe;
+    int positions, d_model;
+    ts_render_series series[MAX_SERIES];
+    int n_series;
+    ts_render_plot_opts popts;
+    char series_labels[MAX_SERIES][96];
+    ts_render_norm norm;
+    ts_render_tensor_view tensor;
+    ts_render_stats stats;
+    ts_render_hist hist;
+    ts_render_step *steps;
+    int n_steps;
+    void *owned[2 * TS_RENDER_MAX_PANELS + 8];
+    int n_owned;
+};
+
+/* A zeroed block the scene frees with itself. */
+static void *own(ts_scene *p, size_t bytes) {
+    if (p->n_owned >= (int)(sizeof p->owned / sizeof p->owned[0])) return NULL;
+    void *m = calloc(1, bytes ? bytes : 1);
+    if (m) p->owned[p->n_owned++] = m;
+    return m;
+}
+
+static const char *trace_name(const ts_scene *s) { return s->rq.trace_path ? s->rq.trace_path : "the trace"; }
+
+/* ---- names --------------------------------------------------------------- */
+
+static bool ends_with(const char *s, const char *suffix) {
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
+/* The layer number in "…layers.3.…", or -1. */
+static int layer_of(const char *name) {
+    const char *p = strstr(name, "layers.");
+    if (!p) return TS_OK;
+    return atoi(p + 7);
+}
+
+/* name with its layer number replaced by `layer` (into buf). */
+static bool with_layer(char *buf, size_t size, const char *name, int layer) {
+    const char *p = strstr(name, "layers.");
+    if (!p) return false;
+    const char *digits = p + 7, *rest = digits;
+    while (*rest >= '0' && *rest <= '9') rest++;
+    if (rest == digits) return false;
+    snprintf(buf, size, "%.*s%d%s", (int)(digits - name), name, layer, rest);
+    return true;
+}
+
+/* Levenshtein distance, for "did you mean". */
+static int edit_distance(const char *a, const char *b) {
+    size_t n = strlen(a), m = strlen(b);
+    if (n > 255 || m > 255) return 1 << 20;
+    int row[256];
+    for (size_t j = 0; j <= m; j++) row[j] = (int)j;
+    for (size_t i = 1; i <= n; i++) {
+        int diag = row[0];
+        row[0] = (int)i;
+        for (size_t j = 1; j <= m; j++) {
+            int up = row[j];
+            int best = diag + (a[i - 1] != b[j - 1]);
+            if (up + 1 < best) best = up + 1;
+            if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
+            row[j] = best;
+            diag = up;
+        }
+    }
+    return row[m];
+}
+
+/* The three step names closest to `name`, comma separated. */
+static void nearest_names(ts_trace *t, const char *name, char *buf, size_t size) {
+    const char *best[3] = {NULL, NULL, NULL};
+    int dist[3] = {1 << 30, 1 << 30, 1 << 30};
+    int64_t n = ts_trace_count(t);
+    for (int64_t i = 0; i < n; i++) {
+        const ts_trace_step *s = ts_trace_step_at(t, i);
+        if (!s || ts_trace_find(t, s->name) != i) continue; /* each name once */
+        int d = edit_distance(name, s->name);
+        for (int k = 0; k < 3; k++)
+            if (d < dist[k]) {
+                for (int j = 2; j > k; j--) dist[j] = dist[j - 1], best[j] = best[j - 1];
+                dist[k] = d;
+                best[k] = s->name;
+                break;
+            }
+    }
+    size_t at = 0;
+    buf[0] = '\0';
+    for (int k = 0; k < 3 && best[k] && at < size; k++)
+        at += (size_t)snprintf(buf + at, size - at, "%s%s", k ? ", " : "", best[k]);
+}
+
+/* Whether some step's name starts with "prefix." */
+static bool is_module(ts_trace *t, const char *prefix) {
+    char glob[300];
+    snprintf(glob, sizeof glob, "%s.*", prefix);
+    return ts_trace_find_glob(t, glob, 0) >= 0;
+}
+
+/* The k-th step named `name` (k = -1: the last). */
+static int64_t find_occurrence(ts_trace *t, const char *name, int k) {
+    int64_t i = ts_trace_find(t, name);
+    if (k < 0) {
+        for (int64_t next = i; next >= 0; next = ts_trace_find_next(t, next)) i = next;
+        return i;
+    }
+    for (int j = 0; j < k && i >= 0; j++) i = ts_trace_find_next(t, i);
+    return i;
+}
+
+static ts_status unknown_name(ts_scene *job, const char *name) {
+    char near[800];
+    nearest_names(job->t, name, near, sizeof near);
+    if (!near[0]) return ts_fail(TS_ERR_ARG, "%s has no steps (an empty trace?)", trace_name(job));
+    return ts_fail(TS_ERR_ARG, "no step named '%s' in %s; nearest: %s", name, trace_name(job), near);
+}
+
+/* ---- values ---------------------------------------------------------------- */
+
+static const char *command_line(ts_trace *t, char *buf, size_t size) {
+    buf[0] = '\0';
+    cJSON *root = cJSON_Parse(ts_trace_metadata(t));
+    const cJSON *cl = cJSON_GetObjectItemCaseSensitive(root, "command_line");
+    if (cJSON_IsString(cl) && cl->valuestring[0]) snprintf(buf, size, "%s", cl->valuestring);
+    cJSON_Delete(root);
+    return buf;
+}
+
+/* The error for a step that kept no values, naming what to re-run with. */
+static ts_status no_values(ts_scene *job, const ts_trace_step *s, const char *glob) {
+    char cl[600];
+    command_line(job->t, cl, sizeof cl);
+    const char *kept = s->has_stats ? "statistics" : "shapes";
+    if (cl[0])
+        return ts_fail(TS_ERR_ARG, "%s kept %s but no values in %s; re-run with --level values --only '%s' (the run was: %s%s)",
+                    s->name, kept, trace_name(job), glob, strncmp(cl, "tscope ", 7) == 0 ? "" : "tscope ", cl);
+    return ts_fail(TS_ERR_ARG, "%s kept %s but no values in %s; re-run `tscope run` with --level values --only '%s'", s->name, kept,
+                trace_name(job), glob);
+}
+
+/* Tags whose tensors have no batch dim (see trace.h). */
+static bool has_batch_dim(const ts_trace_step *s) {
+    return s->rank >= 2 && s->tag != TS_TAG_POSENC && s->tag != TS_TAG_PARAM && s->tag != TS_TAG_SCALAR;
+}
+
+/* The values of step i as a tensor, with the batch element asked for chosen
+ * (dim 0 then has size 1). */
+static ts_status step_tensor(ts_scene *job, int64_t i, const char *glob, ts_tensor *out) {
+    const ts_trace_step *s = ts_trace_step_at(job->t, i);
+    if (!s->has_values) return no_values(job, s, glob);
+    if (ts_trace_tensor(job->t, i, out) != TS_OK) return ts_fail(TS_ERR_FORMAT, "%s: %s", s->name, ts_last_error());
+    if (!has_batch_dim(s)) return TS_OK;
+    int64_t b = job->rq.batch;
+    if (s->batch_index >= 0) {
+        if (b != s->batch_index)
+            return ts_fail(TS_ERR_ARG, "%s kept batch element %d only (--keep-batch); use --batch %d", s->name, s->batch_index,
+                        s->batch_index);
+        b = 0;
+    } else if (b < 0 || b >= out->shape[0]) {
+        return ts_fail(TS_ERR_ARG, "--batch %d is not a batch element of %s (dim 0 has %lld: 0..%lld)", job->rq.batch, s->name,
+                    (long long)out->shape[0], (long long)out->shape[0] - 1);
+    }
+    ts_tensor sl;
+    if (ts_tensor_slice(&sl, out, 0, b, 1) != TS_OK) return ts_fail(TS_ERR_ARG, "%s", ts_last_error());
+    *out = sl;
+    return TS_OK;
+}
+
+/* The 2-D matrix of t along dims (r, c), the other dims at index[]. */
+static ts_render_matrix matrix_of(const ts_tensor *t, int r, int c, const int64_t *index) {
+    const float *p = t->data;
+    for (int d = 0; d < t->rank; d++)
+        if (d != r && d != c) p += index[d] * t->stride[d];
+    ts_render_matrix m = {.values = p,
+                          .rows = r >= 0 ? (int)t->shape[r] : 1,
+                          .cols = (int)t->shape[c],
+                          .row_stride = r >= 0 ? t->stride[r] : t->shape[c] * t->stride[c],
+                          .col_stride = t->stride[c]};
+    if (m.row_stride == 0) m.row_stride = 1; /* a size-1 dim: never stepped over */
+    return m;
+}
+
+static void step_stats(const ts_trace_step *s, ts_render_stats *st, ts_render_hist *h) {
+    const ts_trace_stats *ts = &s->stats;
+    *st = (ts_render_stats){ts->min, ts->max, ts->mean, ts->std, ts->mean_abs, s->numel,
+                            (int64_t)ts->nan, (int64_t)ts->inf, (int64_t)ts->zeros};
+    memset(h, 0, sizeof *h);
+    h->n_bins = TS_TRACE_HIST_BINS;
+    h->lo = ts->min;
+    h->hi = ts->max > ts->min ? ts->max : ts->min + 1;
+    for (int i = 0; i < TS_TRACE_HIST_BINS && i < TS_RENDER_HIST_BINS; i++) h->counts[i] = (int64_t)ts->hist[i];
+}
+
+/* ---- labels ---------------------------------------------------------------- */
+
+/* Whose tokens a step's positions are: the decoder's (and the logits the
+ * decoder feeds) are the target's, the rest the source's. */
+static ts_trace_side query_side(const char *name) {
+    return strncmp(name, "decoder.", 8) == 0 || strcmp(name, "logits") == 0 ? TS_TRACE_TARGET : TS_TRACE_SOURCE;
+}
+
+static ts_trace_side key_side(const char *name) {
+    return strstr(name, ".cross_attn.") ? TS_TRACE_SOURCE : query_side(name);
+}
+
+/* Token strings for n positions, or NULL when the trace has none that fit. */
+static const char *const *tokens_for(ts_scene *job, ts_trace_side side, int64_t n) {
+    if (ts_trace_token_count(job->t, side) != n || n <= 0) return NULL;
+    const char **labels = own(job, sizeof *labels * (size_t)n);
+    if (!labels) return NULL;
+    for (int64_t i = 0; i < n; i++) labels[i] = ts_trace_token(job->t, side, (int)i);
+    return labels;
+}
+
+static void shape_text(char *buf, size_t size, const ts_trace_step *s) {
+    ts_shape_format(buf, size, s->rank, s->shape, TS_SHAPE_PLAIN);
+}
+
+/* ---- attention -------------------------------------------------------------- */
+
+static bool is_attention(const ts_trace_step *s) {
+    if (s->rank != 4) return false;
+    if (s->tag == TS_TAG_ATTN_SCORES || s->tag == TS_TAG_ATTN_WEIGHTS) return true;
+    return ends_with(s->name, ".scores") || ends_with(s->name, ".scaled") || ends_with(s->name, ".masked") ||
+           ends_with(s->name, ".weights");
+}
+
+/* For ".weights", the mask is where the ".masked" step beside it is -inf. */
+static const unsigned char *mask_for(ts_scene *job, const char *name, const ts_tensor *heads, int h) {
+    if (!ends_with(name, ".weights")) return NULL;
+    char sibling[300];
+    snprintf(sibling, sizeof sibling, "%.*smasked", (int)(strlen(name) - strlen("weights")), name);
+    int64_t i = ts_trace_find(job->t, sibling);
+    if (i < 0) return NULL;
+    const ts_trace_step *s = ts_trace_step_at(job->t, i);
+    if (!s->has_values) return NULL;
+    ts_tensor mt;
+    if (step_tensor(job, i, sibling, &mt) != TS_OK) return NULL;
+    if (mt.rank != 4 || mt.shape[1] != heads->shape[1] || mt.shape[2] != heads->shape[2] ||
+        mt.shape[3] != heads->shape[3])
+        return NULL;
+    int64_t rows = mt.shape[2], cols = mt.shape[3];
+    unsigned char *mask = own(job, (size_t)(rows * cols));
+    if (!mask) return NULL;
+    bool any = false;
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < cols; c++) {
+            float v = mt.data[h * mt.stride[1] + r * mt.stride[2] + c * mt.stride[3]];
+            mask[r * cols + c] = isinf(v) && v < 0;
+            any |= mask[r * cols + c];
+        }
+    return any ? mask : NULL;
+}
+
+static ts_status head_matrix(ts_scene *job, const ts_trace_step *s, const ts_tensor *t, int h, ts_render_matrix *m) {
+    int64_t index[4] = {0, h, 0, 0};
+    *m = matrix_of(t, 2, 3, index);
+    m->row_labels = tokens_for(job, query_side(s->name), t->shape[2]);
+    m->col_labels = tokens_for(job, key_side(s->name), t->shape[3]);
+    m->mask = mask_for(job, s->name, t, h);
+    return TS_OK;
+}
+
+static void attention_axes(ts_render_heatmap_opts *o, const char *name, bool tokens) {
+    bool cross = strstr(name, ".cross_attn.") != NULL;
+    if (tokens) {
+        o->row_axis = cross ? "query (decoder)" : "query";
+        o->col_axis = cross ? "key (encoder)" : "key";
+    } else {
+        o->row_axis = cross ? "query position (decoder)" : "query position";
+        o->col_axis = cross ? "key position (encoder)" : "key position";
+    }
+}
+
+/* Side of a square picture of n x n cells, in user units. */
+static int cells_side(int64_t n, double per_cell, int lo, int hi) {
+    double side = (double)n * per_cell;
+    return (int)fmin(hi, fmax(lo, side));
+}
+
+static ts_status build_attention_head(ts_scene *job, int64_t i) {
+    ts_scene *p = job;
+    const ts_trace_step *s = ts_trace_step_at(job->t, i);
+    ts_tensor t;
+    ts_status rc = step_tensor(job, i, s->name, &t);
+    if (rc) return rc;
+    int heads = (int)t.shape[1], head = job->rq.head < 0 ? 0 : job->rq.head;
+    if (head >= heads)
+        return ts_fail(TS_ERR_ARG, "--head %d: %s has %d heads (0..%d)", head, s->name, heads, heads - 1);
+    p->kind = PIC_HEATMAP;
+    p->view = TS_RENDER_VIEW_HEATMAP;
+    p->n = 1;
+    head_matrix(job, s, &t, head, &p->m[0]);
+    char shape[TS_SHAPE_TEXT_MAX];
+    shape_text(shape, sizeof shape, s);
+    snprintf(p->title, sizeof p->title, "%s", s->name);
+    int layer = layer_of(s->name);
+    char lay[32] = "";
+    if (layer >= 0) snprintf(lay, sizeof lay, "layer %d \xc2\xb7 ", layer);
+    snprintf(p->subtitle, sizeof p->subtitle, "%shead %d of %d \xc2\xb7 batch %d \xc2\xb7 %s %s (B, H, Sq, Sk)", lay,
+             head, heads, job->rq.batch, ts_op_name(s->op), shape);
+    p->hopts.title = p->title;
+    p->hopts.subtitle = p->subtitle;
+    attention_axes(&p->hopts, s->name, p->m[0].row_labels != NULL);
+    int side = cells_side(t.shape[3] > t.shape[2] ? t.shape[3] : t.shape[2], 56, 300, 820);
+    p->width = side + 330;
+    p->height = side + 230;
+    return TS_OK;
+}
+
+static ts_status build_attention_grid(ts_scene *job, int64_t i) {
+    ts_scene *p = job;
+    const ts_trace_step *s = ts_trace_step_at(job->t, i);
+    ts_tensor t;
+    ts_status rc = step_tensor(job, i, s->name, &t);
+    if (rc) return rc;
+    int heads = (int)t.shape[1];
+    if (heads > TS_RENDER_MAX_PANELS) return ts_fail(TS_ERR_ARG, "%s has %d heads; a grid shows at most %d", s->name, heads, TS_RENDER_MAX_PANELS);
+    p->kind = PIC_GRID;
+    p->view = TS_RENDER_VIEW_GRID;
+    p->n = heads;
+    for (int h = 0; h < heads; h++) {
+        head_matrix(job, s, &t, h, &p->m[h]);
+        snprintf(p->names[h], sizeof p->names[h], "head %d", h);
+        p->panel_titles[h] = p->names[h];
+    }
+    char shape[TS_SHAPE_TEXT_MAX];
+    shape_text(shape, sizeof shape, s);
+    snprintf(p->title, sizeof p->title, "%s", s->name);
+    int layer = layer_of(s->name);
+    char lay[32] = "";
+    if (layer >= 0) snprintf(lay, sizeof lay, " of layer %d", layer);
+    snprintf(p->subtitle, sizeof p->subtitle, "all %d heads%s \xc2\xb7 batch %d \xc2\xb7 %s %s \xc2\xb7 one colour scale",
+             heads, lay, job->rq.batch, ts_op_name(s->op), shape);
+    p->gopts.title = p->title;
+    p->gopts.subtitle = p->subtitle;
+    p->gopts.panel_titles = p->panel_titles;
+    /* Panels in rows of up to four. */
+    int per_row = heads < 4 ? heads : 4, rows = (heads + per_row - 1) / per_row;
+    int side = cells_side(t.shape[3], 40, 220, 330);
+    p->width = per_row * (side + 18) + 260;
+    p->height = rows * (side + 34) + 170;
+    return TS_OK;
+}
+
+static ts_status build_overview(ts_scene *job, int64_t i) {
+    ts_scene *p = job;
+    const ts_trace_step *s = ts_trace_step_at(job->t, i);
+    if (layer_of(s->name) < 0) return ts_fail(TS_ERR_ARG, "--view overview needs a step inside a layer ('…layers.N.…'), not %s", s->name);
+    char glob[300];
+    with_layer(glob, sizeof glob, s->name, 0);
+    /* The glob for the re-run hint: every layer of this step. */
+    char all_layers[300];
+    const char *at = strstr(s->name, "layers.");
+    const char *rest = at + 7;
+    while (*rest >= '0' && *rest <= '9') rest++;
+    snprintf(all_layers, sizeof all_layers, "%.*s*%s", (int)(at + 7 - s->name), s->name, rest);
+    int heads = 0, layers = 0;
+    for (int l = 0;; l++) {
+        char name[300];
+        with_layer(name, sizeof name, s->name, l);
+        int64_t k = ts_trace_find(job->t, name);
+        if (k < 0) break;
+        ts_tensor t;
+        ts_status rc = step_tensor(job, k, all_layers, &t);
+        if (rc) return rc;
+        const ts_trace_step *ls = ts_trace_step_at(job->t, k);
+        if (l == 0) heads = (int)t.shape[1];
+        if (t.shape[1] != heads) return ts_fail(TS_ERR_ARG, "%s has %lld heads, layer 0 has %d", name, (long long)t.shape[1], heads);
+        if ((l + 1) * heads > TS_RENDER_MAX_PANELS)
+            return ts_fail(TS_ERR_ARG, "%d layers x %d heads is more than the %d panels an overview holds", l + 1, heads,
+                        TS_RENDER_MAX_PANELS);
+        for (int h = 0; h < heads; h++) head_matrix(job, ls, &t, h, &p->m[l * heads + h]);
+        snprintf(p->headers[l], sizeof p->headers[l], "layer %d", l);
+        p->row_headers[l] = p->headers[l];
+        layers++;
+    }
+    if (layers == 0) return ts_fail(TS_ERR_ARG, "no layer 0 for %s", s->name);
+    for (int h = 0; h < heads; h++) {
+        snprintf(p->names[h], sizeof p->names[h], "head %d", h);
+        p->col_headers[h] = p->names[h];
+    }
+    p->kind = PIC_GRID;
+    p->view = TS_RENDER_VIEW_OVERVIEW;
+    p->n = layers * heads;
+    snprintf(p->title, sizeof p->title, "%s", all_layers);
+    snprintf(p->subtitle, sizeof p->subtitle, "%d layers \xc3\x97 %d heads \xc2\xb7 batch %d \xc2\xb7 one colour scale", layers,
+             heads, job->rq.batch);
+    p->gopts = (ts_render_grid_opts){.title = p->title, .subtitle = p->subtitle, .grid_rows = layers,
+                                     .grid_cols = heads, .row_headers = p->row_headers,
+                                     .col_headers = p->col_headers};
+    int side = cells_side(p->m[0].rows, 12, 110, 170);
+    p->width = heads * (side + 16) + 260;
+    p->height = layers * (side + 16) + 150;
+    return TS_OK;
+}
+
+/* ---- positional encoding ----------------------------------------------------- */
+
+static ts_status build_posenc(ts_scene *job, int64_t i, pic_kind kind) {
+    ts_scene *p = job;
+    const ts_trace_step *s = ts_trace_step_at(job->t, i);
+    ts_tensor t;
+    ts_status rc = step_tensor(job, i, s->name, &t);
+    if (rc) return rc;
+    /* (S, D), possibly with leading dims of size 1. */
+    int64_t lead = 1;
+    for (int d = 0; d + 2 < t.rank; d++) lead *= t.shape[d];
+    if (t.rank < 2 || lead != 1 || !ts_tensor_is_contiguous(&t))
+        return ts_fail(TS_ERR_ARG, "%s is %s: a positional encoding is (positions, d_model)", s->name,
+                    ts_tensor_shape_str((char[TS_SHAPE_TEXT_MAX]){0}, TS_SHAPE_TEXT_MAX, &t, TS_SHAPE_PLAIN));
+    p->pe = t.data;
+    p->positions = (int)t.shape[t.rank - 2];
+    p->d_model = (int)t.shape[t.rank - 1];
+    snprintf(p->title, sizeof p->title, "%s", s->name);
+    snprintf(p->subtitle, sizeof p->subtitle,
+             "%d positions \xc3\x97 %d dims \xc2\xb7 PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(\xe2\x80\xa6)",
+             p->positions, p->d_model);
+    if (kind == PIC_HEATMAP) {
+        p->kind = PIC_HEATMAP;
+        p->view = TS_RENDER_VIEW_HEATMAP;
+        p->n = 1;
+        p->m[0] = (ts_render_matrix){.values = p->pe, .rows = p->positions, .cols = p->d_model};
+        p->hopts = (ts_render_heatmap_opts){.title = p->title, .subtitle = p->subtitle, .row_axis = "position",
+                                            .col_axis = "dimension (even: sin, odd: cos)", .fixed_scale = true,
+                                            .scale = {TS_CMAP_COOLWARM, -1, 1}, .stretch = true};
+        p->width = (int)fmin(1400, fmax(700, p->d_model * 6 + 300));
+        p->height = (int)fmin(1100, fmax(500, p->positions * 8 + 250));
+        return TS_OK;
+    }
+    p->kind = kind;
+    p->view = kind == PIC_POSENC ? TS_RENDER_VIEW_AUTO : TS_RENDER_VIEW_CURVES;
+    p->width = 1000;
+    p->height = kind == PIC_POSENC ? 500 + (int)fmin(500, fmax(180, p->positions * 12)) : 560;
+    return TS_OK;
+}
+
+/* ---- LayerNorm -------------------------------------------------------------- */
+
+/* "encoder.layers.0.norm1" from "encoder.layers.0.norm1.out" (or itself). */
+static void norm_prefix(ts_scene *job, const char *name, char *buf, size_t size) {
+    if (ts_trace_find(job->t, name) < 0) {
+        snprintf(buf, size, "%s", name);
+        return;
+    }
+    const char *dot = strrchr(name, '.');
+    snprintf(buf, size, "%.*s", dot ? (int)(dot - name) : (int)strlen(name), name);
+}
+
+static ts_status build_norm(ts_scene *job, const char *name) {
+    ts_scene *p = job;
+    char prefix[300], in_name[320], out_name[320], glob[320];
+    norm_prefix(job, name, prefix, sizeof prefix);
+    snprintf(in_name, sizeof in_name, "%s.in", prefix);
+    snprintf(out_name, sizeof out_name, "%s.out", prefix);
+    snprintf(glob, sizeof glob, "%s.*", prefix);
+    int64_t ii = ts_trace_find(job->t, in_name), io = ts_trace_find(job->t, out_name);
+    if (ii < 0 || io < 0)
+        return ts_fail(TS_ERR_ARG, "--view stats shows a LayerNorm: %s needs the steps %s and %s", name, in_name, out_name);
+    ts_tensor tin, tout;
+    ts_status rc = step_tensor(job, ii, glob, &tin);
+    if (rc) return rc;
+    if ((rc = step_tensor(job, io, glob, &tout))) return rc;
+    if (!ts_tensor_is_contiguous(&tin) || !ts_tensor_is_contiguous(&tout) || !ts_tensor_same_shape(&tin, &tout) ||
+        tin.rank < 2)
+        return ts_fail(TS_ERR_ARG, "%s and %s do not have the same (B, S, D) shape", in_name, out_name);
+    int64_t dim = tin.shape[tin.rank - 1], seq = ts_tensor_numel(&tin) / dim;
+    p->norm = (ts_render_norm){.in = tin.data, .out = tout.data, .seq = (int)seq, .dim = (int)dim};
+    p->norm.tokens = tokens_for(job, query_side(prefix), seq);
+    const char *params[2] = {"gamma", "beta"};
+    const float *pv[2] = {NULL, NULL};
+    for (int k = 0; k < 2; k++) {
+        char pn[320];
+        snprintf(pn, sizeof pn, "%s.%s", prefix, params[k]);
+        int64_t ip = ts_trace_find(job->t, pn);
+        ts_tensor tp;
+        if (ip < 0 || !ts_trace_step_at(job->t, ip)->has_values) continue;
+        if (ts_trace_tensor(job->t, ip, &tp) != TS_OK || ts_tensor_numel(&tp) != dim) continue;
+        pv[k] = tp.data;
+    }
+    p->norm.gamma = pv[0];
+    p->norm.beta = pv[0] && pv[1] ? pv[1] : NULL;
+    if (!p->norm.beta) p->norm.gamma = NULL;
+    p->kind = PIC_NORM;
+    p->view = TS_RENDER_VIEW_STATS;
+    snprintf(p->title, sizeof p->title, "%s", prefix);
+    snprintf(p->subtitle, sizeof p->subtitle, "LayerNorm over d_model = %lld \xc2\xb7 batch %d \xc2\xb7 %lld tokens",
+             (long long)dim, job->rq.batch, (long long)seq);
+    p->width = 1200;
+    p->height = 760;
+    return TS_OK;
+}
+
+/* ---- any tensor ---------------------------------------------------------------- */
+
+/* Which two dims to show: --axes I,J, else the last two. */
+static ts_status choose_axes(ts_scene *job, const ts_tensor *t, int *r, int *c) {
+    if (t->rank == 1) {
+        *r = -1;
+        *c = 0;
+        return TS_OK;
+    }
+    *r = t->rank - 2;
+    *c = t->rank - 1;
+    if (!job->rq.axes) return TS_OK;
+    int a, b;
+    char extra;
+    if (sscanf(job->rq.axes, "%d,%d%c", &a, &b, &extra) != 2)
+        return ts_fail(TS_ERR_ARG, "--axes expects two dims like 1,2, not '%s'", job->rq.axes);
+    if (a < 0) a += t->rank;
+    if (b < 0) b += t->rank;
+    if (a < 0 || b < 0 || a >= t->rank || b >= t->rank || a == b)
+        return ts_fail(TS_ERR_ARG, "--axes %s: pick two different dims of a rank-%d tensor", job->rq.axes, t->rank);
+    *r = a;
+    *c = b;
+    return TS_OK;
+}
+
+/* What a dim of a traced tensor means, from its place and rank: (B, S, D)
+ * and (B, H, S, hd) are the shapes a learner meets. */
+static const char *axis_name(const ts_trace_step *s, const ts_tensor *t, int d, bool tokens) {
+    if (d < 0) return NULL;
+    bool batched = has_batch_dim(s);
+    if (batched && t->rank == 3 && s->tag == TS_TAG_LOGITS) return d == 1 ? (tokens ? "token" : "position") : "vocabulary id";
+    if (batched && t->rank == 3) return d == 1 ? (tokens ? "token" : "position") : "feature";
+    if (batched && t->rank == 4 && s->tag == TS_TAG_HEADS) return d == 1 ? "head" : d == 2 ? "position" : "head dim";
+    return d == t->rank - 1 ? "last dim" : "dim";
+}
+
+static ts_status build_tensor(ts_scene *job, int64_t i) {
+    ts_scene *p = job;
+    const ts_trace_step *s = ts_trace_step_at(job->t, i);
+    ts_tensor t;
+    ts_status rc = step_tensor(job, i, s->name, &t);
+    if (rc) return rc;
+    int r, c;
+    if ((rc = choose_axes(job, &t, &r, &c))) return rc;
+    if (has_batch_dim(s) && (r == 0 || c == 0))
+        return ts_fail(TS_ERR_ARG, "--axes cannot include dim 0 (the batch): --batch picks its element");
+    /* The other dims: the batch element (already sliced), the head for dim 1
+     * of a (B, H, ...) tensor, 0 elsewhere. */
+    int64_t index[TS_MAX_RANK] = {0};
+    char fixed[160] = "";
+    size_t at = 0;
+    for (int d = 0; d < t.rank; d++) {
+        if (d == r || d == c) continue;
+        if (d == 1 && (job->rq.head >= 0)) index[d] = job->rq.head;
+        if (index[d] >= t.shape[d]) return ts_fail(TS_ERR_ARG, "--head %d: dim 1 of %s has %lld", job->rq.head, s->name, (long long)t.shape[d]);
+        if ((has_batch_dim(s) && d == 0) || at >= sizeof fixed) continue;
+        at += (size_t)snprintf(fixed + at, sizeof fixed - at, " \xc2\xb7 dim %d = %lld", d, (long long)index[d]);
+    }
+    p->m[0] = matrix_of(&t, r, c, index);
+    if (r >= 0 && t.shape[r] == s->shape[r] && r == (has_batch_dim(s) ? 1 : 0) && s->rank == 3)
+        p->m[0].row_labels = tokens_for(job, query_side(s->name), t.shape[r]);
+    step_stats(s, &p->stats, &p->hist);
+    char shape[TS_SHAPE_TEXT_MAX];
+    shape_text(shape, sizeof shape, s);
+    snprintf(p->title, sizeof p->title, "%s", s->name);
+    if (has_batch_dim(s))
+        snprintf(p->subtitle, sizeof p->subtitle, "%s %s \xc2\xb7 batch %d \xc2\xb7 rows: dim %d, columns: dim %d%s",
+                 ts_op_name(s->op), shape, job->rq.batch, r, c, fixed);
+    else
+        snprintf(p->subtitle, sizeof p->subtitle, "%s %s \xc2\xb7 rows: dim %d, columns: dim %d%s", ts_op_name(s->op),
+                 shape, r, c, fixed);
+    p->kind = PIC_TENSOR;
+    p->view = TS_RENDER_VIEW_HEATMAP;
+    p->tensor = (ts_render_tensor_view){.slice = p->m[0], .title = p->title, .subtitle = p->subtitle,
+                                        .row_axis = axis_name(s, &t, r, p->m[0].row_labels != NULL),
+                                        .col_axis = axis_name(s, &t, c, false), .stats = s->has_stats ? &p->stats : NULL,
+                                        .hist = s->has_stats ? &p->hist : NULL};
+    int cols = p->m[0].cols, rows = p->m[0].rows;
+    p->width = (int)fmin(1600, fmax(900, cols * 3 + 560));
+    p->height = (int)fmin(1100, fmax(460, rows * 4 + 260));
+    if (cols <= 16 && rows <= 16) {
+        p->width = (int)fmax(900, cols * 50 + 560);
+        p->height = (int)fmax(420, rows * 50 + 230);
+    }
+    return TS_OK;
+}
+
+/* ---- lines ---------------------------------------------------------------- */
+
+static double scalar_value(ts_trace *t, int64_t i) {
+    const ts_trace_step *s = ts_trace_step_at(t, i);
+    const float *v;
+    if (s->has_values && s->values_count > 0 && ts_trace_values(t, i, &v) == TS_OK) return v[0];
+    return s->has_stats ? s->stats.mean : NAN;
+}
+
+/* Every record of `name` as one series (x = record number). */
+static ts_status series_of(ts_scene *job, const char *name, ts_render_series *out, char *label, size_t label_size) {
+    int n = 0;
+    for (int64_t i = ts_trace_find(job->t, name); i >= 0; i = ts_trace_find_next(job->t, i)) n++;
+    float *y = own(job, sizeof(float) * (size_t)(n > 0 ? n : 1));
+    if (!y) return ts_fail(TS_ERR_NOMEM, "no memory for %d values", n);
+    int k = 0;
+    for (int64_t i = ts_trace_find(job->t, name); i >= 0; i = ts_trace_find_next(job->t, i))
+        y[k++] = (float)scalar_value(job->t, i);
+    snprintf(label, label_size, "%s", name);
+    *out = (ts_render_series){.label = label, .y = y, .n = n, .color = -1};
+    return TS_OK;
+}
+
+static ts_status build_scalar_curves(ts_scene *job, const ts_trace_step *s) {
+    ts_scene *p = job;
+    ts_status rc = series_of(job, s->name, &p->series[0], p->series_labels[0], sizeof p->series_labels[0]);
+    if (rc) return rc;
+    p->n_series = 1;
+    snprintf(p->title, sizeof p->title, "%s", s->name);
+    /* A training trace: loss above the gradient norms recorded beside it. */
+    if (ends_with(s->name, "loss")) {
+        int n = 0;
+        for (int64_t i = ts_trace_find_glob(job->t, "*grad_norm*", 0); i >= 0 && n < MAX_SERIES - 1;
+             i = ts_trace_find_glob(job->t, "*grad_norm*", i + 1)) {
+            const ts_trace_step *g = ts_trace_step_at(job->t, i);
+            if (ts_trace_find(job->t, g->name) != i) continue;
+            if ((rc = series_of(job, g->name, &p->series[1 + n], p->series_labels[1 + n],
+                                sizeof p->series_labels[1 + n])))
+                return rc;
+            p->series[1 + n].color = n;
+            n++;
+        }
+        if (n > 0) {
+            p->kind = PIC_TRAINING;
+            p->view = TS_RENDER_VIEW_CURVES;
+            p->n_series = 1 + n;
+            snprintf(p->subtitle, sizeof p->subtitle, "%d records of %s and %d gradient norms", p->series[0].n, s->name, n);
+            p->width = 1100;
+            p->height = 800;
+            return TS_OK;
+        }
+    }
+    p->kind = PIC_PLOT;
+    p->view = TS_RENDER_VIEW_CURVES;
+    snprintf(p->subtitle, sizeof p->subtitle, "%d records of %s in this trace", p->series[0].n, s->name);
+    p->popts = (ts_render_plot_opts){.title = p->title, .subtitle = p->subtitle, .x_label = "record",
+                                     .y_label = s->name, .markers = p->series[0].n <= 30, .no_legend = true};
+    p->width = 1000;
+    p->height = 560;
+    return TS_OK;
+}
+
+/* Curves of a few columns of a 2-D slice over its rows. */
+static ts_status build_column_curves(ts_scene *job, int64_t i) {
+    ts_scene *p = job;
+    ts_status rc = build_tensor(job, i);
+    if (rc) return rc;
+    ts_render_matrix m = p->m[0];
+    int n = m.cols < 6 ? m.cols : 6;
+    for (int k = 0; k < n; k++) {
+        int col = n < m.cols ? k * (m.cols - 1) / (n - 1 > 0 ? n - 1 : 1) : k;
+        snprintf(p->series_labels[k], sizeof p->series_labels[k], "%s %d", p->tensor.col_axis, col);
+        p->series[k] = (ts_render_series){.label = p->series_labels[k],
+                                          .y = m.values + col * (m.col_stride ? m.col_stride : 1),
+                                          .y_stride = m.row_stride ? m.row_stride : m.cols, .n = m.rows, .color = k};
+    }
+    p->n_series = n;
+    p->kind = PIC_PLOT;
+    p->view = TS_RENDER_VIEW_CURVES;
+    p->popts = (ts_render_plot_opts){.title = p->title, .subtitle = p->subtitle,
+                                     .x_label = p->tensor.row_axis ? p->tensor.row_axis : "row",
+                                     .markers = m.rows <= 30, .x_tick_labels = m.row_labels,
+                                     .n_x_tick_labels = m.row_labels ? m.rows : 0};
+    p->width = 1000;
+    p->height = 560;
+    return TS_OK;
+}
+
+/* ---- shapes ----------------------------------------------------------------- */
+
+static ts_status build_shapes(ts_scene *job, const char *name) {
+    ts_scene *p = job;
+    char prefix[300];
+    if (ts_trace_find(job->t, name) >= 0 && !is_module(job->t, name)) {
+        const char *dot = strrchr(name, '.');
+        snprintf(prefix, sizeof prefix, "%.*s", dot ? (int)(dot - name) : (int)strlen(name), name);
+    } else {
+        snprintf(prefix, sizeof prefix, "%s", name);
+    }
+    char glob[320];
+    snprintf(glob, sizeof glob, "%s.*", prefix);
+    p->steps = own(p, sizeof *p->steps * MAX_SHAPE_STEPS);
+    if (!p->steps) return ts_fail(TS_ERR_NOMEM, "no memory for the steps");
+    int n = 0;
+    for (int64_t i = ts_trace_find_glob(job->t, glob, 0); i >= 0 && n < MAX_SHAPE_STEPS;
+         i = ts_trace_find_glob(job->t, glob, i + 1)) {
+        const ts_trace_step *s = ts_trace_step_at(job->t, i);
+        if (ts_trace_find(job->t, s->name) != i) break; /* a second pass (training): the flow is the first */
+        ts_render_step *st = &p->steps[n++];
+        st->name = s->name;
+        st->op = ts_op_name(s->op);
+        st->rank = s->rank;
+        memcpy(st->shape, s->shape, sizeof st->shape);
+    }
+    if (n == 0) return ts_fail(TS_ERR_ARG, "no steps under %s", prefix);
+    p->n_steps = n;
+    p->kind = PIC_SHAPES;
+    p->view = TS_RENDER_VIEW_SHAPES;
+    snprintf(p->title, sizeof p->title, "%s", prefix);
+    int cols = (n + 9) / 10, per_col = (n + cols - 1) / cols;
+    p->width = (int)fmax(720, cols * 400 + 80);
+    p->height = per_col * 56 + 130;
+    return TS_OK;
+}
+
+/* ---- choosing ------------------------------------------------------------------ */
+
+static ts_status build(ts_scene *job, ts_render_view view) {
+    const char *name = job->rq.name;
+    int64_t i = find_occurrence(job->t, name, job->rq.occurrence);
+    bool module = i < 0 && is_module(job->t, name);
+    if (i < 0 && ts_trace_find(job->t, name) >= 0)
+        return ts_fail(TS_ERR_ARG, "%s has no record number %d in %s (records of one name count from 0)", name, job->rq.occurrence,
+                    trace_name(job));
+    if (i < 0 && !module) return unknown_name(job, name);
+    if (module) {
+        if (view == TS_RENDER_VIEW_SHAPES || view == TS_RENDER_VIEW_AUTO) return build_shapes(job, name);
+        char out[320];
+        snprintf(out, sizeof out, "%s.out", name);
+        if (view == TS_RENDER_VIEW_STATS && ts_trace_find(job->t, out) >= 0) return build_norm(job, name);
+        return ts_fail(TS_ERR_ARG, "%s is a module, not a step: use --view shapes, or name one of its steps", name);
+    }
+    const ts_trace_step *s = ts_trace_step_at(job->t, i);
+    job->step = s;
+    bool attention = is_attention(s);
+    bool norm = s->tag == TS_TAG_NORM_IN || s->tag == TS_TAG_NORM_OUT || s->tag == TS_TAG_NORM_STAT;
+    if (view == TS_RENDER_VIEW_AUTO) {
+        if (attention) return (job->rq.head >= 0) ? build_attention_head(job, i) : build_attention_grid(job, i);
+        if (s->tag == TS_TAG_POSENC) return build_posenc(job, i, PIC_POSENC);
+        if (norm) return build_norm(job, s->name);
+        if (s->tag == TS_TAG_SCALAR || s->numel == 1) return build_scalar_curves(job, s);
+        return build_tensor(job, i);
+    }
+    switch (view) {
+    case TS_RENDER_VIEW_HEATMAP:
+        if (attention) return build_attention_head(job, i);
+        if (s->tag == TS_TAG_POSENC) return build_posenc(job, i, PIC_HEATMAP);
+        return build_tensor(job, i);
+    case TS_RENDER_VIEW_GRID:
+        if (s->rank != 4)
+            return ts_fail(TS_ERR_ARG, "--view grid shows the heads of a (B, H, S, S) step; %s has rank %d", s->name, s->rank);
+        return build_attention_grid(job, i);
+    case TS_RENDER_VIEW_OVERVIEW:
+        if (s->rank != 4)
+            return ts_fail(TS_ERR_ARG, "--view overview shows layers x heads of a (B, H, S, S) step; %s has rank %d", s->name, s->rank);
+        return build_overview(job, i);
+    case TS_RENDER_VIEW_CURVES:
+        if (s->tag == TS_TAG_POSENC) return build_posenc(job, i, PIC_PE_CURVES);
+        if (s->tag == TS_TAG_SCALAR || s->numel == 1) return build_scalar_curves(job, s);
+        return build_column_curves(job, i);
+    case TS_RENDER_VIEW_STATS:
+        if (norm) return build_norm(job, s->name);
+        return build_tensor(job, i);
+    case TS_RENDER_VIEW_SHAPES: return build_shapes(job, s->name);
+    default: return ts_fail(TS_ERR_ARG, "scene: unknown view %d", (int)view);
+    }
+}
+
+static ts_status draw_kind(ts_scene *p, cairo_t *cr, ts_render_rect area, const ts_render_state *st,
+                           ts_render_layout *layout) {
+    switch (p->kind) {
+    case PIC_HEATMAP: return ts_render_heatmap(cr, area, &p->m[0], &p->hopts, st, layout);
+    case PIC_GRID: return ts_render_grid(cr, area, p->m, p->n, &p->gopts, st, layout);
+    case PIC_POSENC:
+        return ts_render_posenc(cr, area, p->pe, p->positions, p->d_model, NULL, 0, p->title, p->subtitle, layout);
+    case PIC_PE_CURVES:
+        return ts_render_pe_curves(cr, area, p->pe, p->positions, p->d_model, NULL, 0, p->title, p->subtitle);
+    case PIC_PLOT: return ts_render_plot(cr, area, p->series, p->n_series, &p->popts);
+    case PIC_TRAINING:
+        return ts_render_training(cr, area, &p->series[0], p->series + 1, p->n_series - 1, p->title, p->subtitle);
+    case PIC_NORM: return ts_render_layernorm(cr, area, &p->norm, p->title, p->subtitle);
+    case PIC_TENSOR: return ts_render_tensor(cr, area, &p->tensor, st, layout);
+    case PIC_SHAPES: return ts_render_shapes(cr, area, p->steps, p->n_steps, p->title, NULL);
+    }
+    return ts_fail(TS_ERR_ARG, "scene: unknown picture");
+}
+
+ts_status ts_scene_draw(ts_scene *s, cairo_t *cr, ts_render_rect area, const ts_render_state *st,
+                        ts_render_layout *layout) {
+    if (layout) memset(layout, 0, sizeof *layout);
+    return draw_kind(s, cr, area, st, layout);
+}
+
+ts_scene_request ts_scene_request_default(const char *name) {
+    ts_scene_request rq = {.name = name, .view = TS_RENDER_VIEW_AUTO, .batch = 0, .head = -1, .occurrence = 0};
+    return rq;
+}
+
+ts_status ts_scene_build(ts_scene **out, ts_trace *t, const ts_scene_request *rq) {
+    *out = NULL;
+    if (!t || !rq || !rq->name || !rq->name[0]) return ts_fail(TS_ERR_ARG, "scene: no step name to draw");
+    if (rq->batch < 0) return ts_fail(TS_ERR_ARG, "--batch %d: batch elements count from 0", rq->batch);
+    ts_scene *s = calloc(1, sizeof *s);
+    if (!s) return ts_fail(TS_ERR_NOMEM, "scene: out of memory");
+    s->t = t;
+    s->rq = *rq;
+    ts_status st = build(s, rq->view);
+    if (st) {
+        ts_scene_free(s);
+        return st;
+    }
+    *out = s;
+    return TS_OK;
+}
+
+void ts_scene_free(ts_scene *s) {
+    if (!s) return;
+    for (int i = 0; i < s->n_owned; i++) free(s->owned[i]);
+    free(s);
+}
+
+void ts_scene_size(const ts_scene *s, int *width, int *height) {
+    if (width) *width = s->width;
+    if (height) *height = s->height;
+}
+
+ts_render_view ts_scene_view(const ts_scene *s) { return s->view; }
+
+const char *ts_scene_view_name(const ts_scene *s) {
+    return s->view == TS_RENDER_VIEW_AUTO ? "posenc" : ts_render_view_name(s->view);
+}
+
+const ts_trace_step *ts_scene_step(const ts_scene *s) { return s->step; }
