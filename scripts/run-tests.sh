@@ -42,6 +42,13 @@ run_one() {
     count_log "$label" "$log" $?
 }
 
+# Shell tests run the binary of the build being tested (the Makefile links it
+# at ./tscope for the default build, BUILD/tscope otherwise).
+if [ -z "${TSCOPE:-}" ]; then
+    if [ "$build" = build ]; then TSCOPE=./tscope; else TSCOPE=$build/tscope; fi
+fi
+export TSCOPE
+
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 export CMOCKA_MESSAGE_OUTPUT=stdout

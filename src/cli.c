@@ -52,6 +52,24 @@ static int usage_error(const ts_cli_spec *spec, const char *fmt, ...)
 #endif
     ;
 
+/* A bad value is one line that points at --help: the flag was right, so the
+ * whole usage would only bury the message. */
+static int value_error(const ts_cli_spec *spec, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+static int value_error(const ts_cli_spec *spec, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "tscope %s: ", spec->command);
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, " (see 'tscope %s --help')\n", spec->command);
+    va_end(ap);
+    return 2;
+}
+
 static int usage_error(const ts_cli_spec *spec, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
@@ -91,26 +109,26 @@ static int store_value(const ts_cli_spec *spec, const ts_flag *f, const char *te
     case TS_FLAG_INT: {
         long v = strtol(text, &end, 10);
         if (errno || end == text || *end || v < INT_MIN || v > INT_MAX)
-            return usage_error(spec, "%s expects a whole number, not '%s'", f->name, text);
+            return value_error(spec, "%s expects a whole number, not '%s'", f->name, text);
         *(int *)f->value = (int)v;
         break;
     }
     case TS_FLAG_FLOAT: {
         float v = strtof(text, &end);
         if (errno || end == text || *end || !isfinite(v))
-            return usage_error(spec, "%s expects a number, not '%s'", f->name, text);
+            return value_error(spec, "%s expects a number, not '%s'", f->name, text);
         *(float *)f->value = v;
         break;
     }
     case TS_FLAG_CHOICE:
         if (!choice_allowed(f->choices, text))
-            return usage_error(spec, "%s expects one of %s, not '%s'", f->name, f->choices, text);
+            return value_error(spec, "%s expects one of %s, not '%s'", f->name, f->choices, text);
         *(const char **)f->value = text;
         break;
     case TS_FLAG_LIST: {
         ts_cli_list *list = f->value;
         if (list->count == TS_CLI_LIST_MAX)
-            return usage_error(spec, "%s can be given at most %d times", f->name, TS_CLI_LIST_MAX);
+            return value_error(spec, "%s can be given at most %d times", f->name, TS_CLI_LIST_MAX);
         list->items[list->count++] = text;
         break;
     }
@@ -133,14 +151,14 @@ static int parse_flag(const ts_cli_spec *spec, int argc, char **argv, int *i) {
     const ts_flag *f = find_flag(spec, arg, name_len);
     if (!f) return usage_error(spec, "unknown flag %.*s", (int)name_len, arg);
     if (f->kind == TS_FLAG_BOOL) {
-        if (eq) return usage_error(spec, "%s takes no value", f->name);
+        if (eq) return value_error(spec, "%s takes no value", f->name);
         *(bool *)f->value = true;
         if (f->seen) *f->seen = true;
         return -1;
     }
     if (f->kind == TS_FLAG_OPTIONAL && !eq) return store_value(spec, f, f->implicit ? f->implicit : "");
     if (eq) return store_value(spec, f, eq + 1);
-    if (*i + 1 >= argc) return usage_error(spec, "%s needs a value (%s)", f->name, kind_meta(f));
+    if (*i + 1 >= argc) return value_error(spec, "%s needs a value (%s)", f->name, kind_meta(f));
     *i += 1;
     return store_value(spec, f, argv[*i]);
 }

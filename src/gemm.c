@@ -18,6 +18,8 @@
 
 /* Below this many flops a second thread costs more than it saves. */
 #define GEMM_MIN_FLOPS_PER_THREAD 4e6
+/* Products of a batch a thread takes at a time. */
+#define BATCH_RUN 8
 
 typedef struct gemm_job {
     bool ta, tb;
@@ -49,14 +51,6 @@ static float *pack_buffer(size_t floats) {
 static int imin(int a, int b) { return a < b ? a : b; }
 static int round_up(int x, int to) { return (x + to - 1) / to * to; }
 
-/* Non-transposing pack: dst[p*w + j] = src[p*lds + j] for j < n, 0 for n <= j < w. */
-static void pack_n(float *dst, int w, const float *src, int64_t lds, int n, int kc) {
-    for (int p = 0; p < kc; p++, dst += w, src += lds) {
-        for (int j = 0; j < n; j++) dst[j] = src[j];
-        for (int j = n; j < w; j++) dst[j] = 0.0f;
-    }
-}
-
 /* op(A)[i0:i0+mc, p0:p0+kc] into MR-tall panels: panel q holds rows q*MR..,
  * element (i, p) at q*MR*kc + p*MR + i; rows past mc are zero. */
 static void pack_a(const ts_kern_ops *ops, float *dst, const gemm_job *g, int i0, int mc, int p0, int kc) {
@@ -64,7 +58,7 @@ static void pack_a(const ts_kern_ops *ops, float *dst, const gemm_job *g, int i0
     for (int q = 0; q < mc; q += mr, dst += (int64_t)mr * kc) {
         int m = imin(mr, mc - q);
         if (g->ta) // A stored (K, M): a row of the panel is contiguous
-            pack_n(dst, mr, g->A + (int64_t)p0 * g->lda + i0 + q, g->lda, m, kc);
+            ops->pack_n(dst, mr, g->A + (int64_t)p0 * g->lda + i0 + q, g->lda, m, kc);
         else
             ops->pack_t(dst, mr, g->A + (int64_t)(i0 + q) * g->lda + p0, g->lda, m, kc);
     }
@@ -79,7 +73,7 @@ static void pack_b(const ts_kern_ops *ops, float *dst, const gemm_job *g, int p0
         if (g->tb) // B stored (N, K), as nn.Linear weights (out, in)
             ops->pack_t(dst, nr, g->B + (int64_t)(j0 + q) * g->ldb + p0, g->ldb, n, kc);
         else
-            pack_n(dst, nr, g->B + (int64_t)p0 * g->ldb + j0 + q, g->ldb, n, kc);
+            ops->pack_n(dst, nr, g->B + (int64_t)p0 * g->ldb + j0 + q, g->ldb, n, kc);
     }
 }
 
@@ -128,14 +122,16 @@ static void prefetch_matrix_plan(prefetch_plan *pp, int i, const float *p, int r
 }
 
 static void prefetch_some(prefetch_plan *pp) {
-    for (int k = 0; k < pp->per_call && pp->mat < 2; k++) {
-        __builtin_prefetch(pp->base[pp->mat] + pp->row * pp->ld_bytes[pp->mat] + pp->line * 64, 0, 2);
-        if (++pp->line < pp->lines[pp->mat]) continue;
-        pp->line = 0;
-        if (++pp->row < pp->rows[pp->mat]) continue;
-        pp->row = 0;
-        pp->mat++;
+    int mat = pp->mat, row = pp->row, line = pp->line; /* in registers, not through pp */
+    for (int k = 0; k < pp->per_call && mat < 2; k++) {
+        __builtin_prefetch(pp->base[mat] + row * pp->ld_bytes[mat] + line * 64, 0, 2);
+        if (++line < pp->lines[mat]) continue;
+        line = 0;
+        if (++row < pp->rows[mat]) continue;
+        row = 0;
+        mat++;
     }
+    pp->mat = mat, pp->row = row, pp->line = line;
 }
 
 static void gemm_blocked(const ts_kern_ops *ops, const gemm_job *g, gemm_blocks bs, float *pa, float *pb,
@@ -156,8 +152,9 @@ static void gemm_blocked(const ts_kern_ops *ops, const gemm_job *g, gemm_blocks 
                     const float *bp = pb + (int64_t)jr * kc;
                     const float *bias = epi != TS_EPI_NONE ? g->bias + jc + jr : NULL;
                     for (int ir = 0; ir < mc; ir += MR) {
-                        ops->ukernel(kc, pa + (int64_t)ir * kc, bp, g->C + (int64_t)(ic + ir) * g->ldc + jc + jr,
-                                     g->ldc, imin(MR, mc - ir), imin(NR, nc - jr), g->alpha, beta, epi, bias);
+                        float *c = g->C + (int64_t)(ic + ir) * g->ldc + jc + jr;
+                        int m = imin(MR, mc - ir), n = imin(NR, nc - jr);
+                        ops->ukernel(kc, pa + (int64_t)ir * kc, bp, c, g->ldc, m, n, g->alpha, beta, epi, bias);
                         if (pp) prefetch_some(pp);
                     }
                 }
@@ -270,16 +267,14 @@ void ts_kern_gemm_batched(const ts_kern_ops *ops, bool trans_a, bool trans_b, in
     const gemm_job first = {.ta = trans_a, .tb = trans_b, .M = M, .N = N, .K = K, .alpha = alpha,
                             .beta = beta, .A = A, .B = B, .lda = lda, .ldb = ldb, .ldc = ldc, .C = C,
                             .epi = TS_EPI_NONE};
-    TS_OMP(parallel num_threads(nth))
-    {
-#if defined(_OPENMP)
-        int t = omp_get_thread_num(), n = omp_get_num_threads();
-#else
-        int t = 0, n = 1;
-#endif
-        // Thread t takes products [b0, b1), in order, so it can fetch each next one early.
-        int b0 = (int)((int64_t)batch * t / n), b1 = (int)((int64_t)batch * (t + 1) / n);
-        for (int b = b0; b < b1; b++) {
+    /* Runs of BATCH_RUN products handed out as threads come free (one thread
+     * slowed by other work on the machine does not hold the rest back); in a
+     * run each product fetches the next one's inputs while it computes. */
+    int runs = (batch + BATCH_RUN - 1) / BATCH_RUN;
+    TS_OMP(parallel for num_threads(nth) schedule(dynamic, 1))
+    for (int r = 0; r < runs; r++) {
+        int b1 = (r + 1) * BATCH_RUN < batch ? (r + 1) * BATCH_RUN : batch;
+        for (int b = r * BATCH_RUN; b < b1; b++) {
             gemm_job g = first, next = first;
             g.A += b * stride_a, g.B += b * stride_b, g.C += b * stride_c;
             next.A = g.A + stride_a, next.B = g.B + stride_b;
@@ -300,6 +295,13 @@ void ts_kern_ukernel_scalar(int kc, const float *pa, const float *pb, float *c, 
         for (int j = 0; j < n; j++)
             crow[j] = beta != 0 ? alpha * acc[i][j] + beta * crow[j] : alpha * acc[i][j];
         ts_kern_epilogue_row(crow, n, epi, bias);
+    }
+}
+
+void ts_kern_pack_n_scalar(float *dst, int w, const float *src, int64_t lds, int n, int kc) {
+    for (int p = 0; p < kc; p++, dst += w, src += lds) {
+        for (int j = 0; j < n; j++) dst[j] = src[j];
+        for (int j = n; j < w; j++) dst[j] = 0.0f;
     }
 }
 

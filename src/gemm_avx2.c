@@ -59,6 +59,7 @@ static inline __attribute__((always_inline)) void tile(const int NV, int kc, con
     for (int i = 0; i < MR; i++) {
         if (i >= m) break;
         float *cr = c + i * ldc;
+#pragma GCC unroll 2
         for (int v = 0; v < NV; v++) {
             __m256 x = _mm256_mul_ps(va, acc[i][v]);
             if (beta != 0) x = _mm256_fmadd_ps(vb, load_cols(cr + 8 * v, n, v), x); /* else C may be NaN */
@@ -119,6 +120,15 @@ void ts_kern_pack_t_avx2(float *dst, int w, const float *src, int64_t lds, int m
             for (int p = 0; p < 8; p++)
                 if (p < np) _mm256_storeu_ps(dst + (int64_t)(p0 + p) * w + i0, r[p]);
         }
+    }
+}
+
+/* Rows of up to 8 or 16 floats: loads of the first n (zeros after), full
+ * stores; a 6-wide panel spills 2 floats into the next row, written after it. */
+void ts_kern_pack_n_avx2(float *dst, int w, const float *src, int64_t lds, int n, int kc) {
+    for (int p = 0; p < kc; p++, dst += w, src += lds) {
+        _mm256_storeu_ps(dst, n >= 8 ? _mm256_loadu_ps(src) : ts256_load_part(src, n, 0.0f));
+        if (w > 8) _mm256_storeu_ps(dst + 8, n >= 16 ? _mm256_loadu_ps(src + 8) : ts256_load_part(src + 8, n > 8 ? n - 8 : 0, 0.0f));
     }
 }
 

@@ -3,8 +3,9 @@
  * A 14 x 32 tile of C lives in 28 zmm registers; each step of k loads two
  * vectors of the packed B panel and broadcasts 14 values of the packed A
  * panel, so 28 FMAs run on 16 loads and both FMA pipes stay busy. A tile at
- * most 16 wide (the right edge of N = 200, say) runs a one-vector loop, and
- * partial tiles are stored with masks: no scratch tile, no scalar edges.
+ * most 16 wide (the right edge of N = 200, say) runs a one-vector loop, one
+ * at most 7 tall a half-height loop, and partial tiles are stored with masks:
+ * no scratch tile, no scalar edges.
  */
 #include "kernels_impl.h"
 #include "simd_avx512.h"
@@ -25,13 +26,15 @@ static inline __mmask16 lanes(int n, int v) {
     return k >= 16 ? (__mmask16)0xffff : k <= 0 ? (__mmask16)0 : ts512_first(k);
 }
 
-/* NV vectors (1 or 2) of columns; inlined twice so each has its own registers. */
-static inline __attribute__((always_inline)) void tile(const int NV, int kc, const float *pa, const float *pb,
-                                                       float *c, int64_t ldc, int m, int n, float alpha,
-                                                       float beta, ts_epilogue epi, const float *bias) {
+/* MV rows (MR, or MR/2 for a short bottom edge) by NV vectors (1 or 2) of
+ * columns; inlined for each pair so each has its own registers. */
+static inline __attribute__((always_inline)) void tile(const int MV, const int NV, int kc, const float *pa,
+                                                       const float *pb, float *c, int64_t ldc, int m, int n,
+                                                       float alpha, float beta, ts_epilogue epi,
+                                                       const float *bias) {
     __m512 acc[MR][2];
 #pragma GCC unroll 14
-    for (int i = 0; i < MR; i++) {
+    for (int i = 0; i < MV; i++) {
         acc[i][0] = acc[i][1] = _mm512_setzero_ps();
         /* C is needed only after the k loop: start fetching it now. */
         _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T0);
@@ -40,7 +43,7 @@ static inline __attribute__((always_inline)) void tile(const int NV, int kc, con
     for (int p = 0; p < kc; p++, pa += MR, pb += NR) {
         __m512 b0 = _mm512_loadu_ps(pb), b1 = NV == 2 ? _mm512_loadu_ps(pb + 16) : b0;
 #pragma GCC unroll 14
-        for (int i = 0; i < MR; i++) {
+        for (int i = 0; i < MV; i++) {
             __m512 a = _mm512_set1_ps(pa[i]);
             acc[i][0] = _mm512_fmadd_ps(a, b0, acc[i][0]);
             if (NV == 2) acc[i][1] = _mm512_fmadd_ps(a, b1, acc[i][1]);
@@ -51,9 +54,10 @@ static inline __attribute__((always_inline)) void tile(const int NV, int kc, con
     __m512 bias0 = _mm512_setzero_ps(), bias1 = bias0;
     if (epi != TS_EPI_NONE) bias0 = _mm512_maskz_loadu_ps(k0, bias), bias1 = _mm512_maskz_loadu_ps(k1, bias + 16);
 #pragma GCC unroll 14
-    for (int i = 0; i < MR; i++) {
+    for (int i = 0; i < MV; i++) {
         if (i >= m) break;
         float *cr = c + i * ldc;
+#pragma GCC unroll 2
         for (int v = 0; v < NV; v++) {
             __mmask16 k = v ? k1 : k0;
             __m512 x = _mm512_mul_ps(va, acc[i][v]);
@@ -72,11 +76,19 @@ static inline __attribute__((always_inline)) void tile(const int NV, int kc, con
 
 void ts_kern_ukernel_avx512(int kc, const float *pa, const float *pb, float *c, int64_t ldc, int m,
                             int n, float alpha, float beta, ts_epilogue epi, const float *bias) {
-    if (n > 16)
-        tile(2, kc, pa, pb, c, ldc, m, n, alpha, beta, epi, bias);
-    else
-        tile(1, kc, pa, pb, c, ldc, m, n, alpha, beta, epi, bias);
+    if (m > MR / 2) {
+        if (n > 16)
+            tile(MR, 2, kc, pa, pb, c, ldc, m, n, alpha, beta, epi, bias);
+        else
+            tile(MR, 1, kc, pa, pb, c, ldc, m, n, alpha, beta, epi, bias);
+    } else {
+        if (n > 16)
+            tile(MR / 2, 2, kc, pa, pb, c, ldc, m, n, alpha, beta, epi, bias);
+        else
+            tile(MR / 2, 1, kc, pa, pb, c, ldc, m, n, alpha, beta, epi, bias);
+    }
 }
+
 
 /* r[0..15] = the transpose of r[0..15] (rows become columns). */
 static inline void transpose16(__m512 r[16]) {
@@ -129,6 +141,22 @@ void ts_kern_pack_t_avx512(float *dst, int w, const float *src, int64_t lds, int
             for (int p = 0; p < 16; p++)
                 if (p < np) _mm512_storeu_ps(dst + (int64_t)(p0 + p) * w + i0, r[p]);
         }
+    }
+}
+
+/* Rows of up to 16 or 32 floats: masked loads (zeros past n), full stores; a
+ * 14-wide panel spills 2 floats into the next row, written after it. */
+void ts_kern_pack_n_avx512(float *dst, int w, const float *src, int64_t lds, int n, int kc) {
+    const __mmask16 k0 = n >= 16 ? (__mmask16)0xffff : ts512_first(n),
+                    k1 = n >= 32 ? (__mmask16)0xffff : n > 16 ? ts512_first(n - 16) : 0;
+    if (w > 16) {
+        for (int p = 0; p < kc; p++, dst += w, src += lds) {
+            _mm512_storeu_ps(dst, k0 == 0xffff ? _mm512_loadu_ps(src) : _mm512_maskz_loadu_ps(k0, src));
+            _mm512_storeu_ps(dst + 16, k1 == 0xffff ? _mm512_loadu_ps(src + 16) : _mm512_maskz_loadu_ps(k1, src + 16));
+        }
+    } else {
+        for (int p = 0; p < kc; p++, dst += w, src += lds)
+            _mm512_storeu_ps(dst, k0 == 0xffff ? _mm512_loadu_ps(src) : _mm512_maskz_loadu_ps(k0, src));
     }
 }
 

@@ -10,6 +10,7 @@ const ts_kern_ops ts_kern_avx512_ops = {
     .kc_max = 2048, .a_floats = 224 * 512, .b_floats = 1 << 20,
     .ukernel = ts_kern_ukernel_avx512,
     .pack_t = ts_kern_pack_t_avx512,
+    .pack_n = ts_kern_pack_n_avx512,
     .softmax_row = simd_softmax_row,
     .layernorm_row = simd_layernorm_row,
     .add = simd_add, .scale = simd_scale, .relu = simd_relu, .gelu = simd_gelu,

@@ -32,6 +32,11 @@ typedef void (*ts_ukernel_fn)(int kc, const float *pa, const float *pb, float *c
  * May write up to 64 floats past dst + kc*w (the driver leaves room). */
 typedef void (*ts_pack_t_fn)(float *dst, int w, const float *src, int64_t lds, int m, int kc);
 
+/* Plain pack: dst[p*w + j] = src[p*lds + j] for j < n, p < kc, and 0 for
+ * n <= j < w. Turns B stored (K,N), or A stored (K,M), into a panel. Same
+ * room past the panel as ts_pack_t_fn. */
+typedef void (*ts_pack_n_fn)(float *dst, int w, const float *src, int64_t lds, int n, int kc);
+
 /* out = softmax(in + mask) over the first `valid` of `cols` columns, the rest
  * 0. Returns 1 when every visible entry is -inf (the row is then all 0). */
 typedef int (*ts_softmax_row_fn)(float *out, const float *in, int cols, int valid,
@@ -49,6 +54,7 @@ typedef struct ts_kern_ops {
     int kc_max, a_floats, b_floats;
     ts_ukernel_fn ukernel;
     ts_pack_t_fn pack_t;
+    ts_pack_n_fn pack_n;
     ts_softmax_row_fn softmax_row;
     ts_layernorm_row_fn layernorm_row;
     void (*add)(float *out, const float *a, const float *b, int64_t n);
@@ -76,7 +82,9 @@ void ts_kern_ukernel_avx2(int kc, const float *pa, const float *pb, float *c, in
 void ts_kern_ukernel_avx512(int kc, const float *pa, const float *pb, float *c, int64_t ldc, int m,
                             int n, float alpha, float beta, ts_epilogue epi, const float *bias);
 void ts_kern_pack_t_avx2(float *dst, int w, const float *src, int64_t lds, int m, int kc);
+void ts_kern_pack_n_avx2(float *dst, int w, const float *src, int64_t lds, int n, int kc);
 void ts_kern_pack_t_avx512(float *dst, int w, const float *src, int64_t lds, int m, int kc);
+void ts_kern_pack_n_avx512(float *dst, int w, const float *src, int64_t lds, int n, int kc);
 #endif
 
 /* The table in use (initialises on first call). */
@@ -93,6 +101,7 @@ double ts_kern_fma_loop_scalar(int64_t iters, float *sink);
 void ts_kern_ukernel_scalar(int kc, const float *pa, const float *pb, float *c, int64_t ldc, int m,
                             int n, float alpha, float beta, ts_epilogue epi, const float *bias);
 void ts_kern_pack_t_scalar(float *dst, int w, const float *src, int64_t lds, int m, int kc);
+void ts_kern_pack_n_scalar(float *dst, int w, const float *src, int64_t lds, int n, int kc);
 
 /* Scalar pieces the SIMD paths reuse for edges and tails. */
 float ts_kern_gelu1(float x);

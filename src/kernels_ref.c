@@ -121,6 +121,7 @@ const ts_kern_ops ts_kern_scalar_ops = {
     .kc_max = 256, .a_floats = 128 * 256, .b_floats = 256 * 2048,
     .ukernel = ts_kern_ukernel_scalar,
     .pack_t = ts_kern_pack_t_scalar,
+    .pack_n = ts_kern_pack_n_scalar,
     .softmax_row = ts_kern_softmax_row_ref,
     .layernorm_row = ts_kern_layernorm_row_ref,
     .add = ts_kern_add_ref, .scale = ts_kern_scale_ref, .relu = ts_kern_relu_ref, .gelu = ts_kern_gelu_ref,

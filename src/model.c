@@ -263,6 +263,7 @@ static ts_status build(ts_model *m, const ts_model_config *cfg, bool dry) {
     if (st) return st;
     m->cfg = *cfg;
     m->dry = dry;
+    m->training = cfg->train_mode;
     m->S = cfg->seq;
     m->T = cfg->arch == TS_ARCH_ENCODER_DECODER ? cfg->tgt_seq : 0;
     m->L = m->S > m->T ? m->S : m->T;
@@ -303,7 +304,7 @@ ts_status ts_model_init(ts_model *m, const ts_model_config *cfg) {
     ts_model_acts *a = m->acts;
     ts_model_plan_acts(m, a, m->arena.base);
     m->arena.used = m->arena_bytes;
-    if (a->pe) ts_model_sinusoid(a->pe, m->L, cfg->d_model);
+    if (a->pe) ts_model_pe_table(a->pe, m->L, cfg->d_model, cfg->pe_variant);
     return TS_OK;
 }
 
@@ -329,6 +330,9 @@ static int find_exact(const ts_model *m, const char *name) {
 int ts_model_find_param(const ts_model *m, const char *name) {
     int i = find_exact(m, name);
     if (i >= 0) return i;
+    /* tscope train's checkpoints name the token tables as issue 6 does. */
+    if (strcmp(name, "embed.src.weight") == 0) return find_exact(m, "embed.tokens.weight");
+    if (strcmp(name, "embed.tgt.weight") == 0) return find_exact(m, "decoder.embed.tokens.weight");
     /* nn.TransformerEncoder's keys lack our "encoder." prefix; a lone
      * nn.MultiheadAttention's keys lack "self_attn.". */
     static const char *const prefixes[] = {"encoder.", "self_attn."};

@@ -199,5 +199,5 @@ ts_status ts_model_config_check(const ts_model_config *c) {
         return ts_fail(TS_ERR_ARG, "the attention-alone model has no vocabulary head");
     if (c->tie_embed && !(tokens && c->head == TS_HEAD_LM))
         return ts_fail(TS_ERR_ARG, "shared embeddings need token input and a vocabulary head");
-    return TS_OK;
+    return ts_model_variants_check(c);
 }

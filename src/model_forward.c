@@ -27,6 +27,9 @@
  * add, and inside the FFN after the activation (seed 000's "x after dropout",
  * traced as ffn.dropout in every mode so the step list does not depend on it).
  * Attention weights are not dropped: neither seed 000 nor the paper does.
+ *
+ * The seeds' mistakes (ts_variant, --pe-variant, --mask; model_variants.c)
+ * each change one step and keep its name, so a lesson can compare runs.
  */
 #include <math.h>
 #include <stdio.h>
@@ -105,6 +108,7 @@ typedef struct fwd {
     bool par;    // enough work per pass to be worth a parallel region
     double flops;
     ts_model_summary *sum;
+    const float *row_mask; // (B, S) -inf at pad queries while the encoder runs with mask padding-both
 } fwd;
 
 #define TRY(expr)                        \
@@ -211,12 +215,43 @@ static void dropout(fwd *f, float *x, int64_t n) {
 
 /* ---- LayerNorm ----------------------------------------------------------------- */
 
+/* Seed 001's LayerNorm over (batch, features), variant seed001-layernorm: the
+ * steps of norm() below, with mean and std (1, S, 1), one per position, and
+ * gamma, beta shown (B, D) as the seed shapes its parameters (model_variants.c). */
+static ts_status norm_two_dims(fwd *f, const char *prefix, const char *param_prefix, const float *in, float *out,
+                               int S, const ts_norm_weights *w, float eps, ts_op in_op, bool in_alias) {
+    double flops0 = f->flops;
+    int64_t B = f->B, D = f->D;
+    ts_model_acts *a = f->a;
+    ts_tensor t = view3((float *)in, B, S, D);
+    TRY(emit(f, prefix, "in", in_op, &t, TS_TAG_NORM_IN, in_alias));
+    float *y = f->watch ? a->big : NULL; // a norm's input never lives in big
+    if (!f->dry) ts_model_layernorm_two_dims(out, y, a->mean, a->std, in, w->gamma, w->beta, (int)B, S, (int)D, eps);
+    if (f->watch) {
+        t = view3(a->mean, 1, S, 1);
+        TRY(emit(f, prefix, "mean", TS_OP_MEAN, &t, TS_TAG_NORM_STAT, false));
+        t = view3(a->std, 1, S, 1);
+        TRY(emit(f, prefix, "std", TS_OP_STD, &t, TS_TAG_NORM_STAT, false));
+        t = view3(y, B, S, D);
+        TRY(emit(f, prefix, "y", TS_OP_LAYERNORM, &t, TS_TAG_PLAIN, false));
+        t = view(w->gamma, 2, (int64_t[]){B, D}, (int64_t[]){0, 1});
+        TRY(emit(f, prefix, "gamma", TS_OP_PARAM, &t, TS_TAG_PARAM, false));
+        t = view(w->beta, 2, (int64_t[]){B, D}, (int64_t[]){0, 1});
+        TRY(emit(f, prefix, "beta", TS_OP_PARAM, &t, TS_TAG_PARAM, false));
+    }
+    t = view3(out, B, S, D);
+    TRY(emit(f, prefix, "out", TS_OP_LAYERNORM, &t, TS_TAG_NORM_OUT, false));
+    return module_done(f, prefix, param_prefix, &t, flops0);
+}
+
 /* out = gamma * (in - mean) / std + beta over the last dim, std = sqrt(var + eps)
  * with the biased variance, as seed 000's LayerNormalization and nn.LayerNorm.
  * Traces in, mean, std (B, S, 1), y = (in - mean) / std, gamma, beta, out.
  * `in_alias`: `in` was traced already (a pre-LN block's input). out may be in. */
 static ts_status norm(fwd *f, const char *prefix, const char *param_prefix, const float *in, float *out, int S,
                       const ts_norm_weights *w, float eps, ts_op in_op, bool in_alias) {
+    if (f->c->variants & TS_VARIANT_SEED001_LAYERNORM)
+        return norm_two_dims(f, prefix, param_prefix, in, out, S, w, eps, in_op, in_alias);
     double flops0 = f->flops;
     int64_t B = f->B, D = f->D, rows = B * S;
     ts_model_acts *a = f->a;
@@ -268,15 +303,22 @@ static ts_tensor heads_view(fwd *f, const heads_at *x, int S) {
                 (int64_t[]){x->bstride, x->hstride, x->ld, 1});
 }
 
-/* Key padding (B, Sk) and the causal rule, written into the scores as -inf. */
-static void apply_mask(fwd *f, float *att, int Sq, int Sk, const float *key_mask, bool causal) {
+/* Key padding (B, Sk), the causal rule and hidden query rows (B, Sq), written
+ * into the scores as -inf. */
+static void apply_mask(fwd *f, float *att, int Sq, int Sk, const float *key_mask, bool causal,
+                       const float *row_mask) {
     int64_t BH = (int64_t)f->B * f->H;
     int H = f->H;
     TS_MODEL_OMP(parallel for num_threads(f->threads) if(f->par) schedule(static))
     for (int64_t bh = 0; bh < BH; bh++) {
         const float *km = key_mask ? key_mask + (bh / H) * Sk : NULL;
+        const float *rm = row_mask ? row_mask + (bh / H) * Sq : NULL;
         for (int r = 0; r < Sq; r++) {
             float *row = att + (bh * Sq + r) * Sk;
+            if (rm && rm[r] != 0.0f) {
+                for (int c = 0; c < Sk; c++) row[c] = -INFINITY;
+                continue;
+            }
             for (int c = 0; c < Sk; c++) {
                 if (causal && c > r)
                     row[c] = -INFINITY;
@@ -308,10 +350,11 @@ static void head_scores(const attn_job *j, int64_t bh, float alpha) {
             NULL);
 }
 
-static void head_softmax(const attn_job *j, int64_t bh, bool with_mask) {
+/* Returns the rows that were masked entirely (now all 0). */
+static int64_t head_softmax(const attn_job *j, int64_t bh, bool with_mask) {
     float *s = att_of(j, bh);
     const float *km = with_mask && j->key_mask ? j->key_mask + (bh / j->H) * j->Sk : NULL;
-    ts_softmax_rows(s, s, j->Sq, j->Sk, km, with_mask && j->causal, 0);
+    return ts_softmax_rows(s, s, j->Sq, j->Sk, km, with_mask && j->causal, 0);
 }
 
 /* values of head h go straight to columns h*hd.. of ctx: the permute back is free. */
@@ -328,47 +371,54 @@ static ts_status sdpa(fwd *f, const char *prefix, const heads_at *q, const heads
                       int Sq, int Sk, float *att, const float *key_mask, bool causal) {
     int B = f->B, H = f->H, hd = f->hd, D = f->D;
     ts_model_acts *a = f->a;
-    float scale = 1.0f / sqrtf((float)hd);
-    int64_t n_att = (int64_t)B * H * Sq * Sk, BH = (int64_t)B * H;
+    float scale = ts_model_attn_scale(f->c, hd);
+    int64_t n_att = (int64_t)B * H * Sq * Sk, BH = (int64_t)B * H, empty = 0;
     f->flops += 2.0 * 2.0 * (double)B * H * Sq * Sk * hd;
     attn_job j = {q, k, v, Sq, Sk, H, hd, D, att, a->ctx, key_mask, causal};
     ts_tensor tatt = view(att, 4, (int64_t[]){B, H, Sq, Sk}, NULL);
-    bool masked = key_mask || causal;
+    const float *row_mask = f->row_mask;
+    bool masked = key_mask || causal || row_mask;
+    bool staged = f->watch || row_mask; // hidden rows go into the scores, as a watcher sees them
     if (f->dry) {
         /* shapes only */
-    } else if (!f->watch) { /* nobody looks: each head start to finish while its scores sit in cache */
-        TS_MODEL_OMP(parallel for num_threads(f->threads) if(f->par) schedule(dynamic, 1))
+    } else if (!staged) { /* nobody looks: each head start to finish while its scores sit in cache */
+        TS_MODEL_OMP(parallel for num_threads(f->threads) if(f->par) schedule(dynamic, 1) reduction(+:empty))
         for (int64_t bh = 0; bh < BH; bh++) {
             head_scores(&j, bh, scale);
-            head_softmax(&j, bh, masked);
+            empty += head_softmax(&j, bh, masked);
             head_values(&j, bh);
         }
     } else {
         TS_MODEL_OMP(parallel for num_threads(f->threads) if(f->par) schedule(dynamic, 1))
         for (int64_t bh = 0; bh < BH; bh++) head_scores(&j, bh, 1.0f);
     }
-    if (f->watch) {
+    if (staged) {
         TRY(emit(f, prefix, "scores", TS_OP_MATMUL, &tatt, TS_TAG_ATTN_SCORES, false));
         if (!f->dry) ts_scale(att, att, scale, n_att);
         TRY(emit(f, prefix, "scaled", TS_OP_SCALE, &tatt, TS_TAG_ATTN_SCORES, false));
         if (masked) {
-            if (!f->dry) apply_mask(f, att, Sq, Sk, key_mask, causal);
+            if (!f->dry) apply_mask(f, att, Sq, Sk, key_mask, causal, row_mask);
             TRY(emit(f, prefix, "masked", TS_OP_MASK, &tatt, TS_TAG_ATTN_SCORES, false));
         }
         if (!f->dry) { /* the mask is in the scores now */
-            TS_MODEL_OMP(parallel for num_threads(f->threads) if(f->par) schedule(dynamic, 1))
+            TS_MODEL_OMP(parallel for num_threads(f->threads) if(f->par) schedule(dynamic, 1) reduction(+:empty))
             for (int64_t bh = 0; bh < BH; bh++) {
-                head_softmax(&j, bh, false);
+                empty += head_softmax(&j, bh, false);
                 head_values(&j, bh);
             }
         }
     }
+    f->m->empty_rows += empty;
     heads_at vals = {a->ctx, (int64_t)Sq * D, hd, D};
     ts_tensor tv = heads_view(f, &vals, Sq);
     TRY(emit(f, prefix, "values", TS_OP_MATMUL, &tv, TS_TAG_HEADS, false));
     TRY(emit(f, prefix, "weights", TS_OP_SOFTMAX, &tatt, TS_TAG_ATTN_WEIGHTS, false));
-    ts_tensor perm = view(a->ctx, 4, (int64_t[]){B, Sq, H, hd}, NULL);
-    TRY(emit(f, prefix, "values_perm", TS_OP_PERMUTE, &perm, TS_TAG_PLAIN, false));
+    if (f->c->variants & TS_VARIANT_SEED000_RESHAPE) { /* no permute back; the q/k/v rows are spent */
+        if (!f->dry) ts_model_unpermuted_concat(a->ctx, a->big, B, Sq, H, hd);
+    } else {
+        ts_tensor perm = view(a->ctx, 4, (int64_t[]){B, Sq, H, hd}, NULL);
+        TRY(emit(f, prefix, "values_perm", TS_OP_PERMUTE, &perm, TS_TAG_PLAIN, false));
+    }
     ts_tensor concat = view3(a->ctx, B, Sq, D);
     return emit(f, prefix, "concat", TS_OP_RESHAPE, &concat, TS_TAG_PLAIN, false);
 }
@@ -468,6 +518,41 @@ static ts_status ffn(fwd *f, const char *prefix, const char *param_prefix, const
 
 /* ---- layers ------------------------------------------------------------------------ */
 
+/* The key padding of the encoder's self-attention: none with --mask none
+ * (cross-attention still hides the source's pads). */
+static const float *enc_key_mask(const fwd *f) { return f->c->mask == TS_MASK_NONE ? NULL : f->a->src_mask; }
+
+/* Seed 004's TransformerEncoderBlock as written (variant seed004-residual):
+ * h = norm1(x); attn(h) is computed and dropped; x = x + dropout(x);
+ * x = norm2(x); x = x + ffn(x); x = dropout(x). Same step names as pre-LN. */
+static ts_status encoder_layer_seed004(fwd *f, int i, const ts_enc_layer_weights *w, const float *in, float *out) {
+    char p[64], attn[64], attnp[64], n1[64], n1p[64], n2[64], n2p[64], ff[64], lin[64];
+    snprintf(p, sizeof p, "encoder.layers.%d", i);
+    snprintf(attn, sizeof attn, "encoder.layers.%d.self_attn", i);
+    snprintf(attnp, sizeof attnp, "encoder.layers.%d.self_attn.", i);
+    snprintf(n1, sizeof n1, "encoder.layers.%d.norm1", i);
+    snprintf(n1p, sizeof n1p, "encoder.layers.%d.norm1.", i);
+    snprintf(n2, sizeof n2, "encoder.layers.%d.norm2", i);
+    snprintf(n2p, sizeof n2p, "encoder.layers.%d.norm2.", i);
+    snprintf(ff, sizeof ff, "encoder.layers.%d.ffn", i);
+    snprintf(lin, sizeof lin, "encoder.layers.%d.linear", i);
+    const ts_model_config *c = f->c;
+    int S = f->m->S, D = f->D;
+    int64_t n = (int64_t)f->B * S * D;
+    float *tmp = f->a->tmp;
+    TRY(norm(f, n1, n1p, in, tmp, S, &w->norm1, c->eps, TS_OP_INPUT, true));
+    TRY(self_attention(f, attn, attnp, &w->self_attn, tmp, D, S, enc_key_mask(f), c->causal, tmp));
+    if (!f->dry) memcpy(tmp, in, sizeof(float) * (size_t)n); // the attention output is overwritten unused
+    dropout(f, tmp, n);
+    add(f, out, in, tmp, n);
+    TRY(norm(f, n2, n2p, out, out, S, &w->norm2, c->eps, TS_OP_ADD, false));
+    TRY(ffn(f, ff, lin, &w->ffn, out, S, tmp));
+    add(f, out, out, tmp, n);
+    dropout(f, out, n);
+    ts_tensor t = view3(out, f->B, S, D);
+    return emit(f, p, "out", TS_OP_ADD, &t, TS_TAG_PLAIN, false);
+}
+
 /* One encoder layer, in -> out (out may be in).
  * post-LN (seed 000, the paper): x = norm1(x + attn(x)); x = norm2(x + ffn(x))
  * pre-LN (seed 004, norm_first):  x = x + attn(norm1(x)); x = x + ffn(norm2(x)) */
@@ -485,7 +570,7 @@ static ts_status encoder_layer(fwd *f, int i, const ts_enc_layer_weights *w, con
     int S = f->m->S, D = f->D;
     int64_t n = (int64_t)f->B * S * D;
     float *tmp = f->a->tmp;
-    const float *mask = f->a->src_mask;
+    const float *mask = enc_key_mask(f);
     const ts_model_config *c = f->c;
     ts_tensor t;
     if (c->norm == TS_NORM_POST) {
@@ -500,6 +585,7 @@ static ts_status encoder_layer(fwd *f, int i, const ts_enc_layer_weights *w, con
         t = view3(out, f->B, S, D);
         return emit(f, p, "out", TS_OP_LAYERNORM, &t, TS_TAG_PLAIN, true);
     }
+    if (c->variants & TS_VARIANT_SEED004_RESIDUAL) return encoder_layer_seed004(f, i, w, in, out);
     TRY(norm(f, n1, n1p, in, tmp, S, &w->norm1, c->eps, TS_OP_INPUT, true));
     TRY(self_attention(f, attn, attnp, &w->self_attn, tmp, D, S, mask, c->causal, tmp));
     dropout(f, tmp, n);
@@ -726,12 +812,14 @@ static ts_status run(fwd *f, const ts_model_input *in, ts_tensor *out) {
     const float *saved_src = a->src_mask, *saved_tgt = a->tgt_mask;
     if (!in->src_pad) a->src_mask = NULL;
     if (!in->tgt_pad) a->tgt_mask = NULL;
+    f->row_mask = c->mask == TS_MASK_PADDING_BOTH ? a->src_mask : NULL; // the encoder's pad queries
     ts_status st = TS_OK;
     const float *x = NULL;
     if (c->arch == TS_ARCH_ATTENTION) {
         int din = c->in_dim ? c->in_dim : f->D;
         st = embed(f, "embed", "input", &m->w.embed, false, NULL, in->src_embedded, S, a->x, &x);
-        if (!st) st = self_attention(f, "self_attn", "self_attn.", &m->w.attn, x, din, S, a->src_mask, c->causal, a->x);
+        if (!st)
+            st = self_attention(f, "self_attn", "self_attn.", &m->w.attn, x, din, S, enc_key_mask(f), c->causal, a->x);
         *out = view3(a->x, f->B, S, f->D);
         goto done;
     }
@@ -750,6 +838,7 @@ static ts_status run(fwd *f, const ts_model_input *in, ts_tensor *out) {
         *out = t;
     }
     if (!st && c->arch == TS_ARCH_ENCODER_DECODER) {
+        f->row_mask = NULL;
         const float *y = NULL;
         bool tokens = c->input == TS_INPUT_TOKENS && !in->tgt_embedded;
         st = embed(f, "decoder.embed", "decoder.input", &m->w.dec_embed, tokens, in->tgt_ids, in->tgt_embedded,
@@ -794,6 +883,7 @@ ts_status ts_model_forward(ts_model *m, const ts_model_input *in, const ts_hook 
     if (m->dry) return ts_fail(TS_ERR_ARG, "model: a shapes-only model cannot run; use ts_model_dry_run");
     fwd f;
     fwd_setup(&f, m, m->acts, hook);
+    m->empty_rows = 0;
     ts_tensor dummy;
     return run(&f, in, out ? out : &dummy);
 }

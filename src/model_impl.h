@@ -35,6 +35,24 @@ typedef struct ts_model_acts {
 /* Lay out the buffers; with base NULL only count. Returns the bytes needed. */
 size_t ts_model_plan_acts(const ts_model *m, ts_model_acts *a, unsigned char *base);
 
+/* ---- variants: the computations model_forward.c calls (model_variants.c) ---- */
+
+/* 1/sqrt(hd), or 1 with TS_VARIANT_NO_SCALE. */
+float ts_model_attn_scale(const ts_model_config *c, int hd);
+
+/* Seed 000's reshape without the permute back: ctx (B, S, H, hd), as the
+ * model writes the values, is rewritten in place so that each batch element's
+ * memory reads as the values (H, S, hd) flattened, which is what reshaping
+ * (B, H, S, hd) straight to (B, S, D) shows. scratch holds B*S*H*hd floats. */
+void ts_model_unpermuted_concat(float *ctx, float *scratch, int B, int S, int H, int hd);
+
+/* Seed 001's LayerNorm over the last two dims of (S, B, D), on our (B, S, D):
+ * mean and std (S) per position over all B*D values (biased variance, std =
+ * sqrt(var + eps)); y (B, S, D) = (in - mean) / std, or NULL; out = gamma[d] *
+ * that + beta[d] (out may be in; y may not). */
+void ts_model_layernorm_two_dims(float *out, float *y, float *mean, float *stdv, const float *in,
+                                 const float *gamma, const float *beta, int B, int S, int D, float eps);
+
 /* A well-mixed 64-bit hash (splitmix64's finaliser). */
 static inline uint64_t ts_model_mix64(uint64_t z) {
     z += 0x9E3779B97F4A7C15ull;

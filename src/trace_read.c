@@ -67,7 +67,8 @@ static bool fits(uint64_t off, uint64_t len, uint64_t limit) { return off <= lim
 /* A name for messages: printable ASCII, at most 60 bytes. */
 static void safe_name(char *out, size_t size, const unsigned char *p, uint64_t len) {
     size_t k = 0;
-    for (uint64_t i = 0; i < len && k + 4 < size && i < 60; i++) out[k++] = (p[i] >= 32 && p[i] < 127) ? (char)p[i] : '?';
+    for (uint64_t i = 0; i < len && k + 4 < size && i < 60; i++)
+        out[k++] = (p[i] >= 32 && p[i] < 127) ? (char)p[i] : '?';
     if (len > 60 && k + 4 < size) {
         memcpy(out + k, "...", 3);
         k += 3;
@@ -88,7 +89,7 @@ static bool parse_view(const ts_trace *t, const unsigned char *p, int64_t i, uns
     if (!b->has_values || b->view_of >= 0) return false;
     memset(extra->view_strides, 0, sizeof extra->view_strides);
     uint64_t bcount = (uint64_t)b->values_count;
-    if (count > 0 && offset >= bcount) return false;
+    if (offset > bcount || (count > 0 && offset == bcount)) return false;
     uint64_t room = count > 0 ? bcount - 1 - offset : 0; /* how far the view may still reach */
     for (unsigned d = 0; d < TS_MAX_RANK; d++) {
         uint64_t stride = trf_get64(p + TRF_P_VIEW_STRIDES + 8 * d);
@@ -152,7 +153,8 @@ static record_result parse_record(const ts_trace *t, header_src src, uint64_t of
     char name[80] = "?";
     if (name_len >= 1 && name_len <= TRF_NAME_MAX && fits(TRF_P_NAME, name_len, src.avail))
         safe_name(name, sizeof name, p + TRF_P_NAME, name_len);
-    if (prefix_size % TRF_ALIGN || prefix_size < TRF_P_NAME + 2 || prefix_size > trf_align(TRF_P_NAME + TRF_NAME_MAX + 1) ||
+    if (prefix_size % TRF_ALIGN || prefix_size < TRF_P_NAME + 2 ||
+        prefix_size > trf_align(TRF_P_NAME + TRF_NAME_MAX + 1) ||
         record_size % TRF_ALIGN || record_size < prefix_size + TRF_SUFFIX_SIZE) {
         snprintf(why, why_size, "step %lld '%s' has impossible sizes", (long long)i, name);
         return RECORD_BAD;
@@ -302,7 +304,8 @@ static ts_status scan_records(ts_trace *t, uint64_t records, const char *reason)
         if (r != RECORD_OK) {
             bool zeros = true;
             for (uint64_t k = off; k < t->size && k < off + 64 && zeros; k++) zeros = t->data[k] == 0;
-            if (r == RECORD_BAD && zeros) snprintf(why, sizeof why, "the records end at offset %llu", (unsigned long long)off);
+            if (r == RECORD_BAD && zeros)
+                snprintf(why, sizeof why, "the records end at offset %llu", (unsigned long long)off);
             break;
         }
         off += t->steps[t->n].record_bytes;
@@ -640,7 +643,8 @@ static void gather_view(float *out, const float *base, const ts_trace_step *step
 
 ts_status ts_trace_values(ts_trace *t, int64_t i, const float **values) {
     *values = NULL;
-    if (i < 0 || i >= t->n) return ts_fail(TS_ERR_ARG, "trace: no step %lld (%lld steps)", (long long)i, (long long)t->n);
+    if (i < 0 || i >= t->n)
+        return ts_fail(TS_ERR_ARG, "trace: no step %lld (%lld steps)", (long long)i, (long long)t->n);
     const ts_trace_step *step = &t->steps[i];
     if (!step->has_values)
         return ts_fail(TS_ERR_ARG, "trace: step %lld '%s' keeps no values (traced at level %s)", (long long)i,

@@ -4,9 +4,10 @@
  * model's memory: it gathers the step's values (any strided view, row-major)
  * straight into a 4 MB slot of the output stream while summing statistics and
  * the CRC, then bins the histogram from the model's buffer, which is still
- * intact because the hook has not returned. Both passes split across the
- * kernels' threads. Full slots go to a writer thread that puts them on disk;
- * the hook waits only when every slot is in flight.
+ * intact because the hook has not returned. Both passes are cut in chunks
+ * that helper threads claim alongside the hook. Full slots go to a writer
+ * thread that puts them on disk; the hook waits only when every slot is in
+ * flight.
  *
  * Large traces are written with O_DIRECT: gigabytes through the page cache
  * cost more than the disk itself (every cache page must be found and filled
@@ -21,15 +22,14 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
-#if defined(_OPENMP)
-#include <omp.h>
-#endif
 
 #include "tscope/kernels.h"
 #include "tscope/version.h"
@@ -49,7 +49,36 @@
 /* Elements below which one thread does a pass alone. */
 #define PARALLEL_MIN ((int64_t)1 << 17)
 #define MAX_THREADS 64
+/* A pass is cut in at most MAX_CHUNKS chunks of at least CHUNK_MIN elements. */
+#define MAX_CHUNKS 512
+#define CHUNK_MIN ((int64_t)1 << 16)
 #define MAX_ELEMENTS ((int64_t)1 << 40)
+
+typedef enum pass_kind { PASS_COPY, PASS_COPY_STATS, PASS_STATS, PASS_HIST } pass_kind;
+
+typedef struct view view;
+typedef struct piece piece;
+
+/* One pass over elements [a, b) of a step, cut in n_chunks chunks. */
+typedef struct pass_spec {
+    pass_kind kind;
+    const view *v;
+    int64_t a, b, chunk, n_chunks;
+    const piece *pieces;
+    int n_pieces;
+    const trf_hist_plan *plan;
+} pass_spec;
+
+typedef struct helper_arg {
+    struct ts_trace_writer *w;
+    int id; /* 1.. (0 is the hook's own thread) */
+} helper_arg;
+
+/* One chunk's share before merging. */
+typedef struct chunk_result {
+    trf_acc acc;
+    uint32_t crc;
+} chunk_result;
 
 typedef struct job {
     int slot;
@@ -99,15 +128,38 @@ struct ts_trace_writer {
         int64_t index; /* -1: none */
         const float *data;
         int64_t count; /* what was stored: [data, data + count) */
-        const float *full;
-        int64_t full_numel; /* the whole tensor: [full, full + full_numel) */
-        bool has_stats;
-        ts_trace_stats stats;
     } base;
+    /* The statistics of the last step that computed something, when its
+     * tensor was contiguous: a view of exactly its elements has the same. */
+    struct {
+        bool valid;
+        const float *data;
+        int64_t numel;
+        ts_trace_stats stats;
+    } same;
     bool reduced;            /* level auto chose the reduced set */
     int64_t reduced_from;    /* from this step (running budget), -1 from the start */
     char reduced_name[128];  /* the step that passed the budget */
     double wait_seconds, hook_seconds;
+    chunk_result chunks[MAX_CHUNKS];                    /* the hook's passes' scratch */
+    uint64_t thread_hist[MAX_THREADS][TS_TRACE_HIST_BINS];
+
+    /* Helpers for the hook's passes (threads - 1 of them). A pass is open
+     * while the hook works on it; helpers that wake in time join, and chunks
+     * are claimed one at a time, so the hook never waits for a helper the
+     * system has not scheduled, only for chunks one has taken. */
+    pthread_t helpers[MAX_THREADS];
+    helper_arg helper_args[MAX_THREADS];
+    int n_helpers;
+    pthread_mutex_t pmu;
+    pthread_cond_t pcv_start, pcv_left;
+    bool pmu_ready;
+    uint64_t pass_gen; /* under pmu */
+    bool pass_open;    /* under pmu */
+    int helpers_in;    /* under pmu */
+    bool helpers_stop; /* under pmu */
+    pass_spec pass;    /* written by the hook only while no helper is in */
+    _Atomic int64_t next_chunk;
     ts_status status; /* first failure of the hook, replayed */
     char error[512];
 };
@@ -255,8 +307,14 @@ static int take_free_slot(ts_trace_writer *w) {
             return i;
         }
     if (w->n_slots < w->max_slots) {
-        unsigned char *buf = aligned_alloc(DIRECT_ALIGN, SLOT_BYTES);
-        if (!buf) return -1;
+        /* 2 MB aligned and backed by huge pages where the kernel allows:
+         * fewer page faults to fill it, fewer pages to pin for O_DIRECT. */
+        void *mem = NULL;
+        if (posix_memalign(&mem, (size_t)2 << 20, SLOT_BYTES) != 0) return -1;
+        unsigned char *buf = mem;
+#if defined(MADV_HUGEPAGE)
+        madvise(buf, SLOT_BYTES, MADV_HUGEPAGE);
+#endif
         w->slots[w->n_slots] = buf;
         w->slot_free[w->n_slots] = false;
         return w->n_slots++;
@@ -429,25 +487,19 @@ static void cursor_gather(cursor *c, float *out, int64_t n) {
 
 /* ---- the passes over a step, each split across threads ---- */
 
-typedef struct part {
+/* What a pass gives back: moments and CRC of its elements in order, and the
+ * histogram. */
+typedef struct pass_result {
     trf_acc acc;
     uint32_t crc;
     uint64_t hist[TS_TRACE_HIST_BINS];
-} part;
+} pass_result;
 
 static int threads_for(const ts_trace_writer *w, int64_t n) {
     if (n < PARALLEL_MIN) return 1;
     int t = w->threads;
     int64_t most = n / (PARALLEL_MIN / 2);
     return most < t ? (int)most : t;
-}
-
-/* Elements [a, b) of thread `ith` of `nth` over n, cut at block edges. */
-static void split(int64_t n, int ith, int nth, int64_t *a, int64_t *b) {
-    int64_t blocks = (n + TRF_BLOCK - 1) / TRF_BLOCK;
-    int64_t lo = blocks * ith / nth, hi = blocks * (ith + 1) / nth;
-    *a = lo * TRF_BLOCK < n ? lo * TRF_BLOCK : n;
-    *b = hi * TRF_BLOCK < n ? hi * TRF_BLOCK : n;
 }
 
 /* Where a run of a step's values goes: `count` elements from element
@@ -462,7 +514,7 @@ typedef struct piece {
 /* Copy elements [a, b) of v to their pieces, adding statistics (when asked)
  * and the CRC of the bytes in order. */
 static void copy_part(const trf_stats_ops *ops, const view *v, int64_t a, int64_t b, const piece *pieces,
-                      int n_pieces, part *p, bool stats) {
+                      int n_pieces, chunk_result *p, bool stats) {
     trf_acc_init(&p->acc);
     p->crc = 0;
     cursor c;
@@ -489,7 +541,7 @@ static void copy_part(const trf_stats_ops *ops, const view *v, int64_t a, int64_
 }
 
 /* Statistics of elements [a, b) of v without keeping them. */
-static void stats_part(const trf_stats_ops *ops, const view *v, int64_t a, int64_t b, part *p) {
+static void stats_part(const trf_stats_ops *ops, const view *v, int64_t a, int64_t b, chunk_result *p) {
     trf_acc_init(&p->acc);
     float scratch[TRF_BLOCK];
     cursor c;
@@ -505,11 +557,11 @@ static void stats_part(const trf_stats_ops *ops, const view *v, int64_t a, int64
     }
 }
 
+/* Add the histogram of elements [a, b) of v to hist. */
 static void hist_part(const trf_stats_ops *ops, const view *v, int64_t a, int64_t b, const trf_hist_plan *plan,
-                      part *p) {
-    memset(p->hist, 0, sizeof p->hist);
+                      uint64_t *hist) {
     if (v->contiguous) {
-        trf_hist_add(p->hist, v->data + a, b - a, plan, ops);
+        trf_hist_add(hist, v->data + a, b - a, plan, ops);
         return;
     }
     float scratch[TRF_BLOCK];
@@ -518,44 +570,88 @@ static void hist_part(const trf_stats_ops *ops, const view *v, int64_t a, int64_
     for (int64_t e = a; e < b; e += TRF_BLOCK) {
         int64_t n = b - e < TRF_BLOCK ? b - e : TRF_BLOCK;
         cursor_gather(&c, scratch, n);
-        trf_hist_add(p->hist, scratch, n, plan, ops);
+        trf_hist_add(hist, scratch, n, plan, ops);
     }
 }
 
-typedef enum pass_kind { PASS_COPY, PASS_COPY_STATS, PASS_STATS, PASS_HIST } pass_kind;
 
-/* Run one pass over elements [a, b) of v on up to w->threads threads; parts
- * come back in order, one per thread used. Returns the number of parts. */
-static int run_pass(ts_trace_writer *w, pass_kind kind, const view *v, int64_t a, int64_t b, const piece *pieces,
-                    int n_pieces, const trf_hist_plan *plan, part *parts) {
-    int nth = threads_for(w, b - a);
-    const trf_stats_ops *ops = w->ops;
-#if defined(_OPENMP)
-#pragma omp parallel num_threads(nth) if (nth > 1)
-#endif
-    {
-        int ith = 0, got = 1;
-#if defined(_OPENMP)
-        ith = omp_get_thread_num();
-        got = omp_get_num_threads();
-#endif
-        /* The runtime may give fewer threads than asked: the first takes the
-         * missing shares too. */
-        for (int share = ith; share < nth; share += got) {
-            int64_t lo, hi;
-            split(b - a, share, nth, &lo, &hi);
-            part *p = &parts[share];
-            switch (kind) {
-            case PASS_COPY:
-            case PASS_COPY_STATS:
-                copy_part(ops, v, a + lo, a + hi, pieces, n_pieces, p, kind == PASS_COPY_STATS);
-                break;
-            case PASS_STATS: stats_part(ops, v, a + lo, a + hi, p); break;
-            case PASS_HIST: hist_part(ops, v, a + lo, a + hi, plan, p); break;
-            }
+/* Claim chunks of the open pass until none is left; tid picks the histogram. */
+static void work_chunks(ts_trace_writer *w, int tid) {
+    const pass_spec *p = &w->pass;
+    int64_t c;
+    while ((c = atomic_fetch_add(&w->next_chunk, 1)) < p->n_chunks) {
+        int64_t lo = p->a + c * p->chunk, hi = lo + p->chunk < p->b ? lo + p->chunk : p->b;
+        switch (p->kind) {
+        case PASS_COPY:
+        case PASS_COPY_STATS:
+            copy_part(w->ops, p->v, lo, hi, p->pieces, p->n_pieces, &w->chunks[c], p->kind == PASS_COPY_STATS);
+            break;
+        case PASS_STATS: stats_part(w->ops, p->v, lo, hi, &w->chunks[c]); break;
+        case PASS_HIST: hist_part(w->ops, p->v, lo, hi, p->plan, w->thread_hist[tid]); break;
         }
     }
-    return nth;
+}
+
+static void *helper_main(void *arg) {
+    helper_arg *h = arg;
+    ts_trace_writer *w = h->w;
+    uint64_t seen = 0;
+    pthread_mutex_lock(&w->pmu);
+    for (;;) {
+        while (!w->helpers_stop && (!w->pass_open || w->pass_gen == seen)) pthread_cond_wait(&w->pcv_start, &w->pmu);
+        if (w->helpers_stop) break;
+        seen = w->pass_gen;
+        w->helpers_in++;
+        pthread_mutex_unlock(&w->pmu);
+        work_chunks(w, h->id);
+        pthread_mutex_lock(&w->pmu);
+        if (--w->helpers_in == 0) pthread_cond_broadcast(&w->pcv_left);
+    }
+    pthread_mutex_unlock(&w->pmu);
+    return NULL;
+}
+
+/* Run one pass over elements [a, b) of v, with the helpers when it is large
+ * enough to share; the chunks' moments and CRCs are merged in order. */
+static void run_pass(ts_trace_writer *w, pass_kind kind, const view *v, int64_t a, int64_t b, const piece *pieces,
+                     int n_pieces, const trf_hist_plan *plan, pass_result *out) {
+    int64_t n = b - a;
+    int64_t chunk = (n + MAX_CHUNKS - 1) / MAX_CHUNKS;
+    if (chunk < CHUNK_MIN) chunk = CHUNK_MIN;
+    chunk = (chunk + TRF_BLOCK - 1) / TRF_BLOCK * TRF_BLOCK;
+    int64_t n_chunks = (n + chunk - 1) / chunk;
+    bool shared = w->n_helpers > 0 && threads_for(w, n) > 1;
+    int rows = shared ? w->n_helpers + 1 : 1;
+    memset(w->thread_hist, 0, (size_t)rows * sizeof w->thread_hist[0]);
+    w->pass = (pass_spec){kind, v, a, b, chunk, n_chunks, pieces, n_pieces, plan};
+    atomic_store(&w->next_chunk, 0);
+    if (shared) {
+        pthread_mutex_lock(&w->pmu);
+        w->pass_open = true;
+        w->pass_gen++;
+        pthread_cond_broadcast(&w->pcv_start);
+        pthread_mutex_unlock(&w->pmu);
+    }
+    work_chunks(w, 0);
+    if (shared) {
+        pthread_mutex_lock(&w->pmu);
+        w->pass_open = false;
+        while (w->helpers_in > 0) pthread_cond_wait(&w->pcv_left, &w->pmu);
+        pthread_mutex_unlock(&w->pmu);
+    }
+    trf_acc_init(&out->acc);
+    out->crc = 0;
+    memset(out->hist, 0, sizeof out->hist);
+    if (kind == PASS_HIST) {
+        for (int t = 0; t < rows; t++)
+            for (int k = 0; k < TS_TRACE_HIST_BINS; k++) out->hist[k] += w->thread_hist[t][k];
+        return;
+    }
+    for (int64_t c = 0; c < n_chunks; c++) {
+        int64_t len = (c + 1) * chunk < n ? chunk : n - c * chunk;
+        out->crc = trf_crc32_combine(out->crc, w->chunks[c].crc, (uint64_t)len * sizeof(float));
+        trf_acc_merge(&out->acc, &w->chunks[c].acc);
+    }
 }
 
 /* ---- one step ---- */
@@ -720,7 +816,6 @@ static void put_suffix(unsigned char *s, int64_t index, const ts_trace_stats *st
  * and as many free slots as there are now (one parallel pass over them all,
  * gathering, summing and CRC-ing), then hand the full ones to the disk. */
 static ts_status put_values(ts_trace_writer *w, const view *v, bool stats, trf_acc *acc, uint32_t *crc) {
-    part parts[MAX_THREADS];
     trf_acc_init(acc);
     *crc = 0;
     const int64_t slot_floats = (int64_t)(SLOT_BYTES / sizeof(float));
@@ -743,14 +838,10 @@ static ts_status put_values(ts_trace_writer *w, const view *v, bool stats, trf_a
             slots[n_pieces++] = slot;
             covered += k;
         }
-        int n = run_pass(w, stats ? PASS_COPY_STATS : PASS_COPY, v, done, done + covered, pieces, n_pieces, NULL,
-                         parts);
-        for (int i = 0; i < n; i++) {
-            int64_t lo, hi;
-            split(covered, i, n, &lo, &hi);
-            *crc = trf_crc32_combine(*crc, parts[i].crc, (uint64_t)(hi - lo) * sizeof(float));
-            trf_acc_merge(acc, &parts[i].acc);
-        }
+        pass_result r;
+        run_pass(w, stats ? PASS_COPY_STATS : PASS_COPY, v, done, done + covered, pieces, n_pieces, NULL, &r);
+        *crc = trf_crc32_combine(*crc, r.crc, (uint64_t)covered * sizeof(float));
+        trf_acc_merge(acc, &r.acc);
         /* The first piece filled the current slot; each further one is a slot
          * that becomes current once the one before goes to the disk. */
         w->fill += (size_t)pieces[0].count * sizeof(float);
@@ -765,20 +856,18 @@ static ts_status put_values(ts_trace_writer *w, const view *v, bool stats, trf_a
 }
 
 static void stats_of(ts_trace_writer *w, const view *v, trf_acc *acc) {
-    part parts[MAX_THREADS];
-    trf_acc_init(acc);
-    int n = run_pass(w, PASS_STATS, v, 0, v->numel, NULL, 0, NULL, parts);
-    for (int i = 0; i < n; i++) trf_acc_merge(acc, &parts[i].acc);
+    pass_result r;
+    run_pass(w, PASS_STATS, v, 0, v->numel, NULL, 0, NULL, &r);
+    *acc = r.acc;
 }
 
 static void hist_of(ts_trace_writer *w, const view *v, ts_trace_stats *st) {
     if (st->finite == 0) return;
     trf_hist_plan plan;
     trf_hist_plan_init(&plan, st);
-    part parts[MAX_THREADS];
-    int n = run_pass(w, PASS_HIST, v, 0, v->numel, NULL, 0, &plan, parts);
-    for (int i = 0; i < n; i++)
-        for (int b = 0; b < TS_TRACE_HIST_BINS; b++) st->hist[b] += parts[i].hist[b];
+    pass_result r;
+    run_pass(w, PASS_HIST, v, 0, v->numel, NULL, 0, &plan, &r);
+    memcpy(st->hist, r.hist, sizeof st->hist);
 }
 
 static ts_status keep_copy(ts_trace_writer *w, const unsigned char *prefix, size_t prefix_size,
@@ -851,9 +940,8 @@ ts_status ts_trace_writer_step(ts_trace_writer *w, const char *name, ts_op op, c
     if (values_area > (uint64_t)values_count * sizeof(float) &&
         (s = stream_put(w, NULL, (size_t)(values_area - (uint64_t)values_count * sizeof(float)))))
         return s;
-    if (d.stats && view_op && w->base.index >= 0 && w->base.has_stats && t->data == w->base.full &&
-        numel == w->base.full_numel && dense(t)) {
-        st = w->base.stats; /* the same elements in another order: the same statistics */
+    if (d.stats && view_op && w->same.valid && t->data == w->same.data && numel == w->same.numel && dense(t)) {
+        st = w->same.stats; /* the same elements in another order: the same statistics */
     } else if (d.stats) {
         if (!whole) stats_of(w, &vt, &acc);
         trf_acc_finish(&acc, &st);
@@ -862,15 +950,17 @@ ts_status ts_trace_writer_step(ts_trace_writer *w, const char *name, ts_op op, c
 
     /* Views may point into this step from now on, or (after a step that
      * computed something) into nothing until the next stored one. */
-    if (!view_op) w->base.index = -1;
-    if (stored && vk.contiguous && vt.contiguous) {
+    if (!view_op) {
+        w->base.index = -1;
+        w->same.valid = d.stats && vt.contiguous && numel > 0;
+        w->same.data = t->data;
+        w->same.numel = numel;
+        w->same.stats = st;
+    }
+    if (stored && vk.contiguous) {
         w->base.index = w->n_steps;
         w->base.data = kept.data;
         w->base.count = values_count;
-        w->base.full = t->data;
-        w->base.full_numel = numel;
-        w->base.has_stats = d.stats;
-        w->base.stats = st;
     }
 
     unsigned char suffix[TRF_SUFFIX_SIZE];
@@ -886,7 +976,14 @@ ts_status ts_trace_writer_step(ts_trace_writer *w, const char *name, ts_op op, c
         w->steps_with_values++;
         if (stored) w->values_bytes += (uint64_t)values_count * sizeof(float);
     }
-    if (now_seconds() - w->last_flush > FLUSH_SECONDS) return flush_partial(w);
+    if (now_seconds() - w->last_flush > FLUSH_SECONDS) {
+        /* Only behind the slots already written, so the file never has a
+         * hole that would hide complete steps from a scan. */
+        pthread_mutex_lock(&w->mu);
+        bool idle = w->q_len == 0;
+        pthread_mutex_unlock(&w->mu);
+        if (idle) return flush_partial(w);
+    }
     return TS_OK;
 }
 
@@ -909,6 +1006,13 @@ ts_status ts_trace_writer_flush(ts_trace_writer *w) {
 }
 
 /* ---- open and close ---- */
+
+/* Threads for the hook's passes: as many as the kernels use. */
+static int hook_threads(void) {
+    int n = ts_kernels_threads();
+    if (n > MAX_THREADS) n = MAX_THREADS;
+    return n < 1 ? 1 : n;
+}
 
 static char *metadata_text(const char *metadata_json, const ts_trace_options *opt) {
     cJSON *root = metadata_json ? cJSON_Parse(metadata_json) : cJSON_CreateObject();
@@ -944,10 +1048,46 @@ static ts_status check_options(const ts_trace_options *opt) {
     for (int i = 0; i < opt->n_only; i++)
         if (!opt->only[i] || !opt->only[i][0]) return ts_fail(TS_ERR_ARG, "trace: an --only glob is empty");
     if (opt->keep_batch < -1) return ts_fail(TS_ERR_ARG, "trace: --keep-batch %d is negative", opt->keep_batch);
+    if (opt->threads < 0) return ts_fail(TS_ERR_ARG, "trace: %d threads", opt->threads);
     return TS_OK;
 }
 
+static void stop_helpers(ts_trace_writer *w) {
+    if (!w->pmu_ready) return;
+    pthread_mutex_lock(&w->pmu);
+    w->helpers_stop = true;
+    pthread_cond_broadcast(&w->pcv_start);
+    pthread_mutex_unlock(&w->pmu);
+    for (int i = 0; i < w->n_helpers; i++) pthread_join(w->helpers[i], NULL);
+    w->n_helpers = 0;
+    pthread_mutex_destroy(&w->pmu);
+    pthread_cond_destroy(&w->pcv_start);
+    pthread_cond_destroy(&w->pcv_left);
+    w->pmu_ready = false;
+}
+
+/* threads - 1 helpers; fewer if the system will not start them. */
+static void start_helpers(ts_trace_writer *w) {
+    if (w->threads < 2 || pthread_mutex_init(&w->pmu, NULL)) return;
+    if (pthread_cond_init(&w->pcv_start, NULL)) {
+        pthread_mutex_destroy(&w->pmu);
+        return;
+    }
+    if (pthread_cond_init(&w->pcv_left, NULL)) {
+        pthread_cond_destroy(&w->pcv_start);
+        pthread_mutex_destroy(&w->pmu);
+        return;
+    }
+    w->pmu_ready = true;
+    for (int i = 0; i < w->threads - 1; i++) {
+        w->helper_args[i] = (helper_arg){w, i + 1};
+        if (pthread_create(&w->helpers[i], NULL, helper_main, &w->helper_args[i])) break;
+        w->n_helpers++;
+    }
+}
+
 static void free_writer(ts_trace_writer *w) {
+    stop_helpers(w);
     if (w->thread_started) {
         pthread_mutex_lock(&w->mu);
         w->stop = true;
@@ -1039,9 +1179,7 @@ ts_status ts_trace_writer_open(const char *path, const char *metadata_json, cons
     if (!w->slots || !w->slot_free || !w->queue || !w->path || !w->tmp_path) goto nomem;
     sprintf(w->tmp_path, "%s.tmp", path);
     w->ops = trf_stats_current();
-    w->threads = ts_kernels_threads();
-    if (w->threads < 1) w->threads = 1;
-    if (w->threads > MAX_THREADS) w->threads = MAX_THREADS;
+    w->threads = opt.threads > 0 ? (opt.threads < MAX_THREADS ? opt.threads : MAX_THREADS) : hook_threads();
 
     /* Auto with a known size decides once, for the whole run. */
     if (opt.level == TS_TRACE_AUTO && opt.expected_bytes > opt.budget) w->reduced = true;
@@ -1065,6 +1203,7 @@ ts_status ts_trace_writer_open(const char *path, const char *metadata_json, cons
     }
     w->thread_started = true;
     w->last_flush = now_seconds();
+    start_helpers(w);
 
     s = write_header(w, meta);
     free(meta);
@@ -1082,6 +1221,16 @@ nomem:
     return ts_fail(TS_ERR_NOMEM, "trace: no memory for a writer");
 }
 
+static const char *size_text(char *buf, size_t size, uint64_t n) {
+    if (n >= (uint64_t)1 << 30)
+        snprintf(buf, size, "%.2f GB", (double)n / (1 << 30));
+    else if (n >= (uint64_t)1 << 20)
+        snprintf(buf, size, "%.1f MB", (double)n / (1 << 20));
+    else
+        snprintf(buf, size, "%.1f KB", (double)n / 1024);
+    return buf;
+}
+
 static void describe_policy(const ts_trace_writer *w, char *buf, size_t size) {
     const ts_trace_options *o = &w->opt;
     char batch[48] = "";
@@ -1096,15 +1245,16 @@ static void describe_policy(const ts_trace_writer *w, char *buf, size_t size) {
     case TS_TRACE_AUTO: break;
     }
     double mb = (double)o->budget / (1 << 20);
+    char amount[32];
     int b = o->keep_batch >= 0 ? o->keep_batch : 0;
     if (!w->reduced)
-        snprintf(buf, size, "auto: values%s for %s (%.1f MB of values, within the %.0f MB budget)", batch, which,
-                 (double)w->values_bytes / (1 << 20), mb);
+        snprintf(buf, size, "auto: values%s for %s (%s of values, within the %.0f MB budget)", batch, which,
+                 size_text(amount, sizeof amount, w->values_bytes), mb);
     else if (w->reduced_from < 0)
         snprintf(buf, size,
-                 "auto: all values would take %.1f MB, more than the %.0f MB budget: statistics for every step, "
+                 "auto: all values would take %s, more than the %.0f MB budget: statistics for every step, "
                  "values for attention weights, positional encoding and LayerNorm mean/std of batch element %d",
-                 (double)o->expected_bytes / (1 << 20), mb, b);
+                 size_text(amount, sizeof amount, o->expected_bytes), mb, b);
     else
         snprintf(buf, size,
                  "auto: values for every step until step %lld '%.80s' passed the %.0f MB budget; from there, "

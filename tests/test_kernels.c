@@ -525,6 +525,7 @@ static void init_reads_environment(void **state) {
     assert_ok(ts_kernels_init());
     assert_true(ts_kernels_threads() >= 1);
     assert_true(ts_isa_supported(ts_kernels_isa()));
+    assert_true(ts_kernels_peak_gflops() > 0);
     ts_kernels_set_threads(3);
 #if defined(_OPENMP)
     assert_int_equal(ts_kernels_threads(), 3);

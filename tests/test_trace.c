@@ -371,6 +371,7 @@ static void strided_views_are_gathered_row_major(void **state) {
     ts_trace_options_default(&opt);
     opt.level = TS_TRACE_VALUES;
     opt.buffer_bytes = (size_t)8 << 20; /* two slots: the hook must wait for the disk */
+    opt.threads = 3; /* the parallel passes, whatever the machine's load */
     assert_ok(ts_trace_writer_open(path, NULL, &opt, &w));
     for (int i = 0; i < nv; i++) assert_ok(ts_trace_writer_step(w, names[i], TS_OP_PERMUTE, views[i], TS_TAG_HEADS));
     assert_ok(ts_trace_writer_close(w, NULL));
@@ -753,9 +754,31 @@ static void damaged_files_give_errors_or_correct_prefixes(void **state) {
     opt.level = TS_TRACE_VALUES;
     opt.only[0] = "*.weights";
     opt.only[1] = "input";
-    opt.n_only = 2;
+    opt.only[2] = "qkv*";
+    opt.n_only = 3;
     const char *path = path_in("damage.tstrace");
-    write_trace(path, &opt, f, N_FIX, NULL);
+    char *meta = meta_json();
+    unlink(path);
+    ts_trace_writer *w;
+    assert_ok(ts_trace_writer_open(path, meta, &opt, &w));
+    free(meta);
+    for (int i = 0; i < N_FIX; i++) {
+        ts_tensor t = view_of(f[i].data, f[i].rank, f[i].shape);
+        assert_ok(ts_trace_writer_step(w, f[i].name, f[i].op, &t, f[i].tag));
+    }
+    /* and a stored step with views of it */
+    float *qkv_data = random_floats(2 * 3 * 12, 1.0f, 0.0f);
+    ts_tensor qkv = view_of(qkv_data, 3, (int64_t[]){2, 3, 12}), heads, perm, parts[3];
+    assert_ok(ts_tensor_reshape(&heads, &qkv, 4, (int64_t[]){2, 3, 2, 6}));
+    assert_ok(ts_tensor_permute(&perm, &heads, (int[]){0, 2, 1, 3}));
+    int n_parts;
+    assert_ok(ts_tensor_chunk(parts, &n_parts, &perm, 3, -1));
+    assert_ok(ts_trace_writer_step(w, "qkv", TS_OP_LINEAR, &qkv, TS_TAG_PLAIN));
+    assert_ok(ts_trace_writer_step(w, "qkv_heads", TS_OP_RESHAPE, &heads, TS_TAG_PLAIN));
+    assert_ok(ts_trace_writer_step(w, "qkv_perm", TS_OP_PERMUTE, &perm, TS_TAG_HEADS));
+    assert_ok(ts_trace_writer_step(w, "qkv_k", TS_OP_CHUNK, &parts[1], TS_TAG_HEADS));
+    assert_ok(ts_trace_writer_close(w, NULL));
+    free(qkv_data);
     size_t size;
     unsigned char *orig_bytes = read_all(path, &size);
     ts_trace *orig;

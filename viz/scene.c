@@ -666,6 +666,13 @@ static ts_status build_scalar_curves(ts_scene *job, const ts_trace_step *s) {
             n++;
         }
         if (n > 0) {
+            /* tscope train records each snapshot's step as train.step: the x axis */
+            ts_render_series steps;
+            char steps_label[16];
+            if (ts_trace_find(job->t, "train.step") >= 0 &&
+                series_of(job, "train.step", &steps, steps_label, sizeof steps_label) == TS_OK)
+                for (int k = 0; k <= n; k++)
+                    if (p->series[k].n == steps.n) p->series[k].x = steps.y;
             p->kind = PIC_TRAINING;
             p->view = TS_RENDER_VIEW_CURVES;
             p->n_series = 1 + n;
@@ -866,3 +873,12 @@ const char *ts_scene_view_name(const ts_scene *s) {
 }
 
 const ts_trace_step *ts_scene_step(const ts_scene *s) { return s->step; }
+
+const ts_render_matrix *ts_scene_matrix(const ts_scene *s, int panel) {
+    switch (s->kind) {
+    case PIC_HEATMAP:
+    case PIC_GRID: return panel >= 0 && panel < s->n ? &s->m[panel] : NULL;
+    case PIC_TENSOR: return panel == 0 ? &s->tensor.slice : NULL;
+    default: return NULL;
+    }
+}

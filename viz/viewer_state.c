@@ -366,10 +366,14 @@ static bool hover(ts_view_state *st, const ts_view_frame *f, double x, double y)
     return true;
 }
 
+/* Drag: move the visible window of cells with the mouse. Works whenever
+ * not every cell is shown, zoomed in or not (a 200 x 2048 slice shows the
+ * columns that fit at one pixel a cell). */
 static bool pan(ts_view_state *st, const ts_view_frame *f, double x, double y) {
-    if (!f || !f->drawn || f->layout.n_panels < 1 || (!st->cells.rows && !st->cells.cols)) return false;
+    if (!f || !f->drawn || f->layout.n_panels < 1) return false;
     const ts_render_cells *c = &f->layout.panel[0];
     if (c->cell_w <= 0 || c->cell_h <= 0) return false;
+    if (c->rows >= c->total_rows && c->cols >= c->total_cols) return false;
     int r0 = st->drag_row0 - (int)lround((y - st->drag_y) / c->cell_h);
     int c0 = st->drag_col0 - (int)lround((x - st->drag_x) / c->cell_w);
     int max_r = c->total_rows - c->rows, max_c = c->total_cols - c->cols;
@@ -378,6 +382,11 @@ static bool pan(ts_view_state *st, const ts_view_frame *f, double x, double y) {
     if (r0 == st->cells.row0 && c0 == st->cells.col0) return false;
     st->cells.row0 = r0;
     st->cells.col0 = c0;
+    /* Hold the window's size: the renderer then shows the same number of
+     * cells from the new first one. */
+    st->cells.rows = c->rows;
+    st->cells.cols = c->cols;
+    st->hover = st->cells.highlight = false;
     return true;
 }
 
@@ -440,7 +449,7 @@ ts_status ts_view_state_init(ts_view_state *st, const ts_view_steps *s, double w
     st->head = -1;
     st->width = w;
     st->height = h;
-    st->rows = malloc((size_t)(s->n + s->n_layers + 1) * sizeof *st->rows);
+    st->rows = malloc((size_t)TS_VIEW_ROWS_MAX(s) * sizeof *st->rows);
     if (!st->rows) return ts_fail(TS_ERR_NOMEM, "view: out of memory for the step list");
     refresh_rows(st, s);
     return TS_OK;
@@ -524,6 +533,33 @@ ts_status ts_view_script_word(const char *word, ts_view_event *ev, const char **
         *shot = word + 5;
         return TS_OK;
     }
+    /* The mouse, in window points: hover:X,Y click:X,Y wheel:X,Y,DY. */
+    static const struct {
+        const char *prefix;
+        ts_view_event_kind kind;
+        int n;
+    } mouse[] = {{"hover:", TS_VIEW_EV_MOTION, 2}, {"click:", TS_VIEW_EV_PRESS, 2}, {"press:", TS_VIEW_EV_PRESS, 2},
+                 {"wheel:", TS_VIEW_EV_WHEEL, 3}, {"resize:", TS_VIEW_EV_RESIZE, 2}};
+    if (strcmp(word, "release") == 0) {
+        ev->kind = TS_VIEW_EV_RELEASE;
+        return TS_OK;
+    }
+    for (size_t i = 0; i < sizeof mouse / sizeof mouse[0]; i++) {
+        size_t len = strlen(mouse[i].prefix);
+        if (strncmp(word, mouse[i].prefix, len) != 0) continue;
+        double v[3] = {0, 0, 0};
+        int used = 0;
+        int got = sscanf(word + len, "%lf,%lf%n,%lf%n", &v[0], &v[1], &used, &v[2], &used);
+        if (got != mouse[i].n || word[len + (size_t)used] != '\0')
+            return ts_fail(TS_ERR_ARG, "bad mouse word '%s' in the script (hover:X,Y click:X,Y press:X,Y wheel:X,Y,DY resize:W,H)", word);
+        if (mouse[i].kind == TS_VIEW_EV_RESIZE && (v[0] < 320 || v[1] < 240 || v[0] > 16384 || v[1] > 16384))
+            return ts_fail(TS_ERR_ARG, "'%s': a window from 320 x 240 to 16384 x 16384", word);
+        ev->kind = mouse[i].kind;
+        ev->x = v[0];
+        ev->y = v[1];
+        ev->dy = v[2];
+        return TS_OK;
+    }
     for (size_t i = 0; i < sizeof named_keys / sizeof named_keys[0]; i++)
         if (strcmp(word, named_keys[i].word) == 0) {
             ev->key = named_keys[i].key;
@@ -536,6 +572,7 @@ ts_status ts_view_script_word(const char *word, ts_view_event *ev, const char **
     }
     return ts_fail(TS_ERR_ARG,
                    "unknown key '%s' in the script (keys: left right up down pgup pgdn home end enter esc "
-                   "backspace, one character such as 3 b B e ? [ ], find:NAME, shot:FILE)",
+                   "backspace, one character such as 3 b B e ? [ ], find:NAME, shot:FILE, hover:X,Y, click:X,Y, "
+                   "press:X,Y, release, wheel:X,Y,DY, resize:W,H)",
                    word);
 }

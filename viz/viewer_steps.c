@@ -132,6 +132,27 @@ static ts_status assign_tree(ts_view_steps *s) {
     return st;
 }
 
+/* Which record of its name each step is: the scene looks steps up by name
+ * and record, as `tscope png --step K` does. */
+static ts_status assign_occurrences(ts_view_steps *s) {
+    char **names = NULL;
+    int n_names = 0;
+    intern in;
+    ts_status st = intern_init(&in, &names, &n_names);
+    int *seen = calloc((size_t)(s->n ? s->n : 1), sizeof *seen); /* per distinct name */
+    if (!seen && st == TS_OK) st = ts_fail(TS_ERR_NOMEM, "view: out of memory for the step tree");
+    for (int64_t i = 0; i < s->n && st == TS_OK; i++) {
+        int id;
+        st = intern_get(&in, s->entry[i].name, strlen(s->entry[i].name), &id);
+        if (st == TS_OK) s->entry[i].occurrence = seen[id]++;
+    }
+    for (int i = 0; i < n_names; i++) free(names[i]);
+    free(names);
+    free(seen);
+    if (in.slot) intern_free(&in);
+    return st;
+}
+
 /* A snapshot starts at step 0 and at every later step named like step 0. */
 static ts_status assign_snapshots(ts_view_steps *s) {
     int count = 0;
@@ -159,6 +180,7 @@ ts_status ts_view_steps_init(ts_view_steps *s, const ts_view_entry *entries, int
     s->n = n;
     ts_status st = assign_tree(s);
     if (st == TS_OK) st = assign_snapshots(s);
+    if (st == TS_OK) st = assign_occurrences(s);
     if (st != TS_OK) ts_view_steps_free(s);
     return st;
 }
@@ -175,8 +197,16 @@ void ts_view_steps_free(ts_view_steps *s) {
 
 /* ---- questions about steps ---------------------------------------------------- */
 
+static bool ends_with(const char *s, const char *suffix) {
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
 int ts_view_heads(const ts_view_entry *e) {
-    bool per_head = e->tag == TS_TAG_ATTN_SCORES || e->tag == TS_TAG_ATTN_WEIGHTS || e->tag == TS_TAG_HEADS;
+    /* By tag, and by name for the attention steps (as the scene decides). */
+    bool per_head = e->tag == TS_TAG_ATTN_SCORES || e->tag == TS_TAG_ATTN_WEIGHTS || e->tag == TS_TAG_HEADS ||
+                    ends_with(e->name, ".scores") || ends_with(e->name, ".scaled") ||
+                    ends_with(e->name, ".masked") || ends_with(e->name, ".weights");
     return per_head && e->rank == 4 && e->shape[1] <= 1 << 20 ? (int)e->shape[1] : 0;
 }
 
@@ -208,6 +238,25 @@ int64_t ts_view_find(const ts_view_steps *s, const char *text, int64_t from) {
     return -1;
 }
 
+/* The steps [a, b) of an open layer: a header for each run of steps of one
+ * module below the layer, then those steps; steps of the layer itself
+ * (encoder.layers.0.out) stand alone. */
+static int module_rows(const ts_view_steps *s, int layer, int64_t a, int64_t b, ts_view_row *rows) {
+    int n = 0;
+    size_t lp = strlen(s->layer_name[layer]);
+    for (int64_t i = a; i < b;) {
+        int m = s->entry[i].module;
+        int64_t j = i;
+        while (j < b && s->entry[j].module == m) j++;
+        bool below = strlen(s->module_name[m]) > lp;
+        if (below) rows[n++] = (ts_view_row){TS_VIEW_ROW_MODULE, i, layer, m, (int)(j - i), true};
+        for (int64_t k = i; k < j; k++)
+            rows[n++] = (ts_view_row){TS_VIEW_ROW_STEP, k, layer, below ? m : -1, 1, false};
+        i = j;
+    }
+    return n;
+}
+
 int ts_view_rows(const ts_view_steps *s, int64_t current, ts_view_row *rows) {
     if (s->n == 0) return 0;
     if (current < 0 || current >= s->n) current = 0;
@@ -218,16 +267,22 @@ int ts_view_rows(const ts_view_steps *s, int64_t current, ts_view_row *rows) {
     for (int64_t i = a; i < b;) {
         int layer = s->entry[i].layer;
         if (layer < 0) {
-            rows[n++] = (ts_view_row){TS_VIEW_ROW_STEP, i, -1, 1, false};
+            rows[n++] = (ts_view_row){TS_VIEW_ROW_STEP, i, -1, -1, 1, false};
             i++;
             continue;
         }
         int64_t j = i;
         while (j < b && s->entry[j].layer == layer) j++;
+        if (j - i == 1) {
+            /* A header for one step (train.grad_norm.encoder.layers.0)
+             * would only hide it. */
+            rows[n++] = (ts_view_row){TS_VIEW_ROW_STEP, i, -1, -1, 1, false};
+            i = j;
+            continue;
+        }
         bool open = layer == open_layer && current >= i && current < j;
-        rows[n++] = (ts_view_row){TS_VIEW_ROW_LAYER, i, layer, (int)(j - i), open};
-        if (open)
-            for (int64_t m = i; m < j; m++) rows[n++] = (ts_view_row){TS_VIEW_ROW_STEP, m, layer, 1, false};
+        rows[n++] = (ts_view_row){TS_VIEW_ROW_LAYER, i, layer, -1, (int)(j - i), open};
+        if (open) n += module_rows(s, layer, i, j, rows + n);
         i = j;
     }
     return n;

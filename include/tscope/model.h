@@ -20,7 +20,8 @@
  *   encoder.layers.{i}.norm1.{in, mean, std, y, gamma, beta, out}
  *   encoder.layers.{i}.ffn.{hidden, act, dropout, out}, encoder.layers.{i}.norm2.…,
  *   encoder.layers.{i}.out, encoder.norm.… (final norm), encoder.out
- * `masked` appears only when a mask is applied; `values` comes before
+ * `masked` appears only when a mask is applied (`values_perm` not with the
+ * seed000-reshape variant, see ts_variant); `values` comes before
  * `weights` because seed 000's scaled_dot_product returns (values, attention)
  * and prints them in that order. The decoder has self_attn (causal) and
  * cross_attn (q_proj, q_heads, q, kv, kv_heads, kv_perm, k, v, ...), norm1..3.
@@ -47,6 +48,32 @@ typedef enum ts_arch {
 typedef enum ts_norm_place { TS_NORM_POST, TS_NORM_PRE } ts_norm_place;
 typedef enum ts_pe_kind { TS_PE_SINUSOIDAL, TS_PE_LEARNED, TS_PE_NONE } ts_pe_kind;
 typedef enum ts_activation { TS_ACT_RELU, TS_ACT_GELU } ts_activation;
+
+/* Deliberate departures from the correct model, each the way a seed wrote it,
+ * for lessons to compare against the default (model_variants.c). Bits of
+ * ts_model_config.variants; 0 is the correct model. */
+typedef enum ts_variant {
+    TS_VARIANT_NO_SCALE = 1 << 0,          /* scores reach the softmax without / sqrt(hd) */
+    TS_VARIANT_SEED000_RESHAPE = 1 << 1,   /* values (B,H,S,hd) reshaped to (B,S,D) unpermuted */
+    TS_VARIANT_SEED001_LAYERNORM = 1 << 2, /* LayerNorm over (batch, features): stats per position */
+    TS_VARIANT_SEED004_RESIDUAL = 1 << 3,  /* pre-LN block adds dropout(x), not the attention */
+} ts_variant;
+#define TS_VARIANT_ALL 0xFu
+
+/* The sinusoidal table's formula (ts_pe_kind TS_PE_SINUSOIDAL only). */
+typedef enum ts_pe_variant {
+    TS_PE_PAPER,                /* sin(p / 10000^(2i/D)), cos(p / 10000^(2i/D)) */
+    TS_PE_SEED001_SIN_ONLY,     /* seed 001's first table: sin in odd dims, exponent (2i+1)/D there */
+    TS_PE_SEED001_ODD_EXPONENT, /* seed 001's class: cos in odd dims, exponent (2i+1)/D there */
+} ts_pe_variant;
+
+/* What the source's padding masks in the encoder's self-attention (the
+ * causal rule is ts_model_config.causal; cross-attention always hides pads). */
+typedef enum ts_mask_kind {
+    TS_MASK_PADDING,      /* keys at <pad> get -inf (the default) */
+    TS_MASK_NONE,         /* pads are attended to like words */
+    TS_MASK_PADDING_BOTH, /* also the rows of padded queries: all -inf, weights 0 */
+} ts_mask_kind;
 
 typedef enum ts_head_kind {
     TS_HEAD_NONE, /* the last stack's output is the result */
@@ -92,6 +119,10 @@ typedef struct ts_model_config {
     bool causal;        /* encoder / lone attention: position i sees only j <= i */
     bool scale_embed;   /* multiply token embeddings by sqrt(D), as the paper */
     bool tie_embed;     /* one token table for source, target and the logits */
+    unsigned variants;  /* ts_variant bits; 0 = the correct model */
+    ts_pe_variant pe_variant;
+    ts_mask_kind mask;
+    bool train_mode;    /* forward as in training (dropout on): ts_model_init sets training */
     uint64_t seed;      /* parameters, random input, dropout */
     const char *text;   /* the preset's sentence, or NULL (random tokens) */
 } ts_model_config;
@@ -207,6 +238,7 @@ typedef struct ts_model {
     bool dry;                 /* shapes only: nothing allocated or computed */
     bool training;            /* dropout on */
     uint64_t dropout_calls;   /* advances the dropout stream */
+    int64_t empty_rows;       /* attention rows fully masked in the last forward (weights 0) */
     ts_model_param_info *params;   /* the size table (n_params rows) */
     int n_params;
     int64_t n_floats;         /* size of the parameter block */
@@ -282,6 +314,25 @@ void ts_model_summary_free(ts_model_summary *sum);
 /* The paper's positional encoding (rows, D): PE(pos, 2i) = sin(pos / 10000^(2i/D)),
  * PE(pos, 2i+1) = cos(pos / 10000^(2i/D)), computed in double. */
 void ts_model_sinusoid(float *pe, int rows, int D);
+
+/* ---- variants (model_variants.c) ------------------------------------------ */
+
+/* The table of --pe-variant `v` (rows, D), computed in double. */
+void ts_model_pe_table(float *pe, int rows, int D, ts_pe_variant v);
+
+/* Words separated by spaces or commas ("no-scale seed000-reshape") -> bits
+ * or-ed into *bits; an unknown word is TS_ERR_ARG naming the choices. */
+ts_status ts_model_variant_parse(const char *words, unsigned *bits);
+ts_status ts_model_pe_variant_parse(const char *name, ts_pe_variant *out);
+ts_status ts_model_mask_parse(const char *name, ts_mask_kind *out, bool *causal);
+
+/* "no-scale seed000-reshape", or "" for 0. */
+void ts_model_variant_names(unsigned bits, char *buf, size_t size);
+const char *ts_model_pe_variant_name(ts_pe_variant v); /* "paper", ... */
+const char *ts_model_mask_name(ts_mask_kind m);        /* "padding", ... */
+
+/* Why the variants cannot apply to this config (called by ts_model_config_check). */
+ts_status ts_model_variants_check(const ts_model_config *cfg);
 
 /* ---- random numbers ------------------------------------------------------ */
 

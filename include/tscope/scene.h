@@ -62,4 +62,9 @@ ts_status ts_scene_draw(ts_scene *s, cairo_t *cr, ts_render_rect area, const ts_
 /* The step drawn (NULL for a module's shape flow). */
 const ts_trace_step *ts_scene_step(const ts_scene *s);
 
+/* The matrix panel `panel` of the layout shows (values, strides, token
+ * labels), so a viewer can name the cell under the mouse and its exact
+ * value; NULL for views whose panels are not matrices of the scene. */
+const ts_render_matrix *ts_scene_matrix(const ts_scene *s, int panel);
+
 #endif

@@ -81,6 +81,9 @@ typedef struct ts_trace_options {
     uint64_t budget;
     /* Most memory the writer may hold for the disk (default 64 MB). */
     size_t buffer_bytes;
+    /* Threads for the hook's passes (the hook's own and helpers); 0: as
+     * many as the kernels use. */
+    int threads;
 } ts_trace_options;
 
 void ts_trace_options_default(ts_trace_options *opt);

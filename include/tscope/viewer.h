@@ -9,8 +9,8 @@
  * texture. Everything but the loop works without a window, so tests drive it
  * with events and look at the pixels of an image surface.
  *
- * The centre of the frame is the current step drawn by ts_stepview_draw, the
- * same function `tscope png` uses: there is one drawing path.
+ * The centre of the frame is the current step drawn by a ts_scene (scene.h),
+ * the code `tscope png` uses: there is one drawing path.
  *
  * Steps are grouped as a tree: a layer ("encoder.layers.0") holds modules
  * ("encoder.layers.0.self_attn") that hold steps. The list on the left shows
@@ -47,6 +47,7 @@ typedef struct ts_view_entry {
     int module;   /* index into module_name */
     int layer;    /* index into layer_name; -1 outside any layer */
     int snapshot; /* 0 for a trace of one run */
+    int occurrence; /* how many earlier steps have the same name */
 } ts_view_entry;
 
 typedef struct ts_view_steps {
@@ -81,21 +82,27 @@ int64_t ts_view_find(const ts_view_steps *s, const char *text, int64_t from);
 
 /* One row of the list on the left. */
 typedef enum ts_view_row_kind {
-    TS_VIEW_ROW_STEP,  /* a step; indented when it is inside the open layer */
-    TS_VIEW_ROW_LAYER, /* a layer's header: folded (one row for all its steps) or open */
+    TS_VIEW_ROW_STEP,   /* a step; indented when it is inside the open layer */
+    TS_VIEW_ROW_LAYER,  /* a layer's header: folded (one row for all its steps) or open */
+    TS_VIEW_ROW_MODULE, /* inside the open layer: a module's header (self_attn, norm1, ffn) */
 } ts_view_row_kind;
 
 typedef struct ts_view_row {
     ts_view_row_kind kind;
-    int64_t step; /* STEP: the step; LAYER: its first step in the snapshot */
+    int64_t step; /* STEP: the step; LAYER, MODULE: its first step in the snapshot */
     int layer;    /* the layer, -1 for a top-level step */
-    int count;    /* LAYER: steps in it */
+    int module;   /* the step's module; -1 when the row is not inside a module header */
+    int count;    /* LAYER, MODULE: steps in it */
     bool open;    /* LAYER: unfolded */
 } ts_view_row;
 
-/* The rows for the snapshot of step `current`: the layer holding it open, the
- * others folded. rows needs room for s->n + s->n_layers entries. Returns the
- * count. */
+/* Room ts_view_rows needs. */
+#define TS_VIEW_ROWS_MAX(s) (2 * (s)->n + (s)->n_layers + 1)
+
+/* The rows for the snapshot of step `current`: the layer holding it open
+ * (a header for each of its modules, then the module's steps), the other
+ * layers folded. rows needs room for TS_VIEW_ROWS_MAX(s) entries. Returns
+ * the count. */
 int ts_view_rows(const ts_view_steps *s, int64_t current, ts_view_row *rows);
 
 /* ---- the frame ------------------------------------------------------------ */
@@ -206,10 +213,13 @@ void ts_view_exported(ts_view_state *st, const char *path, ts_status status);
 /* ---- scripts ------------------------------------------------------------------ */
 
 /* One word of a --script: left right up down pgup pgdn home end enter esc
- * backspace, a single character (0-9 b B e q ? / [ ] and any other), and
- * find:NAME. `shot:FILE` is a screenshot of the frame at that point: *shot
- * gets FILE (pointing into word) and the event is left as kind
- * TS_VIEW_EV_KEY with key NONE. false (with ts_fail) for an unknown word. */
+ * backspace, a single character (0-9 b B e q ? / [ ] and any other),
+ * find:NAME, and the mouse in window points: hover:X,Y (a move), click:X,Y
+ * (a press; the caller adds the release), press:X,Y and release (a drag
+ * between them), wheel:X,Y,DY; and resize:W,H (the window). `shot:FILE` is a
+ * screenshot of the frame at that point: *shot gets FILE (pointing into
+ * word) and the event is left as kind TS_VIEW_EV_KEY with key NONE.
+ * TS_ERR_ARG (with a message naming the word) for an unknown word. */
 ts_status ts_view_script_word(const char *word, ts_view_event *ev, const char **shot);
 
 /* ---- drawing ------------------------------------------------------------------ */

@@ -14,6 +14,7 @@
 
 #include "commands.h"
 #include "bench_model.h"
+#include "bench_train.h"
 #include "tscope/kernels.h"
 
 typedef struct bench_opts {
@@ -131,7 +132,13 @@ static double max_abs_diff(const float *a, const float *b, int64_t n) {
     return worst;
 }
 
-static int bench_one_gemm(const bench_opts *o, const peer_blas *peer, const gemm_shape *s, double peak) {
+/* One measured product, printed once the peak is known. */
+typedef struct gemm_result {
+    double tscope, peer; /* GFLOP/s; peer 0 when OpenBLAS is absent */
+    double diff;         /* max |tscope - openblas| over C */
+} gemm_result;
+
+static int bench_one_gemm(const bench_opts *o, const peer_blas *peer, const gemm_shape *s, gemm_result *res) {
     int64_t na = (int64_t)s->batch * s->M * s->K, nb = (int64_t)s->batch * s->K * s->N,
             nc = (int64_t)s->batch * s->M * s->N;
     gemm_bufs b = {alloc_random(na, 1), alloc_random(nb, 2), alloc_random(nc, 3), alloc_random(nc, 4)};
@@ -142,35 +149,25 @@ static int bench_one_gemm(const bench_opts *o, const peer_blas *peer, const gemm
         rc = 1;
         goto done;
     }
-    /* One block each, warm-up first (page faults, packing buffers, threads).
-     * Not interleaved: OpenBLAS's threads spin for a while after a call and
-     * would slow whatever runs next. */
+    /* Warm-up first (page faults, packing buffers, threads), then the two
+     * alternate, first one then the other leading, so a burst of load from
+     * elsewhere on the machine lands on both. */
     for (int r = -1; r < o->reps; r++) {
-        double t0 = now_seconds();
-        run_tscope(s, &b);
-        if (r >= 0) t_ts[r] = now_seconds() - t0;
-    }
-    for (int r = -1; peer->sgemm && r < o->reps; r++) {
-        double t0 = now_seconds();
-        run_peer(peer, s, &b);
-        if (r >= 0) t_peer[r] = now_seconds() - t0;
+        for (int turn = 0; turn < 2; turn++) {
+            bool ours = (turn == 0) == (r % 2 == 0);
+            if (!ours && !peer->sgemm) continue;
+            double t0 = now_seconds();
+            if (ours)
+                run_tscope(s, &b);
+            else
+                run_peer(peer, s, &b);
+            if (r >= 0) (ours ? t_ts : t_peer)[r] = now_seconds() - t0;
+        }
     }
     double flops = 2.0 * s->M * s->N * (double)s->K * s->batch;
-    double g_ts = flops / median(t_ts, o->reps) * 1e-9;
-    printf("%-26s tscope %6.1f GFLOP/s  ", s->label, g_ts);
-    if (peer->sgemm) {
-        double g_peer = flops / median(t_peer, o->reps) * 1e-9;
-        printf("openblas %6.1f GFLOP/s  ratio %.2f", g_peer, g_ts / g_peer);
-        /* The two answers must agree, or the race means nothing. */
-        double diff = max_abs_diff(b.C, b.C_peer, nc);
-        if (diff > 1e-3 * sqrt(s->K)) {
-            printf("  RESULTS DIFFER (max |diff| %.3g)", diff);
-            rc = 1;
-        }
-    } else {
-        printf("openblas    n/a              ");
-    }
-    printf("  (%.0f%% of peak)\n", 100.0 * g_ts / peak);
+    res->tscope = flops / median(t_ts, o->reps) * 1e-9;
+    res->peer = peer->sgemm ? flops / median(t_peer, o->reps) * 1e-9 : 0;
+    res->diff = peer->sgemm ? max_abs_diff(b.C, b.C_peer, nc) : 0;
 done:
     free(b.A), free(b.B), free(b.C), free(b.C_peer), free(t_ts), free(t_peer);
     return rc;
@@ -219,10 +216,33 @@ static int bench_gemm(const bench_opts *o) {
         printf("# openblas: libopenblas.so.0, %s kernels%s%s%s, %d threads\n", peer.core ? peer.core : "unknown",
                forced ? " (OPENBLAS_CORETYPE=" : "", forced ? forced : "", forced ? ")" : "", ts_kernels_threads());
     }
-    printf("peak %.1f GFLOP/s (fp32 FMA, %s, %d threads)\n", peak, ts_isa_name(ts_kernels_isa()), ts_kernels_threads());
+    /* The peak is probed before each product and the best probe kept: a probe
+     * that other work on the machine slowed down would flatter every ratio. */
+    enum { N_SHAPES = sizeof gemm_shapes / sizeof gemm_shapes[0] };
+    gemm_result res[N_SHAPES] = {{0}};
     int rc = 0;
-    for (size_t i = 0; i < sizeof gemm_shapes / sizeof gemm_shapes[0]; i++)
-        rc |= bench_one_gemm(o, &peer, &gemm_shapes[i], peak);
+    for (int i = 0; i < N_SHAPES; i++) {
+        if (i > 0) peak = fmax(peak, ts_kernels_peak_gflops());
+        rc |= bench_one_gemm(o, &peer, &gemm_shapes[i], &res[i]);
+    }
+    peak = fmax(peak, ts_kernels_peak_gflops());
+    printf("peak %.1f GFLOP/s (fp32 FMA, %s, %d threads, best of %d probes)\n", peak, ts_isa_name(ts_kernels_isa()),
+           ts_kernels_threads(), N_SHAPES + 1);
+    for (int i = 0; i < N_SHAPES; i++) {
+        const gemm_shape *s = &gemm_shapes[i];
+        printf("%-26s tscope %6.1f GFLOP/s  ", s->label, res[i].tscope);
+        if (peer.sgemm) {
+            printf("openblas %6.1f GFLOP/s  ratio %.2f", res[i].peer, res[i].tscope / res[i].peer);
+            /* The two answers must agree, or the race means nothing. */
+            if (res[i].diff > 1e-3 * sqrt(s->K)) {
+                printf("  RESULTS DIFFER (max |diff| %.3g)", res[i].diff);
+                rc = 1;
+            }
+        } else {
+            printf("openblas    n/a              ");
+        }
+        printf("  (%.0f%% of peak)\n", 100.0 * res[i].tscope / peak);
+    }
     rc |= bench_rows(o, ROW_SOFTMAX, 240 * 200, 200);
     rc |= bench_rows(o, ROW_LAYERNORM, 6000, 512);
     close_blas(&peer);
@@ -232,11 +252,13 @@ static int bench_gemm(const bench_opts *o) {
 /* ---- the command --------------------------------------------------------------- */
 
 static int bench_forward(const bench_opts *o) { return bench_model_forward(o->reps, o->preset); }
+static int bench_train(const bench_opts *o) { return bench_model_train(o->reps < 3 ? o->reps : 3, o->preset); }
 
 /* New cases (forward, train) go here. */
 static const bench_case bench_cases[] = {
     {"gemm", bench_gemm, "sgemm on the model's shapes against OpenBLAS; softmax and layernorm bandwidth"},
     {"forward", bench_forward, "one forward pass of --preset (seed000), no hook and traced at stats level"},
+    {"train", bench_train, "one training step of --preset (copy): forward, backward, Adam; median of 3"},
 };
 #define N_BENCH_CASES ((int)(sizeof bench_cases / sizeof bench_cases[0]))
 
@@ -249,7 +271,7 @@ int ts_cmd_bench(int argc, char **argv) {
          NULL, NULL, NULL},
         {"--preset", TS_FLAG_STRING, &o.preset, "P", "the model of `forward` (default seed000)", NULL, NULL, NULL},
     };
-    char cases_help[256] = "CASE is one of:";
+    char cases_help[1024] = "CASE is one of:";
     for (int i = 0; i < N_BENCH_CASES; i++) {
         size_t len = strlen(cases_help);
         snprintf(cases_help + len, sizeof cases_help - len, "\n  %-8s %s", bench_cases[i].name, bench_cases[i].summary);
@@ -274,7 +296,7 @@ int ts_cmd_bench(int argc, char **argv) {
     for (int i = 0; i < N_BENCH_CASES; i++)
         if (strcmp(bench_cases[i].name, pos[0]) == 0) c = &bench_cases[i];
     if (!c) {
-        char names[128] = "";
+        char names[256] = "";
         for (int i = 0; i < N_BENCH_CASES; i++)
             snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "", bench_cases[i].name);
         return ts_cli_error("bench", "unknown case '%s' (expected %s)", pos[0], names);

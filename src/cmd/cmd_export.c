@@ -55,6 +55,7 @@ static int export_npz(ts_trace *t, const char *out, const ts_cli_list *only) {
         else
             snprintf(name, sizeof name, "%s", s->name);
         if (!st) st = ts_npz_add(&z, name, &view);
+        ts_trace_release_values(t, i); /* a gathered view is written: give it back */
         if (st) {
             fprintf(stderr, "tscope export: %s\n", ts_last_error());
             ts_npz_abort(&z);

@@ -25,7 +25,21 @@ static void size_text(char *buf, size_t size, uint64_t n) {
         snprintf(buf, size, "%.1f KB", (double)n / 1024);
 }
 
+/* Rows of attention weights sum to 1, except a row whose every key was masked:
+ * tscope gives it zeros (PyTorch: NaN). The statistics count them: rows - sum. */
+static int64_t empty_rows(const ts_trace_step *s) {
+    if (s->tag != TS_TAG_ATTN_WEIGHTS || !s->has_stats || s->stats.nan || s->rank < 1) return 0;
+    int64_t cols = s->shape[s->rank - 1];
+    if (cols <= 0) return 0;
+    double missing = (double)(s->numel / cols) - s->stats.mean * (double)s->stats.finite;
+    return missing >= 0.5 ? (int64_t)(missing + 0.5) : 0;
+}
+
 static void flags_text(char *buf, size_t size, const ts_trace_step *s) {
+    if (empty_rows(s)) {
+        snprintf(buf, size, "empty-rows:%lld", (long long)empty_rows(s));
+        return;
+    }
     if (!s->has_stats || (s->stats.nan == 0 && s->stats.inf == 0)) {
         snprintf(buf, size, "-");
         return;
@@ -39,12 +53,14 @@ static void flags_text(char *buf, size_t size, const ts_trace_step *s) {
 }
 
 static void values_text(char *buf, size_t size, const ts_trace_step *s) {
+    char view[40] = "";
+    if (s->view_of >= 0) snprintf(view, sizeof view, " (view of #%lld)", (long long)s->view_of);
     if (!s->has_values)
         snprintf(buf, size, "-");
     else if (s->batch_index >= 0)
-        snprintf(buf, size, "batch %d", s->batch_index);
+        snprintf(buf, size, "batch %d%s", s->batch_index, view);
     else
-        snprintf(buf, size, "all");
+        snprintf(buf, size, "all%s", view);
 }
 
 static void op_text(char *buf, size_t size, ts_op op) {
@@ -71,12 +87,13 @@ static void print_table(const ts_trace *t, const ts_cli_list *only) {
         int digits = snprintf(NULL, 0, "%lld", (long long)i);
         if (digits > index_w) index_w = digits;
     }
+    bool any_empty = false;
     printf("%*s  %-*s  %-*s  %-*s  %11s %11s %11s %11s  %-9s %s\n", index_w, "#", name_w, "name", op_w, "op", shape_w,
            "shape", "min", "max", "mean", "std", "nan/inf", "values");
     for (int64_t i = 0; i < n; i++) {
         const ts_trace_step *s = ts_trace_step_at(t, i);
         if (!wanted(only, s->name)) continue;
-        char shape[TS_SHAPE_TEXT_MAX], op[32], flags[64], values[32], name[NAME_WIDTH_MAX + 1];
+        char shape[TS_SHAPE_TEXT_MAX], op[32], flags[64], values[64], name[NAME_WIDTH_MAX + 1];
         ts_shape_format(shape, sizeof shape, s->rank, s->shape, TS_SHAPE_PLAIN);
         op_text(op, sizeof op, s->op);
         flags_text(flags, sizeof flags, s);
@@ -92,7 +109,10 @@ static void print_table(const ts_trace *t, const ts_cli_list *only) {
         else
             printf("%11s %11s %11s %11s", "-", "-", "-", "-");
         printf("  %-9s %s\n", flags, values);
+        any_empty = any_empty || empty_rows(s);
     }
+    if (any_empty)
+        printf("empty-rows: attention rows whose keys were all masked; tscope gives them weights 0 (PyTorch: NaN)\n");
 }
 
 int ts_cmd_info(int argc, char **argv) {

@@ -7,6 +7,7 @@
 
 #include "commands.h"
 #include "model_flags.h"
+#include "run_backward.h"
 #include "trace_cli.h"
 #include "tscope/kernels.h"
 #include "tscope/model_load.h"
@@ -15,6 +16,8 @@
 typedef struct run_opts {
     const char *print_shapes; /* NULL, "plain" or "torch" */
     const char *load, *input, *target;
+    bool backward;      /* --backward: one backward pass too, gradients traced (run_backward.c) */
+    const char *labels; /* --labels L.npy for the backward's loss */
     trace_cli trace; /* --trace FILE and its flags */
     int argc;        /* the command line, for the trace's metadata */
     char **argv;
@@ -36,6 +39,9 @@ static void report(const ts_model *m, const model_batch *b, const ts_tensor *out
     for (int64_t i = 0; i < n; i++) sum += out->data[i], sq += (double)out->data[i] * out->data[i];
     double mean = n ? sum / n : 0, sd = n ? sqrt(fmax(sq / n - mean * mean, 0)) : 0;
     printf("\noutput %s: mean %.4f, std %.4f; forward %.1f ms\n", shape, mean, sd, seconds * 1e3);
+    if (m->empty_rows)
+        printf("%lld rows of attention weights had every key masked: weights 0 there (PyTorch's softmax: NaN)\n",
+               (long long)m->empty_rows);
     if (c->head == TS_HEAD_LM && b->have_tok && out->rank == 3) {
         /* The untrained model's guess at each position of the first sequence. */
         int64_t T = out->shape[1], V = out->shape[2];
@@ -137,6 +143,10 @@ static int run(const model_flags *mf, const run_opts *o) {
         goto out;
     }
     report(&m, &batch, &out, t1 - t0);
+    if (o->backward && (rc = run_backward(&m, &in, o->labels, &hook))) {
+        trace_cli_close(&o->trace, tracer, "run");
+        goto out;
+    }
     rc = trace_cli_close(&o->trace, tracer, "run");
 out:
     ts_model_free(&m);
@@ -149,7 +159,7 @@ out:
 int ts_cmd_run(int argc, char **argv) {
     model_flags mf;
     run_opts o = {0};
-    ts_flag flags[MODEL_FLAGS_COUNT + 4 + TRACE_CLI_FLAGS];
+    ts_flag flags[MODEL_FLAGS_COUNT + 6 + TRACE_CLI_FLAGS];
     int n = model_flags_table(flags, 0, &mf);
     n = trace_cli_table(flags, n, &o.trace);
     o.argc = argc;
@@ -164,6 +174,12 @@ int ts_cmd_run(int argc, char **argv) {
                            "(B, S, D) float32 vectors for the encoder, instead of text", NULL, NULL, NULL};
     flags[n++] = (ts_flag){"--target", TS_FLAG_STRING, &o.target, "Y.npy",
                            "(B, T, D) vectors for the decoder (causal mask)", NULL, NULL, NULL};
+    flags[n++] = (ts_flag){"--backward", TS_FLAG_BOOL, &o.backward, NULL,
+                           "then one backward pass: loss, grad.<activation> and grad.<parameter> to the trace", NULL,
+                           NULL, NULL};
+    flags[n++] = (ts_flag){"--labels", TS_FLAG_STRING, &o.labels, "L.npy",
+                           "the backward's targets: ids (B, T) (default: the source, copied), class ids (B), or "
+                           "d loss/d out", NULL, NULL, NULL};
     const ts_cli_spec spec = {
         .command = "run",
         .synopsis = "[--preset P | model flags] [--text S | --input X.npy [--target Y.npy]] [--load W.safetensors] "
@@ -178,5 +194,6 @@ int ts_cmd_run(int argc, char **argv) {
     if (rc >= 0) return rc;
     if (o.print_shapes && strcmp(o.print_shapes, "plain") != 0 && strcmp(o.print_shapes, "torch") != 0)
         return ts_cli_error("run", "--print-shapes takes =torch or nothing, not '=%s'", o.print_shapes);
+    if (o.labels && !o.backward) return ts_cli_error("run", "--labels is the backward pass's target; add --backward");
     return run(&mf, &o);
 }

@@ -10,12 +10,14 @@
 const ts_command ts_commands[] = {
     {"run", ts_cmd_run, "run the Transformer once; --print-shapes shows every step's shape"},
     {"shapes", ts_cmd_shapes, "every step's shape, parameters, FLOPs and memory, with nothing computed"},
+    {"train", ts_cmd_train, "train on a toy task (copy, reverse, sort); held-out accuracy, checkpoint, trace"},
     {"info", ts_cmd_info, "one line a step of a trace: name, op, shape, min/max/mean/std, NaN/Inf"},
     {"export", ts_cmd_export, "a trace's values as a NumPy .npz archive (np.load), named by step"},
     {"diff", ts_cmd_diff, "two traces step by step: largest differences, the first that diverges"},
     {"png", ts_cmd_png, "draw one step of a trace (attention, PE, LayerNorm, any tensor, shapes) as PNG"},
+    {"view", ts_cmd_view, "step through a trace in a window (keys, mouse, --script, --screenshot)"},
     {"lesson", ts_cmd_lesson, "list the lessons (--list), check one (--check) or print it as text"},
-    {"bench", ts_cmd_bench, "time the kernels against OpenBLAS (and later the model)"},
+    {"bench", ts_cmd_bench, "time kernels (against OpenBLAS), the forward pass and a training step"},
     {NULL, NULL, NULL}, /* sentinel: keeps the array non-empty */
 };
 const int ts_n_commands = (int)(sizeof ts_commands / sizeof ts_commands[0]) - 1;

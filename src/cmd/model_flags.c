@@ -6,9 +6,10 @@
 
 enum {
     F_PRESET, F_D_MODEL, F_HEADS, F_FFN, F_LAYERS, F_DEC_LAYERS, F_VOCAB, F_SEQ, F_BATCH, F_DROPOUT,
-    F_NORM, F_PE, F_ACTIVATION, F_EPS, F_FINAL_NORM, F_SEED, F_TEXT,
+    F_NORM, F_PE, F_ACTIVATION, F_EPS, F_FINAL_NORM, F_SEED, F_TEXT, F_VARIANT, F_PE_VARIANT, F_MASK,
+    F_TRAIN_MODE,
 };
-_Static_assert(F_TEXT + 1 == MODEL_FLAGS_COUNT, "one seen slot per row");
+_Static_assert(F_TRAIN_MODE + 1 == MODEL_FLAGS_COUNT, "one seen slot per row");
 
 int model_flags_table(ts_flag *t, int n, model_flags *mf) {
     memset(mf, 0, sizeof *mf);
@@ -43,6 +44,19 @@ int model_flags_table(ts_flag *t, int n, model_flags *mf) {
          &s[F_SEED]},
         {"--text", TS_FLAG_LIST, &mf->text, "S",
          "input sentence; repeat for a padded batch (tiny: \"My name is Goro\")", NULL, NULL, &s[F_TEXT]},
+        /* The lessons' comparisons (model_variants.c); each changes one step and keeps its name. */
+        {"--variant", TS_FLAG_LIST, &mf->variant, "WORDS",
+         "a seed's mistake on purpose: no-scale, seed000-reshape, seed001-layernorm, seed004-residual "
+         "(several: spaces, commas or repeats; default none)",
+         NULL, NULL, &s[F_VARIANT]},
+        {"--pe-variant", TS_FLAG_CHOICE, &mf->pe_variant, NULL,
+         "sinusoidal formula: the paper's, or seed 001's two tries (paper)",
+         "paper|seed001-sin-only|seed001-odd-exponent", NULL, &s[F_PE_VARIANT]},
+        {"--mask", TS_FLAG_CHOICE, &mf->mask, NULL,
+         "encoder self-attention mask: pad keys (padding), nothing, causal + pad keys, pad keys and pad rows",
+         "none|causal|padding|padding-both", NULL, &s[F_MASK]},
+        {"--train-mode", TS_FLAG_BOOL, &mf->train_mode, NULL, "forward as in training: dropout on, seeded (off)",
+         NULL, NULL, &s[F_TRAIN_MODE]},
     };
     int count = (int)(sizeof rows / sizeof rows[0]);
     for (int i = 0; i < count; i++) t[n + i] = rows[i];
@@ -78,6 +92,15 @@ static void apply_flags(const model_flags *mf, ts_model_config *c) {
             c->arch = mf->dec_layers > 0 ? TS_ARCH_ENCODER_DECODER : TS_ARCH_ENCODER;
         if (c->arch == TS_ARCH_ENCODER) c->tie_embed = false;
     }
+}
+
+static ts_status apply_variant_flags(const model_flags *mf, ts_model_config *c) {
+    ts_status st = TS_OK;
+    for (int i = 0; !st && i < mf->variant.count; i++) st = ts_model_variant_parse(mf->variant.items[i], &c->variants);
+    if (!st && mf->seen[F_PE_VARIANT]) st = ts_model_pe_variant_parse(mf->pe_variant, &c->pe_variant);
+    if (!st && mf->seen[F_MASK]) st = ts_model_mask_parse(mf->mask, &c->mask, &c->causal);
+    if (mf->seen[F_TRAIN_MODE]) c->train_mode = true;
+    return st;
 }
 
 /* The decoder's length for a source of S tokens (see model_flags.h). */
@@ -179,6 +202,7 @@ ts_status model_flags_resolve(const model_flags *mf, ts_model_config *cfg, model
     ts_status st = ts_model_config_preset(cfg, mf->seen[F_PRESET] ? mf->preset : "tiny");
     if (st) return st;
     apply_flags(mf, cfg);
+    if ((st = apply_variant_flags(mf, cfg))) return st;
     const char *const *texts = mf->text.count ? mf->text.items : (cfg->text ? &cfg->text : NULL);
     int n_texts = mf->text.count ? mf->text.count : (cfg->text ? 1 : 0);
     if (mf->text.count) {
@@ -268,6 +292,21 @@ void shape_printer_init(shape_printer *p, FILE *out, ts_shape_style style) {
 
 ts_hook shape_printer_hook(shape_printer *p) { return (ts_hook){print_step, p}; }
 
+/* "; variant no-scale; mask padding-both; train mode" for what differs from the correct model. */
+static void describe_variants(const ts_model_config *c, char *buf, size_t size) {
+    size_t len = strlen(buf);
+    char words[96];
+    ts_model_variant_names(c->variants, words, sizeof words);
+    if (words[0]) len += (size_t)snprintf(buf + len, len < size ? size - len : 0, "; variant %s", words);
+    if (c->pe_variant != TS_PE_PAPER && len < size)
+        len += (size_t)snprintf(buf + len, size - len, "; pe-variant %s", ts_model_pe_variant_name(c->pe_variant));
+    if (c->mask != TS_MASK_PADDING && len < size)
+        len += (size_t)snprintf(buf + len, size - len, "; mask %s", ts_model_mask_name(c->mask));
+    if (c->causal && c->arch != TS_ARCH_ATTENTION && len < size)
+        len += (size_t)snprintf(buf + len, size - len, "; causal encoder");
+    if (c->train_mode && len < size) snprintf(buf + len, size - len, "; train mode (dropout %g)", (double)c->dropout);
+}
+
 void model_config_describe(const ts_model_config *c, char *buf, size_t size) {
     static const char *const arch[] = {"encoder", "encoder-decoder", "multi-head attention alone"};
     static const char *const pe[] = {"sinusoidal positions", "learned positions", "no positions"};
@@ -281,6 +320,7 @@ void model_config_describe(const ts_model_config *c, char *buf, size_t size) {
         snprintf(buf, size, "%s%s%s: B%d S%d, input width %d, d_model %d, %d heads%s", c->preset,
                  c->preset[0] ? " " : "", arch[c->arch], c->batch, c->seq, c->in_dim ? c->in_dim : c->d_model,
                  c->d_model, c->heads, c->causal ? ", causal" : "");
+        describe_variants(c, buf, size);
         return;
     }
     char dims[96];
@@ -292,4 +332,5 @@ void model_config_describe(const ts_model_config *c, char *buf, size_t size) {
              c->preset[0] ? " " : "", arch[c->arch], dims, c->d_model, c->heads, c->ffn, layers,
              c->norm == TS_NORM_PRE ? "pre" : "post", c->activation == TS_ACT_GELU ? "gelu" : "relu",
              c->input == TS_INPUT_TOKENS ? "" : "vector input, ", pe[c->pe], head[c->head]);
+    describe_variants(c, buf, size);
 }

@@ -20,7 +20,7 @@
 #include "tscope/tokenizer.h"
 
 /* Rows model_flags_table adds to a command's flag table. */
-#define MODEL_FLAGS_COUNT 17
+#define MODEL_FLAGS_COUNT 21
 
 typedef struct model_flags {
     const char *preset;
@@ -29,6 +29,9 @@ typedef struct model_flags {
     const char *norm, *pe, *activation;
     bool final_norm;
     ts_cli_list text;
+    ts_cli_list variant;               /* words, repeatable: no-scale seed000-reshape ... */
+    const char *pe_variant, *mask;
+    bool train_mode;
     bool seen[MODEL_FLAGS_COUNT]; /* which flags were given, in table order */
 } model_flags;
 

@@ -10,13 +10,13 @@ int trace_cli_table(ts_flag *t, int n, trace_cli *tc) {
     memset(tc, 0, sizeof *tc);
     tc->keep_batch = -1;
     const ts_flag rows[] = {
-        {"--trace", TS_FLAG_STRING, &tc->path, "FILE", "write every step to a trace file (written as FILE.tmp, renamed when done)",
-         NULL, NULL, NULL},
+        {"--trace", TS_FLAG_STRING, &tc->path, "FILE",
+         "write every step to a trace file (written as FILE.tmp, renamed when done)", NULL, NULL, NULL},
         {"--level", TS_FLAG_CHOICE, &tc->level, NULL,
          "what each step keeps (auto: all values when they fit 256 MB, else stats + attention, PE, norm stats)",
          "shapes|stats|values|auto", NULL, NULL},
-        {"--only", TS_FLAG_LIST, &tc->only, "GLOB", "keep values only for names matching GLOB, e.g. '*.weights' (repeatable)",
-         NULL, NULL, NULL},
+        {"--only", TS_FLAG_LIST, &tc->only, "GLOB",
+         "keep values only for names matching GLOB, e.g. '*.weights' (repeatable)", NULL, NULL, NULL},
         {"--keep-batch", TS_FLAG_INT, &tc->keep_batch, "I", "keep values of batch element I only (default: all)", NULL,
          NULL, &tc->keep_batch_seen},
     };
@@ -61,6 +61,12 @@ char *trace_cli_config_json(const ts_model_config *c) {
     cJSON_AddStringToObject(o, "input", c->input == TS_INPUT_TOKENS ? "tokens" : "embedded");
     cJSON_AddBoolToObject(o, "final_norm", c->final_norm);
     cJSON_AddBoolToObject(o, "causal", c->causal);
+    char variants[96];
+    ts_model_variant_names(c->variants, variants, sizeof variants);
+    cJSON_AddStringToObject(o, "variant", variants);
+    cJSON_AddStringToObject(o, "pe_variant", ts_model_pe_variant_name(c->pe_variant));
+    cJSON_AddStringToObject(o, "mask", ts_model_mask_name(c->mask));
+    cJSON_AddBoolToObject(o, "train_mode", c->train_mode);
     cJSON_AddNumberToObject(o, "seed", (double)c->seed);
     if (c->text) cJSON_AddStringToObject(o, "text", c->text);
     char *text = cJSON_PrintUnformatted(o);
@@ -68,14 +74,17 @@ char *trace_cli_config_json(const ts_model_config *c) {
     return text;
 }
 
-/* A dry run counts the bytes a trace keeping every value would hold. */
+/* A dry run counts the bytes a trace keeping every value would hold. Views
+ * (reshape, permute, chunk) are left out: the writer stores most of them as
+ * views of the step before, at no cost. */
 typedef struct size_count {
     uint64_t bytes;
 } size_count;
 
 static ts_status count_step(void *ctx, const char *name, ts_op op, const ts_tensor *t, ts_tag tag) {
-    (void)name, (void)op, (void)tag;
-    ((size_count *)ctx)->bytes += (uint64_t)ts_tensor_numel(t) * sizeof(float);
+    (void)name, (void)tag;
+    if (op != TS_OP_RESHAPE && op != TS_OP_PERMUTE && op != TS_OP_CHUNK)
+        ((size_count *)ctx)->bytes += (uint64_t)ts_tensor_numel(t) * sizeof(float);
     return TS_OK;
 }
 
@@ -143,9 +152,9 @@ int trace_cli_close(const trace_cli *tc, ts_trace_writer *w, const char *command
     char size[32];
     human_bytes(size, sizeof size, sum.file_bytes);
     printf("trace: %s: %lld steps, %s; %s\n", tc->path, (long long)sum.steps, size, sum.policy);
-    if (getenv("TSCOPE_TRACE_PROFILE"))
-        printf("trace: hook %.3f s (waiting for the disk %.3f s), close %.3f s\n", sum.hook_seconds, sum.wait_seconds,
-               sum.close_seconds);
+    /* What tracing cost the run: time in the hook, and how much of it was the disk's. */
+    printf("trace: the hook took %.2f s (%.2f s of it waiting for the disk), closing %.2f s\n", sum.hook_seconds,
+           sum.wait_seconds, sum.close_seconds);
     return 0;
 }
 

@@ -1,7 +1,7 @@
 /* libFuzzer target for the trace reader: any bytes must open with a message
  * or give steps whose every field and value can be touched, never a crash or
- * a read out of bounds. Random bytes rarely get past the CRCs, so when the
- * reserved flags bit 0 is set the input's CRCs are recomputed first (as far as its
+ * a read out of bounds. Random bytes rarely get past the CRCs, so for odd
+ * lengths, or with reserved header bit 0 set, the CRCs are recomputed first (as far as the
  * sizes can be followed) and the checks behind them are fuzzed too.
  *   make fuzz   (or: clang -fsanitize=fuzzer,address ...; ./fuzz_trace CORPUS)
  * Seeds: tests/fuzz/corpus/trace/ (small real traces). Finds go to
@@ -38,7 +38,8 @@ static uint64_t fix_records(unsigned char *d, uint64_t off, uint64_t end, bool c
 static void fix_crcs(unsigned char *d, uint64_t size) {
     if (size < TRF_HEADER_SIZE) return;
     uint64_t meta = trf_get64(d + TRF_H_META_SIZE), records = trf_get64(d + TRF_H_RECORDS_OFFSET);
-    if (fits(TRF_HEADER_SIZE, meta, size)) trf_put32(d + TRF_H_META_CRC, trf_crc32(0, d + TRF_HEADER_SIZE, (size_t)meta));
+    if (fits(TRF_HEADER_SIZE, meta, size))
+        trf_put32(d + TRF_H_META_CRC, trf_crc32(0, d + TRF_HEADER_SIZE, (size_t)meta));
     trf_put32(d + TRF_H_CRC, trf_crc32(0, d, TRF_H_CRC));
     uint64_t end = size;
     if (size >= TRF_TRAILER_SIZE) {
@@ -82,7 +83,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size == 0) return 0;
-    bool fix = size > TRF_H_FLAGS && (data[TRF_H_FLAGS] & 1); /* a reserved bit picks the mode */
+    /* An odd length (most cuts and insertions) or a reserved header bit picks the mode. */
+    bool fix = (size & 1) || (size > TRF_H_FLAGS && (data[TRF_H_FLAGS] & 1));
     unsigned char *copy = malloc(size);
     if (!copy) return 0;
     memcpy(copy, data, size);

@@ -1,0 +1,124 @@
+/* train: the model's forward pass that keeps what backprop needs, and the
+ * backward pass through every step.
+ *
+ * ts_model (model.h) owns the parameters and runs inference with a handful of
+ * reused buffers. Training needs more: every layer's inputs, LayerNorm
+ * statistics, attention weights and FFN hidden layers, kept until the
+ * backward pass. A ts_train sits beside a model and owns
+ *   - a gradient block laid out exactly like the parameter block (the same
+ *     size table, so `gw` has the same named pointers as the model's `w`),
+ *   - one block of activations and backward scratch, sized once from a size
+ *     table and carved into named pointers (llm.c's habit): nothing is
+ *     allocated inside forward or backward.
+ * It computes with the model's own weights, in the model's storage order
+ * (in_proj rows per head, see model.c); gradients are exchanged in PyTorch's
+ * order with ts_train_export_grad.
+ *
+ * One step:
+ *     ts_train_forward(&tr, &in, &logits);          // dropout when m->training
+ *     loss = ts_bwd_cross_entropy_forward(...);     // backward.h
+ *     ts_train_zero_grad(&tr);
+ *     float *d = ts_train_output_grad(&tr);         // zeroed, shaped like logits
+ *     ts_bwd_cross_entropy_backward(d, 1, ...);
+ *     ts_train_backward(&tr, NULL);                 // or a hook: grad.<activation>
+ *     ... optimizer on m->block with tr.grads (optim.h)
+ *
+ * Dropout masks come from a counter-based stream keyed by the config's seed
+ * and the number of forwards so far, so a run is reproducible on any thread
+ * count and the backward regenerates each mask instead of storing it.
+ */
+#ifndef TSCOPE_TRAIN_H
+#define TSCOPE_TRAIN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tscope/hook.h"
+#include "tscope/model.h"
+#include "tscope/optim.h"
+#include "tscope/status.h"
+#include "tscope/tensor.h"
+
+typedef struct ts_train {
+    ts_model *m;           /* not owned; must outlive the trainer */
+    float *grads;          /* (m->n_floats) parameter gradients, owned */
+    ts_model_weights gw;   /* named pointers into grads */
+    unsigned char *block;  /* activations and backward scratch, owned */
+    size_t block_bytes;
+    void *acts;            /* the carved pointers (private, src/train_impl.h) */
+    uint64_t forwards;     /* forwards run so far: the dropout stream's counter */
+    bool have_forward;     /* a forward ran since the last backward could use it */
+    /* Gradients of the inputs given as vectors, after a backward (NULL when
+     * the input was token ids or absent): */
+    float *d_src;          /* (B, S, in_dim) */
+    float *d_tgt;          /* (B, T, D) */
+    float *d_memory;       /* (B, S, D): the encoder's output, or the given memory */
+} ts_train;
+
+/* Size and allocate everything for model m (its config fixes every size). */
+ts_status ts_train_init(ts_train *tr, ts_model *m);
+void ts_train_free(ts_train *tr);
+
+/* Bytes of activations and scratch the trainer holds, for reports. */
+size_t ts_train_bytes(const ts_train *tr);
+
+/* The forward pass, keeping activations. `out` becomes a view of the result
+ * (logits, or the last stack's output), valid until the next forward. Vector
+ * inputs (src_embedded, tgt_embedded, memory) are read again by the backward:
+ * keep them unchanged until then. Dropout applies when m->training. */
+ts_status ts_train_forward(ts_train *tr, const ts_model_input *in, ts_tensor *out);
+
+/* Every parameter gradient to 0. */
+void ts_train_zero_grad(ts_train *tr);
+
+/* A zeroed buffer shaped like the forward's output, for the caller to fill
+ * with d(loss)/d(out) before ts_train_backward. */
+float *ts_train_output_grad(ts_train *tr);
+
+/* Backpropagate the output gradient (from ts_train_output_grad, or `dout`
+ * when not NULL) through the last forward, adding into the parameter
+ * gradients. The hook (may be NULL) sees the gradient of each activation as it
+ * is computed, named grad.<step name> (grad.logits, grad.decoder.layers.1.
+ * cross_attn.weights, grad.embed.out, ...), op TS_OP_GRAD, tag TS_TAG_GRAD. */
+ts_status ts_train_backward(ts_train *tr, const float *dout, const ts_hook *hook);
+
+/* Hand every parameter gradient to the hook as grad.<parameter name>, in
+ * PyTorch's layout (in_proj rows reordered back), op TS_OP_GRAD. */
+ts_status ts_train_trace_param_grads(ts_train *tr, const ts_hook *hook);
+
+/* Gradient of parameter i (the model's size table) in PyTorch's layout,
+ * numel floats into dst. */
+void ts_train_export_grad(ts_train *tr, int i, float *dst);
+
+/* Sum of squared gradients over the parameters whose names start with
+ * `prefix` ("" or NULL: all), for gradient norms per layer. */
+double ts_train_grad_sumsq(const ts_train *tr, const char *prefix);
+
+/* ---- one optimization step of a language-model head ---------------------------- */
+
+typedef struct ts_train_step_opts {
+    float lr;           /* this step's learning rate */
+    float smoothing;    /* label smoothing of the cross-entropy */
+    float clip;         /* clip the global gradient norm to this; <= 0: no clipping */
+    int ignore_index;   /* labels equal to it are not counted (padding, 0) */
+} ts_train_step_opts;
+
+typedef struct ts_train_step_result {
+    double loss;        /* mean cross-entropy over the counted labels */
+    double grad_norm;   /* global gradient norm before clipping */
+    int64_t counted;    /* labels counted */
+} ts_train_step_result;
+
+/* forward, cross-entropy against labels (the output's rows), zero_grad,
+ * backward, clipping, optimizer step: one training step. */
+ts_status ts_train_step(ts_train *tr, ts_optim *opt, const ts_model_input *in, const int32_t *labels,
+                        const ts_train_step_opts *o, ts_train_step_result *r);
+
+/* Write the model's parameters to a safetensors file atomically, in
+ * PyTorch's layout and names, except the token tables, saved as
+ * embed.src.weight and embed.tgt.weight (names ts_model_find_param also
+ * accepts). meta: n_meta key/value pairs for __metadata__. */
+ts_status ts_train_save(const ts_model *m, const char *path, int n_meta, const char *const *meta);
+
+#endif

@@ -1,0 +1,136 @@
+/* bench_train: a training step of a preset, timed phase by phase.
+ *
+ * The yardstick is seed 004's copy-task training in PyTorch (the peer script
+ * in the project's notes, seed004_train.py): Adam on a 6+6-layer d512 model,
+ * batch 64 of 10 ids, dropout 0.1. Run the peer in the same session and
+ * compare the seconds per step printed here with its "s/step". */
+#include "bench_train.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "tscope/backward.h"
+#include "tscope/kernels.h"
+#include "tscope/model.h"
+#include "tscope/optim.h"
+#include "tscope/task.h"
+#include "tscope/train.h"
+
+static double now_seconds(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+enum { PH_FORWARD, PH_BACKWARD, PH_UPDATE, PH_STEP, N_PHASES };
+
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* One step with each phase timed into t[N_PHASES]. */
+static ts_status one_step(ts_train *tr, ts_optim *opt, const ts_model_input *in, const int32_t *labels, double *t,
+                          double *loss) {
+    const ts_model_config *c = &tr->m->cfg;
+    double t0 = now_seconds();
+    ts_tensor out;
+    ts_status st = ts_train_forward(tr, in, &out);
+    if (st) return st;
+    double t1 = now_seconds();
+    int64_t rows = ts_tensor_numel(&out) / c->vocab;
+    *loss = ts_bwd_cross_entropy_forward(out.data, labels, rows, c->vocab, 0, 0.0f, NULL);
+    ts_train_zero_grad(tr);
+    ts_bwd_cross_entropy_backward(ts_train_output_grad(tr), 1.0f, out.data, labels, rows, c->vocab, 0, 0.0f);
+    if ((st = ts_train_backward(tr, NULL, NULL))) return st;
+    double t2 = now_seconds();
+    ts_optim_clip(tr->grads, tr->m->n_floats, 0.0f); /* the norm only, as a training loop reports it */
+    ts_optim_step(opt, tr->m->block, tr->grads, 1e-3f);
+    double t3 = now_seconds();
+    t[PH_FORWARD] = t1 - t0, t[PH_BACKWARD] = t2 - t1, t[PH_UPDATE] = t3 - t2, t[PH_STEP] = t3 - t0;
+    return TS_OK;
+}
+
+int bench_model_train(int reps, const char *preset) {
+    ts_model_config cfg;
+    if (ts_model_config_preset(&cfg, preset ? preset : "copy")) {
+        fprintf(stderr, "tscope bench: %s\n", ts_last_error());
+        return 2;
+    }
+    if (cfg.arch != TS_ARCH_ENCODER_DECODER || cfg.head != TS_HEAD_LM || cfg.input != TS_INPUT_TOKENS) {
+        fprintf(stderr, "tscope bench: train times an encoder-decoder over token ids (presets tiny, copy, base), "
+                        "not %s\n", cfg.preset);
+        return 2;
+    }
+    cfg.text = NULL;
+    cfg.tgt_seq = cfg.seq - 1; /* seed 004's decoder reads the source shifted by one */
+    ts_model m;
+    ts_train tr;
+    ts_optim opt;
+    ts_optim_config oc;
+    ts_optim_config_default(&oc, TS_OPTIM_ADAM); /* torch.optim.Adam() as the seed */
+    memset(&tr, 0, sizeof tr), memset(&opt, 0, sizeof opt);
+    ts_model_summary sum;
+    ts_status st = ts_model_dry_run(&cfg, NULL, &sum);
+    double flops = st ? 0 : 3.0 * sum.flops; /* backward ~ twice the forward's matmuls */
+    if (!st) ts_model_summary_free(&sum);
+    if (!st) st = ts_model_init(&m, &cfg);
+    if (st) {
+        fprintf(stderr, "tscope bench: %s\n", ts_last_error());
+        return 1;
+    }
+    int64_t B = cfg.batch, S = cfg.seq, T = cfg.tgt_seq;
+    int32_t *src = malloc(sizeof(int32_t) * (size_t)(B * S)), *tgt = malloc(sizeof(int32_t) * (size_t)(B * T));
+    int32_t *labels = malloc(sizeof(int32_t) * (size_t)(B * T));
+    double *t[N_PHASES] = {0};
+    for (int k = 0; k < N_PHASES; k++) t[k] = calloc((size_t)reps, sizeof(double));
+    st = src && tgt && labels && t[0] && t[1] && t[2] && t[3] ? TS_OK : ts_fail(TS_ERR_NOMEM, "out of memory");
+    if (!st) st = ts_train_init(&tr, &m);
+    if (!st) st = ts_optim_init(&opt, &oc, m.n_floats);
+    ts_model_set_training(&m, true);
+    int64_t params = 0;
+    for (int i = 0; i < m.n_params; i++) params += m.params[i].numel;
+    if (!st)
+        printf("# train step of preset %s: %s, %d+%d layers, d %d, ffn %d, vocab %d, batch %lld x %lld (decoder %lld), "
+               "dropout %g, Adam; %lld parameters, %.0f MB of activations; %s, %d threads; median of %d steps after a "
+               "warm-up\n",
+               cfg.preset, cfg.norm == TS_NORM_PRE ? "pre-LN" : "post-LN", cfg.layers, cfg.dec_layers, cfg.d_model,
+               cfg.ffn, cfg.vocab, (long long)B, (long long)S, (long long)T, (double)cfg.dropout, (long long)params,
+               (double)ts_train_bytes(&tr) / 1048576.0, ts_isa_name(ts_kernels_isa()), ts_kernels_threads(), reps);
+    double loss = 0, first = 0, scratch[N_PHASES];
+    for (int r = -1; r < reps && !st; r++) {
+        ts_task_batch(TS_TASK_COPY, cfg.vocab, (int)B, (int)S, cfg.seed, (uint64_t)(r + 1), src, tgt, labels);
+        ts_model_input in = {.src_ids = src, .tgt_ids = tgt};
+        st = one_step(&tr, &opt, &in, labels, scratch, &loss);
+        if (r < 0) first = loss;
+        for (int k = 0; r >= 0 && k < N_PHASES; k++) t[k][r] = scratch[k];
+    }
+    int rc = 0;
+    if (st) {
+        fprintf(stderr, "tscope bench: %s\n", ts_last_error());
+        rc = 1;
+    } else {
+        double step = median(t[PH_STEP], reps);
+        printf("train step     %8.3f s  (forward %.3f s, backward %.3f s, clip + Adam %.3f s)  %.1f GFLOP/s\n", step,
+               median(t[PH_FORWARD], reps), median(t[PH_BACKWARD], reps), median(t[PH_UPDATE], reps),
+               flops / step * 1e-9);
+        /* Adam at 1e-3 with no warm-up, as the seed: the loss may well rise; this times steps, not learning. */
+        printf("# loss %.3f at the first step, %.3f at the last (Adam, lr 1e-3, no warm-up, as seed 004)\n", first,
+               loss);
+        printf("# peer: seed 004's PyTorch loop (seed004_train.py, OpenBLAS, 2 threads) prints its s/step; "
+               "ratio = tscope / peer, measured in the same session\n");
+    }
+    for (int k = 0; k < N_PHASES; k++) free(t[k]);
+    free(src), free(tgt), free(labels);
+    ts_optim_free(&opt);
+    ts_train_free(&tr);
+    ts_model_free(&m);
+    return rc;
+}

@@ -1,0 +1,364 @@
+/* kernels_backward: the forward/backward pairs of backward.h.
+ *
+ * The heavy parts are GEMMs (ts_gemm with its transposes and beta = 1 to
+ * accumulate); the rest are loops split over rows (or, where gradients of a
+ * parameter sum over rows, over columns, so no two threads write the same
+ * float and the sums come out the same on any thread count).
+ */
+#include "tscope/backward.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "model_impl.h"
+#include "tscope/kernels.h"
+
+#if defined(_OPENMP)
+#include <omp.h>
+#endif
+
+/* Below this many floats a loop runs on one thread: a parallel region costs
+ * more than it saves. */
+#define PAR_MIN 32768
+
+static int threads_for(int64_t n) {
+    int t = ts_kernels_threads();
+    return n >= PAR_MIN && t > 1 ? t : 1;
+}
+
+/* This thread's share [*lo, *hi) of n items. */
+static void share(int64_t n, int64_t *lo, int64_t *hi) {
+#if defined(_OPENMP)
+    int t = omp_get_thread_num(), nt = omp_get_num_threads();
+#else
+    int t = 0, nt = 1;
+#endif
+    *lo = n * t / nt;
+    *hi = n * (t + 1) / nt;
+}
+
+/* ---- linear ------------------------------------------------------------------------ */
+
+void ts_bwd_linear_forward(float *out, const float *in, const float *w, const float *b, int64_t N, int I, int O) {
+    ts_gemm(false, true, (int)N, O, I, 1.0f, in, I, w, I, 0.0f, out, O, b ? TS_EPI_BIAS : TS_EPI_NONE, b);
+}
+
+/* db (O) += column sums of dout (N, O): each thread owns a range of columns. */
+static void column_sums(float *db, const float *dout, int64_t N, int O) {
+    int nt = threads_for(N * O);
+    (void)nt;
+    TS_MODEL_OMP(parallel num_threads(nt) if(nt > 1))
+    {
+        int64_t lo, hi;
+        share(O, &lo, &hi);
+        for (int64_t r = 0; r < N; r++) {
+            const float *row = dout + r * O;
+            for (int64_t j = lo; j < hi; j++) db[j] += row[j];
+        }
+    }
+}
+
+void ts_bwd_linear_backward(float *din, float *dw, float *db, const float *dout, const float *in, const float *w,
+                            int64_t N, int I, int O) {
+    if (N <= 0) return;
+    if (din) ts_gemm(false, false, (int)N, I, O, 1.0f, dout, O, w, I, 1.0f, din, I, TS_EPI_NONE, NULL);
+    if (dw) ts_gemm(true, false, O, I, (int)N, 1.0f, dout, O, in, I, 1.0f, dw, I, TS_EPI_NONE, NULL);
+    if (db) column_sums(db, dout, N, O);
+}
+
+/* ---- LayerNorm ------------------------------------------------------------------------ */
+
+void ts_bwd_layernorm_forward(float *out, float *mean, float *rstd, const float *in, const float *gamma,
+                              const float *beta, int64_t N, int C, float eps) {
+    ts_layernorm(out, mean, rstd, in, gamma, beta, N, C, eps);
+}
+
+/* With n = (x - mean) * rstd and g = dout * gamma:
+ * dx = rstd * (g - mean(g) - n * mean(g * n)), dgamma = sum dout * n, dbeta = sum dout. */
+void ts_bwd_layernorm_backward(float *din, float *dgamma, float *dbeta, const float *dout, const float *in,
+                               const float *gamma, const float *mean, const float *rstd, int64_t N, int C) {
+    int nt = threads_for(N * C);
+    (void)nt;
+    if (din) {
+        TS_MODEL_OMP(parallel for num_threads(nt) if(nt > 1) schedule(static))
+        for (int64_t r = 0; r < N; r++) {
+            const float *x = in + r * C, *dy = dout + r * C;
+            float mu = mean[r], rs = rstd[r], s1 = 0.0f, s2 = 0.0f;
+            for (int j = 0; j < C; j++) {
+                float g = dy[j] * (gamma ? gamma[j] : 1.0f);
+                s1 += g;
+                s2 += g * (x[j] - mu) * rs;
+            }
+            s1 /= (float)C;
+            s2 /= (float)C;
+            float *dx = din + r * C;
+            for (int j = 0; j < C; j++) {
+                float n = (x[j] - mu) * rs, g = dy[j] * (gamma ? gamma[j] : 1.0f);
+                dx[j] += rs * (g - s1 - n * s2);
+            }
+        }
+    }
+    if (!dgamma && !dbeta) return;
+    TS_MODEL_OMP(parallel num_threads(nt) if(nt > 1))
+    {
+        int64_t lo, hi;
+        share(C, &lo, &hi);
+        for (int64_t r = 0; r < N; r++) {
+            const float *x = in + r * C, *dy = dout + r * C;
+            float mu = mean[r], rs = rstd[r];
+            for (int64_t j = lo; j < hi; j++) {
+                if (dgamma) dgamma[j] += dy[j] * (x[j] - mu) * rs;
+                if (dbeta) dbeta[j] += dy[j];
+            }
+        }
+    }
+}
+
+/* ---- activations ------------------------------------------------------------------------- */
+
+void ts_bwd_relu_forward(float *out, const float *in, int64_t n) { ts_relu(out, in, n); }
+
+void ts_bwd_relu_backward(float *din, const float *dout, const float *in, int64_t n) {
+    int nt = threads_for(n);
+    (void)nt;
+    TS_MODEL_OMP(parallel for num_threads(nt) if(nt > 1) schedule(static))
+    for (int64_t i = 0; i < n; i++)
+        if (in[i] > 0.0f) din[i] += dout[i];
+}
+
+void ts_bwd_gelu_forward(float *out, const float *in, int64_t n) { ts_gelu(out, in, n); }
+
+void ts_bwd_gelu_backward(float *din, const float *dout, const float *in, int64_t n) {
+    const float inv_sqrt2 = 0.70710678118654752f, inv_sqrt2pi = 0.39894228040143268f;
+    int nt = threads_for(n);
+    (void)nt;
+    TS_MODEL_OMP(parallel for num_threads(nt) if(nt > 1) schedule(static))
+    for (int64_t i = 0; i < n; i++) {
+        float x = in[i];
+        float cdf = 0.5f * (1.0f + erff(x * inv_sqrt2)), pdf = inv_sqrt2pi * expf(-0.5f * x * x);
+        din[i] += dout[i] * (cdf + x * pdf);
+    }
+}
+
+/* ---- dropout ----------------------------------------------------------------------------- */
+
+static bool dropped(uint64_t key, int64_t i, double p) { return ts_model_u01(key, (uint64_t)i) < p; }
+
+void ts_bwd_dropout_forward(float *out, const float *in, float p, uint64_t key, int64_t n) {
+    if (p <= 0.0f) {
+        if (out != in) memcpy(out, in, sizeof(float) * (size_t)n);
+        return;
+    }
+    float keep = (float)(1.0 / (1.0 - (double)p));
+    int nt = threads_for(n);
+    (void)nt;
+    TS_MODEL_OMP(parallel for num_threads(nt) if(nt > 1) schedule(static))
+    for (int64_t i = 0; i < n; i++) out[i] = dropped(key, i, p) ? 0.0f : in[i] * keep;
+}
+
+void ts_bwd_dropout_backward(float *din, const float *dout, float p, uint64_t key, int64_t n) {
+    if (p <= 0.0f) {
+        ts_bwd_residual_backward(din, NULL, dout, n);
+        return;
+    }
+    float keep = (float)(1.0 / (1.0 - (double)p));
+    int nt = threads_for(n);
+    (void)nt;
+    TS_MODEL_OMP(parallel for num_threads(nt) if(nt > 1) schedule(static))
+    for (int64_t i = 0; i < n; i++)
+        if (!dropped(key, i, p)) din[i] += dout[i] * keep;
+}
+
+/* ---- residual ------------------------------------------------------------------------------ */
+
+void ts_bwd_residual_forward(float *out, const float *a, const float *b, int64_t n) { ts_add(out, a, b, n); }
+
+void ts_bwd_residual_backward(float *da, float *db, const float *dout, int64_t n) {
+    int nt = threads_for(n);
+    (void)nt;
+    TS_MODEL_OMP(parallel for num_threads(nt) if(nt > 1) schedule(static))
+    for (int64_t i = 0; i < n; i++) {
+        if (da) da[i] += dout[i];
+        if (db) db[i] += dout[i];
+    }
+}
+
+/* ---- embeddings ----------------------------------------------------------------------------- */
+
+void ts_bwd_embedding_forward(float *out, const float *table, const int32_t *ids, int64_t N, int D, float scale) {
+    int nt = threads_for(N * D);
+    (void)nt;
+    TS_MODEL_OMP(parallel for num_threads(nt) if(nt > 1) schedule(static))
+    for (int64_t i = 0; i < N; i++) {
+        const float *row = table + (int64_t)ids[i] * D;
+        for (int j = 0; j < D; j++) out[i * D + j] = row[j] * scale;
+    }
+}
+
+/* Rows repeat, so threads split the columns: each owns its slice of every row. */
+void ts_bwd_embedding_backward(float *dtable, const float *dout, const int32_t *ids, int64_t N, int D, float scale) {
+    int nt = threads_for(N * D);
+    (void)nt;
+    TS_MODEL_OMP(parallel num_threads(nt) if(nt > 1))
+    {
+        int64_t lo, hi;
+        share(D, &lo, &hi);
+        for (int64_t i = 0; i < N; i++) {
+            float *row = dtable + (int64_t)ids[i] * D;
+            for (int64_t j = lo; j < hi; j++) row[j] += dout[i * D + j] * scale;
+        }
+    }
+}
+
+void ts_bwd_posenc_forward(float *out, const float *in, const float *pos, int B, int S, int D) {
+    int64_t n = (int64_t)S * D;
+    for (int b = 0; b < B; b++)
+        for (int64_t i = 0; i < n; i++) out[b * n + i] = in[b * n + i] + pos[i];
+}
+
+void ts_bwd_posenc_backward(float *din, float *dpos, const float *dout, int B, int S, int D) {
+    int64_t n = (int64_t)S * D;
+    if (din) ts_bwd_residual_backward(din, NULL, dout, (int64_t)B * n);
+    if (dpos)
+        for (int b = 0; b < B; b++)
+            for (int64_t i = 0; i < n; i++) dpos[i] += dout[b * n + i];
+}
+
+/* ---- attention ------------------------------------------------------------------------------ */
+
+static float *head_at(const ts_bwd_heads *x, int64_t b, int64_t h) { return x->data + b * x->bstride + h * x->hstride; }
+
+/* Heads are independent: one (batch, head) pair per iteration; the GEMMs
+ * inside run on the calling thread (a nested region stays inactive). */
+static int attn_threads(int B, int H, int Sq, int Sk, int hd) {
+    return threads_for((int64_t)B * H * Sq * (Sk + hd) * 4);
+}
+
+void ts_bwd_attention_forward(ts_bwd_heads out, float *weights, ts_bwd_heads q, ts_bwd_heads k, ts_bwd_heads v,
+                              const float *key_mask, bool causal, int B, int H, int Sq, int Sk, int hd) {
+    float scale = 1.0f / sqrtf((float)hd);
+    int64_t BH = (int64_t)B * H;
+    int nt = attn_threads(B, H, Sq, Sk, hd);
+    (void)nt;
+    TS_MODEL_OMP(parallel for num_threads(nt) if(nt > 1) schedule(static))
+    for (int64_t bh = 0; bh < BH; bh++) {
+        int64_t b = bh / H, h = bh % H;
+        float *w = weights + bh * Sq * Sk;
+        ts_gemm(false, true, Sq, Sk, hd, scale, head_at(&q, b, h), q.ld, head_at(&k, b, h), k.ld, 0.0f, w, Sk,
+                TS_EPI_NONE, NULL);
+        ts_softmax_rows(w, w, Sq, Sk, key_mask ? key_mask + b * Sk : NULL, causal, 0);
+        ts_gemm(false, false, Sq, hd, Sk, 1.0f, w, Sk, head_at(&v, b, h), v.ld, 0.0f, head_at(&out, b, h), out.ld,
+                TS_EPI_NONE, NULL);
+    }
+}
+
+void ts_bwd_attention_backward_values(ts_bwd_heads dv, float *dweights, ts_bwd_heads dout, const float *weights,
+                                      ts_bwd_heads v, int B, int H, int Sq, int Sk, int hd) {
+    int64_t BH = (int64_t)B * H;
+    int nt = attn_threads(B, H, Sq, Sk, hd);
+    (void)nt;
+    TS_MODEL_OMP(parallel for num_threads(nt) if(nt > 1) schedule(static))
+    for (int64_t bh = 0; bh < BH; bh++) {
+        int64_t b = bh / H, h = bh % H;
+        const float *w = weights + bh * Sq * Sk, *dO = head_at(&dout, b, h);
+        ts_gemm(false, true, Sq, Sk, hd, 1.0f, dO, dout.ld, head_at(&v, b, h), v.ld, 0.0f, dweights + bh * Sq * Sk,
+                Sk, TS_EPI_NONE, NULL);
+        if (dv.data)
+            ts_gemm(true, false, Sk, hd, Sq, 1.0f, w, Sk, dO, dout.ld, 1.0f, head_at(&dv, b, h), dv.ld, TS_EPI_NONE,
+                    NULL);
+    }
+}
+
+void ts_bwd_softmax_backward(float *dscores, const float *dweights, const float *weights, int64_t rows, int cols) {
+    int nt = threads_for(rows * cols);
+    (void)nt;
+    TS_MODEL_OMP(parallel for num_threads(nt) if(nt > 1) schedule(static))
+    for (int64_t r = 0; r < rows; r++) {
+        const float *w = weights + r * cols, *dw = dweights + r * cols;
+        float dot = 0.0f;
+        for (int j = 0; j < cols; j++) dot += dw[j] * w[j];
+        float *ds = dscores + r * cols;
+        for (int j = 0; j < cols; j++) ds[j] = w[j] * (dw[j] - dot);
+    }
+}
+
+void ts_bwd_attention_backward_scores(ts_bwd_heads dq, ts_bwd_heads dk, const float *dscores, ts_bwd_heads q,
+                                      ts_bwd_heads k, int B, int H, int Sq, int Sk, int hd) {
+    float scale = 1.0f / sqrtf((float)hd);
+    int64_t BH = (int64_t)B * H;
+    int nt = attn_threads(B, H, Sq, Sk, hd);
+    (void)nt;
+    TS_MODEL_OMP(parallel for num_threads(nt) if(nt > 1) schedule(static))
+    for (int64_t bh = 0; bh < BH; bh++) {
+        int64_t b = bh / H, h = bh % H;
+        const float *ds = dscores + bh * Sq * Sk;
+        if (dq.data)
+            ts_gemm(false, false, Sq, hd, Sk, scale, ds, Sk, head_at(&k, b, h), k.ld, 1.0f, head_at(&dq, b, h), dq.ld,
+                    TS_EPI_NONE, NULL);
+        if (dk.data)
+            ts_gemm(true, false, Sk, hd, Sq, scale, ds, Sk, head_at(&q, b, h), q.ld, 1.0f, head_at(&dk, b, h), dk.ld,
+                    TS_EPI_NONE, NULL);
+    }
+}
+
+void ts_bwd_attention_backward(ts_bwd_heads dq, ts_bwd_heads dk, ts_bwd_heads dv, float *dweights,
+                               ts_bwd_heads dout, const float *weights, ts_bwd_heads q, ts_bwd_heads k,
+                               ts_bwd_heads v, int B, int H, int Sq, int Sk, int hd) {
+    ts_bwd_attention_backward_values(dv, dweights, dout, weights, v, B, H, Sq, Sk, hd);
+    ts_bwd_softmax_backward(dweights, dweights, weights, (int64_t)B * H * Sq, Sk);
+    ts_bwd_attention_backward_scores(dq, dk, dweights, q, k, B, H, Sq, Sk, hd);
+}
+
+/* ---- cross-entropy ---------------------------------------------------------------------------- */
+
+/* log-sum-exp of a row and its max, in double. */
+static double row_lse(const float *x, int V) {
+    float mx = x[0];
+    for (int v = 1; v < V; v++)
+        if (x[v] > mx) mx = x[v];
+    double s = 0.0;
+    for (int v = 0; v < V; v++) s += exp((double)x[v] - mx);
+    return mx + log(s);
+}
+
+static bool counted(const int32_t *labels, int64_t i, int ignore_index) { return labels[i] != ignore_index; }
+
+double ts_bwd_cross_entropy_forward(const float *logits, const int32_t *labels, int64_t N, int V, int ignore_index,
+                                    float smoothing, int64_t *n_valid) {
+    double total = 0.0;
+    int64_t n = 0;
+    for (int64_t i = 0; i < N; i++) {
+        if (!counted(labels, i, ignore_index)) continue;
+        const float *x = logits + i * V;
+        double lse = row_lse(x, V), nll = lse - x[labels[i]], smooth = 0.0;
+        if (smoothing > 0.0f) {
+            for (int v = 0; v < V; v++) smooth += lse - x[v];
+            smooth /= V;
+        }
+        total += (1.0 - smoothing) * nll + smoothing * smooth;
+        n++;
+    }
+    if (n_valid) *n_valid = n;
+    return n ? total / (double)n : 0.0;
+}
+
+void ts_bwd_cross_entropy_backward(float *dlogits, float dloss, const float *logits, const int32_t *labels,
+                                   int64_t N, int V, int ignore_index, float smoothing) {
+    int64_t n = 0;
+    for (int64_t i = 0; i < N; i++) n += counted(labels, i, ignore_index);
+    if (!n) return;
+    double scale = (double)dloss / (double)n, off = (double)smoothing / V;
+    int nt = threads_for(N * V);
+    (void)nt;
+    TS_MODEL_OMP(parallel for num_threads(nt) if(nt > 1) schedule(static))
+    for (int64_t i = 0; i < N; i++) {
+        if (!counted(labels, i, ignore_index)) continue;
+        const float *x = logits + i * V;
+        double lse = row_lse(x, V);
+        float *d = dlogits + i * V;
+        for (int v = 0; v < V; v++) {
+            double q = off + (v == labels[i] ? 1.0 - smoothing : 0.0);
+            d[v] += (float)(scale * (exp((double)x[v] - lse) - q));
+        }
+    }
+}

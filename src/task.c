@@ -1,0 +1,89 @@
+/* task: copy, reverse and sort data, greedy decoding and scores (task.h). */
+#include "tscope/task.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "model_impl.h"
+
+static const char *const names[TS_TASK_COUNT] = {"copy", "reverse", "sort"};
+
+const char *ts_task_name(ts_task_kind kind) { return (unsigned)kind < TS_TASK_COUNT ? names[kind] : "?"; }
+
+ts_status ts_task_parse(const char *name, ts_task_kind *out) {
+    for (int i = 0; i < TS_TASK_COUNT; i++)
+        if (strcmp(name, names[i]) == 0) {
+            *out = (ts_task_kind)i;
+            return TS_OK;
+        }
+    return ts_fail(TS_ERR_ARG, "unknown task '%s'; the tasks are copy, reverse, sort", name);
+}
+
+void ts_task_answer(ts_task_kind kind, const int32_t *src, int S, int32_t *y) {
+    y[0] = 1;
+    for (int i = 1; i < S; i++) y[i] = kind == TS_TASK_REVERSE ? src[S - i] : src[i];
+    if (kind == TS_TASK_SORT) /* insertion sort: S is small */
+        for (int i = 2; i < S; i++)
+            for (int j = i; j > 1 && y[j - 1] > y[j]; j--) {
+                int32_t t = y[j];
+                y[j] = y[j - 1];
+                y[j - 1] = t;
+            }
+}
+
+void ts_task_batch(ts_task_kind kind, int vocab, int B, int S, uint64_t seed, uint64_t index, int32_t *src,
+                   int32_t *tgt, int32_t *labels) {
+    uint64_t key = ts_model_mix64(seed ^ ts_model_mix64(0x7A5Cull + index));
+    int32_t y[TS_TASK_MAX_SEQ];
+    int T = S - 1;
+    for (int b = 0; b < B; b++) {
+        int32_t *s = src + (int64_t)b * S;
+        s[0] = 1;
+        for (int i = 1; i < S; i++)
+            s[i] = 1 + (int32_t)(ts_model_u01(key, (uint64_t)b * S + i) * (double)(vocab - 1));
+        ts_task_answer(kind, s, S, y);
+        for (int t = 0; t < T; t++) {
+            tgt[(int64_t)b * T + t] = y[t];
+            labels[(int64_t)b * T + t] = y[t + 1];
+        }
+    }
+}
+
+ts_status ts_task_greedy(ts_model *m, const int32_t *src, int32_t *out) {
+    const ts_model_config *c = &m->cfg;
+    if (c->arch != TS_ARCH_ENCODER_DECODER || c->head != TS_HEAD_LM || c->input != TS_INPUT_TOKENS)
+        return ts_fail(TS_ERR_ARG, "greedy decoding needs an encoder-decoder over token ids with a vocabulary head");
+    int B = c->batch, T = m->T, V = c->vocab;
+    int32_t *tgt = calloc((size_t)B * T, sizeof *tgt);
+    if (!tgt) return ts_fail(TS_ERR_NOMEM, "task: out of memory");
+    for (int b = 0; b < B; b++) tgt[(int64_t)b * T] = 1;
+    ts_model_input in = {.src_ids = src, .tgt_ids = tgt};
+    ts_status st = TS_OK;
+    /* Position t only sees positions <= t (the causal mask), so the ids not
+     * yet predicted (0 for now) change nothing. */
+    for (int t = 0; t < T && !st; t++) {
+        ts_tensor logits;
+        st = ts_model_forward(m, &in, NULL, &logits);
+        for (int b = 0; !st && b < B; b++) {
+            const float *row = logits.data + ((int64_t)b * T + t) * V;
+            int best = 0;
+            for (int v = 1; v < V; v++)
+                if (row[v] > row[best]) best = v;
+            out[(int64_t)b * T + t] = best;
+            if (t + 1 < T) tgt[(int64_t)b * T + t + 1] = best;
+        }
+    }
+    free(tgt);
+    return st;
+}
+
+void ts_task_score_add(ts_task_score *s, const int32_t *pred, const int32_t *labels, int B, int T) {
+    for (int b = 0; b < B; b++) {
+        int right = 0;
+        for (int t = 0; t < T; t++) right += pred[(int64_t)b * T + t] == labels[(int64_t)b * T + t];
+        s->seqs++;
+        s->seqs_right += right == T;
+        s->tokens += T;
+        s->tokens_right += right;
+    }
+}
