@@ -57,9 +57,10 @@ isa_flags = $(ISA_$(lastword $(subst _, ,$(basename $(notdir $(1))))))
 # all: the tscope binary and the library it links (default)
 all: $(BIN)
 
-# run: the main job (the tiny preset traced step by step, shapes printed)
+# run: the main job: lesson 1 in the viewer, or without a display its pages as PNG in out/lesson-01/
 run: deps all
-	./tscope run --preset tiny --print-shapes
+	@if [ -n "$$DISPLAY$$WAYLAND_DISPLAY" ]; then $(BIN) lesson 1; \
+	else $(BIN) lesson 1 --export out/lesson-01 && echo "no display: lesson 1 is in out/lesson-01/ (step01.png first)"; fi
 
 # test: install what is missing, build with warnings as errors, run every test (plain and sanitized)
 test: deps
@@ -76,9 +77,9 @@ bench: all
 readme-images: all
 	scripts/readme-images.sh $(BIN)
 
-# asan: the unit tests built with address and undefined-behaviour sanitizers
+# asan: the unit tests and a tscope binary built with address and undefined-behaviour sanitizers
 asan:
-	@$(MAKE) BUILD=$(ASAN_BUILD) OPT="-O1 -g $(SAN)" LDLIBS="$(SAN)" tests
+	@$(MAKE) BUILD=$(ASAN_BUILD) OPT="-O1 -g $(SAN)" LDLIBS="$(SAN)" tests all
 
 # deps: check the system packages and install the missing ones (apt-get)
 deps:

@@ -48,6 +48,8 @@ if [ -z "${TSCOPE:-}" ]; then
     if [ "$build" = build ]; then TSCOPE=./tscope; else TSCOPE=$build/tscope; fi
 fi
 export TSCOPE
+# The viewer's scripted leak check runs the sanitizer build of tscope.
+if [ -z "${TSCOPE_ASAN:-}" ] && [ -x "$asan_build/tscope" ]; then export TSCOPE_ASAN=$asan_build/tscope; fi
 
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}

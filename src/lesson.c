@@ -14,6 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tscope/text.h"
+
 /* Lessons are a few kilobytes; anything near this is not a lesson. */
 #define MAX_LESSON_BYTES (16u << 20)
 #define MAX_LIST_DEPTH 16
@@ -83,23 +85,6 @@ static void *grow(void *arr_ptr, int *n, size_t size) {
     memset(item, 0, size);
     (*n)++;
     return item;
-}
-
-/* Levenshtein distance, for "did you mean" on keys. */
-static int edit_distance(const char *a, const char *b) {
-    size_t la = strlen(a), lb = strlen(b);
-    if (la > 31 || lb > 31) return 99;
-    int d[32][32];
-    for (size_t i = 0; i <= la; i++) d[i][0] = (int)i;
-    for (size_t j = 0; j <= lb; j++) d[0][j] = (int)j;
-    for (size_t i = 1; i <= la; i++)
-        for (size_t j = 1; j <= lb; j++) {
-            int best = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
-            if (d[i - 1][j] + 1 < best) best = d[i - 1][j] + 1;
-            if (d[i][j - 1] + 1 < best) best = d[i][j - 1] + 1;
-            d[i][j] = best;
-        }
-    return d[la][lb];
 }
 
 /* --------------------------------------------------------------- the state */
@@ -320,12 +305,12 @@ static const keydef setup_keys[] = {
     {"variant", V_WORDS, "no-scale|seed000-reshape|seed001-layernorm|seed004-residual", 0, 0, false, false},
     {"pe-variant", V_CHOICE, "paper|seed001-sin-only|seed001-odd-exponent", 0, 0, false, false},
     {"mask", V_CHOICE, "none|causal|padding|padding-both", 0, 0, false, false},
-    {"label-smoothing", V_FLOAT, NULL, 0, 0.999, false, false},
+    {"label-smoothing", V_FLOAT, NULL, 0, 0.999, false, true},
     {"task", V_CHOICE, "copy|reverse|sort", 0, 0, false, true},
     {"steps", V_INT, NULL, 1, BIG, false, true},
     {"every", V_INT, NULL, 1, BIG, false, true},
     {"lr", V_FLOAT, NULL, 0, 10, true, true},
-    {"clip-norm", V_FLOAT, NULL, 0, BIG, true, true},
+    {"clip", V_FLOAT, NULL, 0, BIG, false, true}, /* 0: no clipping */
     {"weight-decay", V_FLOAT, NULL, 0, 10, false, true},
 };
 
@@ -360,7 +345,7 @@ static const char *nearest_key(const keydef *defs, int n, const char *key) {
     const char *best = NULL;
     int best_d = 3;
     for (int i = 0; i < n; i++) {
-        int d = edit_distance(defs[i].key, key);
+        int d = ts_text_edit_distance(defs[i].key, key);
         if (d < best_d) {
             best_d = d;
             best = defs[i].key;
@@ -1366,10 +1351,19 @@ int ts_lesson_find_setup(const ts_lesson *l, const char *name) {
     return -1;
 }
 
+/* The command a setup's own keys name ("run" when none). */
+static const char *own_command(const ts_lesson_setup *s) {
+    const ts_lesson_kv *kv = find_kv(s->keys, s->n_keys, "command");
+    return kv ? kv->value : "run";
+}
+
 const char *ts_lesson_setup_get(const ts_lesson *l, int run, const char *key) {
     if (run < 0 || run >= l->n_setups) return NULL;
     const ts_lesson_kv *kv = find_kv(l->setups[run].keys, l->setups[run].n_keys, key);
-    if (!kv && run != 0) kv = find_kv(l->setups[0].keys, l->setups[0].n_keys, key);
+    /* A setup of another command (a training run beside a forward run) is a
+     * run of its own: it takes nothing from the main setup. */
+    if (!kv && run != 0 && strcmp(own_command(&l->setups[run]), own_command(&l->setups[0])) == 0)
+        kv = find_kv(l->setups[0].keys, l->setups[0].n_keys, key);
     return kv ? kv->value : NULL;
 }
 

@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 
+#include "tscope/text.h"
 #include "tscope/kernels.h"
 #include "tscope/version.h"
 #include "trace_format.h"
@@ -1221,16 +1222,6 @@ nomem:
     return ts_fail(TS_ERR_NOMEM, "trace: no memory for a writer");
 }
 
-static const char *size_text(char *buf, size_t size, uint64_t n) {
-    if (n >= (uint64_t)1 << 30)
-        snprintf(buf, size, "%.2f GB", (double)n / (1 << 30));
-    else if (n >= (uint64_t)1 << 20)
-        snprintf(buf, size, "%.1f MB", (double)n / (1 << 20));
-    else
-        snprintf(buf, size, "%.1f KB", (double)n / 1024);
-    return buf;
-}
-
 static void describe_policy(const ts_trace_writer *w, char *buf, size_t size) {
     const ts_trace_options *o = &w->opt;
     char batch[48] = "";
@@ -1249,12 +1240,12 @@ static void describe_policy(const ts_trace_writer *w, char *buf, size_t size) {
     int b = o->keep_batch >= 0 ? o->keep_batch : 0;
     if (!w->reduced)
         snprintf(buf, size, "auto: values%s for %s (%s of values, within the %.0f MB budget)", batch, which,
-                 size_text(amount, sizeof amount, w->values_bytes), mb);
+                 ts_text_bytes(amount, sizeof amount, w->values_bytes), mb);
     else if (w->reduced_from < 0)
         snprintf(buf, size,
                  "auto: all values would take %s, more than the %.0f MB budget: statistics for every step, "
                  "values for attention weights, positional encoding and LayerNorm mean/std of batch element %d",
-                 size_text(amount, sizeof amount, o->expected_bytes), mb, b);
+                 ts_text_bytes(amount, sizeof amount, o->expected_bytes), mb, b);
     else
         snprintf(buf, size,
                  "auto: values for every step until step %lld '%.80s' passed the %.0f MB budget; from there, "

@@ -35,7 +35,7 @@ done
 (cd "$tmp" && "$bin" lesson 3 --check >/dev/null) && ok || bad "lesson 3 --check from another directory"
 expect 0 "lesson by name" -- "$bin" lesson attention --check
 expect 0 "lesson by stem" -- "$bin" lesson 03-attention --check
-expect 0 "outline" -- "$bin" lesson 1
+expect 0 "outline" -- "$bin" lesson 1 --print
 case $out in *"step 1/"*"input"*) ok ;; *) bad "outline of lesson 1: $out" ;; esac
 
 # a broken lesson: FILE:LINE: message, exit 1

@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tscope/text.h"
+
 #define MAX_SERIES 16
 #define MAX_SHAPE_STEPS 160
 
@@ -91,27 +93,6 @@ static bool with_layer(char *buf, size_t size, const char *name, int layer) {
     return true;
 }
 
-/* Levenshtein distance, for "did you mean". */
-static int edit_distance(const char *a, const char *b) {
-    size_t n = strlen(a), m = strlen(b);
-    if (n > 255 || m > 255) return 1 << 20;
-    int row[256];
-    for (size_t j = 0; j <= m; j++) row[j] = (int)j;
-    for (size_t i = 1; i <= n; i++) {
-        int diag = row[0];
-        row[0] = (int)i;
-        for (size_t j = 1; j <= m; j++) {
-            int up = row[j];
-            int best = diag + (a[i - 1] != b[j - 1]);
-            if (up + 1 < best) best = up + 1;
-            if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
-            row[j] = best;
-            diag = up;
-        }
-    }
-    return row[m];
-}
-
 /* The three step names closest to `name`, comma separated. */
 static void nearest_names(ts_trace *t, const char *name, char *buf, size_t size) {
     const char *best[3] = {NULL, NULL, NULL};
@@ -120,7 +101,7 @@ static void nearest_names(ts_trace *t, const char *name, char *buf, size_t size)
     for (int64_t i = 0; i < n; i++) {
         const ts_trace_step *s = ts_trace_step_at(t, i);
         if (!s || ts_trace_find(t, s->name) != i) continue; /* each name once */
-        int d = edit_distance(name, s->name);
+        int d = ts_text_edit_distance(name, s->name);
         for (int k = 0; k < 3; k++)
             if (d < dist[k]) {
                 for (int j = 2; j > k; j--) dist[j] = dist[j - 1], best[j] = best[j - 1];
@@ -169,6 +150,20 @@ static const char *command_line(ts_trace *t, char *buf, size_t size) {
     if (cJSON_IsString(cl) && cl->valuestring[0]) snprintf(buf, size, "%s", cl->valuestring);
     cJSON_Delete(root);
     return buf;
+}
+
+/* The formula the run used (its config's pe_variant), for the PE subtitle. */
+static const char *pe_formula(ts_trace *t) {
+    cJSON *root = cJSON_Parse(ts_trace_metadata(t));
+    const cJSON *cfg = cJSON_GetObjectItemCaseSensitive(root, "config");
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(cfg, "pe_variant");
+    const char *f = "PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(\xe2\x80\xa6)";
+    if (cJSON_IsString(v) && strcmp(v->valuestring, "seed001-odd-exponent") == 0)
+        f = "seed 001's class: PE(pos, 2i+1) = cos(pos / 10000^((2i+1)/d)), odd exponent";
+    else if (cJSON_IsString(v) && strcmp(v->valuestring, "seed001-sin-only") == 0)
+        f = "seed 001's first try: PE(pos, j) = sin(pos / 10000^(j/d)) for every column j";
+    cJSON_Delete(root);
+    return f;
 }
 
 /* The error for a step that kept no values, naming what to re-run with. */
@@ -404,7 +399,7 @@ static ts_status build_overview(ts_scene *job, int64_t i) {
     for (int l = 0;; l++) {
         char name[300];
         with_layer(name, sizeof name, s->name, l);
-        int64_t k = ts_trace_find(job->t, name);
+        int64_t k = find_occurrence(job->t, name, job->rq.occurrence); /* a training trace: the record asked for */
         if (k < 0) break;
         ts_tensor t;
         ts_status rc = step_tensor(job, k, all_layers, &t);
@@ -458,9 +453,8 @@ static ts_status build_posenc(ts_scene *job, int64_t i, pic_kind kind) {
     p->positions = (int)t.shape[t.rank - 2];
     p->d_model = (int)t.shape[t.rank - 1];
     snprintf(p->title, sizeof p->title, "%s", s->name);
-    snprintf(p->subtitle, sizeof p->subtitle,
-             "%d positions \xc3\x97 %d dims \xc2\xb7 PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(\xe2\x80\xa6)",
-             p->positions, p->d_model);
+    snprintf(p->subtitle, sizeof p->subtitle, "%d positions \xc3\x97 %d dims \xc2\xb7 %s", p->positions, p->d_model,
+             pe_formula(job->t));
     if (kind == PIC_HEATMAP) {
         p->kind = PIC_HEATMAP;
         p->view = TS_RENDER_VIEW_HEATMAP;
@@ -580,7 +574,8 @@ static ts_status build_tensor(ts_scene *job, int64_t i) {
     if (rc) return rc;
     int r, c;
     if ((rc = choose_axes(job, &t, &r, &c))) return rc;
-    if (has_batch_dim(s) && (r == 0 || c == 0))
+    /* (B, S) ids: the batch element is one row, shown as such; only --axes may not name dim 0 */
+    if (has_batch_dim(s) && job->rq.axes && (r == 0 || c == 0))
         return ts_fail(TS_ERR_ARG, "--axes cannot include dim 0 (the batch): --batch picks its element");
     /* The other dims: the batch element (already sliced), the head for dim 1
      * of a (B, H, ...) tensor, 0 elsewhere. */
@@ -814,9 +809,11 @@ static ts_status draw_kind(ts_scene *p, cairo_t *cr, ts_render_rect area, const 
     case PIC_HEATMAP: return ts_render_heatmap(cr, area, &p->m[0], &p->hopts, st, layout);
     case PIC_GRID: return ts_render_grid(cr, area, p->m, p->n, &p->gopts, st, layout);
     case PIC_POSENC:
-        return ts_render_posenc(cr, area, p->pe, p->positions, p->d_model, NULL, 0, p->title, p->subtitle, layout);
+        return ts_render_posenc(cr, area, p->pe, p->positions, p->d_model, p->rq.dims, p->rq.n_dims, p->title,
+                                p->subtitle, layout);
     case PIC_PE_CURVES:
-        return ts_render_pe_curves(cr, area, p->pe, p->positions, p->d_model, NULL, 0, p->title, p->subtitle);
+        return ts_render_pe_curves(cr, area, p->pe, p->positions, p->d_model, p->rq.dims, p->rq.n_dims, p->title,
+                                   p->subtitle);
     case PIC_PLOT: return ts_render_plot(cr, area, p->series, p->n_series, &p->popts);
     case PIC_TRAINING:
         return ts_render_training(cr, area, &p->series[0], p->series + 1, p->n_series - 1, p->title, p->subtitle);

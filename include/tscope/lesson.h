@@ -157,7 +157,8 @@ ts_status ts_lesson_load(ts_lesson *lesson, const char *path);
 void ts_lesson_free(ts_lesson *lesson);
 
 /* The value a setup gives `key`, falling back to the main setup's value for a
- * named one; NULL when neither sets it. `run` is an index into setups. */
+ * named one of the same command (a `command: train` setup beside a main `run`
+ * takes nothing from it); NULL when neither sets it. `run` indexes setups. */
 const char *ts_lesson_setup_get(const ts_lesson *lesson, int run, const char *key);
 
 /* Index of the setup named `name` ("main" is 0), or -1. */

@@ -35,6 +35,8 @@ typedef struct ts_scene_request {
     int occurrence;         /* which record of the name, for traces that repeat names (0; -1: last) */
     const char *axes;       /* "I,J": the two dims a tensor heatmap shows; NULL: the last two */
     const char *trace_path; /* only for messages; may be NULL */
+    const int *dims;        /* PE curves: the dims to draw (NULL: a choice of the renderer) */
+    int n_dims;             /* up to 16 */
 } ts_scene_request;
 
 ts_scene_request ts_scene_request_default(const char *name);

@@ -8,25 +8,15 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_time.h"
 #include "commands.h"
 #include "model_flags.h"
 #include "tscope/kernels.h"
 #include "tscope/trace.h"
 
-static double now_seconds(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* One forward; with trace_path, through a stats-level trace written there. */
 static ts_status one_pass(ts_model *m, const ts_model_input *in, const char *trace_path, double *seconds) {
-    double t0 = now_seconds();
+    double t0 = bench_now();
     ts_status st;
     if (!trace_path) {
         st = ts_model_forward(m, in, NULL, NULL);
@@ -46,7 +36,7 @@ static ts_status one_pass(ts_model *m, const ts_model_input *in, const char *tra
         st = ts_trace_writer_close(w, NULL);
         unlink(trace_path);
     }
-    *seconds = now_seconds() - t0;
+    *seconds = bench_now() - t0;
     return st;
 }
 
@@ -57,8 +47,7 @@ static ts_status timed(ts_model *m, const ts_model_input *in, const char *trace_
     ts_status st = one_pass(m, in, trace_path, &warm);
     for (int i = 0; i < reps && !st; i++) st = one_pass(m, in, trace_path, &t[i]);
     if (!st) {
-        qsort(t, (size_t)reps, sizeof *t, cmp_double);
-        *median = reps % 2 ? t[reps / 2] : 0.5 * (t[reps / 2 - 1] + t[reps / 2]);
+        *median = bench_median(t, reps);
     }
     free(t);
     return st;

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_time.h"
 #include "tscope/backward.h"
 #include "tscope/kernels.h"
 #include "tscope/model.h"
@@ -18,42 +19,26 @@
 #include "tscope/task.h"
 #include "tscope/train.h"
 
-static double now_seconds(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 enum { PH_FORWARD, PH_BACKWARD, PH_UPDATE, PH_STEP, N_PHASES };
-
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 /* One step with each phase timed into t[N_PHASES]. */
 static ts_status one_step(ts_train *tr, ts_optim *opt, const ts_model_input *in, const int32_t *labels, double *t,
                           double *loss) {
     const ts_model_config *c = &tr->m->cfg;
-    double t0 = now_seconds();
+    double t0 = bench_now();
     ts_tensor out;
     ts_status st = ts_train_forward(tr, in, &out);
     if (st) return st;
-    double t1 = now_seconds();
+    double t1 = bench_now();
     int64_t rows = ts_tensor_numel(&out) / c->vocab;
     *loss = ts_bwd_cross_entropy_forward(out.data, labels, rows, c->vocab, 0, 0.0f, NULL);
     ts_train_zero_grad(tr);
     ts_bwd_cross_entropy_backward(ts_train_output_grad(tr), 1.0f, out.data, labels, rows, c->vocab, 0, 0.0f);
     if ((st = ts_train_backward(tr, NULL, NULL))) return st;
-    double t2 = now_seconds();
+    double t2 = bench_now();
     ts_optim_clip(tr->grads, tr->m->n_floats, 0.0f); /* the norm only, as a training loop reports it */
     ts_optim_step(opt, tr->m->block, tr->grads, 1e-3f);
-    double t3 = now_seconds();
+    double t3 = bench_now();
     t[PH_FORWARD] = t1 - t0, t[PH_BACKWARD] = t2 - t1, t[PH_UPDATE] = t3 - t2, t[PH_STEP] = t3 - t0;
     return TS_OK;
 }
@@ -117,9 +102,9 @@ int bench_model_train(int reps, const char *preset) {
         fprintf(stderr, "tscope bench: %s\n", ts_last_error());
         rc = 1;
     } else {
-        double step = median(t[PH_STEP], reps);
+        double step = bench_median(t[PH_STEP], reps);
         printf("train step     %8.3f s  (forward %.3f s, backward %.3f s, clip + Adam %.3f s)  %.1f GFLOP/s\n", step,
-               median(t[PH_FORWARD], reps), median(t[PH_BACKWARD], reps), median(t[PH_UPDATE], reps),
+               bench_median(t[PH_FORWARD], reps), bench_median(t[PH_BACKWARD], reps), bench_median(t[PH_UPDATE], reps),
                flops / step * 1e-9);
         /* Adam at 1e-3 with no warm-up, as the seed: the loss may well rise; this times steps, not learning. */
         printf("# loss %.3f at the first step, %.3f at the last (Adam, lr 1e-3, no warm-up, as seed 004)\n", first,

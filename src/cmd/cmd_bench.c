@@ -15,6 +15,7 @@
 #include "commands.h"
 #include "bench_model.h"
 #include "bench_train.h"
+#include "bench_time.h"
 #include "tscope/kernels.h"
 
 typedef struct bench_opts {
@@ -28,22 +29,6 @@ typedef struct bench_case {
     int (*run)(const bench_opts *o); /* exit code */
     const char *summary;
 } bench_case;
-
-static double now_seconds(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 static float *alloc_random(int64_t n, uint64_t seed) {
     float *p = malloc(sizeof(float) * (size_t)n);
@@ -156,17 +141,17 @@ static int bench_one_gemm(const bench_opts *o, const peer_blas *peer, const gemm
         for (int turn = 0; turn < 2; turn++) {
             bool ours = (turn == 0) == (r % 2 == 0);
             if (!ours && !peer->sgemm) continue;
-            double t0 = now_seconds();
+            double t0 = bench_now();
             if (ours)
                 run_tscope(s, &b);
             else
                 run_peer(peer, s, &b);
-            if (r >= 0) (ours ? t_ts : t_peer)[r] = now_seconds() - t0;
+            if (r >= 0) (ours ? t_ts : t_peer)[r] = bench_now() - t0;
         }
     }
     double flops = 2.0 * s->M * s->N * (double)s->K * s->batch;
-    res->tscope = flops / median(t_ts, o->reps) * 1e-9;
-    res->peer = peer->sgemm ? flops / median(t_peer, o->reps) * 1e-9 : 0;
+    res->tscope = flops / bench_median(t_ts, o->reps) * 1e-9;
+    res->peer = peer->sgemm ? flops / bench_median(t_peer, o->reps) * 1e-9 : 0;
     res->diff = peer->sgemm ? max_abs_diff(b.C, b.C_peer, nc) : 0;
 done:
     free(b.A), free(b.B), free(b.C), free(b.C_peer), free(t_ts), free(t_peer);
@@ -188,14 +173,14 @@ static int bench_rows(const bench_opts *o, row_kernel k, int64_t rows, int cols)
         goto done;
     }
     for (int r = -1; r < o->reps; r++) { /* r == -1: warm-up */
-        double t0 = now_seconds();
+        double t0 = bench_now();
         if (k == ROW_SOFTMAX)
             ts_softmax_rows(y, x, rows, cols, NULL, false, 0);
         else
             ts_layernorm(y, mean, rstd, x, g, bb, rows, cols, 1e-5f);
-        if (r >= 0) t[r] = now_seconds() - t0;
+        if (r >= 0) t[r] = bench_now() - t0;
     }
-    double gbs = 2.0 * sizeof(float) * (double)n / median(t, o->reps) * 1e-9;
+    double gbs = 2.0 * sizeof(float) * (double)n / bench_median(t, o->reps) * 1e-9;
     printf("%-9s %lldx%-14d tscope %6.1f GB/s  (read + write once)\n", k == ROW_SOFTMAX ? "softmax" : "layernorm",
            (long long)rows, cols, gbs);
 done:

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "commands.h"
+#include "tscope/text.h"
 #include "tscope/trace.h"
 
 #define NAME_WIDTH_MAX 56
@@ -14,15 +15,6 @@ static bool wanted(const ts_cli_list *only, const char *name) {
     for (int i = 0; i < only->count; i++)
         if (fnmatch(only->items[i], name, 0) == 0) return true;
     return false;
-}
-
-static void size_text(char *buf, size_t size, uint64_t n) {
-    if (n >= (uint64_t)1 << 30)
-        snprintf(buf, size, "%.2f GB", (double)n / (1 << 30));
-    else if (n >= (uint64_t)1 << 20)
-        snprintf(buf, size, "%.1f MB", (double)n / (1 << 20));
-    else
-        snprintf(buf, size, "%.1f KB", (double)n / 1024);
 }
 
 /* Rows of attention weights sum to 1, except a row whose every key was masked:
@@ -141,7 +133,7 @@ int ts_cmd_info(int argc, char **argv) {
     if (ts_trace_open(path, &t)) return ts_cli_error("info", "%s", ts_last_error());
     if (ts_trace_warning(t)[0]) fprintf(stderr, "tscope info: warning: %s\n", ts_trace_warning(t));
     char size[32];
-    size_text(size, sizeof size, ts_trace_file_size(t));
+    ts_text_bytes(size, sizeof size, ts_trace_file_size(t));
     printf("%s: %lld steps, %s%s\n", path, (long long)ts_trace_count(t), size,
            ts_trace_complete(t) ? "" : " (incomplete: the run did not finish)");
     int n_src = ts_trace_token_count(t, TS_TRACE_SOURCE);

@@ -1,10 +1,15 @@
-/* tscope lesson: list the lessons, check one, or print one as text. */
+/* tscope lesson: list the lessons, check one, print one as text, export its
+ * pages as PNG, or open it in the viewer's lesson mode. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <unistd.h>
+
 #include "commands.h"
 #include "tscope/lesson.h"
+#include "tscope/lessonrun.h"
+#include "tscope/viewer.h"
 
 static const char *step_where(const ts_lesson_step *st, char *buf, size_t cap) {
     size_t n = 0;
@@ -108,20 +113,113 @@ static int list_lessons(void) {
     return bad ? 1 : 0;
 }
 
+/* The binary that runs a lesson's setups: this one. */
+static const char *self_exe(char *buf, size_t cap) {
+    ssize_t n = readlink("/proc/self/exe", buf, cap - 1);
+    if (n <= 0) return NULL;
+    buf[n] = '\0';
+    return buf;
+}
+
+typedef struct lesson_opts {
+    const char *export_dir, *script, *screenshot, *cache;
+    float scale;
+    int step, width, height;
+    bool rerun, quiet;
+} lesson_opts;
+
+/* Every word of a --script is one the viewer knows: checked before the
+ * setups run, so a typo costs nothing. */
+static bool script_ok(const char *script) {
+    char *copy = strdup(script);
+    if (!copy) return ts_fail(TS_ERR_NOMEM, "out of memory") == TS_OK;
+    bool good = true;
+    for (char *save = NULL, *w = strtok_r(copy, " \t\n", &save); w && good; w = strtok_r(NULL, " \t\n", &save)) {
+        ts_view_event ev;
+        const char *shot;
+        good = ts_view_script_word(w, &ev, &shot) == TS_OK;
+    }
+    free(copy);
+    return good;
+}
+
+/* Run the setups (or reuse their traces), then export or open the window. */
+static int run_lesson(const ts_lesson *l, const char *what, const lesson_opts *o) {
+    char exe[4096];
+    if (!self_exe(exe, sizeof exe)) return ts_cli_error("lesson", "cannot find the tscope binary (/proc/self/exe)");
+    if (!o->export_dir && !ts_lesson_view_have_display())
+        return ts_cli_error("lesson", "no display to open a window on; write the pages as PNG instead: "
+                                      "tscope lesson %s --export DIR", what);
+    if (o->step > l->n_steps) return ts_cli_error("lesson", "--step %d: the lesson has %d steps", o->step, l->n_steps);
+    if (o->script && !script_ok(o->script)) return ts_cli_error("lesson", "%s", ts_last_error());
+    ts_lessonrun_options ro = ts_lessonrun_options_default(exe);
+    ro.cache_dir = o->cache;
+    ro.rerun = o->rerun;
+    ro.log = o->quiet ? NULL : stderr;
+    ts_lessonrun run;
+    if (ts_lessonrun_open(&run, l, &ro) != TS_OK) {
+        fprintf(stderr, "%s\n", ts_last_error());
+        ts_lessonrun_close(&run);
+        return 1;
+    }
+    int rc = 0;
+    if (o->export_dir) {
+        int n = 0;
+        if (ts_lesson_export(&run, o->export_dir, o->scale, &n) != TS_OK) {
+            fprintf(stderr, "%s\n", ts_last_error());
+            rc = strstr(ts_last_error(), ".md:") ? 1 : 2;
+        } else {
+            printf("tscope lesson: %s: %d pages in %s/ (step01.png .. step%02d.png)\n", l->title, n, o->export_dir, n);
+        }
+    } else {
+        ts_lesson_view_options vo = {.width = o->width, .height = o->height, .script = o->script,
+                                     .screenshot = o->screenshot, .first_step = o->step > 0 ? o->step - 1 : 0};
+        ts_status s = ts_lesson_view_run(&run, &vo);
+        if (s != TS_OK) {
+            fprintf(stderr, "tscope lesson: %s\n", ts_last_error());
+            rc = s == TS_ERR_NOMEM ? 1 : 2;
+        }
+    }
+    ts_lessonrun_close(&run);
+    return rc;
+}
+
 int ts_cmd_lesson(int argc, char **argv) {
-    bool list = false, check = false;
+    bool list = false, check = false, print = false;
+    lesson_opts o = {.scale = 1.25f, .width = 1400, .height = 860};
     const ts_flag flags[] = {
         {"--list", TS_FLAG_BOOL, &list, NULL, "list every lesson: number, name, title, steps", NULL, NULL, NULL},
-        {"--check", TS_FLAG_BOOL, &check, NULL, "parse and check the lesson; print one line and exit 0 when it is good",
-         NULL, NULL, NULL},
+        {"--check", TS_FLAG_BOOL, &check, NULL,
+         "parse the lesson (syntax only; names are checked once it runs); one line, exit 0 when it is good", NULL,
+         NULL, NULL},
+        {"--print", TS_FLAG_BOOL, &print, NULL, "print the lesson as text: each step's view and narration", NULL, NULL,
+         NULL},
+        {"--export", TS_FLAG_STRING, &o.export_dir, "DIR",
+         "run the lesson and write one PNG per step (narration beside the view) to DIR, no display needed", NULL,
+         NULL, NULL},
+        {"--scale", TS_FLAG_FLOAT, &o.scale, "X", "pixels per point of the exported pages (1.25)", NULL, NULL, NULL},
+        {"--step", TS_FLAG_INT, &o.step, "N", "open the window at step N (1)", NULL, NULL, NULL},
+        {"--script", TS_FLAG_STRING, &o.script, "KEYS",
+         "replay keys in the window first, e.g. \"right right shot:a.png\" (as tscope view --script)", NULL, NULL,
+         NULL},
+        {"--screenshot", TS_FLAG_STRING, &o.screenshot, "FILE", "write the last frame to FILE (PNG) and exit", NULL,
+         NULL, NULL},
+        {"--width", TS_FLAG_INT, &o.width, "W", "window width in points (1400)", NULL, NULL, NULL},
+        {"--height", TS_FLAG_INT, &o.height, "H", "window height in points (860)", NULL, NULL, NULL},
+        {"--cache", TS_FLAG_STRING, &o.cache, "DIR",
+         "where the runs' traces are kept ($TSCOPE_CACHE, else $XDG_CACHE_HOME/tscope/lessons)", NULL, NULL, NULL},
+        {"--rerun", TS_FLAG_BOOL, &o.rerun, NULL, "run the setups again even when their traces are cached", NULL, NULL,
+         NULL},
+        {"--quiet", TS_FLAG_BOOL, &o.quiet, NULL, "no line for each setup that runs", NULL, NULL, NULL},
     };
     const ts_cli_spec spec = {
         .command = "lesson",
-        .synopsis = "--list | N|NAME|FILE [--check]",
+        .synopsis = "--list | N|NAME|FILE [--export DIR | --check | --print | --script KEYS --screenshot FILE]",
         .description = "Lessons are Markdown files (lessons/NN-name.md, format in lessons/README.md).\n"
-                       "With a lesson and no flag, prints it as text: each step's view and narration.\n"
+                       "With a lesson, runs its setups (traces are cached) and opens the viewer on its steps:\n"
+                       "narration beside the view, right/left to move. --export DIR writes the same pages as PNG.\n"
                        "Lessons are read from $TSCOPE_LESSONS, else the source tree's lessons/.\n"
-                       "Exit status: 0 good, 1 the lesson has an error (FILE:LINE: message), 2 bad usage.",
+                       "Exit status: 0 good, 1 the lesson has an error (FILE:LINE: message), 2 bad usage or no display.",
         .flags = flags,
         .n_flags = (int)(sizeof flags / sizeof flags[0]),
         .min_positional = 0,
@@ -133,9 +231,18 @@ int ts_cmd_lesson(int argc, char **argv) {
     int rc = ts_cli_parse(&spec, argc, argv, pos, &n_pos);
     if (rc >= 0) return rc;
     if (list) {
-        if (n_pos || check) return ts_cli_error("lesson", "--list takes no lesson and no --check");
+        if (n_pos || check || print || o.export_dir) return ts_cli_error("lesson", "--list takes no lesson and no other flag");
         return list_lessons();
     }
+    if ((check || print) && (o.export_dir || o.script || o.screenshot))
+        return ts_cli_error("lesson", "--check and --print do not run the lesson: drop --export, --script, --screenshot");
+    if (o.export_dir && (o.script || o.screenshot))
+        return ts_cli_error("lesson", "--export writes the pages without a window: drop --script and --screenshot");
+    if (!(o.scale > 0 && o.scale <= 8)) return ts_cli_error("lesson", "--scale %g must be in (0, 8]", (double)o.scale);
+    if (o.step < 0) return ts_cli_error("lesson", "--step %d: steps count from 1", o.step);
+    if (o.width < 800 || o.width > 16384 || o.height < 500 || o.height > 16384)
+        return ts_cli_error("lesson", "--width and --height must be 800..16384 and 500..16384 (got %d x %d)", o.width,
+                            o.height);
     if (n_pos == 0) return ts_cli_error("lesson", "name a lesson (a number, a name or a file) or give --list");
     char path[4096];
     if (ts_lesson_find(ts_lesson_dir(), pos[0], path, sizeof path) != TS_OK)
@@ -145,8 +252,10 @@ int ts_cmd_lesson(int argc, char **argv) {
         fprintf(stderr, "%s\n", ts_last_error());
         return 1;
     }
+    rc = 0;
     if (check) printf("%s: ok, %d steps, %d run%s (%s)\n", path, l.n_steps, l.n_setups, l.n_setups == 1 ? "" : "s", l.title);
-    else print_outline(&l);
+    else if (print) print_outline(&l);
+    else rc = run_lesson(&l, pos[0], &o);
     ts_lesson_free(&l);
-    return 0;
+    return rc;
 }

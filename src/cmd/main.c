@@ -16,7 +16,7 @@ const ts_command ts_commands[] = {
     {"diff", ts_cmd_diff, "two traces step by step: largest differences, the first that diverges"},
     {"png", ts_cmd_png, "draw one step of a trace (attention, PE, LayerNorm, any tensor, shapes) as PNG"},
     {"view", ts_cmd_view, "step through a trace in a window (keys, mouse, --script, --screenshot)"},
-    {"lesson", ts_cmd_lesson, "list the lessons (--list), check one (--check) or print it as text"},
+    {"lesson", ts_cmd_lesson, "a guided walkthrough in the viewer, or its pages as PNG (--export DIR); --list"},
     {"bench", ts_cmd_bench, "time kernels (against OpenBLAS), the forward pass and a training step"},
     {NULL, NULL, NULL}, /* sentinel: keeps the array non-empty */
 };

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tscope/text.h"
+
 int trace_cli_table(ts_flag *t, int n, trace_cli *tc) {
     memset(tc, 0, sizeof *tc);
     tc->keep_batch = -1;
@@ -133,15 +135,6 @@ ts_status trace_cli_open(const trace_cli *tc, const ts_model_config *cfg, const 
     return s;
 }
 
-static void human_bytes(char *buf, size_t size, uint64_t n) {
-    if (n >= (uint64_t)1 << 30)
-        snprintf(buf, size, "%.2f GB", (double)n / (1 << 30));
-    else if (n >= (uint64_t)1 << 20)
-        snprintf(buf, size, "%.1f MB", (double)n / (1 << 20));
-    else
-        snprintf(buf, size, "%.1f KB", (double)n / 1024);
-}
-
 int trace_cli_close(const trace_cli *tc, ts_trace_writer *w, const char *command) {
     if (!w) return 0;
     ts_trace_summary sum;
@@ -150,7 +143,7 @@ int trace_cli_close(const trace_cli *tc, ts_trace_writer *w, const char *command
         return 1;
     }
     char size[32];
-    human_bytes(size, sizeof size, sum.file_bytes);
+    ts_text_bytes(size, sizeof size, sum.file_bytes);
     printf("trace: %s: %lld steps, %s; %s\n", tc->path, (long long)sum.steps, size, sum.policy);
     /* What tracing cost the run: time in the hook, and how much of it was the disk's. */
     printf("trace: the hook took %.2f s (%.2f s of it waiting for the disk), closing %.2f s\n", sum.hook_seconds,
