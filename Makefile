@@ -45,6 +45,7 @@ TEST_SUPPORT := $(filter-out $(TEST_SRCS),$(wildcard tests/*.c))
 LIB := $(BUILD)/libtscope.a
 # The default build puts tscope at the top; other build dirs keep their own copy.
 BIN := $(if $(filter build,$(BUILD)),tscope,$(BUILD)/tscope)
+RUN_BIN := $(if $(findstring /,$(BIN)),$(BIN),./$(BIN))
 
 objs = $(patsubst %.c,$(1)/%.o,$(2))
 isa_flags = $(ISA_$(lastword $(subst _, ,$(basename $(notdir $(1))))))
@@ -59,8 +60,8 @@ all: $(BIN)
 
 # run: the main job: lesson 1 in the viewer, or without a display its pages as PNG in out/lesson-01/
 run: deps all
-	@if [ -n "$$DISPLAY$$WAYLAND_DISPLAY" ]; then $(BIN) lesson 1; \
-	else $(BIN) lesson 1 --export out/lesson-01 && echo "no display: lesson 1 is in out/lesson-01/ (step01.png first)"; fi
+	@if [ -n "$$DISPLAY$$WAYLAND_DISPLAY" ]; then $(RUN_BIN) lesson 1; \
+	else $(RUN_BIN) lesson 1 --export out/lesson-01 && echo "no display: lesson 1 is in out/lesson-01/ (step01.png first)"; fi
 
 # test: install what is missing, build with warnings as errors, run every test (plain and sanitized)
 test: deps
@@ -75,7 +76,7 @@ bench: all
 # readme-images: redraw the pictures README.md shows (assets/readme/) from tiny and seed000 runs
 .PHONY: readme-images
 readme-images: all
-	scripts/readme-images.sh $(BIN)
+	scripts/readme-images.sh $(RUN_BIN)
 
 # asan: the unit tests and a tscope binary built with address and undefined-behaviour sanitizers
 asan:
