@@ -8,6 +8,8 @@
  * reused after: no barriers, nothing allocated per call.
  */
 #include <stdlib.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <string.h>
 
 #if defined(_OPENMP)
@@ -105,33 +107,63 @@ static gemm_blocks blocks_for(const ts_kern_ops *ops, const gemm_job *g) {
 
 /* The next product's inputs, one cache line at a time, spread over this
  * product's micro-kernel calls: a batch of small products would otherwise
- * wait for memory every time it packs. */
+ * wait for memory every time it packs. A micro-kernel with ukernel_pf issues
+ * its share among its FMAs; others get it in a burst after each call, which
+ * stalls once the cache's miss buffers are full (measured: the driver's
+ * prefetch loop took 11-20% of the batched products' time that way). */
 typedef struct prefetch_plan {
-    const char *base[2];   /* A and B of the next product */
-    int rows[2], lines[2]; /* rows, and cache lines per row */
-    int64_t ld_bytes[2];
+    const char *base[3];   /* A, B and C of the next product */
+    int rows[3], lines[3]; /* rows, and cache lines per row */
+    int64_t ld_bytes[3];
     int mat, row, line;    /* where the next prefetch goes */
     int per_call;          /* lines per micro-kernel call */
 } prefetch_plan;
 
 static void prefetch_matrix_plan(prefetch_plan *pp, int i, const float *p, int rows, int cols, int ld) {
-    pp->base[i] = (const char *)p;
+    /* Start on the line holding the first element so the last one is covered too. */
+    uintptr_t first = (uintptr_t)p & ~(uintptr_t)63;
+    int64_t row_bytes = (int64_t)cols * 4 + (int64_t)((uintptr_t)p - first);
+    if ((int64_t)(ld - cols) * 4 < 64) { /* rows (nearly) touch: one run of lines, no row walk */
+        row_bytes += (int64_t)(rows - 1) * ld * 4;
+        rows = 1;
+    }
+    pp->base[i] = (const char *)first;
     pp->rows[i] = rows;
-    pp->lines[i] = (int)(((int64_t)cols * 4 + 63) / 64);
+    pp->lines[i] = (int)((row_bytes + 63) / 64);
     pp->ld_bytes[i] = (int64_t)ld * 4;
 }
 
+/* per_call more lines of the plan, in runs along a row: a tight loop, so the
+ * prefetches cost little next to the micro-kernel call they follow. */
 static void prefetch_some(prefetch_plan *pp) {
-    int mat = pp->mat, row = pp->row, line = pp->line; /* in registers, not through pp */
-    for (int k = 0; k < pp->per_call && mat < 2; k++) {
-        __builtin_prefetch(pp->base[mat] + row * pp->ld_bytes[mat] + line * 64, 0, 2);
-        if (++line < pp->lines[mat]) continue;
+    int mat = pp->mat, row = pp->row, line = pp->line, left = pp->per_call; /* in registers, not through pp */
+    while (left > 0 && mat < 3) {
+        const char *p = pp->base[mat] + row * pp->ld_bytes[mat] + (int64_t)line * 64;
+        int n = imin(left, pp->lines[mat] - line);
+        for (int k = 0; k < n; k++) __builtin_prefetch(p + (int64_t)k * 64, 0, 2);
+        left -= n, line += n;
+        if (line < pp->lines[mat]) break;
         line = 0;
         if (++row < pp->rows[mat]) continue;
         row = 0;
         mat++;
     }
     pp->mat = mat, pp->row = row, pp->line = line;
+}
+
+/* Up to `most` lines of the plan in one run along a row, for the micro-kernel
+ * to prefetch among its FMAs: their start, and their count in *n. */
+static const char *prefetch_take(prefetch_plan *pp, int most, int *n) {
+    *n = 0;
+    if (pp->mat >= 3) return NULL;
+    const char *p = pp->base[pp->mat] + pp->row * pp->ld_bytes[pp->mat] + (int64_t)pp->line * 64;
+    *n = imin(imin(most, pp->per_call), pp->lines[pp->mat] - pp->line);
+    pp->line += *n;
+    if (pp->line == pp->lines[pp->mat]) {
+        pp->line = 0;
+        if (++pp->row == pp->rows[pp->mat]) pp->row = 0, pp->mat++;
+    }
+    return p;
 }
 
 static void gemm_blocked(const ts_kern_ops *ops, const gemm_job *g, gemm_blocks bs, float *pa, float *pb,
@@ -154,8 +186,16 @@ static void gemm_blocked(const ts_kern_ops *ops, const gemm_job *g, gemm_blocks 
                     for (int ir = 0; ir < mc; ir += MR) {
                         float *c = g->C + (int64_t)(ic + ir) * g->ldc + jc + jr;
                         int m = imin(MR, mc - ir), n = imin(NR, nc - jr);
-                        ops->ukernel(kc, pa + (int64_t)ir * kc, bp, c, g->ldc, m, n, g->alpha, beta, epi, bias);
-                        if (pp) prefetch_some(pp);
+                        if (pp && ops->ukernel_pf) {
+                            int pf_lines;
+                            const char *pf = prefetch_take(pp, kc, &pf_lines);
+                            ops->ukernel_pf(kc, pa + (int64_t)ir * kc, bp, c, g->ldc, m, n, g->alpha, beta, epi,
+                                            bias, pf, pf_lines);
+                        } else {
+                            ops->ukernel(kc, pa + (int64_t)ir * kc, bp, c, g->ldc, m, n, g->alpha, beta, epi,
+                                         bias);
+                            if (pp) prefetch_some(pp);
+                        }
                     }
                 }
             }
@@ -185,7 +225,10 @@ static void gemm_serial(const ts_kern_ops *ops, const gemm_job *g, const gemm_jo
     if (next) {
         prefetch_matrix_plan(&plan, 0, next->A, next->ta ? next->K : next->M, next->ta ? next->M : next->K, next->lda);
         prefetch_matrix_plan(&plan, 1, next->B, next->tb ? next->N : next->K, next->tb ? next->K : next->N, next->ldb);
-        int64_t lines = (int64_t)plan.rows[0] * plan.lines[0] + (int64_t)plan.rows[1] * plan.lines[1];
+        /* C too: its lines are then in cache when the micro-kernel stores there. */
+        prefetch_matrix_plan(&plan, 2, next->C, next->M, next->N, next->ldc);
+        int64_t lines = (int64_t)plan.rows[0] * plan.lines[0] + (int64_t)plan.rows[1] * plan.lines[1] +
+                        (int64_t)plan.rows[2] * plan.lines[2];
         int64_t calls = (int64_t)((g->M + ops->mr - 1) / ops->mr) * ((g->N + ops->nr - 1) / ops->nr) *
                         ((g->K + bs.kc - 1) / bs.kc);
         plan.per_call = (int)((lines + calls - 1) / calls);
@@ -268,17 +311,29 @@ void ts_kern_gemm_batched(const ts_kern_ops *ops, bool trans_a, bool trans_b, in
                             .beta = beta, .A = A, .B = B, .lda = lda, .ldb = ldb, .ldc = ldc, .C = C,
                             .epi = TS_EPI_NONE};
     /* Runs of BATCH_RUN products handed out as threads come free (one thread
-     * slowed by other work on the machine does not hold the rest back); in a
-     * run each product fetches the next one's inputs while it computes. */
-    int runs = (batch + BATCH_RUN - 1) / BATCH_RUN;
-    TS_OMP(parallel for num_threads(nth) schedule(dynamic, 1))
-    for (int r = 0; r < runs; r++) {
-        int b1 = (r + 1) * BATCH_RUN < batch ? (r + 1) * BATCH_RUN : batch;
-        for (int b = r * BATCH_RUN; b < b1; b++) {
-            gemm_job g = first, next = first;
-            g.A += b * stride_a, g.B += b * stride_b, g.C += b * stride_c;
-            next.A = g.A + stride_a, next.B = g.B + stride_b;
-            gemm_serial(ops, &g, b + 1 < b1 ? &next : NULL);
+     * slowed by other work on the machine does not hold the rest back). Each
+     * product fetches the next one's inputs while it computes; a thread claims
+     * its next run while on the last product of this one, so that run's first
+     * product does not start cold either. */
+    const int runs = (batch + BATCH_RUN - 1) / BATCH_RUN;
+    atomic_int run_counter = 0;
+    TS_OMP(parallel num_threads(nth))
+    {
+        int r = atomic_fetch_add(&run_counter, 1);
+        while (r < runs) {
+            int b1 = (r + 1) * BATCH_RUN < batch ? (r + 1) * BATCH_RUN : batch, r_next = runs;
+            for (int b = r * BATCH_RUN; b < b1; b++) {
+                int nb = b + 1;
+                if (nb == b1) {
+                    r_next = atomic_fetch_add(&run_counter, 1);
+                    nb = r_next < runs ? r_next * BATCH_RUN : batch;
+                }
+                gemm_job g = first, next = first;
+                g.A += b * stride_a, g.B += b * stride_b, g.C += b * stride_c;
+                if (nb < batch) next.A += nb * stride_a, next.B += nb * stride_b, next.C += nb * stride_c;
+                gemm_serial(ops, &g, nb < batch ? &next : NULL);
+            }
+            r = r_next;
         }
     }
 }

@@ -5,7 +5,8 @@
  * panel, so 28 FMAs run on 16 loads and both FMA pipes stay busy. A tile at
  * most 16 wide (the right edge of N = 200, say) runs a one-vector loop, one
  * at most 7 tall a half-height loop, and partial tiles are stored with masks:
- * no scratch tile, no scalar edges.
+ * no scratch tile, no scalar edges. The _pf variant also prefetches the next
+ * batched product's lines for the driver, one per step of k.
  */
 #include "kernels_impl.h"
 #include "simd_avx512.h"
@@ -27,11 +28,13 @@ static inline __mmask16 lanes(int n, int v) {
 }
 
 /* MV rows (MR, or MR/2 for a short bottom edge) by NV vectors (1 or 2) of
- * columns; inlined for each pair so each has its own registers. */
+ * columns; inlined for each pair so each has its own registers. Step
+ * p < pf_lines also prefetches line p from pf: one at a time among the FMAs,
+ * where a burst between calls would stall on the cache's miss buffers. */
 static inline __attribute__((always_inline)) void tile(const int MV, const int NV, int kc, const float *pa,
                                                        const float *pb, float *c, int64_t ldc, int m, int n,
                                                        float alpha, float beta, ts_epilogue epi,
-                                                       const float *bias) {
+                                                       const float *bias, const char *pf, int pf_lines) {
     __m512 acc[MR][2];
 #pragma GCC unroll 14
     for (int i = 0; i < MV; i++) {
@@ -42,6 +45,7 @@ static inline __attribute__((always_inline)) void tile(const int MV, const int N
     }
     for (int p = 0; p < kc; p++, pa += MR, pb += NR) {
         __m512 b0 = _mm512_loadu_ps(pb), b1 = NV == 2 ? _mm512_loadu_ps(pb + 16) : b0;
+        if (p < pf_lines) _mm_prefetch(pf + (int64_t)p * 64, _MM_HINT_T1);
 #pragma GCC unroll 14
         for (int i = 0; i < MV; i++) {
             __m512 a = _mm512_set1_ps(pa[i]);
@@ -60,7 +64,7 @@ static inline __attribute__((always_inline)) void tile(const int MV, const int N
 #pragma GCC unroll 2
         for (int v = 0; v < NV; v++) {
             __mmask16 k = v ? k1 : k0;
-            __m512 x = _mm512_mul_ps(va, acc[i][v]);
+            __m512 x = alpha == 1.0f ? acc[i][v] : _mm512_mul_ps(va, acc[i][v]); /* 1*x is x: same bits */
             if (beta != 0) { /* else C is not read: it may hold NaN */
                 __m512 cv = k == 0xffff ? _mm512_loadu_ps(cr + 16 * v) : _mm512_maskz_loadu_ps(k, cr + 16 * v);
                 x = _mm512_fmadd_ps(vb, cv, x);
@@ -74,21 +78,37 @@ static inline __attribute__((always_inline)) void tile(const int MV, const int N
     }
 }
 
-void ts_kern_ukernel_avx512(int kc, const float *pa, const float *pb, float *c, int64_t ldc, int m,
-                            int n, float alpha, float beta, ts_epilogue epi, const float *bias) {
+static inline __attribute__((always_inline)) void dispatch(int kc, const float *pa, const float *pb, float *c,
+                                                           int64_t ldc, int m, int n, float alpha, float beta,
+                                                           ts_epilogue epi, const float *bias, const char *pf,
+                                                           int pf_lines) {
+#define TILE(MV, NV) tile(MV, NV, kc, pa, pb, c, ldc, m, n, alpha, beta, epi, bias, pf, pf_lines)
     if (m > MR / 2) {
         if (n > 16)
-            tile(MR, 2, kc, pa, pb, c, ldc, m, n, alpha, beta, epi, bias);
+            TILE(MR, 2);
         else
-            tile(MR, 1, kc, pa, pb, c, ldc, m, n, alpha, beta, epi, bias);
+            TILE(MR, 1);
     } else {
         if (n > 16)
-            tile(MR / 2, 2, kc, pa, pb, c, ldc, m, n, alpha, beta, epi, bias);
+            TILE(MR / 2, 2);
         else
-            tile(MR / 2, 1, kc, pa, pb, c, ldc, m, n, alpha, beta, epi, bias);
+            TILE(MR / 2, 1);
     }
+#undef TILE
 }
 
+/* No prefetching here (pf_lines 0 is a constant): the large products' loop
+ * stays the plain one. */
+void ts_kern_ukernel_avx512(int kc, const float *pa, const float *pb, float *c, int64_t ldc, int m,
+                            int n, float alpha, float beta, ts_epilogue epi, const float *bias) {
+    dispatch(kc, pa, pb, c, ldc, m, n, alpha, beta, epi, bias, NULL, 0);
+}
+
+void ts_kern_ukernel_pf_avx512(int kc, const float *pa, const float *pb, float *c, int64_t ldc, int m,
+                               int n, float alpha, float beta, ts_epilogue epi, const float *bias,
+                               const char *pf, int pf_lines) {
+    dispatch(kc, pa, pb, c, ldc, m, n, alpha, beta, epi, bias, pf, pf_lines);
+}
 
 /* r[0..15] = the transpose of r[0..15] (rows become columns). */
 static inline void transpose16(__m512 r[16]) {

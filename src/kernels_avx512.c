@@ -9,6 +9,7 @@ const ts_kern_ops ts_kern_avx512_ops = {
     .mr = TS_KERN_AVX512_MR, .nr = TS_KERN_AVX512_NR,
     .kc_max = 2048, .a_floats = 224 * 512, .b_floats = 1 << 20,
     .ukernel = ts_kern_ukernel_avx512,
+    .ukernel_pf = ts_kern_ukernel_pf_avx512,
     .pack_t = ts_kern_pack_t_avx512,
     .pack_n = ts_kern_pack_n_avx512,
     .softmax_row = simd_softmax_row,

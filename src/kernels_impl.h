@@ -27,6 +27,13 @@
 typedef void (*ts_ukernel_fn)(int kc, const float *pa, const float *pb, float *c, int64_t ldc, int m,
                               int n, float alpha, float beta, ts_epilogue epi, const float *bias);
 
+/* The same, and step p < pf_lines of the k loop also prefetches the cache
+ * line at pf + 64*p: the driver's prefetches of the next batched product,
+ * spread among the FMAs. */
+typedef void (*ts_ukernel_pf_fn)(int kc, const float *pa, const float *pb, float *c, int64_t ldc, int m,
+                                 int n, float alpha, float beta, ts_epilogue epi, const float *bias,
+                                 const char *pf, int pf_lines);
+
 /* Transposing pack: dst[p*w + i] = src[i*lds + p] for i < m, p < kc, and 0
  * for m <= i < w. Turns row-major A rows, or B stored (N,K), into a panel.
  * May write up to 64 floats past dst + kc*w (the driver leaves room). */
@@ -53,6 +60,7 @@ typedef struct ts_kern_ops {
      * (KC, NC) block of B about b_floats (L3); MC and NC follow from KC. */
     int kc_max, a_floats, b_floats;
     ts_ukernel_fn ukernel;
+    ts_ukernel_pf_fn ukernel_pf; /* NULL: the driver prefetches between calls */
     ts_pack_t_fn pack_t;
     ts_pack_n_fn pack_n;
     ts_softmax_row_fn softmax_row;
@@ -81,6 +89,9 @@ void ts_kern_ukernel_avx2(int kc, const float *pa, const float *pb, float *c, in
                           float alpha, float beta, ts_epilogue epi, const float *bias);
 void ts_kern_ukernel_avx512(int kc, const float *pa, const float *pb, float *c, int64_t ldc, int m,
                             int n, float alpha, float beta, ts_epilogue epi, const float *bias);
+void ts_kern_ukernel_pf_avx512(int kc, const float *pa, const float *pb, float *c, int64_t ldc, int m,
+                               int n, float alpha, float beta, ts_epilogue epi, const float *bias,
+                               const char *pf, int pf_lines);
 void ts_kern_pack_t_avx2(float *dst, int w, const float *src, int64_t lds, int m, int kc);
 void ts_kern_pack_n_avx2(float *dst, int w, const float *src, int64_t lds, int n, int kc);
 void ts_kern_pack_t_avx512(float *dst, int w, const float *src, int64_t lds, int m, int kc);

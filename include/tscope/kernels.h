@@ -25,7 +25,9 @@ ts_isa ts_kernels_isa(void);
 const char *ts_isa_name(ts_isa isa); /* "scalar", "avx2", "avx512", "neon" */
 bool ts_isa_supported(ts_isa isa);   /* compiled in and supported by this CPU */
 ts_status ts_kernels_force(ts_isa isa);
-void ts_kernels_set_threads(int n); /* n <= 0: all cores; always 1 when built with NO_OMP=1 */
+/* n <= 0: all cores; always 1 when built with NO_OMP=1. ts_kernels_init resets
+ * the count from TSCOPE_THREADS, so a caller sets it after init. */
+void ts_kernels_set_threads(int n);
 int ts_kernels_threads(void);
 
 /* The fp32 FMA peak of the chosen path on all kernel threads, in GFLOP/s:
