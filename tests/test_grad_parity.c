@@ -13,9 +13,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "check.h"
+#include "ref_fixture.h"
 #include "tscope/backward.h"
 #include "tscope/kernels.h"
 #include "tscope/model.h"
@@ -26,23 +26,6 @@
 #include "tscope/train.h"
 
 #define TOL 1e-4
-
-static const char *ref_dir(void) {
-    const char *d = getenv("TSCOPE_REF_DIR");
-    return d && d[0] ? d : "tests/ref";
-}
-
-static const char *fixture(const char *dir, const char *file) {
-    static char buf[4][512];
-    static int next;
-    char *p = buf[next++ % 4];
-    snprintf(p, 512, "%s/%s/%s", ref_dir(), dir, file);
-    return p;
-}
-
-static bool fixture_exists(const char *dir, const char *file) { return access(fixture(dir, file), R_OK) == 0; }
-
-static void read_npy(ts_npy *out, const char *dir, const char *file) { assert_ok(ts_npy_read(out, fixture(dir, file))); }
 
 /* Both measures; fail above TOL. Returns the per-element one. */
 static double compare(const char *dir, const char *what, const float *got, const float *want, int64_t n) {
@@ -63,88 +46,10 @@ static double compare(const char *dir, const char *what, const float *got, const
     return fmax(worst, norm);
 }
 
-/* ---- a fixture's configuration, from its __metadata__ (as test_parity.c) -------- */
-
-static const char *meta(const ts_safetensors *f, const char *key) {
-    const char *v = ts_safetensors_meta(f, key);
-    if (!v) {
-        print_error("%s: __metadata__ has no %s\n", f->path, key);
-        fail();
-    }
-    return v;
-}
-
-static bool meta_flag(const ts_safetensors *f, const char *key) {
-    const char *v = ts_safetensors_meta(f, key);
-    return v && strcmp(v, "True") == 0;
-}
-
-typedef struct setup_t {
-    ts_model_config cfg;
-    const char *prefix; /* where the state_dict's names sit in our model */
-    bool decoder_alone;
-} setup_t;
-
-static void setup_from_fixture(setup_t *s, const char *dir) {
-    ts_safetensors f;
-    assert_ok(ts_safetensors_open(&f, fixture(dir, "weights.safetensors")));
-    memset(s, 0, sizeof *s);
-    ts_model_config *c = &s->cfg;
-    const char *module = meta(&f, "module");
-    c->d_model = atoi(meta(&f, "d_model"));
-    c->heads = atoi(meta(&f, "heads"));
-    c->eps = 1e-5f;
-    c->embed_eps = 1e-12f;
-    c->pe = TS_PE_NONE;
-    c->head = TS_HEAD_NONE;
-    c->input = TS_INPUT_EMBEDDED;
-    c->seed = 1;
-    if (strcmp(module, "nn.MultiheadAttention") == 0) {
-        c->arch = TS_ARCH_ATTENTION;
-        c->in_dim = c->d_model;
-        c->ffn = 4 * c->d_model;
-        c->causal = meta_flag(&f, "causal");
-    } else {
-        c->ffn = atoi(meta(&f, "ffn"));
-        c->eps = (float)atof(meta(&f, "eps"));
-        c->norm = strcmp(meta(&f, "norm"), "pre") == 0 ? TS_NORM_PRE : TS_NORM_POST;
-        c->activation = strcmp(meta(&f, "activation"), "gelu") == 0 ? TS_ACT_GELU : TS_ACT_RELU;
-        if (strcmp(module, "nn.TransformerEncoder") == 0) {
-            c->arch = TS_ARCH_ENCODER;
-            c->layers = atoi(meta(&f, "layers"));
-            c->final_norm = meta_flag(&f, "final_norm");
-        } else if (strcmp(module, "nn.TransformerDecoderLayer") == 0) {
-            c->arch = TS_ARCH_ENCODER_DECODER;
-            c->layers = 0;
-            c->dec_layers = 1;
-            s->prefix = "decoder.layers.0.";
-            s->decoder_alone = true;
-        } else {
-            assert_string_equal(module, "nn.Transformer");
-            c->arch = TS_ARCH_ENCODER_DECODER;
-            c->layers = atoi(meta(&f, "layers"));
-            c->dec_layers = atoi(meta(&f, "dec_layers"));
-            c->final_norm = true;
-        }
-    }
-    ts_safetensors_close(&f);
-}
-
-static uint8_t *read_pads(const char *dir, const char *file) {
-    if (!fixture_exists(dir, file)) return NULL;
-    ts_npy m;
-    read_npy(&m, dir, file);
-    uint8_t *pads = malloc((size_t)m.numel);
-    assert_non_null(pads);
-    for (int64_t i = 0; i < m.numel; i++) pads[i] = m.f32[i] != 0;
-    ts_npy_free(&m);
-    return pads;
-}
-
 static void compare_input_grad(const char *dir, const char *file, const float *got, double *worst) {
     assert_non_null(got);
     ts_npy want;
-    read_npy(&want, dir, file);
+    ref_read_npy(&want, dir, file);
     *worst = fmax(*worst, compare(dir, file, got, want.f32, want.numel));
     ts_npy_free(&want);
 }
@@ -153,45 +58,22 @@ static void compare_input_grad(const char *dir, const char *file, const float *g
 
 static void gradients_match_pytorch(void **state) {
     const char *dir = *state;
-    setup_t s;
-    setup_from_fixture(&s, dir);
-    ts_npy src = {0}, tgt = {0}, memory = {0}, gout;
-    const char *src_file = s.cfg.arch == TS_ARCH_ENCODER_DECODER ? "src.npy" : "x.npy";
-    if (s.decoder_alone) {
-        read_npy(&memory, dir, "memory.npy");
-        s.cfg.batch = (int)memory.shape[0];
-        s.cfg.seq = (int)memory.shape[1];
-    } else {
-        read_npy(&src, dir, src_file);
-        s.cfg.batch = (int)src.shape[0];
-        s.cfg.seq = (int)src.shape[1];
-    }
-    if (s.cfg.arch == TS_ARCH_ENCODER_DECODER) {
-        read_npy(&tgt, dir, "tgt.npy");
-        s.cfg.tgt_seq = (int)tgt.shape[1];
-    }
-    read_npy(&gout, dir, "grad_out.npy");
+    ref_setup s;
+    ref_setup_from_fixture(&s, dir);
+    ref_inputs io;
+    ref_inputs_read(&io, &s, dir);
+    ts_npy gout;
+    ref_read_npy(&gout, dir, "grad_out.npy");
     ts_model m;
     assert_ok(ts_model_init(&m, &s.cfg));
-    assert_ok(ts_model_load_safetensors(&m, fixture(dir, "weights.safetensors"), s.prefix));
+    assert_ok(ts_model_load_safetensors(&m, ref_fixture(dir, "weights.safetensors"), s.prefix));
     ts_train tr;
     assert_ok(ts_train_init(&tr, &m));
 
-    ts_model_input in = {0};
-    in.src_embedded = src.f32;
-    in.memory = memory.f32;
-    in.tgt_embedded = tgt.f32;
-    uint8_t *src_pad = read_pads(dir, "key_padding_mask.npy");
-    if (!src_pad) src_pad = read_pads(dir, "src_key_padding_mask.npy");
-    if (!src_pad) src_pad = read_pads(dir, "memory_key_padding_mask.npy");
-    uint8_t *tgt_pad = read_pads(dir, "tgt_key_padding_mask.npy");
-    in.src_pad = src_pad;
-    in.tgt_pad = tgt_pad;
-
     ts_tensor out;
-    assert_ok(ts_train_forward(&tr, &in, &out));
+    assert_ok(ts_train_forward(&tr, &io.in, &out));
     ts_npy want_out;
-    read_npy(&want_out, dir, "out.npy");
+    ref_read_npy(&want_out, dir, "out.npy");
     assert_int_equal(ts_tensor_numel(&out), want_out.numel);
     double worst = compare(dir, "out (training forward)", out.data, want_out.f32, want_out.numel);
     ts_npy_free(&want_out);
@@ -199,7 +81,7 @@ static void gradients_match_pytorch(void **state) {
 
     /* every parameter of the file, by its state_dict name */
     ts_safetensors g;
-    assert_ok(ts_safetensors_open(&g, fixture(dir, "grads.safetensors")));
+    assert_ok(ts_safetensors_open(&g, ref_fixture(dir, "grads.safetensors")));
     assert_int_equal(g.count, m.n_params);
     float *buf = malloc(sizeof(float) * (size_t)m.n_floats);
     assert_non_null(buf);
@@ -236,11 +118,7 @@ static void gradients_match_pytorch(void **state) {
     print_message("%-26s input gradients, largest diff %.2e\n", dir, worst_in);
     ts_safetensors_close(&g);
     free(buf);
-    free(src_pad);
-    free(tgt_pad);
-    ts_npy_free(&src);
-    ts_npy_free(&tgt);
-    ts_npy_free(&memory);
+    ref_inputs_free(&io);
     ts_npy_free(&gout);
     ts_train_free(&tr);
     ts_model_free(&m);
@@ -252,17 +130,17 @@ static void layernorm_gradients_match_pytorch(void **state) {
     (void)state;
     const char *dir = "layernorm";
     ts_safetensors f, g;
-    assert_ok(ts_safetensors_open(&f, fixture(dir, "weights.safetensors")));
-    assert_ok(ts_safetensors_open(&g, fixture(dir, "grads.safetensors")));
+    assert_ok(ts_safetensors_open(&f, ref_fixture(dir, "weights.safetensors")));
+    assert_ok(ts_safetensors_open(&g, ref_fixture(dir, "grads.safetensors")));
     ts_tensor gamma, beta, want_dg, want_db;
     assert_ok(ts_safetensors_expect(&f, "weight", 1, (int64_t[]){16}, &gamma));
     assert_ok(ts_safetensors_expect(&f, "bias", 1, (int64_t[]){16}, &beta));
     assert_ok(ts_safetensors_expect(&g, "weight", 1, (int64_t[]){16}, &want_dg));
     assert_ok(ts_safetensors_expect(&g, "bias", 1, (int64_t[]){16}, &want_db));
     ts_npy x, gout, want_dx;
-    read_npy(&x, dir, "x.npy");
-    read_npy(&gout, dir, "grad_out.npy");
-    read_npy(&want_dx, dir, "grad_x.npy");
+    ref_read_npy(&x, dir, "x.npy");
+    ref_read_npy(&gout, dir, "grad_out.npy");
+    ref_read_npy(&want_dx, dir, "grad_x.npy");
     int C = 16;
     int64_t N = x.numel / C;
     float *out = malloc(sizeof(float) * (size_t)x.numel), *dx = calloc((size_t)x.numel, sizeof(float));
@@ -287,10 +165,10 @@ static void cross_entropy_matches_pytorch(void **state) {
     (void)state;
     const char *dir = "cross_entropy";
     ts_npy logits, labels, loss, want;
-    read_npy(&logits, dir, "logits.npy");
-    assert_ok(ts_npy_read_labels(&labels, fixture(dir, "labels.npy")));
-    read_npy(&loss, dir, "loss.npy");
-    read_npy(&want, dir, "grad_logits.npy");
+    ref_read_npy(&logits, dir, "logits.npy");
+    assert_ok(ts_npy_read_labels(&labels, ref_fixture(dir, "labels.npy")));
+    ref_read_npy(&loss, dir, "loss.npy");
+    ref_read_npy(&want, dir, "grad_logits.npy");
     int V = (int)logits.shape[2];
     int64_t N = labels.numel;
     int32_t *ids = malloc(sizeof(int32_t) * (size_t)N);
@@ -317,7 +195,7 @@ static void adamw_matches_pytorch(void **state) {
     (void)state;
     const char *dir = "adamw";
     ts_safetensors p0;
-    assert_ok(ts_safetensors_open(&p0, fixture(dir, "params.safetensors")));
+    assert_ok(ts_safetensors_open(&p0, ref_fixture(dir, "params.safetensors")));
     int n = p0.count;
     int64_t total = 0;
     for (int k = 0; k < n; k++) {
@@ -335,11 +213,11 @@ static void adamw_matches_pytorch(void **state) {
     }
     ts_optim_config oc;
     ts_optim_config_default(&oc, TS_OPTIM_ADAMW);
-    oc.beta1 = (float)atof(meta(&p0, "beta1"));
-    oc.beta2 = (float)atof(meta(&p0, "beta2"));
-    oc.eps = (float)atof(meta(&p0, "eps"));
-    oc.weight_decay = (float)atof(meta(&p0, "weight_decay"));
-    float lr = (float)atof(meta(&p0, "lr"));
+    oc.beta1 = (float)atof(ref_meta(&p0, "beta1"));
+    oc.beta2 = (float)atof(ref_meta(&p0, "beta2"));
+    oc.eps = (float)atof(ref_meta(&p0, "eps"));
+    oc.weight_decay = (float)atof(ref_meta(&p0, "weight_decay"));
+    float lr = (float)atof(ref_meta(&p0, "lr"));
     ts_optim opt;
     assert_ok(ts_optim_init(&opt, &oc, total));
     double worst = 0;
@@ -348,8 +226,8 @@ static void adamw_matches_pytorch(void **state) {
         snprintf(gname, sizeof gname, "grads%d.safetensors", step);
         snprintf(aname, sizeof aname, "after%d.safetensors", step);
         ts_safetensors g, after;
-        assert_ok(ts_safetensors_open(&g, fixture(dir, gname)));
-        assert_ok(ts_safetensors_open(&after, fixture(dir, aname)));
+        assert_ok(ts_safetensors_open(&g, ref_fixture(dir, gname)));
+        assert_ok(ts_safetensors_open(&after, ref_fixture(dir, aname)));
         off = 0;
         for (int k = 0; k < n; k++) { /* the same names, in params' order */
             ts_tensor t;
@@ -389,24 +267,7 @@ static int setup(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(layernorm_gradients_match_pytorch),
-        CASE("mha"),
-        CASE("mha_kpm"),
-        CASE("mha_causal"),
-        CASE("mha_kpm_causal"),
-        CASE("enc_post_relu_norm"),
-        CASE("enc_post_relu_nonorm"),
-        CASE("enc_post_gelu_norm"),
-        CASE("enc_post_gelu_nonorm"),
-        CASE("enc_pre_relu_norm"),
-        CASE("enc_pre_relu_nonorm"),
-        CASE("enc_pre_gelu_norm"),
-        CASE("enc_pre_gelu_nonorm"),
-        CASE("enc_post_relu_norm_kpm"),
-        CASE("enc_pre_gelu_norm_kpm"),
-        CASE("dec_layer_post_relu"),
-        CASE("dec_layer_pre_gelu_kpm"),
-        CASE("transformer_post_relu"),
-        CASE("transformer_pre_gelu_kpm"),
+        REF_MODEL_CASES(CASE),
         cmocka_unit_test(cross_entropy_matches_pytorch),
         cmocka_unit_test(adamw_matches_pytorch),
     };

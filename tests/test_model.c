@@ -9,118 +9,23 @@
 #include <string.h>
 
 #include "check.h"
+#include "model_fixture.h"
 #include "tscope/kernels.h"
 #include "tscope/model.h"
 #include "tscope/tokenizer.h"
 
-/* ---- a hook that records every step ----------------------------------------------- */
-
+/* The most steps a test here records (capture_init, model_fixture.h). */
 #define MAX_STEPS 4096
-
-typedef struct step {
-    char name[160];
-    ts_op op;
-    ts_tag tag;
-    int rank;
-    int64_t shape[TS_MAX_RANK];
-    float *values; /* a copy, for the steps asked for */
-} step;
-
-typedef struct recorder {
-    step *steps;
-    int n;
-    const char *keep[8]; /* names whose values are copied */
-    int n_keep;
-} recorder;
-
-static ts_status record(void *ctx, const char *name, ts_op op, const ts_tensor *t, ts_tag tag) {
-    recorder *r = ctx;
-    assert_true(r->n < MAX_STEPS);
-    step *s = &r->steps[r->n++];
-    memset(s, 0, sizeof *s);
-    snprintf(s->name, sizeof s->name, "%s", name);
-    s->op = op;
-    s->tag = tag;
-    s->rank = t->rank;
-    for (int d = 0; d < t->rank; d++) s->shape[d] = t->shape[d];
-    for (int k = 0; k < r->n_keep; k++) {
-        if (strcmp(r->keep[k], name) != 0 || !t->data) continue;
-        int64_t n = ts_tensor_numel(t);
-        s->values = malloc(sizeof(float) * (size_t)n);
-        assert_non_null(s->values);
-        ts_tensor dst;
-        assert_ok(ts_tensor_view(&dst, s->values, t->rank, t->shape));
-        assert_ok(ts_tensor_copy(&dst, t)); /* t may be a strided view */
-    }
-    return TS_OK;
-}
-
-static void recorder_init(recorder *r) {
-    memset(r, 0, sizeof *r);
-    r->steps = calloc(MAX_STEPS, sizeof *r->steps);
-    assert_non_null(r->steps);
-}
-
-static void recorder_free(recorder *r) {
-    for (int i = 0; i < r->n; i++) free(r->steps[i].values);
-    free(r->steps);
-    memset(r, 0, sizeof *r);
-}
-
-static const step *find_step(const recorder *r, const char *name) {
-    for (int i = 0; i < r->n; i++)
-        if (strcmp(r->steps[i].name, name) == 0) return &r->steps[i];
-    return NULL;
-}
-
-static int step_index(const recorder *r, const char *name) {
-    const step *s = find_step(r, name);
-    return s ? (int)(s - r->steps) : -1;
-}
-
-#define assert_step_shape(r, name, ...)                                                   \
-    do {                                                                                  \
-        const step *s_ = find_step((r), (name));                                          \
-        if (!s_) fail_msg("no step named %s", (name));                                    \
-        ts_tensor t_ = {.rank = s_->rank};                                                \
-        memcpy(t_.shape, s_->shape, sizeof t_.shape);                                     \
-        assert_shape(&t_, __VA_ARGS__);                                                   \
-    } while (0)
 
 /* ---- configs ------------------------------------------------------------------------ */
 
-static ts_model_config small_encoder(void) {
-    ts_model_config c;
-    memset(&c, 0, sizeof c);
-    c.arch = TS_ARCH_ENCODER;
-    c.d_model = 8;
-    c.heads = 2;
-    c.ffn = 16;
-    c.layers = 2;
-    c.seq = 5;
-    c.batch = 2;
-    c.eps = 1e-5f;
-    c.embed_eps = 1e-5f;
-    c.dropout = 0.1f;
-    c.pe = TS_PE_NONE;
-    c.input = TS_INPUT_EMBEDDED;
-    c.head = TS_HEAD_NONE;
-    c.seed = 7;
-    return c;
-}
+static ts_model_config small_encoder(void) { return fixture_encoder(2, 5, 8, 2, 2, 7); }
 
 static ts_model_config tiny(void) {
     ts_model_config c;
     assert_ok(ts_model_config_preset(&c, "tiny"));
     c.vocab = 8; /* what "My name is Goro" needs: 4 words + 4 special tokens */
     return c;
-}
-
-static float *randn(int64_t n, uint64_t seed) {
-    float *x = malloc(sizeof(float) * (size_t)n);
-    assert_non_null(x);
-    ts_model_randn(x, n, seed);
-    return x;
 }
 
 static int setup(void **state) {
@@ -137,9 +42,9 @@ static void tiny_traces_every_step_with_its_shape(void **state) {
     assert_ok(ts_model_init(&m, &c));
     int32_t src[4] = {4, 5, 6, 7}, tgt[4] = {TS_TOK_BOS, 4, 5, 6};
     ts_model_input in = {.src_ids = src, .tgt_ids = tgt};
-    recorder r;
-    recorder_init(&r);
-    ts_hook hook = {record, &r};
+    capture r;
+    capture_init(&r, MAX_STEPS, NULL);
+    ts_hook hook = {capture_record, &r};
     ts_tensor out;
     assert_ok(ts_model_forward(&m, &in, &hook, &out));
     assert_shape(&out, 1, 4, 8);
@@ -147,7 +52,7 @@ static void tiny_traces_every_step_with_its_shape(void **state) {
     assert_step_shape(&r, "input", 1, 4);
     assert_step_shape(&r, "embed.tokens", 1, 4, 16);
     assert_step_shape(&r, "embed.pe", 4, 16);
-    assert_int_equal(find_step(&r, "embed.pe")->tag, TS_TAG_POSENC);
+    assert_int_equal(capture_find(&r, "embed.pe")->tag, TS_TAG_POSENC);
     assert_step_shape(&r, "embed.out", 1, 4, 16);
     const char *attn = "encoder.layers.1.self_attn";
     char name[160];
@@ -161,18 +66,18 @@ static void tiny_traces_every_step_with_its_shape(void **state) {
     int prev = -1;
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         snprintf(name, sizeof name, "%s.%s", attn, want[i].leaf);
-        const step *s = find_step(&r, name);
+        const capture_step *s = capture_find(&r, name);
         if (!s) fail_msg("no step %s", name);
         assert_int_equal(s->rank, want[i].rank);
         for (int d = 0; d < s->rank; d++) assert_int_equal(s->shape[d], want[i].shape[d]);
-        assert_true(step_index(&r, name) > prev); /* in seed 000's order */
-        prev = step_index(&r, name);
+        assert_true(capture_index(&r, name) > prev); /* in seed 000's order */
+        prev = capture_index(&r, name);
     }
-    assert_int_equal(find_step(&r, "encoder.layers.0.self_attn.weights")->tag, TS_TAG_ATTN_WEIGHTS);
+    assert_int_equal(capture_find(&r, "encoder.layers.0.self_attn.weights")->tag, TS_TAG_ATTN_WEIGHTS);
     /* no mask in the encoder without padding; the decoder's self-attention is causal */
-    assert_null(find_step(&r, "encoder.layers.0.self_attn.masked"));
+    assert_null(capture_find(&r, "encoder.layers.0.self_attn.masked"));
     assert_step_shape(&r, "decoder.layers.0.self_attn.masked", 1, 2, 4, 4);
-    assert_null(find_step(&r, "decoder.layers.0.cross_attn.masked"));
+    assert_null(capture_find(&r, "decoder.layers.0.cross_attn.masked"));
     assert_step_shape(&r, "encoder.layers.0.norm1.mean", 1, 4, 1);
     assert_step_shape(&r, "encoder.layers.0.norm1.std", 1, 4, 1);
     assert_step_shape(&r, "encoder.layers.0.norm1.gamma", 16);
@@ -188,7 +93,7 @@ static void tiny_traces_every_step_with_its_shape(void **state) {
     assert_step_shape(&r, "decoder.out", 1, 4, 16);
     assert_step_shape(&r, "logits", 1, 4, 8);
     assert_string_equal(r.steps[r.n - 1].name, "logits");
-    recorder_free(&r);
+    capture_free(&r);
     ts_model_free(&m);
 }
 
@@ -203,17 +108,17 @@ static void dry_run_lists_the_same_steps(void **state) {
     configs[2].n_labels = 3;
     for (int k = 0; k < 3; k++) {
         ts_model_config *c = &configs[k];
-        recorder real, dry;
-        recorder_init(&real);
-        recorder_init(&dry);
+        capture real, dry;
+        capture_init(&real, MAX_STEPS, NULL);
+        capture_init(&dry, MAX_STEPS, NULL);
         ts_model m;
         assert_ok(ts_model_init(&m, c));
         int32_t src[4] = {4, 5, 6, 7}, tgt[4] = {1, 4, 5, 6};
-        float *x = randn((int64_t)c->batch * c->seq * c->d_model, 3);
+        float *x = fixture_randn((int64_t)c->batch * c->seq * c->d_model, 3);
         ts_model_input in = {0};
         if (c->input == TS_INPUT_TOKENS) in.src_ids = src, in.tgt_ids = tgt;
         else in.src_embedded = x;
-        ts_hook h1 = {record, &real}, h2 = {record, &dry};
+        ts_hook h1 = {capture_record, &real}, h2 = {capture_record, &dry};
         assert_ok(ts_model_forward(&m, &in, &h1, NULL));
         ts_model_summary sum;
         assert_ok(ts_model_dry_run(c, &h2, &sum));
@@ -228,8 +133,8 @@ static void dry_run_lists_the_same_steps(void **state) {
         ts_model_summary_free(&sum);
         ts_model_free(&m);
         free(x);
-        recorder_free(&real);
-        recorder_free(&dry);
+        capture_free(&real);
+        capture_free(&dry);
     }
 }
 
@@ -238,9 +143,9 @@ static void seed000_steps_cover_the_seed_printout(void **state) {
     (void)state;
     ts_model_config c;
     assert_ok(ts_model_config_preset(&c, "seed000"));
-    recorder r;
-    recorder_init(&r);
-    ts_hook hook = {record, &r};
+    capture r;
+    capture_init(&r, MAX_STEPS, NULL);
+    ts_hook hook = {capture_record, &r};
     ts_model_summary sum;
     assert_ok(ts_model_dry_run(&c, &hook, &sum));
     /* 201 GFLOP, as ../shared/peers/torch_enc.py counts them */
@@ -262,14 +167,14 @@ static void seed000_steps_cover_the_seed_printout(void **state) {
             int rank = seq[k][1] == 0 ? 1 : seq[k][3] ? 4 : 3;
             bool found = false;
             for (; at < r.n && !found; at++) {
-                const step *s = &r.steps[at];
+                const capture_step *s = &r.steps[at];
                 found = s->rank == rank;
                 for (int d = 0; found && d < rank; d++) found = s->shape[d] == seq[k][d];
             }
             if (!found) fail_msg("layer %d: seed 000's size #%d not found in order", layer, k);
         }
     ts_model_summary_free(&sum);
-    recorder_free(&r);
+    capture_free(&r);
 }
 
 /* ---- attention: masks, rows, heads ---------------------------------------------------- */
@@ -281,14 +186,14 @@ static void causal_rows_see_only_the_past(void **state) {
     assert_ok(ts_model_init(&m, &c));
     int32_t src[4] = {4, 5, 6, 7}, tgt[4] = {1, 4, 5, 6};
     ts_model_input in = {.src_ids = src, .tgt_ids = tgt};
-    recorder r;
-    recorder_init(&r);
+    capture r;
+    capture_init(&r, MAX_STEPS, NULL);
     r.keep[r.n_keep++] = "decoder.layers.0.self_attn.weights";
     r.keep[r.n_keep++] = "decoder.layers.0.self_attn.masked";
-    ts_hook hook = {record, &r};
+    ts_hook hook = {capture_record, &r};
     assert_ok(ts_model_forward(&m, &in, &hook, NULL));
-    const float *w = find_step(&r, "decoder.layers.0.self_attn.weights")->values;
-    const float *masked = find_step(&r, "decoder.layers.0.self_attn.masked")->values;
+    const float *w = capture_find(&r, "decoder.layers.0.self_attn.weights")->values;
+    const float *masked = capture_find(&r, "decoder.layers.0.self_attn.masked")->values;
     for (int h = 0; h < 2; h++)
         for (int i = 0; i < 4; i++) {
             double sum = 0;
@@ -304,7 +209,7 @@ static void causal_rows_see_only_the_past(void **state) {
             }
             assert_float_equal(sum, 1.0, 1e-6);
         }
-    recorder_free(&r);
+    capture_free(&r);
     ts_model_free(&m);
 }
 
@@ -313,17 +218,17 @@ static void key_padding_hides_padded_keys(void **state) {
     ts_model_config c = small_encoder();
     ts_model m;
     assert_ok(ts_model_init(&m, &c));
-    float *x = randn(2 * 5 * 8, 11);
+    float *x = fixture_randn(2 * 5 * 8, 11);
     uint8_t pad[10] = {0, 0, 0, 1, 1, /* sequence 1: */ 0, 0, 0, 0, 0};
     ts_model_input in = {.src_embedded = x, .src_pad = pad};
-    recorder r;
-    recorder_init(&r);
+    capture r;
+    capture_init(&r, MAX_STEPS, NULL);
     r.keep[r.n_keep++] = "encoder.layers.0.self_attn.weights";
-    ts_hook hook = {record, &r};
+    ts_hook hook = {capture_record, &r};
     ts_tensor out;
     assert_ok(ts_model_forward(&m, &in, &hook, &out));
-    assert_non_null(find_step(&r, "encoder.layers.0.self_attn.masked"));
-    const float *w = find_step(&r, "encoder.layers.0.self_attn.weights")->values; // (2, 2, 5, 5)
+    assert_non_null(capture_find(&r, "encoder.layers.0.self_attn.masked"));
+    const float *w = capture_find(&r, "encoder.layers.0.self_attn.weights")->values; // (2, 2, 5, 5)
     for (int b = 0; b < 2; b++)
         for (int h = 0; h < 2; h++)
             for (int i = 0; i < 5; i++) {
@@ -337,7 +242,7 @@ static void key_padding_hides_padded_keys(void **state) {
             }
     for (int64_t i = 0; i < ts_tensor_numel(&out); i++) assert_true(isfinite(out.data[i]));
     free(x);
-    recorder_free(&r);
+    capture_free(&r);
     ts_model_free(&m);
 }
 
@@ -349,24 +254,24 @@ static void fully_masked_row_gives_zeros(void **state) {
     c.causal = true;
     ts_model m;
     assert_ok(ts_model_init(&m, &c));
-    float *x = randn(2 * 5 * 8, 12);
+    float *x = fixture_randn(2 * 5 * 8, 12);
     uint8_t pad[10] = {1, 0, 0, 0, 0, 0, 0, 0, 0, 0};
     ts_model_input in = {.src_embedded = x, .src_pad = pad};
     for (int watched = 0; watched < 2; watched++) {
-        recorder r;
-        recorder_init(&r);
+        capture r;
+        capture_init(&r, MAX_STEPS, NULL);
         r.keep[r.n_keep++] = "encoder.layers.0.self_attn.weights";
-        ts_hook hook = {record, &r};
+        ts_hook hook = {capture_record, &r};
         ts_tensor out;
         assert_ok(ts_model_forward(&m, &in, watched ? &hook : NULL, &out));
         for (int64_t i = 0; i < ts_tensor_numel(&out); i++) assert_true(isfinite(out.data[i]));
         if (watched) {
-            const float *w = find_step(&r, "encoder.layers.0.self_attn.weights")->values;
+            const float *w = capture_find(&r, "encoder.layers.0.self_attn.weights")->values;
             for (int h = 0; h < 2; h++)
                 for (int j = 0; j < 5; j++) assert_float_equal(w[(h * 5 + 0) * 5 + j], 0.0f, 0.0f);
             assert_float_equal(w[(0 * 5 + 1) * 5 + 1], 1.0f, 1e-6f); /* row 1 sees key 1 only */
         }
-        recorder_free(&r);
+        capture_free(&r);
     }
     free(x);
     ts_model_free(&m);
@@ -507,7 +412,7 @@ static void check_against_reference(ts_model_config c, const uint8_t *pad) {
     ts_model m;
     assert_ok(ts_model_init(&m, &c));
     int n = c.batch * c.seq * c.d_model;
-    float *x = randn(n, 21);
+    float *x = fixture_randn(n, 21);
     double *want = malloc(sizeof(double) * (size_t)n);
     for (int i = 0; i < n; i++) want[i] = x[i];
     ref_encoder(want, &m, pad);
@@ -515,13 +420,13 @@ static void check_against_reference(ts_model_config c, const uint8_t *pad) {
     float *want_f = malloc(sizeof(float) * (size_t)n);
     for (int i = 0; i < n; i++) want_f[i] = (float)want[i];
     for (int watched = 0; watched < 2; watched++) {
-        recorder r;
-        recorder_init(&r);
-        ts_hook hook = {record, &r};
+        capture r;
+        capture_init(&r, MAX_STEPS, NULL);
+        ts_hook hook = {capture_record, &r};
         ts_tensor out;
         assert_ok(ts_model_forward(&m, &in, watched ? &hook : NULL, &out));
         assert_floats_close(out.data, want_f, n, 1e-4);
-        recorder_free(&r);
+        capture_free(&r);
     }
     free(x), free(want), free(want_f);
     ts_model_free(&m);
@@ -554,16 +459,16 @@ static void concat_is_values_permuted_back(void **state) {
     c.layers = 1;
     ts_model m;
     assert_ok(ts_model_init(&m, &c));
-    float *x = randn(2 * 5 * 8, 5);
+    float *x = fixture_randn(2 * 5 * 8, 5);
     ts_model_input in = {.src_embedded = x};
-    recorder r;
-    recorder_init(&r);
+    capture r;
+    capture_init(&r, MAX_STEPS, NULL);
     r.keep[r.n_keep++] = "encoder.layers.0.self_attn.values";
     r.keep[r.n_keep++] = "encoder.layers.0.self_attn.concat";
-    ts_hook hook = {record, &r};
+    ts_hook hook = {capture_record, &r};
     assert_ok(ts_model_forward(&m, &in, &hook, NULL));
-    const float *values = find_step(&r, "encoder.layers.0.self_attn.values")->values; // (2, 2, 5, 4)
-    const float *concat = find_step(&r, "encoder.layers.0.self_attn.concat")->values; // (2, 5, 8)
+    const float *values = capture_find(&r, "encoder.layers.0.self_attn.values")->values; // (2, 2, 5, 4)
+    const float *concat = capture_find(&r, "encoder.layers.0.self_attn.concat")->values; // (2, 5, 8)
     bool seed_would_differ = false;
     for (int b = 0; b < 2; b++)
         for (int h = 0; h < 2; h++)
@@ -577,7 +482,7 @@ static void concat_is_values_permuted_back(void **state) {
                 }
     assert_true(seed_would_differ);
     free(x);
-    recorder_free(&r);
+    capture_free(&r);
     ts_model_free(&m);
 }
 
@@ -596,12 +501,12 @@ static void hook_does_not_change_the_numbers(void **state) {
     assert_ok(ts_model_forward(&m, &in, NULL, &out));
     float plain[32];
     memcpy(plain, out.data, sizeof plain);
-    recorder r;
-    recorder_init(&r);
-    ts_hook hook = {record, &r};
+    capture r;
+    capture_init(&r, MAX_STEPS, NULL);
+    ts_hook hook = {capture_record, &r};
     assert_ok(ts_model_forward(&m, &in, &hook, &out));
     assert_floats_close(out.data, plain, 32, 1e-6);
-    recorder_free(&r);
+    capture_free(&r);
     ts_model_free(&m);
 }
 
@@ -617,7 +522,7 @@ static void hook_error_stops_the_pass(void **state) {
     ts_model_config c = small_encoder();
     ts_model m;
     assert_ok(ts_model_init(&m, &c));
-    float *x = randn(2 * 5 * 8, 5);
+    float *x = fixture_randn(2 * 5 * 8, 5);
     ts_model_input in = {.src_embedded = x};
     int calls = 0;
     ts_hook hook = {stop_at_weights, &calls};
@@ -704,7 +609,7 @@ static void dropout_only_when_training(void **state) {
     c.dropout = 0.5f;
     ts_model m;
     assert_ok(ts_model_init(&m, &c));
-    float *x = randn(80, 9);
+    float *x = fixture_randn(80, 9);
     ts_model_input in = {.src_embedded = x};
     ts_tensor out;
     float eval1[80], eval2[80], train1[80];
@@ -740,9 +645,9 @@ static void learned_embeddings_go_through_a_norm(void **state) {
     (void)state;
     ts_model_config c;
     assert_ok(ts_model_config_preset(&c, "seed004"));
-    recorder r;
-    recorder_init(&r);
-    ts_hook hook = {record, &r};
+    capture r;
+    capture_init(&r, MAX_STEPS, NULL);
+    ts_hook hook = {capture_record, &r};
     assert_ok(ts_model_dry_run(&c, &hook, NULL));
     assert_step_shape(&r, "embed.tokens", 1, 9, 768);
     assert_step_shape(&r, "embed.pe", 9, 768);
@@ -752,17 +657,17 @@ static void learned_embeddings_go_through_a_norm(void **state) {
     assert_step_shape(&r, "cls", 1, 768);
     assert_step_shape(&r, "logits", 1, 3);
     /* pre-LN: a layer normalizes its input before attending */
-    assert_true(step_index(&r, "encoder.layers.0.norm1.out") < step_index(&r, "encoder.layers.0.self_attn.qkv"));
-    recorder_free(&r);
+    assert_true(capture_index(&r, "encoder.layers.0.norm1.out") < capture_index(&r, "encoder.layers.0.self_attn.qkv"));
+    capture_free(&r);
 }
 
 static void seed001_projects_1024_to_3x512(void **state) {
     (void)state;
     ts_model_config c;
     assert_ok(ts_model_config_preset(&c, "seed001"));
-    recorder r;
-    recorder_init(&r);
-    ts_hook hook = {record, &r};
+    capture r;
+    capture_init(&r, MAX_STEPS, NULL);
+    ts_hook hook = {capture_record, &r};
     ts_model_summary sum;
     assert_ok(ts_model_dry_run(&c, &hook, &sum));
     assert_step_shape(&r, "input", 30, 10, 1024);
@@ -772,7 +677,7 @@ static void seed001_projects_1024_to_3x512(void **state) {
     assert_step_shape(&r, "self_attn.out", 30, 10, 512);
     assert_int_equal(sum.params, 1536 * 1024 + 1536 + 512 * 512 + 512);
     ts_model_summary_free(&sum);
-    recorder_free(&r);
+    capture_free(&r);
 }
 
 /* ---- configs a learner gets wrong ----------------------------------------------------------- */

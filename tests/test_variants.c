@@ -10,118 +10,21 @@
 
 #include "../src/model_impl.h" /* ts_model_layernorm_two_dims */
 #include "check.h"
+#include "model_fixture.h"
 #include "tscope/kernels.h"
 #include "tscope/model.h"
 
-/* ---- a hook that records the steps, copying the values of some ------------------ */
-
+/* The most steps a test here records (capture_init, model_fixture.h). */
 #define MAX_STEPS 1024
-
-typedef struct step {
-    char name[160];
-    int rank;
-    int64_t shape[TS_MAX_RANK];
-    float *values;
-} step;
-
-typedef struct recorder {
-    step *steps;
-    int n;
-    const char *keep[12];
-    int n_keep;
-} recorder;
-
-static ts_status record(void *ctx, const char *name, ts_op op, const ts_tensor *t, ts_tag tag) {
-    (void)op;
-    (void)tag;
-    recorder *r = ctx;
-    assert_true(r->n < MAX_STEPS);
-    step *s = &r->steps[r->n++];
-    memset(s, 0, sizeof *s);
-    snprintf(s->name, sizeof s->name, "%s", name);
-    s->rank = t->rank;
-    for (int d = 0; d < t->rank; d++) s->shape[d] = t->shape[d];
-    for (int k = 0; k < r->n_keep; k++) {
-        if (strcmp(r->keep[k], name) != 0 || !t->data) continue;
-        int64_t n = ts_tensor_numel(t);
-        s->values = malloc(sizeof(float) * (size_t)n);
-        assert_non_null(s->values);
-        ts_tensor dst;
-        assert_ok(ts_tensor_view(&dst, s->values, t->rank, t->shape));
-        assert_ok(ts_tensor_copy(&dst, t));
-    }
-    return TS_OK;
-}
-
-static void recorder_init(recorder *r, const char *const *keep) {
-    memset(r, 0, sizeof *r);
-    r->steps = calloc(MAX_STEPS, sizeof *r->steps);
-    assert_non_null(r->steps);
-    for (; keep && *keep; keep++) r->keep[r->n_keep++] = *keep;
-}
-
-static void recorder_free(recorder *r) {
-    for (int i = 0; i < r->n; i++) free(r->steps[i].values);
-    free(r->steps);
-    memset(r, 0, sizeof *r);
-}
-
-static const step *find(const recorder *r, const char *name) {
-    for (int i = 0; i < r->n; i++)
-        if (strcmp(r->steps[i].name, name) == 0) return &r->steps[i];
-    return NULL;
-}
-
-static const float *values_of(const recorder *r, const char *name) {
-    const step *s = find(r, name);
-    if (!s || !s->values) fail_msg("no values for step %s", name);
-    return s->values;
-}
-
-#define assert_step_shape(r, name, ...)                               \
-    do {                                                              \
-        const step *s_ = find((r), (name));                           \
-        if (!s_) fail_msg("no step named %s", (name));                \
-        ts_tensor t_ = {.rank = s_->rank};                            \
-        memcpy(t_.shape, s_->shape, sizeof t_.shape);                 \
-        assert_shape(&t_, __VA_ARGS__);                               \
-    } while (0)
 
 /* ---- configs and input --------------------------------------------------------------- */
 
-static ts_model_config encoder(int B, int S, int D, int H, int layers) {
-    ts_model_config c;
-    memset(&c, 0, sizeof c);
-    c.arch = TS_ARCH_ENCODER;
-    c.d_model = D;
-    c.heads = H;
-    c.ffn = 2 * D;
-    c.layers = layers;
-    c.seq = S;
-    c.batch = B;
-    c.eps = 1e-5f;
-    c.embed_eps = 1e-5f;
-    c.dropout = 0.1f;
-    c.pe = TS_PE_NONE;
-    c.input = TS_INPUT_EMBEDDED;
-    c.head = TS_HEAD_NONE;
-    c.seed = 3;
-    return c;
-}
-
-static float *randn(int64_t n, uint64_t seed) {
-    float *x = malloc(sizeof(float) * (size_t)n);
-    assert_non_null(x);
-    ts_model_randn(x, n, seed);
-    return x;
-}
-
 /* Run cfg on x, recording (hook) or not; the output is copied to *out (numel floats). */
-static void forward(const ts_model_config *c, const ts_model_input *in, recorder *r, float **out, int64_t *numel,
+static void forward(const ts_model_config *c, const ts_model_input *in, capture *r, float **out, int64_t *numel,
                     int64_t *empty_rows) {
     ts_model m;
     assert_ok(ts_model_init(&m, c));
-    ts_hook hook = {record, r};
+    ts_hook hook = {capture_record, r};
     ts_tensor t;
     assert_ok(ts_model_forward(&m, in, r ? &hook : NULL, &t));
     *numel = ts_tensor_numel(&t);
@@ -229,20 +132,20 @@ static void model_traces_the_chosen_pe_table(void **state) {
     const char *keep[] = {"embed.pe", "embed.tokens", "embed.out", NULL};
     for (int v = TS_PE_PAPER; v <= TS_PE_SEED001_ODD_EXPONENT; v++) {
         c.pe_variant = (ts_pe_variant)v;
-        recorder r;
-        recorder_init(&r, keep);
+        capture r;
+        capture_init(&r, MAX_STEPS, keep);
         float *out;
         int64_t n;
         forward(&c, &in, &r, &out, &n, NULL);
         float want[60];
         ts_model_pe_table(want, 10, 6, (ts_pe_variant)v);
         assert_step_shape(&r, "embed.pe", 10, 6);
-        assert_floats_close(values_of(&r, "embed.pe"), want, 60, 0);
+        assert_floats_close(capture_values(&r, "embed.pe"), want, 60, 0);
         /* and it is what gets added */
-        const float *tok = values_of(&r, "embed.tokens"), *sum = values_of(&r, "embed.out");
+        const float *tok = capture_values(&r, "embed.tokens"), *sum = capture_values(&r, "embed.out");
         for (int i = 0; i < 60; i++) assert_float_equal(sum[i], tok[i] + want[i], 1e-6);
         free(out);
-        recorder_free(&r);
+        capture_free(&r);
     }
 }
 
@@ -250,14 +153,14 @@ static void model_traces_the_chosen_pe_table(void **state) {
 
 static void no_scale_softmaxes_the_raw_scores(void **state) {
     (void)state;
-    ts_model_config c = encoder(2, 6, 16, 2, 1);
-    float *x = randn(2 * 6 * 16, 5);
+    ts_model_config c = fixture_encoder(2, 6, 16, 2, 1, 3);
+    float *x = fixture_randn(2 * 6 * 16, 5);
     ts_model_input in = {.src_embedded = x};
     const char *keep[] = {"encoder.layers.0.self_attn.scores", "encoder.layers.0.self_attn.scaled",
                           "encoder.layers.0.self_attn.weights", NULL};
-    recorder ok, raw;
-    recorder_init(&ok, keep);
-    recorder_init(&raw, keep);
+    capture ok, raw;
+    capture_init(&ok, MAX_STEPS, keep);
+    capture_init(&raw, MAX_STEPS, keep);
     float *out_ok, *out_raw, *out_fast;
     int64_t n;
     forward(&c, &in, &ok, &out_ok, &n, NULL);
@@ -265,12 +168,12 @@ static void no_scale_softmaxes_the_raw_scores(void **state) {
     forward(&c, &in, &raw, &out_raw, &n, NULL);
     forward(&c, &in, NULL, &out_fast, &n, NULL);
     int64_t n_att = 2 * 2 * 6 * 6;
-    const float *scores = values_of(&raw, "encoder.layers.0.self_attn.scores");
-    const float *scaled = values_of(&raw, "encoder.layers.0.self_attn.scaled");
-    const float *w = values_of(&raw, "encoder.layers.0.self_attn.weights");
-    assert_memory_equal(scores, values_of(&ok, "encoder.layers.0.self_attn.scores"), sizeof(float) * n_att);
+    const float *scores = capture_values(&raw, "encoder.layers.0.self_attn.scores");
+    const float *scaled = capture_values(&raw, "encoder.layers.0.self_attn.scaled");
+    const float *w = capture_values(&raw, "encoder.layers.0.self_attn.weights");
+    assert_memory_equal(scores, capture_values(&ok, "encoder.layers.0.self_attn.scores"), sizeof(float) * n_att);
     assert_memory_equal(scaled, scores, sizeof(float) * n_att); /* `scaled` equals `scores` */
-    const float *ok_scaled = values_of(&ok, "encoder.layers.0.self_attn.scaled");
+    const float *ok_scaled = capture_values(&ok, "encoder.layers.0.self_attn.scaled");
     for (int64_t i = 0; i < n_att; i++) assert_float_equal(ok_scaled[i], scores[i] / sqrtf(8.0f), 1e-6);
     for (int row = 0; row < 2 * 2 * 6; row++) { /* softmax of the unscaled row, in double */
         double mx = -INFINITY, sum = 0;
@@ -283,8 +186,8 @@ static void no_scale_softmaxes_the_raw_scores(void **state) {
     for (int64_t i = 0; i < n; i++) diff = fmax(diff, fabs(out_raw[i] - out_ok[i]));
     assert_true(diff > 1e-3);
     free(out_ok), free(out_raw), free(out_fast), free(x);
-    recorder_free(&ok);
-    recorder_free(&raw);
+    capture_free(&ok);
+    capture_free(&raw);
 }
 
 /* Median over rows of the row's largest weight. */
@@ -309,27 +212,27 @@ static double median_row_max(const float *w, int rows, int cols) {
 static void no_scale_peaks_the_weights_at_dk_64(void **state) {
     (void)state;
     /* seed 000's head size (512 / 8 = 64) on random input, 100 positions */
-    ts_model_config c = encoder(1, 100, 512, 8, 1);
+    ts_model_config c = fixture_encoder(1, 100, 512, 8, 1, 3);
     c.ffn = 64;
-    float *x = randn(100 * 512, 1);
+    float *x = fixture_randn(100 * 512, 1);
     ts_model_input in = {.src_embedded = x};
     const char *keep[] = {"encoder.layers.0.self_attn.weights", NULL};
-    recorder ok, raw;
-    recorder_init(&ok, keep);
-    recorder_init(&raw, keep);
+    capture ok, raw;
+    capture_init(&ok, MAX_STEPS, keep);
+    capture_init(&raw, MAX_STEPS, keep);
     float *o1, *o2;
     int64_t n;
     forward(&c, &in, &ok, &o1, &n, NULL);
     c.variants = TS_VARIANT_NO_SCALE;
     forward(&c, &in, &raw, &o2, &n, NULL);
-    double m_ok = median_row_max(values_of(&ok, "encoder.layers.0.self_attn.weights"), 8 * 100, 100);
-    double m_raw = median_row_max(values_of(&raw, "encoder.layers.0.self_attn.weights"), 8 * 100, 100);
+    double m_ok = median_row_max(capture_values(&ok, "encoder.layers.0.self_attn.weights"), 8 * 100, 100);
+    double m_raw = median_row_max(capture_values(&raw, "encoder.layers.0.self_attn.weights"), 8 * 100, 100);
     print_message("median largest weight of a row: %.4f scaled, %.4f unscaled (uniform 0.01)\n", m_ok, m_raw);
     assert_true(m_ok < 0.05);  /* close to uniform */
     assert_true(m_raw > 0.25); /* one key takes a large share */
     free(o1), free(o2), free(x);
-    recorder_free(&ok);
-    recorder_free(&raw);
+    capture_free(&ok);
+    capture_free(&raw);
 }
 
 /* ---- seed000-reshape ------------------------------------------------------------------------------ */
@@ -337,28 +240,28 @@ static void no_scale_peaks_the_weights_at_dk_64(void **state) {
 static void seed000_reshape_scrambles_heads_and_positions(void **state) {
     (void)state;
     int B = 2, S = 5, D = 8, H = 2, hd = 4;
-    ts_model_config c = encoder(B, S, D, H, 1);
-    float *x = randn((int64_t)B * S * D, 8);
+    ts_model_config c = fixture_encoder(B, S, D, H, 1, 3);
+    float *x = fixture_randn((int64_t)B * S * D, 8);
     ts_model_input in = {.src_embedded = x};
     const char *keep[] = {"encoder.layers.0.self_attn.values", "encoder.layers.0.self_attn.concat",
                           "encoder.layers.0.self_attn.out", NULL};
-    recorder ok, bug;
-    recorder_init(&ok, keep);
-    recorder_init(&bug, keep);
+    capture ok, bug;
+    capture_init(&ok, MAX_STEPS, keep);
+    capture_init(&bug, MAX_STEPS, keep);
     float *o_ok, *o_bug, *o_fast;
     int64_t n;
     forward(&c, &in, &ok, &o_ok, &n, NULL);
     c.variants = TS_VARIANT_SEED000_RESHAPE;
     forward(&c, &in, &bug, &o_bug, &n, NULL);
     forward(&c, &in, NULL, &o_fast, &n, NULL);
-    assert_null(find(&bug, "encoder.layers.0.self_attn.values_perm")); /* the seed has no permute */
-    assert_non_null(find(&ok, "encoder.layers.0.self_attn.values_perm"));
+    assert_null(capture_find(&bug, "encoder.layers.0.self_attn.values_perm")); /* the seed has no permute */
+    assert_non_null(capture_find(&ok, "encoder.layers.0.self_attn.values_perm"));
     assert_step_shape(&bug, "encoder.layers.0.self_attn.concat", B, S, D);
-    const float *v = values_of(&bug, "encoder.layers.0.self_attn.values"); // (B, H, S, hd), contiguous copy
-    assert_memory_equal(v, values_of(&ok, "encoder.layers.0.self_attn.values"), sizeof(float) * (size_t)(B * S * D));
+    const float *v = capture_values(&bug, "encoder.layers.0.self_attn.values"); // (B, H, S, hd), contiguous copy
+    assert_memory_equal(v, capture_values(&ok, "encoder.layers.0.self_attn.values"), sizeof(float) * (size_t)(B * S * D));
     /* the bug: concat is values' memory read as (B, S, D); correct: values permuted (B, S, H, hd) */
-    const float *cb = values_of(&bug, "encoder.layers.0.self_attn.concat");
-    const float *co = values_of(&ok, "encoder.layers.0.self_attn.concat");
+    const float *cb = capture_values(&bug, "encoder.layers.0.self_attn.concat");
+    const float *co = capture_values(&ok, "encoder.layers.0.self_attn.concat");
     assert_memory_equal(cb, v, sizeof(float) * (size_t)(B * S * D));
     for (int b = 0; b < B; b++)
         for (int s = 0; s < S; s++)
@@ -373,7 +276,7 @@ static void seed000_reshape_scrambles_heads_and_positions(void **state) {
     ts_tensor wv, bv;
     assert_ok(ts_model_param(&m, "encoder.layers.0.self_attn.out_proj.weight", &wv));
     assert_ok(ts_model_param(&m, "encoder.layers.0.self_attn.out_proj.bias", &bv));
-    const float *out = values_of(&bug, "encoder.layers.0.self_attn.out");
+    const float *out = capture_values(&bug, "encoder.layers.0.self_attn.out");
     for (int r = 0; r < B * S; r++)
         for (int o = 0; o < D; o++) {
             double acc = bv.data[o];
@@ -386,8 +289,8 @@ static void seed000_reshape_scrambles_heads_and_positions(void **state) {
     for (int64_t i = 0; i < n; i++) diff = fmax(diff, fabs(o_bug[i] - o_ok[i]));
     assert_true(diff > 1e-3);
     free(o_ok), free(o_bug), free(o_fast), free(x);
-    recorder_free(&ok);
-    recorder_free(&bug);
+    capture_free(&ok);
+    capture_free(&bug);
 }
 
 /* ---- seed001-layernorm -------------------------------------------------------------------------- */
@@ -409,16 +312,16 @@ static void seed001_layernorm_matches_the_seeds_example(void **state) {
 static void seed001_layernorm_shares_statistics_across_the_batch(void **state) {
     (void)state;
     int B = 3, S = 4, D = 8;
-    ts_model_config c = encoder(B, S, D, 2, 1);
+    ts_model_config c = fixture_encoder(B, S, D, 2, 1, 3);
     c.variants = TS_VARIANT_SEED001_LAYERNORM;
-    float *x = randn((int64_t)B * S * D, 21);
+    float *x = fixture_randn((int64_t)B * S * D, 21);
     for (int i = 0; i < B * S * D; i++) x[i] = x[i] * (1.0f + (float)(i % 5)) + 0.3f * (float)(i / (S * D));
     ts_model_input in = {.src_embedded = x};
     const char *keep[] = {"encoder.layers.0.norm1.in",    "encoder.layers.0.norm1.mean",
                           "encoder.layers.0.norm1.std",   "encoder.layers.0.norm1.y",
                           "encoder.layers.0.norm1.gamma", "encoder.layers.0.norm1.out", NULL};
-    recorder r;
-    recorder_init(&r, keep);
+    capture r;
+    capture_init(&r, MAX_STEPS, keep);
     float *o, *o_fast;
     int64_t n;
     forward(&c, &in, &r, &o, &n, NULL);
@@ -428,9 +331,9 @@ static void seed001_layernorm_shares_statistics_across_the_batch(void **state) {
     assert_step_shape(&r, "encoder.layers.0.norm1.std", 1, S, 1);
     assert_step_shape(&r, "encoder.layers.0.norm1.gamma", B, D);
     assert_step_shape(&r, "encoder.layers.0.norm1.y", B, S, D);
-    const float *nin = values_of(&r, "encoder.layers.0.norm1.in"), *mean = values_of(&r, "encoder.layers.0.norm1.mean");
-    const float *sd = values_of(&r, "encoder.layers.0.norm1.std"), *y = values_of(&r, "encoder.layers.0.norm1.y");
-    const float *out = values_of(&r, "encoder.layers.0.norm1.out"), *g = values_of(&r, "encoder.layers.0.norm1.gamma");
+    const float *nin = capture_values(&r, "encoder.layers.0.norm1.in"), *mean = capture_values(&r, "encoder.layers.0.norm1.mean");
+    const float *sd = capture_values(&r, "encoder.layers.0.norm1.std"), *y = capture_values(&r, "encoder.layers.0.norm1.y");
+    const float *out = capture_values(&r, "encoder.layers.0.norm1.out"), *g = capture_values(&r, "encoder.layers.0.norm1.gamma");
     for (int i = 0; i < B * D; i++) assert_float_equal(g[i], 1.0f, 0); /* ones, broadcast over the batch */
     for (int s = 0; s < S; s++) { /* as the seed: mean and var over dims (-1, -2) of (S, B, D) */
         double sum = 0, sq = 0;
@@ -472,7 +375,7 @@ static void seed001_layernorm_shares_statistics_across_the_batch(void **state) {
     assert_true(d_var > 1e-2);
     assert_float_equal(d_ok, 0.0, 0.0);
     free(o), free(o_fast), free(o2), free(p1), free(p2), free(x), free(x2);
-    recorder_free(&r);
+    capture_free(&r);
 }
 
 /* ---- seed004-residual ----------------------------------------------------------------------------- */
@@ -480,21 +383,21 @@ static void seed001_layernorm_shares_statistics_across_the_batch(void **state) {
 static void seed004_residual_drops_the_attention(void **state) {
     (void)state;
     int B = 1, S = 5, D = 8;
-    ts_model_config c = encoder(B, S, D, 2, 1);
+    ts_model_config c = fixture_encoder(B, S, D, 2, 1, 3);
     c.norm = TS_NORM_PRE;
     c.variants = TS_VARIANT_SEED004_RESIDUAL;
-    float *x = randn((int64_t)B * S * D, 4);
+    float *x = fixture_randn((int64_t)B * S * D, 4);
     ts_model_input in = {.src_embedded = x};
     const char *keep[] = {"encoder.layers.0.norm2.in", "encoder.layers.0.norm2.out", "encoder.layers.0.ffn.out",
                           "encoder.layers.0.out", NULL};
-    recorder r;
-    recorder_init(&r, keep);
+    capture r;
+    capture_init(&r, MAX_STEPS, keep);
     float *o;
     int64_t n;
     forward(&c, &in, &r, &o, &n, NULL);
-    assert_non_null(find(&r, "encoder.layers.0.self_attn.weights")); /* computed, then dropped */
-    const float *n2in = values_of(&r, "encoder.layers.0.norm2.in"), *n2 = values_of(&r, "encoder.layers.0.norm2.out");
-    const float *ff = values_of(&r, "encoder.layers.0.ffn.out"), *out = values_of(&r, "encoder.layers.0.out");
+    assert_non_null(capture_find(&r, "encoder.layers.0.self_attn.weights")); /* computed, then dropped */
+    const float *n2in = capture_values(&r, "encoder.layers.0.norm2.in"), *n2 = capture_values(&r, "encoder.layers.0.norm2.out");
+    const float *ff = capture_values(&r, "encoder.layers.0.ffn.out"), *out = capture_values(&r, "encoder.layers.0.out");
     for (int i = 0; i < B * S * D; i++) {
         assert_float_equal(n2in[i], 2.0f * x[i], 1e-6); /* x + dropout(x), dropout off */
         assert_float_equal(out[i], n2[i] + ff[i], 1e-6); /* x = norm2(x); x = x + ffn(x) */
@@ -510,7 +413,7 @@ static void seed004_residual_drops_the_attention(void **state) {
     assert_memory_equal(t.data, o, sizeof(float) * (size_t)n);
     ts_model_free(&m);
     free(o), free(x);
-    recorder_free(&r);
+    capture_free(&r);
 }
 
 /* ---- masks --------------------------------------------------------------------------------------------- */
@@ -518,15 +421,15 @@ static void seed004_residual_drops_the_attention(void **state) {
 static void padding_both_hides_pad_rows_with_zeros(void **state) {
     (void)state;
     int B = 2, S = 5, H = 2;
-    ts_model_config c = encoder(B, S, 8, H, 2);
-    float *x = randn((int64_t)B * S * 8, 6);
+    ts_model_config c = fixture_encoder(B, S, 8, H, 2, 3);
+    float *x = fixture_randn((int64_t)B * S * 8, 6);
     uint8_t pad[10] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1}; /* sentence 1: last two positions */
     ts_model_input in = {.src_embedded = x, .src_pad = pad};
     const char *keep[] = {"encoder.layers.0.self_attn.masked", "encoder.layers.0.self_attn.weights",
                           "encoder.layers.0.self_attn.values", NULL};
-    recorder keys, both;
-    recorder_init(&keys, keep);
-    recorder_init(&both, keep);
+    capture keys, both;
+    capture_init(&keys, MAX_STEPS, keep);
+    capture_init(&both, MAX_STEPS, keep);
     float *o_keys, *o_both, *o_fast;
     int64_t n, empty_keys, empty_both, empty_fast;
     forward(&c, &in, &keys, &o_keys, &n, &empty_keys);
@@ -537,11 +440,11 @@ static void padding_both_hides_pad_rows_with_zeros(void **state) {
     assert_int_equal(empty_both, 2 * H * 2); /* 2 pad rows, each head, each of 2 layers */
     assert_int_equal(empty_fast, empty_both);
     assert_floats_close(o_fast, o_both, n, 1e-5);
-    const float *mk = values_of(&keys, "encoder.layers.0.self_attn.masked");
-    const float *mb = values_of(&both, "encoder.layers.0.self_attn.masked");
-    const float *wk = values_of(&keys, "encoder.layers.0.self_attn.weights");
-    const float *wb = values_of(&both, "encoder.layers.0.self_attn.weights");
-    const float *vb = values_of(&both, "encoder.layers.0.self_attn.values");
+    const float *mk = capture_values(&keys, "encoder.layers.0.self_attn.masked");
+    const float *mb = capture_values(&both, "encoder.layers.0.self_attn.masked");
+    const float *wk = capture_values(&keys, "encoder.layers.0.self_attn.weights");
+    const float *wb = capture_values(&both, "encoder.layers.0.self_attn.weights");
+    const float *vb = capture_values(&both, "encoder.layers.0.self_attn.values");
     for (int b = 0; b < B; b++)
         for (int h = 0; h < H; h++)
             for (int r = 0; r < S; r++) {
@@ -563,46 +466,46 @@ static void padding_both_hides_pad_rows_with_zeros(void **state) {
                 for (int j = 0; hidden && j < 4; j++) assert_float_equal(vb[((b * H + h) * S + r) * 4 + j], 0.0f, 0);
             }
     free(o_keys), free(o_both), free(o_fast), free(x);
-    recorder_free(&keys);
-    recorder_free(&both);
+    capture_free(&keys);
+    capture_free(&both);
 }
 
 static void mask_none_attends_to_pads(void **state) {
     (void)state;
-    ts_model_config c = encoder(1, 4, 8, 2, 1);
+    ts_model_config c = fixture_encoder(1, 4, 8, 2, 1, 3);
     c.mask = TS_MASK_NONE;
-    float *x = randn(4 * 8, 2);
+    float *x = fixture_randn(4 * 8, 2);
     uint8_t pad[4] = {0, 0, 0, 1};
     ts_model_input in = {.src_embedded = x, .src_pad = pad}, no_pad = {.src_embedded = x};
     const char *keep[] = {"encoder.layers.0.self_attn.weights", NULL};
-    recorder r;
-    recorder_init(&r, keep);
+    capture r;
+    capture_init(&r, MAX_STEPS, keep);
     float *o, *o_plain;
     int64_t n;
     forward(&c, &in, &r, &o, &n, NULL);
-    assert_null(find(&r, "encoder.layers.0.self_attn.masked"));
-    const float *w = values_of(&r, "encoder.layers.0.self_attn.weights");
+    assert_null(capture_find(&r, "encoder.layers.0.self_attn.masked"));
+    const float *w = capture_values(&r, "encoder.layers.0.self_attn.weights");
     for (int row = 0; row < 2 * 4; row++) assert_true(w[row * 4 + 3] > 0.0f); /* the pad's column */
     forward(&c, &no_pad, NULL, &o_plain, &n, NULL);
     assert_memory_equal(o, o_plain, sizeof(float) * (size_t)n); /* as if nothing were padding */
     free(o), free(o_plain), free(x);
-    recorder_free(&r);
+    capture_free(&r);
 }
 
 /* ---- train mode ---------------------------------------------------------------------------------------- */
 
 static void train_mode_drops_and_rescales_seeded(void **state) {
     (void)state;
-    ts_model_config c = encoder(2, 6, 16, 2, 1);
+    ts_model_config c = fixture_encoder(2, 6, 16, 2, 1, 3);
     c.train_mode = true;
     c.dropout = 0.25f;
-    float *x = randn(2 * 6 * 16, 9);
+    float *x = fixture_randn(2 * 6 * 16, 9);
     ts_model_input in = {.src_embedded = x};
     const char *keep[] = {"encoder.layers.0.ffn.act", "encoder.layers.0.ffn.dropout", NULL};
-    recorder r1, r2, ev;
-    recorder_init(&r1, keep);
-    recorder_init(&r2, keep);
-    recorder_init(&ev, keep);
+    capture r1, r2, ev;
+    capture_init(&r1, MAX_STEPS, keep);
+    capture_init(&r2, MAX_STEPS, keep);
+    capture_init(&ev, MAX_STEPS, keep);
     float *o1, *o2, *o3;
     int64_t n;
     forward(&c, &in, &r1, &o1, &n, NULL);
@@ -610,8 +513,8 @@ static void train_mode_drops_and_rescales_seeded(void **state) {
     c.train_mode = false;
     forward(&c, &in, &ev, &o3, &n, NULL);
     assert_memory_equal(o1, o2, sizeof(float) * (size_t)n);
-    const float *act = values_of(&r1, "encoder.layers.0.ffn.act");
-    const float *drop = values_of(&r1, "encoder.layers.0.ffn.dropout");
+    const float *act = capture_values(&r1, "encoder.layers.0.ffn.act");
+    const float *drop = capture_values(&r1, "encoder.layers.0.ffn.dropout");
     int64_t cells = 2 * 6 * 32, dropped = 0, live = 0;
     for (int64_t i = 0; i < cells; i++) {
         if (act[i] == 0.0f) continue;
@@ -623,7 +526,7 @@ static void train_mode_drops_and_rescales_seeded(void **state) {
     }
     print_message("dropped %lld of %lld non-zero activations at p = 0.25\n", (long long)dropped, (long long)live);
     assert_true(dropped > live / 8 && dropped < live * 3 / 8);
-    assert_memory_equal(values_of(&ev, "encoder.layers.0.ffn.dropout"), values_of(&ev, "encoder.layers.0.ffn.act"),
+    assert_memory_equal(capture_values(&ev, "encoder.layers.0.ffn.dropout"), capture_values(&ev, "encoder.layers.0.ffn.act"),
                         sizeof(float) * (size_t)cells); /* inference: identity */
     double diff = 0;
     for (int64_t i = 0; i < n; i++) diff = fmax(diff, fabs(o1[i] - o3[i]));
@@ -633,9 +536,9 @@ static void train_mode_drops_and_rescales_seeded(void **state) {
     assert_false(m.training);
     ts_model_free(&m);
     free(o1), free(o2), free(o3), free(x);
-    recorder_free(&r1);
-    recorder_free(&r2);
-    recorder_free(&ev);
+    capture_free(&r1);
+    capture_free(&r2);
+    capture_free(&ev);
 }
 
 int main(void) {
