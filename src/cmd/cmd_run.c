@@ -30,7 +30,7 @@ static double now(void) {
 }
 
 /* What the forward produced, in words a learner can check. */
-static void report(const ts_model *m, const model_batch *b, const ts_tensor *out, double seconds) {
+static void report(const ts_model *m, const model_batch *b, const ts_tensor *out, double seconds, bool loaded) {
     const ts_model_config *c = &m->cfg;
     char shape[TS_SHAPE_TEXT_MAX];
     ts_tensor_shape_str(shape, sizeof shape, out, TS_SHAPE_PLAIN);
@@ -43,9 +43,9 @@ static void report(const ts_model *m, const model_batch *b, const ts_tensor *out
         printf("%lld rows of attention weights had every key masked: weights 0 there (PyTorch's softmax: NaN)\n",
                (long long)m->empty_rows);
     if (c->head == TS_HEAD_LM && b->have_tok && out->rank == 3) {
-        /* The untrained model's guess at each position of the first sequence. */
+        /* The model's guess at each position of the first sequence. */
         int64_t T = out->shape[1], V = out->shape[2];
-        printf("predicted (untrained, argmax of the logits):");
+        printf("predicted (%s, argmax of the logits):", loaded ? "loaded weights" : "untrained");
         for (int64_t t = 0; t < T; t++) {
             const float *row = out->data + t * V;
             int64_t best = 0;
@@ -142,7 +142,7 @@ static int run(const model_flags *mf, const run_opts *o) {
         trace_cli_close(&o->trace, tracer, "run"); /* the steps before the failure stay readable */
         goto out;
     }
-    report(&m, &batch, &out, t1 - t0);
+    report(&m, &batch, &out, t1 - t0, o->load != NULL);
     if (o->backward && (rc = run_backward(&m, &in, o->labels, &hook))) {
         trace_cli_close(&o->trace, tracer, "run");
         goto out;
