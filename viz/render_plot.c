@@ -57,6 +57,12 @@ static void data_range(const ts_render_series *s, int n, const ts_render_plot_op
     double span = y->hi - y->lo;
     y->lo -= span * 0.06;
     y->hi += span * 0.06;
+    /* Markers on the first and last points would be cut in half by the frame. */
+    if (o->markers) {
+        double xspan = x->hi - x->lo;
+        x->lo -= xspan * 0.03;
+        x->hi += xspan * 0.03;
+    }
 }
 
 /* Tick values of a log axis in decades: 1, 10, 100 (and 2, 5 between when
