@@ -71,7 +71,9 @@ test: deps
 
 # bench: kernels and model against their peers, measured in the same run
 bench: all
-	./tscope bench gemm
+	$(RUN_BIN) bench gemm
+	$(RUN_BIN) bench forward --preset seed000
+	$(RUN_BIN) bench train --preset copy
 
 # readme-images: redraw the pictures README.md shows (assets/readme/) from tiny and seed000 runs
 .PHONY: readme-images
