@@ -423,6 +423,23 @@ static ts_status sdpa(fwd *f, const char *prefix, const heads_at *q, const heads
     return emit(f, prefix, "concat", TS_OP_RESHAPE, &concat, TS_TAG_PLAIN, false);
 }
 
+/* Both attentions end alike once q is traced: k and v as views of their
+ * projection, the attention itself, then the output projection (B, Sq, D). */
+static ts_status attend_and_project(fwd *f, const char *prefix, const char *param_prefix, const ts_attn_weights *w,
+                                    const heads_at *q, const heads_at *k, const heads_at *v, int Sq, int Sk,
+                                    float *att, const float *key_mask, bool causal, float *out, double flops0) {
+    int64_t B = f->B, D = f->D;
+    ts_tensor t = heads_view(f, k, Sk);
+    TRY(emit(f, prefix, "k", TS_OP_CHUNK, &t, TS_TAG_HEADS, false));
+    t = heads_view(f, v, Sk);
+    TRY(emit(f, prefix, "v", TS_OP_CHUNK, &t, TS_TAG_HEADS, false));
+    TRY(sdpa(f, prefix, q, k, v, Sq, Sk, att, key_mask, causal));
+    linear(f, out, f->a->ctx, B * Sq, (int)D, (int)D, w->out_w, w->out_b, (int)D, TS_EPI_BIAS);
+    t = view3(out, B, Sq, D);
+    TRY(emit(f, prefix, "out", TS_OP_LINEAR, &t, TS_TAG_PLAIN, false));
+    return module_done(f, prefix, param_prefix, &t, flops0);
+}
+
 /* Self-attention as seed 000 writes it: qkv (B, S, 3D) -> view (B, S, H, 3hd)
  * -> permute (B, H, S, 3hd) -> chunk into q, k, v (B, H, S, hd), all views of
  * one buffer (in_proj rows are stored per head: see model.c). */
@@ -444,15 +461,7 @@ static ts_status self_attention(fwd *f, const char *prefix, const char *param_pr
     v.base = cat(qkv, 2 * hd);
     t = heads_view(f, &q, S);
     TRY(emit(f, prefix, "q", TS_OP_CHUNK, &t, TS_TAG_HEADS, false));
-    t = heads_view(f, &k, S);
-    TRY(emit(f, prefix, "k", TS_OP_CHUNK, &t, TS_TAG_HEADS, false));
-    t = heads_view(f, &v, S);
-    TRY(emit(f, prefix, "v", TS_OP_CHUNK, &t, TS_TAG_HEADS, false));
-    TRY(sdpa(f, prefix, &q, &k, &v, S, S, att, key_mask, causal));
-    linear(f, out, f->a->ctx, B * S, (int)D, (int)D, w->out_w, w->out_b, (int)D, TS_EPI_BIAS);
-    t = view3(out, B, S, D);
-    TRY(emit(f, prefix, "out", TS_OP_LINEAR, &t, TS_TAG_PLAIN, false));
-    return module_done(f, prefix, param_prefix, &t, flops0);
+    return attend_and_project(f, prefix, param_prefix, w, &q, &k, &v, S, S, att, key_mask, causal, out, flops0);
 }
 
 /* Cross-attention: q from the decoder (B, T, D), k and v from the memory
@@ -480,15 +489,7 @@ static ts_status cross_attention(fwd *f, const char *prefix, const char *param_p
     TRY(emit(f, prefix, "kv_perm", TS_OP_PERMUTE, &t, TS_TAG_HEADS, false));
     heads_at k = {kv, S * 2 * D, 2 * hd, (int)(2 * D)}, v = k;
     v.base = cat(kv, hd);
-    t = heads_view(f, &k, S);
-    TRY(emit(f, prefix, "k", TS_OP_CHUNK, &t, TS_TAG_HEADS, false));
-    t = heads_view(f, &v, S);
-    TRY(emit(f, prefix, "v", TS_OP_CHUNK, &t, TS_TAG_HEADS, false));
-    TRY(sdpa(f, prefix, &q, &k, &v, T, S, att, key_mask, false));
-    linear(f, out, f->a->ctx, B * T, (int)D, (int)D, w->out_w, w->out_b, (int)D, TS_EPI_BIAS);
-    t = view3(out, B, T, D);
-    TRY(emit(f, prefix, "out", TS_OP_LINEAR, &t, TS_TAG_PLAIN, false));
-    return module_done(f, prefix, param_prefix, &t, flops0);
+    return attend_and_project(f, prefix, param_prefix, w, &q, &k, &v, T, S, att, key_mask, false, out, flops0);
 }
 
 /* ---- feed-forward ------------------------------------------------------------------ */
