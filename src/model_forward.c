@@ -146,9 +146,12 @@ static bool is_view_op(ts_op op) {
 }
 
 /* Hand one step to the hook. `alias`: the tensor was already traced under
- * another name (a layer's out is its last norm's out), so it costs no memory. */
-static ts_status emit(fwd *f, const char *prefix, const char *leaf, ts_op op, const ts_tensor *t, ts_tag tag,
-                      bool alias) {
+ * another name (a layer's out is its last norm's out), so it costs no memory.
+ * `factor` != 0: every value is the previous step's times factor (see
+ * ts_hook_like_fn); an alias is the previous step's times 1 when it is the
+ * same memory, which the hook checks. */
+static ts_status emit_like(fwd *f, const char *prefix, const char *leaf, ts_op op, const ts_tensor *t, ts_tag tag,
+                           bool alias, float factor) {
     if (f->sum) {
         f->sum->steps++;
         if (!alias && !is_view_op(op)) f->sum->kept_bytes += sizeof(float) * (size_t)ts_tensor_numel(t);
@@ -159,7 +162,13 @@ static ts_status emit(fwd *f, const char *prefix, const char *leaf, ts_op op, co
         snprintf(name, sizeof name, "%s.%s", prefix, leaf);
     else
         snprintf(name, sizeof name, "%s", leaf);
+    if (factor != 0.0f) return ts_hook_call_like(f->hook, name, op, t, tag, factor);
     return ts_hook_call(f->hook, name, op, t, tag);
+}
+
+static ts_status emit(fwd *f, const char *prefix, const char *leaf, ts_op op, const ts_tensor *t, ts_tag tag,
+                      bool alias) {
+    return emit_like(f, prefix, leaf, op, t, tag, alias, alias ? 1.0f : 0.0f);
 }
 
 static int64_t count_params(const ts_model *m, const char *prefix) {
@@ -395,7 +404,7 @@ static ts_status sdpa(fwd *f, const char *prefix, const heads_at *q, const heads
     if (staged) {
         TRY(emit(f, prefix, "scores", TS_OP_MATMUL, &tatt, TS_TAG_ATTN_SCORES, false));
         if (!f->dry) ts_scale(att, att, scale, n_att);
-        TRY(emit(f, prefix, "scaled", TS_OP_SCALE, &tatt, TS_TAG_ATTN_SCORES, false));
+        TRY(emit_like(f, prefix, "scaled", TS_OP_SCALE, &tatt, TS_TAG_ATTN_SCORES, false, scale));
         if (masked) {
             if (!f->dry) apply_mask(f, att, Sq, Sk, key_mask, causal, row_mask);
             TRY(emit(f, prefix, "masked", TS_OP_MASK, &tatt, TS_TAG_ATTN_SCORES, false));

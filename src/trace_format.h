@@ -40,6 +40,7 @@
 #define TRF_P_DTYPE 28
 #define TRF_P_RANK 29
 #define TRF_P_CONTENT 30
+#define TRF_P_VIEW_SCALE 31    /* views: i8, the values are the base's times 2^this */
 #define TRF_P_BATCH 32
 #define TRF_P_NAME_LEN 36
 #define TRF_P_VALUES_COUNT 40
@@ -48,6 +49,7 @@
 #define TRF_P_VIEW_OFFSET 104  /* views: first element, in the base's values */
 #define TRF_P_VIEW_STRIDES 112 /* views: 6 x i64, in elements */
 #define TRF_P_NAME 160
+#define TRF_VIEW_SCALE_MAX 64 /* |view scale exponent| */
 #define TRF_NAME_MAX 1024 /* longest name, bytes, without the NUL */
 
 #define TRF_DTYPE_NONE 0

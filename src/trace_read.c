@@ -37,6 +37,7 @@ typedef struct step_extra {
     _Atomic unsigned char checked;
     int64_t view_offset;               /* views: first element in the base's values */
     int64_t view_strides[TS_MAX_RANK]; /* views: in elements of the base's values */
+    int view_scale;                    /* views: the values are the base's times 2^view_scale */
     float *gathered;                   /* views not in place: gathered on first use (under lock) */
 } step_extra;
 
@@ -105,6 +106,10 @@ static bool parse_view(const ts_trace *t, const unsigned char *p, int64_t i, uns
         }
         extra->view_strides[d] = (int64_t)stride;
     }
+    int scale = (int8_t)p[TRF_P_VIEW_SCALE];
+    if (scale < -TRF_VIEW_SCALE_MAX || scale > TRF_VIEW_SCALE_MAX) return false;
+    extra->view_scale = scale;
+    step->view_factor = ldexpf(1.0f, scale);
     extra->view_offset = (int64_t)offset;
     step->view_of = (int64_t)base;
     return true;
@@ -199,7 +204,7 @@ static record_result parse_record(const ts_trace *t, header_src src, uint64_t of
     int32_t batch = (int32_t)trf_get32(p + TRF_P_BATCH);
     uint64_t count = trf_get64(p + TRF_P_VALUES_COUNT);
     bool is_view = content & TRF_CONTENT_VIEW;
-    if (is_view && !has_values) return RECORD_BAD;
+    if (is_view ? !has_values : p[TRF_P_VIEW_SCALE] != 0) return RECORD_BAD;
     uint64_t want = 0;
     if (has_values) {
         if (batch == -1) {
@@ -216,6 +221,7 @@ static record_result parse_record(const ts_trace *t, header_src src, uint64_t of
     memcpy(step->values_shape, step->shape, sizeof step->shape);
     if (has_values && batch >= 0) step->values_shape[0] = 1;
     step->view_of = -1;
+    step->view_factor = 1.0f;
     if (is_view && !parse_view(t, p, i, rank, step, count, extra)) return RECORD_BAD;
 
     step->index = i;
@@ -619,6 +625,7 @@ static ts_status stored_values(ts_trace *t, int64_t i, const float **values) {
 /* Whether a view's strides walk its base's values in order, so the view is
  * a run of them and needs no copy. */
 static bool view_in_place(const ts_trace_step *step, const step_extra *x) {
+    if (x->view_scale != 0) return false;
     int64_t expect = 1;
     for (int d = step->rank - 1; d >= 0; d--) {
         if (step->values_shape[d] != 1 && x->view_strides[d] != expect) return false;
@@ -627,13 +634,17 @@ static bool view_in_place(const ts_trace_step *step, const step_extra *x) {
     return true;
 }
 
+/* The view's values in row-major order. A scaled view multiplies as the
+ * model did (one float product by a power of two), so the numbers are the
+ * model's to the bit. */
 static void gather_view(float *out, const float *base, const ts_trace_step *step, const step_extra *x) {
     int64_t idx[TS_MAX_RANK] = {0};
     int rank = step->rank;
+    float factor = step->view_factor;
     for (int64_t k = 0; k < step->values_count; k++) {
         int64_t at = x->view_offset;
         for (int d = 0; d < rank; d++) at += idx[d] * x->view_strides[d];
-        out[k] = base[at];
+        out[k] = base[at] * factor;
         for (int d = rank - 1; d >= 0; d--) {
             if (++idx[d] < step->values_shape[d]) break;
             idx[d] = 0;

@@ -5,7 +5,7 @@
  * straight into a 4 MB slot of the output stream while summing statistics and
  * the CRC, then bins the histogram from the model's buffer, which is still
  * intact because the hook has not returned. Both passes are cut in chunks
- * that helper threads claim alongside the hook. Full slots go to a writer
+ * that the model's OpenMP threads claim. Full slots go to a writer
  * thread that puts them on disk; the hook waits only when every slot is in
  * flight.
  *
@@ -21,6 +21,9 @@
 #include <fnmatch.h>
 #include <math.h>
 #include <pthread.h>
+#if defined(_OPENMP)
+#include <omp.h>
+#endif
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -54,6 +57,7 @@
 #define MAX_CHUNKS 512
 #define CHUNK_MIN ((int64_t)1 << 16)
 #define MAX_ELEMENTS ((int64_t)1 << 40)
+#define SAME_MAX 2
 
 typedef enum pass_kind { PASS_COPY, PASS_COPY_STATS, PASS_STATS, PASS_HIST } pass_kind;
 
@@ -69,11 +73,6 @@ typedef struct pass_spec {
     int n_pieces;
     const trf_hist_plan *plan;
 } pass_spec;
-
-typedef struct helper_arg {
-    struct ts_trace_writer *w;
-    int id; /* 1.. (0 is the hook's own thread) */
-} helper_arg;
 
 /* One chunk's share before merging. */
 typedef struct chunk_result {
@@ -130,14 +129,23 @@ struct ts_trace_writer {
         const float *data;
         int64_t count; /* what was stored: [data, data + count) */
     } base;
-    /* The statistics of the last step that computed something, when its
-     * tensor was contiguous: a view of exactly its elements has the same. */
+    /* The statistics of the last steps that computed something, when their
+     * tensors filled their memory densely: a view of exactly those elements
+     * has the same. Two, because seed 000's order puts the weights between
+     * the values and their permuted view. A step that computes into memory
+     * one of them covers drops it. */
     struct {
-        bool valid;
         const float *data;
         int64_t numel;
         ts_trace_stats stats;
-    } same;
+    } same[SAME_MAX];
+    int n_same;
+    /* The step just before, for one the model says is like it. */
+    struct {
+        bool valid; /* it has statistics */
+        ts_tensor t;
+        ts_trace_stats stats;
+    } prev;
     bool reduced;            /* level auto chose the reduced set */
     int64_t reduced_from;    /* from this step (running budget), -1 from the start */
     char reduced_name[128];  /* the step that passed the budget */
@@ -145,21 +153,8 @@ struct ts_trace_writer {
     chunk_result chunks[MAX_CHUNKS];                    /* the hook's passes' scratch */
     uint64_t thread_hist[MAX_THREADS][TS_TRACE_HIST_BINS];
 
-    /* Helpers for the hook's passes (threads - 1 of them). A pass is open
-     * while the hook works on it; helpers that wake in time join, and chunks
-     * are claimed one at a time, so the hook never waits for a helper the
-     * system has not scheduled, only for chunks one has taken. */
-    pthread_t helpers[MAX_THREADS];
-    helper_arg helper_args[MAX_THREADS];
-    int n_helpers;
-    pthread_mutex_t pmu;
-    pthread_cond_t pcv_start, pcv_left;
-    bool pmu_ready;
-    uint64_t pass_gen; /* under pmu */
-    bool pass_open;    /* under pmu */
-    int helpers_in;    /* under pmu */
-    bool helpers_stop; /* under pmu */
-    pass_spec pass;    /* written by the hook only while no helper is in */
+    /* The pass the hook's threads are working on. */
+    pass_spec pass;
     _Atomic int64_t next_chunk;
     ts_status status; /* first failure of the hook, replayed */
     char error[512];
@@ -576,11 +571,16 @@ static void hist_part(const trf_stats_ops *ops, const view *v, int64_t a, int64_
 }
 
 
-/* Claim chunks of the open pass until none is left; tid picks the histogram. */
+/* Claim chunks of the open pass until none is left; tid picks the histogram.
+ * The first pass over a step walks it from the end, where the kernel that
+ * made it wrote last, so that part comes from the cache; the histogram pass
+ * then starts where the first pass ended. Results go by chunk, so the order
+ * changes nothing in them. */
 static void work_chunks(ts_trace_writer *w, int tid) {
     const pass_spec *p = &w->pass;
-    int64_t c;
-    while ((c = atomic_fetch_add(&w->next_chunk, 1)) < p->n_chunks) {
+    int64_t claimed;
+    while ((claimed = atomic_fetch_add(&w->next_chunk, 1)) < p->n_chunks) {
+        int64_t c = p->kind == PASS_HIST ? claimed : p->n_chunks - 1 - claimed;
         int64_t lo = p->a + c * p->chunk, hi = lo + p->chunk < p->b ? lo + p->chunk : p->b;
         switch (p->kind) {
         case PASS_COPY:
@@ -593,27 +593,23 @@ static void work_chunks(ts_trace_writer *w, int tid) {
     }
 }
 
-static void *helper_main(void *arg) {
-    helper_arg *h = arg;
-    ts_trace_writer *w = h->w;
-    uint64_t seen = 0;
-    pthread_mutex_lock(&w->pmu);
-    for (;;) {
-        while (!w->helpers_stop && (!w->pass_open || w->pass_gen == seen)) pthread_cond_wait(&w->pcv_start, &w->pmu);
-        if (w->helpers_stop) break;
-        seen = w->pass_gen;
-        w->helpers_in++;
-        pthread_mutex_unlock(&w->pmu);
-        work_chunks(w, h->id);
-        pthread_mutex_lock(&w->pmu);
-        if (--w->helpers_in == 0) pthread_cond_broadcast(&w->pcv_left);
+/* Every chunk of the pass, on `threads` threads. The model's OpenMP team
+ * does it: between the model's parallel regions its threads wait, spinning,
+ * for work, so a pool of the writer's own would fight them for the cores. */
+static void work_all_chunks(ts_trace_writer *w, int threads) {
+#if defined(_OPENMP)
+    if (threads > 1) {
+#pragma omp parallel num_threads(threads)
+        work_chunks(w, omp_get_thread_num());
+        return;
     }
-    pthread_mutex_unlock(&w->pmu);
-    return NULL;
+#endif
+    (void)threads;
+    work_chunks(w, 0);
 }
 
-/* Run one pass over elements [a, b) of v, with the helpers when it is large
- * enough to share; the chunks' moments and CRCs are merged in order. */
+/* Run one pass over elements [a, b) of v, shared by the threads when it is
+ * large enough; the chunks' moments and CRCs are merged in order. */
 static void run_pass(ts_trace_writer *w, pass_kind kind, const view *v, int64_t a, int64_t b, const piece *pieces,
                      int n_pieces, const trf_hist_plan *plan, pass_result *out) {
     int64_t n = b - a;
@@ -621,25 +617,11 @@ static void run_pass(ts_trace_writer *w, pass_kind kind, const view *v, int64_t 
     if (chunk < CHUNK_MIN) chunk = CHUNK_MIN;
     chunk = (chunk + TRF_BLOCK - 1) / TRF_BLOCK * TRF_BLOCK;
     int64_t n_chunks = (n + chunk - 1) / chunk;
-    bool shared = w->n_helpers > 0 && threads_for(w, n) > 1;
-    int rows = shared ? w->n_helpers + 1 : 1;
+    int rows = threads_for(w, n);
     memset(w->thread_hist, 0, (size_t)rows * sizeof w->thread_hist[0]);
     w->pass = (pass_spec){kind, v, a, b, chunk, n_chunks, pieces, n_pieces, plan};
     atomic_store(&w->next_chunk, 0);
-    if (shared) {
-        pthread_mutex_lock(&w->pmu);
-        w->pass_open = true;
-        w->pass_gen++;
-        pthread_cond_broadcast(&w->pcv_start);
-        pthread_mutex_unlock(&w->pmu);
-    }
-    work_chunks(w, 0);
-    if (shared) {
-        pthread_mutex_lock(&w->pmu);
-        w->pass_open = false;
-        while (w->helpers_in > 0) pthread_cond_wait(&w->pcv_left, &w->pmu);
-        pthread_mutex_unlock(&w->pmu);
-    }
+    work_all_chunks(w, rows);
     trf_acc_init(&out->acc);
     out->crc = 0;
     memset(out->hist, 0, sizeof out->hist);
@@ -771,7 +753,8 @@ static bool fits_base(const ts_trace_writer *w, const ts_tensor *kept, int64_t c
 
 static void put_prefix(unsigned char *p, size_t prefix_size, uint64_t record_size, int64_t index, ts_op op,
                        ts_tag tag, const ts_tensor *t, unsigned content, int batch, const char *name,
-                       int64_t values_count, int64_t view_base, int64_t view_offset, const ts_tensor *kept) {
+                       int64_t values_count, int64_t view_base, int64_t view_offset, int view_scale,
+                       const ts_tensor *kept) {
     size_t len = strlen(name);
     memset(p, 0, prefix_size);
     memcpy(p, TRF_PREFIX_MAGIC, 4);
@@ -790,6 +773,7 @@ static void put_prefix(unsigned char *p, size_t prefix_size, uint64_t record_siz
     if (content & TRF_CONTENT_VIEW) {
         trf_put64(p + TRF_P_VIEW_BASE, (uint64_t)view_base);
         trf_put64(p + TRF_P_VIEW_OFFSET, (uint64_t)view_offset);
+        p[TRF_P_VIEW_SCALE] = (unsigned char)(int8_t)view_scale;
         for (int d = 0; d < kept->rank; d++) trf_put64(p + TRF_P_VIEW_STRIDES + 8 * d, (uint64_t)kept->stride[d]);
     }
     memcpy(p + TRF_P_NAME, name, len);
@@ -888,7 +872,79 @@ static ts_status keep_copy(ts_trace_writer *w, const unsigned char *prefix, size
     return TS_OK;
 }
 
-ts_status ts_trace_writer_step(ts_trace_writer *w, const char *name, ts_op op, const ts_tensor *t, ts_tag tag) {
+/* The lowest and one past the highest element t touches. */
+static void extent(const ts_tensor *t, int64_t numel, const float **lo, const float **hi) {
+    const float *a = t->data, *b = t->data;
+    for (int d = 0; d < t->rank && numel > 0; d++) {
+        int64_t span = (t->shape[d] - 1) * t->stride[d];
+        if (span < 0) a += span;
+        else b += span;
+    }
+    *lo = a;
+    *hi = numel > 0 ? b + 1 : b;
+}
+
+/* Statistics already known for exactly t's elements, or NULL. */
+static const ts_trace_stats *same_elements(const ts_trace_writer *w, const ts_tensor *t, int64_t numel) {
+    if (numel == 0 || !dense(t)) return NULL;
+    for (int i = 0; i < w->n_same; i++)
+        if (w->same[i].data == t->data && w->same[i].numel == numel) return &w->same[i].stats;
+    return NULL;
+}
+
+/* After a step that computed t: forget what it may have overwritten, and
+ * remember its statistics (st, NULL when it has none) when it is dense. */
+static void remember_elements(ts_trace_writer *w, const ts_tensor *t, int64_t numel, const ts_trace_stats *st) {
+    const float *lo, *hi;
+    extent(t, numel, &lo, &hi);
+    int kept = 0;
+    for (int i = 0; i < w->n_same; i++) {
+        const float *a = w->same[i].data, *b = a + w->same[i].numel;
+        if (b <= lo || a >= hi) w->same[kept++] = w->same[i];
+    }
+    w->n_same = kept;
+    if (!st || numel == 0 || !dense(t)) return;
+    if (w->n_same == SAME_MAX) {
+        memmove(&w->same[0], &w->same[1], (SAME_MAX - 1) * sizeof w->same[0]);
+        w->n_same--;
+    }
+    w->same[w->n_same].data = t->data;
+    w->same[w->n_same].numel = numel;
+    w->same[w->n_same].stats = *st;
+    w->n_same++;
+}
+
+static bool same_layout(const ts_tensor *a, const ts_tensor *b) {
+    if (a->data != b->data || a->rank != b->rank) return false;
+    for (int d = 0; d < a->rank; d++)
+        if (a->shape[d] != b->shape[d] || (a->shape[d] > 1 && a->stride[d] != b->stride[d])) return false;
+    return true;
+}
+
+/* A factor whose products are exact: a positive power of two. Then the scaled
+ * values keep their order and their histogram bins (bin edges scale with
+ * them, and every float operation of the binning scales exactly), and each
+ * statistic scales; only values that underflow to subnormals would round. */
+static bool exact_factor(float factor, int *exponent) {
+    int e = 0;
+    if (!(factor > 0) || !isfinite(factor) || frexpf(factor, &e) != 0.5f) return false;
+    *exponent = e - 1; /* factor = 0.5 * 2^e */
+    return *exponent >= -TRF_VIEW_SCALE_MAX && *exponent <= TRF_VIEW_SCALE_MAX;
+}
+
+static void scale_stats(ts_trace_stats *out, const ts_trace_stats *in, float factor) {
+    *out = *in;
+    out->min = in->min * factor;
+    out->max = in->max * factor;
+    out->mean = in->mean * factor;
+    out->std = in->std * factor;
+    out->mean_abs = in->mean_abs * factor;
+}
+
+/* One step; factor != 0: the model says its values are the previous step's
+ * times factor (ts_hook_like_fn). */
+static ts_status write_step(ts_trace_writer *w, const char *name, ts_op op, const ts_tensor *t, ts_tag tag,
+                            float factor) {
     ts_status s = check_io(w);
     if (s) return s;
     int64_t numel = 0;
@@ -900,7 +956,14 @@ ts_status ts_trace_writer_step(ts_trace_writer *w, const char *name, ts_op op, c
         w->offsets = grown;
         w->cap_steps = cap;
     }
-    bool view_op = is_view_op(op);
+    /* Like the step before: its statistics, scaled; with factor 1 the very
+     * values, so it is stored as a view of them, as a reshape would be. */
+    int exponent = 0;
+    bool like = factor != 0.0f && w->prev.valid && same_layout(t, &w->prev.t) && exact_factor(factor, &exponent);
+    /* Its values can be a view of the step before (scaled by 2^exponent);
+     * only factor 1 leaves the memory as it was for later views. */
+    bool view_op = is_view_op(op) || like;
+    bool unchanged = is_view_op(op) || (like && exponent == 0);
     decision d = decide(w, name, t, numel, tag, view_op);
     if (numel > 0 && !t->data) d.stats = d.values = false;
 
@@ -924,7 +987,7 @@ ts_status ts_trace_writer_step(ts_trace_writer *w, const char *name, ts_op op, c
     uint64_t record_size = prefix_size + values_area + TRF_SUFFIX_SIZE;
     unsigned char prefix[TRF_P_NAME + TRF_NAME_MAX + TRF_ALIGN];
     put_prefix(prefix, prefix_size, record_size, w->n_steps, op, tag, t, content, d.values ? d.batch : -1, name,
-               values_count, w->base.index, view_offset, &kept);
+               values_count, w->base.index, view_offset, like ? exponent : 0, &kept);
 
     /* Every record starts on a 64-byte boundary, so values do too. */
     uint64_t offset = stream_pos(w);
@@ -936,13 +999,17 @@ ts_status ts_trace_writer_step(ts_trace_writer *w, const char *name, ts_op op, c
     trf_acc acc;
     trf_acc_init(&acc);
     bool stored = d.values && !as_view;
-    bool whole = stored && d.batch < 0;
+    bool derived = d.stats && like;
+    const ts_trace_stats *known = NULL;
+    bool whole = stored && d.batch < 0 && !derived;
     if (stored && (s = put_values(w, &vk, whole, &acc, &values_crc))) return s;
     if (values_area > (uint64_t)values_count * sizeof(float) &&
         (s = stream_put(w, NULL, (size_t)(values_area - (uint64_t)values_count * sizeof(float)))))
         return s;
-    if (d.stats && view_op && w->same.valid && t->data == w->same.data && numel == w->same.numel && dense(t)) {
-        st = w->same.stats; /* the same elements in another order: the same statistics */
+    if (derived) {
+        scale_stats(&st, &w->prev.stats, factor);
+    } else if (d.stats && view_op && (known = same_elements(w, t, numel))) {
+        st = *known; /* the same elements in another order: the same statistics */
     } else if (d.stats) {
         if (!whole) stats_of(w, &vt, &acc);
         trf_acc_finish(&acc, &st);
@@ -951,18 +1018,19 @@ ts_status ts_trace_writer_step(ts_trace_writer *w, const char *name, ts_op op, c
 
     /* Views may point into this step from now on, or (after a step that
      * computed something) into nothing until the next stored one. */
-    if (!view_op) {
+    if (!unchanged) {
         w->base.index = -1;
-        w->same.valid = d.stats && vt.contiguous && numel > 0;
-        w->same.data = t->data;
-        w->same.numel = numel;
-        w->same.stats = st;
+        remember_elements(w, t, numel, d.stats ? &st : NULL);
     }
     if (stored && vk.contiguous) {
         w->base.index = w->n_steps;
         w->base.data = kept.data;
         w->base.count = values_count;
     }
+
+    w->prev.valid = d.stats;
+    w->prev.t = *t;
+    w->prev.stats = st;
 
     unsigned char suffix[TRF_SUFFIX_SIZE];
     put_suffix(suffix, w->n_steps, &st, values_crc);
@@ -988,15 +1056,30 @@ ts_status ts_trace_writer_step(ts_trace_writer *w, const char *name, ts_op op, c
     return TS_OK;
 }
 
-static ts_status hook_fn(void *ctx, const char *name, ts_op op, const ts_tensor *t, ts_tag tag) {
+ts_status ts_trace_writer_step(ts_trace_writer *w, const char *name, ts_op op, const ts_tensor *t, ts_tag tag) {
+    return write_step(w, name, op, t, tag, 0.0f);
+}
+
+ts_status ts_trace_writer_step_like(ts_trace_writer *w, const char *name, ts_op op, const ts_tensor *t, ts_tag tag,
+                                    float factor) {
+    return write_step(w, name, op, t, tag, factor);
+}
+
+static ts_status hook_like(void *ctx, const char *name, ts_op op, const ts_tensor *t, ts_tag tag, float factor) {
     ts_trace_writer *w = ctx;
     double t0 = now_seconds();
-    ts_status s = ts_trace_writer_step(w, name, op, t, tag);
+    ts_status s = write_step(w, name, op, t, tag, factor);
     w->hook_seconds += now_seconds() - t0;
     return s;
 }
 
-ts_hook ts_trace_writer_hook(ts_trace_writer *w) { return (ts_hook){hook_fn, w}; }
+static ts_status hook_fn(void *ctx, const char *name, ts_op op, const ts_tensor *t, ts_tag tag) {
+    return hook_like(ctx, name, op, t, tag, 0.0f);
+}
+
+ts_hook ts_trace_writer_hook(ts_trace_writer *w) {
+    return (ts_hook){.fn = hook_fn, .ctx = w, .like_previous = hook_like};
+}
 
 ts_status ts_trace_writer_flush(ts_trace_writer *w) {
     ts_status s = check_io(w);
@@ -1053,42 +1136,7 @@ static ts_status check_options(const ts_trace_options *opt) {
     return TS_OK;
 }
 
-static void stop_helpers(ts_trace_writer *w) {
-    if (!w->pmu_ready) return;
-    pthread_mutex_lock(&w->pmu);
-    w->helpers_stop = true;
-    pthread_cond_broadcast(&w->pcv_start);
-    pthread_mutex_unlock(&w->pmu);
-    for (int i = 0; i < w->n_helpers; i++) pthread_join(w->helpers[i], NULL);
-    w->n_helpers = 0;
-    pthread_mutex_destroy(&w->pmu);
-    pthread_cond_destroy(&w->pcv_start);
-    pthread_cond_destroy(&w->pcv_left);
-    w->pmu_ready = false;
-}
-
-/* threads - 1 helpers; fewer if the system will not start them. */
-static void start_helpers(ts_trace_writer *w) {
-    if (w->threads < 2 || pthread_mutex_init(&w->pmu, NULL)) return;
-    if (pthread_cond_init(&w->pcv_start, NULL)) {
-        pthread_mutex_destroy(&w->pmu);
-        return;
-    }
-    if (pthread_cond_init(&w->pcv_left, NULL)) {
-        pthread_cond_destroy(&w->pcv_start);
-        pthread_mutex_destroy(&w->pmu);
-        return;
-    }
-    w->pmu_ready = true;
-    for (int i = 0; i < w->threads - 1; i++) {
-        w->helper_args[i] = (helper_arg){w, i + 1};
-        if (pthread_create(&w->helpers[i], NULL, helper_main, &w->helper_args[i])) break;
-        w->n_helpers++;
-    }
-}
-
 static void free_writer(ts_trace_writer *w) {
-    stop_helpers(w);
     if (w->thread_started) {
         pthread_mutex_lock(&w->mu);
         w->stop = true;
@@ -1204,7 +1252,6 @@ ts_status ts_trace_writer_open(const char *path, const char *metadata_json, cons
     }
     w->thread_started = true;
     w->last_flush = now_seconds();
-    start_helpers(w);
 
     s = write_header(w, meta);
     free(meta);

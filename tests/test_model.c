@@ -44,7 +44,7 @@ static void tiny_traces_every_step_with_its_shape(void **state) {
     ts_model_input in = {.src_ids = src, .tgt_ids = tgt};
     capture r;
     capture_init(&r, MAX_STEPS, NULL);
-    ts_hook hook = {capture_record, &r};
+    ts_hook hook = {.fn = capture_record, .ctx = &r};
     ts_tensor out;
     assert_ok(ts_model_forward(&m, &in, &hook, &out));
     assert_shape(&out, 1, 4, 8);
@@ -118,7 +118,7 @@ static void dry_run_lists_the_same_steps(void **state) {
         ts_model_input in = {0};
         if (c->input == TS_INPUT_TOKENS) in.src_ids = src, in.tgt_ids = tgt;
         else in.src_embedded = x;
-        ts_hook h1 = {capture_record, &real}, h2 = {capture_record, &dry};
+        ts_hook h1 = {.fn = capture_record, .ctx = &real}, h2 = {.fn = capture_record, .ctx = &dry};
         assert_ok(ts_model_forward(&m, &in, &h1, NULL));
         ts_model_summary sum;
         assert_ok(ts_model_dry_run(c, &h2, &sum));
@@ -145,7 +145,7 @@ static void seed000_steps_cover_the_seed_printout(void **state) {
     assert_ok(ts_model_config_preset(&c, "seed000"));
     capture r;
     capture_init(&r, MAX_STEPS, NULL);
-    ts_hook hook = {capture_record, &r};
+    ts_hook hook = {.fn = capture_record, .ctx = &r};
     ts_model_summary sum;
     assert_ok(ts_model_dry_run(&c, &hook, &sum));
     /* 201 GFLOP, as ../shared/peers/torch_enc.py counts them */
@@ -190,7 +190,7 @@ static void causal_rows_see_only_the_past(void **state) {
     capture_init(&r, MAX_STEPS, NULL);
     r.keep[r.n_keep++] = "decoder.layers.0.self_attn.weights";
     r.keep[r.n_keep++] = "decoder.layers.0.self_attn.masked";
-    ts_hook hook = {capture_record, &r};
+    ts_hook hook = {.fn = capture_record, .ctx = &r};
     assert_ok(ts_model_forward(&m, &in, &hook, NULL));
     const float *w = capture_find(&r, "decoder.layers.0.self_attn.weights")->values;
     const float *masked = capture_find(&r, "decoder.layers.0.self_attn.masked")->values;
@@ -224,7 +224,7 @@ static void key_padding_hides_padded_keys(void **state) {
     capture r;
     capture_init(&r, MAX_STEPS, NULL);
     r.keep[r.n_keep++] = "encoder.layers.0.self_attn.weights";
-    ts_hook hook = {capture_record, &r};
+    ts_hook hook = {.fn = capture_record, .ctx = &r};
     ts_tensor out;
     assert_ok(ts_model_forward(&m, &in, &hook, &out));
     assert_non_null(capture_find(&r, "encoder.layers.0.self_attn.masked"));
@@ -261,7 +261,7 @@ static void fully_masked_row_gives_zeros(void **state) {
         capture r;
         capture_init(&r, MAX_STEPS, NULL);
         r.keep[r.n_keep++] = "encoder.layers.0.self_attn.weights";
-        ts_hook hook = {capture_record, &r};
+        ts_hook hook = {.fn = capture_record, .ctx = &r};
         ts_tensor out;
         assert_ok(ts_model_forward(&m, &in, watched ? &hook : NULL, &out));
         for (int64_t i = 0; i < ts_tensor_numel(&out); i++) assert_true(isfinite(out.data[i]));
@@ -422,7 +422,7 @@ static void check_against_reference(ts_model_config c, const uint8_t *pad) {
     for (int watched = 0; watched < 2; watched++) {
         capture r;
         capture_init(&r, MAX_STEPS, NULL);
-        ts_hook hook = {capture_record, &r};
+        ts_hook hook = {.fn = capture_record, .ctx = &r};
         ts_tensor out;
         assert_ok(ts_model_forward(&m, &in, watched ? &hook : NULL, &out));
         assert_floats_close(out.data, want_f, n, 1e-4);
@@ -465,7 +465,7 @@ static void concat_is_values_permuted_back(void **state) {
     capture_init(&r, MAX_STEPS, NULL);
     r.keep[r.n_keep++] = "encoder.layers.0.self_attn.values";
     r.keep[r.n_keep++] = "encoder.layers.0.self_attn.concat";
-    ts_hook hook = {capture_record, &r};
+    ts_hook hook = {.fn = capture_record, .ctx = &r};
     assert_ok(ts_model_forward(&m, &in, &hook, NULL));
     const float *values = capture_find(&r, "encoder.layers.0.self_attn.values")->values; // (2, 2, 5, 4)
     const float *concat = capture_find(&r, "encoder.layers.0.self_attn.concat")->values; // (2, 5, 8)
@@ -503,7 +503,7 @@ static void hook_does_not_change_the_numbers(void **state) {
     memcpy(plain, out.data, sizeof plain);
     capture r;
     capture_init(&r, MAX_STEPS, NULL);
-    ts_hook hook = {capture_record, &r};
+    ts_hook hook = {.fn = capture_record, .ctx = &r};
     assert_ok(ts_model_forward(&m, &in, &hook, &out));
     assert_floats_close(out.data, plain, 32, 1e-6);
     capture_free(&r);
@@ -525,7 +525,7 @@ static void hook_error_stops_the_pass(void **state) {
     float *x = fixture_randn(2 * 5 * 8, 5);
     ts_model_input in = {.src_embedded = x};
     int calls = 0;
-    ts_hook hook = {stop_at_weights, &calls};
+    ts_hook hook = {.fn = stop_at_weights, .ctx = &calls};
     assert_int_equal(ts_model_forward(&m, &in, &hook, NULL), TS_ERR_IO);
     assert_string_equal(ts_last_error(), "disk full");
     assert_true(calls > 5 && calls < 20);
@@ -647,7 +647,7 @@ static void learned_embeddings_go_through_a_norm(void **state) {
     assert_ok(ts_model_config_preset(&c, "seed004"));
     capture r;
     capture_init(&r, MAX_STEPS, NULL);
-    ts_hook hook = {capture_record, &r};
+    ts_hook hook = {.fn = capture_record, .ctx = &r};
     assert_ok(ts_model_dry_run(&c, &hook, NULL));
     assert_step_shape(&r, "embed.tokens", 1, 9, 768);
     assert_step_shape(&r, "embed.pe", 9, 768);
@@ -667,7 +667,7 @@ static void seed001_projects_1024_to_3x512(void **state) {
     assert_ok(ts_model_config_preset(&c, "seed001"));
     capture r;
     capture_init(&r, MAX_STEPS, NULL);
-    ts_hook hook = {capture_record, &r};
+    ts_hook hook = {.fn = capture_record, .ctx = &r};
     ts_model_summary sum;
     assert_ok(ts_model_dry_run(&c, &hook, &sum));
     assert_step_shape(&r, "input", 30, 10, 1024);

@@ -125,7 +125,7 @@ static void model_matches_pytorch(void **state) {
         if (s.cfg.arch == TS_ARCH_ENCODER && i < s.cfg.layers && ref_fixture_exists(dir, layer_files[i]))
             expect_step(&r, layer_steps[i], layer_files[i]);
     if (s.cfg.arch == TS_ARCH_ENCODER_DECODER && !s.decoder_alone) expect_step(&r, "encoder.out", "memory.npy");
-    ts_hook hook = {record, &r};
+    ts_hook hook = {.fn = record, .ctx = &r};
 
     ts_tensor out;
     assert_ok(ts_model_forward(&m, &io.in, &hook, &out));

@@ -196,6 +196,76 @@ static void stats_match_reference_on_every_isa(void **state) {
     free(y);
 }
 
+/* Every instruction set's hist kernel adds to hist exactly the counts of
+ * trf_bin, the reference rule. */
+static void assert_hist_like_trf_bin(const float *x, int64_t n, float lo, float scale) {
+    uint64_t want[TS_TRACE_HIST_BINS];
+    for (int b = 0; b < TS_TRACE_HIST_BINS; b++) want[b] = 1000u * (uint64_t)b; /* kernels add, not set */
+    for (int64_t i = 0; i < n; i++) want[trf_bin(x[i], lo, scale)]++;
+    const trf_stats_ops *isas[] = {&trf_stats_scalar,
+#if defined(TRF_HAVE_X86)
+                                   ts_isa_supported(TS_ISA_AVX2) ? &trf_stats_avx2 : NULL,
+                                   ts_isa_supported(TS_ISA_AVX512) ? &trf_stats_avx512 : NULL
+#endif
+    };
+    for (size_t k = 0; k < sizeof isas / sizeof isas[0]; k++) {
+        if (!isas[k] || !isas[k]->hist) continue;
+        uint64_t got[TS_TRACE_HIST_BINS];
+        for (int b = 0; b < TS_TRACE_HIST_BINS; b++) got[b] = 1000u * (uint64_t)b;
+        isas[k]->hist(got, x, n, lo, scale);
+        for (int b = 0; b < TS_TRACE_HIST_BINS; b++)
+            if (got[b] != want[b])
+                fail_msg("isa %zu, n %lld: bin %d has %llu, trf_bin gives %llu", k, (long long)n, b,
+                         (unsigned long long)got[b], (unsigned long long)want[b]);
+    }
+}
+
+/* The SIMD kernels count with bit-sliced counters flushed every 2^24 elements
+ * and handle tails with masks, so: lengths around every vector, group and
+ * block size, bin edges and values outside [lo, hi], and runs in one bin, up
+ * to past the flush interval (which fills every counter to its top bit). */
+static void hist_kernels_bin_like_trf_bin(void **state) {
+    (void)state;
+    const int64_t n = 100003;
+    float *x = random_floats(n, 2.0f, 0.5f);
+    float mn = x[0], mx = x[0];
+    for (int64_t i = 0; i < n; i++) {
+        mn = fminf(mn, x[i]);
+        mx = fmaxf(mx, x[i]);
+    }
+    const int64_t lengths[] = {1,   7,   8,   9,   15,  16,   17,   31,   32,   33,   63,   64,  65,   127,
+                               128, 129, 255, 256, 257, 511, 512, 513, 1023, 1024, 1025, 4096, 4099, n};
+    for (size_t i = 0; i < sizeof lengths / sizeof lengths[0]; i++)
+        assert_hist_like_trf_bin(x, lengths[i], mn, (float)TS_TRACE_HIST_BINS / (mx - mn));
+
+    /* Edges, with lo and scale powers of two so that x = lo + f / scale is
+     * exact: f below -1, in (-1, 0], at 0, around 32 (where the kernels'
+     * halves meet), 63 and 64, and far above (up to float overflow). 23
+     * values, so that each lands in every lane position. */
+    const float lo = 0.5f, scale = 8.0f;
+    const float fs[] = {-1e30f, -2.0f, -1.0f, -0.999f, -0.5f, -0.0f, 0.0f,  1e-7f,   0.5f,  1.0f,  31.0f, 31.999f,
+                        32.0f,  32.5f, 33.0f, 62.999f, 63.0f, 63.5f, 64.0f, 64.001f, 100.0f, 1e9f, 1e30f};
+    const int nf = (int)(sizeof fs / sizeof fs[0]);
+    for (int64_t i = 0; i < n; i++) x[i] = lo + fs[i % nf] / scale;
+    x[5] = 3e38f;  /* (x - lo) * scale overflows to +inf: bin 63 */
+    x[6] = -3e38f; /* and to -inf: bin 0 */
+    assert_hist_like_trf_bin(x, 2013, lo, scale);
+    assert_hist_like_trf_bin(x, n, lo, scale);
+    free(x);
+
+    /* One bin, then past the flush interval; a few strays on the side. */
+    const int64_t long_n = ((int64_t)1 << 24) + 1005;
+    float *run = malloc((size_t)long_n * sizeof *run);
+    assert_non_null(run);
+    for (int64_t i = 0; i < long_n; i++) run[i] = lo + 37.5f / scale;
+    assert_hist_like_trf_bin(run, 5000, lo, scale);
+    run[3] = lo - 100.0f;
+    run[long_n / 2] = lo + 63.0f / scale;
+    run[long_n - 1] = lo;
+    assert_hist_like_trf_bin(run, long_n, lo, scale);
+    free(run);
+}
+
 /* ---- writing and reading ---- */
 
 typedef struct fixture_step {
@@ -475,6 +545,82 @@ static void views_of_a_stored_step(void **state) {
         free(other);
     }
 }
+
+static float *copy_floats(const float *x, int64_t n) {
+    float *c = malloc((size_t)n * sizeof *c);
+    assert_non_null(c);
+    memcpy(c, x, (size_t)n * sizeof *c);
+    return c;
+}
+
+/* Steps the model declares to be the step before times a factor
+ * (ts_hook_call_like). With a power of two on the same memory the writer
+ * derives the statistics and records the values as a view (scaled when the
+ * factor is not 1); otherwise the step is traced as any other. Either way
+ * every figure must be what reading the values gives. */
+static void like_steps_match_their_values(void **state) {
+    (void)state;
+    enum { N_LIKE = 5 };
+    const int64_t shape[4] = {3, 4, 50, 50}, n = 3 * 4 * 50 * 50, per_batch = n / 3;
+    const char *names[N_LIKE] = {"scores", "scaled", "dropout", "odd", "elsewhere"};
+    for (int level = TS_TRACE_STATS; level <= TS_TRACE_VALUES; level++) {
+        for (int keep = -1; keep <= 1; keep += 2) {
+            if (level == TS_TRACE_STATS && keep >= 0) continue;
+            float *x = random_floats(n, 4.0f, -1.0f), *other = random_floats(n, 1.0f, 0.0f);
+            float *seen[N_LIKE];
+            ts_tensor t = view_of(x, 4, shape), u = view_of(other, 4, shape);
+            const char *path = path_in("like.tstrace");
+            ts_trace_options opt;
+            ts_trace_options_default(&opt);
+            opt.level = (ts_trace_level)level;
+            opt.keep_batch = keep;
+            opt.threads = 2;
+            ts_trace_writer *w;
+            assert_ok(ts_trace_writer_open(path, NULL, &opt, &w));
+            ts_hook hook = ts_trace_writer_hook(w);
+            assert_ok(ts_hook_call(&hook, names[0], TS_OP_MATMUL, &t, TS_TAG_ATTN_SCORES));
+            seen[0] = copy_floats(x, n);
+            for (int64_t i = 0; i < n; i++) x[i] *= 0.125f;
+            assert_ok(ts_hook_call_like(&hook, names[1], TS_OP_SCALE, &t, TS_TAG_ATTN_SCORES, 0.125f));
+            seen[1] = copy_floats(x, n);
+            assert_ok(ts_hook_call_like(&hook, names[2], TS_OP_DROPOUT, &t, TS_TAG_PLAIN, 1.0f));
+            seen[2] = copy_floats(x, n);
+            for (int64_t i = 0; i < n; i++) x[i] *= 0.3f;
+            assert_ok(ts_hook_call_like(&hook, names[3], TS_OP_SCALE, &t, TS_TAG_PLAIN, 0.3f));
+            seen[3] = copy_floats(x, n);
+            assert_ok(ts_hook_call_like(&hook, names[4], TS_OP_DROPOUT, &u, TS_TAG_PLAIN, 1.0f));
+            seen[4] = copy_floats(other, n);
+            assert_ok(ts_trace_writer_close(w, NULL));
+
+            ts_trace *tr;
+            assert_ok(ts_trace_open(path, &tr));
+            assert_int_equal(ts_trace_count(tr), N_LIKE);
+            for (int i = 0; i < N_LIKE; i++) {
+                const ts_trace_step *s = ts_trace_step_at(tr, i);
+                assert_string_equal(s->name, names[i]);
+                ts_trace_stats want;
+                ts_trace_stats_compute(&want, seen[i], n);
+                assert_stats_close(&s->stats, &want);
+                assert_memory_equal(s->stats.hist, want.hist, sizeof want.hist);
+                if (level != TS_TRACE_VALUES) continue;
+                /* scaled views scores x 0.125; a view of a scaled view is not
+                 * recorded, so the dropout after it keeps its own values. */
+                assert_int_equal(s->view_of, i == 1 ? 0 : -1);
+                assert_true(s->view_factor == (i == 1 ? 0.125f : 1.0f));
+                const float *v;
+                assert_ok(ts_trace_values(tr, i, &v));
+                int64_t from = keep >= 0 ? keep * per_batch : 0, count = keep >= 0 ? per_batch : n;
+                assert_int_equal(s->values_count, count);
+                assert_memory_equal(v, seen[i] + from, (size_t)count * sizeof(float));
+            }
+            ts_trace_close(tr);
+            for (int i = 0; i < N_LIKE; i++) free(seen[i]);
+            free(x);
+            free(other);
+        }
+    }
+}
+
 
 static void only_and_keep_batch(void **state) {
     (void)state;
@@ -922,9 +1068,11 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(crc_matches_zlib),
         cmocka_unit_test(stats_match_reference_on_every_isa),
+        cmocka_unit_test(hist_kernels_bin_like_trf_bin),
         cmocka_unit_test(round_trip_every_level),
         cmocka_unit_test(strided_views_are_gathered_row_major),
         cmocka_unit_test(views_of_a_stored_step),
+        cmocka_unit_test(like_steps_match_their_values),
         cmocka_unit_test(only_and_keep_batch),
         cmocka_unit_test(auto_policy_follows_the_budget),
         cmocka_unit_test(lookups_by_index_name_and_glob),

@@ -24,7 +24,7 @@ static void forward(const ts_model_config *c, const ts_model_input *in, capture 
                     int64_t *empty_rows) {
     ts_model m;
     assert_ok(ts_model_init(&m, c));
-    ts_hook hook = {capture_record, r};
+    ts_hook hook = {.fn = capture_record, .ctx = r};
     ts_tensor t;
     assert_ok(ts_model_forward(&m, in, r ? &hook : NULL, &t));
     *numel = ts_tensor_numel(&t);

@@ -70,15 +70,34 @@ const char *ts_tag_name(ts_tag tag); /* "attn_weights"; "?" when out of range */
  * model returns that status (for example a trace writer whose disk is full). */
 typedef ts_status (*ts_hook_fn)(void *ctx, const char *name, ts_op op, const ts_tensor *t, ts_tag tag);
 
+/* Called instead of fn, when set, for a step whose every value is the value
+ * at the same place in the step handed to the hook just before, times
+ * `factor`: 1 for an eval-mode dropout or a layer's out that is its last
+ * norm's out, 1/sqrt(hd) for the scaled scores. A trace writer then derives
+ * the statistics instead of reading every element again. The hint holds only
+ * for the same memory: a hook must check that t is laid out as that step was. */
+typedef ts_status (*ts_hook_like_fn)(void *ctx, const char *name, ts_op op, const ts_tensor *t, ts_tag tag,
+                                     float factor);
+
 typedef struct ts_hook {
     ts_hook_fn fn; /* NULL: no hook, nothing is called */
     void *ctx;
+    ts_hook_like_fn like_previous; /* optional */
 } ts_hook;
 
 /* Call the hook if there is one; TS_OK otherwise. */
 static inline ts_status ts_hook_call(const ts_hook *hook, const char *name, ts_op op,
                                      const ts_tensor *t, ts_tag tag) {
     if (!hook || !hook->fn) return TS_OK;
+    return hook->fn(hook->ctx, name, op, t, tag);
+}
+
+/* A step the model knows to be the previous one times factor (see
+ * ts_hook_like_fn): through like_previous when the hook has it. */
+static inline ts_status ts_hook_call_like(const ts_hook *hook, const char *name, ts_op op,
+                                          const ts_tensor *t, ts_tag tag, float factor) {
+    if (!hook || !hook->fn) return TS_OK;
+    if (hook->like_previous) return hook->like_previous(hook->ctx, name, op, t, tag, factor);
     return hook->fn(hook->ctx, name, op, t, tag);
 }
 

@@ -120,6 +120,14 @@ ts_hook ts_trace_writer_hook(ts_trace_writer *w);
 ts_status ts_trace_writer_step(ts_trace_writer *w, const char *name, ts_op op,
                                const ts_tensor *t, ts_tag tag);
 
+/* A step whose values are the previous step's times factor, as the hook's
+ * like_previous is told (see ts_hook_like_fn). When t is laid out as that
+ * step was and factor is a power of two, the statistics are derived from it
+ * (and with factor 1 the values are stored as a view of it); otherwise this
+ * is ts_trace_writer_step. */
+ts_status ts_trace_writer_step_like(ts_trace_writer *w, const char *name, ts_op op,
+                                    const ts_tensor *t, ts_tag tag, float factor);
+
 /* Wait until every step handed over so far is in the file (PATH.tmp), so a
  * process killed after this loses none of them. The writer also does this on
  * its own at most a second after a step when the run is slow. */
@@ -161,13 +169,16 @@ typedef struct ts_trace_step {
     int64_t values_shape[TS_MAX_RANK]; /* shape of what is kept (rank as above) */
     int64_t values_count;              /* elements kept, 0 without values */
     int64_t view_of;                   /* -1, or the step whose values these index (reshape, permute, chunk) */
+    float view_factor;                 /* views: the values are the base's times this (a power of two; 1 mostly) */
     uint64_t file_offset, record_bytes; /* where the record lies in the file */
 } ts_trace_step;
 
 /* Steps whose op is reshape, permute or chunk and whose elements lie in the
  * values of the step they view are stored as views (base step, offset,
  * strides), not copied: the model computes nothing for a view, so the base's
- * memory still holds them. ts_trace_values gives them like any other step. */
+ * memory still holds them. So are steps the model declares to be the step
+ * before times a power of two (an eval-mode dropout: 1; the scaled scores:
+ * 1/sqrt(hd)). ts_trace_values gives them like any other step. */
 
 /* Map and index the file. A file with no valid trailer (a killed writer) or a
  * damaged index is read by scanning its records and keeps every complete one

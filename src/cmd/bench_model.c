@@ -14,8 +14,9 @@
 #include "tscope/kernels.h"
 #include "tscope/trace.h"
 
-/* One forward; with trace_path, through a stats-level trace written there. */
-static ts_status one_pass(ts_model *m, const ts_model_input *in, const char *trace_path, double *seconds) {
+/* One forward; with trace_path, through a trace at `level` written there. */
+static ts_status one_pass(ts_model *m, const ts_model_input *in, const char *trace_path, ts_trace_level level,
+                          double *seconds) {
     double t0 = bench_now();
     ts_status st;
     if (!trace_path) {
@@ -23,7 +24,7 @@ static ts_status one_pass(ts_model *m, const ts_model_input *in, const char *tra
     } else {
         ts_trace_options opt;
         ts_trace_options_default(&opt);
-        opt.level = TS_TRACE_STATS;
+        opt.level = level;
         ts_trace_writer *w = NULL;
         st = ts_trace_writer_open(trace_path, NULL, &opt, &w);
         if (st) return st;
@@ -41,16 +42,26 @@ static ts_status one_pass(ts_model *m, const ts_model_input *in, const char *tra
 }
 
 /* Median seconds of reps passes after one warm-up. */
-static ts_status timed(ts_model *m, const ts_model_input *in, const char *trace_path, int reps, double *median) {
+static ts_status timed(ts_model *m, const ts_model_input *in, const char *trace_path, ts_trace_level level, int reps,
+                       double *median) {
     double *t = calloc((size_t)reps, sizeof *t), warm;
     if (!t) return ts_fail(TS_ERR_NOMEM, "bench: out of memory");
-    ts_status st = one_pass(m, in, trace_path, &warm);
-    for (int i = 0; i < reps && !st; i++) st = one_pass(m, in, trace_path, &t[i]);
+    ts_status st = one_pass(m, in, trace_path, level, &warm);
+    for (int i = 0; i < reps && !st; i++) st = one_pass(m, in, trace_path, level, &t[i]);
     if (!st) {
         *median = bench_median(t, reps);
     }
     free(t);
     return st;
+}
+
+/* One line of the table; against > 0 adds what it costs over that time. */
+static void print_row(const char *label, double seconds, double against, double flops, double peak) {
+    double gf = flops / seconds / 1e9;
+    printf("%-28s %8.1f ms  %7.1f GFLOP/s  %5.1f%% of peak", label, seconds * 1e3, gf, 100.0 * gf / peak);
+    if (against > 0) printf("  (tracing %+.1f%%)", 100.0 * (seconds / against - 1.0));
+    printf("\n");
+    fflush(stdout);
 }
 
 int bench_model_forward(int reps, const char *preset) {
@@ -82,22 +93,21 @@ int bench_model_forward(int reps, const char *preset) {
     printf("# %.1f GFLOP of matmuls per forward; kernels %s, %d threads, peak %.1f GFLOP/s; median of %d after a warm-up\n",
            sum.flops / 1e9, ts_isa_name(ts_kernels_isa()), ts_kernels_threads(), peak, reps);
     ts_model_input in = model_batch_input(&batch);
-    double plain = 0, traced = 0;
-    ts_status st = timed(&m, &in, NULL, reps, &plain);
-    if (!st) {
-        double gf = sum.flops / plain / 1e9;
-        printf("forward, no hook           %8.1f ms  %7.1f GFLOP/s  %5.1f%% of peak\n", plain * 1e3, gf,
-               100.0 * gf / peak);
-        fflush(stdout);
-        st = timed(&m, &in, trace_path, reps, &traced);
+    double plain = 0;
+    ts_status st = timed(&m, &in, NULL, TS_TRACE_SHAPES, reps, &plain);
+    if (!st) print_row("forward, no hook", plain, 0, sum.flops, peak);
+    /* Shapes level shows what watching alone costs (the model no longer fuses
+     * steps a hook must see); stats level adds the statistics. */
+    static const struct {
+        ts_trace_level level;
+        const char *label;
+    } traced[] = {{TS_TRACE_SHAPES, "forward, trace at shapes"}, {TS_TRACE_STATS, "forward, trace at stats"}};
+    for (size_t i = 0; i < sizeof traced / sizeof traced[0] && !st; i++) {
+        double seconds = 0;
+        st = timed(&m, &in, trace_path, traced[i].level, reps, &seconds);
+        if (!st) print_row(traced[i].label, seconds, plain, sum.flops, peak);
     }
-    if (!st) {
-        double gf = sum.flops / traced / 1e9;
-        printf("forward, trace at stats    %8.1f ms  %7.1f GFLOP/s  %5.1f%% of peak  (tracing %+.1f%%)\n",
-               traced * 1e3, gf, 100.0 * gf / peak, 100.0 * (traced / plain - 1.0));
-    } else {
-        rc = ts_cli_error("bench", "%s", ts_last_error());
-    }
+    if (st) rc = ts_cli_error("bench", "%s", ts_last_error());
     unlink(trace_path);
     ts_model_summary_free(&sum);
     ts_model_free(&m);

@@ -45,8 +45,11 @@ static void flags_text(char *buf, size_t size, const ts_trace_step *s) {
 }
 
 static void values_text(char *buf, size_t size, const ts_trace_step *s) {
-    char view[40] = "";
-    if (s->view_of >= 0) snprintf(view, sizeof view, " (view of #%lld)", (long long)s->view_of);
+    char view[64] = "";
+    if (s->view_of >= 0 && s->view_factor != 1.0f)
+        snprintf(view, sizeof view, " (view of #%lld x %g)", (long long)s->view_of, (double)s->view_factor);
+    else if (s->view_of >= 0)
+        snprintf(view, sizeof view, " (view of #%lld)", (long long)s->view_of);
     if (!s->has_values)
         snprintf(buf, size, "-");
     else if (s->batch_index >= 0)
@@ -85,7 +88,7 @@ static void print_table(const ts_trace *t, const ts_cli_list *only) {
     for (int64_t i = 0; i < n; i++) {
         const ts_trace_step *s = ts_trace_step_at(t, i);
         if (!wanted(only, s->name)) continue;
-        char shape[TS_SHAPE_TEXT_MAX], op[32], flags[64], values[64], name[NAME_WIDTH_MAX + 1];
+        char shape[TS_SHAPE_TEXT_MAX], op[32], flags[64], values[96], name[NAME_WIDTH_MAX + 1];
         ts_shape_format(shape, sizeof shape, s->rank, s->shape, TS_SHAPE_PLAIN);
         op_text(op, sizeof op, s->op);
         flags_text(flags, sizeof flags, s);

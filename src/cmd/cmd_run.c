@@ -116,7 +116,7 @@ static int run(const model_flags *mf, const run_opts *o) {
         in.tgt_embedded = y.f32;
     }
     shape_printer printer;
-    ts_hook hook = {NULL, NULL};
+    ts_hook hook = {.fn = NULL, .ctx = NULL};
     if (o->print_shapes) {
         shape_printer_init(&printer, stdout, strcmp(o->print_shapes, "torch") == 0 ? TS_SHAPE_TORCH : TS_SHAPE_PLAIN);
         hook = shape_printer_hook(&printer);

@@ -244,7 +244,7 @@ static ts_status tracer_record(tracer *t, ts_train *tr, const groups *g, int64_t
     if (st) return st;
     memcpy(t->probe.block, m->block, sizeof(float) * (size_t)m->n_floats);
     ts_model_input in = {.src_ids = t->psrc, .tgt_ids = t->ptgt};
-    ts_hook filter = {weights_only, t};
+    ts_hook filter = {.fn = weights_only, .ctx = t};
     st = ts_model_forward(&t->probe, &in, &filter, NULL);
     t->records++;
     return st;

@@ -290,7 +290,7 @@ void shape_printer_init(shape_printer *p, FILE *out, ts_shape_style style) {
     p->style = style;
 }
 
-ts_hook shape_printer_hook(shape_printer *p) { return (ts_hook){print_step, p}; }
+ts_hook shape_printer_hook(shape_printer *p) { return (ts_hook){.fn = print_step, .ctx = p}; }
 
 /* "; variant no-scale; mask padding-both; train mode" for what differs from the correct model. */
 static void describe_variants(const ts_model_config *c, char *buf, size_t size) {

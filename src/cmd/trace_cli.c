@@ -107,7 +107,7 @@ ts_status trace_cli_open(const trace_cli *tc, const ts_model_config *cfg, const 
     for (int i = 0; i < tc->only.count; i++) opt.only[opt.n_only++] = tc->only.items[i];
     opt.keep_batch = tc->keep_batch_seen ? tc->keep_batch : -1;
     size_count count = {0};
-    ts_hook counter = {count_step, &count};
+    ts_hook counter = {.fn = count_step, .ctx = &count};
     if ((s = ts_model_dry_run(cfg, &counter, NULL))) return s;
     opt.expected_bytes = count.bytes;
     if (opt.keep_batch >= 0 && cfg->batch > 0) opt.expected_bytes /= (uint64_t)cfg->batch;
@@ -157,10 +157,16 @@ static ts_status tee_step(void *ctx, const char *name, ts_op op, const ts_tensor
     return s ? s : ts_hook_call(&tee->b, name, op, t, tag);
 }
 
+static ts_status tee_like(void *ctx, const char *name, ts_op op, const ts_tensor *t, ts_tag tag, float factor) {
+    trace_tee *tee = ctx;
+    ts_status s = ts_hook_call_like(&tee->a, name, op, t, tag, factor);
+    return s ? s : ts_hook_call_like(&tee->b, name, op, t, tag, factor);
+}
+
 ts_hook trace_cli_tee(trace_tee *tee, ts_hook a, ts_hook b) {
     if (!a.fn) return b;
     if (!b.fn) return a;
     tee->a = a;
     tee->b = b;
-    return (ts_hook){tee_step, tee};
+    return (ts_hook){.fn = tee_step, .ctx = tee, .like_previous = tee_like};
 }
