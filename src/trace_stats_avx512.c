@@ -8,6 +8,8 @@
 #include <immintrin.h>
 #include <math.h>
 
+#include "simd_avx512.h"
+
 static void block_avx512(trf_acc *acc, const float *x, float *dst, int64_t n) {
     if (n <= 0) return;
     float shift0 = isfinite(x[0]) ? x[0] : 0.0f;
@@ -16,10 +18,16 @@ static void block_avx512(trf_acc *acc, const float *x, float *dst, int64_t n) {
     __m512 s1a = zero, s1b = zero, s2a = zero, s2b = zero, saa = zero, sab = zero;
     __m512 mn = _mm512_set1_ps(INFINITY), mx = _mm512_set1_ps(-INFINITY);
     uint64_t zeros = 0;
+    /* The copy goes to the disk, not back to this core: streaming stores skip
+     * reading the destination first and leave the cache to the model. */
+    bool stream = dst && ((uintptr_t)dst & 63) == 0;
     int64_t i = 0;
     for (; i + 32 <= n; i += 32) {
         __m512 a = _mm512_loadu_ps(x + i), b = _mm512_loadu_ps(x + i + 16);
-        if (dst) {
+        if (stream) {
+            _mm512_stream_ps(dst + i, a);
+            _mm512_stream_ps(dst + i + 16, b);
+        } else if (dst) {
             _mm512_storeu_ps(dst + i, a);
             _mm512_storeu_ps(dst + i + 16, b);
         }
@@ -48,6 +56,7 @@ static void block_avx512(trf_acc *acc, const float *x, float *dst, int64_t n) {
         mx = _mm512_mask_max_ps(mx, m, mx, a);
         zeros += (uint64_t)__builtin_popcount(_mm512_mask_cmp_ps_mask(m, a, zero, _CMP_EQ_OQ));
     }
+    if (stream) _mm_sfence(); /* streamed stores are seen by the writer thread before the slot is handed over */
     double t1 = (double)_mm512_reduce_add_ps(_mm512_add_ps(s1a, s1b));
     double t2 = (double)_mm512_reduce_add_ps(_mm512_add_ps(s2a, s2b));
     double ta = (double)_mm512_reduce_add_ps(_mm512_add_ps(saa, sab));
@@ -56,46 +65,21 @@ static void block_avx512(trf_acc *acc, const float *x, float *dst, int64_t n) {
 }
 
 /* ---- histogram ----
- * Counted without scatter: tables of counters stall on runs of equal bins,
- * which smooth data is full of. A vector of 16 bins b (0..63) becomes two
- * vectors of one-hot words, lo = 1 << b (0 when b >= 32, since variable shifts
- * by 32 or more give 0) and hi = 1 << (b ^ 32) (0 when b < 32); the count of
- * bin j (or 32 + j) in lane l is the number of lo (or hi) words with bit j
- * set in lane l. Those counts are kept bit-sliced: level k, a pair of vectors
- * lo and hi, holds bit k of every (lane, bin) count. Words are added with
- * carry-save adders (one vpternlogd for the sum bits, one for the carries)
- * arranged as in the Harley-Seal popcount: 8 vectors fill levels 0..2 and
- * carry one word of weight 8; 8 of those fill levels 3..5 and carry one of
- * weight 64, which ripples into the levels above. At the end, and every
- * HIST_CHUNK elements so that no count outgrows the levels, the 16 lanes are
- * added together, still bit-sliced, and each bin's count is read from its bit
- * in every level. About 12 instructions per 16 elements, no memory traffic
- * but the input. */
+ * The bit-sliced counters of trace_hist_tree.h (the scheme is there) on 16
+ * lanes: a full adder is two vpternlogd, about 12 instructions per 16
+ * elements. */
 
-#define HIST_CHUNK (1 << 24) /* elements between flushes */
-#define HIST_LEVELS 21       /* a (lane, bin) count is at most HIST_CHUNK / 16 = 2^20 */
-#define HIST_SHORT 32        /* fewer elements are cheaper one by one than a flush */
-#define HIST_FAST 6          /* levels the main loop keeps in registers */
-#define HIST_PREFETCH 4096   /* elements ahead (16 KB) */
-/* The adder tree must be inlined whole so that the levels stay in registers. */
-#define HIST_INLINE static inline __attribute__((always_inline))
+typedef __m512i vi;
+#define VI_SET1(x) _mm512_set1_epi32(x)
+#define VI_AND(a, b) _mm512_and_si512((a), (b))
+#define VI_OR(a, b) _mm512_or_si512((a), (b))
+#define VI_XOR(a, b) _mm512_xor_si512((a), (b))
+#define VI_ANY(v) _mm512_test_epi32_mask((v), (v))
+#define HIST_LEVELS 21     /* a (lane, bin) count is at most HIST_CHUNK / 16 = 2^20 */
+#define HIST_PREFETCH 4096 /* elements ahead (16 KB) */
+#include "trace_hist_tree.h"
 
-typedef struct planes {
-    __m512i lo, hi; /* bins 0..31 and 32..63 */
-} planes;
-
-typedef struct hist_consts {
-    __m512 lo, scale, top, below; /* below: a value that lands in no bin */
-    __m512i one, flip;
-} hist_consts;
-
-typedef struct hist_state {
-    planes lv[HIST_LEVELS]; /* lv[k]: bit k of every (lane, bin) count */
-    int top;                /* levels [0, top) are in use */
-} hist_state;
-
-/* Full adder at every bit: *acc + a + b = (new *acc) + 2 * (returned carry).
- * The carry is computed from the new *acc, so that each vpternlogd overwrites
+/* The carry is computed from the new *acc, so that each vpternlogd overwrites
  * an input that is dead (no register copies). */
 HIST_INLINE __m512i csa(__m512i *acc, __m512i a, __m512i b) {
     *acc = _mm512_ternarylogic_epi32(*acc, a, b, 0x96); /* parity */
@@ -103,104 +87,26 @@ HIST_INLINE __m512i csa(__m512i *acc, __m512i a, __m512i b) {
     return _mm512_ternarylogic_epi32(a, b, *acc, 0xd4);
 }
 
-HIST_INLINE planes csa2(planes *acc, planes a, planes b) {
-    return (planes){csa(&acc->lo, a.lo, b.lo), csa(&acc->hi, a.hi, b.hi)};
-}
-
-/* The bins of v as one-hot words. (v - lo) * scale and the clamp at 63 are
- * trf_bin's float ops in its order (top first: min returns its second operand
- * when one is NaN, so a NaN stays NaN). The clamp at 0 costs nothing: f <= -1
- * and NaN truncate to a negative b, whose shifts are >= 32 and set no bit, so
- * exactly those elements go uncounted and flush() puts them in bin 0; f in
- * (-1, 0] truncates to 0 as it should. */
 HIST_INLINE planes onehot(__m512 v, const hist_consts *c) {
     __m512 f = _mm512_mul_ps(_mm512_sub_ps(v, c->lo), c->scale);
     __m512i b = _mm512_cvttps_epi32(_mm512_min_ps(c->top, f));
     return (planes){_mm512_sllv_epi32(c->one, b), _mm512_sllv_epi32(c->one, _mm512_xor_si512(b, c->flip))};
 }
 
-/* Adds x[0, 32) to level 0; returns the weight-2 carries. */
-HIST_INLINE planes add32(planes *l, const float *x, const hist_consts *c) {
-    /* The hardware prefetcher alone leaves the loop waiting on memory at times
-     * (0.15 against 0.11 ns per element on Zen 5 for inputs not in cache; the
-     * AVX2 kernel, slower, did not gain). */
+/* The hardware prefetcher alone leaves the loop waiting on memory at times
+ * (0.15 against 0.11 ns per element on Zen 5 for inputs not in cache; the
+ * AVX2 kernel, slower, did not gain). Past the end of the input it only asks
+ * for lines nobody reads: a hint, which cannot fault. */
+HIST_INLINE void hist_prefetch(const float *x) {
     uintptr_t ahead = (uintptr_t)(x + 16) + HIST_PREFETCH * sizeof(float); /* may pass the end: no pointer */
     _mm_prefetch((const char *)(ahead - 16 * sizeof(float)), _MM_HINT_T0);
     _mm_prefetch((const char *)ahead, _MM_HINT_T0);
-    return csa2(&l[0], onehot(_mm512_loadu_ps(x), c), onehot(_mm512_loadu_ps(x + 16), c));
 }
 
-/* Adds x[0, 128) to levels 0..2; returns the weight-8 carries. */
-HIST_INLINE planes add128(planes *l, const float *x, const hist_consts *c) {
-    planes a = add32(l, x, c), b = add32(l, x + 32, c);
-    planes fours = csa2(&l[1], a, b);
-    a = add32(l, x + 64, c);
-    b = add32(l, x + 96, c);
-    return csa2(&l[2], fours, csa2(&l[1], a, b));
-}
-
-/* Adds x[0, 1024) to levels 0..5; returns the weight-64 carries. */
-HIST_INLINE planes add1024(planes *l, const float *x, const hist_consts *c) {
-    planes a = add128(l, x, c), b = add128(l, x + 128, c);
-    planes p = csa2(&l[3], a, b);
-    a = add128(l, x + 256, c);
-    b = add128(l, x + 384, c);
-    planes thirty_twos = csa2(&l[4], p, csa2(&l[3], a, b));
-    a = add128(l, x + 512, c);
-    b = add128(l, x + 640, c);
-    p = csa2(&l[3], a, b);
-    a = add128(l, x + 768, c);
-    b = add128(l, x + 896, c);
-    return csa2(&l[5], thirty_twos, csa2(&l[4], p, csa2(&l[3], a, b)));
-}
-
-/* Adds carry (weight 2^k) to the levels from k up, with half adders; most
- * carries die within a level or two. */
-HIST_INLINE void ripple(hist_state *s, int k, planes carry) {
-    for (;;) {
-        __m512i any = _mm512_or_si512(carry.lo, carry.hi);
-        if (!_mm512_test_epi32_mask(any, any)) return;
-        if (k == s->top) {
-            s->lv[s->top++] = carry;
-            return;
-        }
-        planes *l = &s->lv[k];
-        planes next = {_mm512_and_si512(l->lo, carry.lo), _mm512_and_si512(l->hi, carry.hi)};
-        l->lo = _mm512_xor_si512(l->lo, carry.lo);
-        l->hi = _mm512_xor_si512(l->hi, carry.hi);
-        carry = next;
-        k++;
-    }
-}
-
-/* The last x[0, left) of a chunk, left < 1024: groups of 8 vectors, the
- * lanes past the end loaded as `below` so that they set no bit. */
-static void add_tail(hist_state *s, const float *x, int64_t left, const hist_consts *c) {
-    for (int64_t g = 0; g < left; g += 128) {
-        planes w[8];
-        for (int v = 0; v < 8; v++) {
-            int64_t in = left - g - 16 * v;
-            __mmask16 m = in >= 16 ? (__mmask16)0xffff : in > 0 ? (__mmask16)((1u << in) - 1) : 0;
-            w[v] = onehot(_mm512_mask_loadu_ps(c->below, m, x + g + 16 * v), c);
-        }
-        planes *l = s->lv;
-        planes a = csa2(&l[0], w[0], w[1]), b = csa2(&l[0], w[2], w[3]);
-        planes fours = csa2(&l[1], a, b);
-        a = csa2(&l[0], w[4], w[5]);
-        b = csa2(&l[0], w[6], w[7]);
-        ripple(s, 3, csa2(&l[2], fours, csa2(&l[1], a, b)));
-    }
-}
-
-/* Adds the counts held in s, of `elements` elements, to hist. The 16 lanes are
- * added together still bit-sliced, in 4 halving steps (carry-save, one level
- * at a time so that everything stays in registers), and bit j of each level
- * of the sum is moved to bit k of bin j's count. */
-static void flush(uint64_t *hist, const hist_state *s, int64_t elements) {
-    /* A (lane, bin) count is at most the number of vectors: the levels past
-     * its bit length are empty, which makes short inputs cheap. */
-    int n = s->top, bits = 64 - __builtin_clzll((uint64_t)(elements + 15) / 16);
-    if (n > bits) n = bits;
+/* The 16 lanes are added together still bit-sliced, in 4 halving steps
+ * (carry-save, one level at a time so that everything stays in registers),
+ * and bit j of each level of the sum is moved to bit k of bin j's count. */
+static uint64_t read_out(uint64_t *hist, const hist_state *s, int n) {
     const __m512i zero = _mm512_setzero_si512(), lane8 = _mm512_set1_epi32(8);
     __m512i carry[4] = {zero, zero, zero, zero}; /* of each halving step */
     __m512i t[4] = {zero, zero, zero, zero};     /* counts of bins 0..15, 16..31, 32..47, 48..63 */
@@ -239,39 +145,10 @@ static void flush(uint64_t *hist, const hist_state *s, int64_t elements) {
         _mm512_storeu_si512(h + 8, _mm512_add_epi64(_mm512_loadu_si512(h + 8), hi));
         total = _mm512_add_epi32(total, t[i]);
     }
-    uint64_t counted = (uint32_t)_mm512_reduce_add_epi32(total);
-    hist[0] += (uint64_t)elements - counted; /* those below bin 0, see onehot() */
+    return (uint32_t)_mm512_reduce_add_epi32(total);
 }
 
-static void hist_avx512(uint64_t *hist, const float *x, int64_t n, float lo, float scale) {
-    const hist_consts c = {_mm512_set1_ps(lo),
-                           _mm512_set1_ps(scale),
-                           _mm512_set1_ps((float)(TS_TRACE_HIST_BINS - 1)),
-                           _mm512_set1_ps(-INFINITY),
-                           _mm512_set1_epi32(1),
-                           _mm512_set1_epi32(32)};
-    const __m512i zero = _mm512_setzero_si512();
-    hist_state s;
-    if (n < HIST_SHORT) {
-        for (int64_t i = 0; i < n; i++) hist[trf_bin(x[i], lo, scale)]++;
-        return;
-    }
-    while (n > 0) {
-        int64_t m = n < HIST_CHUNK ? n : HIST_CHUNK, i = 0;
-        /* The low levels live in registers here; ripple never reads them. */
-        planes l[HIST_FAST];
-        for (int k = 0; k < HIST_FAST; k++) l[k] = (planes){zero, zero};
-        s.top = HIST_FAST;
-        for (; i + 1024 <= m; i += 1024) ripple(&s, HIST_FAST, add1024(l, x + i, &c));
-        memcpy(s.lv, l, sizeof l);
-        if (i < m) add_tail(&s, x + i, m - i, &c);
-        flush(hist, &s, m);
-        x += m;
-        n -= m;
-    }
-}
-
-const trf_stats_ops trf_stats_avx512 = {block_avx512, hist_avx512};
+const trf_stats_ops trf_stats_avx512 = {block_avx512, hist_bitsliced};
 
 #elif defined(TRF_HAVE_X86)
 /* A compiler without AVX-512: an empty table the dispatcher skips. */

@@ -48,7 +48,7 @@
 /* Traces expected to pass this size use O_DIRECT from the start; others
  * switch to it once they have written this much. */
 #define DIRECT_AFTER ((uint64_t)32 << 20)
-#define DEFAULT_BUFFER_BYTES ((size_t)64 << 20)
+#define DEFAULT_BUFFER_BYTES ((size_t)256 << 20)
 #define FLUSH_SECONDS 1.0
 /* Elements below which one thread does a pass alone. */
 #define PARALLEL_MIN ((int64_t)1 << 17)
@@ -446,35 +446,40 @@ static void view_init(view *v, const ts_tensor *t) {
 typedef struct cursor {
     const view *v;
     int64_t idx[TS_MAX_RANK];
+    const float *row; /* the element at idx */
 } cursor;
 
 static void cursor_seek(cursor *c, const view *v, int64_t e) {
     c->v = v;
+    c->row = v->data;
     for (int d = v->rank - 1; d >= 0; d--) {
         c->idx[d] = e % v->shape[d];
         e /= v->shape[d];
+        c->row += c->idx[d] * v->stride[d];
     }
 }
 
-/* Copy the next n elements into out (row-major) and advance. */
+/* Copy the next n elements into out (row-major) and advance. Views of heads
+ * are many short runs (64 floats for q, k, v), so the walk keeps a pointer
+ * and moves it by strides rather than recomputing it from the indices. */
 static void cursor_gather(cursor *c, float *out, int64_t n) {
     const view *v = c->v;
     int last = v->rank - 1;
+    int64_t s = v->stride[last];
     while (n > 0) {
-        const float *p = v->data;
-        for (int d = 0; d < v->rank; d++) p += c->idx[d] * v->stride[d];
         int64_t k = v->shape[last] - c->idx[last];
         if (k > n) k = n;
-        int64_t s = v->stride[last];
         if (s == 1) {
-            memcpy(out, p, (size_t)k * sizeof *out);
+            memcpy(out, c->row, (size_t)k * sizeof *out);
         } else {
-            for (int64_t j = 0; j < k; j++) out[j] = p[j * s];
+            for (int64_t j = 0; j < k; j++) out[j] = c->row[j * s];
         }
         out += k;
         n -= k;
         c->idx[last] += k;
+        c->row += k * s;
         for (int d = last; d > 0 && c->idx[d] == v->shape[d]; d--) {
+            c->row += v->stride[d - 1] - v->shape[d] * v->stride[d];
             c->idx[d] = 0;
             c->idx[d - 1]++;
         }
@@ -531,7 +536,9 @@ static void copy_part(const trf_stats_ops *ops, const view *v, int64_t a, int64_
             cursor_gather(&c, out, n);
             if (stats) ops->block(&p->acc, out, NULL, n);
         }
-        p->crc = trf_crc32(p->crc, out, (size_t)n * sizeof *out);
+        /* The same bytes; the source is the one still in cache. */
+        const float *bytes = v->contiguous ? v->data + e : out;
+        p->crc = trf_crc32(p->crc, bytes, (size_t)n * sizeof *out);
         e += n;
     }
 }

@@ -79,10 +79,12 @@ typedef struct ts_trace_options {
      * keep_batch (0 when not set). */
     uint64_t expected_bytes;
     uint64_t budget;
-    /* Most memory the writer may hold for the disk (default 64 MB). */
+    /* Most memory the writer may hold for the disk (default 256 MB, taken as
+     * needed: enough for the largest steps of a full-size run to wait for a
+     * disk slower than the model). */
     size_t buffer_bytes;
-    /* Threads for the hook's passes (the hook's own and helpers); 0: as
-     * many as the kernels use. */
+    /* OpenMP threads for the hook's passes over a step (the hook's own
+     * included); 0: as many as the kernels use. */
     int threads;
 } ts_trace_options;
 
