@@ -272,13 +272,10 @@ static ts_status norm(fwd *f, const char *prefix, const char *param_prefix, cons
     if (f->watch) {
         float *y = at(a->big, rows * D); // big holds >= 2 (B, L, D)
         if (!f->dry) {
-            const float *mean = a->mean, *rstd = a->rstd;
-            float *stdv = a->std;
-            TS_MODEL_OMP(parallel for num_threads(f->threads) if(f->par) schedule(static))
-            for (int64_t r = 0; r < rows; r++) {
-                stdv[r] = 1.0f / rstd[r];
-                for (int64_t j = 0; j < D; j++) y[r * D + j] = (in[r * D + j] - mean[r]) * rstd[r];
-            }
+            /* The kernel without gamma and beta: the same mean and rstd, so
+             * the same y the normalised out was made from. */
+            ts_layernorm(y, NULL, NULL, in, NULL, NULL, rows, (int)D, eps);
+            for (int64_t r = 0; r < rows; r++) a->std[r] = 1.0f / a->rstd[r];
         }
         ts_tensor stat = view3(a->mean, B, S, 1);
         TRY(emit(f, prefix, "mean", TS_OP_MEAN, &stat, TS_TAG_NORM_STAT, false));
