@@ -15,7 +15,10 @@
 #error "trace values are used in place as float32: tscope needs a little-endian host"
 #endif
 
-#define TRF_VERSION 1
+/* 2 added scaled views (prefix byte 31) and histograms left to the reader
+ * (content bit 3); a version 1 file is a version 2 file that uses neither. */
+#define TRF_VERSION 2
+#define TRF_VERSION_OLDEST 1
 #define TRF_ALIGN 64
 
 /* File header: 64 bytes at offset 0. */
@@ -58,6 +61,7 @@
 #define TRF_CONTENT_STATS 1u  /* the suffix holds statistics */
 #define TRF_CONTENT_VALUES 2u /* values follow the prefix */
 #define TRF_CONTENT_VIEW 4u   /* with VALUES: the values are a strided view of an earlier step's */
+#define TRF_CONTENT_HIST_FROM_VALUES 8u /* with STATS and every value: the histogram is left to the reader */
 
 #define TRF_SUFFIX_MAGIC "TSSF"
 #define TRF_SUFFIX_SIZE 640

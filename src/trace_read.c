@@ -39,6 +39,8 @@ typedef struct step_extra {
     int64_t view_strides[TS_MAX_RANK]; /* views: in elements of the base's values */
     int view_scale;                    /* views: the values are the base's times 2^view_scale */
     float *gathered;                   /* views not in place: gathered on first use (under lock) */
+    bool hist_done;                    /* hist_from_values: hist holds it (under lock) */
+    uint64_t hist[TS_TRACE_HIST_BINS];
 } step_extra;
 
 struct ts_trace {
@@ -184,7 +186,7 @@ static record_result parse_record(const ts_trace *t, header_src src, uint64_t of
     unsigned rank = p[TRF_P_RANK];
     bool has_values = content & TRF_CONTENT_VALUES;
     if (trf_get64(p + TRF_P_INDEX) != (uint64_t)i || trf_get64(s + TRF_S_INDEX) != (uint64_t)i ||
-        trf_get32(s + TRF_S_SUFFIX_SIZE) != TRF_SUFFIX_SIZE || content > 7 || rank > TS_MAX_RANK ||
+        trf_get32(s + TRF_S_SUFFIX_SIZE) != TRF_SUFFIX_SIZE || content > 15 || rank > TS_MAX_RANK ||
         p[TRF_P_DTYPE] != (has_values ? TRF_DTYPE_F32 : TRF_DTYPE_NONE) || name_len < 1 ||
         name_len > TRF_NAME_MAX || TRF_P_NAME + name_len + 1 > prefix_size || p[TRF_P_NAME + name_len] != 0 ||
         memchr(p + TRF_P_NAME, 0, (size_t)name_len) != NULL)
@@ -236,6 +238,8 @@ static record_result parse_record(const ts_trace *t, header_src src, uint64_t of
     step->file_offset = off;
     step->record_bytes = record_size;
     step->has_stats = content & TRF_CONTENT_STATS;
+    step->hist_from_values = content & TRF_CONTENT_HIST_FROM_VALUES;
+    if (step->hist_from_values && !(step->has_stats && has_values && batch == -1)) return RECORD_BAD;
     if (step->has_stats) {
         ts_trace_stats *st = &step->stats;
         st->min = trf_getf64(s + TRF_S_MIN);
@@ -256,13 +260,14 @@ static record_result parse_record(const ts_trace *t, header_src src, uint64_t of
             if (st->hist[b] > st->finite - total) return RECORD_BAD;
             total += st->hist[b];
         }
-        if (total != st->finite) return RECORD_BAD;
+        if (total != (step->hist_from_values ? 0 : st->finite)) return RECORD_BAD;
         double m[] = {st->min, st->max, st->mean, st->std, st->mean_abs};
         for (int k = 0; k < 5; k++)
             if (!isfinite(m[k])) return RECORD_BAD;
         if (st->finite > 0 && (st->min > st->max || st->std < 0 || st->mean_abs < 0)) return RECORD_BAD;
     }
     extra->gathered = NULL;
+    extra->hist_done = false;
     extra->values_offset = off + prefix_size;
     extra->values_crc = trf_get32(s + TRF_S_VALUES_CRC);
     atomic_init(&extra->checked, VALUES_UNCHECKED);
@@ -411,9 +416,9 @@ static ts_status read_header(ts_trace *t, uint64_t *records) {
     if (trf_crc32(0, d, TRF_H_CRC) != trf_get32(d + TRF_H_CRC))
         return ts_fail(TS_ERR_FORMAT, "trace: the file header fails its CRC (the file is damaged)");
     uint32_t version = trf_get32(d + TRF_H_VERSION);
-    if (version != TRF_VERSION)
-        return ts_fail(TS_ERR_FORMAT, "trace: format version %u, this tscope reads version %d%s", version, TRF_VERSION,
-                       version > TRF_VERSION ? " (the file is newer: update tscope)" : "");
+    if (version < TRF_VERSION_OLDEST || version > TRF_VERSION)
+        return ts_fail(TS_ERR_FORMAT, "trace: format version %u, this tscope reads versions %d to %d%s", version,
+                       TRF_VERSION_OLDEST, TRF_VERSION, version > TRF_VERSION ? " (the file is newer: update tscope)" : "");
     uint64_t meta_offset = trf_get64(d + TRF_H_META_OFFSET), meta_size = trf_get64(d + TRF_H_META_SIZE);
     *records = trf_get64(d + TRF_H_RECORDS_OFFSET);
     if (trf_get32(d + TRF_H_HEADER_SIZE) != TRF_HEADER_SIZE || meta_offset != TRF_HEADER_SIZE ||
@@ -679,6 +684,41 @@ ts_status ts_trace_values(ts_trace *t, int64_t i, const float **values) {
     if (!*values)
         return ts_fail(TS_ERR_NOMEM, "trace: no memory to gather step %lld '%s' (%lld values)", (long long)i,
                        step->name, (long long)step->values_count);
+    return TS_OK;
+}
+
+ts_status ts_trace_histogram(ts_trace *t, int64_t i, uint64_t hist[TS_TRACE_HIST_BINS]) {
+    memset(hist, 0, TS_TRACE_HIST_BINS * sizeof *hist);
+    if (i < 0 || i >= t->n)
+        return ts_fail(TS_ERR_ARG, "trace: no step %lld (%lld steps)", (long long)i, (long long)t->n);
+    const ts_trace_step *step = &t->steps[i];
+    if (!step->has_stats)
+        return ts_fail(TS_ERR_ARG, "trace: step %lld '%s' has no statistics (traced at level shapes)", (long long)i,
+                       step->name);
+    if (!step->hist_from_values) {
+        memcpy(hist, step->stats.hist, TS_TRACE_HIST_BINS * sizeof *hist);
+        return TS_OK;
+    }
+    step_extra *x = &t->extra[i];
+    pthread_mutex_lock(&t->lock);
+    bool done = x->hist_done;
+    if (done) memcpy(hist, x->hist, TS_TRACE_HIST_BINS * sizeof *hist);
+    pthread_mutex_unlock(&t->lock);
+    if (done) return TS_OK;
+    /* The writer's own binning, over the same numbers: the same counts. */
+    const float *values;
+    ts_status s = ts_trace_values(t, i, &values);
+    if (s) return s;
+    ts_trace_stats st = step->stats;
+    if (st.finite > 0) {
+        trf_hist_plan plan;
+        trf_hist_plan_init(&plan, &st);
+        trf_hist_add(hist, values, step->values_count, &plan, trf_stats_current());
+    }
+    pthread_mutex_lock(&t->lock);
+    memcpy(x->hist, hist, TS_TRACE_HIST_BINS * sizeof *hist);
+    x->hist_done = true;
+    pthread_mutex_unlock(&t->lock);
     return TS_OK;
 }
 

@@ -80,6 +80,13 @@ typedef struct chunk_result {
     uint32_t crc;
 } chunk_result;
 
+/* Statistics the writer holds for a step, to give again to a step with the
+ * same elements; the histogram may have been left to the reader. */
+typedef struct known_stats {
+    ts_trace_stats stats;
+    bool hist; /* stats.hist is filled */
+} known_stats;
+
 typedef struct job {
     int slot;
     uint64_t offset;
@@ -137,14 +144,14 @@ struct ts_trace_writer {
     struct {
         const float *data;
         int64_t numel;
-        ts_trace_stats stats;
+        known_stats known;
     } same[SAME_MAX];
     int n_same;
     /* The step just before, for one the model says is like it. */
     struct {
         bool valid; /* it has statistics */
         ts_tensor t;
-        ts_trace_stats stats;
+        known_stats known;
     } prev;
     bool reduced;            /* level auto chose the reduced set */
     int64_t reduced_from;    /* from this step (running budget), -1 from the start */
@@ -892,16 +899,16 @@ static void extent(const ts_tensor *t, int64_t numel, const float **lo, const fl
 }
 
 /* Statistics already known for exactly t's elements, or NULL. */
-static const ts_trace_stats *same_elements(const ts_trace_writer *w, const ts_tensor *t, int64_t numel) {
+static const known_stats *same_elements(const ts_trace_writer *w, const ts_tensor *t, int64_t numel) {
     if (numel == 0 || !dense(t)) return NULL;
     for (int i = 0; i < w->n_same; i++)
-        if (w->same[i].data == t->data && w->same[i].numel == numel) return &w->same[i].stats;
+        if (w->same[i].data == t->data && w->same[i].numel == numel) return &w->same[i].known;
     return NULL;
 }
 
 /* After a step that computed t: forget what it may have overwritten, and
  * remember its statistics (st, NULL when it has none) when it is dense. */
-static void remember_elements(ts_trace_writer *w, const ts_tensor *t, int64_t numel, const ts_trace_stats *st) {
+static void remember_elements(ts_trace_writer *w, const ts_tensor *t, int64_t numel, const known_stats *st) {
     const float *lo, *hi;
     extent(t, numel, &lo, &hi);
     int kept = 0;
@@ -917,7 +924,7 @@ static void remember_elements(ts_trace_writer *w, const ts_tensor *t, int64_t nu
     }
     w->same[w->n_same].data = t->data;
     w->same[w->n_same].numel = numel;
-    w->same[w->n_same].stats = *st;
+    w->same[w->n_same].known = *st;
     w->n_same++;
 }
 
@@ -986,8 +993,16 @@ static ts_status write_step(ts_trace_writer *w, const char *name, ts_op op, cons
     int64_t values_count = d.values ? vk.numel : 0;
     int64_t view_offset = 0;
     bool as_view = d.values && view_op && fits_base(w, &kept, values_count, &view_offset);
+    /* Statistics from the step before (like it) or from a step with the same
+     * elements (a view of them), else computed here. A step that keeps every
+     * value leaves its histogram to the reader, which has the values: one
+     * pass less over the model's memory. */
+    bool derived = d.stats && like;
+    const known_stats *same = d.stats && !derived && view_op ? same_elements(w, t, numel) : NULL;
+    bool hist_known = derived ? w->prev.known.hist : same ? same->hist : false;
+    bool hist_later = d.stats && !hist_known && d.values && d.batch < 0;
     unsigned content = (d.stats ? TRF_CONTENT_STATS : 0u) | (d.values ? TRF_CONTENT_VALUES : 0u) |
-                       (as_view ? TRF_CONTENT_VIEW : 0u);
+                       (as_view ? TRF_CONTENT_VIEW : 0u) | (hist_later ? TRF_CONTENT_HIST_FROM_VALUES : 0u);
 
     size_t prefix_size = (size_t)trf_align(TRF_P_NAME + strlen(name) + 1);
     uint64_t values_area = as_view ? 0 : trf_align((uint64_t)values_count * sizeof(float));
@@ -1006,28 +1021,28 @@ static ts_status write_step(ts_trace_writer *w, const char *name, ts_op op, cons
     trf_acc acc;
     trf_acc_init(&acc);
     bool stored = d.values && !as_view;
-    bool derived = d.stats && like;
-    const ts_trace_stats *known = NULL;
-    bool whole = stored && d.batch < 0 && !derived;
+    bool whole = stored && d.batch < 0 && !derived && !same;
     if (stored && (s = put_values(w, &vk, whole, &acc, &values_crc))) return s;
     if (values_area > (uint64_t)values_count * sizeof(float) &&
         (s = stream_put(w, NULL, (size_t)(values_area - (uint64_t)values_count * sizeof(float)))))
         return s;
     if (derived) {
-        scale_stats(&st, &w->prev.stats, factor);
-    } else if (d.stats && view_op && (known = same_elements(w, t, numel))) {
-        st = *known; /* the same elements in another order: the same statistics */
+        scale_stats(&st, &w->prev.known.stats, factor);
+    } else if (same) {
+        st = same->stats; /* the same elements in another order: the same statistics */
     } else if (d.stats) {
         if (!whole) stats_of(w, &vt, &acc);
         trf_acc_finish(&acc, &st);
-        hist_of(w, &vt, &st);
     }
+    if (d.stats && !hist_known && !hist_later) hist_of(w, &vt, &st);
+    if (hist_later) memset(st.hist, 0, sizeof st.hist);
+    known_stats now = {st, d.stats && !hist_later};
 
     /* Views may point into this step from now on, or (after a step that
      * computed something) into nothing until the next stored one. */
     if (!unchanged) {
         w->base.index = -1;
-        remember_elements(w, t, numel, d.stats ? &st : NULL);
+        remember_elements(w, t, numel, d.stats ? &now : NULL);
     }
     if (stored && vk.contiguous) {
         w->base.index = w->n_steps;
@@ -1037,7 +1052,7 @@ static ts_status write_step(ts_trace_writer *w, const char *name, ts_op op, cons
 
     w->prev.valid = d.stats;
     w->prev.t = *t;
-    w->prev.stats = st;
+    w->prev.known = now;
 
     unsigned char suffix[TRF_SUFFIX_SIZE];
     put_suffix(suffix, w->n_steps, &st, values_crc);

@@ -137,6 +137,25 @@ static void assert_stats_close(const ts_trace_stats *got, const ts_trace_stats *
     assert_int_equal(total, want->finite);
 }
 
+/* A traced step's statistics with its histogram, stored or left to the
+ * reader (then only when the step keeps every value). */
+static ts_trace_stats step_stats(ts_trace *t, int64_t i) {
+    const ts_trace_step *s = ts_trace_step_at(t, i);
+    assert_non_null(s);
+    ts_trace_stats st = s->stats;
+    if (s->hist_from_values) {
+        assert_true(s->has_values && s->batch_index == -1);
+        for (int b = 0; b < TS_TRACE_HIST_BINS; b++) assert_int_equal(s->stats.hist[b], 0);
+    }
+    assert_ok(ts_trace_histogram(t, i, st.hist));
+    return st;
+}
+
+static void assert_step_stats(ts_trace *t, int64_t i, const ts_trace_stats *want) {
+    ts_trace_stats got = step_stats(t, i);
+    assert_stats_close(&got, want);
+}
+
 static void stats_match_reference_on_every_isa(void **state) {
     (void)state;
     const int64_t n = 100003;
@@ -360,7 +379,7 @@ static void check_step_matches(ts_trace *t, int64_t i, const fixture_step *f, bo
     if (stats) {
         ts_trace_stats ref;
         reference_stats(&ref, f->data, n);
-        assert_stats_close(&s->stats, &ref);
+        assert_step_stats(t, i, &ref);
     }
     assert_int_equal(s->has_values, values);
     const float *v;
@@ -460,11 +479,12 @@ static void strided_views_are_gathered_row_major(void **state) {
         assert_memory_equal(v, c.data, (size_t)s->values_count * sizeof(float));
         ts_trace_stats ref;
         reference_stats(&ref, c.data, s->values_count);
-        assert_stats_close(&s->stats, &ref);
+        ts_trace_stats got = step_stats(t, i);
+        assert_stats_close(&got, &ref);
         /* The histogram of a view is the histogram of its copy. */
         ts_trace_stats direct;
         ts_trace_stats_compute(&direct, c.data, s->values_count);
-        assert_memory_equal(direct.hist, s->stats.hist, sizeof direct.hist);
+        assert_memory_equal(direct.hist, got.hist, sizeof direct.hist);
         ts_tensor back;
         assert_ok(ts_trace_tensor(t, i, &back));
         assert_true(ts_tensor_same_shape(&back, views[i]));
@@ -533,7 +553,7 @@ static void views_of_a_stored_step(void **state) {
             assert_ok(ts_tensor_contiguous(&c, views[i], &arena));
             ts_trace_stats ref;
             reference_stats(&ref, c.data, ts_tensor_numel(views[i]));
-            assert_stats_close(&st->stats, &ref);
+            assert_step_stats(t, i, &ref);
             ts_arena_reset(&arena, 0);
         }
         /* Only qkv, out and the late permute hold values of their own. */
@@ -600,8 +620,11 @@ static void like_steps_match_their_values(void **state) {
                 assert_string_equal(s->name, names[i]);
                 ts_trace_stats want;
                 ts_trace_stats_compute(&want, seen[i], n);
-                assert_stats_close(&s->stats, &want);
-                assert_memory_equal(s->stats.hist, want.hist, sizeof want.hist);
+                ts_trace_stats got = step_stats(tr, i);
+                assert_stats_close(&got, &want);
+                assert_memory_equal(got.hist, want.hist, sizeof want.hist);
+                /* Values of the whole tensor leave the histogram to the reader. */
+                assert_int_equal(s->hist_from_values, level == TS_TRACE_VALUES && keep < 0);
                 if (level != TS_TRACE_VALUES) continue;
                 /* scaled views scores x 0.125; a view of a scaled view is not
                  * recorded, so the dropout after it keeps its own values. */
@@ -647,7 +670,7 @@ static void only_and_keep_batch(void **state) {
         /* Statistics always cover the whole tensor. */
         ts_trace_stats ref;
         reference_stats(&ref, f[i].data, numel_of(&f[i]));
-        assert_stats_close(&s->stats, &ref);
+        assert_step_stats(t, i, &ref);
         if (!want) continue;
         int64_t per = numel_of(&f[i]) / f[i].shape[0];
         assert_int_equal(s->batch_index, 1);

@@ -220,7 +220,8 @@ static ts_render_matrix matrix_of(const ts_tensor *t, int r, int c, const int64_
     return m;
 }
 
-static void step_stats(const ts_trace_step *s, ts_render_stats *st, ts_render_hist *h) {
+static ts_status step_stats(ts_trace *t, int64_t i, ts_render_stats *st, ts_render_hist *h) {
+    const ts_trace_step *s = ts_trace_step_at(t, i);
     const ts_trace_stats *ts = &s->stats;
     *st = (ts_render_stats){ts->min, ts->max, ts->mean, ts->std, ts->mean_abs, s->numel,
                             (int64_t)ts->nan, (int64_t)ts->inf, (int64_t)ts->zeros};
@@ -228,7 +229,12 @@ static void step_stats(const ts_trace_step *s, ts_render_stats *st, ts_render_hi
     h->n_bins = TS_TRACE_HIST_BINS;
     h->lo = ts->min;
     h->hi = ts->max > ts->min ? ts->max : ts->min + 1;
-    for (int i = 0; i < TS_TRACE_HIST_BINS && i < TS_RENDER_HIST_BINS; i++) h->counts[i] = (int64_t)ts->hist[i];
+    if (!s->has_stats) return TS_OK;
+    uint64_t counts[TS_TRACE_HIST_BINS];
+    ts_status rc = ts_trace_histogram(t, i, counts); /* stored, or binned from the values */
+    if (rc) return rc;
+    for (int b = 0; b < TS_TRACE_HIST_BINS && b < TS_RENDER_HIST_BINS; b++) h->counts[b] = (int64_t)counts[b];
+    return TS_OK;
 }
 
 /* ---- labels ---------------------------------------------------------------- */
@@ -592,7 +598,7 @@ static ts_status build_tensor(ts_scene *job, int64_t i) {
     p->m[0] = matrix_of(&t, r, c, index);
     if (r >= 0 && t.shape[r] == s->shape[r] && r == (has_batch_dim(s) ? 1 : 0) && s->rank == 3)
         p->m[0].row_labels = tokens_for(job, query_side(s->name), t.shape[r]);
-    step_stats(s, &p->stats, &p->hist);
+    if ((rc = step_stats(job->t, i, &p->stats, &p->hist))) return rc;
     char shape[TS_SHAPE_TEXT_MAX];
     shape_text(shape, sizeof shape, s);
     snprintf(p->title, sizeof p->title, "%s", s->name);

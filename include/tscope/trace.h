@@ -166,6 +166,9 @@ typedef struct ts_trace_step {
     int64_t numel;
     bool has_stats;
     ts_trace_stats stats; /* zeros when !has_stats */
+    /* The histogram was left to the reader (the step keeps every value):
+     * stats.hist is zeros; ts_trace_histogram bins the values. */
+    bool hist_from_values;
     bool has_values;
     int batch_index;                   /* -1: all of dim 0 kept; else the element kept */
     int64_t values_shape[TS_MAX_RANK]; /* shape of what is kept (rank as above) */
@@ -210,6 +213,11 @@ int64_t ts_trace_find_glob(const ts_trace *t, const char *glob, int64_t from);
 ts_status ts_trace_values(ts_trace *t, int64_t i, const float **values);
 /* The same as a tensor view. The memory is read-only: never write through it. */
 ts_status ts_trace_tensor(ts_trace *t, int64_t i, ts_tensor *out);
+
+/* The step's 64-bin histogram: the stored one, or for a step that left it
+ * to the reader (hist_from_values), its values binned as the writer bins
+ * them (the same counts), once; later calls are free. */
+ts_status ts_trace_histogram(ts_trace *t, int64_t i, uint64_t hist[TS_TRACE_HIST_BINS]);
 
 /* A view step (view_of >= 0) whose values are not laid out in place in its
  * base is gathered into memory the trace owns on first use; this gives that

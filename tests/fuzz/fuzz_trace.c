@@ -74,6 +74,8 @@ static void touch(ts_trace *t) {
             sink += v[0] + v[s->values_count - 1];
         ts_tensor view;
         if (s->has_values && ts_trace_tensor(t, i, &view) == TS_OK) sink += (double)ts_tensor_numel(&view);
+        uint64_t hist[TS_TRACE_HIST_BINS];
+        if (s->has_stats && ts_trace_histogram(t, i, hist) == TS_OK) sink += (double)hist[0];
     }
     (void)ts_trace_find_glob(t, "*.weights", 0);
     (void)sink;
