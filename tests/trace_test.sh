@@ -67,6 +67,30 @@ else
     echo "numpy not found: export checked as a zip only"
     expect 0 "the export is a zip" -- unzip -l "$npz"
 fi
+# hd = 4: scaled is scores x 0.5, a power of two, so it is stored as a scaled
+# view of scores; an eval-mode dropout is a view of the activation.
+t4=$work/hd4.tstrace
+expect 0 "run with hd 4" -- "$bin" run --preset tiny --heads 4 --trace "$t4" --level values
+expect 0 "info shows a scaled view" -- "$bin" info "$t4" --only '*.scaled' --only '*ffn.dropout'
+has "$out" "x 0.5)" "scaled is a view of scores x 0.5"
+has "$out" "dropout" "info lists the dropout"
+n_steps=$(printf '%s\n' "$out" | grep -cE '^ *[0-9]+  ')
+[ "$n_steps" -ge 4 ] && [ "$(printf '%s\n' "$out" | grep -c '(view of #')" = "$n_steps" ] && ok ||
+    bad "every scaled and dropout step is a view: $out"
+expect 0 "export of scaled views" -- "$bin" export "$t4" --npz "$work/hd4.npz"
+if [ -n "$py" ]; then
+    expect 0 "numpy: scaled = scores * 0.5 exactly" -- "$py" -c '
+import sys, numpy as np
+z = np.load(sys.argv[1])
+for l in (0, 1):
+    p = "encoder.layers.%d.self_attn." % l
+    s, c = z[p + "scores"], z[p + "scaled"]
+    assert s.shape == c.shape == (1, 4, 4, 4), s.shape
+    assert np.array_equal(c, s * np.float32(0.5)), abs(c - s * 0.5).max()
+    assert np.array_equal(z["encoder.layers.%d.ffn.dropout" % l], z["encoder.layers.%d.ffn.act" % l])
+' "$work/hd4.npz"
+fi
+
 expect 0 "export --only" -- "$bin" export "$t" --npz "$work/w.npz" --only '*.weights'
 has "$out" "6 arrays" "export --only"
 
