@@ -266,6 +266,60 @@ static void maybe_go_direct(ts_trace_writer *w, uint64_t offset) {
     if (flags >= 0 && fcntl(w->fd, F_SETFL, flags | O_DIRECT) == 0) w->direct = true;
 }
 
+/* A new slot, 2 MB aligned and backed by huge pages where the kernel allows:
+ * fewer page faults to fill it, fewer pages to pin for O_DIRECT. With
+ * `touch`, its pages are faulted in now (the kernel zeroes each one). */
+static unsigned char *new_slot(bool touch) {
+    void *mem = NULL;
+    if (posix_memalign(&mem, (size_t)2 << 20, SLOT_BYTES) != 0) return NULL;
+    unsigned char *buf = mem;
+#if defined(MADV_HUGEPAGE)
+    madvise(buf, SLOT_BYTES, MADV_HUGEPAGE);
+#endif
+    for (size_t at = 0; touch && at < SLOT_BYTES; at += 4096) ((volatile unsigned char *)buf)[at] = 0;
+    return buf;
+}
+
+/* A free slot: one that came back from the disk, or a new one while under
+ * the memory limit; -1 when every slot is in flight. Called under mu. */
+static int take_free_slot(ts_trace_writer *w) {
+    for (int i = 0; i < w->n_slots; i++)
+        if (w->slot_free[i]) {
+            w->slot_free[i] = false;
+            return i;
+        }
+    if (w->n_slots < w->max_slots) {
+        unsigned char *buf = new_slot(false);
+        if (!buf) return -1;
+        w->slots[w->n_slots] = buf;
+        w->slot_free[w->n_slots] = false;
+        return w->n_slots++;
+    }
+    return -1;
+}
+
+static bool any_slot_free(const ts_trace_writer *w) {
+    for (int i = 0; i < w->n_slots; i++)
+        if (w->slot_free[i]) return true;
+    return false;
+}
+
+/* Called by the writer thread under mu, which it drops meanwhile: when the
+ * model fills slots faster than the disk empties them and none is free, the
+ * hook is about to make one and fault in its pages while the model's
+ * threads wait; the writer thread makes it first. */
+static void grow_ahead(ts_trace_writer *w) {
+    if (w->q_len == 0 || w->n_slots >= w->max_slots || any_slot_free(w)) return;
+    int i = w->n_slots++;
+    w->slots[i] = NULL; /* reserved: neither free nor the hook's yet */
+    pthread_mutex_unlock(&w->mu);
+    unsigned char *buf = new_slot(true);
+    pthread_mutex_lock(&w->mu);
+    w->slots[i] = buf;
+    w->slot_free[i] = buf != NULL;
+    pthread_cond_broadcast(&w->cv_free);
+}
+
 static void *writer_main(void *arg) {
     ts_trace_writer *w = arg;
     pthread_mutex_lock(&w->mu);
@@ -289,6 +343,7 @@ static void *writer_main(void *arg) {
         w->q_len--;
         w->slot_free[j.slot] = true;
         pthread_cond_broadcast(&w->cv_free);
+        grow_ahead(w);
     }
     pthread_mutex_unlock(&w->mu);
     return NULL;
@@ -299,30 +354,6 @@ static void drain(ts_trace_writer *w) {
     pthread_mutex_lock(&w->mu);
     while (w->q_len > 0) pthread_cond_wait(&w->cv_free, &w->mu);
     pthread_mutex_unlock(&w->mu);
-}
-
-/* A free slot: one that came back from the disk, or a new one while under
- * the memory limit; -1 when every slot is in flight. Called under mu. */
-static int take_free_slot(ts_trace_writer *w) {
-    for (int i = 0; i < w->n_slots; i++)
-        if (w->slot_free[i]) {
-            w->slot_free[i] = false;
-            return i;
-        }
-    if (w->n_slots < w->max_slots) {
-        /* 2 MB aligned and backed by huge pages where the kernel allows:
-         * fewer page faults to fill it, fewer pages to pin for O_DIRECT. */
-        void *mem = NULL;
-        if (posix_memalign(&mem, (size_t)2 << 20, SLOT_BYTES) != 0) return -1;
-        unsigned char *buf = mem;
-#if defined(MADV_HUGEPAGE)
-        madvise(buf, SLOT_BYTES, MADV_HUGEPAGE);
-#endif
-        w->slots[w->n_slots] = buf;
-        w->slot_free[w->n_slots] = false;
-        return w->n_slots++;
-    }
-    return -1;
 }
 
 /* A slot for the hook, waiting for the disk when every slot is in flight. */
