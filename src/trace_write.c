@@ -1113,11 +1113,6 @@ ts_status ts_trace_writer_step(ts_trace_writer *w, const char *name, ts_op op, c
     return write_step(w, name, op, t, tag, 0.0f);
 }
 
-ts_status ts_trace_writer_step_like(ts_trace_writer *w, const char *name, ts_op op, const ts_tensor *t, ts_tag tag,
-                                    float factor) {
-    return write_step(w, name, op, t, tag, factor);
-}
-
 static ts_status hook_like(void *ctx, const char *name, ts_op op, const ts_tensor *t, ts_tag tag, float factor) {
     ts_trace_writer *w = ctx;
     double t0 = now_seconds();

@@ -113,7 +113,12 @@ typedef struct ts_trace_summary {
 ts_status ts_trace_writer_open(const char *path, const char *metadata_json,
                                const ts_trace_options *opt, ts_trace_writer **out);
 
-/* The hook the model calls; valid until the writer is closed. */
+/* The hook the model calls; valid until the writer is closed. Its
+ * like_previous takes the model's word that a step is the step before times
+ * a factor (ts_hook_like_fn): when t is laid out as that step was and the
+ * factor is a power of two, the statistics are derived from that step's and
+ * the values are stored as a (scaled) view of it; otherwise the step is
+ * written as any other. */
 ts_hook ts_trace_writer_hook(ts_trace_writer *w);
 
 /* One step, as the hook does it. t may be any strided view; its elements are
@@ -121,14 +126,6 @@ ts_hook ts_trace_writer_hook(ts_trace_writer *w);
  * met (disk full, ...), sticky: later calls return it again. One thread only. */
 ts_status ts_trace_writer_step(ts_trace_writer *w, const char *name, ts_op op,
                                const ts_tensor *t, ts_tag tag);
-
-/* A step whose values are the previous step's times factor, as the hook's
- * like_previous is told (see ts_hook_like_fn). When t is laid out as that
- * step was and factor is a power of two, the statistics are derived from it
- * (and with factor 1 the values are stored as a view of it); otherwise this
- * is ts_trace_writer_step. */
-ts_status ts_trace_writer_step_like(ts_trace_writer *w, const char *name, ts_op op,
-                                    const ts_tensor *t, ts_tag tag, float factor);
 
 /* Wait until every step handed over so far is in the file (PATH.tmp), so a
  * process killed after this loses none of them. The writer also does this on
