@@ -1,5 +1,6 @@
 /* bench_model: one preset's forward pass timed with no hook and with the trace
- * writer at stats level (what `tscope run --trace F --level stats` pays). */
+ * writer at shapes and stats levels (what `tscope run --trace F --level stats`
+ * pays). */
 #include "bench_model.h"
 
 #include <stdio.h>
@@ -41,16 +42,34 @@ static ts_status one_pass(ts_model *m, const ts_model_input *in, const char *tra
     return st;
 }
 
-/* Median seconds of reps passes after one warm-up. */
-static ts_status timed(ts_model *m, const ts_model_input *in, const char *trace_path, ts_trace_level level, int reps,
-                       double *median) {
-    double *t = calloc((size_t)reps, sizeof *t), warm;
+/* The configurations timed: no hook, then the trace writer at shapes level
+ * (what watching alone costs: the model no longer fuses steps a hook must
+ * see) and at stats level (plus the statistics). */
+typedef struct bench_case {
+    const char *label;
+    bool traced;
+    ts_trace_level level;
+} bench_case;
+
+static const bench_case cases[] = {
+    {"forward, no hook", false, TS_TRACE_SHAPES},
+    {"forward, trace at shapes", true, TS_TRACE_SHAPES},
+    {"forward, trace at stats", true, TS_TRACE_STATS},
+};
+#define N_CASES ((int)(sizeof cases / sizeof cases[0]))
+
+/* Median seconds of each case over reps rounds after a warm-up one. A round
+ * runs every case once, so a burst of other work on the machine lands on
+ * all of them alike rather than on whichever case was being timed. */
+static ts_status timed_rounds(ts_model *m, const ts_model_input *in, const char *trace_path, int reps,
+                              double median[N_CASES]) {
+    double *t = calloc((size_t)(N_CASES * reps), sizeof *t), warm;
     if (!t) return ts_fail(TS_ERR_NOMEM, "bench: out of memory");
-    ts_status st = one_pass(m, in, trace_path, level, &warm);
-    for (int i = 0; i < reps && !st; i++) st = one_pass(m, in, trace_path, level, &t[i]);
-    if (!st) {
-        *median = bench_median(t, reps);
-    }
+    ts_status st = TS_OK;
+    for (int r = -1; r < reps && !st; r++)
+        for (int c = 0; c < N_CASES && !st; c++)
+            st = one_pass(m, in, cases[c].traced ? trace_path : NULL, cases[c].level, r < 0 ? &warm : &t[c * reps + r]);
+    for (int c = 0; c < N_CASES && !st; c++) median[c] = bench_median(&t[c * reps], reps);
     free(t);
     return st;
 }
@@ -86,26 +105,22 @@ int bench_model_forward(int reps, const char *preset) {
         return rc;
     }
     close(fd);
+    /* The peak is probed before and after the runs and the higher kept: a
+     * probe that meets other work on the machine reads low. */
     double peak = ts_kernels_peak_gflops();
-    char desc[256];
-    model_config_describe(&cfg, desc, sizeof desc);
-    printf("# %s\n", desc);
-    printf("# %.1f GFLOP of matmuls per forward; kernels %s, %d threads, peak %.1f GFLOP/s; median of %d after a warm-up\n",
-           sum.flops / 1e9, ts_isa_name(ts_kernels_isa()), ts_kernels_threads(), peak, reps);
     ts_model_input in = model_batch_input(&batch);
-    double plain = 0;
-    ts_status st = timed(&m, &in, NULL, TS_TRACE_SHAPES, reps, &plain);
-    if (!st) print_row("forward, no hook", plain, 0, sum.flops, peak);
-    /* Shapes level shows what watching alone costs (the model no longer fuses
-     * steps a hook must see); stats level adds the statistics. */
-    static const struct {
-        ts_trace_level level;
-        const char *label;
-    } traced[] = {{TS_TRACE_SHAPES, "forward, trace at shapes"}, {TS_TRACE_STATS, "forward, trace at stats"}};
-    for (size_t i = 0; i < sizeof traced / sizeof traced[0] && !st; i++) {
-        double seconds = 0;
-        st = timed(&m, &in, trace_path, traced[i].level, reps, &seconds);
-        if (!st) print_row(traced[i].label, seconds, plain, sum.flops, peak);
+    double median[N_CASES];
+    ts_status st = timed_rounds(&m, &in, trace_path, reps, median);
+    if (!st) {
+        double after = ts_kernels_peak_gflops();
+        if (after > peak) peak = after;
+        char desc[256];
+        model_config_describe(&cfg, desc, sizeof desc);
+        printf("# %s\n", desc);
+        printf("# %.1f GFLOP of matmuls per forward; kernels %s, %d threads, peak %.1f GFLOP/s; medians of %d rounds "
+               "(each case once a round) after a warm-up round\n",
+               sum.flops / 1e9, ts_isa_name(ts_kernels_isa()), ts_kernels_threads(), peak, reps);
+        for (int c = 0; c < N_CASES; c++) print_row(cases[c].label, median[c], c > 0 ? median[0] : 0, sum.flops, peak);
     }
     if (st) rc = ts_cli_error("bench", "%s", ts_last_error());
     unlink(trace_path);
