@@ -97,6 +97,21 @@ static void tick_text(char *buf, size_t size, const axis *a, double v, double st
         ts_render__fmt(buf, size, v, step);
 }
 
+/* Whether the labels of ticks[0, n) fit side by side in width w, with room
+ * between them. */
+static bool x_labels_fit(ts_render__pen *p, const axis *a, const double *ticks, int n, double step, double w,
+                         const ts_render__font *font) {
+    double total = 0;
+    char buf[48];
+    for (int i = 0; i < n; i++) {
+        double lw;
+        tick_text(buf, sizeof buf, a, ticks[i], step);
+        ts_render__measure(p, buf, font, &lw, NULL);
+        total += lw + 6;
+    }
+    return total <= w;
+}
+
 /* Integer x positions named by the caller (tokens): ticks at those that fit. */
 static int named_ticks(ts_render__pen *p, const ts_render_plot_opts *o, const axis *x, double plot_w,
                        const ts_render__font *f, double *ticks) {
@@ -216,7 +231,14 @@ void ts_render__plot_body(ts_render__pen *p, ts_render_rect r, const ts_render_s
     if (plot.w < 20 || plot.h < 20) return;
     int nx = named_ticks(p, o, &x, plot.w, &tf, xticks);
     bool named = nx >= 0;
-    if (!named) nx = axis_ticks(&x, (int)fmax(4, fmin(12, plot.w / 55)), xticks, &xstep);
+    if (!named) {
+        /* Fewer ticks while their labels would run into each other (a narrow
+         * plot printed "0 50100150"). */
+        for (int want = (int)fmax(4, fmin(12, plot.w / 55));; want--) {
+            nx = axis_ticks(&x, want, xticks, &xstep);
+            if (want <= 2 || x_labels_fit(p, &x, xticks, nx, xstep, plot.w, &tf)) break;
+        }
+    }
     if (!named && xstep < 1 && integer_x(s, n)) {
         /* Positions and steps are whole numbers: no tick at 0.5. */
         nx = 0;
