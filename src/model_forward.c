@@ -171,6 +171,19 @@ static ts_status emit(fwd *f, const char *prefix, const char *leaf, ts_op op, co
     return emit_like(f, prefix, leaf, op, t, tag, alias, alias ? 1.0f : 0.0f);
 }
 
+/* Offer the hook a step that will be the previous one times factor before
+ * making it: *done when the hook recorded it from what it holds, and the
+ * model may leave it unmade (ts_hook_derive_fn). Never in a dry run, which
+ * counts every step. */
+static ts_status emit_ahead(fwd *f, const char *prefix, const char *leaf, ts_op op, const ts_tensor *t, ts_tag tag,
+                            float factor, bool *done) {
+    *done = false;
+    if (f->dry || !f->hook || !f->hook->derive_next) return TS_OK;
+    char name[2 * TS_MODEL_NAME_MAX];
+    snprintf(name, sizeof name, "%s.%s", prefix, leaf);
+    return ts_hook_try_derive(f->hook, name, op, t, tag, factor, done);
+}
+
 static int64_t count_params(const ts_model *m, const char *prefix) {
     int64_t n = 0;
     size_t len = strlen(prefix);
@@ -400,8 +413,15 @@ static ts_status sdpa(fwd *f, const char *prefix, const heads_at *q, const heads
     }
     if (staged) {
         TRY(emit(f, prefix, "scores", TS_OP_MATMUL, &tatt, TS_TAG_ATTN_SCORES, false));
-        if (!f->dry) ts_scale(att, att, scale, n_att);
-        TRY(emit_like(f, prefix, "scaled", TS_OP_SCALE, &tatt, TS_TAG_ATTN_SCORES, false, scale));
+        /* With no mask to add to them, scaled scores a hook can record from
+         * the scores (a trace writer's scaled view) are scaled per head below,
+         * in cache, instead of in a pass of their own over all of them. */
+        bool scale_later = false;
+        if (!masked) TRY(emit_ahead(f, prefix, "scaled", TS_OP_SCALE, &tatt, TS_TAG_ATTN_SCORES, scale, &scale_later));
+        if (!scale_later) {
+            if (!f->dry) ts_scale(att, att, scale, n_att);
+            TRY(emit_like(f, prefix, "scaled", TS_OP_SCALE, &tatt, TS_TAG_ATTN_SCORES, false, scale));
+        }
         if (masked) {
             if (!f->dry) apply_mask(f, att, Sq, Sk, key_mask, causal, row_mask);
             TRY(emit(f, prefix, "masked", TS_OP_MASK, &tatt, TS_TAG_ATTN_SCORES, false));
@@ -409,6 +429,7 @@ static ts_status sdpa(fwd *f, const char *prefix, const heads_at *q, const heads
         if (!f->dry) { /* the mask is in the scores now */
             TS_MODEL_OMP(parallel for num_threads(f->threads) if(f->par) schedule(dynamic, 1) reduction(+:empty))
             for (int64_t bh = 0; bh < BH; bh++) {
+                if (scale_later) ts_scale(att_of(&j, bh), att_of(&j, bh), scale, (int64_t)Sq * Sk);
                 empty += head_softmax(&j, bh, false);
                 head_values(&j, bh);
             }

@@ -987,9 +987,12 @@ static void scale_stats(ts_trace_stats *out, const ts_trace_stats *in, float fac
 }
 
 /* One step; factor != 0: the model says its values are the previous step's
- * times factor (ts_hook_like_fn). */
+ * times factor (ts_hook_like_fn). With `ahead` the model has not made the
+ * step yet (ts_hook_derive_fn): t's memory holds the previous step's values,
+ * so the step is written only if nothing has to be read from it (*done). */
 static ts_status write_step(ts_trace_writer *w, const char *name, ts_op op, const ts_tensor *t, ts_tag tag,
-                            float factor) {
+                            float factor, bool ahead, bool *done) {
+    *done = false;
     ts_status s = check_io(w);
     if (s) return s;
     int64_t numel = 0;
@@ -1034,6 +1037,10 @@ static ts_status write_step(ts_trace_writer *w, const char *name, ts_op op, cons
     bool hist_later = d.stats && !hist_known && d.values && d.batch < 0;
     unsigned content = (d.stats ? TRF_CONTENT_STATS : 0u) | (d.values ? TRF_CONTENT_VALUES : 0u) |
                        (as_view ? TRF_CONTENT_VIEW : 0u) | (hist_later ? TRF_CONTENT_HIST_FROM_VALUES : 0u);
+    bool reads_memory = (d.stats && !derived && !same) || (d.stats && !hist_known && !hist_later) ||
+                        (d.values && !as_view);
+    if (ahead && (!like || reads_memory)) return TS_OK; /* the model makes the step and calls again */
+    *done = true;
 
     size_t prefix_size = (size_t)trf_align(TRF_P_NAME + strlen(name) + 1);
     uint64_t values_area = as_view ? 0 : trf_align((uint64_t)values_count * sizeof(float));
@@ -1072,8 +1079,10 @@ static ts_status write_step(ts_trace_writer *w, const char *name, ts_op op, cons
     /* Views may point into this step from now on, or (after a step that
      * computed something) into nothing until the next stored one. */
     if (!unchanged) {
+        /* A step recorded ahead was never made: its memory holds the step
+         * before, so nothing may take statistics from it. */
         w->base.index = -1;
-        remember_elements(w, t, numel, d.stats ? &now : NULL);
+        remember_elements(w, t, numel, d.stats && !ahead ? &now : NULL);
     }
     if (stored && vk.contiguous) {
         w->base.index = w->n_steps;
@@ -1110,13 +1119,24 @@ static ts_status write_step(ts_trace_writer *w, const char *name, ts_op op, cons
 }
 
 ts_status ts_trace_writer_step(ts_trace_writer *w, const char *name, ts_op op, const ts_tensor *t, ts_tag tag) {
-    return write_step(w, name, op, t, tag, 0.0f);
+    bool done;
+    return write_step(w, name, op, t, tag, 0.0f, false, &done);
 }
 
 static ts_status hook_like(void *ctx, const char *name, ts_op op, const ts_tensor *t, ts_tag tag, float factor) {
     ts_trace_writer *w = ctx;
     double t0 = now_seconds();
-    ts_status s = write_step(w, name, op, t, tag, factor);
+    bool done;
+    ts_status s = write_step(w, name, op, t, tag, factor, false, &done);
+    w->hook_seconds += now_seconds() - t0;
+    return s;
+}
+
+static ts_status hook_derive(void *ctx, const char *name, ts_op op, const ts_tensor *t, ts_tag tag, float factor,
+                             bool *done) {
+    ts_trace_writer *w = ctx;
+    double t0 = now_seconds();
+    ts_status s = write_step(w, name, op, t, tag, factor, true, done);
     w->hook_seconds += now_seconds() - t0;
     return s;
 }
@@ -1126,7 +1146,7 @@ static ts_status hook_fn(void *ctx, const char *name, ts_op op, const ts_tensor 
 }
 
 ts_hook ts_trace_writer_hook(ts_trace_writer *w) {
-    return (ts_hook){.fn = hook_fn, .ctx = w, .like_previous = hook_like};
+    return (ts_hook){.fn = hook_fn, .ctx = w, .like_previous = hook_like, .derive_next = hook_derive};
 }
 
 ts_status ts_trace_writer_flush(ts_trace_writer *w) {

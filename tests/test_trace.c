@@ -577,70 +577,81 @@ static float *copy_floats(const float *x, int64_t n) {
  * (ts_hook_call_like). With a power of two on the same memory the writer
  * derives the statistics and records the values as a view (scaled when the
  * factor is not 1); otherwise the step is traced as any other. Either way
- * every figure must be what reading the values gives. */
+ * every figure must be what reading the values gives. Asked ahead
+ * (ts_hook_try_derive, memory still holding the step before), the writer
+ * records the scaled step without reading it, and refuses a factor it
+ * cannot derive, so the model makes that step and calls again. */
 static void like_steps_match_their_values(void **state) {
     (void)state;
     enum { N_LIKE = 5 };
     const int64_t shape[4] = {3, 4, 50, 50}, n = 3 * 4 * 50 * 50, per_batch = n / 3;
     const char *names[N_LIKE] = {"scores", "scaled", "dropout", "odd", "elsewhere"};
-    for (int level = TS_TRACE_STATS; level <= TS_TRACE_VALUES; level++) {
-        for (int keep = -1; keep <= 1; keep += 2) {
-            if (level == TS_TRACE_STATS && keep >= 0) continue;
-            float *x = random_floats(n, 4.0f, -1.0f), *other = random_floats(n, 1.0f, 0.0f);
-            float *seen[N_LIKE];
-            ts_tensor t = view_of(x, 4, shape), u = view_of(other, 4, shape);
-            const char *path = path_in("like.tstrace");
-            ts_trace_options opt;
-            ts_trace_options_default(&opt);
-            opt.level = (ts_trace_level)level;
-            opt.keep_batch = keep;
-            opt.threads = 2;
-            ts_trace_writer *w;
-            assert_ok(ts_trace_writer_open(path, NULL, &opt, &w));
-            ts_hook hook = ts_trace_writer_hook(w);
-            assert_ok(ts_hook_call(&hook, names[0], TS_OP_MATMUL, &t, TS_TAG_ATTN_SCORES));
-            seen[0] = copy_floats(x, n);
-            for (int64_t i = 0; i < n; i++) x[i] *= 0.125f;
-            assert_ok(ts_hook_call_like(&hook, names[1], TS_OP_SCALE, &t, TS_TAG_ATTN_SCORES, 0.125f));
-            seen[1] = copy_floats(x, n);
-            assert_ok(ts_hook_call_like(&hook, names[2], TS_OP_DROPOUT, &t, TS_TAG_PLAIN, 1.0f));
-            seen[2] = copy_floats(x, n);
-            for (int64_t i = 0; i < n; i++) x[i] *= 0.3f;
-            assert_ok(ts_hook_call_like(&hook, names[3], TS_OP_SCALE, &t, TS_TAG_PLAIN, 0.3f));
-            seen[3] = copy_floats(x, n);
-            assert_ok(ts_hook_call_like(&hook, names[4], TS_OP_DROPOUT, &u, TS_TAG_PLAIN, 1.0f));
-            seen[4] = copy_floats(other, n);
-            assert_ok(ts_trace_writer_close(w, NULL));
-
-            ts_trace *tr;
-            assert_ok(ts_trace_open(path, &tr));
-            assert_int_equal(ts_trace_count(tr), N_LIKE);
-            for (int i = 0; i < N_LIKE; i++) {
-                const ts_trace_step *s = ts_trace_step_at(tr, i);
-                assert_string_equal(s->name, names[i]);
-                ts_trace_stats want;
-                ts_trace_stats_compute(&want, seen[i], n);
-                ts_trace_stats got = step_stats(tr, i);
-                assert_stats_close(&got, &want);
-                assert_memory_equal(got.hist, want.hist, sizeof want.hist);
-                /* Values of the whole tensor leave the histogram to the reader. */
-                assert_int_equal(s->hist_from_values, level == TS_TRACE_VALUES && keep < 0);
-                if (level != TS_TRACE_VALUES) continue;
-                /* scaled views scores x 0.125; a view of a scaled view is not
-                 * recorded, so the dropout after it keeps its own values. */
-                assert_int_equal(s->view_of, i == 1 ? 0 : -1);
-                assert_true(s->view_factor == (i == 1 ? 0.125f : 1.0f));
-                const float *v;
-                assert_ok(ts_trace_values(tr, i, &v));
-                int64_t from = keep >= 0 ? keep * per_batch : 0, count = keep >= 0 ? per_batch : n;
-                assert_int_equal(s->values_count, count);
-                assert_memory_equal(v, seen[i] + from, (size_t)count * sizeof(float));
-            }
-            ts_trace_close(tr);
-            for (int i = 0; i < N_LIKE; i++) free(seen[i]);
-            free(x);
-            free(other);
+    for (int c = 0; c < 6; c++) {
+        int level = c < 2 ? TS_TRACE_STATS : TS_TRACE_VALUES, keep = c >= 4 ? 1 : -1;
+        bool ahead = c % 2;
+        float *x = random_floats(n, 4.0f, -1.0f), *other = random_floats(n, 1.0f, 0.0f);
+        float *seen[N_LIKE];
+        ts_tensor t = view_of(x, 4, shape), u = view_of(other, 4, shape);
+        const char *path = path_in("like.tstrace");
+        ts_trace_options opt;
+        ts_trace_options_default(&opt);
+        opt.level = (ts_trace_level)level;
+        opt.keep_batch = keep;
+        opt.threads = 2;
+        ts_trace_writer *w;
+        assert_ok(ts_trace_writer_open(path, NULL, &opt, &w));
+        ts_hook hook = ts_trace_writer_hook(w);
+        assert_ok(ts_hook_call(&hook, names[0], TS_OP_MATMUL, &t, TS_TAG_ATTN_SCORES));
+        seen[0] = copy_floats(x, n);
+        bool done = false;
+        if (ahead) {
+            assert_ok(ts_hook_try_derive(&hook, names[1], TS_OP_SCALE, &t, TS_TAG_ATTN_SCORES, 0.125f, &done));
+            assert_true(done);
         }
+        for (int64_t i = 0; i < n; i++) x[i] *= 0.125f;
+        if (!done) assert_ok(ts_hook_call_like(&hook, names[1], TS_OP_SCALE, &t, TS_TAG_ATTN_SCORES, 0.125f));
+        seen[1] = copy_floats(x, n);
+        assert_ok(ts_hook_call_like(&hook, names[2], TS_OP_DROPOUT, &t, TS_TAG_PLAIN, 1.0f));
+        seen[2] = copy_floats(x, n);
+        if (ahead) {
+            assert_ok(ts_hook_try_derive(&hook, names[3], TS_OP_SCALE, &t, TS_TAG_PLAIN, 0.3f, &done));
+            assert_false(done);
+        }
+        for (int64_t i = 0; i < n; i++) x[i] *= 0.3f;
+        assert_ok(ts_hook_call_like(&hook, names[3], TS_OP_SCALE, &t, TS_TAG_PLAIN, 0.3f));
+        seen[3] = copy_floats(x, n);
+        assert_ok(ts_hook_call_like(&hook, names[4], TS_OP_DROPOUT, &u, TS_TAG_PLAIN, 1.0f));
+        seen[4] = copy_floats(other, n);
+        assert_ok(ts_trace_writer_close(w, NULL));
+
+        ts_trace *tr;
+        assert_ok(ts_trace_open(path, &tr));
+        assert_int_equal(ts_trace_count(tr), N_LIKE);
+        for (int i = 0; i < N_LIKE; i++) {
+            const ts_trace_step *s = ts_trace_step_at(tr, i);
+            assert_string_equal(s->name, names[i]);
+            ts_trace_stats want;
+            ts_trace_stats_compute(&want, seen[i], n);
+            ts_trace_stats got = step_stats(tr, i);
+            assert_stats_close(&got, &want);
+            assert_memory_equal(got.hist, want.hist, sizeof want.hist);
+            /* Values of the whole tensor leave the histogram to the reader. */
+            assert_int_equal(s->hist_from_values, level == TS_TRACE_VALUES && keep < 0);
+            if (level != TS_TRACE_VALUES) continue;
+            /* scaled views scores x 0.125; a view of a scaled view is not
+             * recorded, so the dropout after it keeps its own values. */
+            assert_int_equal(s->view_of, i == 1 ? 0 : -1);
+            assert_true(s->view_factor == (i == 1 ? 0.125f : 1.0f));
+            const float *v;
+            assert_ok(ts_trace_values(tr, i, &v));
+            int64_t from = keep >= 0 ? keep * per_batch : 0, count = keep >= 0 ? per_batch : n;
+            assert_int_equal(s->values_count, count);
+            assert_memory_equal(v, seen[i] + from, (size_t)count * sizeof(float));
+        }
+        ts_trace_close(tr);
+        for (int i = 0; i < N_LIKE; i++) free(seen[i]);
+        free(x);
+        free(other);
     }
 }
 

@@ -88,6 +88,12 @@ for l in (0, 1):
     assert s.shape == c.shape == (1, 4, 4, 4), s.shape
     assert np.array_equal(c, s * np.float32(0.5)), abs(c - s * 0.5).max()
     assert np.array_equal(z["encoder.layers.%d.ffn.dropout" % l], z["encoder.layers.%d.ffn.act" % l])
+# Unmasked attention scales each head just before its softmax when the
+# writer records scaled from the scores: the weights must not notice.
+for p in ("encoder.layers.0.self_attn.", "decoder.layers.1.cross_attn."):
+    c, w = z[p + "scaled"].astype(np.float64), z[p + "weights"]
+    e = np.exp(c - c.max(-1, keepdims=True))
+    assert np.allclose(w, e / e.sum(-1, keepdims=True), rtol=1e-5, atol=1e-6), p
 ' "$work/hd4.npz"
 fi
 

@@ -9,6 +9,8 @@
 #ifndef TSCOPE_HOOK_H
 #define TSCOPE_HOOK_H
 
+#include <stdbool.h>
+
 #include "tscope/status.h"
 #include "tscope/tensor.h"
 
@@ -79,10 +81,21 @@ typedef ts_status (*ts_hook_fn)(void *ctx, const char *name, ts_op op, const ts_
 typedef ts_status (*ts_hook_like_fn)(void *ctx, const char *name, ts_op op, const ts_tensor *t, ts_tag tag,
                                      float factor);
 
+/* Asked, when set, before the model makes a step that will be the previous
+ * step times `factor` (as ts_hook_like_fn), while t's memory still holds the
+ * previous step's values. A hook that can record the step from what it
+ * already holds, without reading t (a trace writer deriving the statistics
+ * and storing the values as a scaled view), does so and sets *done; the
+ * model then need not make the step at all. Otherwise it records nothing,
+ * and the model makes the step and calls like_previous as usual. */
+typedef ts_status (*ts_hook_derive_fn)(void *ctx, const char *name, ts_op op, const ts_tensor *t, ts_tag tag,
+                                       float factor, bool *done);
+
 typedef struct ts_hook {
     ts_hook_fn fn; /* NULL: no hook, nothing is called */
     void *ctx;
     ts_hook_like_fn like_previous; /* optional */
+    ts_hook_derive_fn derive_next; /* optional */
 } ts_hook;
 
 /* Call the hook if there is one; TS_OK otherwise. */
@@ -90,6 +103,15 @@ static inline ts_status ts_hook_call(const ts_hook *hook, const char *name, ts_o
                                      const ts_tensor *t, ts_tag tag) {
     if (!hook || !hook->fn) return TS_OK;
     return hook->fn(hook->ctx, name, op, t, tag);
+}
+
+/* Before making a step that will be the previous one times factor: *done
+ * when the hook recorded it without needing it made (ts_hook_derive_fn). */
+static inline ts_status ts_hook_try_derive(const ts_hook *hook, const char *name, ts_op op, const ts_tensor *t,
+                                           ts_tag tag, float factor, bool *done) {
+    *done = false;
+    if (!hook || !hook->fn || !hook->derive_next) return TS_OK;
+    return hook->derive_next(hook->ctx, name, op, t, tag, factor, done);
 }
 
 /* A step the model knows to be the previous one times factor (see
