@@ -147,11 +147,11 @@ static bool is_view_op(ts_op op) {
 
 /* Hand one step to the hook. `alias`: the tensor was already traced under
  * another name (a layer's out is its last norm's out), so it costs no memory.
- * `factor` != 0: every value is the previous step's times factor (see
- * ts_hook_like_fn); an alias is the previous step's times 1 when it is the
- * same memory, which the hook checks. */
+ * `factor` != 0: every value is that of the step whose tensor was `of` (NULL:
+ * the previous step) times factor (see ts_hook_like_fn); an alias is the
+ * previous step's times 1 when it is the same memory, which the hook checks. */
 static ts_status emit_like(fwd *f, const char *prefix, const char *leaf, ts_op op, const ts_tensor *t, ts_tag tag,
-                           bool alias, float factor) {
+                           bool alias, const ts_tensor *of, float factor) {
     if (f->sum) {
         f->sum->steps++;
         if (!alias && !is_view_op(op)) f->sum->kept_bytes += sizeof(float) * (size_t)ts_tensor_numel(t);
@@ -162,13 +162,13 @@ static ts_status emit_like(fwd *f, const char *prefix, const char *leaf, ts_op o
         snprintf(name, sizeof name, "%s.%s", prefix, leaf);
     else
         snprintf(name, sizeof name, "%s", leaf);
-    if (factor != 0.0f) return ts_hook_call_like(f->hook, name, op, t, tag, factor);
+    if (factor != 0.0f) return ts_hook_call_like(f->hook, name, op, t, tag, of, factor);
     return ts_hook_call(f->hook, name, op, t, tag);
 }
 
 static ts_status emit(fwd *f, const char *prefix, const char *leaf, ts_op op, const ts_tensor *t, ts_tag tag,
                       bool alias) {
-    return emit_like(f, prefix, leaf, op, t, tag, alias, alias ? 1.0f : 0.0f);
+    return emit_like(f, prefix, leaf, op, t, tag, alias, NULL, alias ? 1.0f : 0.0f);
 }
 
 /* Offer the hook a step that will be the previous one times factor before
@@ -266,6 +266,13 @@ static ts_status norm_two_dims(fwd *f, const char *prefix, const char *param_pre
     return module_done(f, prefix, param_prefix, &t, flops0);
 }
 
+static bool identity_affine(const ts_norm_weights *w, int64_t D) {
+    if (!w->gamma || !w->beta) return false;
+    for (int64_t j = 0; j < D; j++)
+        if (w->gamma[j] != 1.0f || w->beta[j] != 0.0f) return false;
+    return true;
+}
+
 /* out = gamma * (in - mean) / std + beta over the last dim, std = sqrt(var + eps)
  * with the biased variance, as seed 000's LayerNormalization and nn.LayerNorm.
  * Traces in, mean, std (B, S, 1), y = (in - mean) / std, gamma, beta, out.
@@ -282,6 +289,7 @@ static ts_status norm(fwd *f, const char *prefix, const char *param_prefix, cons
     /* In place goes through the scratch area: the kernel reads a row while it writes. */
     float *dst = in == out ? a->big : out;
     if (!f->dry) ts_layernorm(dst, a->mean, a->rstd, in, w->gamma, w->beta, rows, (int)D, eps);
+    ts_tensor ty = view3(NULL, B, S, D);
     if (f->watch) {
         float *y = at(a->big, rows * D); // big holds >= 2 (B, L, D)
         if (!f->dry) {
@@ -294,7 +302,7 @@ static ts_status norm(fwd *f, const char *prefix, const char *param_prefix, cons
         TRY(emit(f, prefix, "mean", TS_OP_MEAN, &stat, TS_TAG_NORM_STAT, false));
         stat = view3(a->std, B, S, 1);
         TRY(emit(f, prefix, "std", TS_OP_STD, &stat, TS_TAG_NORM_STAT, false));
-        ts_tensor ty = view3(y, B, S, D);
+        ty = view3(y, B, S, D);
         TRY(emit(f, prefix, "y", TS_OP_LAYERNORM, &ty, TS_TAG_PLAIN, false));
         ts_tensor g = view(w->gamma, 1, (int64_t[]){D}, NULL);
         TRY(emit(f, prefix, "gamma", TS_OP_PARAM, &g, TS_TAG_PARAM, false));
@@ -303,7 +311,12 @@ static ts_status norm(fwd *f, const char *prefix, const char *param_prefix, cons
     }
     if (dst != out && !f->dry) memcpy(out, dst, sizeof(float) * (size_t)(rows * D));
     ts_tensor tout = view3(out, B, S, D);
-    TRY(emit(f, prefix, "out", TS_OP_LAYERNORM, &tout, TS_TAG_NORM_OUT, false));
+    /* gamma 1 and beta 0 (a LayerNorm that has not learned yet) make out
+     * y times one plus zero: y's values, which a hook need not read again. */
+    if (f->watch && !f->dry && identity_affine(w, D))
+        TRY(emit_like(f, prefix, "out", TS_OP_LAYERNORM, &tout, TS_TAG_NORM_OUT, false, &ty, 1.0f));
+    else
+        TRY(emit(f, prefix, "out", TS_OP_LAYERNORM, &tout, TS_TAG_NORM_OUT, false));
     return module_done(f, prefix, param_prefix, &tout, flops0);
 }
 
@@ -420,7 +433,7 @@ static ts_status sdpa(fwd *f, const char *prefix, const heads_at *q, const heads
         if (!masked) TRY(emit_ahead(f, prefix, "scaled", TS_OP_SCALE, &tatt, TS_TAG_ATTN_SCORES, scale, &scale_later));
         if (!scale_later) {
             if (!f->dry) ts_scale(att, att, scale, n_att);
-            TRY(emit_like(f, prefix, "scaled", TS_OP_SCALE, &tatt, TS_TAG_ATTN_SCORES, false, scale));
+            TRY(emit_like(f, prefix, "scaled", TS_OP_SCALE, &tatt, TS_TAG_ATTN_SCORES, false, NULL, scale));
         }
         if (masked) {
             if (!f->dry) apply_mask(f, att, Sq, Sk, key_mask, causal, row_mask);

@@ -28,7 +28,7 @@ static int64_t shape_numel(int rank, const int64_t *shape) {
     return n;
 }
 
-static void set_contiguous_strides(ts_tensor *t) {
+void ts_tensor_row_major(ts_tensor *t) {
     int64_t s = 1;
     for (int i = t->rank - 1; i >= 0; i--) {
         t->stride[i] = s;
@@ -45,7 +45,7 @@ ts_status ts_tensor_view(ts_tensor *out, float *data, int rank, const int64_t *s
     out->data = data;
     out->rank = rank;
     if (rank > 0) memcpy(out->shape, shape, (size_t)rank * sizeof *shape); /* a scalar may pass NULL */
-    set_contiguous_strides(out);
+    ts_tensor_row_major(out);
     return TS_OK;
 }
 
@@ -159,7 +159,7 @@ ts_status ts_tensor_reshape(ts_tensor *out, const ts_tensor *in, int rank, const
     ts_tensor v = {.data = in->data, .rank = rank};
     if (rank > 0) memcpy(v.shape, resolved, (size_t)rank * sizeof *resolved);
     if (numel == 0) {
-        set_contiguous_strides(&v);
+        ts_tensor_row_major(&v);
     } else if (!view_strides(in, rank, resolved, v.stride)) {
         return ts_fail(TS_ERR_SHAPE,
                        "cannot view %s as %s without a copy: the dims it merges are not next to each "
@@ -283,7 +283,7 @@ ts_status ts_tensor_copy(ts_tensor *dst, const ts_tensor *src) {
 ts_status ts_tensor_contiguous(ts_tensor *out, const ts_tensor *in, ts_arena *arena) {
     if (ts_tensor_is_contiguous(in)) {
         ts_tensor v = *in;
-        set_contiguous_strides(&v);
+        ts_tensor_row_major(&v);
         *out = v;
         return TS_OK;
     }

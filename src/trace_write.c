@@ -58,6 +58,7 @@
 #define CHUNK_MIN ((int64_t)1 << 16)
 #define MAX_ELEMENTS ((int64_t)1 << 40)
 #define SAME_MAX 2
+#define RECENT_MAX 8 /* a LayerNorm's out is like its y, three steps back */
 
 typedef enum pass_kind { PASS_COPY, PASS_COPY_STATS, PASS_STATS, PASS_HIST } pass_kind;
 
@@ -147,12 +148,20 @@ struct ts_trace_writer {
         known_stats known;
     } same[SAME_MAX];
     int n_same;
-    /* The step just before, for one the model says is like it. */
-    struct {
-        bool valid; /* it has statistics */
-        ts_tensor t;
+    /* The last steps, newest at recent[(n_recent - 1) % RECENT_MAX], for one
+     * the model says is like one of them (ts_hook_like_fn). */
+    struct recent_step {
+        ts_tensor t;   /* as handed over */
+        bool values;   /* its record keeps values ... */
+        int batch;     /* ... of this batch element, -1 all ... */
+        int64_t base;  /* ... which are base's stored values */
+        int64_t offset;                /* from this element */
+        int64_t strides[TS_MAX_RANK];  /* walked with these strides (row-major of the kept shape for its own) */
+        int scale;                     /* times 2^scale */
+        bool has_stats;
         known_stats known;
-    } prev;
+    } recent[RECENT_MAX];
+    int64_t n_recent;
     bool reduced;            /* level auto chose the reduced set */
     int64_t reduced_from;    /* from this step (running budget), -1 from the start */
     char reduced_name[128];  /* the step that passed the budget */
@@ -959,11 +968,28 @@ static void remember_elements(ts_trace_writer *w, const ts_tensor *t, int64_t nu
     w->n_same++;
 }
 
+static bool same_shape(const ts_tensor *a, const ts_tensor *b) {
+    if (a->rank != b->rank) return false;
+    for (int d = 0; d < a->rank; d++)
+        if (a->shape[d] != b->shape[d]) return false;
+    return true;
+}
+
 static bool same_layout(const ts_tensor *a, const ts_tensor *b) {
     if (a->data != b->data || a->rank != b->rank) return false;
     for (int d = 0; d < a->rank; d++)
         if (a->shape[d] != b->shape[d] || (a->shape[d] > 1 && a->stride[d] != b->stride[d])) return false;
     return true;
+}
+
+/* The recent step whose tensor was `of` (NULL: the step just before). */
+static const struct recent_step *recent_step_of(const ts_trace_writer *w, const ts_tensor *of) {
+    if (w->n_recent == 0) return NULL;
+    if (!of) return &w->recent[(w->n_recent - 1) % RECENT_MAX];
+    int64_t oldest = w->n_recent > RECENT_MAX ? w->n_recent - RECENT_MAX : 0;
+    for (int64_t k = w->n_recent - 1; k >= oldest; k--)
+        if (same_layout(of, &w->recent[k % RECENT_MAX].t)) return &w->recent[k % RECENT_MAX];
+    return NULL;
 }
 
 /* A factor whose products are exact: a positive power of two. Then the scaled
@@ -986,12 +1012,13 @@ static void scale_stats(ts_trace_stats *out, const ts_trace_stats *in, float fac
     out->mean_abs = in->mean_abs * factor;
 }
 
-/* One step; factor != 0: the model says its values are the previous step's
- * times factor (ts_hook_like_fn). With `ahead` the model has not made the
- * step yet (ts_hook_derive_fn): t's memory holds the previous step's values,
- * so the step is written only if nothing has to be read from it (*done). */
+/* One step; factor != 0: the model says its values are those of the step
+ * whose tensor was `of` (NULL: the step just before) times factor
+ * (ts_hook_like_fn). With `ahead` the model has not made the step yet
+ * (ts_hook_derive_fn): t's memory holds the previous step's values, so the
+ * step is written only if nothing has to be read from it (*done). */
 static ts_status write_step(ts_trace_writer *w, const char *name, ts_op op, const ts_tensor *t, ts_tag tag,
-                            float factor, bool ahead, bool *done) {
+                            const ts_tensor *of, float factor, bool ahead, bool *done) {
     *done = false;
     ts_status s = check_io(w);
     if (s) return s;
@@ -1004,14 +1031,16 @@ static ts_status write_step(ts_trace_writer *w, const char *name, ts_op op, cons
         w->offsets = grown;
         w->cap_steps = cap;
     }
-    /* Like the step before: its statistics, scaled; with factor 1 the very
-     * values, so it is stored as a view of them, as a reshape would be. */
+    /* Like an earlier step: its statistics, scaled, and its values index for
+     * index (scaled by 2^exponent), so a view of them. The step just before
+     * must be the same memory; one named by `of` the same shape. Only factor
+     * 1 in the same memory leaves the memory as it was for later views. */
     int exponent = 0;
-    bool like = factor != 0.0f && w->prev.valid && same_layout(t, &w->prev.t) && exact_factor(factor, &exponent);
-    /* Its values can be a view of the step before (scaled by 2^exponent);
-     * only factor 1 leaves the memory as it was for later views. */
+    const struct recent_step *src = factor != 0.0f ? recent_step_of(w, ahead ? NULL : of) : NULL;
+    bool like = src && src->has_stats && exact_factor(factor, &exponent) &&
+                (of && !ahead ? same_shape(t, &src->t) : same_layout(t, &src->t));
     bool view_op = is_view_op(op) || like;
-    bool unchanged = is_view_op(op) || (like && exponent == 0);
+    bool unchanged = is_view_op(op) || (like && exponent == 0 && same_layout(t, &src->t));
     decision d = decide(w, name, t, numel, tag, view_op);
     if (numel > 0 && !t->data) d.stats = d.values = false;
 
@@ -1025,15 +1054,28 @@ static ts_status write_step(ts_trace_writer *w, const char *name, ts_op op, cons
     view_init(&vt, t);
     view_init(&vk, &kept);
     int64_t values_count = d.values ? vk.numel : 0;
-    int64_t view_offset = 0;
-    bool as_view = d.values && view_op && fits_base(w, &kept, values_count, &view_offset);
+    int64_t view_offset = 0, view_base = w->base.index;
+    ts_tensor view_of = kept;
+    bool as_view;
+    if (like) {
+        /* Where the earlier step's values live (its own record, or the one
+         * it views), index for index, when it kept the same batch element. */
+        as_view = d.values && src->values && src->batch == d.batch &&
+                  abs(src->scale + exponent) <= TRF_VIEW_SCALE_MAX;
+        view_base = src->base;
+        view_offset = src->offset;
+        memcpy(view_of.stride, src->strides, sizeof view_of.stride);
+        exponent += src->scale;
+    } else {
+        as_view = d.values && view_op && fits_base(w, &kept, values_count, &view_offset);
+    }
     /* Statistics from the step before (like it) or from a step with the same
      * elements (a view of them), else computed here. A step that keeps every
      * value leaves its histogram to the reader, which has the values: one
      * pass less over the model's memory. */
     bool derived = d.stats && like;
     const known_stats *same = d.stats && !derived && view_op ? same_elements(w, t, numel) : NULL;
-    bool hist_known = derived ? w->prev.known.hist : same ? same->hist : false;
+    bool hist_known = derived ? src->known.hist : same ? same->hist : false;
     bool hist_later = d.stats && !hist_known && d.values && d.batch < 0;
     unsigned content = (d.stats ? TRF_CONTENT_STATS : 0u) | (d.values ? TRF_CONTENT_VALUES : 0u) |
                        (as_view ? TRF_CONTENT_VIEW : 0u) | (hist_later ? TRF_CONTENT_HIST_FROM_VALUES : 0u);
@@ -1047,7 +1089,7 @@ static ts_status write_step(ts_trace_writer *w, const char *name, ts_op op, cons
     uint64_t record_size = prefix_size + values_area + TRF_SUFFIX_SIZE;
     unsigned char prefix[TRF_P_NAME + TRF_NAME_MAX + TRF_ALIGN];
     put_prefix(prefix, prefix_size, record_size, w->n_steps, op, tag, t, content, d.values ? d.batch : -1, name,
-               values_count, w->base.index, view_offset, like ? exponent : 0, &kept);
+               values_count, view_base, view_offset, like ? exponent : 0, &view_of);
 
     /* Every record starts on a 64-byte boundary, so values do too. */
     uint64_t offset = stream_pos(w);
@@ -1065,7 +1107,7 @@ static ts_status write_step(ts_trace_writer *w, const char *name, ts_op op, cons
         (s = stream_put(w, NULL, (size_t)(values_area - (uint64_t)values_count * sizeof(float)))))
         return s;
     if (derived) {
-        scale_stats(&st, &w->prev.known.stats, factor);
+        scale_stats(&st, &src->known.stats, factor);
     } else if (same) {
         st = same->stats; /* the same elements in another order: the same statistics */
     } else if (d.stats) {
@@ -1090,9 +1132,20 @@ static ts_status write_step(ts_trace_writer *w, const char *name, ts_op op, cons
         w->base.count = values_count;
     }
 
-    w->prev.valid = d.stats;
-    w->prev.t = *t;
-    w->prev.known = now;
+    struct recent_step *r = &w->recent[w->n_recent++ % RECENT_MAX];
+    *r = (struct recent_step){.t = *t, .values = d.values, .batch = d.values ? d.batch : -1, .has_stats = d.stats,
+                              .known = now};
+    if (as_view) { /* where this view's values live */
+        r->base = view_base;
+        r->offset = view_offset;
+        memcpy(r->strides, view_of.stride, sizeof r->strides);
+        r->scale = like ? exponent : 0;
+    } else if (stored) {
+        ts_tensor own = kept;
+        ts_tensor_row_major(&own);
+        r->base = w->n_steps;
+        memcpy(r->strides, own.stride, sizeof r->strides);
+    }
 
     unsigned char suffix[TRF_SUFFIX_SIZE];
     put_suffix(suffix, w->n_steps, &st, values_crc);
@@ -1120,14 +1173,15 @@ static ts_status write_step(ts_trace_writer *w, const char *name, ts_op op, cons
 
 ts_status ts_trace_writer_step(ts_trace_writer *w, const char *name, ts_op op, const ts_tensor *t, ts_tag tag) {
     bool done;
-    return write_step(w, name, op, t, tag, 0.0f, false, &done);
+    return write_step(w, name, op, t, tag, NULL, 0.0f, false, &done);
 }
 
-static ts_status hook_like(void *ctx, const char *name, ts_op op, const ts_tensor *t, ts_tag tag, float factor) {
+static ts_status hook_like(void *ctx, const char *name, ts_op op, const ts_tensor *t, ts_tag tag,
+                           const ts_tensor *of, float factor) {
     ts_trace_writer *w = ctx;
     double t0 = now_seconds();
     bool done;
-    ts_status s = write_step(w, name, op, t, tag, factor, false, &done);
+    ts_status s = write_step(w, name, op, t, tag, of, factor, false, &done);
     w->hook_seconds += now_seconds() - t0;
     return s;
 }
@@ -1136,13 +1190,13 @@ static ts_status hook_derive(void *ctx, const char *name, ts_op op, const ts_ten
                              bool *done) {
     ts_trace_writer *w = ctx;
     double t0 = now_seconds();
-    ts_status s = write_step(w, name, op, t, tag, factor, true, done);
+    ts_status s = write_step(w, name, op, t, tag, NULL, factor, true, done);
     w->hook_seconds += now_seconds() - t0;
     return s;
 }
 
 static ts_status hook_fn(void *ctx, const char *name, ts_op op, const ts_tensor *t, ts_tag tag) {
-    return hook_like(ctx, name, op, t, tag, 0.0f);
+    return hook_like(ctx, name, op, t, tag, NULL, 0.0f);
 }
 
 ts_hook ts_trace_writer_hook(ts_trace_writer *w) {

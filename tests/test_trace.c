@@ -609,18 +609,18 @@ static void like_steps_match_their_values(void **state) {
             assert_true(done);
         }
         for (int64_t i = 0; i < n; i++) x[i] *= 0.125f;
-        if (!done) assert_ok(ts_hook_call_like(&hook, names[1], TS_OP_SCALE, &t, TS_TAG_ATTN_SCORES, 0.125f));
+        if (!done) assert_ok(ts_hook_call_like(&hook, names[1], TS_OP_SCALE, &t, TS_TAG_ATTN_SCORES, NULL, 0.125f));
         seen[1] = copy_floats(x, n);
-        assert_ok(ts_hook_call_like(&hook, names[2], TS_OP_DROPOUT, &t, TS_TAG_PLAIN, 1.0f));
+        assert_ok(ts_hook_call_like(&hook, names[2], TS_OP_DROPOUT, &t, TS_TAG_PLAIN, NULL, 1.0f));
         seen[2] = copy_floats(x, n);
         if (ahead) {
             assert_ok(ts_hook_try_derive(&hook, names[3], TS_OP_SCALE, &t, TS_TAG_PLAIN, 0.3f, &done));
             assert_false(done);
         }
         for (int64_t i = 0; i < n; i++) x[i] *= 0.3f;
-        assert_ok(ts_hook_call_like(&hook, names[3], TS_OP_SCALE, &t, TS_TAG_PLAIN, 0.3f));
+        assert_ok(ts_hook_call_like(&hook, names[3], TS_OP_SCALE, &t, TS_TAG_PLAIN, NULL, 0.3f));
         seen[3] = copy_floats(x, n);
-        assert_ok(ts_hook_call_like(&hook, names[4], TS_OP_DROPOUT, &u, TS_TAG_PLAIN, 1.0f));
+        assert_ok(ts_hook_call_like(&hook, names[4], TS_OP_DROPOUT, &u, TS_TAG_PLAIN, NULL, 1.0f));
         seen[4] = copy_floats(other, n);
         assert_ok(ts_trace_writer_close(w, NULL));
 
@@ -638,10 +638,10 @@ static void like_steps_match_their_values(void **state) {
             /* Values of the whole tensor leave the histogram to the reader. */
             assert_int_equal(s->hist_from_values, level == TS_TRACE_VALUES && keep < 0);
             if (level != TS_TRACE_VALUES) continue;
-            /* scaled views scores x 0.125; a view of a scaled view is not
-             * recorded, so the dropout after it keeps its own values. */
-            assert_int_equal(s->view_of, i == 1 ? 0 : -1);
-            assert_true(s->view_factor == (i == 1 ? 0.125f : 1.0f));
+            /* scaled views scores x 0.125, and so does the dropout like it
+             * (a view of a view is the view it is of). */
+            assert_int_equal(s->view_of, i == 1 || i == 2 ? 0 : -1);
+            assert_true(s->view_factor == (i == 1 || i == 2 ? 0.125f : 1.0f));
             const float *v;
             assert_ok(ts_trace_values(tr, i, &v));
             int64_t from = keep >= 0 ? keep * per_batch : 0, count = keep >= 0 ? per_batch : n;
@@ -655,6 +655,53 @@ static void like_steps_match_their_values(void **state) {
     }
 }
 
+
+/* A LayerNorm's out with gamma 1 and beta 0 is its y, three steps back and
+ * in other memory: named by y's tensor, it becomes a view of y. A tensor
+ * that no recent step had names nothing, and the step is traced as any. */
+static void like_an_earlier_step_by_its_tensor(void **state) {
+    (void)state;
+    const int64_t shape[3] = {2, 5, 8}, n = 2 * 5 * 8;
+    float *y = random_floats(n, 2.0f, 0.0f), *out = copy_floats(y, n), *gamma = random_floats(8, 1.0f, 1.0f);
+    float *stranger = random_floats(n, 1.0f, 0.0f);
+    ts_tensor ty = view_of(y, 3, shape), tout = view_of(out, 3, shape), tg = view_of(gamma, 1, (int64_t[]){8});
+    ts_tensor ts = view_of(stranger, 3, shape);
+    for (int level = TS_TRACE_STATS; level <= TS_TRACE_VALUES; level++) {
+        const char *path = path_in("like-of.tstrace");
+        ts_trace_options opt;
+        ts_trace_options_default(&opt);
+        opt.level = (ts_trace_level)level;
+        ts_trace_writer *w;
+        assert_ok(ts_trace_writer_open(path, NULL, &opt, &w));
+        ts_hook hook = ts_trace_writer_hook(w);
+        assert_ok(ts_hook_call(&hook, "norm.y", TS_OP_LAYERNORM, &ty, TS_TAG_PLAIN));
+        assert_ok(ts_hook_call(&hook, "norm.gamma", TS_OP_PARAM, &tg, TS_TAG_PARAM));
+        assert_ok(ts_hook_call(&hook, "norm.beta", TS_OP_PARAM, &tg, TS_TAG_PARAM));
+        assert_ok(ts_hook_call_like(&hook, "norm.out", TS_OP_LAYERNORM, &tout, TS_TAG_NORM_OUT, &ty, 1.0f));
+        assert_ok(ts_hook_call_like(&hook, "other.out", TS_OP_LAYERNORM, &tout, TS_TAG_NORM_OUT, &ts, 1.0f));
+        assert_ok(ts_trace_writer_close(w, NULL));
+        ts_trace *tr;
+        assert_ok(ts_trace_open(path, &tr));
+        ts_trace_stats want;
+        ts_trace_stats_compute(&want, y, n);
+        for (int64_t i = 3; i <= 4; i++) {
+            ts_trace_stats got = step_stats(tr, i);
+            assert_stats_close(&got, &want);
+            assert_memory_equal(got.hist, want.hist, sizeof want.hist);
+            const ts_trace_step *st = ts_trace_step_at(tr, i);
+            if (level != TS_TRACE_VALUES) continue;
+            assert_int_equal(st->view_of, i == 3 ? 0 : -1);
+            const float *v;
+            assert_ok(ts_trace_values(tr, i, &v));
+            assert_memory_equal(v, y, (size_t)n * sizeof(float));
+        }
+        ts_trace_close(tr);
+    }
+    free(y);
+    free(out);
+    free(gamma);
+    free(stranger);
+}
 
 static void only_and_keep_batch(void **state) {
     (void)state;
@@ -1107,6 +1154,7 @@ int main(void) {
         cmocka_unit_test(strided_views_are_gathered_row_major),
         cmocka_unit_test(views_of_a_stored_step),
         cmocka_unit_test(like_steps_match_their_values),
+        cmocka_unit_test(like_an_earlier_step_by_its_tensor),
         cmocka_unit_test(only_and_keep_batch),
         cmocka_unit_test(auto_policy_follows_the_budget),
         cmocka_unit_test(lookups_by_index_name_and_glob),

@@ -73,16 +73,18 @@ const char *ts_tag_name(ts_tag tag); /* "attn_weights"; "?" when out of range */
 typedef ts_status (*ts_hook_fn)(void *ctx, const char *name, ts_op op, const ts_tensor *t, ts_tag tag);
 
 /* Called instead of fn, when set, for a step whose every value is the value
- * at the same place in the step handed to the hook just before, times
- * `factor`: 1 for an eval-mode dropout or a layer's out that is its last
- * norm's out, 1/sqrt(hd) for the scaled scores. A trace writer then derives
- * the statistics instead of reading every element again. The hint holds only
- * for the same memory: a hook must check that t is laid out as that step was. */
+ * at the same index in an earlier step, times `factor`: the step whose
+ * tensor was `of`, or with of NULL the step handed to the hook just before
+ * (then in the same memory, which a hook checks). Factor 1: an eval-mode
+ * dropout, a layer's out that is its last norm's out, a LayerNorm's out
+ * when gamma is 1 and beta 0 (of: its y); 1/sqrt(hd): the scaled scores.
+ * A trace writer then derives the statistics instead of reading every
+ * element again, and stores the values as a view of that step's. */
 typedef ts_status (*ts_hook_like_fn)(void *ctx, const char *name, ts_op op, const ts_tensor *t, ts_tag tag,
-                                     float factor);
+                                     const ts_tensor *of, float factor);
 
 /* Asked, when set, before the model makes a step that will be the previous
- * step times `factor` (as ts_hook_like_fn), while t's memory still holds the
+ * step times `factor` (ts_hook_like_fn with of NULL), while t's memory still holds the
  * previous step's values. A hook that can record the step from what it
  * already holds, without reading t (a trace writer deriving the statistics
  * and storing the values as a scaled view), does so and sets *done; the
@@ -114,12 +116,12 @@ static inline ts_status ts_hook_try_derive(const ts_hook *hook, const char *name
     return hook->derive_next(hook->ctx, name, op, t, tag, factor, done);
 }
 
-/* A step the model knows to be the previous one times factor (see
+/* A step the model knows to be an earlier one times factor (see
  * ts_hook_like_fn): through like_previous when the hook has it. */
 static inline ts_status ts_hook_call_like(const ts_hook *hook, const char *name, ts_op op,
-                                          const ts_tensor *t, ts_tag tag, float factor) {
+                                          const ts_tensor *t, ts_tag tag, const ts_tensor *of, float factor) {
     if (!hook || !hook->fn) return TS_OK;
-    if (hook->like_previous) return hook->like_previous(hook->ctx, name, op, t, tag, factor);
+    if (hook->like_previous) return hook->like_previous(hook->ctx, name, op, t, tag, of, factor);
     return hook->fn(hook->ctx, name, op, t, tag);
 }
 

@@ -31,6 +31,9 @@ typedef enum ts_shape_style { TS_SHAPE_PLAIN, TS_SHAPE_TORCH } ts_shape_style;
 /* Longest text ts_shape_format can produce, with its terminator. */
 #define TS_SHAPE_TEXT_MAX 160
 
+/* Give t the row-major (contiguous) strides of its shape. */
+void ts_tensor_row_major(ts_tensor *t);
+
 /* A contiguous (row-major) view of `data` with the given shape. */
 ts_status ts_tensor_view(ts_tensor *out, float *data, int rank, const int64_t *shape);
 

@@ -157,10 +157,11 @@ static ts_status tee_step(void *ctx, const char *name, ts_op op, const ts_tensor
     return s ? s : ts_hook_call(&tee->b, name, op, t, tag);
 }
 
-static ts_status tee_like(void *ctx, const char *name, ts_op op, const ts_tensor *t, ts_tag tag, float factor) {
+static ts_status tee_like(void *ctx, const char *name, ts_op op, const ts_tensor *t, ts_tag tag,
+                          const ts_tensor *of, float factor) {
     trace_tee *tee = ctx;
-    ts_status s = ts_hook_call_like(&tee->a, name, op, t, tag, factor);
-    return s ? s : ts_hook_call_like(&tee->b, name, op, t, tag, factor);
+    ts_status s = ts_hook_call_like(&tee->a, name, op, t, tag, of, factor);
+    return s ? s : ts_hook_call_like(&tee->b, name, op, t, tag, of, factor);
 }
 
 ts_hook trace_cli_tee(trace_tee *tee, ts_hook a, ts_hook b) {
