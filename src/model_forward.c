@@ -547,7 +547,12 @@ static ts_status ffn(fwd *f, const char *prefix, const char *param_prefix, const
     if (f->watch) {
         TRY(emit(f, prefix, "hidden", TS_OP_LINEAR, &t, TS_TAG_PLAIN, false));
         if (!f->dry) (gelu ? ts_gelu : ts_relu)(hidden, hidden, n);
-        TRY(emit(f, prefix, "act", gelu ? TS_OP_GELU : TS_OP_RELU, &t, TS_TAG_PLAIN, false));
+        /* ReLU's output is its input through ReLU, which a trace can store as
+         * a view of the input's values; GELU's a reader could not redo to the bit. */
+        if (gelu)
+            TRY(emit(f, prefix, "act", TS_OP_GELU, &t, TS_TAG_PLAIN, false));
+        else
+            TRY(emit_like(f, prefix, "act", TS_OP_RELU, &t, TS_TAG_PLAIN, false, NULL, 1.0f));
     }
     dropout(f, hidden, n);
     TRY(emit(f, prefix, "dropout", TS_OP_DROPOUT, &t, TS_TAG_PLAIN, !f->train));

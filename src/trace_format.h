@@ -62,6 +62,7 @@
 #define TRF_CONTENT_VALUES 2u /* values follow the prefix */
 #define TRF_CONTENT_VIEW 4u   /* with VALUES: the values are a strided view of an earlier step's */
 #define TRF_CONTENT_HIST_FROM_VALUES 8u /* with STATS and every value: the histogram is left to the reader */
+#define TRF_CONTENT_VIEW_RELU 16u       /* with VIEW: each value then goes through ReLU (v < 0 ? 0 : v) */
 
 #define TRF_SUFFIX_MAGIC "TSSF"
 #define TRF_SUFFIX_SIZE 640

@@ -186,7 +186,7 @@ static record_result parse_record(const ts_trace *t, header_src src, uint64_t of
     unsigned rank = p[TRF_P_RANK];
     bool has_values = content & TRF_CONTENT_VALUES;
     if (trf_get64(p + TRF_P_INDEX) != (uint64_t)i || trf_get64(s + TRF_S_INDEX) != (uint64_t)i ||
-        trf_get32(s + TRF_S_SUFFIX_SIZE) != TRF_SUFFIX_SIZE || content > 15 || rank > TS_MAX_RANK ||
+        trf_get32(s + TRF_S_SUFFIX_SIZE) != TRF_SUFFIX_SIZE || content > 31 || rank > TS_MAX_RANK ||
         p[TRF_P_DTYPE] != (has_values ? TRF_DTYPE_F32 : TRF_DTYPE_NONE) || name_len < 1 ||
         name_len > TRF_NAME_MAX || TRF_P_NAME + name_len + 1 > prefix_size || p[TRF_P_NAME + name_len] != 0 ||
         memchr(p + TRF_P_NAME, 0, (size_t)name_len) != NULL)
@@ -206,7 +206,7 @@ static record_result parse_record(const ts_trace *t, header_src src, uint64_t of
     int32_t batch = (int32_t)trf_get32(p + TRF_P_BATCH);
     uint64_t count = trf_get64(p + TRF_P_VALUES_COUNT);
     bool is_view = content & TRF_CONTENT_VIEW;
-    if (is_view ? !has_values : p[TRF_P_VIEW_SCALE] != 0) return RECORD_BAD;
+    if (is_view ? !has_values : p[TRF_P_VIEW_SCALE] != 0 || (content & TRF_CONTENT_VIEW_RELU)) return RECORD_BAD;
     uint64_t want = 0;
     if (has_values) {
         if (batch == -1) {
@@ -224,6 +224,7 @@ static record_result parse_record(const ts_trace *t, header_src src, uint64_t of
     if (has_values && batch >= 0) step->values_shape[0] = 1;
     step->view_of = -1;
     step->view_factor = 1.0f;
+    step->view_relu = content & TRF_CONTENT_VIEW_RELU;
     if (is_view && !parse_view(t, p, i, rank, step, count, extra)) return RECORD_BAD;
 
     step->index = i;
@@ -630,7 +631,7 @@ static ts_status stored_values(ts_trace *t, int64_t i, const float **values) {
 /* Whether a view's strides walk its base's values in order, so the view is
  * a run of them and needs no copy. */
 static bool view_in_place(const ts_trace_step *step, const step_extra *x) {
-    if (x->view_scale != 0) return false;
+    if (x->view_scale != 0 || step->view_relu) return false;
     int64_t expect = 1;
     for (int d = step->rank - 1; d >= 0; d--) {
         if (step->values_shape[d] != 1 && x->view_strides[d] != expect) return false;
@@ -640,16 +641,18 @@ static bool view_in_place(const ts_trace_step *step, const step_extra *x) {
 }
 
 /* The view's values in row-major order. A scaled view multiplies as the
- * model did (one float product by a power of two), so the numbers are the
- * model's to the bit. */
+ * model did (one float product by a power of two) and a ReLU view compares
+ * as its kernels do, so the numbers are the model's to the bit. */
 static void gather_view(float *out, const float *base, const ts_trace_step *step, const step_extra *x) {
     int64_t idx[TS_MAX_RANK] = {0};
     int rank = step->rank;
     float factor = step->view_factor;
+    bool relu = step->view_relu;
     for (int64_t k = 0; k < step->values_count; k++) {
         int64_t at = x->view_offset;
         for (int d = 0; d < rank; d++) at += idx[d] * x->view_strides[d];
-        out[k] = base[at] * factor;
+        float v = base[at] * factor;
+        out[k] = relu && v < 0 ? 0.0f : v; /* the model's ReLU: -0 and NaN stay */
         for (int d = rank - 1; d >= 0; d--) {
             if (++idx[d] < step->values_shape[d]) break;
             idx[d] = 0;

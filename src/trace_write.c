@@ -158,6 +158,7 @@ struct ts_trace_writer {
         int64_t offset;                /* from this element */
         int64_t strides[TS_MAX_RANK];  /* walked with these strides (row-major of the kept shape for its own) */
         int scale;                     /* times 2^scale */
+        bool relu;                     /* then through ReLU */
         bool has_stats;
         known_stats known;
     } recent[RECENT_MAX];
@@ -1039,8 +1040,11 @@ static ts_status write_step(ts_trace_writer *w, const char *name, ts_op op, cons
     const struct recent_step *src = factor != 0.0f ? recent_step_of(w, ahead ? NULL : of) : NULL;
     bool like = src && src->has_stats && exact_factor(factor, &exponent) &&
                 (of && !ahead ? same_shape(t, &src->t) : same_layout(t, &src->t));
+    /* A ReLU like its input: the values are a view through ReLU, but the
+     * statistics of what ReLU left must still be read. */
+    bool relu = like && op == TS_OP_RELU && exponent == 0 && !ahead;
     bool view_op = is_view_op(op) || like;
-    bool unchanged = is_view_op(op) || (like && exponent == 0 && same_layout(t, &src->t));
+    bool unchanged = is_view_op(op) || (like && !relu && exponent == 0 && same_layout(t, &src->t));
     decision d = decide(w, name, t, numel, tag, view_op);
     if (numel > 0 && !t->data) d.stats = d.values = false;
 
@@ -1061,7 +1065,7 @@ static ts_status write_step(ts_trace_writer *w, const char *name, ts_op op, cons
         /* Where the earlier step's values live (its own record, or the one
          * it views), index for index, when it kept the same batch element. */
         as_view = d.values && src->values && src->batch == d.batch &&
-                  abs(src->scale + exponent) <= TRF_VIEW_SCALE_MAX;
+                  abs(src->scale + exponent) <= TRF_VIEW_SCALE_MAX && (!src->relu || exponent == 0);
         view_base = src->base;
         view_offset = src->offset;
         memcpy(view_of.stride, src->strides, sizeof view_of.stride);
@@ -1073,12 +1077,14 @@ static ts_status write_step(ts_trace_writer *w, const char *name, ts_op op, cons
      * elements (a view of them), else computed here. A step that keeps every
      * value leaves its histogram to the reader, which has the values: one
      * pass less over the model's memory. */
-    bool derived = d.stats && like;
-    const known_stats *same = d.stats && !derived && view_op ? same_elements(w, t, numel) : NULL;
+    bool derived = d.stats && like && !relu;
+    const known_stats *same = d.stats && !like && is_view_op(op) ? same_elements(w, t, numel) : NULL;
     bool hist_known = derived ? src->known.hist : same ? same->hist : false;
     bool hist_later = d.stats && !hist_known && d.values && d.batch < 0;
+    bool view_relu = as_view && like && (relu || src->relu);
     unsigned content = (d.stats ? TRF_CONTENT_STATS : 0u) | (d.values ? TRF_CONTENT_VALUES : 0u) |
-                       (as_view ? TRF_CONTENT_VIEW : 0u) | (hist_later ? TRF_CONTENT_HIST_FROM_VALUES : 0u);
+                       (as_view ? TRF_CONTENT_VIEW : 0u) | (hist_later ? TRF_CONTENT_HIST_FROM_VALUES : 0u) |
+                       (view_relu ? TRF_CONTENT_VIEW_RELU : 0u);
     bool reads_memory = (d.stats && !derived && !same) || (d.stats && !hist_known && !hist_later) ||
                         (d.values && !as_view);
     if (ahead && (!like || reads_memory)) return TS_OK; /* the model makes the step and calls again */
@@ -1140,6 +1146,7 @@ static ts_status write_step(ts_trace_writer *w, const char *name, ts_op op, cons
         r->offset = view_offset;
         memcpy(r->strides, view_of.stride, sizeof r->strides);
         r->scale = like ? exponent : 0;
+        r->relu = view_relu;
     } else if (stored) {
         ts_tensor own = kept;
         ts_tensor_row_major(&own);

@@ -566,6 +566,18 @@ static void views_of_a_stored_step(void **state) {
     }
 }
 
+/* A writer into path at `level`, keeping batch element `keep` (-1: all),
+ * with two threads for its passes whatever the machine; its hook. */
+static ts_hook writer_at(const char *path, int level, int keep, ts_trace_writer **w) {
+    ts_trace_options opt;
+    ts_trace_options_default(&opt);
+    opt.level = (ts_trace_level)level;
+    opt.keep_batch = keep;
+    opt.threads = 2;
+    assert_ok(ts_trace_writer_open(path, NULL, &opt, w));
+    return ts_trace_writer_hook(*w);
+}
+
 static float *copy_floats(const float *x, int64_t n) {
     float *c = malloc((size_t)n * sizeof *c);
     assert_non_null(c);
@@ -593,14 +605,8 @@ static void like_steps_match_their_values(void **state) {
         float *seen[N_LIKE];
         ts_tensor t = view_of(x, 4, shape), u = view_of(other, 4, shape);
         const char *path = path_in("like.tstrace");
-        ts_trace_options opt;
-        ts_trace_options_default(&opt);
-        opt.level = (ts_trace_level)level;
-        opt.keep_batch = keep;
-        opt.threads = 2;
         ts_trace_writer *w;
-        assert_ok(ts_trace_writer_open(path, NULL, &opt, &w));
-        ts_hook hook = ts_trace_writer_hook(w);
+        ts_hook hook = writer_at(path, level, keep, &w);
         assert_ok(ts_hook_call(&hook, names[0], TS_OP_MATMUL, &t, TS_TAG_ATTN_SCORES));
         seen[0] = copy_floats(x, n);
         bool done = false;
@@ -668,12 +674,8 @@ static void like_an_earlier_step_by_its_tensor(void **state) {
     ts_tensor ts = view_of(stranger, 3, shape);
     for (int level = TS_TRACE_STATS; level <= TS_TRACE_VALUES; level++) {
         const char *path = path_in("like-of.tstrace");
-        ts_trace_options opt;
-        ts_trace_options_default(&opt);
-        opt.level = (ts_trace_level)level;
         ts_trace_writer *w;
-        assert_ok(ts_trace_writer_open(path, NULL, &opt, &w));
-        ts_hook hook = ts_trace_writer_hook(w);
+        ts_hook hook = writer_at(path, level, -1, &w);
         assert_ok(ts_hook_call(&hook, "norm.y", TS_OP_LAYERNORM, &ty, TS_TAG_PLAIN));
         assert_ok(ts_hook_call(&hook, "norm.gamma", TS_OP_PARAM, &tg, TS_TAG_PARAM));
         assert_ok(ts_hook_call(&hook, "norm.beta", TS_OP_PARAM, &tg, TS_TAG_PARAM));
@@ -701,6 +703,52 @@ static void like_an_earlier_step_by_its_tensor(void **state) {
     free(out);
     free(gamma);
     free(stranger);
+}
+
+/* A ReLU made in place and declared like its input becomes a view of the
+ * input through ReLU: the reader redoes the model's ReLU to the bit (-0 and
+ * NaN pass, negatives become 0), and so does a dropout like the ReLU. The
+ * statistics are read from the ReLU's output, not derived. */
+static void relu_like_its_input_is_a_relu_view(void **state) {
+    (void)state;
+    const int64_t shape[3] = {2, 6, 40}, n = 2 * 6 * 40;
+    float *x = random_floats(n, 4.0f, -2.0f);
+    x[3] = -0.0f;
+    x[7] = 0.0f;
+    x[11] = NAN;
+    ts_tensor t = view_of(x, 3, shape);
+    for (int level = TS_TRACE_STATS; level <= TS_TRACE_VALUES; level++) {
+        float *in = copy_floats(x, n);
+        const char *path = path_in("relu.tstrace");
+        ts_trace_writer *w;
+        ts_hook hook = writer_at(path, level, -1, &w);
+        assert_ok(ts_hook_call(&hook, "ffn.hidden", TS_OP_LINEAR, &t, TS_TAG_PLAIN));
+        ts_relu(x, x, n);
+        assert_ok(ts_hook_call_like(&hook, "ffn.act", TS_OP_RELU, &t, TS_TAG_PLAIN, NULL, 1.0f));
+        assert_ok(ts_hook_call_like(&hook, "ffn.dropout", TS_OP_DROPOUT, &t, TS_TAG_PLAIN, NULL, 1.0f));
+        assert_ok(ts_trace_writer_close(w, NULL));
+        ts_trace *tr;
+        assert_ok(ts_trace_open(path, &tr));
+        for (int64_t i = 0; i < 3; i++) {
+            const float *want = i == 0 ? in : x;
+            ts_trace_stats ref;
+            ts_trace_stats_compute(&ref, want, n);
+            ts_trace_stats got = step_stats(tr, i);
+            assert_stats_close(&got, &ref);
+            assert_memory_equal(got.hist, ref.hist, sizeof ref.hist);
+            if (level != TS_TRACE_VALUES) continue;
+            const ts_trace_step *s = ts_trace_step_at(tr, i);
+            assert_int_equal(s->view_of, i == 0 ? -1 : 0);
+            assert_int_equal(s->view_relu, i > 0);
+            const float *v;
+            assert_ok(ts_trace_values(tr, i, &v));
+            assert_memory_equal(v, want, (size_t)n * sizeof(float)); /* bit for bit, NaN and -0 too */
+        }
+        ts_trace_close(tr);
+        memcpy(x, in, (size_t)n * sizeof *x);
+        free(in);
+    }
+    free(x);
 }
 
 static void only_and_keep_batch(void **state) {
@@ -1155,6 +1203,7 @@ int main(void) {
         cmocka_unit_test(views_of_a_stored_step),
         cmocka_unit_test(like_steps_match_their_values),
         cmocka_unit_test(like_an_earlier_step_by_its_tensor),
+        cmocka_unit_test(relu_like_its_input_is_a_relu_view),
         cmocka_unit_test(only_and_keep_batch),
         cmocka_unit_test(auto_policy_follows_the_budget),
         cmocka_unit_test(lookups_by_index_name_and_glob),

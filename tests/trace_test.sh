@@ -88,6 +88,8 @@ for l in (0, 1):
     assert s.shape == c.shape == (1, 4, 4, 4), s.shape
     assert np.array_equal(c, s * np.float32(0.5)), abs(c - s * 0.5).max()
     assert np.array_equal(z["encoder.layers.%d.ffn.dropout" % l], z["encoder.layers.%d.ffn.act" % l])
+    h = z["encoder.layers.%d.ffn.hidden" % l]
+    assert np.array_equal(z["encoder.layers.%d.ffn.act" % l], np.where(h < 0, np.float32(0), h))
 # Unmasked attention scales each head just before its softmax when the
 # writer records scaled from the scores: the weights must not notice.
 for p in ("encoder.layers.0.self_attn.", "decoder.layers.1.cross_attn."):

@@ -78,6 +78,8 @@ typedef ts_status (*ts_hook_fn)(void *ctx, const char *name, ts_op op, const ts_
  * (then in the same memory, which a hook checks). Factor 1: an eval-mode
  * dropout, a layer's out that is its last norm's out, a LayerNorm's out
  * when gamma is 1 and beta 0 (of: its y); 1/sqrt(hd): the scaled scores.
+ * With op TS_OP_RELU the values then go through ReLU (an activation made in
+ * place from the step before).
  * A trace writer then derives the statistics instead of reading every
  * element again, and stores the values as a view of that step's. */
 typedef ts_status (*ts_hook_like_fn)(void *ctx, const char *name, ts_op op, const ts_tensor *t, ts_tag tag,

@@ -172,6 +172,7 @@ typedef struct ts_trace_step {
     int64_t values_count;              /* elements kept, 0 without values */
     int64_t view_of;                   /* -1, or the step whose values these index (reshape, permute, chunk) */
     float view_factor;                 /* views: the values are the base's times this (a power of two; 1 mostly) */
+    bool view_relu;                    /* views: ... then through ReLU (an activation recorded from its input) */
     uint64_t file_offset, record_bytes; /* where the record lies in the file */
 } ts_trace_step;
 

@@ -45,11 +45,10 @@ static void flags_text(char *buf, size_t size, const ts_trace_step *s) {
 }
 
 static void values_text(char *buf, size_t size, const ts_trace_step *s) {
-    char view[64] = "";
-    if (s->view_of >= 0 && s->view_factor != 1.0f)
-        snprintf(view, sizeof view, " (view of #%lld x %g)", (long long)s->view_of, (double)s->view_factor);
-    else if (s->view_of >= 0)
-        snprintf(view, sizeof view, " (view of #%lld)", (long long)s->view_of);
+    char view[64] = "", factor[24] = "";
+    if (s->view_factor != 1.0f) snprintf(factor, sizeof factor, " x %g", (double)s->view_factor);
+    if (s->view_of >= 0)
+        snprintf(view, sizeof view, " (view of #%lld%s%s)", (long long)s->view_of, factor, s->view_relu ? ", relu" : "");
     if (!s->has_values)
         snprintf(buf, size, "-");
     else if (s->batch_index >= 0)
