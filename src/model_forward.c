@@ -145,6 +145,14 @@ static bool is_view_op(ts_op op) {
     return op == TS_OP_RESHAPE || op == TS_OP_PERMUTE || op == TS_OP_CHUNK || op == TS_OP_PARAM;
 }
 
+/* "prefix.leaf", or leaf alone at the top. */
+static void step_name(char *name, size_t size, const char *prefix, const char *leaf) {
+    if (prefix && prefix[0])
+        snprintf(name, size, "%s.%s", prefix, leaf);
+    else
+        snprintf(name, size, "%s", leaf);
+}
+
 /* Hand one step to the hook. `alias`: the tensor was already traced under
  * another name (a layer's out is its last norm's out), so it costs no memory.
  * `factor` != 0: every value is that of the step whose tensor was `of` (NULL:
@@ -158,10 +166,7 @@ static ts_status emit_like(fwd *f, const char *prefix, const char *leaf, ts_op o
     }
     if (!f->hook || !f->hook->fn) return TS_OK;
     char name[2 * TS_MODEL_NAME_MAX];
-    if (prefix && prefix[0])
-        snprintf(name, sizeof name, "%s.%s", prefix, leaf);
-    else
-        snprintf(name, sizeof name, "%s", leaf);
+    step_name(name, sizeof name, prefix, leaf);
     if (factor != 0.0f) return ts_hook_call_like(f->hook, name, op, t, tag, of, factor);
     return ts_hook_call(f->hook, name, op, t, tag);
 }
@@ -180,7 +185,7 @@ static ts_status emit_ahead(fwd *f, const char *prefix, const char *leaf, ts_op 
     *done = false;
     if (f->dry || !f->hook || !f->hook->derive_next) return TS_OK;
     char name[2 * TS_MODEL_NAME_MAX];
-    snprintf(name, sizeof name, "%s.%s", prefix, leaf);
+    step_name(name, sizeof name, prefix, leaf);
     return ts_hook_try_derive(f->hook, name, op, t, tag, factor, done);
 }
 
@@ -549,10 +554,8 @@ static ts_status ffn(fwd *f, const char *prefix, const char *param_prefix, const
         if (!f->dry) (gelu ? ts_gelu : ts_relu)(hidden, hidden, n);
         /* ReLU's output is its input through ReLU, which a trace can store as
          * a view of the input's values; GELU's a reader could not redo to the bit. */
-        if (gelu)
-            TRY(emit(f, prefix, "act", TS_OP_GELU, &t, TS_TAG_PLAIN, false));
-        else
-            TRY(emit_like(f, prefix, "act", TS_OP_RELU, &t, TS_TAG_PLAIN, false, NULL, 1.0f));
+        TRY(emit_like(f, prefix, "act", gelu ? TS_OP_GELU : TS_OP_RELU, &t, TS_TAG_PLAIN, false, NULL,
+                      gelu ? 0.0f : 1.0f));
     }
     dropout(f, hidden, n);
     TRY(emit(f, prefix, "dropout", TS_OP_DROPOUT, &t, TS_TAG_PLAIN, !f->train));
