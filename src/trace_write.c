@@ -57,7 +57,6 @@
 #define MAX_CHUNKS 512
 #define CHUNK_MIN ((int64_t)1 << 16)
 #define MAX_ELEMENTS ((int64_t)1 << 40)
-#define SAME_MAX 2
 #define RECENT_MAX 8 /* a LayerNorm's out is like its y, three steps back */
 
 typedef enum pass_kind { PASS_COPY, PASS_COPY_STATS, PASS_STATS, PASS_HIST } pass_kind;
@@ -137,21 +136,15 @@ struct ts_trace_writer {
         const float *data;
         int64_t count; /* what was stored: [data, data + count) */
     } base;
-    /* The statistics of the last steps that computed something, when their
-     * tensors filled their memory densely: a view of exactly those elements
-     * has the same. Two, because seed 000's order puts the weights between
-     * the values and their permuted view. A step that computes into memory
-     * one of them covers drops it. */
-    struct {
-        const float *data;
-        int64_t numel;
-        known_stats known;
-    } same[SAME_MAX];
-    int n_same;
-    /* The last steps, newest at recent[(n_recent - 1) % RECENT_MAX], for one
-     * the model says is like one of them (ts_hook_like_fn). */
+    /* The last steps, newest at recent[(n_recent - 1) % RECENT_MAX]: for one
+     * the model says is like one of them (ts_hook_like_fn), and for a view
+     * of exactly the elements one of them computed, which has the same
+     * statistics (seed 000 puts the weights between the values and their
+     * permuted view). */
     struct recent_step {
         ts_tensor t;   /* as handed over */
+        bool computed; /* it wrote t's memory (not a view, not recorded ahead) ... */
+        bool intact;   /* ... and no later step has written over it */
         bool values;   /* its record keeps values ... */
         int batch;     /* ... of this batch element, -1 all ... */
         int64_t base;  /* ... which are base's stored values */
@@ -939,34 +932,33 @@ static void extent(const ts_tensor *t, int64_t numel, const float **lo, const fl
     *hi = numel > 0 ? b + 1 : b;
 }
 
-/* Statistics already known for exactly t's elements, or NULL. */
+static int64_t oldest_recent(const ts_trace_writer *w) {
+    return w->n_recent > RECENT_MAX ? w->n_recent - RECENT_MAX : 0;
+}
+
+/* Statistics a recent step computed for exactly t's elements, still in
+ * their memory, or NULL. */
 static const known_stats *same_elements(const ts_trace_writer *w, const ts_tensor *t, int64_t numel) {
     if (numel == 0 || !dense(t)) return NULL;
-    for (int i = 0; i < w->n_same; i++)
-        if (w->same[i].data == t->data && w->same[i].numel == numel) return &w->same[i].known;
+    for (int64_t k = w->n_recent - 1; k >= oldest_recent(w); k--) {
+        const struct recent_step *r = &w->recent[k % RECENT_MAX];
+        if (r->computed && r->intact && r->has_stats && r->t.data == t->data &&
+            ts_tensor_numel(&r->t) == numel && dense(&r->t))
+            return &r->known;
+    }
     return NULL;
 }
 
-/* After a step that computed t: forget what it may have overwritten, and
- * remember its statistics (st, NULL when it has none) when it is dense. */
-static void remember_elements(ts_trace_writer *w, const ts_tensor *t, int64_t numel, const known_stats *st) {
+/* A step wrote t's memory: what recent steps computed there is gone. */
+static void forget_overwritten(ts_trace_writer *w, const ts_tensor *t, int64_t numel) {
     const float *lo, *hi;
     extent(t, numel, &lo, &hi);
-    int kept = 0;
-    for (int i = 0; i < w->n_same; i++) {
-        const float *a = w->same[i].data, *b = a + w->same[i].numel;
-        if (b <= lo || a >= hi) w->same[kept++] = w->same[i];
+    for (int64_t k = oldest_recent(w); k < w->n_recent; k++) {
+        struct recent_step *r = &w->recent[k % RECENT_MAX];
+        const float *a, *b;
+        extent(&r->t, ts_tensor_numel(&r->t), &a, &b);
+        if (a < hi && lo < b) r->intact = false;
     }
-    w->n_same = kept;
-    if (!st || numel == 0 || !dense(t)) return;
-    if (w->n_same == SAME_MAX) {
-        memmove(&w->same[0], &w->same[1], (SAME_MAX - 1) * sizeof w->same[0]);
-        w->n_same--;
-    }
-    w->same[w->n_same].data = t->data;
-    w->same[w->n_same].numel = numel;
-    w->same[w->n_same].known = *st;
-    w->n_same++;
 }
 
 static bool same_shape(const ts_tensor *a, const ts_tensor *b) {
@@ -987,8 +979,7 @@ static bool same_layout(const ts_tensor *a, const ts_tensor *b) {
 static const struct recent_step *recent_step_of(const ts_trace_writer *w, const ts_tensor *of) {
     if (w->n_recent == 0) return NULL;
     if (!of) return &w->recent[(w->n_recent - 1) % RECENT_MAX];
-    int64_t oldest = w->n_recent > RECENT_MAX ? w->n_recent - RECENT_MAX : 0;
-    for (int64_t k = w->n_recent - 1; k >= oldest; k--)
+    for (int64_t k = w->n_recent - 1; k >= oldest_recent(w); k--)
         if (same_layout(of, &w->recent[k % RECENT_MAX].t)) return &w->recent[k % RECENT_MAX];
     return NULL;
 }
@@ -1127,10 +1118,8 @@ static ts_status write_step(ts_trace_writer *w, const char *name, ts_op op, cons
     /* Views may point into this step from now on, or (after a step that
      * computed something) into nothing until the next stored one. */
     if (!unchanged) {
-        /* A step recorded ahead was never made: its memory holds the step
-         * before, so nothing may take statistics from it. */
         w->base.index = -1;
-        remember_elements(w, t, numel, d.stats && !ahead ? &now : NULL);
+        forget_overwritten(w, t, numel);
     }
     if (stored && vk.contiguous) {
         w->base.index = w->n_steps;
@@ -1139,8 +1128,10 @@ static ts_status write_step(ts_trace_writer *w, const char *name, ts_op op, cons
     }
 
     struct recent_step *r = &w->recent[w->n_recent++ % RECENT_MAX];
-    *r = (struct recent_step){.t = *t, .values = d.values, .batch = d.values ? d.batch : -1, .has_stats = d.stats,
-                              .known = now};
+    /* A step recorded ahead was never made: its memory holds the step
+     * before, so nothing may take statistics from it. */
+    *r = (struct recent_step){.t = *t, .computed = !unchanged && !ahead, .intact = true, .values = d.values,
+                              .batch = d.values ? d.batch : -1, .has_stats = d.stats, .known = now};
     if (as_view) { /* where this view's values live */
         r->base = view_base;
         r->offset = view_offset;
