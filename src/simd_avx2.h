@@ -16,8 +16,14 @@ typedef __m256 vf;
 #define V_MUL(a, b) _mm256_mul_ps((a), (b))
 #define V_FMA(a, b, c) _mm256_fmadd_ps((a), (b), (c)) /* a*b + c */
 #define V_MAX(a, b) _mm256_max_ps((a), (b))           /* b when either is NaN */
+#define V_MIN(a, b) _mm256_min_ps((a), (b))           /* b when either is NaN */
+#define V_ABS(v) _mm256_and_ps((v), _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff)))
+#define V_STREAM(p, v) _mm256_stream_ps((p), (v))     /* p aligned to V_ALIGN bytes */
+#define V_ALIGN 32
+#define V_COUNT_ZEROS(v) __builtin_popcount((unsigned)_mm256_movemask_ps(_mm256_cmp_ps((v), _mm256_setzero_ps(), _CMP_EQ_OQ)))
 #define V_REDUCE_ADD(v) ts256_reduce_add(v)
 #define V_REDUCE_MAX(v) ts256_reduce_max(v)
+#define V_REDUCE_MIN(v) ts256_reduce_min(v)
 #define V_EXP(v) ts256_exp(v)
 #define V_GELU(v) ts256_gelu(v)
 #define V_LOAD_PART(p, n, fill) ts256_load_part((p), (n), (fill))
@@ -37,6 +43,13 @@ static inline float ts256_reduce_add(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
     s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+static inline float ts256_reduce_min(__m256 v) {
+    __m128 s = _mm_min_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_min_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_min_ss(s, _mm_movehdup_ps(s));
     return _mm_cvtss_f32(s);
 }
 

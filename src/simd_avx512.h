@@ -16,8 +16,14 @@ typedef __m512 vf;
 #define V_MUL(a, b) _mm512_mul_ps((a), (b))
 #define V_FMA(a, b, c) _mm512_fmadd_ps((a), (b), (c)) /* a*b + c */
 #define V_MAX(a, b) _mm512_max_ps((a), (b))           /* b when either is NaN */
+#define V_MIN(a, b) _mm512_min_ps((a), (b))           /* b when either is NaN */
+#define V_ABS(v) _mm512_abs_ps(v)
+#define V_STREAM(p, v) _mm512_stream_ps((p), (v))     /* p aligned to V_ALIGN bytes */
+#define V_ALIGN 64
+#define V_COUNT_ZEROS(v) __builtin_popcount(_mm512_cmp_ps_mask((v), _mm512_setzero_ps(), _CMP_EQ_OQ))
 #define V_REDUCE_ADD(v) _mm512_reduce_add_ps(v)
 #define V_REDUCE_MAX(v) _mm512_reduce_max_ps(v)
+#define V_REDUCE_MIN(v) _mm512_reduce_min_ps(v)
 #define V_EXP(v) ts512_exp(v)
 #define V_GELU(v) ts512_gelu(v)
 #define V_LOAD_PART(p, n, fill) _mm512_mask_loadu_ps(_mm512_set1_ps(fill), ts512_first(n), (p))

@@ -9,59 +9,7 @@
 #include <math.h>
 
 #include "simd_avx2.h"
-
-static void block_avx2(trf_acc *acc, const float *x, float *dst, int64_t n) {
-    if (n <= 0) return;
-    float shift0 = isfinite(x[0]) ? x[0] : 0.0f;
-    const __m256 shift = _mm256_set1_ps(shift0);
-    const __m256 zero = _mm256_setzero_ps();
-    const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
-    __m256 s1a = zero, s1b = zero, s2a = zero, s2b = zero, saa = zero, sab = zero;
-    __m256 mn = _mm256_set1_ps(INFINITY), mx = _mm256_set1_ps(-INFINITY);
-    uint64_t zeros = 0;
-    bool stream = dst && ((uintptr_t)dst & 31) == 0; /* as in block_avx512 */
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        __m256 a = _mm256_loadu_ps(x + i), b = _mm256_loadu_ps(x + i + 8);
-        if (stream) {
-            _mm256_stream_ps(dst + i, a);
-            _mm256_stream_ps(dst + i + 8, b);
-        } else if (dst) {
-            _mm256_storeu_ps(dst + i, a);
-            _mm256_storeu_ps(dst + i + 8, b);
-        }
-        __m256 da = _mm256_sub_ps(a, shift), db = _mm256_sub_ps(b, shift);
-        s1a = _mm256_add_ps(s1a, da);
-        s1b = _mm256_add_ps(s1b, db);
-        s2a = _mm256_fmadd_ps(da, da, s2a);
-        s2b = _mm256_fmadd_ps(db, db, s2b);
-        saa = _mm256_add_ps(saa, _mm256_and_ps(a, absmask));
-        sab = _mm256_add_ps(sab, _mm256_and_ps(b, absmask));
-        mn = _mm256_min_ps(mn, _mm256_min_ps(a, b));
-        mx = _mm256_max_ps(mx, _mm256_max_ps(a, b));
-        zeros += (uint64_t)__builtin_popcount((unsigned)_mm256_movemask_ps(_mm256_cmp_ps(a, zero, _CMP_EQ_OQ))) +
-                 (uint64_t)__builtin_popcount((unsigned)_mm256_movemask_ps(_mm256_cmp_ps(b, zero, _CMP_EQ_OQ)));
-    }
-    if (stream) _mm_sfence();
-    float t1 = V_REDUCE_ADD(_mm256_add_ps(s1a, s1b)), t2 = V_REDUCE_ADD(_mm256_add_ps(s2a, s2b));
-    float ta = V_REDUCE_ADD(_mm256_add_ps(saa, sab));
-    float lanes[8], mnv = INFINITY, mxv = -INFINITY;
-    _mm256_storeu_ps(lanes, mn);
-    for (int l = 0; l < 8; l++) mnv = lanes[l] < mnv ? lanes[l] : mnv;
-    _mm256_storeu_ps(lanes, mx);
-    for (int l = 0; l < 8; l++) mxv = lanes[l] > mxv ? lanes[l] : mxv;
-    for (; i < n; i++) {
-        float v = x[i], d = v - shift0;
-        if (dst) dst[i] = v;
-        t1 += d;
-        t2 += d * d;
-        ta += fabsf(v);
-        mnv = v < mnv ? v : mnv;
-        mxv = v > mxv ? v : mxv;
-        zeros += v == 0.0f;
-    }
-    trf_acc_add_block(acc, dst ? dst : x, n, t1, t2, ta, mnv, mxv, zeros, shift0);
-}
+#include "trace_block_simd.h"
 
 /* ---- histogram ----
  * The bit-sliced counters of trace_hist_tree.h (the scheme is there) on 8
@@ -151,7 +99,7 @@ static uint64_t read_out(uint64_t *hist, const hist_state *s, int n) {
     return read_counts(hist, p, n + 3, 0) + read_counts(hist + 32, p, n + 3, 4);
 }
 
-const trf_stats_ops trf_stats_avx2 = {block_avx2, hist_bitsliced};
+const trf_stats_ops trf_stats_avx2 = {block_simd, hist_bitsliced};
 
 #elif defined(TRF_HAVE_X86)
 /* A compiler without AVX2: an empty table the dispatcher skips. */

@@ -9,60 +9,7 @@
 #include <math.h>
 
 #include "simd_avx512.h"
-
-static void block_avx512(trf_acc *acc, const float *x, float *dst, int64_t n) {
-    if (n <= 0) return;
-    float shift0 = isfinite(x[0]) ? x[0] : 0.0f;
-    const __m512 shift = _mm512_set1_ps(shift0);
-    const __m512 zero = _mm512_setzero_ps();
-    __m512 s1a = zero, s1b = zero, s2a = zero, s2b = zero, saa = zero, sab = zero;
-    __m512 mn = _mm512_set1_ps(INFINITY), mx = _mm512_set1_ps(-INFINITY);
-    uint64_t zeros = 0;
-    /* The copy goes to the disk, not back to this core: streaming stores skip
-     * reading the destination first and leave the cache to the model. */
-    bool stream = dst && ((uintptr_t)dst & 63) == 0;
-    int64_t i = 0;
-    for (; i + 32 <= n; i += 32) {
-        __m512 a = _mm512_loadu_ps(x + i), b = _mm512_loadu_ps(x + i + 16);
-        if (stream) {
-            _mm512_stream_ps(dst + i, a);
-            _mm512_stream_ps(dst + i + 16, b);
-        } else if (dst) {
-            _mm512_storeu_ps(dst + i, a);
-            _mm512_storeu_ps(dst + i + 16, b);
-        }
-        __m512 da = _mm512_sub_ps(a, shift), db = _mm512_sub_ps(b, shift);
-        s1a = _mm512_add_ps(s1a, da);
-        s1b = _mm512_add_ps(s1b, db);
-        s2a = _mm512_fmadd_ps(da, da, s2a);
-        s2b = _mm512_fmadd_ps(db, db, s2b);
-        saa = _mm512_add_ps(saa, _mm512_abs_ps(a));
-        sab = _mm512_add_ps(sab, _mm512_abs_ps(b));
-        mn = _mm512_min_ps(mn, _mm512_min_ps(a, b));
-        mx = _mm512_max_ps(mx, _mm512_max_ps(a, b));
-        zeros += (uint64_t)__builtin_popcount(_mm512_cmp_ps_mask(a, zero, _CMP_EQ_OQ)) +
-                 (uint64_t)__builtin_popcount(_mm512_cmp_ps_mask(b, zero, _CMP_EQ_OQ));
-    }
-    for (; i < n; i += 16) {
-        int64_t left = n - i;
-        __mmask16 m = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1);
-        __m512 a = _mm512_maskz_loadu_ps(m, x + i);
-        if (dst) _mm512_mask_storeu_ps(dst + i, m, a);
-        __m512 da = _mm512_maskz_sub_ps(m, a, shift);
-        s1a = _mm512_add_ps(s1a, da);
-        s2a = _mm512_fmadd_ps(da, da, s2a);
-        saa = _mm512_add_ps(saa, _mm512_abs_ps(a));
-        mn = _mm512_mask_min_ps(mn, m, mn, a);
-        mx = _mm512_mask_max_ps(mx, m, mx, a);
-        zeros += (uint64_t)__builtin_popcount(_mm512_mask_cmp_ps_mask(m, a, zero, _CMP_EQ_OQ));
-    }
-    if (stream) _mm_sfence(); /* streamed stores are seen by the writer thread before the slot is handed over */
-    double t1 = (double)_mm512_reduce_add_ps(_mm512_add_ps(s1a, s1b));
-    double t2 = (double)_mm512_reduce_add_ps(_mm512_add_ps(s2a, s2b));
-    double ta = (double)_mm512_reduce_add_ps(_mm512_add_ps(saa, sab));
-    trf_acc_add_block(acc, dst ? dst : x, n, t1, t2, ta, _mm512_reduce_min_ps(mn), _mm512_reduce_max_ps(mx),
-                      zeros, shift0);
-}
+#include "trace_block_simd.h"
 
 /* ---- histogram ----
  * The bit-sliced counters of trace_hist_tree.h (the scheme is there) on 16
@@ -148,7 +95,7 @@ static uint64_t read_out(uint64_t *hist, const hist_state *s, int n) {
     return (uint32_t)_mm512_reduce_add_epi32(total);
 }
 
-const trf_stats_ops trf_stats_avx512 = {block_avx512, hist_bitsliced};
+const trf_stats_ops trf_stats_avx512 = {block_simd, hist_bitsliced};
 
 #elif defined(TRF_HAVE_X86)
 /* A compiler without AVX-512: an empty table the dispatcher skips. */

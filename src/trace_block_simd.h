@@ -1,0 +1,72 @@
+/* trace_block_simd: the statistics block kernel of trace_stats_<isa>.c
+ * written once over the instruction set's vectors. Included by
+ * trace_stats_avx512.c and trace_stats_avx2.c after their mapping header
+ * (simd_<isa>.h: vf, VW, V_LOAD, V_STORE, V_STREAM, V_ALIGN, V_SET1, V_ADD,
+ * V_SUB, V_FMA, V_MIN, V_MAX, V_ABS, V_COUNT_ZEROS, V_REDUCE_ADD/MIN/MAX,
+ * V_LOAD_PART, V_STORE_PART). Everything here is static, compiled once per
+ * instruction set. */
+#ifndef TSCOPE_TRACE_BLOCK_SIMD_H
+#define TSCOPE_TRACE_BLOCK_SIMD_H
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+/* Moments around a shift (the block's first element), |x|, extremes and
+ * zeros of x[0, n), n <= TRF_BLOCK, in float lanes, two vectors a step so
+ * that the sums do not wait on each other; trf_acc_add_block merges them in
+ * double (and redoes a block whose sums are not finite carefully). With dst,
+ * the values are copied there on the way, with streaming stores when dst is
+ * aligned: they are for the disk, and the cache is worth more to the model. */
+static void block_simd(trf_acc *acc, const float *x, float *dst, int64_t n) {
+    if (n <= 0) return;
+    float shift0 = isfinite(x[0]) ? x[0] : 0.0f;
+    const vf shift = V_SET1(shift0), zero = V_SET1(0.0f);
+    vf s1a = zero, s1b = zero, s2a = zero, s2b = zero, saa = zero, sab = zero;
+    vf mn = V_SET1(INFINITY), mx = V_SET1(-INFINITY);
+    uint64_t zeros = 0;
+    bool stream = dst && ((uintptr_t)dst & (V_ALIGN - 1)) == 0;
+    int64_t i = 0;
+    for (; i + 2 * VW <= n; i += 2 * VW) {
+        vf a = V_LOAD(x + i), b = V_LOAD(x + i + VW);
+        if (stream) {
+            V_STREAM(dst + i, a);
+            V_STREAM(dst + i + VW, b);
+        } else if (dst) {
+            V_STORE(dst + i, a);
+            V_STORE(dst + i + VW, b);
+        }
+        vf da = V_SUB(a, shift), db = V_SUB(b, shift);
+        s1a = V_ADD(s1a, da);
+        s1b = V_ADD(s1b, db);
+        s2a = V_FMA(da, da, s2a);
+        s2b = V_FMA(db, db, s2b);
+        saa = V_ADD(saa, V_ABS(a));
+        sab = V_ADD(sab, V_ABS(b));
+        mn = V_MIN(mn, V_MIN(a, b));
+        mx = V_MAX(mx, V_MAX(a, b));
+        zeros += (uint64_t)V_COUNT_ZEROS(a) + (uint64_t)V_COUNT_ZEROS(b);
+    }
+    if (stream) _mm_sfence(); /* streamed stores are seen by the writer thread before the slot is handed over */
+    /* The rest a vector at a time, lanes past the end loaded as what changes
+     * nothing: the shift for the moments, 0 for |x| (then not counted as
+     * zeros), +-Inf for the extremes. */
+    for (; i < n; i += VW) {
+        int left = n - i < VW ? (int)(n - i) : VW;
+        vf a0 = V_LOAD_PART(x + i, left, 0.0f);
+        vf d = V_SUB(V_LOAD_PART(x + i, left, shift0), shift);
+        if (dst) V_STORE_PART(dst + i, a0, left);
+        s1a = V_ADD(s1a, d);
+        s2a = V_FMA(d, d, s2a);
+        saa = V_ADD(saa, V_ABS(a0));
+        mn = V_MIN(mn, V_LOAD_PART(x + i, left, INFINITY));
+        mx = V_MAX(mx, V_LOAD_PART(x + i, left, -INFINITY));
+        zeros += (uint64_t)(V_COUNT_ZEROS(a0) - (VW - left));
+    }
+    double t1 = (double)V_REDUCE_ADD(V_ADD(s1a, s1b));
+    double t2 = (double)V_REDUCE_ADD(V_ADD(s2a, s2b));
+    double ta = (double)V_REDUCE_ADD(V_ADD(saa, sab));
+    trf_acc_add_block(acc, dst ? dst : x, n, t1, t2, ta, V_REDUCE_MIN(mn), V_REDUCE_MAX(mx), zeros, shift0);
+}
+
+#endif
