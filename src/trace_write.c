@@ -4,10 +4,15 @@
  * model's memory: it gathers the step's values (any strided view, row-major)
  * straight into a 4 MB slot of the output stream while summing statistics and
  * the CRC, then bins the histogram from the model's buffer, which is still
- * intact because the hook has not returned. Both passes are cut in chunks
- * that the model's OpenMP threads claim. Full slots go to a writer
- * thread that puts them on disk; the hook waits only when every slot is in
- * flight.
+ * intact because the hook has not returned (a step that keeps every value
+ * leaves its histogram to the reader instead). Both passes are cut in chunks
+ * that the model's OpenMP threads claim. Full slots go to a writer thread
+ * that puts them on disk; the hook waits only when every slot is in flight.
+ *
+ * What the writer already holds it does not read again: a view of a step's
+ * elements takes that step's statistics, and a step the model declares like
+ * an earlier one (ts_hook_like_fn) takes that step's statistics scaled and
+ * is stored as a view of its values (scaled, or through ReLU).
  *
  * Large traces are written with O_DIRECT: gigabytes through the page cache
  * cost more than the disk itself (every cache page must be found and filled
