@@ -161,8 +161,11 @@ static void step_name(char *name, size_t size, const char *prefix, const char *l
 static ts_status emit_like(fwd *f, const char *prefix, const char *leaf, ts_op op, const ts_tensor *t, ts_tag tag,
                            bool alias, const ts_tensor *of, float factor) {
     if (f->sum) {
+        /* What keeping every value costs: views and like steps a trace
+         * stores as views of values it keeps anyway cost nothing. */
+        bool stored_as_view = alias || is_view_op(op) || (factor != 0.0f && ts_hook_exact_factor(factor));
         f->sum->steps++;
-        if (!alias && !is_view_op(op)) f->sum->kept_bytes += sizeof(float) * (size_t)ts_tensor_numel(t);
+        if (!stored_as_view) f->sum->kept_bytes += sizeof(float) * (size_t)ts_tensor_numel(t);
     }
     if (!f->hook || !f->hook->fn) return TS_OK;
     char name[2 * TS_MODEL_NAME_MAX];

@@ -995,7 +995,8 @@ static const struct recent_step *recent_step_of(const ts_trace_writer *w, const 
  * statistic scales; only values that underflow to subnormals would round. */
 static bool exact_factor(float factor, int *exponent) {
     int e = 0;
-    if (!(factor > 0) || !isfinite(factor) || frexpf(factor, &e) != 0.5f) return false;
+    if (!ts_hook_exact_factor(factor)) return false;
+    frexpf(factor, &e);
     *exponent = e - 1; /* factor = 0.5 * 2^e */
     return *exponent >= -TRF_VIEW_SCALE_MAX && *exponent <= TRF_VIEW_SCALE_MAX;
 }

@@ -9,6 +9,7 @@
 #ifndef TSCOPE_HOOK_H
 #define TSCOPE_HOOK_H
 
+#include <math.h>
 #include <stdbool.h>
 
 #include "tscope/status.h"
@@ -101,6 +102,15 @@ typedef struct ts_hook {
     ts_hook_like_fn like_previous; /* optional */
     ts_hook_derive_fn derive_next; /* optional */
 } ts_hook;
+
+/* Whether multiplying by factor keeps every float as it was but for scale (a
+ * positive power of two): then a like step's statistics follow from the
+ * earlier step's and a trace stores it as a view (unless factor is so far
+ * from 1 that the format's exponent cannot hold it). */
+static inline bool ts_hook_exact_factor(float factor) {
+    int e;
+    return factor > 0 && isfinite(factor) && frexpf(factor, &e) == 0.5f;
+}
 
 /* Call the hook if there is one; TS_OK otherwise. */
 static inline ts_status ts_hook_call(const ts_hook *hook, const char *name, ts_op op,

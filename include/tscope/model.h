@@ -228,7 +228,7 @@ typedef struct ts_model_summary {
     double flops;             /* matmul flops of one forward */
     size_t param_bytes;
     size_t arena_bytes;       /* what tscope allocates for activations */
-    size_t kept_bytes;        /* what keeping every step's output would take */
+    size_t kept_bytes;        /* what keeping every step's output would take (in a trace: views cost nothing) */
     int steps;                /* hook calls */
 } ts_model_summary;
 

@@ -47,7 +47,7 @@ static void print_table(FILE *out, const ts_model_summary *s) {
     fprintf(out, "\nparameters: %s (%s of float32)\n", grouped(a, sizeof a, s->params),
             bytes(b, sizeof b, (double)s->params * 4));
     fprintf(out, "matmul FLOPs per forward: %s\n", human(c, sizeof c, s->flops, "FLOP"));
-    fprintf(out, "activation memory: %s in tscope's reused buffers; %s if every step's output were kept\n",
+    fprintf(out, "activation memory: %s in tscope's reused buffers; %s in a trace of every step's values\n",
             bytes(a, sizeof a, (double)s->arena_bytes), bytes(d, sizeof d, (double)s->kept_bytes));
     fprintf(out, "steps traced: %d\n", s->steps);
 }

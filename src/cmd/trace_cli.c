@@ -76,20 +76,6 @@ char *trace_cli_config_json(const ts_model_config *c) {
     return text;
 }
 
-/* A dry run counts the bytes a trace keeping every value would hold. Views
- * (reshape, permute, chunk) are left out: the writer stores most of them as
- * views of the step before, at no cost. */
-typedef struct size_count {
-    uint64_t bytes;
-} size_count;
-
-static ts_status count_step(void *ctx, const char *name, ts_op op, const ts_tensor *t, ts_tag tag) {
-    (void)name, (void)tag;
-    if (op != TS_OP_RESHAPE && op != TS_OP_PERMUTE && op != TS_OP_CHUNK)
-        ((size_count *)ctx)->bytes += (uint64_t)ts_tensor_numel(t) * sizeof(float);
-    return TS_OK;
-}
-
 static const char **words(const model_batch *b, const int32_t *ids, int n) {
     if (!b || !b->have_tok || !ids || n <= 0) return NULL;
     const char **w = calloc((size_t)n, sizeof *w);
@@ -106,10 +92,12 @@ ts_status trace_cli_open(const trace_cli *tc, const ts_model_config *cfg, const 
     if (s) return s;
     for (int i = 0; i < tc->only.count; i++) opt.only[opt.n_only++] = tc->only.items[i];
     opt.keep_batch = tc->keep_batch_seen ? tc->keep_batch : -1;
-    size_count count = {0};
-    ts_hook counter = {.fn = count_step, .ctx = &count};
-    if ((s = ts_model_dry_run(cfg, &counter, NULL))) return s;
-    opt.expected_bytes = count.bytes;
+    /* The dry run's count of what keeping every value takes (views and
+     * like steps cost nothing) lets level auto decide once. */
+    ts_model_summary sum;
+    if ((s = ts_model_dry_run(cfg, NULL, &sum))) return s;
+    opt.expected_bytes = sum.kept_bytes;
+    ts_model_summary_free(&sum);
     if (opt.keep_batch >= 0 && cfg->batch > 0) opt.expected_bytes /= (uint64_t)cfg->batch;
 
     /* Sequence 0's tokens: what the viewer labels its axes with. */
