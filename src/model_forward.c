@@ -574,51 +574,52 @@ static ts_status ffn(fwd *f, const char *prefix, const char *param_prefix, const
  * (cross-attention still hides the source's pads). */
 static const float *enc_key_mask(const fwd *f) { return f->c->mask == TS_MASK_NONE ? NULL : f->a->src_mask; }
 
+/* The trace names of encoder layer i's parts: its prefix, the sublayers' and
+ * their parameters' (state_dict) prefixes. */
+typedef struct enc_names {
+    char p[64], attn[64], attnp[64], n1[64], n1p[64], n2[64], n2p[64], ff[64], lin[64];
+} enc_names;
+
+static void enc_names_of(enc_names *nm, int i) {
+    snprintf(nm->p, sizeof nm->p, "encoder.layers.%d", i);
+    snprintf(nm->attn, sizeof nm->attn, "encoder.layers.%d.self_attn", i);
+    snprintf(nm->attnp, sizeof nm->attnp, "encoder.layers.%d.self_attn.", i);
+    snprintf(nm->n1, sizeof nm->n1, "encoder.layers.%d.norm1", i);
+    snprintf(nm->n1p, sizeof nm->n1p, "encoder.layers.%d.norm1.", i);
+    snprintf(nm->n2, sizeof nm->n2, "encoder.layers.%d.norm2", i);
+    snprintf(nm->n2p, sizeof nm->n2p, "encoder.layers.%d.norm2.", i);
+    snprintf(nm->ff, sizeof nm->ff, "encoder.layers.%d.ffn", i);
+    snprintf(nm->lin, sizeof nm->lin, "encoder.layers.%d.linear", i);
+}
+
 /* Seed 004's TransformerEncoderBlock as written (variant seed004-residual):
  * h = norm1(x); attn(h) is computed and dropped; x = x + dropout(x);
  * x = norm2(x); x = x + ffn(x); x = dropout(x). Same step names as pre-LN. */
-static ts_status encoder_layer_seed004(fwd *f, int i, const ts_enc_layer_weights *w, const float *in, float *out) {
-    char p[64], attn[64], attnp[64], n1[64], n1p[64], n2[64], n2p[64], ff[64], lin[64];
-    snprintf(p, sizeof p, "encoder.layers.%d", i);
-    snprintf(attn, sizeof attn, "encoder.layers.%d.self_attn", i);
-    snprintf(attnp, sizeof attnp, "encoder.layers.%d.self_attn.", i);
-    snprintf(n1, sizeof n1, "encoder.layers.%d.norm1", i);
-    snprintf(n1p, sizeof n1p, "encoder.layers.%d.norm1.", i);
-    snprintf(n2, sizeof n2, "encoder.layers.%d.norm2", i);
-    snprintf(n2p, sizeof n2p, "encoder.layers.%d.norm2.", i);
-    snprintf(ff, sizeof ff, "encoder.layers.%d.ffn", i);
-    snprintf(lin, sizeof lin, "encoder.layers.%d.linear", i);
+static ts_status encoder_layer_seed004(fwd *f, const enc_names *nm, const ts_enc_layer_weights *w, const float *in,
+                                       float *out) {
     const ts_model_config *c = f->c;
     int S = f->m->S, D = f->D;
     int64_t n = (int64_t)f->B * S * D;
     float *tmp = f->a->tmp;
-    TRY(norm(f, n1, n1p, in, tmp, S, &w->norm1, c->eps, TS_OP_INPUT, true));
-    TRY(self_attention(f, attn, attnp, &w->self_attn, tmp, D, S, enc_key_mask(f), c->causal, tmp));
+    TRY(norm(f, nm->n1, nm->n1p, in, tmp, S, &w->norm1, c->eps, TS_OP_INPUT, true));
+    TRY(self_attention(f, nm->attn, nm->attnp, &w->self_attn, tmp, D, S, enc_key_mask(f), c->causal, tmp));
     if (!f->dry) memcpy(tmp, in, sizeof(float) * (size_t)n); // the attention output is overwritten unused
     dropout(f, tmp, n);
     add(f, out, in, tmp, n);
-    TRY(norm(f, n2, n2p, out, out, S, &w->norm2, c->eps, TS_OP_ADD, false));
-    TRY(ffn(f, ff, lin, &w->ffn, out, S, tmp));
+    TRY(norm(f, nm->n2, nm->n2p, out, out, S, &w->norm2, c->eps, TS_OP_ADD, false));
+    TRY(ffn(f, nm->ff, nm->lin, &w->ffn, out, S, tmp));
     add(f, out, out, tmp, n);
     dropout(f, out, n);
     ts_tensor t = view3(out, f->B, S, D);
-    return emit(f, p, "out", TS_OP_ADD, &t, TS_TAG_PLAIN, false);
+    return emit(f, nm->p, "out", TS_OP_ADD, &t, TS_TAG_PLAIN, false);
 }
 
 /* One encoder layer, in -> out (out may be in).
  * post-LN (seed 000, the paper): x = norm1(x + attn(x)); x = norm2(x + ffn(x))
  * pre-LN (seed 004, norm_first):  x = x + attn(norm1(x)); x = x + ffn(norm2(x)) */
 static ts_status encoder_layer(fwd *f, int i, const ts_enc_layer_weights *w, const float *in, float *out) {
-    char p[64], attn[64], attnp[64], n1[64], n1p[64], n2[64], n2p[64], ff[64], lin[64];
-    snprintf(p, sizeof p, "encoder.layers.%d", i);
-    snprintf(attn, sizeof attn, "encoder.layers.%d.self_attn", i);
-    snprintf(attnp, sizeof attnp, "encoder.layers.%d.self_attn.", i);
-    snprintf(n1, sizeof n1, "encoder.layers.%d.norm1", i);
-    snprintf(n1p, sizeof n1p, "encoder.layers.%d.norm1.", i);
-    snprintf(n2, sizeof n2, "encoder.layers.%d.norm2", i);
-    snprintf(n2p, sizeof n2p, "encoder.layers.%d.norm2.", i);
-    snprintf(ff, sizeof ff, "encoder.layers.%d.ffn", i);
-    snprintf(lin, sizeof lin, "encoder.layers.%d.linear", i);
+    enc_names nm;
+    enc_names_of(&nm, i);
     int S = f->m->S, D = f->D;
     int64_t n = (int64_t)f->B * S * D;
     float *tmp = f->a->tmp;
@@ -626,28 +627,28 @@ static ts_status encoder_layer(fwd *f, int i, const ts_enc_layer_weights *w, con
     const ts_model_config *c = f->c;
     ts_tensor t;
     if (c->norm == TS_NORM_POST) {
-        TRY(self_attention(f, attn, attnp, &w->self_attn, in, D, S, mask, c->causal, tmp));
+        TRY(self_attention(f, nm.attn, nm.attnp, &w->self_attn, in, D, S, mask, c->causal, tmp));
         dropout(f, tmp, n);
         add(f, tmp, tmp, in, n);
-        TRY(norm(f, n1, n1p, tmp, out, S, &w->norm1, c->eps, TS_OP_ADD, false));
-        TRY(ffn(f, ff, lin, &w->ffn, out, S, tmp));
+        TRY(norm(f, nm.n1, nm.n1p, tmp, out, S, &w->norm1, c->eps, TS_OP_ADD, false));
+        TRY(ffn(f, nm.ff, nm.lin, &w->ffn, out, S, tmp));
         dropout(f, tmp, n);
         add(f, tmp, tmp, out, n);
-        TRY(norm(f, n2, n2p, tmp, out, S, &w->norm2, c->eps, TS_OP_ADD, false));
+        TRY(norm(f, nm.n2, nm.n2p, tmp, out, S, &w->norm2, c->eps, TS_OP_ADD, false));
         t = view3(out, f->B, S, D);
-        return emit(f, p, "out", TS_OP_LAYERNORM, &t, TS_TAG_PLAIN, true);
+        return emit(f, nm.p, "out", TS_OP_LAYERNORM, &t, TS_TAG_PLAIN, true);
     }
-    if (c->variants & TS_VARIANT_SEED004_RESIDUAL) return encoder_layer_seed004(f, i, w, in, out);
-    TRY(norm(f, n1, n1p, in, tmp, S, &w->norm1, c->eps, TS_OP_INPUT, true));
-    TRY(self_attention(f, attn, attnp, &w->self_attn, tmp, D, S, mask, c->causal, tmp));
+    if (c->variants & TS_VARIANT_SEED004_RESIDUAL) return encoder_layer_seed004(f, &nm, w, in, out);
+    TRY(norm(f, nm.n1, nm.n1p, in, tmp, S, &w->norm1, c->eps, TS_OP_INPUT, true));
+    TRY(self_attention(f, nm.attn, nm.attnp, &w->self_attn, tmp, D, S, mask, c->causal, tmp));
     dropout(f, tmp, n);
     add(f, out, in, tmp, n);
-    TRY(norm(f, n2, n2p, out, tmp, S, &w->norm2, c->eps, TS_OP_ADD, false));
-    TRY(ffn(f, ff, lin, &w->ffn, tmp, S, tmp));
+    TRY(norm(f, nm.n2, nm.n2p, out, tmp, S, &w->norm2, c->eps, TS_OP_ADD, false));
+    TRY(ffn(f, nm.ff, nm.lin, &w->ffn, tmp, S, tmp));
     dropout(f, tmp, n);
     add(f, out, out, tmp, n);
     t = view3(out, f->B, S, D);
-    return emit(f, p, "out", TS_OP_ADD, &t, TS_TAG_PLAIN, false);
+    return emit(f, nm.p, "out", TS_OP_ADD, &t, TS_TAG_PLAIN, false);
 }
 
 /* One decoder layer: masked self-attention, cross-attention over the memory,
