@@ -22,43 +22,6 @@
 
 /* ---------------------------------------------------------------- strings */
 
-typedef struct sbuf {
-    char *s;
-    size_t len, cap;
-    bool oom;
-} sbuf;
-
-static void sb_add(sbuf *b, const char *s, size_t n) {
-    if (b->oom) return;
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 64;
-        while (cap < b->len + n + 1) cap *= 2;
-        char *p = realloc(b->s, cap);
-        if (!p) {
-            b->oom = true;
-            return;
-        }
-        b->s = p;
-        b->cap = cap;
-    }
-    memcpy(b->s + b->len, s, n);
-    b->len += n;
-    b->s[b->len] = '\0';
-}
-
-static void sb_str(sbuf *b, const char *s) { sb_add(b, s, strlen(s)); }
-
-/* The buffer's string, "" when nothing was added; NULL only when out of memory. */
-static char *sb_take(sbuf *b) {
-    if (b->oom) {
-        free(b->s);
-        return NULL;
-    }
-    char *s = b->s ? b->s : calloc(1, 1);
-    memset(b, 0, sizeof *b);
-    return s;
-}
-
 static char *dup_n(const char *s, size_t n) {
     char *d = malloc(n + 1);
     if (!d) return NULL;
@@ -106,7 +69,7 @@ typedef struct parser {
     int depth;          /* blocks open, the document included */
     int n_top;          /* top-level blocks seen */
     int title_state;    /* 0 before the title, 1 inside it, 2 after */
-    sbuf title;
+    ts_text_buf title;
     int title_last;     /* last line of the title heading */
     int skip_depth;     /* > 0: inside a tscope block, whose text md4c also reports */
     int cur;            /* narration receiving blocks: -1 intro, k step k */
@@ -886,14 +849,14 @@ static int on_text(MD_TEXTTYPE type, const MD_CHAR *s, MD_SIZE n, void *user) {
     if (p->skip_depth) return 0;
     note_position(p, s, n);
     if (p->title_state == 1) {
-        if (type == MD_TEXT_SOFTBR || type == MD_TEXT_BR) sb_add(&p->title, " ", 1);
-        else if (type == MD_TEXT_NULLCHAR) sb_str(&p->title, "\xEF\xBF\xBD");
+        if (type == MD_TEXT_SOFTBR || type == MD_TEXT_BR) ts_text_buf_add(&p->title, " ", 1);
+        else if (type == MD_TEXT_NULLCHAR) ts_text_buf_str(&p->title, "\xEF\xBF\xBD");
         else if (type == MD_TEXT_ENTITY) {
             char buf[4];
             size_t k = decode_entity(s, n, buf);
-            if (k) sb_add(&p->title, buf, k);
-            else sb_add(&p->title, s, n);
-        } else sb_add(&p->title, s, n);
+            if (k) ts_text_buf_add(&p->title, buf, k);
+            else ts_text_buf_add(&p->title, s, n);
+        } else ts_text_buf_add(&p->title, s, n);
         return p->title.oom ? (oom(p), 1) : 0;
     }
     switch (type) {
@@ -1132,21 +1095,21 @@ static int on_leave_span(MD_SPANTYPE type, void *detail, void *user) {
 
 /* Add source lines [first, last] to a narration's Markdown, blank lines at the
  * ends left out; pieces are joined by a blank line. */
-static ts_status add_source(parser *p, sbuf *b, int first, int last) {
+static ts_status add_source(parser *p, ts_text_buf *b, int first, int last) {
     while (first <= last && blank_line(p, first)) first++;
     while (last >= first && blank_line(p, last)) last--;
     if (first > last) return TS_OK;
-    if (b->len) sb_str(b, "\n\n");
+    if (b->len) ts_text_buf_str(b, "\n\n");
     size_t beg = p->line_start[first - 1], end = p->line_start[last];
     while (end > beg && is_eol(p->text[end - 1])) end--;
-    sb_add(b, p->text + beg, end - beg);
+    ts_text_buf_add(b, p->text + beg, end - beg);
     return b->oom ? oom(p) : TS_OK;
 }
 
 static ts_status collect_sources(parser *p) {
     ts_lesson *l = p->lesson;
     int n_nar = l->n_steps + 1;
-    sbuf *bufs = calloc((size_t)n_nar, sizeof *bufs);
+    ts_text_buf *bufs = calloc((size_t)n_nar, sizeof *bufs);
     if (!bufs) return oom(p);
     int from = p->title_last + 1, target = -1;
     for (int i = 0; i <= p->n_spans && p->st == TS_OK; i++) {
@@ -1158,7 +1121,7 @@ static ts_status collect_sources(parser *p) {
         }
     }
     for (int k = 0; k < n_nar; k++) {
-        char *s = sb_take(&bufs[k]);
+        char *s = ts_text_buf_take(&bufs[k]);
         if (!s) oom(p);
         narration(p, k - 1)->source = s;
     }
@@ -1284,7 +1247,7 @@ static ts_status parse_document(parser *p) {
     if (p->st != TS_OK) return p->st;
     if (rc != 0) return oom(p);
     if (p->title_state == 1) end_title(p);
-    l->title = sb_take(&p->title);
+    l->title = ts_text_buf_take(&p->title);
     if (!l->title) return oom(p);
     size_t n = strlen(l->title);
     while (n && l->title[n - 1] == ' ') l->title[--n] = '\0';
@@ -1327,10 +1290,10 @@ ts_status ts_lesson_load(ts_lesson *l, const char *path) {
     memset(l, 0, sizeof *l);
     FILE *f = fopen(path, "rb");
     if (!f) return ts_fail(TS_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    sbuf b = {0};
+    ts_text_buf b = {0};
     char chunk[8192];
     size_t n;
-    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0 && b.len <= MAX_LESSON_BYTES) sb_add(&b, chunk, n);
+    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0 && b.len <= MAX_LESSON_BYTES) ts_text_buf_add(&b, chunk, n);
     bool bad = ferror(f);
     fclose(f);
     if (bad) {
@@ -1338,7 +1301,7 @@ ts_status ts_lesson_load(ts_lesson *l, const char *path) {
         return ts_fail(TS_ERR_IO, "%s: read error", path);
     }
     size_t len = b.len;
-    char *text = sb_take(&b);
+    char *text = ts_text_buf_take(&b);
     if (!text) return ts_fail(TS_ERR_NOMEM, "%s: out of memory", path);
     ts_status st = ts_lesson_parse(l, path, text, len);
     free(text);

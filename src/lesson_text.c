@@ -5,42 +5,17 @@
 #include <string.h>
 
 #include "tscope/lesson.h"
+#include "tscope/text.h"
 
-typedef struct out {
-    char *s;
-    size_t len, cap;
-    bool oom;
-} out;
-
-static void put(out *o, const char *s, size_t n) {
-    if (o->oom) return;
-    if (o->len + n + 1 > o->cap) {
-        size_t cap = o->cap ? o->cap : 128;
-        while (cap < o->len + n + 1) cap *= 2;
-        char *p = realloc(o->s, cap);
-        if (!p) {
-            o->oom = true;
-            return;
-        }
-        o->s = p;
-        o->cap = cap;
-    }
-    memcpy(o->s + o->len, s, n);
-    o->len += n;
-    o->s[o->len] = '\0';
-}
-
-static void puts_(out *o, const char *s) { put(o, s, strlen(s)); }
-
-static void put_escaped(out *o, const char *s, size_t n) {
+static void put_escaped(ts_text_buf *o, const char *s, size_t n) {
     for (size_t i = 0; i < n; i++) {
         switch (s[i]) {
-        case '&': puts_(o, "&amp;"); break;
-        case '<': puts_(o, "&lt;"); break;
-        case '>': puts_(o, "&gt;"); break;
-        case '"': puts_(o, "&quot;"); break;
-        case '\'': puts_(o, "&apos;"); break;
-        default: put(o, s + i, 1); break;
+        case '&': ts_text_buf_str(o, "&amp;"); break;
+        case '<': ts_text_buf_str(o, "&lt;"); break;
+        case '>': ts_text_buf_str(o, "&gt;"); break;
+        case '"': ts_text_buf_str(o, "&quot;"); break;
+        case '\'': ts_text_buf_str(o, "&apos;"); break;
+        default: ts_text_buf_add(o, s + i, 1); break;
         }
     }
 }
@@ -57,7 +32,7 @@ static size_t char_len(const char *s, size_t n) {
 
 /* d_k -> d<sub>k</sub>, x^{2i} -> x<sup>2i</sup>. Braces group; a lone _ or ^
  * at the end stays as written. */
-static void put_math(out *o, const char *s, size_t n) {
+static void put_math(ts_text_buf *o, const char *s, size_t n) {
     for (size_t i = 0; i < n;) {
         char c = s[i];
         if ((c == '_' || c == '^') && i + 1 < n) {
@@ -72,13 +47,13 @@ static void put_math(out *o, const char *s, size_t n) {
                 end = beg + char_len(s + beg, n - beg);
                 i = end;
             }
-            puts_(o, "<");
-            puts_(o, tag);
-            puts_(o, ">");
+            ts_text_buf_str(o, "<");
+            ts_text_buf_str(o, tag);
+            ts_text_buf_str(o, ">");
             put_escaped(o, s + beg, end - beg);
-            puts_(o, "</");
-            puts_(o, tag);
-            puts_(o, ">");
+            ts_text_buf_str(o, "</");
+            ts_text_buf_str(o, tag);
+            ts_text_buf_str(o, ">");
             continue;
         }
         size_t k = char_len(s + i, n - i);
@@ -99,33 +74,27 @@ static const struct {
 };
 #define N_STYLES (int)(sizeof styles / sizeof styles[0])
 
-static ts_status finish(out *o, char **result) {
-    if (!o->oom && !o->s) puts_(o, "");
-    if (o->oom) {
-        free(o->s);
-        *result = NULL;
-        return ts_fail(TS_ERR_NOMEM, "lesson: out of memory");
-    }
-    *result = o->s;
-    return TS_OK;
+static ts_status finish(ts_text_buf *o, char **result) {
+    *result = ts_text_buf_take(o);
+    return *result ? TS_OK : ts_fail(TS_ERR_NOMEM, "lesson: out of memory");
 }
 
 ts_status ts_lesson_block_markup(const ts_lesson_block *b, char **result) {
-    out o = {0};
+    ts_text_buf o = {0};
     for (int r = 0; r < b->n_runs; r++) {
         const ts_lesson_run *run = &b->runs[r];
         for (int k = 0; k < N_STYLES; k++)
-            if (run->style & styles[k].bit) puts_(&o, styles[k].open);
+            if (run->style & styles[k].bit) ts_text_buf_str(&o, styles[k].open);
         if (run->style & TS_LESSON_MATH) put_math(&o, run->text, run->len);
         else put_escaped(&o, run->text, run->len);
         for (int k = N_STYLES - 1; k >= 0; k--)
-            if (run->style & styles[k].bit) puts_(&o, styles[k].close);
+            if (run->style & styles[k].bit) ts_text_buf_str(&o, styles[k].close);
     }
     return finish(&o, result);
 }
 
 ts_status ts_lesson_block_text(const ts_lesson_block *b, char **result) {
-    out o = {0};
-    for (int r = 0; r < b->n_runs; r++) put(&o, b->runs[r].text, b->runs[r].len);
+    ts_text_buf o = {0};
+    for (int r = 0; r < b->n_runs; r++) ts_text_buf_add(&o, b->runs[r].text, b->runs[r].len);
     return finish(&o, result);
 }

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "tscope/outfile.h"
+#include "tscope/text.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "safetensors data is little-endian and read in place: tscope needs a little-endian host"
@@ -464,60 +465,19 @@ const char *ts_safetensors_meta(const ts_safetensors *f, const char *key) {
 /* ---- writing ---------------------------------------------------------------- */
 
 /* A growing string for the JSON header. */
-typedef struct strbuf {
-    char *s;
-    size_t len, cap;
-    bool oom;
-} strbuf;
-
-static void sb_put(strbuf *b, const char *s, size_t n) {
-    if (b->oom) return;
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (b->len + n + 1 > cap) cap *= 2;
-        char *p = realloc(b->s, cap);
-        if (!p) {
-            b->oom = true;
-            return;
-        }
-        b->s = p;
-        b->cap = cap;
-    }
-    memcpy(b->s + b->len, s, n);
-    b->len += n;
-    b->s[b->len] = '\0';
-}
-
-static void sb_str(strbuf *b, const char *s) { sb_put(b, s, strlen(s)); }
-
-static void sb_printf(strbuf *b, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
-
-static void sb_printf(strbuf *b, const char *fmt, ...) {
-    char tmp[128];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
-    va_end(ap);
-    if (n > 0) sb_put(b, tmp, (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
-}
-
-static void sb_json_string(strbuf *b, const char *s) {
-    sb_str(b, "\"");
+static void sb_json_string(ts_text_buf *b, const char *s) {
+    ts_text_buf_str(b, "\"");
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
         if (*p == '"' || *p == '\\') {
             char esc[2] = {'\\', (char)*p};
-            sb_put(b, esc, 2);
+            ts_text_buf_add(b, esc, 2);
         } else if (*p < 0x20) {
-            sb_printf(b, "\\u%04x", *p);
+            ts_text_buf_printf(b, "\\u%04x", *p);
         } else {
-            sb_put(b, (const char *)p, 1);
+            ts_text_buf_add(b, (const char *)p, 1);
         }
     }
-    sb_str(b, "\"");
+    ts_text_buf_str(b, "\"");
 }
 
 static ts_status check_write_args(const char *path, int n, const char *const *names, const ts_tensor *tensors,
@@ -540,41 +500,41 @@ static ts_status check_write_args(const char *path, int n, const char *const *na
     return TS_OK;
 }
 
-static void build_header(strbuf *b, int n, const char *const *names, const ts_tensor *tensors, int n_meta,
+static void build_header(ts_text_buf *b, int n, const char *const *names, const ts_tensor *tensors, int n_meta,
                          const char *const *meta) {
-    sb_str(b, "{");
+    ts_text_buf_str(b, "{");
     if (n_meta > 0) {
-        sb_str(b, "\"__metadata__\":{");
+        ts_text_buf_str(b, "\"__metadata__\":{");
         for (int i = 0; i < n_meta; i++) {
-            if (i) sb_str(b, ",");
+            if (i) ts_text_buf_str(b, ",");
             sb_json_string(b, meta[2 * i]);
-            sb_str(b, ":");
+            ts_text_buf_str(b, ":");
             sb_json_string(b, meta[2 * i + 1]);
         }
-        sb_str(b, "}");
+        ts_text_buf_str(b, "}");
     }
     uint64_t offset = 0;
     for (int i = 0; i < n; i++) {
-        if (i || n_meta > 0) sb_str(b, ",");
+        if (i || n_meta > 0) ts_text_buf_str(b, ",");
         sb_json_string(b, names[i]);
-        sb_str(b, ":{\"dtype\":\"F32\",\"shape\":[");
+        ts_text_buf_str(b, ":{\"dtype\":\"F32\",\"shape\":[");
         for (int d = 0; d < tensors[i].rank; d++)
-            sb_printf(b, "%s%lld", d ? "," : "", (long long)tensors[i].shape[d]);
+            ts_text_buf_printf(b, "%s%lld", d ? "," : "", (long long)tensors[i].shape[d]);
         uint64_t bytes = (uint64_t)ts_tensor_numel(&tensors[i]) * sizeof(float);
-        sb_printf(b, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)offset,
+        ts_text_buf_printf(b, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)offset,
                   (unsigned long long)(offset + bytes));
         offset += bytes;
     }
-    sb_str(b, "}");
+    ts_text_buf_str(b, "}");
     /* Pad with spaces so the data starts 8-byte aligned, as the reference writer does. */
-    while ((8 + b->len) % 8) sb_str(b, " ");
+    while ((8 + b->len) % 8) ts_text_buf_str(b, " ");
 }
 
 ts_status ts_safetensors_write(const char *path, int n, const char *const *names,
                                const ts_tensor *tensors, int n_meta, const char *const *meta) {
     ts_status st = check_write_args(path, n, names, tensors, n_meta, meta);
     if (st) return st;
-    strbuf header = {0};
+    ts_text_buf header = {0};
     build_header(&header, n, names, tensors, n_meta, meta);
     if (header.oom) {
         free(header.s);

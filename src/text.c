@@ -1,6 +1,8 @@
 #include "tscope/text.h"
 
+#include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define EDIT_MAX 255
@@ -33,4 +35,44 @@ char *ts_text_bytes(char *buf, size_t size, uint64_t n) {
     else
         snprintf(buf, size, "%.1f KB", (double)n / 1024);
     return buf;
+}
+
+void ts_text_buf_add(ts_text_buf *b, const char *s, size_t n) {
+    if (b->oom) return;
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 64;
+        while (cap < b->len + n + 1) cap *= 2;
+        char *p = realloc(b->s, cap);
+        if (!p) {
+            b->oom = true;
+            return;
+        }
+        b->s = p;
+        b->cap = cap;
+    }
+    memcpy(b->s + b->len, s, n);
+    b->len += n;
+    b->s[b->len] = '\0';
+}
+
+void ts_text_buf_str(ts_text_buf *b, const char *s) { ts_text_buf_add(b, s, strlen(s)); }
+
+void ts_text_buf_printf(ts_text_buf *b, const char *fmt, ...) {
+    char tmp[128];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    if (n > 0) ts_text_buf_add(b, tmp, (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
+}
+
+char *ts_text_buf_take(ts_text_buf *b) {
+    if (b->oom) {
+        free(b->s);
+        memset(b, 0, sizeof *b);
+        return NULL;
+    }
+    char *s = b->s ? b->s : calloc(1, 1);
+    memset(b, 0, sizeof *b);
+    return s;
 }
