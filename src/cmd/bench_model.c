@@ -15,10 +15,12 @@
 #include "tscope/kernels.h"
 #include "tscope/trace.h"
 
-/* One forward; with trace_path, through a trace at `level` written there. */
+/* One forward; with trace_path, through a trace at `level` written there,
+ * and *in_hook the part of it spent in the writer's hook. */
 static ts_status one_pass(ts_model *m, const ts_model_input *in, const char *trace_path, ts_trace_level level,
-                          double *seconds) {
+                          double *seconds, double *in_hook) {
     double t0 = bench_now();
+    *in_hook = 0;
     ts_status st;
     if (!trace_path) {
         st = ts_model_forward(m, in, NULL, NULL);
@@ -35,7 +37,9 @@ static ts_status one_pass(ts_model *m, const ts_model_input *in, const char *tra
             ts_trace_writer_abort(w);
             return st;
         }
-        st = ts_trace_writer_close(w, NULL);
+        ts_trace_summary sum;
+        st = ts_trace_writer_close(w, &sum);
+        *in_hook = sum.hook_seconds;
         unlink(trace_path);
     }
     *seconds = bench_now() - t0;
@@ -58,27 +62,35 @@ static const bench_case cases[] = {
 };
 #define N_CASES ((int)(sizeof cases / sizeof cases[0]))
 
-/* Median seconds of each case over reps rounds after a warm-up one. A round
- * runs every case once, so a burst of other work on the machine lands on
- * all of them alike rather than on whichever case was being timed. */
+/* Median seconds of each case over reps rounds after a warm-up one, and of
+ * the time in the hook. A round runs every case once, so a burst of other
+ * work on the machine lands on all of them alike rather than on whichever
+ * case was being timed. */
 static ts_status timed_rounds(ts_model *m, const ts_model_input *in, const char *trace_path, int reps,
-                              double median[N_CASES]) {
-    double *t = calloc((size_t)(N_CASES * reps), sizeof *t), warm;
+                              double median[N_CASES], double hook_median[N_CASES]) {
+    double *t = calloc((size_t)(2 * N_CASES * reps), sizeof *t), warm, warm_hook;
     if (!t) return ts_fail(TS_ERR_NOMEM, "bench: out of memory");
+    double *hook = t + N_CASES * reps;
     ts_status st = TS_OK;
     for (int r = -1; r < reps && !st; r++)
         for (int c = 0; c < N_CASES && !st; c++)
-            st = one_pass(m, in, cases[c].traced ? trace_path : NULL, cases[c].level, r < 0 ? &warm : &t[c * reps + r]);
-    for (int c = 0; c < N_CASES && !st; c++) median[c] = bench_median(&t[c * reps], reps);
+            st = one_pass(m, in, cases[c].traced ? trace_path : NULL, cases[c].level, r < 0 ? &warm : &t[c * reps + r],
+                          r < 0 ? &warm_hook : &hook[c * reps + r]);
+    for (int c = 0; c < N_CASES && !st; c++) {
+        median[c] = bench_median(&t[c * reps], reps);
+        hook_median[c] = bench_median(&hook[c * reps], reps);
+    }
     free(t);
     return st;
 }
 
-/* One line of the table; against > 0 adds what it costs over that time. */
-static void print_row(const char *label, double seconds, double against, double flops, double peak) {
+/* One line of the table; against > 0 adds what it costs over that time, and
+ * how much of the forward the hook took (less noisy than the difference of
+ * two medians, but blind to what watching costs the model). */
+static void print_row(const char *label, double seconds, double against, double in_hook, double flops, double peak) {
     double gf = flops / seconds / 1e9;
     printf("%-28s %8.1f ms  %7.1f GFLOP/s  %5.1f%% of peak", label, seconds * 1e3, gf, 100.0 * gf / peak);
-    if (against > 0) printf("  (tracing %+.1f%%)", 100.0 * (seconds / against - 1.0));
+    if (against > 0) printf("  (tracing %+.1f%%; in the hook %.1f ms)", 100.0 * (seconds / against - 1.0), in_hook * 1e3);
     printf("\n");
     fflush(stdout);
 }
@@ -109,8 +121,8 @@ int bench_model_forward(int reps, const char *preset) {
      * probe that meets other work on the machine reads low. */
     double peak = ts_kernels_peak_gflops();
     ts_model_input in = model_batch_input(&batch);
-    double median[N_CASES];
-    ts_status st = timed_rounds(&m, &in, trace_path, reps, median);
+    double median[N_CASES], hook_median[N_CASES];
+    ts_status st = timed_rounds(&m, &in, trace_path, reps, median, hook_median);
     if (!st) {
         double after = ts_kernels_peak_gflops();
         if (after > peak) peak = after;
@@ -120,7 +132,8 @@ int bench_model_forward(int reps, const char *preset) {
         printf("# %.1f GFLOP of matmuls per forward; kernels %s, %d threads, peak %.1f GFLOP/s; medians of %d rounds "
                "(each case once a round) after a warm-up round\n",
                sum.flops / 1e9, ts_isa_name(ts_kernels_isa()), ts_kernels_threads(), peak, reps);
-        for (int c = 0; c < N_CASES; c++) print_row(cases[c].label, median[c], c > 0 ? median[0] : 0, sum.flops, peak);
+        for (int c = 0; c < N_CASES; c++)
+            print_row(cases[c].label, median[c], c > 0 ? median[0] : 0, hook_median[c], sum.flops, peak);
     }
     if (st) rc = ts_cli_error("bench", "%s", ts_last_error());
     unlink(trace_path);
