@@ -192,6 +192,22 @@ static ts_status emit_ahead(fwd *f, const char *prefix, const char *leaf, ts_op 
     return ts_hook_try_derive(f->hook, name, op, t, tag, factor, done);
 }
 
+/* Offer the hook steps (names: leaves under prefix) as one group:
+ * *done when it recorded them (ts_hook_group_fn). Never in a dry run, which
+ * counts every step. */
+static ts_status emit_group(fwd *f, const char *prefix, const ts_hook_step *leaves, int n, bool *done) {
+    *done = false;
+    if (f->dry || f->sum || !f->hook || !f->hook->group || n > TS_HOOK_GROUP_MAX) return TS_OK;
+    char names[TS_HOOK_GROUP_MAX][2 * TS_MODEL_NAME_MAX];
+    ts_hook_step steps[TS_HOOK_GROUP_MAX];
+    for (int i = 0; i < n; i++) {
+        step_name(names[i], sizeof names[i], prefix, leaves[i].name);
+        steps[i] = leaves[i];
+        steps[i].name = names[i];
+    }
+    return ts_hook_try_group(f->hook, steps, n, done);
+}
+
 static int64_t count_params(const ts_model *m, const char *prefix) {
     int64_t n = 0;
     size_t len = strlen(prefix);
@@ -553,12 +569,19 @@ static ts_status ffn(fwd *f, const char *prefix, const char *param_prefix, const
     linear(f, hidden, x, B * S, (int)D, (int)F, w->w1, w->b1, (int)D, f->watch ? TS_EPI_BIAS : fused);
     ts_tensor t = view3(hidden, B, S, F);
     if (f->watch) {
-        TRY(emit(f, prefix, "hidden", TS_OP_LINEAR, &t, TS_TAG_PLAIN, false));
+        /* hidden and its ReLU at once, before the ReLU is made: a trace writer
+         * then reads hidden's memory once for the statistics of both. */
+        const ts_hook_step pair[] = {{"hidden", TS_OP_LINEAR, &t, TS_TAG_PLAIN, false},
+                                     {"act", TS_OP_RELU, &t, TS_TAG_PLAIN, true}};
+        bool paired = false;
+        if (!gelu) TRY(emit_group(f, prefix, pair, 2, &paired));
+        if (!paired) TRY(emit(f, prefix, "hidden", TS_OP_LINEAR, &t, TS_TAG_PLAIN, false));
         if (!f->dry) (gelu ? ts_gelu : ts_relu)(hidden, hidden, n);
         /* ReLU's output is its input through ReLU, which a trace can store as
          * a view of the input's values; GELU's a reader could not redo to the bit. */
-        TRY(emit_like(f, prefix, "act", gelu ? TS_OP_GELU : TS_OP_RELU, &t, TS_TAG_PLAIN, false, NULL,
-                      gelu ? 0.0f : 1.0f));
+        if (!paired)
+            TRY(emit_like(f, prefix, "act", gelu ? TS_OP_GELU : TS_OP_RELU, &t, TS_TAG_PLAIN, false, NULL,
+                          gelu ? 0.0f : 1.0f));
     }
     dropout(f, hidden, n);
     TRY(emit(f, prefix, "dropout", TS_OP_DROPOUT, &t, TS_TAG_PLAIN, !f->train));

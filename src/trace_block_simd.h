@@ -69,4 +69,13 @@ static void block_simd(trf_acc *acc, const float *x, float *dst, int64_t n) {
     trf_acc_add_block(acc, dst ? dst : x, n, t1, t2, ta, V_REDUCE_MIN(mn), V_REDUCE_MAX(mx), zeros, shift0);
 }
 
+/* The model's ReLU (its kernel's max(0, x), which keeps -0 and NaN), for
+ * the statistics of an activation taken from its input. */
+static void relu_simd(float *dst, const float *x, int64_t n) {
+    const vf zero = V_SET1(0.0f);
+    int64_t i = 0;
+    for (; i + VW <= n; i += VW) V_STORE(dst + i, V_MAX(zero, V_LOAD(x + i)));
+    if (i < n) V_STORE_PART(dst + i, V_MAX(zero, V_LOAD_PART(x + i, (int)(n - i), 0.0f)), (int)(n - i));
+}
+
 #endif

@@ -158,6 +158,9 @@ typedef struct trf_stats_ops {
     /* hist[bin] += count of x[i] with bin = (int)((x - lo) * scale) clamped to
      * [0, 63]; every x must be finite. */
     void (*hist)(uint64_t *hist, const float *x, int64_t n, float lo, float scale);
+    /* dst[i] = x[i] through the model's ReLU (x < 0 ? 0 : x: -0 and NaN
+     * stay); dst may be x. */
+    void (*relu)(float *dst, const float *x, int64_t n);
 } trf_stats_ops;
 
 #define TRF_BLOCK 4096

@@ -170,7 +170,11 @@ static void hist_scalar(uint64_t *hist, const float *x, int64_t n, float lo, flo
     }
 }
 
-const trf_stats_ops trf_stats_scalar = {block_scalar, hist_scalar};
+static void relu_scalar(float *dst, const float *x, int64_t n) {
+    for (int64_t i = 0; i < n; i++) dst[i] = x[i] < 0 ? 0.0f : x[i];
+}
+
+const trf_stats_ops trf_stats_scalar = {block_scalar, hist_scalar, relu_scalar};
 
 const trf_stats_ops *trf_stats_current(void) {
 #if defined(TRF_HAVE_X86)

@@ -12,7 +12,9 @@
  * What the writer already holds it does not read again: a view of a step's
  * elements takes that step's statistics, and a step the model declares like
  * an earlier one (ts_hook_like_fn) takes that step's statistics scaled and
- * is stored as a view of its values (scaled, or through ReLU).
+ * is stored as a view of its values (scaled, or through ReLU). A hidden
+ * layer handed over with its ReLU (ts_hook_group_fn) is read once for the
+ * statistics of both, and any step in the order its elements lie in memory.
  *
  * Large traces are written with O_DIRECT: gigabytes through the page cache
  * cost more than the disk itself (every cache page must be found and filled
@@ -64,19 +66,27 @@
 #define MAX_ELEMENTS ((int64_t)1 << 40)
 #define RECENT_MAX 8 /* a LayerNorm's out is like its y, three steps back */
 
-typedef enum pass_kind { PASS_COPY, PASS_COPY_STATS, PASS_STATS, PASS_HIST } pass_kind;
+typedef enum pass_kind { PASS_COPY, PASS_COPY_STATS, PASS_STATS, PASS_HIST, PASS_GROUP_STATS, PASS_GROUP_HIST } pass_kind;
+
+/* Steps of a group whose statistics one sweep over the first one's memory
+ * computes: the first step, and it through ReLU. */
+#define GROUP_MEMBERS_MAX 2
 
 typedef struct view view;
 typedef struct piece piece;
+typedef struct member member;
 
-/* One pass over elements [a, b) of a step, cut in n_chunks chunks. */
+/* One pass over elements [a, b) of a step, cut in n_chunks chunks; for a
+ * group, of every member of it. */
 typedef struct pass_spec {
     pass_kind kind;
     const view *v;
     int64_t a, b, chunk, n_chunks;
     const piece *pieces;
     int n_pieces;
-    const trf_hist_plan *plan;
+    const trf_hist_plan *plan; /* one per member for a group */
+    const member *members;
+    int n_members;
 } pass_spec;
 
 /* One chunk's share before merging. */
@@ -167,6 +177,8 @@ struct ts_trace_writer {
     double wait_seconds, hook_seconds;
     chunk_result chunks[MAX_CHUNKS];                    /* the hook's passes' scratch */
     uint64_t thread_hist[MAX_THREADS][TS_TRACE_HIST_BINS];
+    trf_acc group_acc[GROUP_MEMBERS_MAX][MAX_CHUNKS];  /* a group's, by member */
+    uint64_t group_hist[GROUP_MEMBERS_MAX][MAX_THREADS][TS_TRACE_HIST_BINS];
 
     /* The pass the hook's threads are working on. */
     pass_spec pass;
@@ -589,37 +601,68 @@ static void copy_part(const trf_stats_ops *ops, const view *v, int64_t a, int64_
     }
 }
 
-/* Statistics of elements [a, b) of v without keeping them. */
-static void stats_part(const trf_stats_ops *ops, const view *v, int64_t a, int64_t b, chunk_result *p) {
-    trf_acc_init(&p->acc);
+/* Where the next n <= TRF_BLOCK elements at the cursor can be read: in
+ * place when v is contiguous, else gathered into scratch; with relu, through
+ * the model's ReLU into scratch. */
+static const float *next_elements(const trf_stats_ops *ops, cursor *c, int64_t e, int64_t n, bool relu,
+                                  float *scratch) {
+    const view *v = c->v;
+    const float *x = v->data + e;
+    if (!v->contiguous) {
+        cursor_gather(c, scratch, n);
+        x = scratch;
+    }
+    if (!relu) return x;
+    ops->relu(scratch, x, n);
+    return scratch;
+}
+
+/* Statistics of elements [a, b) of v (through ReLU with relu) without
+ * keeping them. */
+static void stats_part(const trf_stats_ops *ops, const view *v, int64_t a, int64_t b, bool relu, trf_acc *acc) {
+    trf_acc_init(acc);
     float scratch[TRF_BLOCK];
-    cursor c;
+    cursor c = {.v = v};
     if (!v->contiguous) cursor_seek(&c, v, a);
     for (int64_t e = a; e < b; e += TRF_BLOCK) {
         int64_t n = b - e < TRF_BLOCK ? b - e : TRF_BLOCK;
-        if (v->contiguous) {
-            ops->block(&p->acc, v->data + e, NULL, n);
-        } else {
-            cursor_gather(&c, scratch, n);
-            ops->block(&p->acc, scratch, NULL, n);
-        }
+        ops->block(acc, next_elements(ops, &c, e, n, relu, scratch), NULL, n);
     }
 }
 
-/* Add the histogram of elements [a, b) of v to hist. */
-static void hist_part(const trf_stats_ops *ops, const view *v, int64_t a, int64_t b, const trf_hist_plan *plan,
-                      uint64_t *hist) {
-    if (v->contiguous) {
+/* Add the histogram of elements [a, b) of v (through ReLU with relu) to
+ * hist. */
+static void hist_part(const trf_stats_ops *ops, const view *v, int64_t a, int64_t b, bool relu,
+                      const trf_hist_plan *plan, uint64_t *hist) {
+    if (v->contiguous && !relu) {
         trf_hist_add(hist, v->data + a, b - a, plan, ops);
         return;
     }
     float scratch[TRF_BLOCK];
-    cursor c;
-    cursor_seek(&c, v, a);
+    cursor c = {.v = v};
+    if (!v->contiguous) cursor_seek(&c, v, a);
     for (int64_t e = a; e < b; e += TRF_BLOCK) {
         int64_t n = b - e < TRF_BLOCK ? b - e : TRF_BLOCK;
-        cursor_gather(&c, scratch, n);
-        trf_hist_add(hist, scratch, n, plan, ops);
+        trf_hist_add(hist, next_elements(ops, &c, e, n, relu, scratch), n, plan, ops);
+    }
+}
+
+/* A member of a group: the elements of the pass's view, through ReLU or not. */
+typedef struct member {
+    bool relu;
+    bool hist; /* bin it in the histogram pass (it has finite elements) */
+    int step;  /* index in the group */
+} member;
+
+/* Elements [a, b) for every member: the first reads them from memory, the
+ * others find them in the cache. */
+static void group_part(ts_trace_writer *w, const pass_spec *p, int64_t chunk, int64_t a, int64_t b, int tid) {
+    for (int m = 0; m < p->n_members; m++) {
+        const member *mb = &p->members[m];
+        if (p->kind == PASS_GROUP_STATS)
+            stats_part(w->ops, p->v, a, b, mb->relu, &w->group_acc[m][chunk]);
+        else if (mb->hist)
+            hist_part(w->ops, p->v, a, b, mb->relu, &p->plan[m], w->group_hist[m][tid]);
     }
 }
 
@@ -633,15 +676,18 @@ static void work_chunks(ts_trace_writer *w, int tid) {
     const pass_spec *p = &w->pass;
     int64_t claimed;
     while ((claimed = atomic_fetch_add(&w->next_chunk, 1)) < p->n_chunks) {
-        int64_t c = p->kind == PASS_HIST ? claimed : p->n_chunks - 1 - claimed;
+        bool forward = p->kind == PASS_HIST || p->kind == PASS_GROUP_HIST;
+        int64_t c = forward ? claimed : p->n_chunks - 1 - claimed;
         int64_t lo = p->a + c * p->chunk, hi = lo + p->chunk < p->b ? lo + p->chunk : p->b;
         switch (p->kind) {
         case PASS_COPY:
         case PASS_COPY_STATS:
             copy_part(w->ops, p->v, lo, hi, p->pieces, p->n_pieces, &w->chunks[c], p->kind == PASS_COPY_STATS);
             break;
-        case PASS_STATS: stats_part(w->ops, p->v, lo, hi, &w->chunks[c]); break;
-        case PASS_HIST: hist_part(w->ops, p->v, lo, hi, p->plan, w->thread_hist[tid]); break;
+        case PASS_STATS: stats_part(w->ops, p->v, lo, hi, false, &w->chunks[c].acc); break;
+        case PASS_HIST: hist_part(w->ops, p->v, lo, hi, false, p->plan, w->thread_hist[tid]); break;
+        case PASS_GROUP_STATS:
+        case PASS_GROUP_HIST: group_part(w, p, c, lo, hi, tid); break;
         }
     }
 }
@@ -672,7 +718,8 @@ static void run_pass(ts_trace_writer *w, pass_kind kind, const view *v, int64_t 
     int64_t n_chunks = (n + chunk - 1) / chunk;
     int rows = threads_for(w, n);
     memset(w->thread_hist, 0, (size_t)rows * sizeof w->thread_hist[0]);
-    w->pass = (pass_spec){kind, v, a, b, chunk, n_chunks, pieces, n_pieces, plan};
+    w->pass = (pass_spec){.kind = kind, .v = v, .a = a, .b = b, .chunk = chunk, .n_chunks = n_chunks,
+                          .pieces = pieces, .n_pieces = n_pieces, .plan = plan};
     atomic_store(&w->next_chunk, 0);
     work_all_chunks(w, rows);
     trf_acc_init(&out->acc);
@@ -687,6 +734,35 @@ static void run_pass(ts_trace_writer *w, pass_kind kind, const view *v, int64_t 
         int64_t len = (c + 1) * chunk < n ? chunk : n - c * chunk;
         out->crc = trf_crc32_combine(out->crc, w->chunks[c].crc, (uint64_t)len * sizeof(float));
         trf_acc_merge(&out->acc, &w->chunks[c].acc);
+    }
+}
+
+/* One pass of a group over the elements of v: the moments of each member
+ * into accs, or its histogram into hists. Chunks fit in the cache (a
+ * core's L2 holds 4 of the largest), where the second member finds them. */
+static void run_group_pass(ts_trace_writer *w, pass_kind kind, const view *v, const member *members,
+                           int n_members, const trf_hist_plan *plans, trf_acc *accs,
+                           uint64_t (*hists)[TS_TRACE_HIST_BINS]) {
+    int64_t n = v->numel;
+    int64_t chunk = (n + MAX_CHUNKS - 1) / MAX_CHUNKS;
+    if (chunk < CHUNK_MIN) chunk = CHUNK_MIN;
+    chunk = (chunk + TRF_BLOCK - 1) / TRF_BLOCK * TRF_BLOCK;
+    int64_t n_chunks = (n + chunk - 1) / chunk;
+    int threads = threads_for(w, n);
+    for (int m = 0; m < n_members; m++) memset(w->group_hist[m], 0, (size_t)threads * sizeof w->group_hist[m][0]);
+    w->pass = (pass_spec){.kind = kind, .v = v, .a = 0, .b = n, .chunk = chunk, .n_chunks = n_chunks,
+                          .plan = plans, .members = members, .n_members = n_members};
+    atomic_store(&w->next_chunk, 0);
+    work_all_chunks(w, threads);
+    for (int m = 0; m < n_members; m++) {
+        if (kind == PASS_GROUP_STATS) {
+            trf_acc_init(&accs[m]);
+            for (int64_t c = 0; c < n_chunks; c++) trf_acc_merge(&accs[m], &w->group_acc[m][c]);
+        } else {
+            memset(hists[m], 0, sizeof hists[m]);
+            for (int t = 0; t < threads; t++)
+                for (int k = 0; k < TS_TRACE_HIST_BINS; k++) hists[m][k] += w->group_hist[m][t][k];
+        }
     }
 }
 
@@ -788,6 +864,24 @@ static bool dense(const ts_tensor *t) {
         expect *= shape[k];
     }
     return true;
+}
+
+/* t with its dims ordered by stride, largest first: the same elements,
+ * walked as they lie in memory. Negative strides stay as they are. */
+static void in_memory_order(const ts_tensor *t, ts_tensor *out) {
+    *out = *t;
+    for (int d = 0; d < t->rank; d++)
+        if (t->stride[d] < 0) return;
+    for (int d = 1; d < out->rank; d++) {
+        int64_t shape = out->shape[d], stride = out->stride[d];
+        int k = d;
+        for (; k > 0 && out->stride[k - 1] < stride; k--) {
+            out->shape[k] = out->shape[k - 1];
+            out->stride[k] = out->stride[k - 1];
+        }
+        out->shape[k] = shape;
+        out->stride[k] = stride;
+    }
 }
 
 /* Whether every element of kept lies in what the base stored; then its
@@ -1016,7 +1110,8 @@ static void scale_stats(ts_trace_stats *out, const ts_trace_stats *in, float fac
  * (ts_hook_derive_fn): t's memory holds the previous step's values, so the
  * step is written only if nothing has to be read from it (*done). */
 static ts_status write_step(ts_trace_writer *w, const char *name, ts_op op, const ts_tensor *t, ts_tag tag,
-                            const ts_tensor *of, float factor, bool ahead, bool *done) {
+                            const ts_tensor *of, float factor, bool ahead, const ts_trace_stats *pre,
+                            bool *done) {
     *done = false;
     ts_status s = check_io(w);
     if (s) return s;
@@ -1051,8 +1146,11 @@ static ts_status write_step(ts_trace_writer *w, const char *name, ts_op op, cons
         kept.data = t->data + d.batch * t->stride[0];
         kept.shape[0] = 1;
     }
+    /* Statistics need the elements in no order: walk them as they lie. */
+    ts_tensor in_memory;
+    in_memory_order(t, &in_memory);
     view vt, vk;
-    view_init(&vt, t);
+    view_init(&vt, &in_memory);
     view_init(&vk, &kept);
     int64_t values_count = d.values ? vk.numel : 0;
     int64_t view_offset = 0, view_base = w->base.index;
@@ -1113,6 +1211,9 @@ static ts_status write_step(ts_trace_writer *w, const char *name, ts_op op, cons
         scale_stats(&st, &src->known.stats, factor);
     } else if (same) {
         st = same->stats; /* the same elements in another order: the same statistics */
+    } else if (d.stats && pre && !hist_later) {
+        st = *pre; /* computed with its group's */
+        hist_known = true;
     } else if (d.stats) {
         if (!whole) stats_of(w, &vt, &acc);
         trf_acc_finish(&acc, &st);
@@ -1177,7 +1278,7 @@ static ts_status write_step(ts_trace_writer *w, const char *name, ts_op op, cons
 
 ts_status ts_trace_writer_step(ts_trace_writer *w, const char *name, ts_op op, const ts_tensor *t, ts_tag tag) {
     bool done;
-    return write_step(w, name, op, t, tag, NULL, 0.0f, false, &done);
+    return write_step(w, name, op, t, tag, NULL, 0.0f, false, NULL, &done);
 }
 
 static ts_status hook_like(void *ctx, const char *name, ts_op op, const ts_tensor *t, ts_tag tag,
@@ -1185,7 +1286,7 @@ static ts_status hook_like(void *ctx, const char *name, ts_op op, const ts_tenso
     ts_trace_writer *w = ctx;
     double t0 = now_seconds();
     bool done;
-    ts_status s = write_step(w, name, op, t, tag, of, factor, false, &done);
+    ts_status s = write_step(w, name, op, t, tag, of, factor, false, NULL, &done);
     w->hook_seconds += now_seconds() - t0;
     return s;
 }
@@ -1194,7 +1295,7 @@ static ts_status hook_derive(void *ctx, const char *name, ts_op op, const ts_ten
                              bool *done) {
     ts_trace_writer *w = ctx;
     double t0 = now_seconds();
-    ts_status s = write_step(w, name, op, t, tag, NULL, factor, true, done);
+    ts_status s = write_step(w, name, op, t, tag, NULL, factor, true, NULL, done);
     w->hook_seconds += now_seconds() - t0;
     return s;
 }
@@ -1203,8 +1304,74 @@ static ts_status hook_fn(void *ctx, const char *name, ts_op op, const ts_tensor 
     return hook_like(ctx, name, op, t, tag, NULL, 0.0f);
 }
 
+/* The statistics of a group's steps, into pre[i] with have[i]: the first
+ * step and each ReLU of it, from one sweep over the first step's memory for
+ * the moments and one for the histograms. Other steps (views) are left to
+ * write_step. False when the ReLU, whose memory does not hold it yet, is of
+ * something else. */
+static bool group_stats(ts_trace_writer *w, const ts_hook_step *steps, int n, ts_trace_stats *pre, bool *have) {
+    const ts_tensor *first = steps[0].t;
+    if (steps[0].relu || !first->data) return false;
+    member members[GROUP_MEMBERS_MAX] = {{.step = 0}};
+    int n_members = 1;
+    for (int i = 1; i < n; i++) {
+        if (!steps[i].relu) continue;
+        if (i != 1 || n_members == GROUP_MEMBERS_MAX || !same_layout(steps[i].t, first)) return false;
+        members[n_members++] = (member){.relu = true, .step = i};
+    }
+    ts_tensor in_memory;
+    in_memory_order(first, &in_memory);
+    view v;
+    view_init(&v, &in_memory);
+    trf_acc accs[GROUP_MEMBERS_MAX];
+    trf_hist_plan plans[GROUP_MEMBERS_MAX];
+    uint64_t hists[GROUP_MEMBERS_MAX][TS_TRACE_HIST_BINS];
+    run_group_pass(w, PASS_GROUP_STATS, &v, members, n_members, NULL, accs, NULL);
+    for (int m = 0; m < n_members; m++) {
+        ts_trace_stats *st = &pre[members[m].step];
+        trf_acc_finish(&accs[m], st);
+        members[m].hist = st->finite > 0;
+        if (members[m].hist) trf_hist_plan_init(&plans[m], st);
+    }
+    run_group_pass(w, PASS_GROUP_HIST, &v, members, n_members, plans, NULL, hists);
+    for (int m = 0; m < n_members; m++) {
+        memcpy(pre[members[m].step].hist, hists[m], sizeof hists[m]);
+        have[members[m].step] = true;
+    }
+    return true;
+}
+
+/* A group at shapes or stats level: statistics from one sweep (group_stats),
+ * then each step's record in order. A level that keeps values records them
+ * one by one, as the model hands them over. */
+static ts_status hook_group(void *ctx, const ts_hook_step *steps, int n, bool *done) {
+    ts_trace_writer *w = ctx;
+    *done = false;
+    ts_trace_level level = w->opt.level;
+    if (n < 1 || n > TS_HOOK_GROUP_MAX || (level != TS_TRACE_SHAPES && level != TS_TRACE_STATS)) return TS_OK;
+    double t0 = now_seconds();
+    ts_status s = check_io(w);
+    for (int i = 0; i < n && !s; i++) {
+        int64_t numel;
+        s = check_step(w, steps[i].name, steps[i].t, &numel);
+    }
+    if (s) return s;
+    ts_trace_stats pre[TS_HOOK_GROUP_MAX];
+    bool have[TS_HOOK_GROUP_MAX] = {false};
+    if (level == TS_TRACE_STATS && !group_stats(w, steps, n, pre, have)) return TS_OK;
+    *done = true;
+    for (int i = 0; i < n && !s; i++) {
+        bool ignored;
+        s = write_step(w, steps[i].name, steps[i].op, steps[i].t, steps[i].tag, NULL, steps[i].relu ? 1.0f : 0.0f,
+                       false, have[i] ? &pre[i] : NULL, &ignored);
+    }
+    w->hook_seconds += now_seconds() - t0;
+    return s;
+}
+
 ts_hook ts_trace_writer_hook(ts_trace_writer *w) {
-    return (ts_hook){.fn = hook_fn, .ctx = w, .like_previous = hook_like, .derive_next = hook_derive};
+    return (ts_hook){
+        .fn = hook_fn, .ctx = w, .like_previous = hook_like, .derive_next = hook_derive, .group = hook_group};
 }
 
 ts_status ts_trace_writer_flush(ts_trace_writer *w) {

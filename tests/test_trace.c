@@ -765,6 +765,66 @@ static void relu_like_its_input_is_a_relu_view(void **state) {
     free(x);
 }
 
+/* hidden and its ReLU offered as a group before the ReLU is made (as the
+ * FFN does): a writer at shapes or stats level takes both, the ReLU's
+ * statistics from hidden's memory; one keeping values declines, and the
+ * model hands them over one by one. Large enough for both threads. */
+static void relu_grouped_with_its_input(void **state) {
+    (void)state;
+    const int64_t shape[3] = {3, 250, 300}, n = 3 * 250 * 300;
+    float *x = random_floats(n, 4.0f, -2.0f), *other = random_floats(n, 1.0f, 0.0f);
+    x[3] = -0.0f;
+    x[7] = 0.0f;
+    x[n - 11] = NAN;
+    x[n / 2] = INFINITY;
+    ts_tensor t = view_of(x, 3, shape), stranger = view_of(other, 3, shape);
+    for (int level = TS_TRACE_SHAPES; level <= TS_TRACE_VALUES; level++) {
+        float *in = copy_floats(x, n);
+        const char *path = path_in("relu-group.tstrace");
+        ts_trace_writer *w;
+        ts_hook hook = writer_at(path, level, -1, &w);
+        /* A ReLU of other memory is no ReLU of the step before: declined. */
+        ts_hook_step wrong[] = {{"ffn.hidden", TS_OP_LINEAR, &t, TS_TAG_PLAIN, false},
+                                {"ffn.act", TS_OP_RELU, &stranger, TS_TAG_PLAIN, true}};
+        bool done;
+        assert_ok(ts_hook_try_group(&hook, wrong, 2, &done));
+        assert_false(done && level == TS_TRACE_STATS);
+        if (done) { /* at shapes level nothing is read: any pair is taken */
+            assert_ok(ts_trace_writer_close(w, NULL));
+            w = NULL;
+            hook = writer_at(path, level, -1, &w);
+        }
+        ts_hook_step pair[] = {{"ffn.hidden", TS_OP_LINEAR, &t, TS_TAG_PLAIN, false},
+                               {"ffn.act", TS_OP_RELU, &t, TS_TAG_PLAIN, true}};
+        assert_ok(ts_hook_try_group(&hook, pair, 2, &done));
+        assert_int_equal(done, level != TS_TRACE_VALUES);
+        if (!done) assert_ok(ts_hook_call(&hook, "ffn.hidden", TS_OP_LINEAR, &t, TS_TAG_PLAIN));
+        ts_relu(x, x, n);
+        if (!done) assert_ok(ts_hook_call_like(&hook, "ffn.act", TS_OP_RELU, &t, TS_TAG_PLAIN, NULL, 1.0f));
+        assert_ok(ts_trace_writer_close(w, NULL));
+        ts_trace *tr;
+        assert_ok(ts_trace_open(path, &tr));
+        assert_int_equal(ts_trace_count(tr), 2);
+        for (int64_t i = 0; i < 2; i++) {
+            const ts_trace_step *s = ts_trace_step_at(tr, i);
+            assert_string_equal(s->name, i == 0 ? "ffn.hidden" : "ffn.act");
+            assert_int_equal(s->op, i == 0 ? TS_OP_LINEAR : TS_OP_RELU);
+            assert_int_equal(s->has_stats, level != TS_TRACE_SHAPES);
+            if (level == TS_TRACE_SHAPES) continue;
+            ts_trace_stats ref;
+            ts_trace_stats_compute(&ref, i == 0 ? in : x, n);
+            ts_trace_stats got = step_stats(tr, i);
+            assert_stats_close(&got, &ref);
+            assert_memory_equal(got.hist, ref.hist, sizeof ref.hist);
+        }
+        ts_trace_close(tr);
+        memcpy(x, in, (size_t)n * sizeof *x);
+        free(in);
+    }
+    free(x);
+    free(other);
+}
+
 static void only_and_keep_batch(void **state) {
     (void)state;
     fixture_step f[N_FIX];
@@ -1218,6 +1278,7 @@ int main(void) {
         cmocka_unit_test(like_steps_match_their_values),
         cmocka_unit_test(like_an_earlier_step_by_its_tensor),
         cmocka_unit_test(relu_like_its_input_is_a_relu_view),
+        cmocka_unit_test(relu_grouped_with_its_input),
         cmocka_unit_test(only_and_keep_batch),
         cmocka_unit_test(auto_policy_follows_the_budget),
         cmocka_unit_test(lookups_by_index_name_and_glob),

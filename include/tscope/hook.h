@@ -96,11 +96,33 @@ typedef ts_status (*ts_hook_like_fn)(void *ctx, const char *name, ts_op op, cons
 typedef ts_status (*ts_hook_derive_fn)(void *ctx, const char *name, ts_op op, const ts_tensor *t, ts_tag tag,
                                        float factor, bool *done);
 
+/* One step of a group (ts_hook_group_fn). relu: the step is the one before
+ * it through ReLU, as ts_hook_like_fn with op TS_OP_RELU, factor 1 and of
+ * NULL, but not made yet: its memory still holds the step before. */
+typedef struct ts_hook_step {
+    const char *name;
+    ts_op op;
+    const ts_tensor *t;
+    ts_tag tag;
+    bool relu;
+} ts_hook_step;
+
+#define TS_HOOK_GROUP_MAX 8
+
+/* Asked, when set, with up to TS_HOOK_GROUP_MAX steps the model would
+ * otherwise hand over one by one, in order, whose values are all in memory
+ * now or (a relu step) follow from it: the FFN's hidden layer and its ReLU.
+ * A hook that records them all (a trace writer reading hidden's memory once
+ * for the statistics of both) sets *done, and the model hands none of them
+ * over; it makes the ReLU afterwards. Otherwise the hook records nothing. */
+typedef ts_status (*ts_hook_group_fn)(void *ctx, const ts_hook_step *steps, int n, bool *done);
+
 typedef struct ts_hook {
     ts_hook_fn fn; /* NULL: no hook, nothing is called */
     void *ctx;
     ts_hook_like_fn like_previous; /* optional */
     ts_hook_derive_fn derive_next; /* optional */
+    ts_hook_group_fn group;        /* optional */
 } ts_hook;
 
 /* Whether multiplying by factor keeps every float as it was but for scale (a
@@ -126,6 +148,14 @@ static inline ts_status ts_hook_try_derive(const ts_hook *hook, const char *name
     *done = false;
     if (!hook || !hook->fn || !hook->derive_next) return TS_OK;
     return hook->derive_next(hook->ctx, name, op, t, tag, factor, done);
+}
+
+/* Offer the hook a group of steps at once: *done when it recorded them all
+ * (ts_hook_group_fn). */
+static inline ts_status ts_hook_try_group(const ts_hook *hook, const ts_hook_step *steps, int n, bool *done) {
+    *done = false;
+    if (!hook || !hook->fn || !hook->group || n > TS_HOOK_GROUP_MAX) return TS_OK;
+    return hook->group(hook->ctx, steps, n, done);
 }
 
 /* A step the model knows to be an earlier one times factor (see
