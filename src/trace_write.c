@@ -842,36 +842,13 @@ static ts_status check_step(ts_trace_writer *w, const char *name, const ts_tenso
 
 static bool is_view_op(ts_op op) { return op == TS_OP_RESHAPE || op == TS_OP_PERMUTE || op == TS_OP_CHUNK; }
 
-/* Whether t's elements fill [t->data, t->data + numel) exactly, in some order. */
-static bool dense(const ts_tensor *t) {
-    int64_t shape[TS_MAX_RANK], stride[TS_MAX_RANK];
-    int n = 0;
-    for (int d = 0; d < t->rank; d++) {
-        if (t->shape[d] == 0) return false;
-        if (t->shape[d] == 1) continue;
-        if (t->stride[d] <= 0) return false;
-        int k = n++;
-        for (; k > 0 && stride[k - 1] > t->stride[d]; k--) {
-            stride[k] = stride[k - 1];
-            shape[k] = shape[k - 1];
-        }
-        stride[k] = t->stride[d];
-        shape[k] = t->shape[d];
-    }
-    int64_t expect = 1;
-    for (int k = 0; k < n; k++) {
-        if (stride[k] != expect) return false;
-        expect *= shape[k];
-    }
-    return true;
-}
-
 /* t with its dims ordered by stride, largest first: the same elements,
- * walked as they lie in memory. Negative strides stay as they are. */
+ * walked as they lie in memory. A tensor that walks some dim backwards stays
+ * as it is. */
 static void in_memory_order(const ts_tensor *t, ts_tensor *out) {
     *out = *t;
     for (int d = 0; d < t->rank; d++)
-        if (t->stride[d] < 0) return;
+        if (t->shape[d] > 1 && t->stride[d] < 0) return;
     for (int d = 1; d < out->rank; d++) {
         int64_t shape = out->shape[d], stride = out->stride[d];
         int k = d;
@@ -882,6 +859,21 @@ static void in_memory_order(const ts_tensor *t, ts_tensor *out) {
         out->shape[k] = shape;
         out->stride[k] = stride;
     }
+}
+
+/* Whether t's elements fill [t->data, t->data + numel) exactly, in some order. */
+static bool dense(const ts_tensor *t) {
+    for (int d = 0; d < t->rank; d++)
+        if (t->shape[d] == 0 || (t->shape[d] > 1 && t->stride[d] <= 0)) return false;
+    ts_tensor in_memory;
+    in_memory_order(t, &in_memory);
+    int64_t expect = 1;
+    for (int d = in_memory.rank - 1; d >= 0; d--) {
+        if (in_memory.shape[d] == 1) continue;
+        if (in_memory.stride[d] != expect) return false;
+        expect *= in_memory.shape[d];
+    }
+    return true;
 }
 
 /* Whether every element of kept lies in what the base stored; then its
