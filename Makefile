@@ -12,7 +12,14 @@ else
 Q := @
 endif
 
-PKGS := sdl2 cairo pangocairo zlib libcjson md4c
+# Two libraries keep the wall between computing and drawing real: src/ (the
+# model, kernels, traces, files, lessons) compiles without the drawing
+# libraries' include paths, so it cannot include cairo, pango or SDL;
+# viz/ (renderers, viewer, lesson pages) gets them.
+CORE_PKGS := zlib libcjson md4c
+VIZ_PKGS := sdl2 cairo pangocairo
+PKGS := $(VIZ_PKGS) $(CORE_PKGS)
+CORE_PKG_CFLAGS = $(shell pkg-config --cflags $(CORE_PKGS) 2>/dev/null)
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 TEST_LIBS = $(shell pkg-config --libs cmocka 2>/dev/null)
@@ -20,10 +27,12 @@ TEST_LIBS = $(shell pkg-config --libs cmocka 2>/dev/null)
 WARN := -std=c11 -Wall -Wextra -Wpedantic -Wshadow -Wstrict-prototypes -Werror
 OPT ?= -O2 -g
 OMP := $(if $(NO_OMP),,-fopenmp)
-CPPFLAGS := -Iinclude -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE
+# -Isrc -Iviz: a private header of another folder is named with its folder ("core/simd_avx2.h").
+CPPFLAGS := -Iinclude -Isrc -Iviz -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE
 # `tscope lesson 1` finds this tree's lessons/ from any directory ($TSCOPE_LESSONS overrides).
 LESSON_DIR_FLAG = -DTSCOPE_LESSON_DIR='"$(CURDIR)/lessons"'
-CFLAGS_ALL = $(WARN) $(OPT) $(OMP) $(CPPFLAGS) $(PKG_CFLAGS) $(CFLAGS)
+CFLAGS_BASE = $(WARN) $(OPT) $(OMP) $(CPPFLAGS) $(CFLAGS)
+CFLAGS_ALL = $(CFLAGS_BASE) $(PKG_CFLAGS)
 LDLIBS_ALL = $(PKG_LIBS) $(OMP) -lm -lpthread -ldl $(LDLIBS)
 SAN := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
@@ -34,15 +43,18 @@ ISA_avx2 := -mavx2 -mfma -mf16c
 ISA_avx512 := -mavx512f -mavx512bw -mavx512dq -mavx512vl -mfma -mf16c
 ISA_SRCS :=
 else
-ISA_SRCS := $(wildcard src/*_avx2.c src/*_avx512.c)
+ISA_SRCS := $(wildcard src/*/*_avx2.c src/*/*_avx512.c)
 endif
 
-LIB_SRCS := $(filter-out $(ISA_SRCS),$(wildcard src/*.c viz/*.c))
 CMD_SRCS := $(wildcard src/cmd/*.c)
+CORE_SRCS := $(filter-out $(ISA_SRCS) $(CMD_SRCS),$(wildcard src/*/*.c))
+VIZ_SRCS := $(wildcard viz/*/*.c)
 TEST_SRCS := $(wildcard tests/test_*.c)
 TEST_SUPPORT := $(filter-out $(TEST_SRCS),$(wildcard tests/*.c))
 
-LIB := $(BUILD)/libtscope.a
+CORE_LIB := $(BUILD)/libtscope-core.a
+VIZ_LIB := $(BUILD)/libtscope-viz.a
+LIBS := $(VIZ_LIB) $(CORE_LIB)
 # The default build puts tscope at the top; other build dirs keep their own copy.
 BIN := $(if $(filter build,$(BUILD)),tscope,$(BUILD)/tscope)
 RUN_BIN := $(if $(findstring /,$(BIN)),$(BIN),./$(BIN))
@@ -110,7 +122,7 @@ fuzz:
 
 fuzz-build: $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRCS))
 
-$(BUILD)/fuzz/%: $(BUILD)/tests/fuzz/%.o $(LIB)
+$(BUILD)/fuzz/%: $(BUILD)/tests/fuzz/%.o $(LIBS)
 	@mkdir -p $(dir $@)
 	@echo "  LD  $@"
 	$(Q)$(CC) $(CFLAGS_ALL) -fsanitize=fuzzer,address -o $@ $^ $(LDLIBS_ALL)
@@ -128,16 +140,24 @@ $(CMAP_OBJ): $(BUILD)/gen/colormaps_data.c
 	@echo "  CC  $<"
 	$(Q)$(CC) $(CFLAGS_ALL) -c -o $@ $<
 
-$(LIB): $(call objs,$(BUILD),$(LIB_SRCS)) $(CMAP_OBJ)
+$(CORE_LIB): $(call objs,$(BUILD),$(CORE_SRCS))
 	@rm -f $@
 	@echo "  AR  $@"
 	$(Q)$(AR) rcs $@ $^
 
-$(BIN): $(call objs,$(BUILD),$(CMD_SRCS)) $(LIB)
+$(VIZ_LIB): $(call objs,$(BUILD),$(VIZ_SRCS)) $(CMAP_OBJ)
+	@rm -f $@
+	@echo "  AR  $@"
+	$(Q)$(AR) rcs $@ $^
+
+# The computing side sees only its own libraries' include paths.
+$(call objs,$(BUILD),$(CORE_SRCS) $(ISA_SRCS)): PKG_CFLAGS = $(CORE_PKG_CFLAGS)
+
+$(BIN): $(call objs,$(BUILD),$(CMD_SRCS)) $(LIBS)
 	@echo "  LD  $@"
 	$(Q)$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDLIBS_ALL)
 
-$(BUILD)/tests/%: $(BUILD)/tests/%.o $(call objs,$(BUILD),$(TEST_SUPPORT)) $(LIB)
+$(BUILD)/tests/%: $(BUILD)/tests/%.o $(call objs,$(BUILD),$(TEST_SUPPORT)) $(LIBS)
 	@echo "  LD  $@"
 	$(Q)$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDLIBS_ALL) $(TEST_LIBS)
 
@@ -146,6 +166,6 @@ $(BUILD)/%.o: %.c
 	@echo "  CC  $<"
 	$(Q)$(CC) $(CFLAGS_ALL) $(call isa_flags,$<) -MMD -MP -c -o $@ $<
 
-$(BUILD)/src/lesson_find.o: CPPFLAGS += $(LESSON_DIR_FLAG)
+$(BUILD)/src/lesson/lesson_find.o: CPPFLAGS += $(LESSON_DIR_FLAG)
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../src/kernels_impl.h"
+#include "kernels/kernels_impl.h"
 #include "check.h"
 #include "tscope/kernels.h"
 

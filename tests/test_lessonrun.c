@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "tscope/lessonrun.h"
+#include "tscope/pages.h"
 #include "tscope/png.h"
 #include "tscope/render.h"
 

@@ -23,7 +23,7 @@
 #include "tscope/render.h"
 #include "tscope/scene.h"
 #include "tscope/trace.h"
-#include "../viz/render_internal.h"
+#include "render/render_internal.h"
 
 #define GOLDEN_CHANNEL_TOL 32
 #define GOLDEN_MAX_FRACTION 0.005

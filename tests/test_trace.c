@@ -15,7 +15,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "../src/trace_format.h"
+#include "trace/trace_format.h"
 #include "check.h"
 #include "tscope/kernels.h"
 #include "tscope/trace.h"

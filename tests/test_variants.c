@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../src/model_impl.h" /* ts_model_layernorm_two_dims */
+#include "model/model_impl.h" /* ts_model_layernorm_two_dims */
 #include "check.h"
 #include "model_fixture.h"
 #include "tscope/kernels.h"

@@ -17,19 +17,13 @@
  *     ts_lessonrun run;
  *     ts_lessonrun_options o = ts_lessonrun_options_default(exe);
  *     if (ts_lessonrun_open(&run, &lesson, &o)) -> ts_last_error()
- *     ts_lesson_page *pg; ts_lesson_page_build(&pg, &run, step) ... ts_lesson_page_draw(pg, cr, w, h)
  *     ts_lessonrun_close(&run);
  *
- * Drawing (viz/lesson_export.c): a page is one step: its narration (Markdown
- * through pango) beside its view (ts_scene_draw, the code `tscope png` and the
- * viewer use, plus a comparison and highlights), with the step counter.
- * `tscope lesson N --export DIR` writes one PNG per page; the lesson mode of
- * the viewer (viz/lesson_view.c) shows the same pages in a window.
+ * Drawing the steps of a run is viz's job: tscope/pages.h.
  */
 #ifndef TSCOPE_LESSONRUN_H
 #define TSCOPE_LESSONRUN_H
 
-#include <cairo.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -82,51 +76,5 @@ void ts_lessonrun_close(ts_lessonrun *r);
 
 /* The trace of the setup named `name` ("main" when NULL), or NULL. */
 ts_trace *ts_lessonrun_trace(const ts_lessonrun *r, const char *name);
-
-/* ---- drawing one step -------------------------------------------------------- */
-
-typedef struct ts_lesson_page ts_lesson_page;
-
-/* A good page size in points for a lesson (every page has the same size). */
-#define TS_LESSON_PAGE_W 1560
-#define TS_LESSON_PAGE_H 900
-
-/* Gather what page `step` (0-based) shows. The view and its comparison are
- * built from the traces of r, which must stay open while the page lives. */
-ts_status ts_lesson_page_build(ts_lesson_page **out, const ts_lessonrun *r, int step);
-void ts_lesson_page_free(ts_lesson_page *p); /* NULL is fine */
-
-/* Draw the page into (0, 0, w, h) of cr: the header (lesson title, step
- * counter), the narration on the left, the view on the right. A view that
- * cannot be drawn as asked is drawn as much as it can, with a note saying
- * what was left out. */
-ts_status ts_lesson_page_draw(ts_lesson_page *p, cairo_t *cr, double w, double h);
-
-/* What the page could not draw as the step asked ("" when nothing): for
- * messages and tests. */
-const char *ts_lesson_page_note(const ts_lesson_page *p);
-
-/* Write every page of the run as DIR/stepNN.png (w x h points at `scale`
- * pixels per point), each written atomically. `written` (may be NULL) gets
- * the count. DIR is created when missing (with its parents). */
-ts_status ts_lesson_export(const ts_lessonrun *r, const char *dir, double scale, int *written);
-
-/* ---- the window ------------------------------------------------------------------ */
-
-typedef struct ts_lesson_view_options {
-    int width, height;      /* window size in points (default TS_LESSON_PAGE_W x _H + status bar) */
-    const char *script;     /* keys to replay first (as `tscope view --script`), NULL for none */
-    const char *screenshot; /* write the final frame here and exit */
-    int first_step;         /* 0-based step to open at */
-} ts_lesson_view_options;
-
-/* Whether a window could open: DISPLAY, WAYLAND_DISPLAY or SDL_VIDEODRIVER is
- * set. (Opening may still fail; ts_lesson_view_run then says why.) */
-bool ts_lesson_view_have_display(void);
-
-/* Open a window on the run's pages: right/left (space, page down/up) move
- * through the steps, home/end jump, q or escape quits. The step counter is in
- * the status bar. TS_ERR_UNSUPPORTED when there is no display. */
-ts_status ts_lesson_view_run(const ts_lessonrun *r, const ts_lesson_view_options *opt);
 
 #endif

@@ -8,7 +8,7 @@
 
 #include "commands.h"
 #include "tscope/lesson.h"
-#include "tscope/lessonrun.h"
+#include "tscope/pages.h"
 #include "tscope/viewer.h"
 
 static const char *step_where(const ts_lesson_step *st, char *buf, size_t cap) {

@@ -4,7 +4,7 @@
 #ifndef TSCOPE_COMMANDS_H
 #define TSCOPE_COMMANDS_H
 
-#include "tscope/cli.h"
+#include "cli.h"
 
 /* The table main() dispatches on, in the order --help lists them. */
 extern const ts_command ts_commands[];

@@ -14,7 +14,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "tscope/cli.h"
+#include "cli.h"
 #include "tscope/hook.h"
 #include "tscope/model.h"
 #include "tscope/tokenizer.h"

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "tscope/backward.h"
-#include "tscope/cli.h"
+#include "cli.h"
 #include "tscope/npy.h"
 #include "tscope/train.h"
 

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../src/trace_format.h"
+#include "trace/trace_format.h"
 #include "tscope/trace.h"
 
 static bool fits(uint64_t off, uint64_t len, uint64_t size) { return off <= size && len <= size - off; }

@@ -1,4 +1,4 @@
-#include "tscope/cli.h"
+#include "cli.h"
 
 #include <errno.h>
 #include <limits.h>

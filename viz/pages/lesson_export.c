@@ -20,7 +20,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "tscope/lessonrun.h"
+#include "tscope/pages.h"
 #include "tscope/png.h"
 #include "tscope/scene.h"
 

@@ -8,7 +8,7 @@
 #include <immintrin.h>
 #include <math.h>
 
-#include "simd_avx512.h"
+#include "core/simd_avx512.h"
 #include "trace_block_simd.h"
 
 /* ---- histogram ----

@@ -1,7 +1,7 @@
 /* kernels_avx512: the AVX512 table: its gemm micro-kernel (gemm_avx512.c), the
  * row and element-wise kernels of kernels_simd.h over simd_avx512.h. */
 #include "kernels_impl.h"
-#include "simd_avx512.h"
+#include "core/simd_avx512.h"
 #include "kernels_simd.h"
 
 const ts_kern_ops ts_kern_avx512_ops = {

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tscope/lessonrun.h"
+#include "tscope/pages.h"
 #include "tscope/viewer.h"
 #include "tscope/window.h"
 

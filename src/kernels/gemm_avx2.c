@@ -6,7 +6,7 @@
  * and masked loads and stores at the edge.
  */
 #include "kernels_impl.h"
-#include "simd_avx2.h"
+#include "core/simd_avx2.h"
 
 #define MR TS_KERN_AVX2_MR
 #define NR TS_KERN_AVX2_NR

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model_impl.h"
+#include "model/model_impl.h"
 
 static const char *const names[TS_TASK_COUNT] = {"copy", "reverse", "sort"};
 

@@ -8,7 +8,7 @@
 #include <immintrin.h>
 #include <math.h>
 
-#include "simd_avx2.h"
+#include "core/simd_avx2.h"
 #include "trace_block_simd.h"
 
 /* ---- histogram ----

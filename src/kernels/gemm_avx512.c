@@ -9,7 +9,7 @@
  * batched product's lines for the driver, one per step of k.
  */
 #include "kernels_impl.h"
-#include "simd_avx512.h"
+#include "core/simd_avx512.h"
 
 #define MR TS_KERN_AVX512_MR
 #define NR TS_KERN_AVX512_NR

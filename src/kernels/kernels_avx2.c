@@ -1,7 +1,7 @@
 /* kernels_avx2: the AVX2 table: its gemm micro-kernel (gemm_avx2.c), the
  * row and element-wise kernels of kernels_simd.h over simd_avx2.h. */
 #include "kernels_impl.h"
-#include "simd_avx2.h"
+#include "core/simd_avx2.h"
 #include "kernels_simd.h"
 
 const ts_kern_ops ts_kern_avx2_ops = {

@@ -13,7 +13,7 @@
 #ifndef TSCOPE_TRAIN_IMPL_H
 #define TSCOPE_TRAIN_IMPL_H
 
-#include "model_impl.h"
+#include "model/model_impl.h"
 #include "tscope/train.h"
 
 typedef struct tr_norm {

@@ -10,7 +10,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "model_impl.h"
+#include "model/model_impl.h"
 #include "tscope/kernels.h"
 
 #if defined(_OPENMP)
