@@ -9,7 +9,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "tscope/tensor.h"
+#include "tscope/core.h"
 
 /* Largest |a-b| / max(1, |b|) over n elements; its index goes to *where. */
 double check_max_rel_diff(const float *a, const float *b, int64_t n, int64_t *where);

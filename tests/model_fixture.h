@@ -7,9 +7,8 @@
 #include <string.h>
 
 #include "check.h"
-#include "tscope/hook.h"
+#include "tscope/core.h"
 #include "tscope/model.h"
-#include "tscope/tensor.h"
 
 /* An encoder on embedded input (no positional encoding, no head), ffn 2*D,
  * dropout 0.1, eps 1e-5. */

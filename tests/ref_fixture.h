@@ -10,8 +10,7 @@
 #include <stdint.h>
 
 #include "tscope/model.h"
-#include "tscope/npy.h"
-#include "tscope/safetensors.h"
+#include "tscope/io.h"
 
 /* The model fixtures in tests/ref/ (make_fixtures.py), one test each in
  * test_parity.c and test_grad_parity.c: X("case") separated by commas. */

@@ -16,7 +16,6 @@
 #include <string.h>
 
 #include "check.h"
-#include "tscope/backward.h"
 #include "tscope/kernels.h"
 
 #define TOL 1e-4

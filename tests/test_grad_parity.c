@@ -16,13 +16,9 @@
 
 #include "check.h"
 #include "ref_fixture.h"
-#include "tscope/backward.h"
 #include "tscope/kernels.h"
 #include "tscope/model.h"
-#include "tscope/model_load.h"
-#include "tscope/npy.h"
-#include "tscope/optim.h"
-#include "tscope/safetensors.h"
+#include "tscope/io.h"
 #include "tscope/train.h"
 
 #define TOL 1e-4

@@ -15,10 +15,7 @@
 #include <zlib.h>
 
 #include "check.h"
-#include "tscope/npy.h"
-#include "tscope/npz.h"
-#include "tscope/outfile.h"
-#include "tscope/safetensors.h"
+#include "tscope/io.h"
 
 static char tmpdir[256];
 

@@ -10,7 +10,6 @@
 
 #include "check.h"
 #include "tscope/pages.h"
-#include "tscope/png.h"
 #include "tscope/render.h"
 
 static ts_status parse(ts_lesson *l, const char *path, const char *text) {

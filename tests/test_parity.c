@@ -12,9 +12,7 @@
 #include "ref_fixture.h"
 #include "tscope/kernels.h"
 #include "tscope/model.h"
-#include "tscope/model_load.h"
-#include "tscope/npy.h"
-#include "tscope/safetensors.h"
+#include "tscope/io.h"
 
 #define TOL 1e-4
 #define MAX_CHECKS 8

@@ -18,10 +18,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "tscope/colormap.h"
-#include "tscope/png.h"
 #include "tscope/render.h"
-#include "tscope/scene.h"
 #include "tscope/trace.h"
 #include "render/render_internal.h"
 

@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "tscope/tensor.h"
+#include "tscope/core.h"
 
 static float data24[24];
 

@@ -2,7 +2,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "tscope/text.h"
+#include "tscope/core.h"
 
 static void edit_distance_counts_single_edits(void **state) {
     (void)state;

@@ -20,11 +20,8 @@
 #include <string.h>
 
 #include "check.h"
-#include "tscope/backward.h"
 #include "tscope/kernels.h"
 #include "tscope/model.h"
-#include "tscope/optim.h"
-#include "tscope/task.h"
 #include "tscope/train.h"
 
 #define FD_H 1e-2f

@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "tscope/png.h"
+#include "tscope/render.h"
 #include "tscope/viewer.h"
 
 #define MAX_STEPS 512

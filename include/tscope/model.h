@@ -25,7 +25,7 @@
  * `weights` because seed 000's scaled_dot_product returns (values, attention)
  * and prints them in that order. The decoder has self_attn (causal) and
  * cross_attn (q_proj, q_heads, q, kv, kv_heads, kv_perm, k, v, ...), norm1..3.
- * See src/model_forward.c for the full list and the reasons.
+ * See src/model/model_forward.c for the full list and the reasons.
  */
 #ifndef TSCOPE_MODEL_H
 #define TSCOPE_MODEL_H
@@ -34,10 +34,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "tscope/arena.h"
-#include "tscope/hook.h"
-#include "tscope/status.h"
-#include "tscope/tensor.h"
+#include "tscope/core.h"
 
 typedef enum ts_arch {
     TS_ARCH_ENCODER,         /* encoder stack (seed 000, seed 004) */

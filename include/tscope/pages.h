@@ -14,8 +14,8 @@
 #include <cairo.h>
 #include <stdbool.h>
 
-#include "tscope/lessonrun.h"
-#include "tscope/status.h"
+#include "tscope/lesson.h"
+#include "tscope/core.h"
 
 /* ---- drawing one step -------------------------------------------------------- */
 

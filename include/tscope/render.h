@@ -1,3 +1,56 @@
+/* render: drawing trace data with cairo. Colour maps, the renderers (one
+ * per kind of view, each drawing into any cairo_t), PNG files, and scenes:
+ * the view a step calls for, built from a trace. The viewer, `tscope png`
+ * and lesson pages all draw through here.
+ */
+#ifndef TSCOPE_RENDER_H
+#define TSCOPE_RENDER_H
+
+#include <cairo.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "tscope/core.h"
+#include "tscope/io.h"
+#include "tscope/trace.h"
+
+/* colormap: values to colours, from published tables.
+ *
+ * The tables are data (assets/colormaps/NAME.csv) that the build embeds: viridis
+ * (sequential, for probabilities and other non-negative values) and Moreland's
+ * coolwarm (diverging, centred on zero, for signed values). A colour is looked
+ * up by t in [0, 1] with linear interpolation between the table's entries.
+ */
+
+typedef enum ts_cmap_id {
+    TS_CMAP_VIRIDIS,  /* sequential: dark purple (low) to yellow (high) */
+    TS_CMAP_COOLWARM, /* diverging: blue (negative), light grey (0), red (positive) */
+    TS_CMAP_COUNT
+} ts_cmap_id;
+
+/* An sRGB colour, each channel in [0, 1]. */
+typedef struct ts_rgb {
+    float r, g, b;
+} ts_rgb;
+
+/* Entries in a lookup table made by ts_cmap_lut. */
+#define TS_CMAP_LUT_SIZE 256
+
+const char *ts_cmap_name(ts_cmap_id id); /* "viridis"; "?" when out of range */
+
+/* The map called `name` ("viridis", "coolwarm"); false when there is none. */
+bool ts_cmap_from_name(const char *name, ts_cmap_id *out);
+
+/* The colour at t (clamped to [0, 1]; NaN gives the low end). */
+ts_rgb ts_cmap_eval(ts_cmap_id id, double t);
+
+/* TS_CMAP_LUT_SIZE opaque colours as cairo's ARGB32 words (0xFFRRGGBB), entry
+ * i for t = i / (TS_CMAP_LUT_SIZE - 1): for filling images fast. */
+void ts_cmap_lut(ts_cmap_id id, uint32_t *lut);
+
+/* Relative luminance (WCAG / Rec. 709 on linearised sRGB), in [0, 1]. */
+double ts_rgb_luminance(ts_rgb c);
+
 /* render: the pictures, drawn with cairo into any cairo_t.
  *
  * Every view is one function that draws plain data (pointers, sizes, labels;
@@ -14,17 +67,6 @@
  * Text goes through pango (fontconfig); the family is DejaVu Sans unless
  * ts_render_set_font changes it. All strings are UTF-8.
  */
-#ifndef TSCOPE_RENDER_H
-#define TSCOPE_RENDER_H
-
-#include <cairo.h>
-#include <stdbool.h>
-#include <stdint.h>
-
-#include "tscope/colormap.h"
-#include "tscope/hook.h"
-#include "tscope/status.h"
-#include "tscope/tensor.h"
 
 typedef struct ts_render_rect {
     double x, y, w, h;
@@ -289,5 +331,103 @@ void ts_render_clear(cairo_t *cr, ts_render_rect area);
  * checker sees a clean exit. Call once, last, after all drawing (a later
  * drawing call loads the fonts again). */
 void ts_render_release_fonts(void);
+
+/* png: cairo image surfaces to PNG files and back.
+ *
+ * Writing goes through stb_image_write (zlib does the deflate) into a
+ * temporary file that is renamed into place, so a reader never sees half an
+ * image. Open the output first, draw, then commit: a path that cannot be
+ * written is reported before any drawing is done.
+ */
+
+/* A PNG being written: the temporary file, created by ts_png_open. */
+typedef struct ts_png_out {
+    ts_outfile file;
+} ts_png_out;
+
+/* Create the temporary file next to path. Fails (TS_ERR_IO, naming path)
+ * when the directory is missing or not writable, or path is a directory. */
+ts_status ts_png_open(ts_png_out *out, const char *path);
+
+/* Encode an ARGB32 or RGB24 image surface, write it and rename it into place.
+ * Closes out whatever happens. */
+ts_status ts_png_commit(ts_png_out *out, cairo_surface_t *surface);
+
+/* Drop the temporary file; nothing appears at path. Safe after commit. */
+void ts_png_abort(ts_png_out *out);
+
+/* open + commit in one call. */
+ts_status ts_png_write(cairo_surface_t *surface, const char *path);
+
+/* Cairo's native-endian, premultiplied ARGB32 (or RGB24) pixels to straight
+ * (non-premultiplied) RGBA bytes, width * height * 4 of them, rows packed. */
+ts_status ts_png_to_rgba(cairo_surface_t *surface, uint8_t *rgba);
+
+/* Read a PNG (any of the formats stb_image reads) into a new ARGB32 image
+ * surface, premultiplied as cairo wants. The caller destroys it. */
+ts_status ts_png_read(const char *path, cairo_surface_t **out);
+
+/* scene: one step of a trace, made ready to draw.
+ *
+ * The glue between the trace reader and the renderers, shared by `tscope png`
+ * and the viewer so both show the same picture of the same step: a scene
+ * picks the view (by the step's tag, or the one asked for), gathers what it
+ * needs from the trace (the batch element, a head, the causal mask from the
+ * `masked` step beside attention weights, token labels from the metadata,
+ * LayerNorm input/output/gamma/beta, a module's steps for the shape flow) and
+ * draws it with ts_render_* into any cairo_t. Values are used in place in
+ * the trace's map: the trace must stay open while the scene lives.
+ *
+ *     ts_scene_request rq = ts_scene_request_default("encoder.layers.0.self_attn.weights");
+ *     ts_scene *sc;
+ *     if (ts_scene_build(&sc, trace, &rq)) -> ts_last_error() says what is wrong, for a person
+ *     ts_scene_size(sc, &w, &h);                   // a good size in points
+ *     ts_scene_draw(sc, cr, area, state, &layout);  // any number of times
+ *     ts_scene_free(sc);
+ */
+
+typedef struct ts_scene ts_scene;
+
+typedef struct ts_scene_request {
+    const char *name;       /* a step's name, or a module prefix ("encoder.layers.0.self_attn") */
+    ts_render_view view;    /* TS_RENDER_VIEW_AUTO: chosen by the step's tag */
+    int batch;              /* batch element (0) */
+    int head;               /* one attention head; -1: all (auto then draws the grid) */
+    int occurrence;         /* which record of the name, for traces that repeat names (0; -1: last) */
+    const char *axes;       /* "I,J": the two dims a tensor heatmap shows; NULL: the last two */
+    const char *trace_path; /* only for messages; may be NULL */
+    const int *dims;        /* PE curves: the dims to draw (NULL: a choice of the renderer) */
+    int n_dims;             /* up to 16 */
+} ts_scene_request;
+
+ts_scene_request ts_scene_request_default(const char *name);
+
+/* Gather the data of one view of one step. Bad requests are TS_ERR_ARG with a
+ * sentence that says what to do: an unknown name lists the nearest names; a
+ * step whose values were not kept says which --level/--only to re-run with. */
+ts_status ts_scene_build(ts_scene **out, ts_trace *t, const ts_scene_request *rq);
+
+void ts_scene_free(ts_scene *s); /* NULL is fine */
+
+/* A size in points (user units at scale 1) that suits the scene's data. */
+void ts_scene_size(const ts_scene *s, int *width, int *height);
+
+/* The view it ended up as, and a short name for files and messages
+ * ("grid", "heatmap", ...; "posenc" for PE curves above the PE heatmap). */
+ts_render_view ts_scene_view(const ts_scene *s);
+const char *ts_scene_view_name(const ts_scene *s);
+
+/* Draw into area of cr. st (may be NULL) and layout (may be NULL) as in
+ * render.h: views without cells leave layout->n_panels at 0. */
+ts_status ts_scene_draw(ts_scene *s, cairo_t *cr, ts_render_rect area, const ts_render_state *st,
+                        ts_render_layout *layout);
+
+/* The step drawn (NULL for a module's shape flow). */
+const ts_trace_step *ts_scene_step(const ts_scene *s);
+
+/* The matrix panel `panel` of the layout shows (values, strides, token
+ * labels), so a viewer can name the cell under the mouse and its exact
+ * value; NULL for views whose panels are not matrices of the scene. */
+const ts_render_matrix *ts_scene_matrix(const ts_scene *s, int panel);
 
 #endif

@@ -19,7 +19,7 @@
 
 #include <stdint.h>
 
-#include "tscope/status.h"
+#include "tscope/core.h"
 
 enum { TS_TOK_PAD = 0, TS_TOK_BOS = 1, TS_TOK_EOS = 2, TS_TOK_UNK = 3, TS_TOK_N_SPECIAL = 4 };
 

@@ -21,9 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "tscope/hook.h"
-#include "tscope/status.h"
-#include "tscope/tensor.h"
+#include "tscope/core.h"
 
 #define TS_TRACE_HIST_BINS 64
 /* The default policy keeps every value when the values add up to this. */

@@ -12,11 +12,8 @@
 #include <time.h>
 
 #include "bench_time.h"
-#include "tscope/backward.h"
 #include "tscope/kernels.h"
 #include "tscope/model.h"
-#include "tscope/optim.h"
-#include "tscope/task.h"
 #include "tscope/train.h"
 
 enum { PH_FORWARD, PH_BACKWARD, PH_UPDATE, PH_STEP, N_PHASES };

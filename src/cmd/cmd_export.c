@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "commands.h"
-#include "tscope/npz.h"
+#include "tscope/io.h"
 #include "tscope/trace.h"
 
 static bool wanted(const ts_cli_list *only, const char *name) {

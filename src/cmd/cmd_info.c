@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "commands.h"
-#include "tscope/text.h"
+#include "tscope/core.h"
 #include "tscope/trace.h"
 
 #define NAME_WIDTH_MAX 56

@@ -11,9 +11,7 @@
 #include <string.h>
 
 #include "commands.h"
-#include "tscope/png.h"
 #include "tscope/render.h"
-#include "tscope/scene.h"
 #include "tscope/trace.h"
 
 #define CMD "png"

@@ -10,8 +10,7 @@
 #include "run_backward.h"
 #include "trace_cli.h"
 #include "tscope/kernels.h"
-#include "tscope/model_load.h"
-#include "tscope/npy.h"
+#include "tscope/io.h"
 
 typedef struct run_opts {
     const char *print_shapes; /* NULL, "plain" or "torch" */

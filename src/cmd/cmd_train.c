@@ -13,12 +13,9 @@
 #include "commands.h"
 #include "model_flags.h"
 #include "trace_cli.h"
-#include "tscope/backward.h"
 #include "tscope/kernels.h"
-#include "tscope/optim.h"
-#include "tscope/task.h"
-#include "tscope/trace.h"
 #include "tscope/train.h"
+#include "tscope/trace.h"
 
 /* Defaults per task, used unless a flag says otherwise. A tiny model (d 16)
  * copies 10-token sequences of a 16-word vocabulary easily; reversing needs

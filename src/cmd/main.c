@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "commands.h"
-#include "tscope/version.h"
+#include "tscope/core.h"
 
 /* A subcommand is listed here once it works. */
 const ts_command ts_commands[] = {

@@ -15,7 +15,7 @@
 #include <stdio.h>
 
 #include "cli.h"
-#include "tscope/hook.h"
+#include "tscope/core.h"
 #include "tscope/model.h"
 #include "tscope/tokenizer.h"
 

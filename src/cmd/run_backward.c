@@ -6,9 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tscope/backward.h"
+#include "tscope/kernels.h"
 #include "cli.h"
-#include "tscope/npy.h"
+#include "tscope/io.h"
 #include "tscope/train.h"
 
 /* Integer labels for rows x classes logits: from the file, or the copy target. */

@@ -3,7 +3,7 @@
 #ifndef TSCOPE_CMD_RUN_BACKWARD_H
 #define TSCOPE_CMD_RUN_BACKWARD_H
 
-#include "tscope/hook.h"
+#include "tscope/core.h"
 #include "tscope/model.h"
 
 /* The loss, by the model's head:

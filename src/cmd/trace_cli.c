@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tscope/text.h"
+#include "tscope/core.h"
 
 int trace_cli_table(ts_flag *t, int n, trace_cli *tc) {
     memset(tc, 0, sizeof *tc);

@@ -1,4 +1,4 @@
-#include "tscope/arena.h"
+#include "tscope/core.h"
 
 #include <stdlib.h>
 #include <string.h>

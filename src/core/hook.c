@@ -1,4 +1,4 @@
-#include "tscope/hook.h"
+#include "tscope/core.h"
 
 #define TS_NAME_ENTRY(e, name) name,
 static const char *const op_names[] = {TS_OP_LIST(TS_NAME_ENTRY)};

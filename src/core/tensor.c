@@ -1,4 +1,4 @@
-#include "tscope/tensor.h"
+#include "tscope/core.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -1,4 +1,4 @@
-#include "tscope/text.h"
+#include "tscope/core.h"
 
 #include <stdarg.h>
 #include <stdio.h>

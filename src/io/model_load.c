@@ -1,10 +1,9 @@
-#include "tscope/model_load.h"
+#include "tscope/io.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "tscope/safetensors.h"
 
 /* Put "path: " before the message the last call left. */
 static ts_status in_file(ts_status st, const char *path) {

@@ -1,4 +1,4 @@
-#include "tscope/npy.h"
+#include "tscope/io.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -11,7 +11,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "tscope/outfile.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "tscope reads little-endian .npy data by copying memory: it needs a little-endian host"

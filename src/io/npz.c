@@ -1,11 +1,10 @@
-#include "tscope/npz.h"
+#include "tscope/io.h"
 
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <zlib.h>
 
-#include "tscope/npy.h"
 
 /* Zip record signatures and sizes (APPNOTE.TXT, sections 4.3.7 - 4.3.16). */
 #define SIG_LOCAL 0x04034b50u

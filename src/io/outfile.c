@@ -1,4 +1,4 @@
-#include "tscope/outfile.h"
+#include "tscope/io.h"
 
 #include <errno.h>
 #include <stdarg.h>

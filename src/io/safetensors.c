@@ -1,4 +1,4 @@
-#include "tscope/safetensors.h"
+#include "tscope/io.h"
 
 #include <cJSON.h>
 #include <errno.h>
@@ -13,8 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "tscope/outfile.h"
-#include "tscope/text.h"
+#include "tscope/core.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "safetensors data is little-endian and read in place: tscope needs a little-endian host"

@@ -5,13 +5,12 @@
  * parameter sum over rows, over columns, so no two threads write the same
  * float and the sums come out the same on any thread count).
  */
-#include "tscope/backward.h"
+#include "tscope/kernels.h"
 
 #include <math.h>
 #include <string.h>
 
 #include "model/model_impl.h"
-#include "tscope/kernels.h"
 
 #if defined(_OPENMP)
 #include <omp.h>

@@ -1,11 +1,10 @@
 /* optim: Adam, AdamW, clipping and the schedule (see optim.h). */
-#include "tscope/optim.h"
+#include "tscope/kernels.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "tscope/kernels.h"
 
 #if defined(_OPENMP)
 #define OPTIM_PRAGMA_(x) _Pragma(#x)

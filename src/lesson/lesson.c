@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tscope/text.h"
+#include "tscope/core.h"
 
 /* Lessons are a few kilobytes; anything near this is not a lesson. */
 #define MAX_LESSON_BYTES (16u << 20)

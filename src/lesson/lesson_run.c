@@ -5,7 +5,7 @@
  * the command is the one way a setup accepts exactly what the command line
  * does, with no second parser to drift. A run that fails or crashes takes
  * down only itself; its error line comes back with the line of the key. */
-#include "tscope/lessonrun.h"
+#include "tscope/lesson.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -20,8 +20,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "tscope/text.h"
-#include "tscope/version.h"
+#include "tscope/core.h"
 
 /* ---- command lines ----------------------------------------------------------- */
 

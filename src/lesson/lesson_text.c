@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "tscope/lesson.h"
-#include "tscope/text.h"
+#include "tscope/core.h"
 
 static void put_escaped(ts_text_buf *o, const char *s, size_t n) {
     for (size_t i = 0; i < n; i++) {

@@ -41,9 +41,8 @@
 #include <unistd.h>
 
 
-#include "tscope/text.h"
+#include "tscope/core.h"
 #include "tscope/kernels.h"
-#include "tscope/version.h"
 #include "trace_format.h"
 
 #if !defined(O_DIRECT)

@@ -1,5 +1,5 @@
 /* task: copy, reverse and sort data, greedy decoding and scores (task.h). */
-#include "tscope/task.h"
+#include "tscope/train.h"
 
 #include <stdlib.h>
 #include <string.h>

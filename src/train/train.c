@@ -11,9 +11,8 @@
 #include <string.h>
 
 #include "train_impl.h"
-#include "tscope/backward.h"
 #include "tscope/kernels.h"
-#include "tscope/safetensors.h"
+#include "tscope/io.h"
 
 /* ---- the plan ------------------------------------------------------------------- */
 

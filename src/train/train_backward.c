@@ -18,7 +18,7 @@
 #include <string.h>
 
 #include "train_impl.h"
-#include "tscope/backward.h"
+#include "tscope/kernels.h"
 
 #define TRY(expr)                     \
     do {                              \

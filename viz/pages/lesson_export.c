@@ -21,8 +21,7 @@
 #include <sys/stat.h>
 
 #include "tscope/pages.h"
-#include "tscope/png.h"
-#include "tscope/scene.h"
+#include "tscope/render.h"
 
 #define MAX_LAYERS 64
 #define NAME_MAX_LEN 320

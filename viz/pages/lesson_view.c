@@ -17,7 +17,6 @@
 
 #include "tscope/pages.h"
 #include "tscope/viewer.h"
-#include "tscope/window.h"
 
 #define STATUS_H 34.0
 #define DEFAULT_W 1400

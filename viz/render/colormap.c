@@ -1,4 +1,4 @@
-#include "tscope/colormap.h"
+#include "tscope/render.h"
 
 #include <math.h>
 #include <string.h>

@@ -1,4 +1,4 @@
-#include "tscope/png.h"
+#include "tscope/render.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -1,7 +1,7 @@
 /* scene: from a trace step to a picture, for `tscope png` and the viewer.
  * Each build_* gathers one view's data (pointers into the trace's map, or
  * small blocks the scene owns); ts_scene_draw hands them to the renderers. */
-#include "tscope/scene.h"
+#include "tscope/render.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tscope/text.h"
+#include "tscope/core.h"
 
 #define MAX_SERIES 16
 #define MAX_SHAPE_STEPS 160

@@ -17,7 +17,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "tscope/window.h"
+#include "tscope/viewer.h"
 #include "viewer_internal.h"
 
 #define DEFAULT_W 1280

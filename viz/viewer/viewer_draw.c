@@ -12,8 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "tscope/png.h"
-#include "tscope/scene.h"
+#include "tscope/render.h"
 #include "viewer_internal.h"
 
 /* ---- colours and text --------------------------------------------------------- */

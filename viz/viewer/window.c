@@ -1,11 +1,11 @@
 /* window: the SDL window, its cairo frame and its loop (include/tscope/window.h). */
-#include "tscope/window.h"
+#include "tscope/viewer.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "tscope/png.h"
+#include "tscope/render.h"
 
 _Static_assert(CAIRO_FORMAT_ARGB32 == 0, "cairo's ARGB32 is format 0");
 

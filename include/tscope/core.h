@@ -1,3 +1,188 @@
+/* core: what every subsystem stands on. Errors (a status and a sentence),
+ * the arena, tensors (views with shapes and strides), small text helpers, the
+ * version, and the hook through which the model shows its steps.
+ */
+#ifndef TSCOPE_CORE_H
+#define TSCOPE_CORE_H
+
+#include <math.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* status: how every library call reports failure.
+ *
+ * A call returns a ts_status; on failure it also leaves a sentence for a human
+ * in a thread-local buffer (ts_last_error). Only the CLI turns that into an exit.
+ */
+
+typedef enum ts_status {
+    TS_OK = 0,
+    TS_ERR_ARG,         /* a bad argument or flag value */
+    TS_ERR_SHAPE,       /* shapes that cannot work together */
+    TS_ERR_IO,          /* a file could not be opened, read or written */
+    TS_ERR_FORMAT,      /* a file is not what it claims to be */
+    TS_ERR_NOMEM,       /* an allocation or an arena ran out */
+    TS_ERR_UNSUPPORTED, /* valid, but not something tscope does */
+    TS_STATUS_COUNT
+} ts_status;
+
+/* Set the message for the current thread and return s, so a caller can write
+ * `return ts_fail(TS_ERR_SHAPE, "cannot reshape %s", ...)`. */
+ts_status ts_fail(ts_status s, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+/* The message of the last failure on this thread ("" when there was none). */
+const char *ts_last_error(void);
+
+/* Forget the last message. */
+void ts_clear_error(void);
+
+/* A short name for a status: "shape error", "i/o error", ... */
+const char *ts_status_str(ts_status s);
+
+/* arena: one block of memory carved into 64-byte aligned pieces.
+ *
+ * Activations for a whole forward pass come from one arena sized up front, so
+ * nothing is malloc'd inside forward or backward. ts_arena_mark/ts_arena_reset
+ * give stack-like scratch space; the peak tells how large the block must be.
+ */
+
+#define TS_ARENA_ALIGN 64
+
+typedef struct ts_arena {
+    unsigned char *base; /* the block (owned) */
+    size_t capacity;     /* bytes in the block */
+    size_t used;         /* bytes handed out so far */
+    size_t peak;         /* largest `used` seen */
+} ts_arena;
+
+ts_status ts_arena_init(ts_arena *arena, size_t capacity);
+void ts_arena_free(ts_arena *arena);
+
+/* `bytes` of memory aligned to TS_ARENA_ALIGN, or NULL with an error message
+ * that says how much was asked for and how much was left. */
+void *ts_arena_alloc(ts_arena *arena, size_t bytes);
+
+/* Bytes an allocation of `bytes` takes once rounded up to the alignment:
+ * sum this over a size table to size an arena exactly. */
+size_t ts_arena_round(size_t bytes);
+
+size_t ts_arena_mark(const ts_arena *arena);
+void ts_arena_reset(ts_arena *arena, size_t mark);
+
+/* tensor: float32 views with a shape and strides, the way PyTorch sees them.
+ *
+ * A ts_tensor never owns its data: it is a view (pointer, shape, strides) over
+ * memory that an arena, a checkpoint or a caller owns. Reshape, permute,
+ * transpose, slice and chunk make new views without copying, exactly when
+ * PyTorch's .view() would; ts_tensor_contiguous copies when a view cannot do.
+ * Dims may be given negative, counted from the end as in Python (-1 = last).
+ */
+
+#define TS_MAX_RANK 6
+
+typedef struct ts_tensor {
+    float *data;                 /* first element of the view */
+    int rank;                    /* 0..TS_MAX_RANK */
+    int64_t shape[TS_MAX_RANK];  /* sizes, outermost first */
+    int64_t stride[TS_MAX_RANK]; /* in elements, not bytes */
+} ts_tensor;
+
+/* How shapes are printed: [30, 200, 512] or torch.Size([30, 200, 512]). */
+typedef enum ts_shape_style { TS_SHAPE_PLAIN, TS_SHAPE_TORCH } ts_shape_style;
+
+/* Longest text ts_shape_format can produce, with its terminator. */
+#define TS_SHAPE_TEXT_MAX 160
+
+/* Give t the row-major (contiguous) strides of its shape. */
+void ts_tensor_row_major(ts_tensor *t);
+
+/* A contiguous (row-major) view of `data` with the given shape. */
+ts_status ts_tensor_view(ts_tensor *out, float *data, int rank, const int64_t *shape);
+
+/* Allocate a contiguous tensor of this shape from an arena (64-byte aligned). */
+ts_status ts_tensor_alloc(ts_tensor *out, ts_arena *arena, int rank, const int64_t *shape);
+
+int64_t ts_tensor_numel(const ts_tensor *t);
+bool ts_tensor_is_contiguous(const ts_tensor *t);
+bool ts_tensor_same_shape(const ts_tensor *a, const ts_tensor *b);
+
+/* Element at a multi-index (rank entries); for tests and tools, not hot loops. */
+float ts_tensor_get(const ts_tensor *t, const int64_t *index);
+
+/* A view with a new shape. One entry may be -1 (inferred). Works whenever
+ * PyTorch's .view() would: always for contiguous tensors, and for strided ones
+ * when the dims being merged or split are laid out contiguously together. */
+ts_status ts_tensor_reshape(ts_tensor *out, const ts_tensor *in, int rank, const int64_t *shape);
+
+/* out.shape[i] = in.shape[perm[i]]: a view, no copy. */
+ts_status ts_tensor_permute(ts_tensor *out, const ts_tensor *in, const int *perm);
+
+/* Swap two dims: a view, no copy. */
+ts_status ts_tensor_transpose(ts_tensor *out, const ts_tensor *in, int dim0, int dim1);
+
+/* Elements [start, start + length) along dim: a view, no copy. */
+ts_status ts_tensor_slice(ts_tensor *out, const ts_tensor *in, int dim, int64_t start, int64_t length);
+
+/* Split dim into n_chunks pieces as torch.chunk does: each ceil(size / n) long,
+ * the last one shorter. Writes *n_out views into out[] (at most n_chunks). */
+ts_status ts_tensor_chunk(ts_tensor *out, int *n_out, const ts_tensor *in, int n_chunks, int dim);
+
+/* Copy src's elements, in row-major order of src's shape, into dst (which must
+ * have the same shape; dst may be strided too). */
+ts_status ts_tensor_copy(ts_tensor *dst, const ts_tensor *src);
+
+/* A contiguous tensor with in's values: in itself when already contiguous,
+ * otherwise a copy allocated from the arena. */
+ts_status ts_tensor_contiguous(ts_tensor *out, const ts_tensor *in, ts_arena *arena);
+
+/* Write "[30, 200, 512]" or "torch.Size([30, 200, 512])" into buf; returns buf. */
+char *ts_shape_format(char *buf, size_t size, int rank, const int64_t *shape, ts_shape_style style);
+
+/* Same for a tensor's shape. */
+char *ts_tensor_shape_str(char *buf, size_t size, const ts_tensor *t, ts_shape_style style);
+
+/* text: small string helpers that several modules print with.
+ *
+ * Kept here once so every "did you mean" and every file size reads the same
+ * wherever it appears (trace writer, info, png, lessons).
+ */
+
+/* Levenshtein distance between a and b; a large number when either is longer
+ * than 255 bytes (names that long are never a typo of each other). */
+int ts_text_edit_distance(const char *a, const char *b);
+
+/* "1.50 GB", "12.3 MB", "4.0 KB" into buf; returns buf. */
+char *ts_text_bytes(char *buf, size_t size, uint64_t n);
+
+/* A string that grows as text is added (start from {0}). s is
+ * NUL-terminated once anything was added. Out of memory, it stops growing
+ * and says so in oom; ts_text_buf_take then gives NULL. */
+typedef struct ts_text_buf {
+    char *s;
+    size_t len, cap;
+    bool oom;
+} ts_text_buf;
+
+void ts_text_buf_add(ts_text_buf *b, const char *s, size_t n);
+void ts_text_buf_str(ts_text_buf *b, const char *s);
+void ts_text_buf_printf(ts_text_buf *b, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+/* The string ("" when nothing was added, NULL when out of memory), the
+ * caller's to free; b is empty again. */
+char *ts_text_buf_take(ts_text_buf *b);
+
+/* version: tscope's version, written into every trace it makes. */
+
+#define TSCOPE_VERSION "0.1.0"
+
 /* hook: the one place the model talks to the outside world.
  *
  * The model calls ts_hook_call(hook, name, op, tensor, tag) after every step it
@@ -6,14 +191,6 @@
  * are shared by the model, the trace format and the viewer, so a number on
  * disk means the same thing everywhere.
  */
-#ifndef TSCOPE_HOOK_H
-#define TSCOPE_HOOK_H
-
-#include <math.h>
-#include <stdbool.h>
-
-#include "tscope/status.h"
-#include "tscope/tensor.h"
 
 /* X(ENUM, "name"): every op a traced step can come from. Append only: the
  * numbers are stored in trace files. */
