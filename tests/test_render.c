@@ -299,12 +299,8 @@ static void stats_and_histogram_count_everything(void **state) {
     assert_int_equal(mask[5] + mask[4] + mask[0], 0);
 }
 
-static void views_by_tag_and_name(void **state) {
+static void views_by_name(void **state) {
     (void)state;
-    assert_int_equal(ts_render_view_for_tag(TS_TAG_ATTN_WEIGHTS), TS_RENDER_VIEW_GRID);
-    assert_int_equal(ts_render_view_for_tag(TS_TAG_POSENC), TS_RENDER_VIEW_CURVES);
-    assert_int_equal(ts_render_view_for_tag(TS_TAG_NORM_OUT), TS_RENDER_VIEW_STATS);
-    assert_int_equal(ts_render_view_for_tag(TS_TAG_PLAIN), TS_RENDER_VIEW_HEATMAP);
     ts_render_view v;
     assert_true(ts_render_view_from_name("overview", &v));
     assert_int_equal(v, TS_RENDER_VIEW_OVERVIEW);
@@ -782,7 +778,7 @@ int main(void) {
         cmocka_unit_test(numbers_read_like_a_person_writes_them),
         cmocka_unit_test(auto_scale_follows_the_sign),
         cmocka_unit_test(stats_and_histogram_count_everything),
-        cmocka_unit_test(views_by_tag_and_name),
+        cmocka_unit_test(views_by_name),
         cmocka_unit_test(colorbar_is_monotone_for_viridis),
         cmocka_unit_test(masked_cell_differs_from_a_zero),
         cmocka_unit_test(long_sequence_shows_every_row),

@@ -183,6 +183,39 @@ char *ts_text_buf_take(ts_text_buf *b);
 
 #define TSCOPE_VERSION "0.1.0"
 
+/* names: the layer in a step's or parameter's name, parsed in one place.
+ * A layer is the component "layers" followed by a component of digits
+ * ("encoder.layers.3.self_attn.q"); lessons write "*" in place of the digits
+ * for every layer at once ("encoder.layers.*.out"). (src/core/names.c) */
+
+/* The layer number in name, or -1 when it is in no layer (or has "*"). */
+int ts_name_layer(const char *name);
+
+/* Length of the layer part of name, up to and including its number
+ * ("encoder.layers.3" of "encoder.layers.3.self_attn.q"); 0 when none. */
+size_t ts_name_layer_prefix(const char *name);
+
+/* name with its layer's number (or "*") replaced by `layer`, into buf; false
+ * when name is in no layer or buf is too small. */
+bool ts_name_with_layer(char *buf, size_t size, const char *name, int layer);
+
+/* rng: random numbers that do not depend on the thread count. A number is a
+ * pure function of a key and a counter, so dropout masks, task data and
+ * initial weights come out the same whichever thread draws them. */
+
+/* A well-mixed 64-bit hash (splitmix64's finaliser). */
+static inline uint64_t ts_mix64(uint64_t z) {
+    z += 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* Uniform in [0, 1) from a key and a counter: the same on any thread count. */
+static inline double ts_u01(uint64_t key, uint64_t i) {
+    return (double)(ts_mix64(key ^ (i * 0xD1B54A32D192ED03ull)) >> 11) * 0x1.0p-53;
+}
+
 /* hook: the one place the model talks to the outside world.
  *
  * The model calls ts_hook_call(hook, name, op, tensor, tag) after every step it
@@ -244,6 +277,12 @@ typedef enum ts_tag { TS_TAG_LIST(TS_TAG_ENUM_ENTRY) TS_TAG_COUNT } ts_tag;
 #undef TS_TAG_ENUM_ENTRY
 
 const char *ts_op_name(ts_op op);   /* "softmax"; "?" when out of range */
+
+/* Whether a step of this op shows an earlier step's values rearranged, not
+ * computed: the model and a trace writer then need no new memory for it. */
+static inline bool ts_op_is_view(ts_op op) {
+    return op == TS_OP_RESHAPE || op == TS_OP_PERMUTE || op == TS_OP_CHUNK;
+}
 const char *ts_tag_name(ts_tag tag); /* "attn_weights"; "?" when out of range */
 
 /* Called after each step. A non-OK return stops the forward pass and the

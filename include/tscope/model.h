@@ -312,6 +312,21 @@ void ts_model_summary_free(ts_model_summary *sum);
  * PE(pos, 2i+1) = cos(pos / 10000^(2i/D)), computed in double. */
 void ts_model_sinusoid(float *pe, int rows, int D);
 
+/* ---- names (model_config.c) ------------------------------------------------ */
+
+/* Each setting's words, as flags take them and trace metadata records them;
+ * spelled here once. A name of a value out of range is "?". parse: TS_ERR_ARG
+ * naming the flag (`what`, e.g. "--norm") and the choices. */
+const char *ts_model_arch_name(ts_arch a);             /* "encoder", "encoder-decoder", "attention" */
+const char *ts_model_norm_name(ts_norm_place n);       /* "post", "pre" */
+const char *ts_model_pe_name(ts_pe_kind p);            /* "sinusoidal", "learned", "none" */
+const char *ts_model_activation_name(ts_activation a); /* "relu", "gelu" */
+const char *ts_model_head_name(ts_head_kind h);        /* "none", "lm", "cls" */
+const char *ts_model_input_name(ts_input_kind i);      /* "tokens", "embedded" */
+ts_status ts_model_norm_parse(const char *word, const char *what, ts_norm_place *out);
+ts_status ts_model_pe_parse(const char *word, const char *what, ts_pe_kind *out);
+ts_status ts_model_activation_parse(const char *word, const char *what, ts_activation *out);
+
 /* ---- variants (model_variants.c) ------------------------------------------ */
 
 /* The table of --pe-variant `v` (rows, D), computed in double. */

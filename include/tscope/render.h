@@ -314,11 +314,6 @@ typedef enum ts_render_view { TS_RENDER_VIEW_LIST(TS_RENDER_VIEW_ENTRY) TS_RENDE
 const char *ts_render_view_name(ts_render_view v);
 bool ts_render_view_from_name(const char *name, ts_render_view *out);
 
-/* The view a step with this tag is best seen in: attention -> grid (all heads
- * of a layer), posenc -> curves, norm tags -> stats, scalars -> curves,
- * anything else -> heatmap (the any-tensor view). */
-ts_render_view ts_render_view_for_tag(ts_tag tag);
-
 /* ---- setup ------------------------------------------------------------ */
 
 /* The font family for all text ("DejaVu Sans" by default); NULL resets. */

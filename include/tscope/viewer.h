@@ -36,6 +36,61 @@
  * the list shows the steps of the current snapshot only.
  */
 
+/* ---- input: keys, mouse and script words ----------------------------------
+ * The vocabulary of events every tscope window understands, whether they come
+ * from SDL (ts_window_key) or from a --script (ts_view_script_word). It sits
+ * below both the window and the viewer's state (viz/viewer/input.c). */
+
+typedef enum ts_view_key {
+    TS_VIEW_KEY_NONE,
+    TS_VIEW_KEY_LEFT,
+    TS_VIEW_KEY_RIGHT,
+    TS_VIEW_KEY_UP,
+    TS_VIEW_KEY_DOWN,
+    TS_VIEW_KEY_PGUP,
+    TS_VIEW_KEY_PGDN,
+    TS_VIEW_KEY_HOME,
+    TS_VIEW_KEY_END,
+    TS_VIEW_KEY_ENTER,
+    TS_VIEW_KEY_ESCAPE,
+    TS_VIEW_KEY_BACKSPACE,
+    TS_VIEW_KEY_CHAR, /* a printable character: ts_view_event.ch */
+} ts_view_key;
+
+typedef enum ts_view_event_kind {
+    TS_VIEW_EV_KEY,
+    TS_VIEW_EV_FIND,    /* jump to the step found for `text` (script: find:NAME) */
+    TS_VIEW_EV_MOTION,  /* the mouse moved to (x, y) */
+    TS_VIEW_EV_PRESS,   /* left button down at (x, y) */
+    TS_VIEW_EV_RELEASE, /* left button up */
+    TS_VIEW_EV_WHEEL,   /* dy > 0: away from the user (zoom in) at (x, y) */
+    TS_VIEW_EV_LEAVE,   /* the mouse left the window */
+    TS_VIEW_EV_RESIZE,  /* the window is now x by y user units */
+    TS_VIEW_EV_QUIT,
+} ts_view_event_kind;
+
+typedef struct ts_view_event {
+    ts_view_event_kind kind;
+    ts_view_key key;
+    char ch;          /* TS_VIEW_KEY_CHAR */
+    double x, y, dy;  /* user units (window coordinates, not device pixels) */
+    const char *text; /* TS_VIEW_EV_FIND */
+} ts_view_event;
+
+/* The viewer's key for an SDL key; TS_VIEW_KEY_NONE for the others
+ * (characters come as text input). */
+ts_view_key ts_window_key(SDL_Keycode k);
+
+/* One word of a --script: left right up down pgup pgdn home end enter esc
+ * backspace, a single character (0-9 b B e q ? / [ ] and any other),
+ * find:NAME, and the mouse in window points: hover:X,Y (a move), click:X,Y
+ * (a press; the caller adds the release), press:X,Y and release (a drag
+ * between them), wheel:X,Y,DY; and resize:W,H (the window). `shot:FILE` is a
+ * screenshot of the frame at that point: *shot gets FILE (pointing into
+ * word) and the event is left as kind TS_VIEW_EV_KEY with key NONE.
+ * TS_ERR_ARG (with a message naming the word) for an unknown word. */
+ts_status ts_view_script_word(const char *word, ts_view_event *ev, const char **shot);
+
 /* ---- the steps and their tree ------------------------------------------ */
 
 /* What the viewer needs of one step (a copy of the trace's description). */
@@ -125,42 +180,6 @@ void ts_view_geometry_of(ts_view_geometry *g, double w, double h, bool slider);
 
 /* ---- state and events ------------------------------------------------------ */
 
-typedef enum ts_view_key {
-    TS_VIEW_KEY_NONE,
-    TS_VIEW_KEY_LEFT,
-    TS_VIEW_KEY_RIGHT,
-    TS_VIEW_KEY_UP,
-    TS_VIEW_KEY_DOWN,
-    TS_VIEW_KEY_PGUP,
-    TS_VIEW_KEY_PGDN,
-    TS_VIEW_KEY_HOME,
-    TS_VIEW_KEY_END,
-    TS_VIEW_KEY_ENTER,
-    TS_VIEW_KEY_ESCAPE,
-    TS_VIEW_KEY_BACKSPACE,
-    TS_VIEW_KEY_CHAR, /* a printable character: ts_view_event.ch */
-} ts_view_key;
-
-typedef enum ts_view_event_kind {
-    TS_VIEW_EV_KEY,
-    TS_VIEW_EV_FIND,    /* jump to the step found for `text` (script: find:NAME) */
-    TS_VIEW_EV_MOTION,  /* the mouse moved to (x, y) */
-    TS_VIEW_EV_PRESS,   /* left button down at (x, y) */
-    TS_VIEW_EV_RELEASE, /* left button up */
-    TS_VIEW_EV_WHEEL,   /* dy > 0: away from the user (zoom in) at (x, y) */
-    TS_VIEW_EV_LEAVE,   /* the mouse left the window */
-    TS_VIEW_EV_RESIZE,  /* the window is now x by y user units */
-    TS_VIEW_EV_QUIT,
-} ts_view_event_kind;
-
-typedef struct ts_view_event {
-    ts_view_event_kind kind;
-    ts_view_key key;
-    char ch;          /* TS_VIEW_KEY_CHAR */
-    double x, y, dy;  /* user units (window coordinates, not device pixels) */
-    const char *text; /* TS_VIEW_EV_FIND */
-} ts_view_event;
-
 typedef enum ts_view_mode {
     TS_VIEW_MODE_BROWSE,
     TS_VIEW_MODE_FIND, /* typing a name after '/' */
@@ -213,18 +232,6 @@ bool ts_view_update(ts_view_state *st, const ts_view_steps *s, const ts_view_fra
 /* After the loop exported the view (export_wanted): clear the request and
  * say where it went, or what failed. */
 void ts_view_exported(ts_view_state *st, const char *path, ts_status status);
-
-/* ---- scripts ------------------------------------------------------------------ */
-
-/* One word of a --script: left right up down pgup pgdn home end enter esc
- * backspace, a single character (0-9 b B e q ? / [ ] and any other),
- * find:NAME, and the mouse in window points: hover:X,Y (a move), click:X,Y
- * (a press; the caller adds the release), press:X,Y and release (a drag
- * between them), wheel:X,Y,DY; and resize:W,H (the window). `shot:FILE` is a
- * screenshot of the frame at that point: *shot gets FILE (pointing into
- * word) and the event is left as kind TS_VIEW_EV_KEY with key NONE.
- * TS_ERR_ARG (with a message naming the word) for an unknown word. */
-ts_status ts_view_script_word(const char *word, ts_view_event *ev, const char **shot);
 
 /* ---- drawing ------------------------------------------------------------------ */
 
@@ -313,10 +320,6 @@ cairo_t *ts_window_cairo(ts_window *w);
 
 /* Upload the surface and show it. */
 void ts_window_present(ts_window *w);
-
-/* The viewer's key for an SDL key; TS_VIEW_KEY_NONE for the others
- * (characters come as text input). */
-ts_view_key ts_window_key(SDL_Keycode k);
 
 /* What the loop, the script replay and screenshots call back. */
 typedef struct ts_window_client {

@@ -45,17 +45,6 @@ static int fail(const char *fmt, ...) {
     return 2;
 }
 
-/* name with its layer number replaced by `layer` (into buf). */
-static bool with_layer(char *buf, size_t size, const char *name, int layer) {
-    const char *p = strstr(name, "layers.");
-    if (!p) return false;
-    const char *digits = p + 7, *rest = digits;
-    while (*rest >= '0' && *rest <= '9') rest++;
-    if (rest == digits) return false;
-    snprintf(buf, size, "%.*s%d%s", (int)(digits - name), name, layer, rest);
-    return true;
-}
-
 /* "encoder.layers.0.self_attn.weights.grid.png", ".head3" for one head. */
 static void default_output(char *buf, size_t size, const png_args *a, const ts_scene *sc) {
     if (ts_scene_view(sc) == TS_RENDER_VIEW_HEATMAP && a->head_seen)
@@ -179,7 +168,7 @@ int ts_cmd_png(int argc, char **argv) {
     char renamed[300];
     const char *name = a.tensor;
     if (a.layer_seen) {
-        if (!with_layer(renamed, sizeof renamed, a.tensor, a.layer))
+        if (!ts_name_with_layer(renamed, sizeof renamed, a.tensor, a.layer))
             return fail("--layer needs a name inside a layer ('\xe2\x80\xa6layers.N.\xe2\x80\xa6'), not %s", a.tensor);
         name = a.tensor = renamed;
     }

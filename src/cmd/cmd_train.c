@@ -114,10 +114,9 @@ static ts_status heldout_loss(ts_model *m, const task_data *d, double *loss) {
 /* "encoder.layers.3.linear1.weight" -> "encoder.layers.3"; "embed.norm.bias" -> "embed";
  * "decoder.embed.tokens.weight" -> "decoder.embed"; "generator.bias" -> "generator". */
 static void group_of(const char *name, char *out, size_t size) {
-    const char *l = strstr(name, "layers.");
-    if (l) {
-        const char *dot = strchr(l + 7, '.');
-        snprintf(out, size, "%.*s", dot ? (int)(dot - name) : (int)strlen(name), name);
+    size_t layer = ts_name_layer_prefix(name);
+    if (layer) {
+        snprintf(out, size, "%.*s", (int)layer, name);
     } else if (strncmp(name, "decoder.embed.", 14) == 0) {
         snprintf(out, size, "decoder.embed");
     } else if (strncmp(name, "embed.", 6) == 0) {

@@ -63,13 +63,7 @@ int model_flags_table(ts_flag *t, int n, model_flags *mf) {
     return n + count;
 }
 
-static int choice(const char *v, const char *a, const char *b, const char *c) {
-    if (strcmp(v, a) == 0) return 0;
-    if (strcmp(v, b) == 0) return 1;
-    return c && strcmp(v, c) == 0 ? 2 : 0;
-}
-
-static void apply_flags(const model_flags *mf, ts_model_config *c) {
+static ts_status apply_flags(const model_flags *mf, ts_model_config *c) {
     const bool *s = mf->seen;
     if (s[F_D_MODEL]) c->d_model = mf->d_model;
     if (s[F_HEADS]) c->heads = mf->heads;
@@ -82,9 +76,10 @@ static void apply_flags(const model_flags *mf, ts_model_config *c) {
     if (s[F_EPS]) c->eps = c->embed_eps = mf->eps;
     if (s[F_FINAL_NORM]) c->final_norm = true;
     if (s[F_SEED]) c->seed = (uint64_t)(uint32_t)mf->seed;
-    if (s[F_NORM]) c->norm = choice(mf->norm, "post", "pre", NULL) ? TS_NORM_PRE : TS_NORM_POST;
-    if (s[F_PE]) c->pe = (ts_pe_kind)choice(mf->pe, "sinusoidal", "learned", "none");
-    if (s[F_ACTIVATION]) c->activation = choice(mf->activation, "relu", "gelu", NULL) ? TS_ACT_GELU : TS_ACT_RELU;
+    ts_status st = TS_OK;
+    if (!st && s[F_NORM]) st = ts_model_norm_parse(mf->norm, "--norm", &c->norm);
+    if (!st && s[F_PE]) st = ts_model_pe_parse(mf->pe, "--pe", &c->pe);
+    if (!st && s[F_ACTIVATION]) st = ts_model_activation_parse(mf->activation, "--activation", &c->activation);
     if (s[F_PE] && c->pe != TS_PE_SINUSOIDAL) c->scale_embed = false;
     if (s[F_DEC_LAYERS]) {
         c->dec_layers = mf->dec_layers;
@@ -92,6 +87,7 @@ static void apply_flags(const model_flags *mf, ts_model_config *c) {
             c->arch = mf->dec_layers > 0 ? TS_ARCH_ENCODER_DECODER : TS_ARCH_ENCODER;
         if (c->arch == TS_ARCH_ENCODER) c->tie_embed = false;
     }
+    return st;
 }
 
 static ts_status apply_variant_flags(const model_flags *mf, ts_model_config *c) {
@@ -201,7 +197,7 @@ ts_status model_flags_resolve(const model_flags *mf, ts_model_config *cfg, model
     if (batch) memset(batch, 0, sizeof *batch);
     ts_status st = ts_model_config_preset(cfg, mf->seen[F_PRESET] ? mf->preset : "tiny");
     if (st) return st;
-    apply_flags(mf, cfg);
+    if ((st = apply_flags(mf, cfg))) return st;
     if ((st = apply_variant_flags(mf, cfg))) return st;
     const char *const *texts = mf->text.count ? mf->text.items : (cfg->text ? &cfg->text : NULL);
     int n_texts = mf->text.count ? mf->text.count : (cfg->text ? 1 : 0);

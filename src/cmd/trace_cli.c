@@ -40,13 +40,10 @@ int trace_cli_check(const trace_cli *tc, const char *command, int batch) {
 }
 
 char *trace_cli_config_json(const ts_model_config *c) {
-    static const char *const arch[] = {"encoder", "encoder-decoder", "attention"};
-    static const char *const pe[] = {"sinusoidal", "learned", "none"};
-    static const char *const head[] = {"none", "lm", "cls"};
     cJSON *o = cJSON_CreateObject();
     if (!o) return NULL;
     cJSON_AddStringToObject(o, "preset", c->preset);
-    cJSON_AddStringToObject(o, "arch", (unsigned)c->arch < 3 ? arch[c->arch] : "?");
+    cJSON_AddStringToObject(o, "arch", ts_model_arch_name(c->arch));
     const struct {
         const char *key;
         int value;
@@ -56,11 +53,11 @@ char *trace_cli_config_json(const ts_model_config *c) {
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) cJSON_AddNumberToObject(o, ints[i].key, ints[i].value);
     cJSON_AddNumberToObject(o, "dropout", c->dropout);
     cJSON_AddNumberToObject(o, "eps", c->eps);
-    cJSON_AddStringToObject(o, "norm", c->norm == TS_NORM_PRE ? "pre" : "post");
-    cJSON_AddStringToObject(o, "pe", (unsigned)c->pe < 3 ? pe[c->pe] : "?");
-    cJSON_AddStringToObject(o, "activation", c->activation == TS_ACT_GELU ? "gelu" : "relu");
-    cJSON_AddStringToObject(o, "head", (unsigned)c->head < 3 ? head[c->head] : "?");
-    cJSON_AddStringToObject(o, "input", c->input == TS_INPUT_TOKENS ? "tokens" : "embedded");
+    cJSON_AddStringToObject(o, "norm", ts_model_norm_name(c->norm));
+    cJSON_AddStringToObject(o, "pe", ts_model_pe_name(c->pe));
+    cJSON_AddStringToObject(o, "activation", ts_model_activation_name(c->activation));
+    cJSON_AddStringToObject(o, "head", ts_model_head_name(c->head));
+    cJSON_AddStringToObject(o, "input", ts_model_input_name(c->input));
     cJSON_AddBoolToObject(o, "final_norm", c->final_norm);
     cJSON_AddBoolToObject(o, "causal", c->causal);
     char variants[96];

@@ -14,9 +14,8 @@ static ts_status in_file(ts_status st, const char *path) {
 
 /* The model flag that would make room for a tensor the model lacks, or "". */
 static const char *flag_hint(const ts_model *m, const char *name) {
-    const char *layers = strstr(name, "layers.");
-    if (layers && (layers == name || layers[-1] == '.')) {
-        int i = atoi(layers + 7);
+    int i = ts_name_layer(name);
+    if (i >= 0) {
         bool dec = strncmp(name, "decoder.", 8) == 0;
         if (i >= (dec ? m->cfg.dec_layers : m->cfg.layers))
             return dec ? " (the file has more decoder layers than --dec-layers)"

@@ -5,12 +5,11 @@
  * parameter sum over rows, over columns, so no two threads write the same
  * float and the sums come out the same on any thread count).
  */
-#include "tscope/kernels.h"
+#include "kernels_impl.h"
 
 #include <math.h>
 #include <string.h>
 
-#include "model/model_impl.h"
 
 #if defined(_OPENMP)
 #include <omp.h>
@@ -46,7 +45,7 @@ void ts_bwd_linear_forward(float *out, const float *in, const float *w, const fl
 static void column_sums(float *db, const float *dout, int64_t N, int O) {
     int nt = threads_for(N * O);
     (void)nt;
-    TS_MODEL_OMP(parallel num_threads(nt) if(nt > 1))
+    TS_OMP(parallel num_threads(nt) if(nt > 1))
     {
         int64_t lo, hi;
         share(O, &lo, &hi);
@@ -79,7 +78,7 @@ void ts_bwd_layernorm_backward(float *din, float *dgamma, float *dbeta, const fl
     int nt = threads_for(N * C);
     (void)nt;
     if (din) {
-        TS_MODEL_OMP(parallel for num_threads(nt) if(nt > 1) schedule(static))
+        TS_OMP(parallel for num_threads(nt) if(nt > 1) schedule(static))
         for (int64_t r = 0; r < N; r++) {
             const float *x = in + r * C, *dy = dout + r * C;
             float mu = mean[r], rs = rstd[r], s1 = 0.0f, s2 = 0.0f;
@@ -98,7 +97,7 @@ void ts_bwd_layernorm_backward(float *din, float *dgamma, float *dbeta, const fl
         }
     }
     if (!dgamma && !dbeta) return;
-    TS_MODEL_OMP(parallel num_threads(nt) if(nt > 1))
+    TS_OMP(parallel num_threads(nt) if(nt > 1))
     {
         int64_t lo, hi;
         share(C, &lo, &hi);
@@ -120,7 +119,7 @@ void ts_bwd_relu_forward(float *out, const float *in, int64_t n) { ts_relu(out, 
 void ts_bwd_relu_backward(float *din, const float *dout, const float *in, int64_t n) {
     int nt = threads_for(n);
     (void)nt;
-    TS_MODEL_OMP(parallel for num_threads(nt) if(nt > 1) schedule(static))
+    TS_OMP(parallel for num_threads(nt) if(nt > 1) schedule(static))
     for (int64_t i = 0; i < n; i++)
         if (in[i] > 0.0f) din[i] += dout[i];
 }
@@ -131,7 +130,7 @@ void ts_bwd_gelu_backward(float *din, const float *dout, const float *in, int64_
     const float inv_sqrt2 = 0.70710678118654752f, inv_sqrt2pi = 0.39894228040143268f;
     int nt = threads_for(n);
     (void)nt;
-    TS_MODEL_OMP(parallel for num_threads(nt) if(nt > 1) schedule(static))
+    TS_OMP(parallel for num_threads(nt) if(nt > 1) schedule(static))
     for (int64_t i = 0; i < n; i++) {
         float x = in[i];
         float cdf = 0.5f * (1.0f + erff(x * inv_sqrt2)), pdf = inv_sqrt2pi * expf(-0.5f * x * x);
@@ -141,7 +140,7 @@ void ts_bwd_gelu_backward(float *din, const float *dout, const float *in, int64_
 
 /* ---- dropout ----------------------------------------------------------------------------- */
 
-static bool dropped(uint64_t key, int64_t i, double p) { return ts_model_u01(key, (uint64_t)i) < p; }
+static bool dropped(uint64_t key, int64_t i, double p) { return ts_u01(key, (uint64_t)i) < p; }
 
 void ts_bwd_dropout_forward(float *out, const float *in, float p, uint64_t key, int64_t n) {
     if (p <= 0.0f) {
@@ -151,7 +150,7 @@ void ts_bwd_dropout_forward(float *out, const float *in, float p, uint64_t key, 
     float keep = (float)(1.0 / (1.0 - (double)p));
     int nt = threads_for(n);
     (void)nt;
-    TS_MODEL_OMP(parallel for num_threads(nt) if(nt > 1) schedule(static))
+    TS_OMP(parallel for num_threads(nt) if(nt > 1) schedule(static))
     for (int64_t i = 0; i < n; i++) out[i] = dropped(key, i, p) ? 0.0f : in[i] * keep;
 }
 
@@ -163,7 +162,7 @@ void ts_bwd_dropout_backward(float *din, const float *dout, float p, uint64_t ke
     float keep = (float)(1.0 / (1.0 - (double)p));
     int nt = threads_for(n);
     (void)nt;
-    TS_MODEL_OMP(parallel for num_threads(nt) if(nt > 1) schedule(static))
+    TS_OMP(parallel for num_threads(nt) if(nt > 1) schedule(static))
     for (int64_t i = 0; i < n; i++)
         if (!dropped(key, i, p)) din[i] += dout[i] * keep;
 }
@@ -175,7 +174,7 @@ void ts_bwd_residual_forward(float *out, const float *a, const float *b, int64_t
 void ts_bwd_residual_backward(float *da, float *db, const float *dout, int64_t n) {
     int nt = threads_for(n);
     (void)nt;
-    TS_MODEL_OMP(parallel for num_threads(nt) if(nt > 1) schedule(static))
+    TS_OMP(parallel for num_threads(nt) if(nt > 1) schedule(static))
     for (int64_t i = 0; i < n; i++) {
         if (da) da[i] += dout[i];
         if (db) db[i] += dout[i];
@@ -187,7 +186,7 @@ void ts_bwd_residual_backward(float *da, float *db, const float *dout, int64_t n
 void ts_bwd_embedding_forward(float *out, const float *table, const int32_t *ids, int64_t N, int D, float scale) {
     int nt = threads_for(N * D);
     (void)nt;
-    TS_MODEL_OMP(parallel for num_threads(nt) if(nt > 1) schedule(static))
+    TS_OMP(parallel for num_threads(nt) if(nt > 1) schedule(static))
     for (int64_t i = 0; i < N; i++) {
         const float *row = table + (int64_t)ids[i] * D;
         for (int j = 0; j < D; j++) out[i * D + j] = row[j] * scale;
@@ -198,7 +197,7 @@ void ts_bwd_embedding_forward(float *out, const float *table, const int32_t *ids
 void ts_bwd_embedding_backward(float *dtable, const float *dout, const int32_t *ids, int64_t N, int D, float scale) {
     int nt = threads_for(N * D);
     (void)nt;
-    TS_MODEL_OMP(parallel num_threads(nt) if(nt > 1))
+    TS_OMP(parallel num_threads(nt) if(nt > 1))
     {
         int64_t lo, hi;
         share(D, &lo, &hi);
@@ -239,7 +238,7 @@ void ts_bwd_attention_forward(ts_bwd_heads out, float *weights, ts_bwd_heads q, 
     int64_t BH = (int64_t)B * H;
     int nt = attn_threads(B, H, Sq, Sk, hd);
     (void)nt;
-    TS_MODEL_OMP(parallel for num_threads(nt) if(nt > 1) schedule(static))
+    TS_OMP(parallel for num_threads(nt) if(nt > 1) schedule(static))
     for (int64_t bh = 0; bh < BH; bh++) {
         int64_t b = bh / H, h = bh % H;
         float *w = weights + bh * Sq * Sk;
@@ -256,7 +255,7 @@ void ts_bwd_attention_backward_values(ts_bwd_heads dv, float *dweights, ts_bwd_h
     int64_t BH = (int64_t)B * H;
     int nt = attn_threads(B, H, Sq, Sk, hd);
     (void)nt;
-    TS_MODEL_OMP(parallel for num_threads(nt) if(nt > 1) schedule(static))
+    TS_OMP(parallel for num_threads(nt) if(nt > 1) schedule(static))
     for (int64_t bh = 0; bh < BH; bh++) {
         int64_t b = bh / H, h = bh % H;
         const float *w = weights + bh * Sq * Sk, *dO = head_at(&dout, b, h);
@@ -271,7 +270,7 @@ void ts_bwd_attention_backward_values(ts_bwd_heads dv, float *dweights, ts_bwd_h
 void ts_bwd_softmax_backward(float *dscores, const float *dweights, const float *weights, int64_t rows, int cols) {
     int nt = threads_for(rows * cols);
     (void)nt;
-    TS_MODEL_OMP(parallel for num_threads(nt) if(nt > 1) schedule(static))
+    TS_OMP(parallel for num_threads(nt) if(nt > 1) schedule(static))
     for (int64_t r = 0; r < rows; r++) {
         const float *w = weights + r * cols, *dw = dweights + r * cols;
         float dot = 0.0f;
@@ -287,7 +286,7 @@ void ts_bwd_attention_backward_scores(ts_bwd_heads dq, ts_bwd_heads dk, const fl
     int64_t BH = (int64_t)B * H;
     int nt = attn_threads(B, H, Sq, Sk, hd);
     (void)nt;
-    TS_MODEL_OMP(parallel for num_threads(nt) if(nt > 1) schedule(static))
+    TS_OMP(parallel for num_threads(nt) if(nt > 1) schedule(static))
     for (int64_t bh = 0; bh < BH; bh++) {
         int64_t b = bh / H, h = bh % H;
         const float *ds = dscores + bh * Sq * Sk;
@@ -349,7 +348,7 @@ void ts_bwd_cross_entropy_backward(float *dlogits, float dloss, const float *log
     double scale = (double)dloss / (double)n, off = (double)smoothing / V;
     int nt = threads_for(N * V);
     (void)nt;
-    TS_MODEL_OMP(parallel for num_threads(nt) if(nt > 1) schedule(static))
+    TS_OMP(parallel for num_threads(nt) if(nt > 1) schedule(static))
     for (int64_t i = 0; i < N; i++) {
         if (!counted(labels, i, ignore_index)) continue;
         const float *x = logits + i * V;

@@ -213,19 +213,19 @@ ts_status ts_model_point(const ts_model *m, float *block, ts_model_weights *w) {
 }
 
 void ts_model_randn(float *out, int64_t n, uint64_t seed) {
-    uint64_t key = ts_model_mix64(seed);
+    uint64_t key = ts_mix64(seed);
     TS_MODEL_OMP(parallel for schedule(static))
     for (int64_t i = 0; i < n; i++) {
         /* Box-Muller on two counter-based uniforms: thread count does not matter. */
-        double u1 = 1.0 - ts_model_u01(key, 2 * (uint64_t)i), u2 = ts_model_u01(key, 2 * (uint64_t)i + 1);
+        double u1 = 1.0 - ts_u01(key, 2 * (uint64_t)i), u2 = ts_u01(key, 2 * (uint64_t)i + 1);
         out[i] = (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
     }
 }
 
 void ts_model_random_ids(int32_t *out, int64_t n, int32_t lo, int32_t hi, uint64_t seed) {
-    uint64_t key = ts_model_mix64(seed ^ 0x1D5ull);
+    uint64_t key = ts_mix64(seed ^ 0x1D5ull);
     for (int64_t i = 0; i < n; i++)
-        out[i] = lo + (int32_t)(ts_model_u01(key, (uint64_t)i) * (double)(hi - lo));
+        out[i] = lo + (int32_t)(ts_u01(key, (uint64_t)i) * (double)(hi - lo));
 }
 
 /* Each parameter draws from its own stream, keyed by the seed and its name, so
@@ -233,7 +233,7 @@ void ts_model_random_ids(int32_t *out, int64_t n, int32_t lo, int32_t hi, uint64
 static uint64_t name_key(uint64_t seed, const char *name) {
     uint64_t h = 1469598103934665603ull; // FNV-1a
     for (const unsigned char *s = (const unsigned char *)name; *s; s++) h = (h ^ *s) * 1099511628211ull;
-    return ts_model_mix64(seed ^ h);
+    return ts_mix64(seed ^ h);
 }
 
 static void init_param(float *x, const ts_model_param_info *p, uint64_t seed) {
@@ -246,7 +246,7 @@ static void init_param(float *x, const ts_model_param_info *p, uint64_t seed) {
         uint64_t key = name_key(seed, p->name);
         double s = p->init_scale;
         TS_MODEL_OMP(parallel for schedule(static))
-        for (int64_t i = 0; i < p->numel; i++) x[i] = (float)((2.0 * ts_model_u01(key, (uint64_t)i) - 1.0) * s);
+        for (int64_t i = 0; i < p->numel; i++) x[i] = (float)((2.0 * ts_u01(key, (uint64_t)i) - 1.0) * s);
         break;
     }
     case TS_INIT_NORMAL:

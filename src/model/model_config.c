@@ -205,3 +205,60 @@ ts_status ts_model_config_check(const ts_model_config *c) {
         return ts_fail(TS_ERR_ARG, "shared embeddings need token input and a vocabulary head");
     return ts_model_variants_check(c);
 }
+
+/* ---- names ------------------------------------------------------------------ */
+
+static const char *const arch_words[] = {"encoder", "encoder-decoder", "attention"};
+static const char *const norm_words[] = {"post", "pre"};
+static const char *const pe_words[] = {"sinusoidal", "learned", "none"};
+static const char *const activation_words[] = {"relu", "gelu"};
+static const char *const head_words[] = {"none", "lm", "cls"};
+static const char *const input_words[] = {"tokens", "embedded"};
+#define N_WORDS(a) (int)(sizeof a / sizeof a[0])
+
+static const char *word_of(const char *const *words, int n, int v) { return v >= 0 && v < n ? words[v] : "?"; }
+
+/* The index of word in words, or TS_ERR_ARG listing them. */
+static ts_status index_of(const char *const *words, int n, const char *word, const char *what, int *out) {
+    for (int i = 0; i < n; i++)
+        if (strcmp(word, words[i]) == 0) {
+            *out = i;
+            return TS_OK;
+        }
+    char choices[128] = "";
+    for (int i = 0; i < n; i++) {
+        size_t len = strlen(choices);
+        snprintf(choices + len, sizeof choices - len, "%s%s", i ? ", " : "", words[i]);
+    }
+    return ts_fail(TS_ERR_ARG, "unknown %s '%s' (one of %s)", what, word, choices);
+}
+
+const char *ts_model_arch_name(ts_arch a) { return word_of(arch_words, N_WORDS(arch_words), (int)a); }
+const char *ts_model_norm_name(ts_norm_place n) { return word_of(norm_words, N_WORDS(norm_words), (int)n); }
+const char *ts_model_pe_name(ts_pe_kind p) { return word_of(pe_words, N_WORDS(pe_words), (int)p); }
+const char *ts_model_activation_name(ts_activation a) {
+    return word_of(activation_words, N_WORDS(activation_words), (int)a);
+}
+const char *ts_model_head_name(ts_head_kind h) { return word_of(head_words, N_WORDS(head_words), (int)h); }
+const char *ts_model_input_name(ts_input_kind i) { return word_of(input_words, N_WORDS(input_words), (int)i); }
+
+ts_status ts_model_norm_parse(const char *word, const char *what, ts_norm_place *out) {
+    int i;
+    ts_status st = index_of(norm_words, N_WORDS(norm_words), word, what, &i);
+    if (!st) *out = (ts_norm_place)i;
+    return st;
+}
+
+ts_status ts_model_pe_parse(const char *word, const char *what, ts_pe_kind *out) {
+    int i;
+    ts_status st = index_of(pe_words, N_WORDS(pe_words), word, what, &i);
+    if (!st) *out = (ts_pe_kind)i;
+    return st;
+}
+
+ts_status ts_model_activation_parse(const char *word, const char *what, ts_activation *out) {
+    int i;
+    ts_status st = index_of(activation_words, N_WORDS(activation_words), word, what, &i);
+    if (!st) *out = (ts_activation)i;
+    return st;
+}

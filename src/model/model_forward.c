@@ -141,10 +141,6 @@ static ts_tensor view3(float *data, int64_t a, int64_t b, int64_t c) {
 static float *at(float *p, int64_t n) { return p ? p + n : NULL; }
 static const float *cat(const float *p, int64_t n) { return p ? p + n : NULL; }
 
-static bool is_view_op(ts_op op) {
-    return op == TS_OP_RESHAPE || op == TS_OP_PERMUTE || op == TS_OP_CHUNK || op == TS_OP_PARAM;
-}
-
 /* "prefix.leaf", or leaf alone at the top. */
 static void step_name(char *name, size_t size, const char *prefix, const char *leaf) {
     if (prefix && prefix[0])
@@ -162,10 +158,12 @@ static ts_status emit_like(fwd *f, const char *prefix, const char *leaf, ts_op o
                            bool alias, const ts_tensor *of, float factor) {
     if (f->sum) {
         /* What keeping every value costs: views and like steps a trace
-         * stores as views of values it keeps anyway cost nothing. */
-        bool stored_as_view = alias || is_view_op(op) || (factor != 0.0f && ts_hook_exact_factor(factor));
+         * stores as views of values it keeps anyway cost nothing; nor do
+         * parameters (a norm's gamma and beta: D floats each). */
+        bool costs_nothing = alias || ts_op_is_view(op) || op == TS_OP_PARAM ||
+                    (factor != 0.0f && ts_hook_exact_factor(factor));
         f->sum->steps++;
-        if (!stored_as_view) f->sum->kept_bytes += sizeof(float) * (size_t)ts_tensor_numel(t);
+        if (!costs_nothing) f->sum->kept_bytes += sizeof(float) * (size_t)ts_tensor_numel(t);
     }
     if (!f->hook || !f->hook->fn) return TS_OK;
     char name[2 * TS_MODEL_NAME_MAX];
@@ -251,12 +249,12 @@ static void add(fwd *f, float *out, const float *a, const float *b, int64_t n) {
  * value when hash(seed, k, i) >= p, the same on any number of threads. */
 static void dropout(fwd *f, float *x, int64_t n) {
     if (!f->train || f->c->dropout <= 0.0f) return;
-    uint64_t key = ts_model_mix64(f->c->seed ^ ts_model_mix64(0xD0D0ull + f->m->dropout_calls++));
+    uint64_t key = ts_mix64(f->c->seed ^ ts_mix64(0xD0D0ull + f->m->dropout_calls++));
     if (f->dry) return;
     double p = f->c->dropout;
     float keep = (float)(1.0 / (1.0 - p));
     TS_MODEL_OMP(parallel for num_threads(f->threads) if(f->par) schedule(static))
-    for (int64_t i = 0; i < n; i++) x[i] = ts_model_u01(key, (uint64_t)i) < p ? 0.0f : x[i] * keep;
+    for (int64_t i = 0; i < n; i++) x[i] = ts_u01(key, (uint64_t)i) < p ? 0.0f : x[i] * keep;
 }
 
 /* ---- LayerNorm ----------------------------------------------------------------- */

@@ -53,17 +53,4 @@ void ts_model_unpermuted_concat(float *ctx, float *scratch, int B, int S, int H,
 void ts_model_layernorm_two_dims(float *out, float *y, float *mean, float *stdv, const float *in,
                                  const float *gamma, const float *beta, int B, int S, int D, float eps);
 
-/* A well-mixed 64-bit hash (splitmix64's finaliser). */
-static inline uint64_t ts_model_mix64(uint64_t z) {
-    z += 0x9E3779B97F4A7C15ull;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-/* Uniform in [0, 1) from a key and a counter: the same on any thread count. */
-static inline double ts_model_u01(uint64_t key, uint64_t i) {
-    return (double)(ts_model_mix64(key ^ (i * 0xD1B54A32D192ED03ull)) >> 11) * 0x1.0p-53;
-}
-
 #endif

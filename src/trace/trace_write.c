@@ -839,7 +839,6 @@ static ts_status check_step(ts_trace_writer *w, const char *name, const ts_tenso
     return TS_OK;
 }
 
-static bool is_view_op(ts_op op) { return op == TS_OP_RESHAPE || op == TS_OP_PERMUTE || op == TS_OP_CHUNK; }
 
 /* t with its dims ordered by stride, largest first: the same elements,
  * walked as they lie in memory. A tensor that walks some dim backwards stays
@@ -1126,8 +1125,8 @@ static ts_status write_step(ts_trace_writer *w, const char *name, ts_op op, cons
     /* A ReLU like its input: the values are a view through ReLU, but the
      * statistics of what ReLU left must still be read. */
     bool relu = like && op == TS_OP_RELU && exponent == 0 && !ahead;
-    bool view_op = is_view_op(op) || like;
-    bool unchanged = is_view_op(op) || (like && !relu && exponent == 0 && same_layout(t, &src->t));
+    bool view_op = ts_op_is_view(op) || like;
+    bool unchanged = ts_op_is_view(op) || (like && !relu && exponent == 0 && same_layout(t, &src->t));
     decision d = decide(w, name, t, numel, tag, view_op);
     if (numel > 0 && !t->data) d.stats = d.values = false;
 
@@ -1164,7 +1163,7 @@ static ts_status write_step(ts_trace_writer *w, const char *name, ts_op op, cons
      * value leaves its histogram to the reader, which has the values: one
      * pass less over the model's memory. */
     bool derived = d.stats && like && !relu;
-    const known_stats *same = d.stats && !like && is_view_op(op) ? same_elements(w, t, numel) : NULL;
+    const known_stats *same = d.stats && !like && ts_op_is_view(op) ? same_elements(w, t, numel) : NULL;
     bool hist_known = derived ? src->known.hist : same ? same->hist : false;
     bool hist_later = d.stats && !hist_known && d.values && d.batch < 0;
     bool view_relu = as_view && like && (relu || src->relu);

@@ -4,7 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/model_impl.h"
 
 static const char *const names[TS_TASK_COUNT] = {"copy", "reverse", "sort"};
 
@@ -33,14 +32,14 @@ void ts_task_answer(ts_task_kind kind, const int32_t *src, int S, int32_t *y) {
 
 void ts_task_batch(ts_task_kind kind, int vocab, int B, int S, uint64_t seed, uint64_t index, int32_t *src,
                    int32_t *tgt, int32_t *labels) {
-    uint64_t key = ts_model_mix64(seed ^ ts_model_mix64(0x7A5Cull + index));
+    uint64_t key = ts_mix64(seed ^ ts_mix64(0x7A5Cull + index));
     int32_t y[TS_TASK_MAX_SEQ];
     int T = S - 1;
     for (int b = 0; b < B; b++) {
         int32_t *s = src + (int64_t)b * S;
         s[0] = 1;
         for (int i = 1; i < S; i++)
-            s[i] = 1 + (int32_t)(ts_model_u01(key, (uint64_t)b * S + i) * (double)(vocab - 1));
+            s[i] = 1 + (int32_t)(ts_u01(key, (uint64_t)b * S + i) * (double)(vocab - 1));
         ts_task_answer(kind, s, S, y);
         for (int t = 0; t < T; t++) {
             tgt[(int64_t)b * T + t] = y[t];

@@ -218,7 +218,7 @@ typedef struct fctx {
     const uint8_t *row_pad; // (B, S) padded queries to hide (--mask padding-both, encoder only)
 } fctx;
 
-static uint64_t next_key(fctx *f) { return ts_model_mix64(f->stream + 0x9E37ull * ++f->site); }
+static uint64_t next_key(fctx *f) { return ts_mix64(f->stream + 0x9E37ull * ++f->site); }
 
 static void norm_fwd(fctx *f, tr_norm *n, const float *in, const ts_norm_weights *w, int64_t rows, float eps) {
     ts_bwd_layernorm_forward(n->out, n->mean, n->rstd, in, w->gamma, w->beta, rows, f->D, eps);
@@ -433,7 +433,7 @@ ts_status ts_train_forward(ts_train *tr, const ts_model_input *in, ts_tensor *ou
     fctx f = {tr, c, a, c->batch, c->d_model, c->heads, c->d_model / c->heads, c->ffn, 0, 0, 0, NULL};
     f.p = m->training ? c->dropout : 0.0f;
     a->dropout = f.p;
-    f.stream = ts_model_mix64(c->seed ^ ts_model_mix64(0x7A41ull + tr->forwards++));
+    f.stream = ts_mix64(c->seed ^ ts_mix64(0x7A41ull + tr->forwards++));
     int64_t B = c->batch;
     int S = m->S, T = m->T, D = c->d_model;
     a->src.used = a->tgt.used = false;

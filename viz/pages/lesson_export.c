@@ -88,10 +88,7 @@ static void add_note(ts_lesson_page *p, const char *what) {
 /* "encoder.layers.*.out" with layer L: "encoder.layers.L.out". False when
  * name has no "layers.*". */
 static bool with_layer(char *buf, size_t cap, const char *name, int layer) {
-    const char *at = strstr(name, "layers.*");
-    if (!at) return false;
-    snprintf(buf, cap, "%.*slayers.%d%s", (int)(at - name), name, layer, at + 8);
-    return true;
+    return strstr(name, "layers.*") && ts_name_with_layer(buf, cap, name, layer);
 }
 
 /* The value of the k-th record of a scalar name (k -1: the last), or NAN. */

@@ -429,19 +429,6 @@ bool ts_render_view_from_name(const char *name, ts_render_view *out) {
     return false;
 }
 
-ts_render_view ts_render_view_for_tag(ts_tag tag) {
-    switch (tag) {
-    case TS_TAG_ATTN_SCORES:
-    case TS_TAG_ATTN_WEIGHTS: return TS_RENDER_VIEW_GRID;
-    case TS_TAG_POSENC: return TS_RENDER_VIEW_CURVES;
-    case TS_TAG_NORM_STAT:
-    case TS_TAG_NORM_IN:
-    case TS_TAG_NORM_OUT: return TS_RENDER_VIEW_STATS;
-    case TS_TAG_SCALAR: return TS_RENDER_VIEW_CURVES;
-    default: return TS_RENDER_VIEW_HEATMAP;
-    }
-}
-
 /* ---- colour bar, hatching, histogram ------------------------------------- */
 
 #define BAR_W 14.0

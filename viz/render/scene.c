@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "tscope/core.h"
+#include "tscope/model.h"
 
 #define MAX_SERIES 16
 #define MAX_SHAPE_STEPS 160
@@ -73,24 +74,6 @@ static const char *trace_name(const ts_scene *s) { return s->rq.trace_path ? s->
 static bool ends_with(const char *s, const char *suffix) {
     size_t n = strlen(s), k = strlen(suffix);
     return n >= k && strcmp(s + n - k, suffix) == 0;
-}
-
-/* The layer number in "…layers.3.…", or -1. */
-static int layer_of(const char *name) {
-    const char *p = strstr(name, "layers.");
-    if (!p) return TS_OK;
-    return atoi(p + 7);
-}
-
-/* name with its layer number replaced by `layer` (into buf). */
-static bool with_layer(char *buf, size_t size, const char *name, int layer) {
-    const char *p = strstr(name, "layers.");
-    if (!p) return false;
-    const char *digits = p + 7, *rest = digits;
-    while (*rest >= '0' && *rest <= '9') rest++;
-    if (rest == digits) return false;
-    snprintf(buf, size, "%.*s%d%s", (int)(digits - name), name, layer, rest);
-    return true;
 }
 
 /* The three step names closest to `name`, comma separated. */
@@ -157,13 +140,15 @@ static const char *pe_formula(ts_trace *t) {
     cJSON *root = cJSON_Parse(ts_trace_metadata(t));
     const cJSON *cfg = cJSON_GetObjectItemCaseSensitive(root, "config");
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(cfg, "pe_variant");
-    const char *f = "PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(\xe2\x80\xa6)";
-    if (cJSON_IsString(v) && strcmp(v->valuestring, "seed001-odd-exponent") == 0)
-        f = "seed 001's class: PE(pos, 2i+1) = cos(pos / 10000^((2i+1)/d)), odd exponent";
-    else if (cJSON_IsString(v) && strcmp(v->valuestring, "seed001-sin-only") == 0)
-        f = "seed 001's first try: PE(pos, j) = sin(pos / 10000^(j/d)) for every column j";
+    ts_pe_variant variant = TS_PE_PAPER;
+    if (cJSON_IsString(v) && ts_model_pe_variant_parse(v->valuestring, &variant) != TS_OK) variant = TS_PE_PAPER;
     cJSON_Delete(root);
-    return f;
+    switch (variant) {
+    case TS_PE_SEED001_ODD_EXPONENT: return "seed 001's class: PE(pos, 2i+1) = cos(pos / 10000^((2i+1)/d)), odd exponent";
+    case TS_PE_SEED001_SIN_ONLY: return "seed 001's first try: PE(pos, j) = sin(pos / 10000^(j/d)) for every column j";
+    case TS_PE_PAPER: break;
+    }
+    return "PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(\xe2\x80\xa6)";
 }
 
 /* The error for a step that kept no values, naming what to re-run with. */
@@ -340,7 +325,7 @@ static ts_status build_attention_head(ts_scene *job, int64_t i) {
     char shape[TS_SHAPE_TEXT_MAX];
     shape_text(shape, sizeof shape, s);
     snprintf(p->title, sizeof p->title, "%s", s->name);
-    int layer = layer_of(s->name);
+    int layer = ts_name_layer(s->name);
     char lay[32] = "";
     if (layer >= 0) snprintf(lay, sizeof lay, "layer %d \xc2\xb7 ", layer);
     snprintf(p->subtitle, sizeof p->subtitle, "%shead %d of %d \xc2\xb7 batch %d \xc2\xb7 %s %s (B, H, Sq, Sk)", lay,
@@ -373,7 +358,7 @@ static ts_status build_attention_grid(ts_scene *job, int64_t i) {
     char shape[TS_SHAPE_TEXT_MAX];
     shape_text(shape, sizeof shape, s);
     snprintf(p->title, sizeof p->title, "%s", s->name);
-    int layer = layer_of(s->name);
+    int layer = ts_name_layer(s->name);
     char lay[32] = "";
     if (layer >= 0) snprintf(lay, sizeof lay, " of layer %d", layer);
     snprintf(p->subtitle, sizeof p->subtitle, "all %d heads%s \xc2\xb7 batch %d \xc2\xb7 %s %s \xc2\xb7 one colour scale",
@@ -392,19 +377,18 @@ static ts_status build_attention_grid(ts_scene *job, int64_t i) {
 static ts_status build_overview(ts_scene *job, int64_t i) {
     ts_scene *p = job;
     const ts_trace_step *s = ts_trace_step_at(job->t, i);
-    if (layer_of(s->name) < 0) return ts_fail(TS_ERR_ARG, "--view overview needs a step inside a layer ('…layers.N.…'), not %s", s->name);
+    if (ts_name_layer(s->name) < 0) return ts_fail(TS_ERR_ARG, "--view overview needs a step inside a layer ('…layers.N.…'), not %s", s->name);
     char glob[300];
-    with_layer(glob, sizeof glob, s->name, 0);
+    ts_name_with_layer(glob, sizeof glob, s->name, 0);
     /* The glob for the re-run hint: every layer of this step. */
     char all_layers[300];
-    const char *at = strstr(s->name, "layers.");
-    const char *rest = at + 7;
-    while (*rest >= '0' && *rest <= '9') rest++;
-    snprintf(all_layers, sizeof all_layers, "%.*s*%s", (int)(at + 7 - s->name), s->name, rest);
+    size_t end = ts_name_layer_prefix(s->name), start = end;
+    while (start > 0 && s->name[start - 1] >= '0' && s->name[start - 1] <= '9') start--;
+    snprintf(all_layers, sizeof all_layers, "%.*s*%s", (int)start, s->name, s->name + end);
     int heads = 0, layers = 0;
     for (int l = 0;; l++) {
         char name[300];
-        with_layer(name, sizeof name, s->name, l);
+        ts_name_with_layer(name, sizeof name, s->name, l);
         int64_t k = find_occurrence(job->t, name, job->rq.occurrence); /* a training trace: the record asked for */
         if (k < 0) break;
         ts_tensor t;

@@ -89,19 +89,6 @@ static void intern_free(intern *in) { free(in->slot); }
 
 /* ---- names ------------------------------------------------------------------ */
 
-/* Length of the layer prefix of name ("encoder.layers.3" of
- * "encoder.layers.3.self_attn.q"), 0 when the name is in no layer. */
-static size_t layer_prefix(const char *name) {
-    for (const char *p = strstr(name, "layers."); p; p = strstr(p + 1, "layers.")) {
-        if (p != name && p[-1] != '.') continue;
-        const char *d = p + 7;
-        if (*d < '0' || *d > '9') continue;
-        while (*d >= '0' && *d <= '9') d++;
-        if (*d == '\0' || *d == '.') return (size_t)(d - name);
-    }
-    return 0;
-}
-
 /* Length of the module prefix: the name without its last component. */
 static size_t module_prefix(const char *name) {
     const char *dot = strrchr(name, '.');
@@ -123,7 +110,7 @@ static ts_status assign_tree(ts_view_steps *s) {
         ts_view_entry *e = &s->entry[i];
         if (!e->name) e->name = "";
         st = intern_get(&mods, e->name, module_prefix(e->name), &e->module);
-        size_t lp = layer_prefix(e->name);
+        size_t lp = ts_name_layer_prefix(e->name);
         e->layer = -1;
         if (st == TS_OK && lp) st = intern_get(&layers, e->name, lp, &e->layer);
     }

@@ -109,24 +109,6 @@ ts_status ts_window_screenshot(ts_window *w, const ts_window_client *c, const ch
     return s;
 }
 
-ts_view_key ts_window_key(SDL_Keycode k) {
-    switch (k) {
-    case SDLK_LEFT: return TS_VIEW_KEY_LEFT;
-    case SDLK_RIGHT: return TS_VIEW_KEY_RIGHT;
-    case SDLK_UP: return TS_VIEW_KEY_UP;
-    case SDLK_DOWN: return TS_VIEW_KEY_DOWN;
-    case SDLK_PAGEUP: return TS_VIEW_KEY_PGUP;
-    case SDLK_PAGEDOWN: return TS_VIEW_KEY_PGDN;
-    case SDLK_HOME: return TS_VIEW_KEY_HOME;
-    case SDLK_END: return TS_VIEW_KEY_END;
-    case SDLK_RETURN:
-    case SDLK_KP_ENTER: return TS_VIEW_KEY_ENTER;
-    case SDLK_ESCAPE: return TS_VIEW_KEY_ESCAPE;
-    case SDLK_BACKSPACE: return TS_VIEW_KEY_BACKSPACE;
-    default: return TS_VIEW_KEY_NONE;
-    }
-}
-
 ts_status ts_window_loop(ts_window *w, const ts_window_client *c) {
     bool dirty = true;
     while (!c->quit(c->ctx)) {
