@@ -278,12 +278,12 @@ static void auto_scale_follows_the_sign(void **state) {
 static void stats_and_histogram_count_everything(void **state) {
     (void)state;
     float v[8] = {0, 1, 2, 3, NAN, INFINITY, -INFINITY, 0};
-    ts_render_stats s;
-    ts_render_stats_compute(&s, v, 8);
-    assert_int_equal(s.count, 8);
-    assert_int_equal(s.n_nan, 1);
-    assert_int_equal(s.n_inf, 2);
-    assert_int_equal(s.n_zero, 2);
+    ts_trace_stats s;
+    ts_trace_stats_compute(&s, v, 8);
+    assert_int_equal(s.finite + s.nan + s.inf, 8);
+    assert_int_equal(s.nan, 1);
+    assert_int_equal(s.inf, 2);
+    assert_int_equal(s.zeros, 2);
     assert_float_equal(s.mean, 1.2, 1e-12);
     assert_float_equal(s.min, 0, 0);
     assert_float_equal(s.max, 3, 0);

@@ -1,6 +1,7 @@
 /* Tensor views: reshape, permute, chunk, contiguous, shape text, and the
- * errors a learner sees when shapes do not fit. Expected values are written out
- * by hand from what PyTorch does with the same calls. */
+ * errors a learner sees when shapes do not fit; the layer in a step's name.
+ * Expected values are written out by hand from what PyTorch does with the
+ * same calls. */
 #include <string.h>
 
 #include "check.h"
@@ -155,8 +156,28 @@ static void arena_aligns_and_runs_out(void **state) {
     ts_arena_free(&arena);
 }
 
+static void layer_names_parse_whole_components(void **state) {
+    (void)state;
+    assert_int_equal(ts_name_layer("encoder.layers.3.self_attn.q"), 3);
+    assert_int_equal(ts_name_layer("layers.12"), 12);
+    assert_int_equal(ts_name_layer("embed.out"), -1);
+    assert_int_equal(ts_name_layer("encoder.layers.*.out"), -1);
+    assert_int_equal(ts_name_layer("mylayers.2.out"), -1);   /* not a whole component */
+    assert_int_equal(ts_name_layer("encoder.layers.2x.out"), -1);
+    assert_int_equal((int)ts_name_layer_prefix("decoder.layers.10.cross_attn.k"), (int)strlen("decoder.layers.10"));
+    assert_int_equal((int)ts_name_layer_prefix("logits"), 0);
+    char buf[64];
+    assert_true(ts_name_with_layer(buf, sizeof buf, "encoder.layers.3.out", 11));
+    assert_string_equal(buf, "encoder.layers.11.out");
+    assert_true(ts_name_with_layer(buf, sizeof buf, "encoder.layers.*.norm1.out", 0));
+    assert_string_equal(buf, "encoder.layers.0.norm1.out");
+    assert_false(ts_name_with_layer(buf, sizeof buf, "embed.pe", 1));
+    assert_false(ts_name_with_layer(buf, 8, "encoder.layers.3.out", 1)); /* does not fit */
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(layer_names_parse_whole_components),
         cmocka_unit_test_setup(reshape_contiguous_is_a_view, setup),
         cmocka_unit_test_setup(reshape_wrong_count_explains, setup),
         cmocka_unit_test_setup(reshape_after_permute_needs_contiguous, setup),

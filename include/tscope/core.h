@@ -44,6 +44,31 @@ void ts_clear_error(void);
 /* A short name for a status: "shape error", "i/o error", ... */
 const char *ts_status_str(ts_status s);
 
+/* A first failure kept so that later calls can replay it: writers whose
+ * caller checks once, at the end. */
+typedef struct ts_sticky {
+    ts_status status; /* TS_OK while all is well */
+    char message[512];
+} ts_sticky;
+
+/* Keep this failure unless one is kept already; returns the kept one, with
+ * its message as the last error. */
+ts_status ts_sticky_fail(ts_sticky *e, ts_status s, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+/* TS_OK, or the kept failure again. */
+ts_status ts_sticky_replay(const ts_sticky *e);
+
+/* Return the status of expr from the calling function when it failed. */
+#define TS_TRY(expr)                      \
+    do {                                  \
+        ts_status ts_try_ = (expr);       \
+        if (ts_try_ != TS_OK) return ts_try_; \
+    } while (0)
+
 /* arena: one block of memory carved into 64-byte aligned pieces.
  *
  * Activations for a whole forward pass come from one arena sized up front, so
@@ -109,6 +134,13 @@ ts_status ts_tensor_alloc(ts_tensor *out, ts_arena *arena, int rank, const int64
 
 int64_t ts_tensor_numel(const ts_tensor *t);
 bool ts_tensor_is_contiguous(const ts_tensor *t);
+
+/* Hand t's elements to fn in row-major order, in runs of consecutive
+ * floats: all at once when t is contiguous, else each innermost row
+ * gathered into a buffer, a few thousand floats at a time. The first
+ * non-OK status fn returns stops the walk and is returned. */
+typedef ts_status (*ts_tensor_run_fn)(void *ctx, const float *run, int64_t n);
+ts_status ts_tensor_each_run(const ts_tensor *t, ts_tensor_run_fn fn, void *ctx);
 bool ts_tensor_same_shape(const ts_tensor *a, const ts_tensor *b);
 
 /* Element at a multi-index (rank entries); for tests and tools, not hot loops. */
@@ -155,6 +187,10 @@ char *ts_tensor_shape_str(char *buf, size_t size, const ts_tensor *t, ts_shape_s
 /* Levenshtein distance between a and b; a large number when either is longer
  * than 255 bytes (names that long are never a typo of each other). */
 int ts_text_edit_distance(const char *a, const char *b);
+
+/* Whether the len bytes of word are one of the '|'-separated choices
+ * ("post|pre"). */
+bool ts_text_in_choices(const char *choices, const char *word, size_t len);
 
 /* "1.50 GB", "12.3 MB", "4.0 KB" into buf; returns buf. */
 char *ts_text_bytes(char *buf, size_t size, uint64_t n);

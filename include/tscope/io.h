@@ -27,8 +27,7 @@ typedef struct ts_outfile {
     char *path;      /* final name (owned) */
     char *tmp_path;  /* temporary name (owned) */
     uint64_t offset; /* bytes written so far = where the next write lands */
-    ts_status status; /* first failure, TS_OK while all is well */
-    char error[512];  /* its message, replayed by later calls */
+    ts_sticky err;    /* the first failure, replayed by later calls */
 } ts_outfile;
 
 /* Create the temporary file next to path. */
@@ -217,7 +216,7 @@ ts_status ts_safetensors_write(const char *path, int n, const char *const *names
 
 /* model_load: a model's weights and inputs from files (--load, --input, --target).
  *
- * The model never knows about files (design.md); this module sits between:
+ * The model never knows about files (docs/architecture.md); this module sits between:
  * it reads checkpoints with safetensors.h and arrays with npy.h and hands the
  * model tensors in PyTorch's layout, with messages that name the file.
  */

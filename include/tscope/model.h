@@ -14,7 +14,7 @@
  * each step before its buffer is reused; a hook that wants to keep values
  * copies them.
  *
- * Trace names (stable; see design.md "Trace names"), for an encoder layer i:
+ * Trace names (stable; docs/model.md lists them all), for an encoder layer i:
  *   encoder.layers.{i}.self_attn.{qkv, qkv_heads, qkv_perm, q, k, v, scores,
  *       scaled, masked, values, weights, values_perm, concat, out}
  *   encoder.layers.{i}.norm1.{in, mean, std, y, gamma, beta, out}

@@ -117,13 +117,6 @@ void ts_render_hist_compute(ts_render_hist *h, const float *values, int64_t n, i
                             int n_bins, double lo, double hi);
 
 /* Summary statistics of a tensor, as the trace stores them. */
-typedef struct ts_render_stats {
-    double min, max, mean, std, mean_abs; /* over finite values */
-    int64_t count, n_nan, n_inf, n_zero;
-} ts_render_stats;
-
-void ts_render_stats_compute(ts_render_stats *s, const float *values, int64_t n);
-
 /* ---- interaction ------------------------------------------------------ */
 
 /* What the viewer controls. A zeroed struct (or NULL) shows everything and
@@ -266,7 +259,7 @@ typedef struct ts_render_tensor_view {
     const char *title;
     const char *subtitle; /* shape, op, which slice */
     const char *row_axis, *col_axis;
-    const ts_render_stats *stats; /* optional */
+    const ts_trace_stats *stats; /* optional (ts_trace_stats_compute) */
     const ts_render_hist *hist;   /* optional */
     bool fixed_scale;
     ts_render_scale scale;

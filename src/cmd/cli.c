@@ -1,3 +1,4 @@
+/* cli: flag tables parsed, checked and printed for every command (cli.h). */
 #include "cli.h"
 
 #include <errno.h>
@@ -6,6 +7,8 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "tscope/core.h"
 
 int ts_cli_error(const char *command, const char *fmt, ...) {
     va_list ap;
@@ -89,18 +92,6 @@ static const ts_flag *find_flag(const ts_cli_spec *spec, const char *name, size_
     return NULL;
 }
 
-static bool choice_allowed(const char *choices, const char *value) {
-    size_t len = strlen(value);
-    for (const char *c = choices; *c;) {
-        const char *bar = strchr(c, '|');
-        size_t n = bar ? (size_t)(bar - c) : strlen(c);
-        if (n == len && strncmp(c, value, n) == 0) return true;
-        if (!bar) break;
-        c = bar + 1;
-    }
-    return false;
-}
-
 /* Store `text` as the flag's value; returns -1 on success or an exit code. */
 static int store_value(const ts_cli_spec *spec, const ts_flag *f, const char *text) {
     char *end = NULL;
@@ -121,7 +112,7 @@ static int store_value(const ts_cli_spec *spec, const ts_flag *f, const char *te
         break;
     }
     case TS_FLAG_CHOICE:
-        if (!choice_allowed(f->choices, text))
+        if (!ts_text_in_choices(f->choices, text, strlen(text)))
             return value_error(spec, "%s expects one of %s, not '%s'", f->name, f->choices, text);
         *(const char **)f->value = text;
         break;

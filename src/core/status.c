@@ -33,3 +33,18 @@ const char *ts_status_str(ts_status s) {
     if ((unsigned)s >= TS_STATUS_COUNT) return "unknown status";
     return status_names[s];
 }
+
+ts_status ts_sticky_fail(ts_sticky *e, ts_status s, const char *fmt, ...) {
+    if (e->status == TS_OK) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(e->message, sizeof e->message, fmt, ap);
+        va_end(ap);
+        e->status = s;
+    }
+    return ts_sticky_replay(e);
+}
+
+ts_status ts_sticky_replay(const ts_sticky *e) {
+    return e->status ? ts_fail(e->status, "%s", e->message) : TS_OK;
+}

@@ -317,3 +317,29 @@ char *ts_shape_format(char *buf, size_t size, int rank, const int64_t *shape, ts
 char *ts_tensor_shape_str(char *buf, size_t size, const ts_tensor *t, ts_shape_style style) {
     return ts_shape_format(buf, size, t->rank, t->shape, style);
 }
+
+ts_status ts_tensor_each_run(const ts_tensor *t, ts_tensor_run_fn fn, void *ctx) {
+    int64_t n = ts_tensor_numel(t);
+    if (n == 0) return TS_OK;
+    if (ts_tensor_is_contiguous(t)) return fn(ctx, t->data, n);
+    enum { CHUNK = 4096 };
+    float buf[CHUNK];
+    int last = t->rank - 1;
+    int64_t row = t->shape[last], inner = t->stride[last];
+    int64_t index[TS_MAX_RANK] = {0};
+    for (int64_t done = 0; done < n; done += row) {
+        int64_t base = 0;
+        for (int i = 0; i < last; i++) base += index[i] * t->stride[i];
+        for (int64_t j = 0; j < row; j += CHUNK) {
+            int64_t m = row - j < CHUNK ? row - j : CHUNK;
+            for (int64_t k = 0; k < m; k++) buf[k] = t->data[base + (j + k) * inner];
+            ts_status st = fn(ctx, buf, m);
+            if (st) return st;
+        }
+        for (int i = last - 1; i >= 0; i--) {
+            if (++index[i] < t->shape[i]) break;
+            index[i] = 0;
+        }
+    }
+    return TS_OK;
+}

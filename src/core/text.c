@@ -76,3 +76,14 @@ char *ts_text_buf_take(ts_text_buf *b) {
     memset(b, 0, sizeof *b);
     return s;
 }
+
+bool ts_text_in_choices(const char *choices, const char *word, size_t len) {
+    for (const char *c = choices; *c;) {
+        const char *bar = strchr(c, '|');
+        size_t n = bar ? (size_t)(bar - c) : strlen(c);
+        if (n == len && strncmp(c, word, n) == 0) return true;
+        if (!bar) break;
+        c = bar + 1;
+    }
+    return false;
+}

@@ -105,29 +105,15 @@ void ts_npz_abort(ts_npz *z) {
 
 /* ---- writing a member ------------------------------------------------------ */
 
+static ts_status crc_run(void *ctx, const float *run, int64_t n) {
+    uint32_t *crc = ctx;
+    *crc = (uint32_t)crc32_z(*crc, (const Bytef *)run, (size_t)n * sizeof(float));
+    return TS_OK;
+}
+
 /* CRC-32 of t's float32 bytes in row-major order (t may be strided). */
 static uint32_t tensor_crc(uint32_t crc, const ts_tensor *t) {
-    int64_t n = ts_tensor_numel(t);
-    if (n == 0) return crc;
-    if (ts_tensor_is_contiguous(t)) return (uint32_t)crc32_z(crc, (const Bytef *)t->data, (size_t)n * sizeof(float));
-    enum { CHUNK = 4096 };
-    float buf[CHUNK];
-    int last = t->rank - 1;
-    int64_t row = t->shape[last];
-    int64_t index[TS_MAX_RANK] = {0};
-    for (int64_t done = 0; done < n; done += row) {
-        int64_t base = 0;
-        for (int i = 0; i < last; i++) base += index[i] * t->stride[i];
-        for (int64_t j = 0; j < row; j += CHUNK) {
-            int64_t m = row - j < CHUNK ? row - j : CHUNK;
-            for (int64_t k = 0; k < m; k++) buf[k] = t->data[base + (j + k) * t->stride[last]];
-            crc = (uint32_t)crc32_z(crc, (const Bytef *)buf, (size_t)m * sizeof(float));
-        }
-        for (int i = last - 1; i >= 0; i--) {
-            if (++index[i] < t->shape[i]) break;
-            index[i] = 0;
-        }
-    }
+    ts_tensor_each_run(t, crc_run, &crc);
     return crc;
 }
 
@@ -149,7 +135,7 @@ static ts_status check_name(const ts_npz *z, const char *name) {
 }
 
 ts_status ts_npz_add(ts_npz *z, const char *name, const ts_tensor *t) {
-    if (z->out.status) return ts_outfile_write(&z->out, NULL, 0); /* replay the first error */
+    if (z->out.err.status) return ts_outfile_write(&z->out, NULL, 0); /* replay the first error */
     ts_status st = check_name(z, name);
     if (st) return st;
     if (t->rank < 0 || t->rank > TS_MAX_RANK || (!t->data && ts_tensor_numel(t) > 0))
@@ -284,7 +270,7 @@ static void write_end(ts_npz *z, uint64_t cd_offset, uint64_t cd_size) {
 }
 
 ts_status ts_npz_close(ts_npz *z) {
-    if (!z->out.fp && !z->out.status) {
+    if (!z->out.fp && !z->out.err.status) {
         ts_npz_abort(z);
         return ts_fail(TS_ERR_ARG, "ts_npz_close: the archive is not open");
     }

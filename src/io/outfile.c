@@ -12,25 +12,8 @@
 #endif
 
 /* Record the first failure and replay it on every later call. */
-static ts_status sticky_fail(ts_outfile *o, ts_status s, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 3, 4)))
-#endif
-    ;
-
-static ts_status sticky_fail(ts_outfile *o, ts_status s, const char *fmt, ...) {
-    if (o->status == TS_OK) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(o->error, sizeof o->error, fmt, ap);
-        va_end(ap);
-        o->status = s;
-    }
-    return ts_fail(o->status, "%s", o->error);
-}
-
 static ts_status replay(ts_outfile *o) {
-    if (o->status) return ts_fail(o->status, "%s", o->error);
+    if (o->err.status) return ts_sticky_replay(&o->err);
     if (!o->fp) return ts_fail(TS_ERR_ARG, "%s: the file is already closed", o->path ? o->path : "?");
     return TS_OK;
 }
@@ -79,48 +62,29 @@ ts_status ts_outfile_write(ts_outfile *o, const void *buf, size_t n) {
     ts_status st = replay(o);
     if (st) return st;
     if (n && fwrite(buf, 1, n, o->fp) != n)
-        return sticky_fail(o, TS_ERR_IO, "cannot write %s: %s", o->path, strerror(errno));
+        return ts_sticky_fail(&o->err, TS_ERR_IO, "cannot write %s: %s", o->path, strerror(errno));
     o->offset += n;
     return TS_OK;
 }
 
-ts_status ts_outfile_write_tensor(ts_outfile *o, const ts_tensor *t) {
-    int64_t n = ts_tensor_numel(t);
-    if (n == 0) return replay(o);
-    if (ts_tensor_is_contiguous(t)) return ts_outfile_write(o, t->data, (size_t)n * sizeof(float));
+static ts_status write_run(void *ctx, const float *run, int64_t n) {
+    return ts_outfile_write(ctx, run, (size_t)n * sizeof(float));
+}
 
-    /* Strided: gather each innermost row, then write it. */
-    enum { CHUNK = 4096 };
-    float buf[CHUNK];
-    int last = t->rank - 1;
-    int64_t row = t->shape[last], inner = t->stride[last];
-    int64_t index[TS_MAX_RANK] = {0};
-    for (int64_t done = 0; done < n; done += row) {
-        int64_t base = 0;
-        for (int i = 0; i < last; i++) base += index[i] * t->stride[i];
-        for (int64_t j = 0; j < row; j += CHUNK) {
-            int64_t m = row - j < CHUNK ? row - j : CHUNK;
-            for (int64_t k = 0; k < m; k++) buf[k] = t->data[base + (j + k) * inner];
-            ts_status st = ts_outfile_write(o, buf, (size_t)m * sizeof(float));
-            if (st) return st;
-        }
-        for (int i = last - 1; i >= 0; i--) {
-            if (++index[i] < t->shape[i]) break;
-            index[i] = 0;
-        }
-    }
-    return TS_OK;
+ts_status ts_outfile_write_tensor(ts_outfile *o, const ts_tensor *t) {
+    if (ts_tensor_numel(t) == 0) return replay(o);
+    return ts_tensor_each_run(t, write_run, o);
 }
 
 ts_status ts_outfile_commit(ts_outfile *o) {
     ts_status st = replay(o);
     if (st == TS_OK && (fflush(o->fp) != 0 || fsync(fileno(o->fp)) != 0))
-        st = sticky_fail(o, TS_ERR_IO, "cannot write %s: %s", o->path, strerror(errno));
+        st = ts_sticky_fail(&o->err, TS_ERR_IO, "cannot write %s: %s", o->path, strerror(errno));
     if (o->fp && fclose(o->fp) != 0 && st == TS_OK)
-        st = sticky_fail(o, TS_ERR_IO, "cannot write %s: %s", o->path, strerror(errno));
+        st = ts_sticky_fail(&o->err, TS_ERR_IO, "cannot write %s: %s", o->path, strerror(errno));
     o->fp = NULL;
     if (st == TS_OK && rename(o->tmp_path, o->path) != 0)
-        st = sticky_fail(o, TS_ERR_IO, "cannot rename %s to %s: %s", o->tmp_path, o->path,
+        st = ts_sticky_fail(&o->err, TS_ERR_IO, "cannot rename %s to %s: %s", o->tmp_path, o->path,
                          strerror(errno));
     if (st && o->tmp_path) unlink(o->tmp_path);
     release(o);

@@ -1,6 +1,6 @@
 #include "tscope/io.h"
 
-#include <cJSON.h>
+#include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <float.h>

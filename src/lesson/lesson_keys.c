@@ -113,17 +113,6 @@ static const char *nearest_key(const keydef *defs, int n, const char *key) {
     return best;
 }
 
-static bool in_choices(const char *choices, const char *v, size_t len) {
-    for (const char *c = choices; *c;) {
-        const char *bar = strchr(c, '|');
-        size_t n = bar ? (size_t)(bar - c) : strlen(c);
-        if (n == len && strncmp(c, v, n) == 0) return true;
-        if (!bar) break;
-        c = bar + 1;
-    }
-    return false;
-}
-
 static bool parse_long(const char *v, long *out) {
     char *end;
     errno = 0;
@@ -262,7 +251,7 @@ static ts_status check_value(parser *p, const keydef *d, int line, const char *v
         return TS_OK;
     }
     case V_CHOICE:
-        if (!in_choices(d->choices, v, strlen(v)))
+        if (!ts_text_in_choices(d->choices, v, strlen(v)))
             return lp_fail_line(p, line, "unknown %s '%s' (one of %s)", d->key, v, d->choices);
         return TS_OK;
     case V_WORDS: {
@@ -271,7 +260,7 @@ static ts_status check_value(parser *p, const keydef *d, int line, const char *v
             while (i < n && v[i] == ' ') i++;
             size_t j = i;
             while (j < n && v[j] != ' ') j++;
-            if (j > i && !in_choices(d->choices, v + i, j - i))
+            if (j > i && !ts_text_in_choices(d->choices, v + i, j - i))
                 return lp_fail_line(p, line, "unknown %s '%.*s' (any of %s, separated by spaces)", d->key,
                                  (int)(j - i), v + i, d->choices);
             i = j;

@@ -111,12 +111,6 @@ typedef struct fwd {
     const float *row_mask; // (B, S) -inf at pad queries while the encoder runs with mask padding-both
 } fwd;
 
-#define TRY(expr)                        \
-    do {                                 \
-        ts_status st_ = (expr);          \
-        if (st_ != TS_OK) return st_;    \
-    } while (0)
-
 /* A view of `data` (NULL in a dry run) with the given shape; row-major unless
  * strides are given. Built by hand so a dry run does no pointer arithmetic. */
 static ts_tensor view(float *data, int rank, const int64_t *shape, const int64_t *stride) {
@@ -268,23 +262,23 @@ static ts_status norm_two_dims(fwd *f, const char *prefix, const char *param_pre
     int64_t B = f->B, D = f->D;
     ts_model_acts *a = f->a;
     ts_tensor t = view3((float *)in, B, S, D);
-    TRY(emit(f, prefix, "in", in_op, &t, TS_TAG_NORM_IN, in_alias));
+    TS_TRY(emit(f, prefix, "in", in_op, &t, TS_TAG_NORM_IN, in_alias));
     float *y = f->watch ? a->big : NULL; // a norm's input never lives in big
     if (!f->dry) ts_model_layernorm_two_dims(out, y, a->mean, a->std, in, w->gamma, w->beta, (int)B, S, (int)D, eps);
     if (f->watch) {
         t = view3(a->mean, 1, S, 1);
-        TRY(emit(f, prefix, "mean", TS_OP_MEAN, &t, TS_TAG_NORM_STAT, false));
+        TS_TRY(emit(f, prefix, "mean", TS_OP_MEAN, &t, TS_TAG_NORM_STAT, false));
         t = view3(a->std, 1, S, 1);
-        TRY(emit(f, prefix, "std", TS_OP_STD, &t, TS_TAG_NORM_STAT, false));
+        TS_TRY(emit(f, prefix, "std", TS_OP_STD, &t, TS_TAG_NORM_STAT, false));
         t = view3(y, B, S, D);
-        TRY(emit(f, prefix, "y", TS_OP_LAYERNORM, &t, TS_TAG_PLAIN, false));
+        TS_TRY(emit(f, prefix, "y", TS_OP_LAYERNORM, &t, TS_TAG_PLAIN, false));
         t = view(w->gamma, 2, (int64_t[]){B, D}, (int64_t[]){0, 1});
-        TRY(emit(f, prefix, "gamma", TS_OP_PARAM, &t, TS_TAG_PARAM, false));
+        TS_TRY(emit(f, prefix, "gamma", TS_OP_PARAM, &t, TS_TAG_PARAM, false));
         t = view(w->beta, 2, (int64_t[]){B, D}, (int64_t[]){0, 1});
-        TRY(emit(f, prefix, "beta", TS_OP_PARAM, &t, TS_TAG_PARAM, false));
+        TS_TRY(emit(f, prefix, "beta", TS_OP_PARAM, &t, TS_TAG_PARAM, false));
     }
     t = view3(out, B, S, D);
-    TRY(emit(f, prefix, "out", TS_OP_LAYERNORM, &t, TS_TAG_NORM_OUT, false));
+    TS_TRY(emit(f, prefix, "out", TS_OP_LAYERNORM, &t, TS_TAG_NORM_OUT, false));
     return module_done(f, prefix, param_prefix, &t, flops0);
 }
 
@@ -307,7 +301,7 @@ static ts_status norm(fwd *f, const char *prefix, const char *param_prefix, cons
     int64_t B = f->B, D = f->D, rows = B * S;
     ts_model_acts *a = f->a;
     ts_tensor tin = view3((float *)in, B, S, D);
-    TRY(emit(f, prefix, "in", in_op, &tin, TS_TAG_NORM_IN, in_alias));
+    TS_TRY(emit(f, prefix, "in", in_op, &tin, TS_TAG_NORM_IN, in_alias));
     /* In place goes through the scratch area: the kernel reads a row while it writes. */
     float *dst = in == out ? a->big : out;
     if (!f->dry) ts_layernorm(dst, a->mean, a->rstd, in, w->gamma, w->beta, rows, (int)D, eps);
@@ -321,24 +315,24 @@ static ts_status norm(fwd *f, const char *prefix, const char *param_prefix, cons
             for (int64_t r = 0; r < rows; r++) a->std[r] = 1.0f / a->rstd[r];
         }
         ts_tensor stat = view3(a->mean, B, S, 1);
-        TRY(emit(f, prefix, "mean", TS_OP_MEAN, &stat, TS_TAG_NORM_STAT, false));
+        TS_TRY(emit(f, prefix, "mean", TS_OP_MEAN, &stat, TS_TAG_NORM_STAT, false));
         stat = view3(a->std, B, S, 1);
-        TRY(emit(f, prefix, "std", TS_OP_STD, &stat, TS_TAG_NORM_STAT, false));
+        TS_TRY(emit(f, prefix, "std", TS_OP_STD, &stat, TS_TAG_NORM_STAT, false));
         ty = view3(y, B, S, D);
-        TRY(emit(f, prefix, "y", TS_OP_LAYERNORM, &ty, TS_TAG_PLAIN, false));
+        TS_TRY(emit(f, prefix, "y", TS_OP_LAYERNORM, &ty, TS_TAG_PLAIN, false));
         ts_tensor g = view(w->gamma, 1, (int64_t[]){D}, NULL);
-        TRY(emit(f, prefix, "gamma", TS_OP_PARAM, &g, TS_TAG_PARAM, false));
+        TS_TRY(emit(f, prefix, "gamma", TS_OP_PARAM, &g, TS_TAG_PARAM, false));
         g = view(w->beta, 1, (int64_t[]){D}, NULL);
-        TRY(emit(f, prefix, "beta", TS_OP_PARAM, &g, TS_TAG_PARAM, false));
+        TS_TRY(emit(f, prefix, "beta", TS_OP_PARAM, &g, TS_TAG_PARAM, false));
     }
     if (dst != out && !f->dry) memcpy(out, dst, sizeof(float) * (size_t)(rows * D));
     ts_tensor tout = view3(out, B, S, D);
     /* gamma 1 and beta 0 (a LayerNorm that has not learned yet) make out
      * y times one plus zero: y's values, which a hook need not read again. */
     if (f->watch && !f->dry && identity_affine(w, D))
-        TRY(emit_like(f, prefix, "out", TS_OP_LAYERNORM, &tout, TS_TAG_NORM_OUT, false, &ty, 1.0f));
+        TS_TRY(emit_like(f, prefix, "out", TS_OP_LAYERNORM, &tout, TS_TAG_NORM_OUT, false, &ty, 1.0f));
     else
-        TRY(emit(f, prefix, "out", TS_OP_LAYERNORM, &tout, TS_TAG_NORM_OUT, false));
+        TS_TRY(emit(f, prefix, "out", TS_OP_LAYERNORM, &tout, TS_TAG_NORM_OUT, false));
     return module_done(f, prefix, param_prefix, &tout, flops0);
 }
 
@@ -447,19 +441,19 @@ static ts_status sdpa(fwd *f, const char *prefix, const heads_at *q, const heads
         for (int64_t bh = 0; bh < BH; bh++) head_scores(&j, bh, 1.0f);
     }
     if (staged) {
-        TRY(emit(f, prefix, "scores", TS_OP_MATMUL, &tatt, TS_TAG_ATTN_SCORES, false));
+        TS_TRY(emit(f, prefix, "scores", TS_OP_MATMUL, &tatt, TS_TAG_ATTN_SCORES, false));
         /* With no mask to add to them, scaled scores a hook can record from
          * the scores (a trace writer's scaled view) are scaled per head below,
          * in cache, instead of in a pass of their own over all of them. */
         bool scale_later = false;
-        if (!masked) TRY(emit_ahead(f, prefix, "scaled", TS_OP_SCALE, &tatt, TS_TAG_ATTN_SCORES, scale, &scale_later));
+        if (!masked) TS_TRY(emit_ahead(f, prefix, "scaled", TS_OP_SCALE, &tatt, TS_TAG_ATTN_SCORES, scale, &scale_later));
         if (!scale_later) {
             if (!f->dry) ts_scale(att, att, scale, n_att);
-            TRY(emit_like(f, prefix, "scaled", TS_OP_SCALE, &tatt, TS_TAG_ATTN_SCORES, false, NULL, scale));
+            TS_TRY(emit_like(f, prefix, "scaled", TS_OP_SCALE, &tatt, TS_TAG_ATTN_SCORES, false, NULL, scale));
         }
         if (masked) {
             if (!f->dry) apply_mask(f, att, Sq, Sk, key_mask, causal, row_mask);
-            TRY(emit(f, prefix, "masked", TS_OP_MASK, &tatt, TS_TAG_ATTN_SCORES, false));
+            TS_TRY(emit(f, prefix, "masked", TS_OP_MASK, &tatt, TS_TAG_ATTN_SCORES, false));
         }
         if (!f->dry) { /* the mask is in the scores now */
             TS_MODEL_OMP(parallel for num_threads(f->threads) if(f->par) schedule(dynamic, 1) reduction(+:empty))
@@ -473,13 +467,13 @@ static ts_status sdpa(fwd *f, const char *prefix, const heads_at *q, const heads
     f->m->empty_rows += empty;
     heads_at vals = {a->ctx, (int64_t)Sq * D, hd, D};
     ts_tensor tv = heads_view(f, &vals, Sq);
-    TRY(emit(f, prefix, "values", TS_OP_MATMUL, &tv, TS_TAG_HEADS, false));
-    TRY(emit(f, prefix, "weights", TS_OP_SOFTMAX, &tatt, TS_TAG_ATTN_WEIGHTS, false));
+    TS_TRY(emit(f, prefix, "values", TS_OP_MATMUL, &tv, TS_TAG_HEADS, false));
+    TS_TRY(emit(f, prefix, "weights", TS_OP_SOFTMAX, &tatt, TS_TAG_ATTN_WEIGHTS, false));
     if (f->c->variants & TS_VARIANT_SEED000_RESHAPE) { /* no permute back; the q/k/v rows are spent */
         if (!f->dry) ts_model_unpermuted_concat(a->ctx, a->big, B, Sq, H, hd);
     } else {
         ts_tensor perm = view(a->ctx, 4, (int64_t[]){B, Sq, H, hd}, NULL);
-        TRY(emit(f, prefix, "values_perm", TS_OP_PERMUTE, &perm, TS_TAG_PLAIN, false));
+        TS_TRY(emit(f, prefix, "values_perm", TS_OP_PERMUTE, &perm, TS_TAG_PLAIN, false));
     }
     ts_tensor concat = view3(a->ctx, B, Sq, D);
     return emit(f, prefix, "concat", TS_OP_RESHAPE, &concat, TS_TAG_PLAIN, false);
@@ -492,13 +486,13 @@ static ts_status attend_and_project(fwd *f, const char *prefix, const char *para
                                     float *att, const float *key_mask, bool causal, float *out, double flops0) {
     int64_t B = f->B, D = f->D;
     ts_tensor t = heads_view(f, k, Sk);
-    TRY(emit(f, prefix, "k", TS_OP_CHUNK, &t, TS_TAG_HEADS, false));
+    TS_TRY(emit(f, prefix, "k", TS_OP_CHUNK, &t, TS_TAG_HEADS, false));
     t = heads_view(f, v, Sk);
-    TRY(emit(f, prefix, "v", TS_OP_CHUNK, &t, TS_TAG_HEADS, false));
-    TRY(sdpa(f, prefix, q, k, v, Sq, Sk, att, key_mask, causal));
+    TS_TRY(emit(f, prefix, "v", TS_OP_CHUNK, &t, TS_TAG_HEADS, false));
+    TS_TRY(sdpa(f, prefix, q, k, v, Sq, Sk, att, key_mask, causal));
     linear(f, out, f->a->ctx, B * Sq, (int)D, (int)D, w->out_w, w->out_b, (int)D, TS_EPI_BIAS);
     t = view3(out, B, Sq, D);
-    TRY(emit(f, prefix, "out", TS_OP_LINEAR, &t, TS_TAG_PLAIN, false));
+    TS_TRY(emit(f, prefix, "out", TS_OP_LINEAR, &t, TS_TAG_PLAIN, false));
     return module_done(f, prefix, param_prefix, &t, flops0);
 }
 
@@ -512,17 +506,17 @@ static ts_status self_attention(fwd *f, const char *prefix, const char *param_pr
     float *qkv = f->a->big, *att = at(f->a->big, B * S * 3 * D);
     linear(f, qkv, x, B * S, din, (int)(3 * D), w->in_w, w->in_b, din, TS_EPI_BIAS);
     ts_tensor t = view3(qkv, B, S, 3 * D);
-    TRY(emit(f, prefix, "qkv", TS_OP_LINEAR, &t, TS_TAG_PLAIN, false));
+    TS_TRY(emit(f, prefix, "qkv", TS_OP_LINEAR, &t, TS_TAG_PLAIN, false));
     t = view(qkv, 4, (int64_t[]){B, S, H, 3 * hd}, NULL);
-    TRY(emit(f, prefix, "qkv_heads", TS_OP_RESHAPE, &t, TS_TAG_PLAIN, false));
+    TS_TRY(emit(f, prefix, "qkv_heads", TS_OP_RESHAPE, &t, TS_TAG_PLAIN, false));
     heads_at q = {qkv, S * 3 * D, 3 * hd, (int)(3 * D)};
     t = view(qkv, 4, (int64_t[]){B, H, S, 3 * hd}, (int64_t[]){S * 3 * D, 3 * hd, 3 * D, 1});
-    TRY(emit(f, prefix, "qkv_perm", TS_OP_PERMUTE, &t, TS_TAG_HEADS, false));
+    TS_TRY(emit(f, prefix, "qkv_perm", TS_OP_PERMUTE, &t, TS_TAG_HEADS, false));
     heads_at k = q, v = q;
     k.base = cat(qkv, hd);
     v.base = cat(qkv, 2 * hd);
     t = heads_view(f, &q, S);
-    TRY(emit(f, prefix, "q", TS_OP_CHUNK, &t, TS_TAG_HEADS, false));
+    TS_TRY(emit(f, prefix, "q", TS_OP_CHUNK, &t, TS_TAG_HEADS, false));
     return attend_and_project(f, prefix, param_prefix, w, &q, &k, &v, S, S, att, key_mask, causal, out, flops0);
 }
 
@@ -536,19 +530,19 @@ static ts_status cross_attention(fwd *f, const char *prefix, const char *param_p
     float *qp = f->a->big, *kv = at(f->a->big, B * T * D), *att = at(kv, B * S * 2 * D);
     linear(f, qp, x, B * T, (int)D, (int)D, w->in_w, w->in_b, (int)D, TS_EPI_BIAS);
     ts_tensor t = view3(qp, B, T, D);
-    TRY(emit(f, prefix, "q_proj", TS_OP_LINEAR, &t, TS_TAG_PLAIN, false));
+    TS_TRY(emit(f, prefix, "q_proj", TS_OP_LINEAR, &t, TS_TAG_PLAIN, false));
     t = view(qp, 4, (int64_t[]){B, T, H, hd}, NULL);
-    TRY(emit(f, prefix, "q_heads", TS_OP_RESHAPE, &t, TS_TAG_PLAIN, false));
+    TS_TRY(emit(f, prefix, "q_heads", TS_OP_RESHAPE, &t, TS_TAG_PLAIN, false));
     heads_at q = {qp, T * D, hd, (int)D};
     t = heads_view(f, &q, T);
-    TRY(emit(f, prefix, "q", TS_OP_PERMUTE, &t, TS_TAG_HEADS, false));
+    TS_TRY(emit(f, prefix, "q", TS_OP_PERMUTE, &t, TS_TAG_HEADS, false));
     linear(f, kv, mem, B * S, (int)D, (int)(2 * D), cat(w->in_w, D * D), cat(w->in_b, D), (int)D, TS_EPI_BIAS);
     t = view3(kv, B, S, 2 * D);
-    TRY(emit(f, prefix, "kv", TS_OP_LINEAR, &t, TS_TAG_PLAIN, false));
+    TS_TRY(emit(f, prefix, "kv", TS_OP_LINEAR, &t, TS_TAG_PLAIN, false));
     t = view(kv, 4, (int64_t[]){B, S, H, 2 * hd}, NULL);
-    TRY(emit(f, prefix, "kv_heads", TS_OP_RESHAPE, &t, TS_TAG_PLAIN, false));
+    TS_TRY(emit(f, prefix, "kv_heads", TS_OP_RESHAPE, &t, TS_TAG_PLAIN, false));
     t = view(kv, 4, (int64_t[]){B, H, S, 2 * hd}, (int64_t[]){S * 2 * D, 2 * hd, 2 * D, 1});
-    TRY(emit(f, prefix, "kv_perm", TS_OP_PERMUTE, &t, TS_TAG_HEADS, false));
+    TS_TRY(emit(f, prefix, "kv_perm", TS_OP_PERMUTE, &t, TS_TAG_HEADS, false));
     heads_at k = {kv, S * 2 * D, 2 * hd, (int)(2 * D)}, v = k;
     v.base = cat(kv, hd);
     return attend_and_project(f, prefix, param_prefix, w, &q, &k, &v, T, S, att, key_mask, false, out, flops0);
@@ -572,20 +566,20 @@ static ts_status ffn(fwd *f, const char *prefix, const char *param_prefix, const
         const ts_hook_step pair[] = {{"hidden", TS_OP_LINEAR, &t, TS_TAG_PLAIN, false},
                                      {"act", TS_OP_RELU, &t, TS_TAG_PLAIN, true}};
         bool paired = false;
-        if (!gelu) TRY(emit_group(f, prefix, pair, 2, &paired));
-        if (!paired) TRY(emit(f, prefix, "hidden", TS_OP_LINEAR, &t, TS_TAG_PLAIN, false));
+        if (!gelu) TS_TRY(emit_group(f, prefix, pair, 2, &paired));
+        if (!paired) TS_TRY(emit(f, prefix, "hidden", TS_OP_LINEAR, &t, TS_TAG_PLAIN, false));
         if (!f->dry) (gelu ? ts_gelu : ts_relu)(hidden, hidden, n);
         /* ReLU's output is its input through ReLU, which a trace can store as
          * a view of the input's values; GELU's a reader could not redo to the bit. */
         if (!paired)
-            TRY(emit_like(f, prefix, "act", gelu ? TS_OP_GELU : TS_OP_RELU, &t, TS_TAG_PLAIN, false, NULL,
+            TS_TRY(emit_like(f, prefix, "act", gelu ? TS_OP_GELU : TS_OP_RELU, &t, TS_TAG_PLAIN, false, NULL,
                           gelu ? 0.0f : 1.0f));
     }
     dropout(f, hidden, n);
-    TRY(emit(f, prefix, "dropout", TS_OP_DROPOUT, &t, TS_TAG_PLAIN, !f->train));
+    TS_TRY(emit(f, prefix, "dropout", TS_OP_DROPOUT, &t, TS_TAG_PLAIN, !f->train));
     linear(f, out, hidden, B * S, (int)F, (int)D, w->w2, w->b2, (int)F, TS_EPI_BIAS);
     t = view3(out, B, S, D);
-    TRY(emit(f, prefix, "out", TS_OP_LINEAR, &t, TS_TAG_PLAIN, false));
+    TS_TRY(emit(f, prefix, "out", TS_OP_LINEAR, &t, TS_TAG_PLAIN, false));
     return module_done(f, prefix, param_prefix, &t, flops0);
 }
 
@@ -622,13 +616,13 @@ static ts_status encoder_layer_seed004(fwd *f, const enc_names *nm, const ts_enc
     int S = f->m->S, D = f->D;
     int64_t n = (int64_t)f->B * S * D;
     float *tmp = f->a->tmp;
-    TRY(norm(f, nm->n1, nm->n1p, in, tmp, S, &w->norm1, c->eps, TS_OP_INPUT, true));
-    TRY(self_attention(f, nm->attn, nm->attnp, &w->self_attn, tmp, D, S, enc_key_mask(f), c->causal, tmp));
+    TS_TRY(norm(f, nm->n1, nm->n1p, in, tmp, S, &w->norm1, c->eps, TS_OP_INPUT, true));
+    TS_TRY(self_attention(f, nm->attn, nm->attnp, &w->self_attn, tmp, D, S, enc_key_mask(f), c->causal, tmp));
     if (!f->dry) memcpy(tmp, in, sizeof(float) * (size_t)n); // the attention output is overwritten unused
     dropout(f, tmp, n);
     add(f, out, in, tmp, n);
-    TRY(norm(f, nm->n2, nm->n2p, out, out, S, &w->norm2, c->eps, TS_OP_ADD, false));
-    TRY(ffn(f, nm->ff, nm->lin, &w->ffn, out, S, tmp));
+    TS_TRY(norm(f, nm->n2, nm->n2p, out, out, S, &w->norm2, c->eps, TS_OP_ADD, false));
+    TS_TRY(ffn(f, nm->ff, nm->lin, &w->ffn, out, S, tmp));
     add(f, out, out, tmp, n);
     dropout(f, out, n);
     ts_tensor t = view3(out, f->B, S, D);
@@ -648,24 +642,24 @@ static ts_status encoder_layer(fwd *f, int i, const ts_enc_layer_weights *w, con
     const ts_model_config *c = f->c;
     ts_tensor t;
     if (c->norm == TS_NORM_POST) {
-        TRY(self_attention(f, nm.attn, nm.attnp, &w->self_attn, in, D, S, mask, c->causal, tmp));
+        TS_TRY(self_attention(f, nm.attn, nm.attnp, &w->self_attn, in, D, S, mask, c->causal, tmp));
         dropout(f, tmp, n);
         add(f, tmp, tmp, in, n);
-        TRY(norm(f, nm.n1, nm.n1p, tmp, out, S, &w->norm1, c->eps, TS_OP_ADD, false));
-        TRY(ffn(f, nm.ff, nm.lin, &w->ffn, out, S, tmp));
+        TS_TRY(norm(f, nm.n1, nm.n1p, tmp, out, S, &w->norm1, c->eps, TS_OP_ADD, false));
+        TS_TRY(ffn(f, nm.ff, nm.lin, &w->ffn, out, S, tmp));
         dropout(f, tmp, n);
         add(f, tmp, tmp, out, n);
-        TRY(norm(f, nm.n2, nm.n2p, tmp, out, S, &w->norm2, c->eps, TS_OP_ADD, false));
+        TS_TRY(norm(f, nm.n2, nm.n2p, tmp, out, S, &w->norm2, c->eps, TS_OP_ADD, false));
         t = view3(out, f->B, S, D);
         return emit(f, nm.p, "out", TS_OP_LAYERNORM, &t, TS_TAG_PLAIN, true);
     }
     if (c->variants & TS_VARIANT_SEED004_RESIDUAL) return encoder_layer_seed004(f, &nm, w, in, out);
-    TRY(norm(f, nm.n1, nm.n1p, in, tmp, S, &w->norm1, c->eps, TS_OP_INPUT, true));
-    TRY(self_attention(f, nm.attn, nm.attnp, &w->self_attn, tmp, D, S, mask, c->causal, tmp));
+    TS_TRY(norm(f, nm.n1, nm.n1p, in, tmp, S, &w->norm1, c->eps, TS_OP_INPUT, true));
+    TS_TRY(self_attention(f, nm.attn, nm.attnp, &w->self_attn, tmp, D, S, mask, c->causal, tmp));
     dropout(f, tmp, n);
     add(f, out, in, tmp, n);
-    TRY(norm(f, nm.n2, nm.n2p, out, tmp, S, &w->norm2, c->eps, TS_OP_ADD, false));
-    TRY(ffn(f, nm.ff, nm.lin, &w->ffn, tmp, S, tmp));
+    TS_TRY(norm(f, nm.n2, nm.n2p, out, tmp, S, &w->norm2, c->eps, TS_OP_ADD, false));
+    TS_TRY(ffn(f, nm.ff, nm.lin, &w->ffn, tmp, S, tmp));
     dropout(f, tmp, n);
     add(f, out, out, tmp, n);
     t = view3(out, f->B, S, D);
@@ -696,31 +690,31 @@ static ts_status decoder_layer(fwd *f, int i, const ts_dec_layer_weights *w, con
     float eps = f->c->eps;
     ts_tensor t;
     if (f->c->norm == TS_NORM_POST) {
-        TRY(self_attention(f, sa, sap, &w->self_attn, in, D, T, tmask, true, tmp));
+        TS_TRY(self_attention(f, sa, sap, &w->self_attn, in, D, T, tmask, true, tmp));
         dropout(f, tmp, n);
         add(f, tmp, tmp, in, n);
-        TRY(norm(f, nn[0], np[0], tmp, out, T, norms[0], eps, TS_OP_ADD, false));
-        TRY(cross_attention(f, ca, cap, &w->cross_attn, out, T, mem, S, smask, tmp));
+        TS_TRY(norm(f, nn[0], np[0], tmp, out, T, norms[0], eps, TS_OP_ADD, false));
+        TS_TRY(cross_attention(f, ca, cap, &w->cross_attn, out, T, mem, S, smask, tmp));
         dropout(f, tmp, n);
         add(f, tmp, tmp, out, n);
-        TRY(norm(f, nn[1], np[1], tmp, out, T, norms[1], eps, TS_OP_ADD, false));
-        TRY(ffn(f, ff, lin, &w->ffn, out, T, tmp));
+        TS_TRY(norm(f, nn[1], np[1], tmp, out, T, norms[1], eps, TS_OP_ADD, false));
+        TS_TRY(ffn(f, ff, lin, &w->ffn, out, T, tmp));
         dropout(f, tmp, n);
         add(f, tmp, tmp, out, n);
-        TRY(norm(f, nn[2], np[2], tmp, out, T, norms[2], eps, TS_OP_ADD, false));
+        TS_TRY(norm(f, nn[2], np[2], tmp, out, T, norms[2], eps, TS_OP_ADD, false));
         t = view3(out, f->B, T, D);
         return emit(f, p, "out", TS_OP_LAYERNORM, &t, TS_TAG_PLAIN, true);
     }
-    TRY(norm(f, nn[0], np[0], in, tmp, T, norms[0], eps, TS_OP_INPUT, true));
-    TRY(self_attention(f, sa, sap, &w->self_attn, tmp, D, T, tmask, true, tmp));
+    TS_TRY(norm(f, nn[0], np[0], in, tmp, T, norms[0], eps, TS_OP_INPUT, true));
+    TS_TRY(self_attention(f, sa, sap, &w->self_attn, tmp, D, T, tmask, true, tmp));
     dropout(f, tmp, n);
     add(f, out, in, tmp, n);
-    TRY(norm(f, nn[1], np[1], out, tmp, T, norms[1], eps, TS_OP_ADD, false));
-    TRY(cross_attention(f, ca, cap, &w->cross_attn, tmp, T, mem, S, smask, tmp));
+    TS_TRY(norm(f, nn[1], np[1], out, tmp, T, norms[1], eps, TS_OP_ADD, false));
+    TS_TRY(cross_attention(f, ca, cap, &w->cross_attn, tmp, T, mem, S, smask, tmp));
     dropout(f, tmp, n);
     add(f, out, out, tmp, n);
-    TRY(norm(f, nn[2], np[2], out, tmp, T, norms[2], eps, TS_OP_ADD, false));
-    TRY(ffn(f, ff, lin, &w->ffn, tmp, T, tmp));
+    TS_TRY(norm(f, nn[2], np[2], out, tmp, T, norms[2], eps, TS_OP_ADD, false));
+    TS_TRY(ffn(f, ff, lin, &w->ffn, tmp, T, tmp));
     dropout(f, tmp, n);
     add(f, out, out, tmp, n);
     t = view3(out, f->B, T, D);
@@ -749,7 +743,7 @@ static ts_status embed(fwd *f, const char *pfx, const char *input_name, const ts
     } else {
         t = view3((float *)vecs, B, S, c->arch == TS_ARCH_ATTENTION && c->in_dim ? c->in_dim : D);
     }
-    TRY(emit(f, NULL, input_name, TS_OP_INPUT, &t, TS_TAG_PLAIN, false));
+    TS_TRY(emit(f, NULL, input_name, TS_OP_INPUT, &t, TS_TAG_PLAIN, false));
     if (!tokens && c->pe == TS_PE_NONE) { // seed 000: the input is the embedding
         *res = vecs;
         return TS_OK;
@@ -765,14 +759,14 @@ static ts_status embed(fwd *f, const char *pfx, const char *input_name, const ts
                 for (int64_t j = 0; j < D; j++) sum[i * D + j] = table[(int64_t)ids[i] * D + j] * s;
         }
         t = view3(sum, B, S, D);
-        TRY(emit(f, pfx, "tokens", TS_OP_EMBED, &t, TS_TAG_PLAIN, false));
+        TS_TRY(emit(f, pfx, "tokens", TS_OP_EMBED, &t, TS_TAG_PLAIN, false));
     } else if (!f->dry) {
         memcpy(sum, vecs, sizeof(float) * (size_t)(B * S * D));
     }
     const float *pe = learned ? w->positions : a->pe;
     if (c->pe != TS_PE_NONE) {
         t = view((float *)pe, 2, (int64_t[]){S, D}, NULL);
-        TRY(emit(f, pfx, "pe", learned ? TS_OP_EMBED : TS_OP_POSENC, &t, TS_TAG_POSENC, false));
+        TS_TRY(emit(f, pfx, "pe", learned ? TS_OP_EMBED : TS_OP_POSENC, &t, TS_TAG_POSENC, false));
         if (!f->dry) {
             TS_MODEL_OMP(parallel for num_threads(f->threads) if(f->par) schedule(static))
             for (int64_t i = 0; i < B * S; i++)
@@ -783,12 +777,12 @@ static ts_status embed(fwd *f, const char *pfx, const char *input_name, const ts
         char np[TS_MODEL_NAME_MAX], npp[TS_MODEL_NAME_MAX + 1];
         snprintf(np, sizeof np, "%s.norm", pfx);
         snprintf(npp, sizeof npp, "%s.", np);
-        TRY(norm(f, np, npp, sum, dst, S, &w->norm, c->embed_eps, TS_OP_ADD, false));
+        TS_TRY(norm(f, np, npp, sum, dst, S, &w->norm, c->embed_eps, TS_OP_ADD, false));
     }
     dropout(f, dst, B * S * D);
     t = view3(dst, B, S, D);
     /* Without dropout, embed.out is the norm's out (learned) or the tokens (no positions). */
-    TRY(emit(f, pfx, "out", c->pe == TS_PE_NONE ? TS_OP_EMBED : TS_OP_ADD, &t, TS_TAG_PLAIN,
+    TS_TRY(emit(f, pfx, "out", c->pe == TS_PE_NONE ? TS_OP_EMBED : TS_OP_ADD, &t, TS_TAG_PLAIN,
              (learned || c->pe == TS_PE_NONE) && !f->train));
     *res = dst;
     return module_done(f, pfx, param_prefix, &t, flops0);
@@ -802,7 +796,7 @@ static ts_status final_norm(fwd *f, const char *stack, const ts_norm_weights *w,
     char n[TS_MODEL_NAME_MAX], np[TS_MODEL_NAME_MAX + 1];
     snprintf(n, sizeof n, "%s.norm", stack);
     snprintf(np, sizeof np, "%s.", n);
-    TRY(norm(f, n, np, *x, buf, S, w, f->c->eps, TS_OP_INPUT, true));
+    TS_TRY(norm(f, n, np, *x, buf, S, w, f->c->eps, TS_OP_INPUT, true));
     *x = buf;
     return TS_OK;
 }
@@ -816,7 +810,7 @@ static ts_status head(fwd *f, const float *x, int S, ts_tensor *out) {
     if (c->head == TS_HEAD_LM) {
         linear(f, a->logits, x, B * S, (int)D, c->vocab, w->head_w, w->head_b, (int)D, TS_EPI_BIAS);
         *out = view3(a->logits, B, S, c->vocab);
-        TRY(emit(f, NULL, "logits", TS_OP_LINEAR, out, TS_TAG_LOGITS, false));
+        TS_TRY(emit(f, NULL, "logits", TS_OP_LINEAR, out, TS_TAG_LOGITS, false));
         /* tied: the table is counted once, under embed */
         return module_done(f, "generator", "generator.", out, flops0);
     }
@@ -824,11 +818,11 @@ static ts_status head(fwd *f, const float *x, int S, ts_tensor *out) {
     if (!f->dry)
         for (int64_t b = 0; b < B; b++) memcpy(a->cls + b * D, x + b * S * D, sizeof(float) * (size_t)D);
     ts_tensor t = view(a->cls, 2, (int64_t[]){B, D}, NULL);
-    TRY(emit(f, NULL, "cls", TS_OP_CHUNK, &t, TS_TAG_PLAIN, false));
+    TS_TRY(emit(f, NULL, "cls", TS_OP_CHUNK, &t, TS_TAG_PLAIN, false));
     dropout(f, a->cls, B * D);
     linear(f, a->logits, a->cls, B, (int)D, c->n_labels, w->head_w, w->head_b, (int)D, TS_EPI_BIAS);
     *out = view(a->logits, 2, (int64_t[]){B, c->n_labels}, NULL);
-    TRY(emit(f, NULL, "logits", TS_OP_LINEAR, out, TS_TAG_LOGITS, false));
+    TS_TRY(emit(f, NULL, "logits", TS_OP_LINEAR, out, TS_TAG_LOGITS, false));
     return module_done(f, "classifier", "classifier.", out, flops0);
 }
 
@@ -858,13 +852,13 @@ static ts_status check_input(const ts_model *m, const ts_model_input *in) {
         if (c->input == TS_INPUT_EMBEDDED && !in->src_embedded)
             return ts_fail(TS_ERR_ARG, "model: the source needs vectors (B, S, %d)",
                            c->in_dim ? c->in_dim : c->d_model);
-        if (in->src_ids) TRY(check_ids(in->src_ids, (int64_t)c->batch * m->S, c->vocab, "source"));
+        if (in->src_ids) TS_TRY(check_ids(in->src_ids, (int64_t)c->batch * m->S, c->vocab, "source"));
     }
     if (!m->dry && encdec) {
         if (!in->tgt_ids && !in->tgt_embedded) return ts_fail(TS_ERR_ARG, "model: the decoder needs its input");
         if (in->tgt_ids && c->input != TS_INPUT_TOKENS)
             return ts_fail(TS_ERR_ARG, "model: this model's decoder reads vectors, not ids");
-        if (in->tgt_ids) TRY(check_ids(in->tgt_ids, (int64_t)c->batch * m->T, c->vocab, "target"));
+        if (in->tgt_ids) TS_TRY(check_ids(in->tgt_ids, (int64_t)c->batch * m->T, c->vocab, "target"));
     }
     return TS_OK;
 }
@@ -877,7 +871,7 @@ static ts_status run(fwd *f, const ts_model_input *in, ts_tensor *out) {
     ts_model_input none;
     memset(&none, 0, sizeof none);
     if (!in) in = &none;
-    TRY(check_input(m, in));
+    TS_TRY(check_input(m, in));
     if (!f->dry) {
         build_mask(a->src_mask, in->src_pad, (int64_t)f->B * S);
         if (a->tgt_mask) build_mask(a->tgt_mask, in->tgt_pad, (int64_t)f->B * T);
@@ -964,7 +958,7 @@ ts_status ts_model_forward(ts_model *m, const ts_model_input *in, const ts_hook 
 
 ts_status ts_model_dry_run(const ts_model_config *cfg, const ts_hook *hook, ts_model_summary *sum) {
     ts_model m;
-    TRY(ts_model_init_dry(&m, cfg));
+    TS_TRY(ts_model_init_dry(&m, cfg));
     ts_model_acts a;
     ts_model_plan_acts(&m, &a, NULL);
     if (sum) {

@@ -24,28 +24,13 @@ double trw_now_seconds(void) {
 
 /* ---- errors ---- */
 
-ts_status trw_writer_fail(ts_trace_writer *w, ts_status s, const char *fmt, ...) {
-    if (w->status == TS_OK) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(w->error, sizeof w->error, fmt, ap);
-        va_end(ap);
-        w->status = s;
-    }
-    return ts_fail(w->status, "%s", w->error);
-}
-
 /* The writer thread's failure, if any, becomes the hook's. */
 ts_status trw_check_io(ts_trace_writer *w) {
-    if (w->status) return ts_fail(w->status, "%s", w->error);
+    if (w->err.status) return ts_sticky_replay(&w->err);
     pthread_mutex_lock(&w->mu);
-    ts_status s = w->io_status;
-    if (s) {
-        w->status = s;
-        memcpy(w->error, w->io_error, sizeof w->error);
-    }
+    if (w->io.status) w->err = w->io;
     pthread_mutex_unlock(&w->mu);
-    return s ? ts_fail(s, "%s", w->error) : TS_OK;
+    return ts_sticky_replay(&w->err);
 }
 
 /* ---- the disk side ---- */
@@ -142,7 +127,7 @@ void *trw_writer_main(void *arg) {
         while (w->q_len == 0 && !w->stop) pthread_cond_wait(&w->cv_job, &w->mu);
         if (w->q_len == 0) break; /* stop, and nothing left */
         job j = w->queue[w->q_head];
-        bool failed = w->io_status != TS_OK;
+        bool failed = w->io.status != TS_OK;
         pthread_mutex_unlock(&w->mu);
         int err = 0;
         if (!failed) {
@@ -150,9 +135,8 @@ void *trw_writer_main(void *arg) {
             err = write_at(w, w->slots[j.slot], SLOT_BYTES, j.offset);
         }
         pthread_mutex_lock(&w->mu);
-        if (err && w->io_status == TS_OK) {
-            w->io_status = TS_ERR_IO;
-            snprintf(w->io_error, sizeof w->io_error, "trace: writing %s: %s", w->tmp_path, strerror(err));
+        if (err) {
+            ts_sticky_fail(&w->io, TS_ERR_IO, "trace: writing %s: %s", w->tmp_path, strerror(err));
         }
         w->q_head = (w->q_head + 1) % w->max_slots;
         w->q_len--;

@@ -851,7 +851,7 @@ ts_status ts_trace_writer_open(const char *path, const char *metadata_json, cons
     s = write_header(w, meta);
     free(meta);
     if (s) {
-        char message[sizeof w->error];
+        char message[sizeof w->err.message];
         snprintf(message, sizeof message, "%s", ts_last_error());
         ts_trace_writer_abort(w);
         return ts_fail(s, "%s", message);
@@ -952,7 +952,7 @@ ts_status ts_trace_writer_close(ts_trace_writer *w, ts_trace_summary *summary) {
         describe_policy(w, summary->policy, sizeof summary->policy);
     }
     if (s) {
-        char message[sizeof w->error];
+        char message[sizeof w->err.message];
         snprintf(message, sizeof message, "%s", ts_last_error());
         ts_trace_writer_abort(w);
         return ts_fail(s, "%s", message);

@@ -137,8 +137,7 @@ struct ts_trace_writer {
     bool *slot_free;
     bool stop;
     _Atomic bool direct; /* O_DIRECT is on; either side may turn it off */
-    ts_status io_status;
-    char io_error[512];
+    ts_sticky io; /* the writer thread's first failure */
 
     /* Records so far, and a copy of each one's prefix and suffix for the
      * index, so that a reader opens the file without visiting every record. */
@@ -187,19 +186,14 @@ struct ts_trace_writer {
     /* The pass the hook's threads are working on. */
     pass_spec pass;
     _Atomic int64_t next_chunk;
-    ts_status status; /* first failure of the hook, replayed */
-    char error[512];
+    ts_sticky err; /* the hook's first failure, replayed */
 };
 
 /* ---- trace_stream.c: the output stream and the writer thread ---- */
 
 double trw_now_seconds(void);
 /* Record the writer's first failure (later ones replay it). */
-ts_status trw_writer_fail(ts_trace_writer *w, ts_status s, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 3, 4)))
-#endif
-    ;
+#define trw_writer_fail(w, s, ...) ts_sticky_fail(&(w)->err, (s), __VA_ARGS__)
 ts_status trw_check_io(ts_trace_writer *w);   /* the writer thread's failure becomes the hook's */
 void *trw_writer_main(void *arg);             /* the writer thread */
 void trw_maybe_go_direct(ts_trace_writer *w, uint64_t offset);

@@ -20,12 +20,6 @@
 #include "train_impl.h"
 #include "tscope/kernels.h"
 
-#define TRY(expr)                     \
-    do {                              \
-        ts_status st_ = (expr);       \
-        if (st_ != TS_OK) return st_; \
-    } while (0)
-
 typedef struct bctx {
     ts_train *tr;
     const ts_model_config *c;
@@ -49,7 +43,7 @@ static ts_status emit(bctx *b, const char *prefix, const char *leaf, const float
     else
         snprintf(name, sizeof name, "grad.%s", leaf);
     ts_tensor t;
-    TRY(ts_tensor_view(&t, (float *)data, rank, shape));
+    TS_TRY(ts_tensor_view(&t, (float *)data, rank, shape));
     return ts_hook_call(b->hook, name, TS_OP_GRAD, &t, TS_TAG_GRAD);
 }
 
@@ -90,7 +84,7 @@ static ts_status attn_bwd(bctx *b, const sub_args *s, const float *fin, float *g
     int Sk = cross ? s->Sk : S;
     zero(a->gctx, rows * D);
     ts_bwd_linear_backward(a->gctx, s->gattn->out_w, s->gattn->out_b, gout, at->ctx, s->attn->out_w, rows, D, D);
-    TRY(emit3(b, s->name, "concat", a->gctx, B, S, D));
+    TS_TRY(emit3(b, s->name, "concat", a->gctx, B, S, D));
     ts_bwd_heads q, k, v, gq, gk, gv, go = {a->gctx, (int64_t)S * D, hd, D};
     float *gkv = a->gqkv + rows * D;
     if (cross) {
@@ -111,18 +105,18 @@ static ts_status attn_bwd(bctx *b, const sub_args *s, const float *fin, float *g
     }
     int64_t att_shape[4] = {B, H, S, Sk};
     ts_bwd_attention_backward_values(gv, a->gatt, go, at->att, v, B, H, S, Sk, hd);
-    TRY(emit(b, s->name, "weights", a->gatt, 4, att_shape));
+    TS_TRY(emit(b, s->name, "weights", a->gatt, 4, att_shape));
     ts_bwd_softmax_backward(a->gatt, a->gatt, at->att, (int64_t)B * H * S, Sk);
-    TRY(emit(b, s->name, "scaled", a->gatt, 4, att_shape));
+    TS_TRY(emit(b, s->name, "scaled", a->gatt, 4, att_shape));
     ts_bwd_attention_backward_scores(gq, gk, a->gatt, q, k, B, H, S, Sk, hd);
     if (!cross) {
-        TRY(emit3(b, s->name, "qkv", a->gqkv, B, S, 3 * D));
+        TS_TRY(emit3(b, s->name, "qkv", a->gqkv, B, S, 3 * D));
         ts_bwd_linear_backward(gfin, s->gattn->in_w, s->gattn->in_b, a->gqkv, fin, s->attn->in_w, rows, s->din,
                                3 * D);
         return TS_OK;
     }
-    TRY(emit3(b, s->name, "q_proj", a->gqkv, B, S, D));
-    TRY(emit3(b, s->name, "kv", gkv, B, Sk, 2 * D));
+    TS_TRY(emit3(b, s->name, "q_proj", a->gqkv, B, S, D));
+    TS_TRY(emit3(b, s->name, "kv", gkv, B, Sk, 2 * D));
     ts_bwd_linear_backward(gfin, s->gattn->in_w, s->gattn->in_b, a->gqkv, fin, s->attn->in_w, rows, D, D);
     int64_t off = (int64_t)D * D;
     ts_bwd_linear_backward(a->gmem, s->gattn->in_w + off, s->gattn->in_b + D, gkv, s->mem, s->attn->in_w + off,
@@ -136,16 +130,16 @@ static ts_status ffn_bwd(bctx *b, const sub_args *s, uint64_t key, const float *
     const tr_ffn *ff = s->ff;
     zero(a->gh1, n);
     ts_bwd_linear_backward(a->gh1, s->gffn->w2, s->gffn->b2, gout, ff->act, s->ffn->w2, rows, b->F, b->D);
-    TRY(emit3(b, s->name, "dropout", a->gh1, b->B, s->S, b->F));
+    TS_TRY(emit3(b, s->name, "dropout", a->gh1, b->B, s->S, b->F));
     zero(a->gh2, n);
     ts_bwd_dropout_backward(a->gh2, a->gh1, b->p, key, n);
-    TRY(emit3(b, s->name, "act", a->gh2, b->B, s->S, b->F));
+    TS_TRY(emit3(b, s->name, "act", a->gh2, b->B, s->S, b->F));
     zero(a->gh1, n);
     if (b->c->activation == TS_ACT_GELU)
         ts_bwd_gelu_backward(a->gh1, a->gh2, ff->hidden, n);
     else
         ts_bwd_relu_backward(a->gh1, a->gh2, ff->hidden, n);
-    TRY(emit3(b, s->name, "hidden", a->gh1, b->B, s->S, b->F));
+    TS_TRY(emit3(b, s->name, "hidden", a->gh1, b->B, s->S, b->F));
     ts_bwd_linear_backward(gfin, s->gffn->w1, s->gffn->b1, a->gh1, fin, s->ffn->w1, rows, b->D, b->F);
     return TS_OK;
 }
@@ -165,19 +159,19 @@ static ts_status sub_bwd(bctx *b, const sub_args *s, const tr_sub *sub, const fl
         zero(gx, n);
         ts_bwd_layernorm_backward(gx, gw->gamma, gw->beta, gy, sub->res, w->gamma, sub->norm.mean, sub->norm.rstd,
                                   rows, b->D);
-        TRY(emit3(b, s->norm_name, "in", gx, b->B, s->S, b->D));
+        TS_TRY(emit3(b, s->norm_name, "in", gx, b->B, s->S, b->D));
         zero(a->gsub, n);
         ts_bwd_dropout_backward(a->gsub, gx, b->p, sub->key, n);
-        TRY(emit3(b, s->name, "out", a->gsub, b->B, s->S, b->D));
+        TS_TRY(emit3(b, s->name, "out", a->gsub, b->B, s->S, b->D));
         return f_bwd(b, s, sub, x, gx, a->gsub);
     }
     memcpy(gx, gy, sizeof(float) * (size_t)n);
     zero(a->gsub, n);
     ts_bwd_dropout_backward(a->gsub, gy, b->p, sub->key, n);
-    TRY(emit3(b, s->name, "out", a->gsub, b->B, s->S, b->D));
+    TS_TRY(emit3(b, s->name, "out", a->gsub, b->B, s->S, b->D));
     zero(a->gn, n);
-    TRY(f_bwd(b, s, sub, sub->norm.out, a->gn, a->gsub));
-    TRY(emit3(b, s->norm_name, "out", a->gn, b->B, s->S, b->D));
+    TS_TRY(f_bwd(b, s, sub, sub->norm.out, a->gn, a->gsub));
+    TS_TRY(emit3(b, s->norm_name, "out", a->gn, b->B, s->S, b->D));
     ts_bwd_layernorm_backward(gx, gw->gamma, gw->beta, a->gn, x, w->gamma, sub->norm.mean, sub->norm.rstd, rows,
                               b->D);
     return TS_OK;
@@ -201,16 +195,16 @@ static ts_status enc_layer_bwd(bctx *b, int i, const float **g) {
     snprintf(n1, sizeof n1, "%s.norm1", p);
     snprintf(n2, sizeof n2, "%s.norm2", p);
     int S = b->tr->m->S;
-    TRY(emit3(b, p, "out", *g, b->B, S, b->D));
+    TS_TRY(emit3(b, p, "out", *g, b->B, S, b->D));
     sub_args s1 = {.kind = SUB_FFN, .name = ff, .norm_name = n2, .ffn = &w->ffn, .gffn = &gw->ffn,
                    .norm = &w->norm2, .gnorm = &gw->norm2, .ff = &l->ffn, .S = S};
     float *gx = other(b, *g);
-    TRY(sub_bwd(b, &s1, &l->sub[1], sub_input(b, l, 1), *g, gx));
+    TS_TRY(sub_bwd(b, &s1, &l->sub[1], sub_input(b, l, 1), *g, gx));
     *g = gx;
     sub_args s0 = {.kind = SUB_SELF, .name = at, .norm_name = n1, .attn = &w->self_attn, .gattn = &gw->self_attn,
                    .norm = &w->norm1, .gnorm = &gw->norm1, .at = &l->attn[0], .S = S, .din = b->D};
     gx = other(b, *g);
-    TRY(sub_bwd(b, &s0, &l->sub[0], sub_input(b, l, 0), *g, gx));
+    TS_TRY(sub_bwd(b, &s0, &l->sub[0], sub_input(b, l, 0), *g, gx));
     *g = gx;
     return TS_OK;
 }
@@ -226,7 +220,7 @@ static ts_status dec_layer_bwd(bctx *b, int i, const float **g) {
     snprintf(ff, sizeof ff, "%s.ffn", p);
     for (int k = 0; k < 3; k++) snprintf(nn[k], sizeof nn[k], "%s.norm%d", p, k + 1);
     int T = b->tr->m->T;
-    TRY(emit3(b, p, "out", *g, b->B, T, b->D));
+    TS_TRY(emit3(b, p, "out", *g, b->B, T, b->D));
     sub_args s[3] = {
         {.kind = SUB_SELF, .name = sa, .norm_name = nn[0], .attn = &w->self_attn, .gattn = &gw->self_attn,
          .norm = &w->norm1, .gnorm = &gw->norm1, .at = &l->attn[0], .S = T, .din = b->D},
@@ -238,7 +232,7 @@ static ts_status dec_layer_bwd(bctx *b, int i, const float **g) {
     };
     for (int k = 2; k >= 0; k--) {
         float *gx = other(b, *g);
-        TRY(sub_bwd(b, &s[k], &l->sub[k], sub_input(b, l, k), *g, gx));
+        TS_TRY(sub_bwd(b, &s[k], &l->sub[k], sub_input(b, l, k), *g, gx));
         *g = gx;
     }
     return TS_OK;
@@ -251,7 +245,7 @@ static ts_status embed_bwd(bctx *b, const tr_embed *e, const ts_embed_weights *w
     const ts_model_config *c = b->c;
     int64_t B = b->B, D = b->D, n = B * S * D;
     tr_acts *a = b->a;
-    TRY(emit3(b, pfx, "out", gy, B, S, D));
+    TS_TRY(emit3(b, pfx, "out", gy, B, S, D));
     if (!e->ids && c->pe == TS_PE_NONE) {
         ts_bwd_residual_backward(gvec, NULL, gy, n);
         return emit3(b, NULL, input_name, gvec, B, S, D);
@@ -265,7 +259,7 @@ static ts_status embed_bwd(bctx *b, const tr_embed *e, const ts_embed_weights *w
                                   e->norm.rstd, B * S, (int)D);
         char np[TS_MODEL_NAME_MAX];
         snprintf(np, sizeof np, "%s.norm", pfx);
-        TRY(emit3(b, np, "in", a->gn, B, S, D));
+        TS_TRY(emit3(b, np, "in", a->gn, B, S, D));
         ts_bwd_posenc_backward(NULL, gw->positions, a->gn, (int)B, S, (int)D);
         gsum = a->gn;
     }
@@ -287,7 +281,7 @@ static ts_status final_norm_bwd(bctx *b, const char *stack, const tr_norm *n, co
     ts_bwd_layernorm_backward(gx, gw->gamma, gw->beta, *g, top, w->gamma, n->mean, n->rstd, rows, b->D);
     char name[TS_MODEL_NAME_MAX];
     snprintf(name, sizeof name, "%s.norm", stack);
-    TRY(emit3(b, name, "in", gx, b->B, S, b->D));
+    TS_TRY(emit3(b, name, "in", gx, b->B, S, b->D));
     *g = gx;
     return TS_OK;
 }
@@ -305,13 +299,13 @@ static ts_status head_bwd(bctx *b, const float *gtop, const float *x, int S, con
     }
     zero(a->g0, B * S * D);
     if (c->head == TS_HEAD_LM) {
-        TRY(emit3(b, NULL, "logits", gtop, B, S, c->vocab));
+        TS_TRY(emit3(b, NULL, "logits", gtop, B, S, c->vocab));
         ts_bwd_linear_backward(a->g0, gw->head_w, gw->head_b, gtop, x, w->head_w, B * S, (int)D, c->vocab);
     } else {
-        TRY(emit(b, NULL, "logits", gtop, 2, (int64_t[]){B, c->n_labels}));
+        TS_TRY(emit(b, NULL, "logits", gtop, 2, (int64_t[]){B, c->n_labels}));
         zero(a->gcls, B * D);
         ts_bwd_linear_backward(a->gcls, gw->head_w, gw->head_b, gtop, a->cls, w->head_w, B, (int)D, c->n_labels);
-        TRY(emit(b, NULL, "cls", a->gcls, 2, (int64_t[]){B, D}));
+        TS_TRY(emit(b, NULL, "cls", a->gcls, 2, (int64_t[]){B, D}));
         zero(a->gsub, B * D);
         ts_bwd_dropout_backward(a->gsub, a->gcls, b->p, a->cls_key, B * D);
         for (int64_t i = 0; i < B; i++)
@@ -325,9 +319,9 @@ static ts_status encoder_bwd(bctx *b, const float *g) {
     const ts_model *m = b->tr->m;
     tr_acts *a = b->a;
     int S = m->S;
-    TRY(emit3(b, NULL, "encoder.out", g, b->B, S, b->D));
-    TRY(final_norm_bwd(b, "encoder", &a->enc_norm, &m->w.enc_norm, &b->tr->gw.enc_norm, a->enc_top, S, &g));
-    for (int i = b->c->layers - 1; i >= 0; i--) TRY(enc_layer_bwd(b, i, &g));
+    TS_TRY(emit3(b, NULL, "encoder.out", g, b->B, S, b->D));
+    TS_TRY(final_norm_bwd(b, "encoder", &a->enc_norm, &m->w.enc_norm, &b->tr->gw.enc_norm, a->enc_top, S, &g));
+    for (int i = b->c->layers - 1; i >= 0; i--) TS_TRY(enc_layer_bwd(b, i, &g));
     return embed_bwd(b, &a->src, &m->w.embed, &b->tr->gw.embed, "embed", "input", a->gsrc, S, g);
 }
 
@@ -336,8 +330,8 @@ static ts_status lone_bwd(bctx *b, const float *gtop) {
     int din = b->c->in_dim ? b->c->in_dim : b->D;
     sub_args s = {.kind = SUB_SELF, .name = "self_attn", .attn = &m->w.attn, .gattn = &b->tr->gw.attn,
                   .at = &b->a->lone, .S = m->S, .din = din};
-    TRY(emit3(b, "self_attn", "out", gtop, b->B, m->S, b->D));
-    TRY(attn_bwd(b, &s, b->a->src.vecs, b->a->gsrc, gtop));
+    TS_TRY(emit3(b, "self_attn", "out", gtop, b->B, m->S, b->D));
+    TS_TRY(attn_bwd(b, &s, b->a->src.vecs, b->a->gsrc, gtop));
     return emit3(b, NULL, "input", b->a->gsrc, b->B, m->S, din);
 }
 
@@ -355,24 +349,24 @@ ts_status ts_train_backward(ts_train *tr, const float *dout, const ts_hook *hook
     zero(a->gtgt, B * T * D);
     tr->d_src = tr->d_tgt = tr->d_memory = NULL;
     if (c->arch == TS_ARCH_ATTENTION) {
-        TRY(lone_bwd(&b, gtop));
+        TS_TRY(lone_bwd(&b, gtop));
         tr->d_src = a->gsrc;
         return TS_OK;
     }
     const float *g;
     if (c->arch == TS_ARCH_ENCODER_DECODER) {
-        TRY(head_bwd(&b, gtop, a->dec_out, T, &g));
-        TRY(emit3(&b, NULL, "decoder.out", g, B, T, D));
-        TRY(final_norm_bwd(&b, "decoder", &a->dec_norm, &m->w.dec_norm, &tr->gw.dec_norm, a->dec_top, T, &g));
-        for (int i = c->dec_layers - 1; i >= 0; i--) TRY(dec_layer_bwd(&b, i, &g));
-        TRY(embed_bwd(&b, &a->tgt, &m->w.dec_embed, &tr->gw.dec_embed, "decoder.embed", "decoder.input", a->gtgt, T,
+        TS_TRY(head_bwd(&b, gtop, a->dec_out, T, &g));
+        TS_TRY(emit3(&b, NULL, "decoder.out", g, B, T, D));
+        TS_TRY(final_norm_bwd(&b, "decoder", &a->dec_norm, &m->w.dec_norm, &tr->gw.dec_norm, a->dec_top, T, &g));
+        for (int i = c->dec_layers - 1; i >= 0; i--) TS_TRY(dec_layer_bwd(&b, i, &g));
+        TS_TRY(embed_bwd(&b, &a->tgt, &m->w.dec_embed, &tr->gw.dec_embed, "decoder.embed", "decoder.input", a->gtgt, T,
                       g));
         tr->d_tgt = a->tgt.ids ? NULL : a->gtgt;
         tr->d_memory = a->gmem;
-        if (!a->memory_given) TRY(encoder_bwd(&b, a->gmem));
+        if (!a->memory_given) TS_TRY(encoder_bwd(&b, a->gmem));
     } else {
-        TRY(head_bwd(&b, gtop, a->enc_out, S, &g));
-        TRY(encoder_bwd(&b, g));
+        TS_TRY(head_bwd(&b, gtop, a->enc_out, S, &g));
+        TS_TRY(encoder_bwd(&b, g));
     }
     if (a->src.used && !a->src.ids) tr->d_src = a->gsrc;
     return TS_OK;

@@ -318,37 +318,6 @@ void ts_render_mask_from_scores(unsigned char *mask, const float *scores, int64_
     for (int64_t i = 0; i < n; i++) mask[i] = isinf(scores[i]) && scores[i] < 0;
 }
 
-void ts_render_stats_compute(ts_render_stats *s, const float *values, int64_t n) {
-    memset(s, 0, sizeof *s);
-    double mean = 0, m2 = 0, abs_sum = 0, lo = INFINITY, hi = -INFINITY;
-    int64_t k = 0;
-    for (int64_t i = 0; i < n; i++) {
-        float v = values[i];
-        if (isnan(v)) {
-            s->n_nan++;
-            continue;
-        }
-        if (isinf(v)) {
-            s->n_inf++;
-            continue;
-        }
-        if (v == 0) s->n_zero++;
-        k++;
-        double d = v - mean;
-        mean += d / (double)k;
-        m2 += d * (v - mean);
-        abs_sum += fabs(v);
-        if (v < lo) lo = v;
-        if (v > hi) hi = v;
-    }
-    s->count = n;
-    s->mean = k ? mean : NAN;
-    s->std = k ? sqrt(m2 / (double)k) : NAN;
-    s->mean_abs = k ? abs_sum / (double)k : NAN;
-    s->min = k ? lo : NAN;
-    s->max = k ? hi : NAN;
-}
-
 void ts_render_hist_compute(ts_render_hist *h, const float *values, int64_t n, int64_t stride,
                             int n_bins, double lo, double hi) {
     memset(h, 0, sizeof *h);

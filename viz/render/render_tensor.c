@@ -7,7 +7,7 @@
 
 #include "render_internal.h"
 
-static void stat_lines(ts_render__pen *p, ts_render_rect r, const ts_render_stats *s, double *y) {
+static void stat_lines(ts_render__pen *p, ts_render_rect r, const ts_trace_stats *s, double *y) {
     ts_render__font kf = ts_render__font_of(TS_RENDER__LABEL_SIZE, 0, ts_render__muted);
     ts_render__font vf = ts_render__font_of(TS_RENDER__LABEL_SIZE, TS_RENDER__MONO, ts_render__ink);
     double h;
@@ -19,12 +19,13 @@ static void stat_lines(ts_render__pen *p, ts_render_rect r, const ts_render_stat
     ts_render__fmt(v[2], sizeof v[2], s->mean, 0);
     ts_render__fmt(v[3], sizeof v[3], s->std, 0);
     ts_render__fmt(v[4], sizeof v[4], s->mean_abs, 0);
-    double n = s->count > 0 ? (double)s->count : 1;
-    snprintf(v[5], sizeof v[5], "%lld (%.1f%%)", (long long)s->n_zero, 100.0 * (double)s->n_zero / n);
-    snprintf(v[6], sizeof v[6], "%lld", (long long)s->n_nan);
-    snprintf(v[7], sizeof v[7], "%lld", (long long)s->n_inf);
+    uint64_t count = s->finite + s->nan + s->inf;
+    double n = count > 0 ? (double)count : 1;
+    snprintf(v[5], sizeof v[5], "%llu (%.1f%%)", (unsigned long long)s->zeros, 100.0 * (double)s->zeros / n);
+    snprintf(v[6], sizeof v[6], "%llu", (unsigned long long)s->nan);
+    snprintf(v[7], sizeof v[7], "%llu", (unsigned long long)s->inf);
     for (int k = 0; k < 8; k++) {
-        bool alarm = (k == 6 && s->n_nan) || (k == 7 && s->n_inf);
+        bool alarm = (k == 6 && s->nan) || (k == 7 && s->inf);
         ts_render__font f = vf;
         if (alarm) f.color = (ts_rgb){0.80f, 0.10f, 0.10f};
         ts_render__text(p, keys[k], &kf, r.x, *y, 0, 0, 0);
@@ -62,13 +63,13 @@ ts_status ts_render_tensor(cairo_t *cr, ts_render_rect area, const ts_render_ten
     ts_render__pen_init(&pen, cr);
     ts_render_rect side = {area.x + area.w - side_w, area.y + th, side_w - pad, area.h - th - pad};
     double y = side.y;
-    ts_render_stats computed;
-    const ts_render_stats *s = v->stats;
+    ts_trace_stats computed;
+    const ts_trace_stats *s = v->stats;
     if (!s) {
         /* Only the slice is at hand: say so. */
         ts_render_matrix m = v->slice;
         if ((m.row_stride == 0 || m.row_stride == m.cols) && (m.col_stride == 0 || m.col_stride == 1)) {
-            ts_render_stats_compute(&computed, m.values, (int64_t)m.rows * m.cols);
+            ts_trace_stats_compute(&computed, m.values, (int64_t)m.rows * m.cols);
             s = &computed;
         }
     }

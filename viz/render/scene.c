@@ -51,7 +51,7 @@ struct ts_scene {
     char series_labels[MAX_SERIES][96];
     ts_render_norm norm;
     ts_render_tensor_view tensor;
-    ts_render_stats stats;
+    ts_trace_stats stats;
     ts_render_hist hist;
     ts_render_step *steps;
     int n_steps;
@@ -205,11 +205,10 @@ static ts_render_matrix matrix_of(const ts_tensor *t, int r, int c, const int64_
     return m;
 }
 
-static ts_status step_stats(ts_trace *t, int64_t i, ts_render_stats *st, ts_render_hist *h) {
+static ts_status step_stats(ts_trace *t, int64_t i, ts_trace_stats *st, ts_render_hist *h) {
     const ts_trace_step *s = ts_trace_step_at(t, i);
     const ts_trace_stats *ts = &s->stats;
-    *st = (ts_render_stats){ts->min, ts->max, ts->mean, ts->std, ts->mean_abs, s->numel,
-                            (int64_t)ts->nan, (int64_t)ts->inf, (int64_t)ts->zeros};
+    *st = *ts;
     memset(h, 0, sizeof *h);
     h->n_bins = TS_TRACE_HIST_BINS;
     h->lo = ts->min;
