@@ -32,45 +32,53 @@ declare -A header_home=(
 bad=0
 complain() { echo "layers: $*"; bad=1; }
 
-# The folder a file belongs to (empty when the rule does not cover it).
+# home_of FILE: the folder FILE belongs to, in $home (empty when the rule
+# does not cover it). Sets a variable rather than printing, so the loop below
+# runs without a subshell per include.
 home_of() {
-    local f=$1
+    local f=$1 n
+    home=
     case $f in
         include/tscope/*.h)
-            local n=${f#include/tscope/}; n=${n%.h}
-            echo "${header_home[$n]:-}" ;;
-        src/*/* | viz/*/*) echo "${f%/*}" ;;
-        *) echo "" ;;
+            n=${f#include/tscope/}; n=${n%.h}
+            home=${header_home[$n]:-} ;;
+        src/*/* | viz/*/*) home=${f%/*} ;;
     esac
 }
 
-# The file an include line names, seen from file f (empty: a system header).
+# resolve FILE NAME: the file an include line names, seen from FILE, in
+# $target (empty: a system header).
 resolve() {
     local f=$1 name=$2
-    if [ -e "${f%/*}/$name" ]; then echo "${f%/*}/$name"
-    elif [ -e "include/$name" ]; then echo "include/$name"
-    elif [ -e "src/$name" ]; then echo "src/$name"
-    elif [ -e "viz/$name" ]; then echo "viz/$name"
+    target=
+    if [ -e "${f%/*}/$name" ]; then target=${f%/*}/$name
+    elif [ -e "include/$name" ]; then target=include/$name
+    elif [ -e "src/$name" ]; then target=src/$name
+    elif [ -e "viz/$name" ]; then target=viz/$name
     fi
 }
 
-files=$(ls include/tscope/*.h src/*/*.[ch] viz/*/*.[ch] 2>/dev/null)
-for f in $files; do
-    from=$(home_of "$f")
+for f in include/tscope/*.h src/*/*.[ch] viz/*/*.[ch]; do
+    [ -e "$f" ] || continue
+    home_of "$f"
+    from=$home
     if [ -z "$from" ] || [ -z "${layer[$from]:-}" ]; then
         complain "$f: in no layer of the map (add its folder to scripts/check-layers.sh and docs/architecture.md)"
         continue
     fi
-    while IFS= read -r name; do
-        target=$(resolve "$f" "$name")
+    while IFS= read -r line; do
+        [[ $line =~ ^[[:space:]]*#[[:space:]]*include[[:space:]]*\"([^\"]*)\" ]] || continue
+        name=${BASH_REMATCH[1]}
+        resolve "$f" "$name"
         [ -n "$target" ] || continue
-        to=$(home_of "$target")
+        home_of "$target"
+        to=$home
         [ -n "$to" ] || { complain "$f includes $name, which is in no layer"; continue; }
         [ "$to" = "$from" ] && continue
         if [ "${layer[$to]}" -ge "${layer[$from]}" ]; then
             complain "$f ($from, layer ${layer[$from]}) includes $name ($to, layer ${layer[$to]}): only lower layers may be included"
         fi
-    done < <(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$f")
+    done <"$f"
 done
 
 # Computing code never sees the drawing libraries.

@@ -217,7 +217,7 @@ ts_status ts_safetensors_write(const char *path, int n, const char *const *names
 /* model_load: a model's weights and inputs from files (--load, --input, --target).
  *
  * The model never knows about files (docs/architecture.md); this module sits between:
- * it reads checkpoints with safetensors.h and arrays with npy.h and hands the
+ * it reads checkpoints (safetensors) and arrays (npy) and hands the
  * model tensors in PyTorch's layout, with messages that name the file.
  */
 

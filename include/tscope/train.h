@@ -76,12 +76,12 @@ void ts_task_score_add(ts_task_score *s, const int32_t *pred, const int32_t *lab
  *
  * One step:
  *     ts_train_forward(&tr, &in, &logits);          // dropout when m->training
- *     loss = ts_bwd_cross_entropy_forward(...);     // backward.h
+ *     loss = ts_bwd_cross_entropy_forward(...);     // kernels.h, "backward"
  *     ts_train_zero_grad(&tr);
  *     float *d = ts_train_output_grad(&tr);         // zeroed, shaped like logits
  *     ts_bwd_cross_entropy_backward(d, 1, ...);
  *     ts_train_backward(&tr, NULL);                 // or a hook: grad.<activation>
- *     ... optimizer on m->block with tr.grads (optim.h)
+ *     ... optimizer on m->block with tr.grads (kernels.h, "optim")
  *
  * Dropout masks come from a counter-based stream keyed by the config's seed
  * and the number of forwards so far, so a run is reproducible on any thread

@@ -25,7 +25,7 @@
  * texture. Everything but the loop works without a window, so tests drive it
  * with events and look at the pixels of an image surface.
  *
- * The centre of the frame is the current step drawn by a ts_scene (scene.h),
+ * The centre of the frame is the current step drawn by a ts_scene (render.h, "scene"),
  * the code `tscope png` uses: there is one drawing path.
  *
  * Steps are grouped as a tree: a layer ("encoder.layers.0") holds modules

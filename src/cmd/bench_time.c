@@ -1,3 +1,4 @@
+/* bench_time: the monotonic clock and the median of a run of timings. */
 #include "bench_time.h"
 
 #include <stdlib.h>

@@ -1,5 +1,5 @@
 /* tscope png: one view of a trace as a PNG, with no display. A scene
- * (scene.h: the same data path the viewer uses) picks the view by the step's
+ * (render.h, "scene": the same data path the viewer uses) picks the view by the step's
  * tag or --view and gathers its data from the trace; the renderers draw it
  * into a cairo image surface; stb_image_write writes it. The output is
  * opened before anything is drawn, so a path that cannot be written costs

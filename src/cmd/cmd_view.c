@@ -1,4 +1,4 @@
-/* tscope view: step through a trace in a window (viz/viewer.c does the work). */
+/* tscope view: step through a trace in a window (viz/viewer/ does the work). */
 #include <stdio.h>
 #include <stdlib.h>
 

@@ -1,3 +1,4 @@
+/* arena: one block of memory, carved into 64-byte aligned pieces (core.h, "arena"). */
 #include "tscope/core.h"
 
 #include <stdlib.h>

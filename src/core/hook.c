@@ -1,3 +1,4 @@
+/* hook: the names of the ops and tags the model hands to the hook. */
 #include "tscope/core.h"
 
 #define TS_NAME_ENTRY(e, name) name,

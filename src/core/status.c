@@ -1,3 +1,4 @@
+/* status: the last error's sentence, per thread, and errors kept to replay. */
 #include "tscope/core.h"
 
 #include <stdarg.h>

@@ -1,3 +1,5 @@
+/* tensor: views with a shape and strides; reshape, permute, chunk and their
+ * checks, the way PyTorch sees them (core.h, "tensor"). */
 #include "tscope/core.h"
 
 #include <stdio.h>

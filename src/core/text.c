@@ -1,3 +1,4 @@
+/* text: edit distance, sizes in words, choice lists and a growing string. */
 #include "tscope/core.h"
 
 #include <stdarg.h>

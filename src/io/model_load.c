@@ -1,3 +1,5 @@
+/* model_load: a model's weights from a safetensors file, its inputs from .npy
+ * files, with messages that name the tensor and the flag that would help. */
 #include "tscope/io.h"
 
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* npy: NumPy .npy arrays read (float32, float64, int32, int64, bool) and written. */
 #include "tscope/io.h"
 
 #include <errno.h>

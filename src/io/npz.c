@@ -1,3 +1,4 @@
+/* npz: NumPy .npz archives written as a stream of stored zip members. */
 #include "tscope/io.h"
 
 #include <stdlib.h>

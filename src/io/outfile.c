@@ -1,3 +1,4 @@
+/* outfile: files written under a temporary name and renamed into place. */
 #include "tscope/io.h"
 
 #include <errno.h>

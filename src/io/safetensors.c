@@ -1,3 +1,4 @@
+/* safetensors: checkpoints in Hugging Face's format, read (mapped) and written. */
 #include "tscope/io.h"
 
 #include <cjson/cJSON.h>

@@ -1,4 +1,4 @@
-/* kernels_backward: the forward/backward pairs of backward.h.
+/* kernels_backward: the forward/backward pairs of kernels.h ("backward").
  *
  * The heavy parts are GEMMs (ts_gemm with its transposes and beta = 1 to
  * accumulate); the rest are loops split over rows (or, where gradients of a

@@ -1,4 +1,4 @@
-/* optim: Adam, AdamW, clipping and the schedule (see optim.h). */
+/* optim: Adam, AdamW, clipping and the schedule (kernels.h, "optim"). */
 #include "tscope/kernels.h"
 
 #include <math.h>

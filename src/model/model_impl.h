@@ -1,5 +1,6 @@
 /* model_impl: what model.c (parameters), model_forward.c (the steps) and
- * model_acts.c share. Private to src/; the public surface is model.h. */
+ * model_variants.c share. Private to src/model/ (and train/, whose forward
+ * mirrors it); the public surface is model.h. */
 #ifndef TSCOPE_MODEL_IMPL_H
 #define TSCOPE_MODEL_IMPL_H
 

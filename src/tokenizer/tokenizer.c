@@ -1,3 +1,4 @@
+/* tokenizer: the word-level tokenizer of the toy sentences (tokenizer.h). */
 #include "tscope/tokenizer.h"
 
 #include <ctype.h>

@@ -1,4 +1,4 @@
-/* task: copy, reverse and sort data, greedy decoding and scores (task.h). */
+/* task: copy, reverse and sort data, greedy decoding and scores (train.h, "task"). */
 #include "tscope/train.h"
 
 #include <stdlib.h>

@@ -3,7 +3,7 @@
  * The frame is the page `tscope lesson N --export` writes (lesson_export.c:
  * narration beside the view, one drawing path) above a status bar with the
  * step counter and the keys. The window and its loop are the viewer's
- * (tscope/window.h): the state is the step shown, changed only by events; a
+ * (tscope/viewer.h, "window"): the state is the step shown, changed only by events; a
  * frame is drawn when it changed; SDL_WaitEvent sleeps in between. Scripts
  * use the words of `tscope view --script` (ts_view_script_word): right, left, home, end,
  * space, q, shot:FILE, resize:W,H; other words are ignored here.

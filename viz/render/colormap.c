@@ -1,3 +1,4 @@
+/* colormap: values to colours from the embedded tables of assets/colormaps/. */
 #include "tscope/render.h"
 
 #include <math.h>

@@ -1,3 +1,4 @@
+/* png: cairo image surfaces written to PNG files (stb_image_write) and read back. */
 #include "tscope/render.h"
 
 #include <errno.h>

@@ -1,4 +1,4 @@
-/* render_internal: what the view files (viz/render_*.c) share and nobody else
+/* render_internal: what the view files (viz/render/render_*.c) share and nobody else
  * uses: text through pango, number formatting, ticks, panel furniture (titles,
  * colour bars, axes) and drawing a matrix's cells. Names carry ts_render__
  * (two underscores): library-internal. */

@@ -5,7 +5,7 @@
  *
  * Idle costs nothing: SDL_WaitEvent sleeps until something happens, and a
  * frame is drawn only when an update says the state changed. The window
- * itself, its HiDPI scale and the loop are tscope/window.h's, shared with
+ * itself, its HiDPI scale and the loop are tscope/viewer.h's "window", shared with
  * the lesson mode (lesson_view.c).
  */
 #include <SDL.h>

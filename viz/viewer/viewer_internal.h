@@ -1,4 +1,4 @@
-/* viewer_internal: what the viewer's files (viz/viewer*.c) share: where the
+/* viewer_internal: what the viewer's files (viz/viewer/viewer*.c) share: where the
  * parts of the list and the slider lie, so that a click is mapped back with
  * the same numbers the drawing used. Names carry ts_view__ (two underscores). */
 #ifndef TSCOPE_VIZ_VIEWER_INTERNAL_H

@@ -1,4 +1,4 @@
-/* window: the SDL window, its cairo frame and its loop (include/tscope/window.h). */
+/* window: the SDL window, its cairo frame and its loop (tscope/viewer.h, "window"). */
 #include "tscope/viewer.h"
 
 #include <stdio.h>
