@@ -262,7 +262,6 @@ ts_model_input model_batch_input(const model_batch *b) {
 
 static ts_status print_step(void *ctx, const char *name, ts_op op, const ts_tensor *t, ts_tag tag) {
     (void)op;
-    (void)tag;
     shape_printer *p = ctx;
     /* The module is the name up to its last dot; a top-level step
      * (input, logits) is its own module. */
@@ -274,9 +273,19 @@ static ts_status print_step(void *ctx, const char *name, ts_op op, const ts_tens
         p->group[glen] = '\0';
         fprintf(p->out, "------- %s -------\n", p->group);
     }
+    const char *leaf = dot ? dot + 1 : name;
     char shape[TS_SHAPE_TEXT_MAX];
     ts_tensor_shape_str(shape, sizeof shape, t, p->style);
-    fprintf(p->out, "%s.size(): %s\n", dot ? dot + 1 : name, shape);
+    bool seed_order = p->style == TS_SHAPE_TORCH && tag == TS_TAG_ATTN_WEIGHTS;
+    if (seed_order) {
+        snprintf(p->held, sizeof p->held, "%s.size(): %s\n", leaf, shape);
+        return TS_OK;
+    }
+    fprintf(p->out, "%s.size(): %s\n", leaf, shape);
+    if (p->held[0]) { /* the values made from the held weights, or any step after them */
+        fputs(p->held, p->out);
+        p->held[0] = '\0';
+    }
     return ferror(p->out) ? ts_fail(TS_ERR_IO, "cannot write the shapes") : TS_OK;
 }
 

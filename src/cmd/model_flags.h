@@ -63,11 +63,15 @@ ts_model_input model_batch_input(const model_batch *b);
 
 /* A hook that prints each step as the seeds do: a header line when the module
  * changes ("------- encoder.layers.0.self_attn -------"), then
- * "qkv.size(): [30, 200, 1536]" or "qkv.size(): torch.Size([30, 200, 1536])". */
+ * "qkv.size(): [30, 200, 1536]" or "qkv.size(): torch.Size([30, 200, 1536])".
+ * Steps come in the order of the data (an attention's weights, then the
+ * values made from them); the torch style prints values before weights, as
+ * seed 000 does on one line, so its printout can be compared line by line. */
 typedef struct shape_printer {
     FILE *out;
     ts_shape_style style;
     char group[TS_MODEL_NAME_MAX];
+    char held[TS_MODEL_NAME_MAX + TS_SHAPE_TEXT_MAX]; /* torch style: a weights line waiting for its values */
 } shape_printer;
 
 void shape_printer_init(shape_printer *p, FILE *out, ts_shape_style style);

@@ -467,8 +467,8 @@ static ts_status sdpa(fwd *f, const char *prefix, const heads_at *q, const heads
     f->m->empty_rows += empty;
     heads_at vals = {a->ctx, (int64_t)Sq * D, hd, D};
     ts_tensor tv = heads_view(f, &vals, Sq);
-    TS_TRY(emit(f, prefix, "values", TS_OP_MATMUL, &tv, TS_TAG_HEADS, false));
     TS_TRY(emit(f, prefix, "weights", TS_OP_SOFTMAX, &tatt, TS_TAG_ATTN_WEIGHTS, false));
+    TS_TRY(emit(f, prefix, "values", TS_OP_MATMUL, &tv, TS_TAG_HEADS, false));
     if (f->c->variants & TS_VARIANT_SEED000_RESHAPE) { /* no permute back; the q/k/v rows are spent */
         if (!f->dry) ts_model_unpermuted_concat(a->ctx, a->big, B, Sq, H, hd);
     } else {
