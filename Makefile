@@ -23,6 +23,8 @@ OMP := $(if $(NO_OMP),,-fopenmp)
 CPPFLAGS := -Iinclude -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE
 # `tscope lesson 1` finds this tree's lessons/ from any directory ($TSCOPE_LESSONS overrides).
 LESSON_DIR_FLAG = -DTSCOPE_LESSON_DIR='"$(CURDIR)/lessons"'
+# and the shipped tokenizer files in assets/ ($TSCOPE_ASSETS overrides).
+ASSET_DIR_FLAG = -DTSCOPE_ASSET_DIR='"$(CURDIR)/assets"'
 CFLAGS_ALL = $(WARN) $(OPT) $(OMP) $(CPPFLAGS) $(PKG_CFLAGS) $(CFLAGS)
 LDLIBS_ALL = $(PKG_LIBS) $(OMP) -lm -lpthread -ldl $(LDLIBS)
 SAN := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
@@ -37,7 +39,7 @@ else
 ISA_SRCS := $(wildcard src/*_avx2.c src/*_avx512.c)
 endif
 
-LIB_SRCS := $(filter-out $(ISA_SRCS),$(wildcard src/*.c viz/*.c))
+LIB_SRCS := $(filter-out $(ISA_SRCS),$(wildcard src/*.c src/tokenizer/*.c viz/*.c))
 CMD_SRCS := $(wildcard src/cmd/*.c)
 TEST_SRCS := $(wildcard tests/test_*.c)
 TEST_SUPPORT := $(filter-out $(TEST_SRCS),$(wildcard tests/*.c))
@@ -147,5 +149,6 @@ $(BUILD)/%.o: %.c
 	$(Q)$(CC) $(CFLAGS_ALL) $(call isa_flags,$<) -MMD -MP -c -o $@ $<
 
 $(BUILD)/src/lesson_find.o: CPPFLAGS += $(LESSON_DIR_FLAG)
+$(BUILD)/src/tokenizer/bpe.o: CPPFLAGS += $(ASSET_DIR_FLAG)
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
