@@ -64,9 +64,9 @@ const char *ts_tokenizer_word(const ts_tokenizer *tok, int32_t id);
  *   3. each symbol is a token: its id from encoder.json.
  * Token strings spell bytes as printable characters (bytes_to_unicode in
  * OpenAI's encoder.py): a space is "Ġ" (U+0120), a newline "Ċ" (U+010A).
- * Ids match the gpt-3-encoder npm package (tests/ref/bpe/) on valid UTF-8;
- * ill-formed UTF-8 is read as JavaScript's TextDecoder reads it, each bad
- * part becoming U+FFFD, so only valid UTF-8 decodes back to the same bytes.
+ * Ids match the gpt-3-encoder npm package (tests/ref/bpe/, docs/tokenizers.md),
+ * ill-formed UTF-8 included: it is read as Node's UTF-8 decoder reads it, each
+ * bad part becoming U+FFFD, so only valid UTF-8 decodes back to the same bytes.
  * "<|endoftext|>" in a text is plain text, as in the reference.
  */
 typedef struct ts_bpe ts_bpe;
