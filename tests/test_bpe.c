@@ -375,6 +375,17 @@ static char *small_vocab(const char *extra) {
     return ts_text_buf_take(&b);
 }
 
+/* s with its first `from` made `to`, in a new string. */
+static char *replace_once(const char *s, const char *from, const char *to) {
+    const char *at = strstr(s, from);
+    assert_non_null(at);
+    ts_text_buf b = {0};
+    ts_text_buf_add(&b, s, (size_t)(at - s));
+    ts_text_buf_str(&b, to);
+    ts_text_buf_str(&b, at + strlen(from));
+    return ts_text_buf_take(&b);
+}
+
 static void load_refuses_bad_files(void **state) {
     (void)state;
     char dir[] = "/tmp/tscope-bpe-XXXXXX";
@@ -396,6 +407,8 @@ static void load_refuses_bad_files(void **state) {
     char *gap = small_vocab(", \"xy\": 300");
     char *alien = small_vocab(", \"\xe2\x96\x81x\": 258"); /* ▁ stands for no byte (SentencePiece) */
     char *strid = small_vocab(", \"xy\": \"258\"");
+    char *twice = replace_once(vocab, "\"A\": 65", "\"Q\": 65");  /* "Q" twice */
+    char *nobyte = replace_once(vocab, "\"A\": 65", "\"AA\": 65"); /* no token for the byte 'A' */
     static const struct {
         const char *vocab, *merges, *message;
     } cases[] = {
@@ -412,8 +425,10 @@ static void load_refuses_bad_files(void **state) {
         {NULL, "#version: 0.2\nab\n", "line 2 has 1 fields"},
         {NULL, "#version: 0.2\na b\nb c\n", "line 3 merges \"b\" and \"c\", but \"bc\" is not in the vocabulary"},
         {NULL, "#version: 0.2\n\n", "holds no merges"},
+        {NULL, "a b\n", "spells the same bytes as another token"},
+        {NULL, "a b\n", "no token for the byte 0x41"},
     };
-    const char *vocabs[] = {vocab, vocab, NULL, NULL, NULL, dup, gap, alien, strid, vocab, vocab, vocab, vocab};
+    const char *vocabs[] = {vocab, vocab, NULL, NULL, NULL, dup, gap, alien, strid, vocab, vocab, vocab, vocab, twice, nobyte};
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         const char *v = cases[k].vocab ? cases[k].vocab : vocabs[k];
         write_dir(dir, k == 0 ? NULL : v, cases[k].merges);
@@ -431,6 +446,8 @@ static void load_refuses_bad_files(void **state) {
     free(gap);
     free(alien);
     free(strid);
+    free(twice);
+    free(nobyte);
 }
 
 /* The reference joins every occurrence of the best pair, left to right,
