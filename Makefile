@@ -31,6 +31,8 @@ OMP := $(if $(NO_OMP),,-fopenmp)
 CPPFLAGS := -Iinclude -Isrc -Iviz -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE
 # `tscope lesson 1` finds this tree's lessons/ from any directory ($TSCOPE_LESSONS overrides).
 LESSON_DIR_FLAG = -DTSCOPE_LESSON_DIR='"$(CURDIR)/lessons"'
+# and the shipped tokenizer files in assets/ ($TSCOPE_ASSETS overrides).
+ASSET_DIR_FLAG = -DTSCOPE_ASSET_DIR='"$(CURDIR)/assets"'
 CFLAGS_BASE = $(WARN) $(OPT) $(OMP) $(CPPFLAGS) $(CFLAGS)
 CFLAGS_ALL = $(CFLAGS_BASE) $(PKG_CFLAGS)
 LDLIBS_ALL = $(PKG_LIBS) $(OMP) -lm -lpthread -ldl $(LDLIBS)
@@ -167,5 +169,6 @@ $(BUILD)/%.o: %.c
 	$(Q)$(CC) $(CFLAGS_ALL) $(call isa_flags,$<) -MMD -MP -c -o $@ $<
 
 $(BUILD)/src/lesson/lesson_find.o: CPPFLAGS += $(LESSON_DIR_FLAG)
+$(BUILD)/src/tokenizer/bpe.o: CPPFLAGS += $(ASSET_DIR_FLAG)
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

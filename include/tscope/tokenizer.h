@@ -1,4 +1,6 @@
 /* tokenizer: words to ids and back, simple enough to read in one sitting.
+ * Two of them: the word-level tokenizer of the toy tasks (ts_tokenizer_*,
+ * here first) and GPT-2's byte-level BPE (ts_bpe_*, below).
  *
  * Word level: the text is lower-cased (ASCII), split on white space, and every
  * punctuation character becomes a token of its own, so "My name is Goro." is
@@ -17,6 +19,7 @@
 #ifndef TSCOPE_TOKENIZER_H
 #define TSCOPE_TOKENIZER_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "tscope/core.h"
@@ -47,5 +50,74 @@ int32_t ts_tokenizer_id(const ts_tokenizer *tok, const char *word);
 
 /* The string of an id, "<unk>" when out of range. */
 const char *ts_tokenizer_word(const ts_tokenizer *tok, int32_t id);
+
+/* ---- GPT-2's byte-level BPE (src/tokenizer/bpe.c) ----
+ *
+ * The tokenizer of GPT-2 (and GPT-3's r50k), read from the two files OpenAI
+ * published: encoder.json (token string -> id; Hugging Face calls it
+ * vocab.json) and vocab.bpe (the merges in order, one "a b" a line after a
+ * "#version" line; Hugging Face's merges.txt). Encoding:
+ *   1. pre-tokenize: GPT-2's pattern cuts the text into words, each with its
+ *      leading space ("Hello world" -> "Hello", " world");
+ *   2. each word's UTF-8 bytes become one symbol each, and the merges join
+ *      adjacent symbols, lowest rank first, until none applies;
+ *   3. each symbol is a token: its id from encoder.json.
+ * Token strings spell bytes as printable characters (bytes_to_unicode in
+ * OpenAI's encoder.py): a space is "Ġ" (U+0120), a newline "Ċ" (U+010A).
+ * Ids match the gpt-3-encoder npm package (tests/ref/bpe/, docs/tokenizers.md),
+ * ill-formed UTF-8 included: it is read as Node's UTF-8 decoder reads it, each
+ * bad part becoming U+FFFD, so only valid UTF-8 decodes back to the same bytes.
+ * "<|endoftext|>" in a text is plain text, as in the reference.
+ */
+typedef struct ts_bpe ts_bpe;
+
+/* Token ids that grow as they are added (start from {0}). */
+typedef struct ts_bpe_ids {
+    int32_t *ids; /* (count) */
+    size_t count, cap;
+} ts_bpe_ids;
+
+void ts_bpe_ids_free(ts_bpe_ids *ids);
+
+/* Read encoder.json (or vocab.json) and vocab.bpe (or merges.txt) from dir.
+ * Every token must spell bytes, ids must run 0..n-1, and each merge must join
+ * two tokens into a third; anything else is a format error naming the file. */
+ts_status ts_bpe_load(ts_bpe **bpe, const char *dir);
+void ts_bpe_free(ts_bpe *bpe);
+
+/* The shipped GPT-2 files: $TSCOPE_ASSETS/gpt2 when that is set, else the
+ * source tree's assets/gpt2 (compiled in, so it works from any directory). */
+ts_status ts_bpe_default_dir(char *dir, size_t cap);
+
+/* How many tokens there are (50257 for GPT-2). */
+int32_t ts_bpe_vocab_size(const ts_bpe *bpe);
+
+/* Append the ids of text[0..len) to out. Any bytes are accepted. Keeps a
+ * cache of words seen, so a ts_bpe must not encode on two threads at once. */
+ts_status ts_bpe_encode(ts_bpe *bpe, const char *text, size_t len, ts_bpe_ids *out);
+
+/* The bytes of ids[0..n), back to back, into a new NUL-terminated string
+ * (*text, the caller's to free; *len bytes, which may hold NULs or be
+ * ill-formed UTF-8 when the ids cut a character). An id outside the
+ * vocabulary is an argument error. */
+ts_status ts_bpe_decode(const ts_bpe *bpe, const int32_t *ids, size_t n, char **text, size_t *len);
+
+/* One token's bytes (not NUL-terminated; *len of them), or NULL for an id
+ * outside the vocabulary. */
+const char *ts_bpe_token_bytes(const ts_bpe *bpe, int32_t id, size_t *len);
+
+/* One token's string as the vocabulary file spells it ("Ġthe"), or NULL. */
+const char *ts_bpe_token_string(const ts_bpe *bpe, int32_t id);
+
+/* A readable label of some bytes, for axes and listings: the text itself,
+ * with a space as "␣", newline "↵", tab "⇥", carriage return "␍", other
+ * control characters as their Unicode pictures (␀ ␁ ... ␡), and each byte
+ * that is not part of a whole UTF-8 character as "\xE2". Written to buf like
+ * snprintf (never cutting a character); returns the length the whole label
+ * needs. */
+size_t ts_bpe_label(const char *bytes, size_t len, char *buf, size_t cap);
+
+/* The label of one token ("␣the"; "<bad id 70000>" outside the vocabulary). */
+size_t ts_bpe_token_label(const ts_bpe *bpe, int32_t id, char *buf, size_t cap);
 
 #endif
