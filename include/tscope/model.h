@@ -114,6 +114,7 @@ typedef struct ts_model_config {
     ts_input_kind input;
     bool final_norm;    /* a LayerNorm after each stack (pre-LN models want it) */
     bool causal;        /* encoder / lone attention: position i sees only j <= i */
+    bool tgt_not_causal; /* the decoder's self-attention sees every position (--tgt-mask none); false: causal */
     bool scale_embed;   /* multiply token embeddings by sqrt(D), as the paper */
     bool tie_embed;     /* one token table for source, target and the logits */
     unsigned variants;  /* ts_variant bits; 0 = the correct model */
@@ -285,7 +286,14 @@ void ts_model_export_param(const ts_model *m, int i, float *dst);
 /* What a forward reads. Give ids or embedded vectors for the source; for an
  * encoder-decoder also the target (ids or vectors), or `memory` to skip the
  * encoder (a decoder alone, as nn.TransformerDecoderLayer is tested). Pads are
- * 1 where a position is padding: keys there get -inf before the softmax. */
+ * 1 where a position is padding (PyTorch's key_padding_mask, True = pad): keys
+ * there get -inf before the softmax. src_pad masks the encoder's keys, tgt_pad
+ * the decoder's self-attention keys; cross-attention hides the memory's keys
+ * in mem_pad when mem_pad_set (nn.Transformer's memory_key_padding_mask, which
+ * may be NULL while src_pad is not), else those of src_pad (text runs: the
+ * memory is the padded source). Each mask given is traced first, as 0/1
+ * (B, S) steps named after nn.Transformer.forward's arguments:
+ * src_key_padding_mask, tgt_key_padding_mask, memory_key_padding_mask. */
 typedef struct ts_model_input {
     const int32_t *src_ids;     // (B, S)
     const float *src_embedded;  // (B, S, in_dim)
@@ -294,6 +302,8 @@ typedef struct ts_model_input {
     const float *tgt_embedded;  // (B, T, D)
     const uint8_t *tgt_pad;     // (B, T) or NULL
     const float *memory;        // (B, S, D) or NULL
+    const uint8_t *mem_pad;     // (B, S) or NULL: cross-attention's padded keys, when mem_pad_set
+    bool mem_pad_set;           // false: cross-attention hides src_pad's keys
 } ts_model_input;
 
 /* Run the model; `out` becomes a view of the result (logits, or the last

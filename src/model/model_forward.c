@@ -77,6 +77,8 @@ size_t ts_model_plan_acts(const ts_model *m, ts_model_acts *a, unsigned char *ba
     a->pe = take(&cur, base, c->pe == TS_PE_SINUSOIDAL ? L * D : 0);
     a->src_mask = take(&cur, base, B * S);
     a->tgt_mask = take(&cur, base, encdec ? B * T : 0);
+    a->mem_mask = take(&cur, base, encdec ? B * S : 0);
+    a->pads = take(&cur, base, B * L);
     a->cls = take(&cur, base, c->head == TS_HEAD_CLS ? B * D : 0);
     int64_t logits = c->head == TS_HEAD_LM ? B * (encdec ? T : S) * c->vocab
                    : c->head == TS_HEAD_CLS ? B * c->n_labels : 0;
@@ -109,6 +111,7 @@ typedef struct fwd {
     double flops;
     ts_model_summary *sum;
     const float *row_mask; // (B, S) -inf at pad queries while the encoder runs with mask padding-both
+    const float *mem_mask; // (B, S) the memory's padded keys for cross-attention, or NULL
 } fwd;
 
 /* A view of `data` (NULL in a dry run) with the given shape; row-major unless
@@ -686,11 +689,12 @@ static ts_status decoder_layer(fwd *f, int i, const ts_dec_layer_weights *w, con
     int T = f->m->T, S = f->m->S, D = f->D;
     int64_t n = (int64_t)f->B * T * D;
     float *tmp = f->a->tmp;
-    const float *tmask = f->a->tgt_mask, *smask = f->a->src_mask;
+    const float *tmask = f->a->tgt_mask, *smask = f->mem_mask;
+    bool causal = !f->c->tgt_not_causal;
     float eps = f->c->eps;
     ts_tensor t;
     if (f->c->norm == TS_NORM_POST) {
-        TS_TRY(self_attention(f, sa, sap, &w->self_attn, in, D, T, tmask, true, tmp));
+        TS_TRY(self_attention(f, sa, sap, &w->self_attn, in, D, T, tmask, causal, tmp));
         dropout(f, tmp, n);
         add(f, tmp, tmp, in, n);
         TS_TRY(norm(f, nn[0], np[0], tmp, out, T, norms[0], eps, TS_OP_ADD, false));
@@ -706,7 +710,7 @@ static ts_status decoder_layer(fwd *f, int i, const ts_dec_layer_weights *w, con
         return emit(f, p, "out", TS_OP_LAYERNORM, &t, TS_TAG_PLAIN, true);
     }
     TS_TRY(norm(f, nn[0], np[0], in, tmp, T, norms[0], eps, TS_OP_INPUT, true));
-    TS_TRY(self_attention(f, sa, sap, &w->self_attn, tmp, D, T, tmask, true, tmp));
+    TS_TRY(self_attention(f, sa, sap, &w->self_attn, tmp, D, T, tmask, causal, tmp));
     dropout(f, tmp, n);
     add(f, out, in, tmp, n);
     TS_TRY(norm(f, nn[1], np[1], out, tmp, T, norms[1], eps, TS_OP_ADD, false));
@@ -843,6 +847,19 @@ static void build_mask(float *mask, const uint8_t *pad, int64_t n) {
     for (int64_t i = 0; i < n; i++) mask[i] = pad && pad[i] ? -INFINITY : 0.0f;
 }
 
+/* A padding mask the input gives, handed to the hook as 0/1 (B, S) before the
+ * steps it shapes, so a reader knows which rows are padding (PyTorch leaves
+ * the output at padded queries unspecified; the viewer draws them as pads). */
+static ts_status emit_pads(fwd *f, const char *name, const uint8_t *pad, int S) {
+    if (!pad) return TS_OK;
+    int64_t n = (int64_t)f->B * S;
+    float *p = f->a->pads;
+    if (!f->dry)
+        for (int64_t i = 0; i < n; i++) p[i] = pad[i] ? 1.0f : 0.0f;
+    ts_tensor t = view(p, 2, (int64_t[]){f->B, S}, NULL);
+    return emit(f, NULL, name, TS_OP_MASK, &t, TS_TAG_PLAIN, false);
+}
+
 static ts_status check_input(const ts_model *m, const ts_model_input *in) {
     const ts_model_config *c = &m->cfg;
     bool encdec = c->arch == TS_ARCH_ENCODER_DECODER;
@@ -860,6 +877,9 @@ static ts_status check_input(const ts_model *m, const ts_model_input *in) {
             return ts_fail(TS_ERR_ARG, "model: this model's decoder reads vectors, not ids");
         if (in->tgt_ids) TS_TRY(check_ids(in->tgt_ids, (int64_t)c->batch * m->T, c->vocab, "target"));
     }
+    if (!encdec && (in->tgt_pad || in->mem_pad_set))
+        return ts_fail(TS_ERR_ARG, "model: a %s padding mask needs a decoder; this model has none",
+                       in->tgt_pad ? "target" : "memory");
     return TS_OK;
 }
 
@@ -872,16 +892,23 @@ static ts_status run(fwd *f, const ts_model_input *in, ts_tensor *out) {
     memset(&none, 0, sizeof none);
     if (!in) in = &none;
     TS_TRY(check_input(m, in));
+    bool encdec = c->arch == TS_ARCH_ENCODER_DECODER;
+    const uint8_t *mem_pad = encdec ? (in->mem_pad_set ? in->mem_pad : in->src_pad) : NULL;
     if (!f->dry) {
         build_mask(a->src_mask, in->src_pad, (int64_t)f->B * S);
         if (a->tgt_mask) build_mask(a->tgt_mask, in->tgt_pad, (int64_t)f->B * T);
+        if (a->mem_mask) build_mask(a->mem_mask, mem_pad, (int64_t)f->B * S);
     }
     /* Masks only where a position is padding: without pads, attention is unmasked. */
     const float *saved_src = a->src_mask, *saved_tgt = a->tgt_mask;
     if (!in->src_pad) a->src_mask = NULL;
     if (!in->tgt_pad) a->tgt_mask = NULL;
+    f->mem_mask = mem_pad ? a->mem_mask : NULL;
     f->row_mask = c->mask == TS_MASK_PADDING_BOTH ? a->src_mask : NULL; // the encoder's pad queries
-    ts_status st = TS_OK;
+    ts_status st = emit_pads(f, "src_key_padding_mask", in->src_pad, S);
+    if (!st && encdec) st = emit_pads(f, "tgt_key_padding_mask", in->tgt_pad, T);
+    if (!st && encdec && in->mem_pad_set) st = emit_pads(f, "memory_key_padding_mask", in->mem_pad, S);
+    if (st) goto done;
     const float *x = NULL;
     if (c->arch == TS_ARCH_ATTENTION) {
         int din = c->in_dim ? c->in_dim : f->D;
