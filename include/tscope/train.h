@@ -166,7 +166,10 @@ ts_status ts_train_step(ts_train *tr, ts_optim *opt, const ts_model_input *in, c
 /* Write the model's parameters to a safetensors file atomically, in
  * PyTorch's layout and names, except the token tables, saved as
  * embed.src.weight and embed.tgt.weight (names ts_model_find_param also
- * accepts). meta: n_meta key/value pairs for __metadata__. */
+ * accepts). __metadata__ always holds "format": "tscope" and "config": the
+ * model's config as JSON (ts_model_config_json), so that tscope run --load
+ * reads heads, norm placement, activation and positions back; meta: n_meta
+ * more key/value pairs. */
 ts_status ts_train_save(const ts_model *m, const char *path, int n_meta, const char *const *meta);
 
 #endif

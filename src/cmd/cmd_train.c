@@ -321,16 +321,12 @@ static ts_status evaluate(ts_model *m, const task_data *d, ts_task_score *score,
 
 static ts_status save_checkpoint(const train_opts *o, const ts_model *m, ts_task_kind kind, int64_t steps,
                                  const ts_task_score *score) {
-    char *config = trace_cli_config_json(&m->cfg);
     char steps_s[32], acc[64];
     snprintf(steps_s, sizeof steps_s, "%lld", (long long)steps);
     snprintf(acc, sizeof acc, "exact %.1f%%, per-token %.1f%%", 100.0 * score->seqs_right / (double)score->seqs,
              100.0 * score->tokens_right / (double)score->tokens);
-    const char *meta[] = {"format", "tscope", "task", ts_task_name(kind), "steps", steps_s, "held_out_accuracy", acc,
-                          "config", config ? config : "{}"};
-    ts_status st = ts_train_save(m, o->save, 5, meta);
-    free(config);
-    return st;
+    const char *meta[] = {"task", ts_task_name(kind), "steps", steps_s, "held_out_accuracy", acc};
+    return ts_train_save(m, o->save, 3, meta); /* and format, config: ts_train_save writes them */
 }
 
 /* A small model's step is a few hundred microseconds of work in many small
