@@ -4,13 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum {
-    F_PRESET, F_D_MODEL, F_HEADS, F_FFN, F_LAYERS, F_DEC_LAYERS, F_VOCAB, F_SEQ, F_BATCH, F_DROPOUT,
-    F_NORM, F_PE, F_ACTIVATION, F_EPS, F_FINAL_NORM, F_SEED, F_TEXT, F_VARIANT, F_PE_VARIANT, F_MASK,
-    F_TRAIN_MODE,
-};
-_Static_assert(F_TRAIN_MODE + 1 == MODEL_FLAGS_COUNT, "one seen slot per row");
-
 int model_flags_table(ts_flag *t, int n, model_flags *mf) {
     memset(mf, 0, sizeof *mf);
     bool *s = mf->seen;
@@ -57,7 +50,11 @@ int model_flags_table(ts_flag *t, int n, model_flags *mf) {
          "none|causal|padding|padding-both", NULL, &s[F_MASK]},
         {"--train-mode", TS_FLAG_BOOL, &mf->train_mode, NULL, "forward as in training: dropout on, seeded (off)",
          NULL, NULL, &s[F_TRAIN_MODE]},
+        {"--head", TS_FLAG_CHOICE, &mf->head, NULL,
+         "output head: none (the last stack's output) or lm (logits over --vocab); default: the preset's, none "
+         "for --input vectors", "none|lm", NULL, &s[F_HEAD]},
     };
+    _Static_assert(sizeof rows / sizeof rows[0] == MODEL_FLAGS_COUNT, "one row per model_flag_id");
     int count = (int)(sizeof rows / sizeof rows[0]);
     for (int i = 0; i < count; i++) t[n + i] = rows[i];
     return n + count;
@@ -81,6 +78,10 @@ static ts_status apply_flags(const model_flags *mf, ts_model_config *c) {
     if (!st && s[F_PE]) st = ts_model_pe_parse(mf->pe, "--pe", &c->pe);
     if (!st && s[F_ACTIVATION]) st = ts_model_activation_parse(mf->activation, "--activation", &c->activation);
     if (s[F_PE] && c->pe != TS_PE_SINUSOIDAL) c->scale_embed = false;
+    if (s[F_HEAD]) {
+        c->head = strcmp(mf->head, "lm") == 0 ? TS_HEAD_LM : TS_HEAD_NONE;
+        if (c->head != TS_HEAD_LM) c->tie_embed = false;
+    }
     if (s[F_DEC_LAYERS]) {
         c->dec_layers = mf->dec_layers;
         if (c->arch != TS_ARCH_ATTENTION)
@@ -104,7 +105,7 @@ static int target_length(int S, bool starts_with_bos) { return starts_with_bos &
 
 /* Tokenize every text; S = the longest (or --seq), B = the number of texts. */
 static ts_status tokenize(const model_flags *mf, ts_model_config *c, const char *const *texts, int n_texts,
-                          model_batch *b) {
+                          model_batch *b, const char *weights, bool *padded) {
     ts_tokenizer tok;
     ts_status st = ts_tokenizer_init(&tok);
     for (int i = 0; !st && i < n_texts; i++) st = ts_tokenizer_add_text(&tok, texts[i]);
@@ -124,6 +125,12 @@ static ts_status tokenize(const model_flags *mf, ts_model_config *c, const char 
         return ts_fail(TS_ERR_ARG, "the text has %d tokens, more than --seq %d", longest, c->seq);
     }
     if (!mf->seen[F_SEQ]) c->seq = longest;
+    *padded = false;
+    for (int i = 0; i < n_texts; i++) {
+        int n = 0;
+        ts_tokenizer_encode(&tok, texts[i], NULL, 0, &n);
+        if (n < c->seq) *padded = true;
+    }
     if (n_texts > 1) {
         if (mf->seen[F_BATCH] && c->batch != n_texts) {
             ts_tokenizer_free(&tok);
@@ -132,14 +139,17 @@ static ts_status tokenize(const model_flags *mf, ts_model_config *c, const char 
         }
         c->batch = n_texts;
     }
-    if (!mf->seen[F_VOCAB] && c->vocab < tok.count) c->vocab = tok.count;
+    if (!mf->seen[F_VOCAB] && !weights && c->vocab < tok.count) c->vocab = tok.count;
     if (c->vocab < tok.count) {
         int words = tok.count - TS_TOK_N_SPECIAL;
         ts_tokenizer_free(&tok);
+        char who[300];
+        if (weights) snprintf(who, sizeof who, "%s's vocabulary of %d ids", weights, c->vocab);
+        else snprintf(who, sizeof who, "--vocab %d", c->vocab);
         return ts_fail(TS_ERR_ARG,
-                       "--vocab %d is too small for the text: it has %d distinct word%s and %d special tokens "
+                       "%s is too small for the text: it has %d distinct word%s and %d special tokens "
                        "(%d ids)",
-                       c->vocab, words, words == 1 ? "" : "s", TS_TOK_N_SPECIAL, words + TS_TOK_N_SPECIAL);
+                       who, words, words == 1 ? "" : "s", TS_TOK_N_SPECIAL, words + TS_TOK_N_SPECIAL);
     }
     if (b) {
         b->tok = tok;
@@ -193,34 +203,150 @@ static ts_status build_ids(const ts_model_config *c, const char *const *texts, i
     return TS_OK;
 }
 
-ts_status model_flags_resolve(const model_flags *mf, ts_model_config *cfg, model_batch *batch) {
-    if (batch) memset(batch, 0, sizeof *batch);
-    ts_status st = ts_model_config_preset(cfg, mf->seen[F_PRESET] ? mf->preset : "tiny");
+ts_status model_flags_apply(const model_flags *mf, ts_model_config *cfg) {
+    ts_status st = apply_flags(mf, cfg);
+    return st ? st : apply_variant_flags(mf, cfg);
+}
+
+/* A size a flag and a file both give: they must agree. */
+static ts_status agree(const model_flags *mf, int flag, const char *name, int value, const char *file,
+                       const char *what, int64_t from_file) {
+    if (!mf->seen[flag] || value == from_file) return TS_OK;
+    return ts_fail(TS_ERR_ARG, "%s %d disagrees with %s: it holds %s %lld", name, value, file, what,
+                   (long long)from_file);
+}
+
+/* --input (and --target) vectors decide batch and lengths; the flags that
+ * also would must agree. */
+static ts_status use_vectors(const model_flags *mf, const model_given *g, ts_model_config *c) {
+    const ts_npy *x = g->input, *y = g->target;
+    bool encdec = c->arch == TS_ARCH_ENCODER_DECODER;
+    if (c->input == TS_INPUT_TOKENS && g->base)
+        return ts_fail(TS_ERR_ARG, "%s reads token ids (it has a token table), not vectors: give --text instead of "
+                                   "--input", g->weights_path);
+    if (y && !encdec)
+        return ts_fail(TS_ERR_ARG, "--target %s feeds a decoder; this model has none%s", g->target_path,
+                       g->base ? "" : " (--dec-layers N adds one)");
+    if (encdec && !y)
+        return ts_fail(TS_ERR_ARG, "--input feeds the encoder; this encoder-decoder also needs --target Y.npy "
+                                   "(B, T, %d) for its decoder%s", c->d_model, g->base ? "" : ", or --dec-layers 0");
+    ts_status st = agree(mf, F_BATCH, "--batch", c->batch, g->input_path, "batch", x->shape[0]);
+    if (!st) st = agree(mf, F_SEQ, "--seq", c->seq, g->input_path, "sequences of length", x->shape[1]);
     if (st) return st;
-    if ((st = apply_flags(mf, cfg))) return st;
-    if ((st = apply_variant_flags(mf, cfg))) return st;
+    int width = c->in_dim ? c->in_dim : c->d_model;
+    char src[300];
+    if (g->base) snprintf(src, sizeof src, "d_model %d (%s)", c->d_model, g->weights_path);
+    else if (c->in_dim) snprintf(src, sizeof src, "input width %d (preset %s)", c->in_dim, c->preset);
+    else snprintf(src, sizeof src, "--d-model %d%s%s", c->d_model, mf->seen[F_D_MODEL] ? "" : " (preset ",
+                  mf->seen[F_D_MODEL] ? "" : c->preset);
+    if (!g->base && !c->in_dim && !mf->seen[F_D_MODEL]) strncat(src, ")", sizeof src - strlen(src) - 1);
+    if (x->shape[2] != width)
+        return ts_fail(TS_ERR_SHAPE, "--input %s holds vectors of width %lld; the model reads width %d: %s",
+                       g->input_path, (long long)x->shape[2], width, src);
+    if (y) {
+        if (y->shape[0] != x->shape[0])
+            return ts_fail(TS_ERR_SHAPE, "--input %s has batch %lld but --target %s has batch %lld", g->input_path,
+                           (long long)x->shape[0], g->target_path, (long long)y->shape[0]);
+        if (y->shape[2] != c->d_model)
+            return ts_fail(TS_ERR_SHAPE, "--target %s holds vectors of width %lld; the decoder reads width %d: %s",
+                           g->target_path, (long long)y->shape[2], c->d_model, src);
+        c->tgt_seq = (int)y->shape[1];
+    }
+    c->batch = (int)x->shape[0];
+    c->seq = (int)x->shape[1];
+    c->input = TS_INPUT_EMBEDDED;
+    /* vectors have no vocabulary: the preset's vocabulary head goes unless asked for */
+    if (!g->base && c->head == TS_HEAD_LM && !mf->seen[F_HEAD]) c->head = TS_HEAD_NONE;
+    if (c->head != TS_HEAD_LM) c->tie_embed = false;
+    return TS_OK;
+}
+
+/* Flags the resolved model has no use for: each is an error saying why,
+ * never a setting silently dropped. `padded`: some position is padding. */
+static ts_status unused_flags(const model_flags *mf, const ts_model_config *c, const model_given *g, bool padded,
+                              bool random_input) {
+    const bool *s = mf->seen;
+    if (c->arch == TS_ARCH_ATTENTION) {
+        static const struct { int flag; const char *name; } none[] = {
+            {F_FFN, "--ffn"}, {F_LAYERS, "--layers"}, {F_NORM, "--norm"}, {F_ACTIVATION, "--activation"},
+            {F_EPS, "--eps"}, {F_FINAL_NORM, "--final-norm"}, {F_HEAD, "--head"}};
+        for (size_t i = 0; i < sizeof none / sizeof none[0]; i++)
+            if (s[none[i].flag])
+                return ts_fail(TS_ERR_ARG, "%s: the attention-alone model (seed001) has no feed-forward layer, "
+                                           "LayerNorm or head for it to change", none[i].name);
+    }
+    if (s[F_VOCAB] && c->input != TS_INPUT_TOKENS && c->head != TS_HEAD_LM)
+        return ts_fail(TS_ERR_ARG, "--vocab %d sizes the token table and the vocabulary head; this model reads "
+                                   "vectors and has no vocabulary head (--head lm adds one)", c->vocab);
+    if (s[F_HEAD] && c->head == TS_HEAD_LM && c->arch == TS_ARCH_ATTENTION)
+        return ts_fail(TS_ERR_ARG, "--head lm: the attention-alone model has no vocabulary head");
+    if (s[F_DROPOUT] && !c->train_mode)
+        return ts_fail(TS_ERR_ARG, "--dropout %g acts only in training: add --train-mode to run the forward pass "
+                                   "with dropout", (double)c->dropout);
+    if (s[F_SEED] && g && g->base && !random_input && !c->train_mode)
+        return ts_fail(TS_ERR_ARG, "--seed %d picks random parameters, random input and dropout; here the "
+                                   "parameters come from %s, the input is given and there is no --train-mode",
+                       mf->seed, g->weights_path);
+    if (s[F_MASK] && !c->causal && !padded) {
+        if (g && g->input)
+            return ts_fail(TS_ERR_ARG, "--mask %s is about padded positions, and none are marked: give "
+                                       "--src-key-padding-mask M.npy (True = padding)", mf->mask);
+        return ts_fail(TS_ERR_ARG, "--mask %s is about padded positions and this input has none (texts of "
+                                   "different lengths, or --seq longer than the text, pad)", mf->mask);
+    }
+    if (s[F_MASK] && c->mask == TS_MASK_NONE && g && g->src_pad_given)
+        return ts_fail(TS_ERR_ARG, "--mask none attends to padded keys, but --src-key-padding-mask marks some: "
+                                   "drop one of the two");
+    return TS_OK;
+}
+
+ts_status model_flags_resolve_given(const model_flags *mf, const model_given *g, ts_model_config *cfg,
+                                    model_batch *batch) {
+    if (batch) memset(batch, 0, sizeof *batch);
+    ts_status st = TS_OK;
+    if (g && g->base) {
+        *cfg = *g->base; /* flags already applied and checked against the weights */
+    } else {
+        st = ts_model_config_preset(cfg, mf->seen[F_PRESET] ? mf->preset : "tiny");
+        if (!st) st = model_flags_apply(mf, cfg);
+        if (st) return st;
+    }
+    const char *weights = g && g->base ? g->weights_path : NULL;
+    bool vectors = g && g->input;
     const char *const *texts = mf->text.count ? mf->text.items : (cfg->text ? &cfg->text : NULL);
     int n_texts = mf->text.count ? mf->text.count : (cfg->text ? 1 : 0);
     if (mf->text.count) {
+        if (vectors) return ts_fail(TS_ERR_ARG, "--text and --input both give the encoder's input: choose one");
         if (cfg->arch == TS_ARCH_ATTENTION)
-            return ts_fail(TS_ERR_ARG, "preset %s (attention alone) takes random vectors, not --text", cfg->preset);
+            return ts_fail(TS_ERR_ARG, "%s%s (attention alone) takes %svectors, not --text (give --input X.npy)",
+                           weights ? "" : "preset ", weights ? weights : cfg->preset, weights ? "" : "random ");
+        if (weights && cfg->input != TS_INPUT_TOKENS)
+            return ts_fail(TS_ERR_ARG, "%s has no token table, so no words to look up: it reads vectors; give "
+                                       "--input X.npy (B, S, %d) instead of --text", weights, cfg->d_model);
         cfg->input = TS_INPUT_TOKENS;
     }
+    if (vectors && (st = use_vectors(mf, g, cfg))) return st;
     if (cfg->input != TS_INPUT_TOKENS) n_texts = 0;
+    bool padded = g && g->src_pad_given;
     if (n_texts) {
-        st = tokenize(mf, cfg, texts, n_texts, batch);
+        bool text_pads = false;
+        st = tokenize(mf, cfg, texts, n_texts, batch, weights, &text_pads);
         if (st) return st;
+        padded |= text_pads;
     }
     bool bos_first = cfg->input == TS_INPUT_TOKENS && n_texts == 0;
-    if (cfg->arch == TS_ARCH_ENCODER_DECODER) cfg->tgt_seq = target_length(cfg->seq, bos_first);
+    if (cfg->arch == TS_ARCH_ENCODER_DECODER && !vectors) cfg->tgt_seq = target_length(cfg->seq, bos_first);
     st = ts_model_config_check(cfg);
     if (st || !batch) {
+        if (!st && !batch) st = unused_flags(mf, cfg, g, padded, !vectors && !n_texts);
         if (batch) model_batch_free(batch);
         return st;
     }
     batch->n_texts = n_texts;
     int64_t B = cfg->batch, S = cfg->seq, T = cfg->tgt_seq, D = cfg->d_model;
-    if (cfg->input == TS_INPUT_TOKENS) {
+    if (vectors) {
+        /* the caller feeds its vectors */
+    } else if (cfg->input == TS_INPUT_TOKENS) {
         st = build_ids(cfg, texts, n_texts, batch, (int)S, (int)T);
     } else { /* seed 000's x = torch.randn(B, S, D): N(0, 1) from the seed */
         int64_t din = cfg->in_dim ? cfg->in_dim : D;
@@ -231,8 +357,13 @@ ts_status model_flags_resolve(const model_flags *mf, ts_model_config *cfg, model
         if (!st) ts_model_randn(batch->src_vecs, B * S * din, cfg->seed + 1);
         if (!st && batch->tgt_vecs) ts_model_randn(batch->tgt_vecs, B * T * D, cfg->seed + 2);
     }
+    if (!st) st = unused_flags(mf, cfg, g, padded, !vectors && !n_texts);
     if (st) model_batch_free(batch);
     return st;
+}
+
+ts_status model_flags_resolve(const model_flags *mf, ts_model_config *cfg, model_batch *batch) {
+    return model_flags_resolve_given(mf, NULL, cfg, batch);
 }
 
 void model_batch_free(model_batch *b) {
