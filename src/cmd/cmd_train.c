@@ -540,7 +540,16 @@ static ts_status resolve(const model_flags *mf, ts_flag *flags, int n, const tas
     bool *slots[3] = {vocab.seen, seq.seen, batch.seen};
     for (int k = 0; k < 3; k++)
         if (slots[k]) copy.seen[slots[k] - mf->seen] = false;
-    ts_status st = model_flags_resolve(&copy, cfg, NULL);
+    /* model flags a task has no use for */
+    if (mf->seen[F_TEXT]) return ts_fail(TS_ERR_ARG, "--text: the task makes the data (random ids), not a sentence");
+    if (mf->seen[F_TRAIN_MODE])
+        return ts_fail(TS_ERR_ARG, "--train-mode: tscope train always trains with dropout on (and evaluates without)");
+    if (mf->seen[F_HEAD]) return ts_fail(TS_ERR_ARG, "--head: a task's model always has its vocabulary head");
+    if (mf->seen[F_MASK] && strcmp(mf->mask, "causal") != 0)
+        return ts_fail(TS_ERR_ARG, "--mask %s is about padded positions; a task's sequences have none (--mask causal "
+                                   "is the one that changes training)", mf->mask);
+    model_given g = {.trains = true};
+    ts_status st = model_flags_resolve_given(&copy, &g, cfg, NULL);
     if (st) return st;
     if (cfg->arch != TS_ARCH_ENCODER_DECODER)
         return ts_fail(TS_ERR_ARG, "training tasks need an encoder-decoder; preset %s with these flags has no decoder",

@@ -280,7 +280,7 @@ static ts_status unused_flags(const model_flags *mf, const ts_model_config *c, c
                                    "vectors and has no vocabulary head (--head lm adds one)", c->vocab);
     if (s[F_HEAD] && c->head == TS_HEAD_LM && c->arch == TS_ARCH_ATTENTION)
         return ts_fail(TS_ERR_ARG, "--head lm: the attention-alone model has no vocabulary head");
-    if (s[F_DROPOUT] && !c->train_mode)
+    if (s[F_DROPOUT] && !c->train_mode && !(g && g->trains))
         return ts_fail(TS_ERR_ARG, "--dropout %g acts only in training: add --train-mode to run the forward pass "
                                    "with dropout", (double)c->dropout);
     if (s[F_SEED] && g && g->base && !random_input && !c->train_mode)

@@ -74,6 +74,7 @@ typedef struct model_given {
     const ts_npy *target;        /* --target vectors (B, T, D), or NULL */
     const char *input_path, *target_path;
     bool src_pad_given;          /* --src-key-padding-mask */
+    bool trains;                 /* tscope train: dropout always acts */
 } model_given;
 
 /* model_flags_resolve from what run was given: the weights' config instead of
