@@ -55,8 +55,9 @@ struct ts_scene {
     ts_render_hist hist;
     ts_render_step *steps;
     int n_steps;
-    void *owned[2 * TS_RENDER_MAX_PANELS + 8];
+    void *owned[4 * TS_RENDER_MAX_PANELS + 8];
     int n_owned;
+    unsigned used; /* ts_scene_used: the request's batch, head, axes that the picture shows */
 };
 
 /* A zeroed block the scene frees with itself. */
@@ -175,6 +176,7 @@ static ts_status step_tensor(ts_scene *job, int64_t i, const char *glob, ts_tens
     if (!s->has_values) return no_values(job, s, glob);
     if (ts_trace_tensor(job->t, i, out) != TS_OK) return ts_fail(TS_ERR_FORMAT, "%s: %s", s->name, ts_last_error());
     if (!has_batch_dim(s)) return TS_OK;
+    job->used |= TS_SCENE_USED_BATCH;
     int64_t b = job->rq.batch;
     if (s->batch_index >= 0) {
         if (b != s->batch_index)
@@ -282,12 +284,43 @@ static const unsigned char *mask_for(ts_scene *job, const char *name, const ts_t
     return any ? mask : NULL;
 }
 
+/* The padding of the queries' side for the batch element shown: rows of
+ * padded queries, which PyTorch computes but leaves unspecified, are padding
+ * and drawn as such (the run traced src_/tgt_key_padding_mask, 1 = pad).
+ * NULL when the run had none. */
+static const float *padded_rows(ts_scene *job, const char *name, int64_t rows) {
+    const char *pads = strncmp(name, "decoder.", 8) == 0 ? "tgt_key_padding_mask" : "src_key_padding_mask";
+    int64_t i = ts_trace_find(job->t, pads);
+    if (i < 0) return NULL;
+    const ts_trace_step *s = ts_trace_step_at(job->t, i);
+    ts_tensor pt;
+    if (!s->has_values || step_tensor(job, i, pads, &pt) != TS_OK) return NULL;
+    if (pt.rank != 2 || pt.shape[1] != rows || !ts_tensor_is_contiguous(&pt)) return NULL;
+    return pt.data;
+}
+
+/* The -inf cells of the `masked` sibling and the padded query rows, as one mask. */
+static const unsigned char *attention_mask(ts_scene *job, const char *name, const ts_tensor *t, int h) {
+    const unsigned char *cells = mask_for(job, name, t, h);
+    int64_t rows = t->shape[2], cols = t->shape[3];
+    const float *pad = padded_rows(job, name, rows);
+    bool any = false;
+    for (int64_t r = 0; pad && r < rows; r++) any |= pad[r] != 0.0f;
+    if (!any) return cells;
+    unsigned char *mask = own(job, (size_t)(rows * cols));
+    if (!mask) return cells;
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < cols; c++)
+            mask[r * cols + c] = pad[r] != 0.0f || (cells && cells[r * cols + c]);
+    return mask;
+}
+
 static ts_status head_matrix(ts_scene *job, const ts_trace_step *s, const ts_tensor *t, int h, ts_render_matrix *m) {
     int64_t index[4] = {0, h, 0, 0};
     *m = matrix_of(t, 2, 3, index);
     m->row_labels = tokens_for(job, query_side(s->name), t->shape[2]);
     m->col_labels = tokens_for(job, key_side(s->name), t->shape[3]);
-    m->mask = mask_for(job, s->name, t, h);
+    m->mask = attention_mask(job, s->name, t, h);
     return TS_OK;
 }
 
@@ -315,6 +348,7 @@ static ts_status build_attention_head(ts_scene *job, int64_t i) {
     ts_status rc = step_tensor(job, i, s->name, &t);
     if (rc) return rc;
     int heads = (int)t.shape[1], head = job->rq.head < 0 ? 0 : job->rq.head;
+    job->used |= TS_SCENE_USED_HEAD;
     if (head >= heads)
         return ts_fail(TS_ERR_ARG, "--head %d: %s has %d heads (0..%d)", head, s->name, heads, heads - 1);
     p->kind = PIC_HEATMAP;
@@ -531,6 +565,7 @@ static ts_status choose_axes(ts_scene *job, const ts_tensor *t, int *r, int *c) 
     *r = t->rank - 2;
     *c = t->rank - 1;
     if (!job->rq.axes) return TS_OK;
+    job->used |= TS_SCENE_USED_AXES;
     int a, b;
     char extra;
     if (sscanf(job->rq.axes, "%d,%d%c", &a, &b, &extra) != 2)
@@ -573,7 +608,7 @@ static ts_status build_tensor(ts_scene *job, int64_t i) {
     size_t at = 0;
     for (int d = 0; d < t.rank; d++) {
         if (d == r || d == c) continue;
-        if (d == 1 && (job->rq.head >= 0)) index[d] = job->rq.head;
+        if (d == 1 && (job->rq.head >= 0)) index[d] = job->rq.head, job->used |= TS_SCENE_USED_HEAD;
         if (index[d] >= t.shape[d]) return ts_fail(TS_ERR_ARG, "--head %d: dim 1 of %s has %lld", job->rq.head, s->name, (long long)t.shape[d]);
         if ((has_batch_dim(s) && d == 0) || at >= sizeof fixed) continue;
         at += (size_t)snprintf(fixed + at, sizeof fixed - at, " \xc2\xb7 dim %d = %lld", d, (long long)index[d]);
@@ -859,6 +894,8 @@ const char *ts_scene_view_name(const ts_scene *s) {
 }
 
 const ts_trace_step *ts_scene_step(const ts_scene *s) { return s->step; }
+
+unsigned ts_scene_used(const ts_scene *s) { return s->used; }
 
 const ts_render_matrix *ts_scene_matrix(const ts_scene *s, int panel) {
     switch (s->kind) {
