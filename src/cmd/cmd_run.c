@@ -136,6 +136,12 @@ static int run(const model_flags *mf, const run_opts *o) {
     if (!st && o->input && !(st = ts_model_read_vectors(o->input, "--input", &x))) g.input = &x;
     if (!st && o->target && !(st = ts_model_read_vectors(o->target, "--target", &y))) g.target = &y;
     if (!st) st = model_flags_resolve_given(mf, &g, &cfg, &batch);
+    if (!st && o->backward && cfg.variants) {
+        char names[128];
+        ts_model_variant_names(cfg.variants, names, sizeof names);
+        st = ts_fail(TS_ERR_ARG, "--backward runs through the correct model only; --variant %s is for forward passes "
+                                 "that show a seed's mistake", names);
+    }
     if (!st && o->tgt_mask) {
         if (cfg.arch != TS_ARCH_ENCODER_DECODER)
             st = ts_fail(TS_ERR_ARG, "--tgt-mask %s is the decoder's self-attention mask; this model has no decoder",

@@ -263,8 +263,9 @@ static ts_status use_vectors(const model_flags *mf, const model_given *g, ts_mod
 
 /* Flags the resolved model has no use for: each is an error saying why,
  * never a setting silently dropped. `padded`: some position is padding. */
-static ts_status unused_flags(const model_flags *mf, const ts_model_config *c, const model_given *g, bool padded,
-                              bool random_input) {
+/* Flags the attention-alone model has nothing for: before the config's own
+ * checks, whose messages would be about something else. */
+static ts_status unused_by_attention(const model_flags *mf, const ts_model_config *c) {
     const bool *s = mf->seen;
     if (c->arch == TS_ARCH_ATTENTION) {
         static const struct { int flag; const char *name; } none[] = {
@@ -275,11 +276,15 @@ static ts_status unused_flags(const model_flags *mf, const ts_model_config *c, c
                 return ts_fail(TS_ERR_ARG, "%s: the attention-alone model (seed001) has no feed-forward layer, "
                                            "LayerNorm or head for it to change", none[i].name);
     }
+    return TS_OK;
+}
+
+static ts_status unused_flags(const model_flags *mf, const ts_model_config *c, const model_given *g, bool padded,
+                              bool random_input) {
+    const bool *s = mf->seen;
     if (s[F_VOCAB] && c->input != TS_INPUT_TOKENS && c->head != TS_HEAD_LM)
         return ts_fail(TS_ERR_ARG, "--vocab %d sizes the token table and the vocabulary head; this model reads "
                                    "vectors and has no vocabulary head (--head lm adds one)", c->vocab);
-    if (s[F_HEAD] && c->head == TS_HEAD_LM && c->arch == TS_ARCH_ATTENTION)
-        return ts_fail(TS_ERR_ARG, "--head lm: the attention-alone model has no vocabulary head");
     if (s[F_DROPOUT] && !c->train_mode && !(g && g->trains))
         return ts_fail(TS_ERR_ARG, "--dropout %g acts only in training: add --train-mode to run the forward pass "
                                    "with dropout", (double)c->dropout);
@@ -336,7 +341,8 @@ ts_status model_flags_resolve_given(const model_flags *mf, const model_given *g,
     }
     bool bos_first = cfg->input == TS_INPUT_TOKENS && n_texts == 0;
     if (cfg->arch == TS_ARCH_ENCODER_DECODER && !vectors) cfg->tgt_seq = target_length(cfg->seq, bos_first);
-    st = ts_model_config_check(cfg);
+    st = unused_by_attention(mf, cfg);
+    if (!st) st = ts_model_config_check(cfg);
     if (st || !batch) {
         if (!st && !batch) st = unused_flags(mf, cfg, g, padded, !vectors && !n_texts);
         if (batch) model_batch_free(batch);

@@ -215,20 +215,32 @@ ts_status model_weights_config(const model_flags *mf, const ts_weights_info *w, 
     for (int s = 0; s < TS_SETTING_COUNT; s++) known[s] = w->source[s] != TS_SOURCE_NONE;
     if (mf->seen[F_PRESET] && (st = with_preset(mf, w, path, cfg, known))) return st;
     if ((st = with_flags(mf, w, path, cfg, known))) return st;
-    char need[256] = "";
+    char need[256] = "", what[160] = "";
     int missing = 0;
+    static const char *const words[TS_SETTING_COUNT] = {"heads", "norm placement", "activation", "positions",
+                                                        "eps", "positions' formula"};
     static const char *const how[TS_SETTING_COUNT] = {"--heads N", "--norm post|pre", "--activation relu|gelu",
                                                       "--pe sinusoidal|none", "--eps X", "--pe-variant V"};
     for (int s = 0; s < TS_SETTING_COUNT; s++) {
         if (known[s]) continue;
-        size_t len = strlen(need);
-        snprintf(need + len, sizeof need - len, "%s%s", missing++ ? " " : "", how[s]);
+        size_t len = strlen(need), wlen = strlen(what);
+        snprintf(need + len, sizeof need - len, "%s%s", missing ? " " : "", how[s]);
+        snprintf(what + wlen, sizeof what - wlen, "%s%s", missing ? ", " : "", words[s]);
+        missing++;
     }
     if (missing)
-        return ts_fail(TS_ERR_ARG, "%s does not say what its tensor shapes cannot tell (%s): give %s "
-                                   "(docs/own-model.md shows where to read them in PyTorch)",
-                       path, w->cfg.input == TS_INPUT_TOKENS ? "no __metadata__ with them; it reads token ids" :
-                                                              "no __metadata__ with them", need);
+        return ts_fail(TS_ERR_ARG, "%s does not say the model's %s (tensor shapes cannot, and its __metadata__ "
+                                   "does not): give %s (docs/own-model.md: where to find them in PyTorch)",
+                       path, what, need);
+    if (cfg->heads < 1 || cfg->d_model % cfg->heads != 0) {
+        char divisors[160] = "";
+        for (int d = 1, at = 0; d <= cfg->d_model && at < (int)sizeof divisors - 16; d++)
+            if (cfg->d_model % d == 0) at += snprintf(divisors + at, sizeof divisors - (size_t)at, "%s%d", at ? ", " : "", d);
+        return ts_fail(TS_ERR_SHAPE, "%s %d does not divide d_model %d of %s (%s): each head needs a whole number "
+                                     "of dims; the heads the weights allow are %s",
+                       mf->seen[F_HEADS] ? "--heads" : "heads", cfg->heads, cfg->d_model, path,
+                       w->why[TS_FACT_D_MODEL], divisors);
+    }
     return TS_OK;
 }
 

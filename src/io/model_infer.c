@@ -189,12 +189,15 @@ static int explained(const ts_safetensors *f, const char *prefix, const layout *
         if (!any) return 0;
     }
     int n = 0;
+    bool attention = false; /* a Transformer has one; a lone classifier.weight does not make a model */
     char model[TS_MODEL_NAME_MAX + 64];
     for (int e = 0; e < f->count; e++) {
         const char *rest = strip(f->entries[e].name, prefix);
-        if (rest && map_to_model(l, rest, model, sizeof model) && known_name(model)) n++;
+        if (!rest || !map_to_model(l, rest, model, sizeof model) || !known_name(model)) continue;
+        n++;
+        attention |= strstr(model, "in_proj_weight") != NULL;
     }
-    return n;
+    return attention ? n : 0;
 }
 
 static int best_layout(const ts_safetensors *f, const char *prefix, int *count) {
@@ -328,7 +331,9 @@ static ts_status read_sizes(reader *r) {
     snprintf(info->why[TS_FACT_ARCH], TS_WEIGHTS_WHY_MAX, "%s", lone ? "it has one attention and no layers"
                                                               : dec ? "it has decoder layers"
                                                                     : "it has encoder layers and no decoder");
-    if (!dec) cite_absent(r, TS_FACT_DEC_LAYERS, "decoder.layers.0.self_attn.in_proj_weight", "");
+    if (!dec)
+        snprintf(info->why[TS_FACT_DEC_LAYERS], TS_WEIGHTS_WHY_MAX, "read as %s's, it has no decoder layer",
+                 info->layout_name);
     static const char *const widths[] = {"encoder.layers.0.self_attn.out_proj.weight",
                                          "decoder.layers.0.self_attn.out_proj.weight", "self_attn.out_proj.weight",
                                          "embed.tokens.weight", NULL};
@@ -393,8 +398,8 @@ static ts_status read_sizes(reader *r) {
         cite(r, TS_FACT_HEAD, cw);
     } else {
         c->head = TS_HEAD_NONE;
-        snprintf(info->why[TS_FACT_HEAD], TS_WEIGHTS_WHY_MAX, "it has no output head (no generator.weight, no "
-                                                              "classifier.weight)");
+        snprintf(info->why[TS_FACT_HEAD], TS_WEIGHTS_WHY_MAX, "read as %s's, it has no generator.weight or "
+                                                              "classifier.weight", info->layout_name);
     }
     const ts_st_entry *pos = entry_of(r, "embed.positions.weight");
     if (pos) {
