@@ -5,14 +5,7 @@
 # fixtures of tests/ref (load_encoder, load_transformer: bare PyTorch
 # state_dicts with no metadata; enc_pre_gelu_norm: one with metadata) and
 # assets/tiny-copy.safetensors (tscope's own, with its config).
-set -u
-cd "$(dirname "$0")/.."
-bin=${TSCOPE:-./tscope}
-passed=0 failed=0
-ok() { passed=$((passed + 1)); }
-bad() { failed=$((failed + 1)); echo "FAIL: $*"; }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/lib.sh"
 
 E=tests/ref/load_encoder           # nn.TransformerEncoder, d 16, 4 heads, pre-LN, gelu, final norm; x (2, 6, 16)
 X=tests/ref/load_transformer       # nn.Transformer, d 16, 2 heads, post-LN, relu; src (2, 7, 16), tgt (2, 6, 16)
@@ -178,5 +171,4 @@ works run --text "a b c" --tgt-mask none
 works shapes --params --preset copy
 works train --task copy --steps 2 --heldout 4 --mask causal --dropout 0.2 --quiet
 
-echo "$passed passed, $failed failed"
-[ "$failed" = 0 ]
+finish
