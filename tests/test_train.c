@@ -4,7 +4,8 @@
  * cross-entropy with padding and label smoothing on top.
  *
  * - The training forward in eval mode gives the logits ts_model_forward gives
- *   (inference and training compute the same function).
+ *   (inference and training compute the same function), with each mask too:
+ *   --mask choices, --tgt-mask none, a memory padding mask of its own.
  * - Whole-model finite differences: for each parameter tensor, the 6
  *   coordinates with the largest analytic gradient (plus 2 random ones) are
  *   perturbed by +-h in float and the loss re-evaluated with the same dropout
@@ -29,8 +30,12 @@
 
 typedef struct batch {
     int32_t src[64], tgt[64], labels[64];
-    uint8_t src_pad[64], tgt_pad[64];
+    uint8_t src_pad[64], tgt_pad[64], mem_pad[64];
 } batch;
+
+/* Give cross-attention a memory padding mask of its own (nn.Transformer's
+ * memory_key_padding_mask), not the source's. */
+static bool own_memory_mask;
 
 static ts_model_config small_config(void) {
     ts_model_config c = {.arch = TS_ARCH_ENCODER_DECODER, .d_model = 8, .heads = 2, .ffn = 16, .layers = 1,
@@ -55,6 +60,8 @@ static void fill_batch(batch *b, const ts_model_config *c) {
         b->tgt[1 * T + T - 1] = 0;
         b->tgt_pad[1 * T + T - 1] = 1;
         b->labels[1 * T + T - 1] = 0; /* ignored by the loss */
+        /* the memory's own mask: sequence 0 hides its last two keys, sequence 1 none */
+        b->mem_pad[S - 1] = b->mem_pad[S - 2] = 1;
     }
 }
 
@@ -65,6 +72,8 @@ static ts_model_input input_of(const batch *b, const ts_model_config *c) {
     if (c->arch == TS_ARCH_ENCODER_DECODER) {
         in.tgt_ids = b->tgt;
         in.tgt_pad = b->tgt_pad;
+        in.mem_pad = own_memory_mask ? b->mem_pad : NULL;
+        in.mem_pad_set = own_memory_mask;
     }
     return in;
 }
@@ -173,6 +182,15 @@ static void post_ln_sinusoidal_tied(void **state) {
     fd_check(&c, "post-LN, sines, tied + scaled embeddings");
 }
 
+static void decoder_unmasked_own_memory_mask(void **state) {
+    (void)state;
+    ts_model_config c = small_config();
+    c.tgt_not_causal = true;
+    own_memory_mask = true;
+    fd_check(&c, "--tgt-mask none, memory mask of its own");
+    own_memory_mask = false;
+}
+
 static void encoder_classifier(void **state) {
     (void)state;
     ts_model_config c = small_config();
@@ -190,14 +208,18 @@ static void encoder_classifier(void **state) {
  * with each --mask choice too. */
 static void training_forward_matches_inference(void **state) {
     (void)state;
-    ts_model_config cfgs[4] = {small_config(), small_config(), small_config(), small_config()};
+    ts_model_config cfgs[6] = {small_config(), small_config(), small_config(),
+                               small_config(), small_config(), small_config()};
     cfgs[1].norm = TS_NORM_POST;
     cfgs[1].pe = TS_PE_SINUSOIDAL;
     cfgs[1].scale_embed = true;
     cfgs[1].activation = TS_ACT_RELU;
     cfgs[2].mask = TS_MASK_NONE;            /* pads attended to like words */
     cfgs[3].mask = TS_MASK_PADDING_BOTH;    /* padded queries attend to nothing */
-    for (int k = 0; k < 4; k++) {
+    cfgs[4].tgt_not_causal = true;          /* --tgt-mask none */
+    /* k = 5: cross-attention with the memory's own mask */
+    for (int k = 0; k < 6; k++) {
+        own_memory_mask = k == 5;
         ts_model m;
         assert_ok(ts_model_init(&m, &cfgs[k]));
         ts_train tr;
@@ -217,6 +239,7 @@ static void training_forward_matches_inference(void **state) {
         ts_train_free(&tr);
         ts_model_free(&m);
     }
+    own_memory_mask = false;
 }
 
 /* A few dozen steps of the copy task on a tiny model lower the loss. */
@@ -276,6 +299,7 @@ int main(void) {
         cmocka_unit_test(training_forward_matches_inference),
         cmocka_unit_test(pre_ln_learned_dropout),
         cmocka_unit_test(post_ln_sinusoidal_tied),
+        cmocka_unit_test(decoder_unmasked_own_memory_mask),
         cmocka_unit_test(encoder_classifier),
         cmocka_unit_test(training_lowers_the_loss),
     };
