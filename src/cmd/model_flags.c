@@ -470,9 +470,10 @@ void model_config_describe(const ts_model_config *c, char *buf, size_t size) {
         snprintf(dims, sizeof dims, "B%d S%d T%d", c->batch, c->seq, c->tgt_seq);
     else
         snprintf(dims, sizeof dims, "B%d S%d", c->batch, c->seq);
-    snprintf(buf, size, "%s%s%s: %s, d_model %d, %d heads, ffn %d,%s %s-LN, %s, %s%s%s", c->preset,
+    snprintf(buf, size, "%s%s%s: %s, d_model %d, %d heads, ffn %d,%s %s-LN, %s, %s%s%s%s", c->preset,
              c->preset[0] ? " " : "", arch[c->arch], dims, c->d_model, c->heads, c->ffn, layers,
              c->norm == TS_NORM_PRE ? "pre" : "post", c->activation == TS_ACT_GELU ? "gelu" : "relu",
-             c->input == TS_INPUT_TOKENS ? "" : "vector input, ", pe[c->pe], head[c->head]);
+             c->input == TS_INPUT_TOKENS ? "" : "vector input, ", pe[c->pe], c->final_norm ? ", final norms" : "",
+             head[c->head]);
     describe_variants(c, buf, size);
 }
