@@ -182,6 +182,7 @@ static void saved_checkpoints_carry_their_config(void **state) {
     c.norm = TS_NORM_PRE;
     c.activation = TS_ACT_GELU;
     c.heads = 4;
+    c.tie_embed = true; /* one token table for both stacks and the logits, as the base preset */
     ts_model m;
     assert_ok(ts_model_init(&m, &c));
     char path[] = "/tmp/tscope_infer_XXXXXX";
@@ -204,7 +205,20 @@ static void saved_checkpoints_carry_their_config(void **state) {
     assert_int_equal(w.cfg.vocab, 12);
     assert_int_equal(w.cfg.input, TS_INPUT_TOKENS);
     assert_int_equal(w.cfg.head, TS_HEAD_LM);
+    assert_true(w.cfg.tie_embed);
     for (int s = 0; s < TS_SETTING_COUNT; s++) assert_int_equal(w.source[s], TS_SOURCE_META);
+    /* and it loads back into the model the file describes, value for value */
+    ts_model back;
+    ts_model_config bc = w.cfg;
+    bc.batch = 1, bc.seq = 4, bc.tgt_seq = 4;
+    assert_ok(ts_model_init(&back, &bc));
+    ts_load_options o = {.info = &w};
+    assert_ok(ts_model_load_weights(&back, &f, &o, NULL));
+    assert_int_equal(back.n_params, m.n_params);
+    for (int i = 0; i < m.n_params; i++)
+        assert_memory_equal(back.block + back.params[i].offset, m.block + m.params[i].offset,
+                            sizeof(float) * (size_t)m.params[i].numel);
+    ts_model_free(&back);
     ts_safetensors_close(&f);
     ts_model_free(&m);
 
