@@ -273,7 +273,9 @@ int ts_cmd_run(int argc, char **argv) {
                     "       [--trace FILE [--level L] [--only GLOB] [--keep-batch I]] [--backward [--labels L.npy]]",
         .description = "Run one forward pass of the Transformer. With --print-shapes every step prints its shape\n"
                        "the way the seed notebooks do (qkv.size(): [30, 200, 1536]), under a line naming its\n"
-                       "module; =torch prints torch.Size([30, 200, 1536]) to diff against a notebook's output.",
+                       "module; =torch prints torch.Size([30, 200, 1536]) to diff against a notebook's output.\n"
+                       "With --load the model comes from the weights: their tensors decide the sizes, their\n"
+                       "__metadata__ or the flags the rest; a flag that disagrees with them is an error.",
         .flags = flags,
         .n_flags = n,
     };
