@@ -234,12 +234,11 @@ static ts_status use_vectors(const model_flags *mf, const model_given *g, ts_mod
     if (!st) st = agree(mf, F_SEQ, "--seq", c->seq, g->input_path, "sequences of length", x->shape[1]);
     if (st) return st;
     int width = c->in_dim ? c->in_dim : c->d_model;
-    char src[300];
+    char src[300]; /* where the width comes from, for the messages */
     if (g->base) snprintf(src, sizeof src, "d_model %d (%s)", c->d_model, g->weights_path);
     else if (c->in_dim) snprintf(src, sizeof src, "input width %d (preset %s)", c->in_dim, c->preset);
-    else snprintf(src, sizeof src, "--d-model %d%s%s", c->d_model, mf->seen[F_D_MODEL] ? "" : " (preset ",
-                  mf->seen[F_D_MODEL] ? "" : c->preset);
-    if (!g->base && !c->in_dim && !mf->seen[F_D_MODEL]) strncat(src, ")", sizeof src - strlen(src) - 1);
+    else if (mf->seen[F_D_MODEL]) snprintf(src, sizeof src, "--d-model %d", c->d_model);
+    else snprintf(src, sizeof src, "--d-model %d (preset %s)", c->d_model, c->preset);
     if (x->shape[2] != width)
         return ts_fail(TS_ERR_SHAPE, "--input %s holds vectors of width %lld; the model reads width %d: %s",
                        g->input_path, (long long)x->shape[2], width, src);

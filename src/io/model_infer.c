@@ -220,19 +220,35 @@ static void layout_names(char *buf, size_t size) {
     }
 }
 
+#define MAX_CANDIDATES 64
+
+/* Whether the dotted component ending at `dot` is a number (a layer index:
+ * a wrapper's prefix never ends inside a stack). */
+static bool number_before(const char *name, const char *dot) {
+    const char *p = dot;
+    while (p > name && p[-1] >= '0' && p[-1] <= '9') p--;
+    return p < dot && (p == name || p[-1] == '.');
+}
+
 /* No layout reads the names: is there a prefix that would make them readable?
- * Every dotted prefix of every name is a candidate; the one after which the
- * most names read wins. */
+ * The dotted prefixes of the names (each once, none ending in a layer index)
+ * are the candidates; the one after which the most names read wins. */
 static ts_status unreadable(const ts_safetensors *f, const char *prefix) {
     char best[TS_LAYOUT_PREFIX_MAX] = "", cand[TS_LAYOUT_PREFIX_MAX];
-    int best_n = 0, best_layout_i = -1;
-    for (int e = 0; e < f->count; e++) {
+    char tried[MAX_CANDIDATES][TS_LAYOUT_PREFIX_MAX];
+    int best_n = 0, best_layout_i = -1, n_tried = 0;
+    for (int e = 0; e < f->count && n_tried < MAX_CANDIDATES; e++) {
         const char *name = strip(f->entries[e].name, prefix);
         if (!name) continue;
-        for (const char *dot = strchr(name, '.'); dot; dot = strchr(dot + 1, '.')) {
+        for (const char *dot = strchr(name, '.'); dot && n_tried < MAX_CANDIDATES; dot = strchr(dot + 1, '.')) {
             size_t n = (size_t)(dot - name) + 1;
-            if (n >= sizeof cand) break;
+            if (n + (prefix ? strlen(prefix) : 0) >= sizeof cand) break;
+            if (number_before(name, dot)) break;
             snprintf(cand, sizeof cand, "%s%.*s", prefix ? prefix : "", (int)n, name);
+            bool seen = false;
+            for (int k = 0; k < n_tried && !seen; k++) seen = strcmp(tried[k], cand) == 0;
+            if (seen) continue;
+            snprintf(tried[n_tried++], sizeof tried[0], "%s", cand);
             int count = 0, which = best_layout(f, cand, &count);
             if (count > best_n) {
                 best_n = count, best_layout_i = which;
