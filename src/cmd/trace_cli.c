@@ -60,6 +60,9 @@ char *trace_cli_config_json(const ts_model_config *c) {
     cJSON_AddStringToObject(o, "input", ts_model_input_name(c->input));
     cJSON_AddBoolToObject(o, "final_norm", c->final_norm);
     cJSON_AddBoolToObject(o, "causal", c->causal);
+    /* The columns of a fused qkv (kv) step: q, k and v of head 0, then of head 1...
+     * (PyTorch's in_proj gives all q, then all k, then all v). */
+    cJSON_AddStringToObject(o, "qkv_layout", "per-head");
     char variants[96];
     ts_model_variant_names(c->variants, variants, sizeof variants);
     cJSON_AddStringToObject(o, "variant", variants);
