@@ -133,4 +133,21 @@ expect 2 "--level nonsense" -- "$bin" run --preset tiny --trace "$work/k.tstrace
 expect 2 "a trace in a missing directory" -- "$bin" run --preset tiny --trace "$work/no/such/dir/t.tstrace"
 has "$err" "cannot create" "the error names the file"
 
+# ---- the op and tag numbers: core.h, docs/trace-format.md and the PyTorch bridge agree ----
+# list NAME FILE: the names of one numbering, in order, as FILE spells them
+header_list() { sed -n "s/^ *X(TS_${1}_[A-Z_0-9]*, \"\([a-z_]*\)\").*/\1/p" include/tscope/core.h | tr '\n' ' '; }
+doc_list() { awk -v h="| $1 | name |" 'index($0, h) == 1 { on = 1; next } on && /^\|---/ { next }
+    on && /^\| *[0-9]+ \|/ { split($0, c, "|"); gsub(/[ `]/, "", c[3]); printf "%s ", c[3]; next } on { exit }' docs/trace-format.md; }
+bridge_list() { awk -v n="$1 = [" 'index($0, n) == 1 { on = 1 } on { t = t $0 } on && /\]/ { exit } END {
+    sub(/^[^[]*\[/, "", t); sub(/\].*/, "", t); gsub(/[", ]+/, " ", t); sub(/^ /, "", t); print t }' python/tscope_trace.py; }
+for kind in OP:op TAG:tag; do
+    macro=${kind%%:*} col=${kind#*:}
+    h=$(header_list "$macro")
+    [ -n "$h" ] || bad "no TS_${macro}_LIST names found in core.h"
+    d=$(doc_list "$col")
+    [ "$d" = "$h" ] && ok || bad "docs/trace-format.md's ${col} table is not core.h's list: '$d' vs '$h'"
+    py=$(bridge_list "${macro}S")
+    [ "$py" = "$h" ] && ok || bad "python/tscope_trace.py's ${macro}S is not core.h's list: '$py' vs '$h'"
+done
+
 finish

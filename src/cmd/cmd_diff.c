@@ -3,7 +3,9 @@
  * relative difference, over the values when both keep them, over the
  * statistics otherwise. A pair differs when some |a - b| > tol * max(1, |b|):
  * absolute near zero, relative above one. Exit 1 when any pair differs or a
- * step is missing on one side. */
+ * step is missing on one side; with --common (two different programs' traces,
+ * such as the PyTorch bridge's and tscope's), only the steps both have count,
+ * and the others are listed once at the end. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -86,7 +88,14 @@ static int64_t kth(const ts_trace *tb, const char *name, int k) {
     return j;
 }
 
-static int diff(ts_trace *ta, ts_trace *tb, double tol) {
+/* Up to a few names of the steps only one side has, for the summary line. */
+static void name_some(char *buf, size_t cap, const char *name, int64_t count) {
+    size_t len = strlen(buf);
+    if (count <= 4) snprintf(buf + len, cap - len, "%s%s", len ? ", " : "", name);
+    else if (count == 5) snprintf(buf + len, cap - len, ", ...");
+}
+
+static int diff(ts_trace *ta, ts_trace *tb, double tol, bool common) {
     int64_t na = ts_trace_count(ta), nb = ts_trace_count(tb);
     bool *paired = calloc((size_t)nb + 1, sizeof *paired);
     int *occ = calloc((size_t)na + 1, sizeof *occ);
@@ -110,11 +119,16 @@ static int diff(ts_trace *ta, ts_trace *tb, double tol) {
         if (len > name_w) name_w = len > 56 ? 56 : len;
     }
     printf("%5s  %-*s  %11s %11s  %s\n", "#", name_w, "name", "max abs", "max rel", "result");
-    int64_t first = -1, differing = 0, compared = 0;
+    int64_t first = -1, differing = 0, compared = 0, only_a = 0, only_b = 0;
+    char only_a_names[256] = "", only_b_names[256] = "";
     result first_r = {0};
     for (int64_t i = 0; i < na; i++) {
         const ts_trace_step *a = ts_trace_step_at(ta, i);
         int64_t j = kth(tb, a->name, occ[i]);
+        if (j < 0 && common) {
+            name_some(only_a_names, sizeof only_a_names, a->name, ++only_a);
+            continue;
+        }
         if (j < 0) {
             printf("%5lld  %-*.*s  %11s %11s  only in A\n", (long long)i, name_w, name_w, a->name, "-", "-");
             differing++;
@@ -136,12 +150,23 @@ static int diff(ts_trace *ta, ts_trace *tb, double tol) {
         }
     }
     for (int64_t j = 0; j < nb; j++)
-        if (!paired[j]) {
+        if (!paired[j] && common) {
+            name_some(only_b_names, sizeof only_b_names, ts_trace_step_at(tb, j)->name, ++only_b);
+        } else if (!paired[j]) {
             printf("%5s  %-*.*s  %11s %11s  only in B (its step %lld)\n", "-", name_w, name_w,
                    ts_trace_step_at(tb, j)->name, "-", "-", (long long)j);
             differing++;
         }
-    if (differing == 0) {
+    if (common) {
+        printf("only in A: %lld step%s%s%s%s\n", (long long)only_a, only_a == 1 ? "" : "s", only_a ? " (" : "",
+               only_a_names, only_a ? ")" : "");
+        printf("only in B: %lld step%s%s%s%s\n", (long long)only_b, only_b == 1 ? "" : "s", only_b ? " (" : "",
+               only_b_names, only_b ? ")" : "");
+    }
+    if (common && compared == 0) {
+        printf("no step in common: the traces name their steps differently\n");
+        differing = 1;
+    } else if (differing == 0) {
         printf("no step differs beyond tol %g (%lld steps compared)\n", tol, (long long)compared);
     } else if (first >= 0) {
         printf("first divergence: step %lld '%s' (%s): max abs %.3g, max rel %.3g, tol %g; %lld steps differ\n",
@@ -157,18 +182,24 @@ static int diff(ts_trace *ta, ts_trace *tb, double tol) {
 
 int ts_cmd_diff(int argc, char **argv) {
     float tol = DEFAULT_TOL;
+    bool common = false;
     const ts_flag flags[] = {
-        {"--tol", TS_FLAG_FLOAT, &tol, "X", "a step differs when some |a - b| > X * max(1, |b|) (default 1e-4)", NULL,
-         NULL, NULL},
+        {"--tol", TS_FLAG_FLOAT, &tol, "X",
+         "a step differs when some |a - b| > X * max(1, |b|): relative for |b| > 1, absolute below (default 1e-4)",
+         NULL, NULL, NULL},
+        {"--common", TS_FLAG_BOOL, &common, NULL,
+         "compare only the steps both traces have; list the others once, as counts (for another program's trace)",
+         NULL, NULL, NULL},
     };
     const ts_cli_spec spec = {
         .command = "diff",
-        .synopsis = "A.tstrace B.tstrace [--tol X]",
+        .synopsis = "A.tstrace B.tstrace [--tol X] [--common]",
         .description = "Compare two traces step by step (paired by name): the largest absolute and relative\n"
                        "difference of each step's values, or of its statistics when a side keeps no values,\n"
-                       "and the first step that diverges. Exit 1 when any step differs or is missing.",
+                       "and the first step that diverges. Exit 1 when any step differs or is missing; with\n"
+                       "--common, when a step both have differs (or they have none in common).",
         .flags = flags,
-        .n_flags = 1,
+        .n_flags = 2,
         .min_positional = 2,
         .max_positional = 2,
         .positional_meta = "A B",
@@ -187,7 +218,7 @@ int ts_cmd_diff(int argc, char **argv) {
     }
     if (ts_trace_warning(ta)[0]) fprintf(stderr, "tscope diff: warning: %s: %s\n", paths[0], ts_trace_warning(ta));
     if (ts_trace_warning(tb)[0]) fprintf(stderr, "tscope diff: warning: %s: %s\n", paths[1], ts_trace_warning(tb));
-    rc = diff(ta, tb, tol);
+    rc = diff(ta, tb, tol, common);
     ts_trace_close(ta);
     ts_trace_close(tb);
     return rc;

@@ -40,7 +40,21 @@ int trace_cli_check(const trace_cli *tc, const char *command, int batch) {
     return -1;
 }
 
-char *trace_cli_config_json(const ts_model_config *c) { return ts_model_config_json(c); }
+/* The model's config (ts_model_config_json, as checkpoints hold it) and what
+ * only a trace's steps need: the columns of a fused qkv (kv) step are q, k
+ * and v of head 0, then of head 1... (PyTorch's in_proj gives all q, then all
+ * k, then all v). A checkpoint's in_proj_weight is in PyTorch's order, so the
+ * key is not in ts_model_config_json. */
+char *trace_cli_config_json(const ts_model_config *c) {
+    char *base = ts_model_config_json(c);
+    cJSON *o = base ? cJSON_Parse(base) : NULL;
+    free(base);
+    if (!o) return NULL;
+    cJSON_AddStringToObject(o, "qkv_layout", "per-head");
+    char *text = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    return text;
+}
 
 static const char **words(const model_batch *b, const int32_t *ids, int n) {
     if (!b || !b->have_tok || !ids || n <= 0) return NULL;

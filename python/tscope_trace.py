@@ -1,0 +1,556 @@
+"""tscope_trace: record a PyTorch model's intermediate tensors into a .tstrace file.
+
+The file is the one `tscope run --trace` writes (docs/trace-format.md, version 2), so
+`tscope info`, `png`, `view`, `export` and `diff` work on anyone's model:
+
+    import tscope_trace
+    with tscope_trace.record(model, "mine.tstrace", source_tokens=["the", "cat"]):
+        model(src, tgt)                     # any forward; every step is recorded
+
+    tscope_trace.trace(model, "mine.tstrace", src, tgt)   # the same in one call
+
+    $ tscope diff --common mine.tstrace tscope.tstrace      # compare with tscope's own run
+
+Names. Steps are named as tscope names them wherever the module is one tscope knows:
+
+- nn.TransformerEncoderLayer / nn.TransformerDecoderLayer (post-LN or norm_first): every
+  step of the layer, `encoder.layers.{i}.self_attn.{qkv, qkv_heads, qkv_perm, q, k, v,
+  scores, scaled, masked, weights, values, values_perm, concat, out}`, `norm1.{in, mean, std,
+  y, gamma, beta, out}`, `ffn.{hidden, act, dropout, out}`, `norm2.*`, `out`; a decoder layer's
+  `cross_attn.{q_proj, q_heads, q, kv, kv_heads, kv_perm, k, v, ...}` and `norm3.*`.
+  These inner steps are not module outputs: the bridge computes them again from the layer's
+  own weights and inputs, checks that its result equals the layer's real output (an error
+  says so when it does not), and names every recomputed step in the metadata (`recomputed`).
+- nn.TransformerEncoder / nn.TransformerDecoder / nn.Transformer: `input`, `decoder.input`,
+  the layers under `encoder.layers.{i}` / `decoder.layers.{i}`, the final norms as
+  `encoder.norm.*` / `decoder.norm.*`, `encoder.out`, `decoder.out`.
+- Anything else: each leaf module's output under its module path (`blocks.0.attn.q_proj`),
+  and whatever the model hands over itself with `tscope_trace.step("weights", w, op="softmax",
+  tag="attn_weights")` inside a module's forward (named `<module path>.weights`; a no-op
+  when nothing is recording), as TransformerLens's hook points do.
+
+qkv. tscope's fused projection `qkv` is stored per head: the columns of head h are its q, k
+and v side by side (seed 000's layout, which its `qkv.reshape(B, S, H, 3 * hd)` needs).
+PyTorch's in_proj gives all of q, then all of k, then all of v. The bridge stores `qkv` (and a
+cross-attention's `kv`) in tscope's layout and says so in the metadata (`config.qkv_layout`:
+`"per-head"`), as tscope's own traces do, so no reader takes one layout for the other.
+
+Only numpy and torch are needed (run with Debian's python3-torch: /usr/bin/python3).
+Attention weights are recorded as (B, H, Sq, Sk) with the tag tscope draws as attention.
+Modules must run with batch_first=True; PyTorch's fused inference fast path is avoided by
+recording with autograd on.
+"""
+
+import contextlib
+import json
+import math
+import os
+import shutil
+import struct
+import sys
+import zlib
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+# ---- the op and tag numbers of include/tscope/core.h (append-only) -------------------------
+OPS = ["input", "embedding", "positional_encoding", "add", "linear", "reshape", "permute",
+       "chunk", "matmul", "scale", "mask", "softmax", "concat", "mean", "std", "layernorm",
+       "relu", "gelu", "dropout", "cross_entropy", "grad", "parameter", "metric"]
+TAGS = ["plain", "attn_scores", "attn_weights", "posenc", "norm_stat", "norm_in", "norm_out",
+        "heads", "logits", "scalar", "grad", "param"]
+
+FORMAT_VERSION = 2
+MAX_RANK = 6
+SUFFIX_SIZE = 640
+CONTENT_STATS, CONTENT_VALUES, CONTENT_HIST_FROM_VALUES = 1, 2, 8
+
+
+def _align(n):
+    return (n + 63) // 64 * 64
+
+
+def _crc(data, crc=0):
+    return zlib.crc32(data, crc) & 0xFFFFFFFF
+
+
+class TraceFile:
+    """A .tstrace written step by step. Records go to PATH.records.tmp as they come; close()
+    writes the header and the metadata (which may name things known only at the end), the
+    records, the index and the trailer to PATH.tmp, then renames it to PATH."""
+
+    def __init__(self, path):
+        self.path = path
+        self.tmp = path + ".tmp"
+        self.records_tmp = path + ".records.tmp"
+        self.f = open(self.records_tmp, "wb")
+        self.offsets, self.copies = [], []  # offsets from the first record
+        self.pos = 0
+
+    def step(self, name, op, tag, array):
+        """One record keeping every value of `array` (float32, row-major)."""
+        a = np.ascontiguousarray(np.asarray(array, dtype=np.float32))
+        if a.ndim > MAX_RANK:
+            raise ValueError(f"tscope_trace: {name} has rank {a.ndim}; a trace holds at most {MAX_RANK}")
+        encoded = name.encode("utf-8")
+        if not 1 <= len(encoded) <= 1024:
+            raise ValueError(f"tscope_trace: step name '{name}' must be 1 to 1024 bytes")
+        index = len(self.offsets)
+        prefix_size = _align(160 + len(encoded) + 1)
+        values = a.astype("<f4").tobytes()
+        values_area = _align(len(values))
+        record_size = prefix_size + values_area + SUFFIX_SIZE
+        prefix = bytearray(prefix_size)
+        prefix[0:4] = b"TSTP"
+        struct.pack_into("<IQQHHBBBbiiQ", prefix, 4, prefix_size, record_size, index, OPS.index(op),
+                         TAGS.index(tag), 1, a.ndim, CONTENT_STATS | CONTENT_VALUES | CONTENT_HIST_FROM_VALUES,
+                         0, -1, len(encoded), a.size)
+        shape = list(a.shape) + [0] * (MAX_RANK - a.ndim)
+        struct.pack_into("<6q", prefix, 48, *shape)
+        prefix[160:160 + len(encoded)] = encoded
+        suffix = bytearray(SUFFIX_SIZE)
+        suffix[0:4] = b"TSSF"
+        struct.pack_into("<IQ", suffix, 4, SUFFIX_SIZE, index)
+        struct.pack_into("<5d4Q", suffix, 16, *_statistics(a))
+        # the histogram is left to the reader, which bins the values (content bit 3)
+        struct.pack_into("<I", suffix, 600, _crc(values))
+        struct.pack_into("<I", suffix, 636, _crc(bytes(suffix[0:636]), _crc(bytes(prefix))))
+        self.f.write(prefix)
+        self.f.write(values)
+        self.f.write(b"\0" * (values_area - len(values)))
+        self.f.write(suffix)
+        self.offsets.append(self.pos)
+        self.copies.append(bytes(prefix) + bytes(suffix))
+        self.pos += record_size
+
+    def close(self, metadata):
+        self.f.close()
+        meta = dict(metadata)
+        meta["format_version"] = FORMAT_VERSION
+        meta.setdefault("tscope_version", "tscope_trace.py")
+        meta["policy"] = {"level": "values", "only": [], "keep_batch": -1, "budget_bytes": 0,
+                          "expected_bytes": 0}
+        text = json.dumps(meta, ensure_ascii=False).encode("utf-8")
+        start = _align(64 + len(text))
+        head = bytearray(64)
+        head[0:8] = b"\x89TSTRACE"
+        struct.pack_into("<IIQQQI", head, 8, FORMAT_VERSION, 64, 64, len(text), start, _crc(text))
+        struct.pack_into("<I", head, 60, _crc(bytes(head[0:60])))
+        offsets = [start + o for o in self.offsets]
+        index = bytearray(b"TSIX" + b"\0" * 4 + struct.pack("<Q", len(offsets)))
+        index += struct.pack(f"<{len(offsets)}Q", *offsets)
+        for c in self.copies:
+            index += c
+        index_offset = start + self.pos
+        trailer = bytearray(64)
+        trailer[0:8] = b"TSTRAILR"
+        struct.pack_into("<QQQI", trailer, 8, index_offset, len(index), len(offsets), _crc(bytes(index)))
+        struct.pack_into("<I", trailer, 60, _crc(bytes(trailer[0:60])))
+        with open(self.tmp, "wb") as out, open(self.records_tmp, "rb") as records:
+            out.write(head)
+            out.write(text)
+            out.write(b"\0" * (start - 64 - len(text)))
+            shutil.copyfileobj(records, out, 1 << 22)
+            out.write(index)
+            out.write(b"\0" * (_align(len(index)) - len(index)))
+            out.write(trailer)
+        os.remove(self.records_tmp)
+        os.replace(self.tmp, self.path)
+
+    def abort(self):
+        self.f.close()
+        for p in (self.records_tmp, self.tmp):
+            with contextlib.suppress(OSError):
+                os.remove(p)
+
+
+def _statistics(a):
+    """min, max, mean, std (population), mean |x| over the finite values; finite, nan, inf, zeros."""
+    x = a.astype(np.float64).ravel()
+    finite = np.isfinite(x)
+    f = x[finite]
+    n_nan = int(np.isnan(x).sum())
+    n_inf = int(np.isinf(x).sum())
+    zeros = int((x == 0).sum())
+    if f.size == 0:
+        return 0.0, 0.0, 0.0, 0.0, 0.0, 0, n_nan, n_inf, zeros
+    return (float(f.min()), float(f.max()), float(f.mean()), float(f.std()), float(np.abs(f).mean()),
+            int(f.size), n_nan, n_inf, zeros)
+
+
+# ---- recording --------------------------------------------------------------------------------
+
+_active = []  # the recorders open now, innermost last
+
+
+class Recorder:
+    """Records steps of one forward (or several) into a TraceFile."""
+
+    def __init__(self, model, path, source_tokens=(), target_tokens=(), config=None, check_atol=1e-5):
+        self.model = model
+        self.file = TraceFile(path)
+        config = dict(config or {}, qkv_layout="per-head", model=type(model).__name__)
+        self.metadata = {
+            "config": config, "source_tokens": list(source_tokens), "target_tokens": list(target_tokens),
+            "command_line": "python: " + " ".join([os.path.basename(sys.argv[0] or "python")] + sys.argv[1:]),
+            "writer": "python/tscope_trace.py", "torch_version": torch.__version__}
+        self.recomputed = []
+        self.check_atol = check_atol
+        self.paths = {m: n for n, m in model.named_modules()}
+        self.stack = []  # module paths whose forward is running
+        self.handles, self.patched = [], []
+        self.inside_known = 0
+
+    # -- naming
+    def name(self, path, leaf):
+        return f"{path}.{leaf}" if path else leaf
+
+    def emit(self, name, op, tag, tensor, recomputed=False):
+        self.file.step(name, op, tag, tensor.detach().float().cpu().numpy())
+        if recomputed:
+            self.recomputed.append(name)
+
+    # -- hooks
+    def install(self):
+        for module, path in self.paths.items():
+            if isinstance(module, nn.Transformer):
+                self._patch(module, self._transformer)
+            elif isinstance(module, nn.TransformerEncoder):
+                self._patch(module, self._encoder)
+            elif isinstance(module, nn.TransformerDecoder):
+                self._patch(module, self._decoder)
+            elif isinstance(module, (nn.TransformerEncoderLayer, nn.TransformerDecoderLayer)):
+                self._patch(module, self._layer)
+            self.handles.append(module.register_forward_pre_hook(self._enter))
+            self.handles.append(module.register_forward_hook(self._leave))
+
+    def remove(self):
+        for h in self.handles:
+            h.remove()
+        for module, original in self.patched:
+            if original is None:
+                del module.forward
+            else:
+                module.forward = original
+
+    def _patch(self, module, recorder_fn):
+        original = module.__dict__.get("forward")
+        bound = module.forward
+
+        def forward(*args, **kwargs):
+            if self.inside_known:  # called by a module whose steps the bridge records itself
+                return bound(*args, **kwargs)
+            return recorder_fn(module, bound, *args, **kwargs)
+        module.forward = forward
+        self.patched.append((module, original))
+
+    def _enter(self, module, args):
+        self.stack.append(self.paths.get(module, ""))
+
+    def _leave(self, module, args, output):
+        path = self.stack.pop() if self.stack else ""
+        if self.inside_known or isinstance(output, tuple) or not torch.is_tensor(output):
+            return
+        if list(module.children()):
+            return  # only leaves: a container's output is its last child's
+        self.emit(path or "output", _op_of(module), "plain", output)
+
+    # -- the modules tscope knows
+    def _transformer(self, module, forward, src, tgt, src_mask=None, tgt_mask=None, memory_mask=None,
+                     src_key_padding_mask=None, tgt_key_padding_mask=None, memory_key_padding_mask=None):
+        self.inside_known += 1
+        try:
+            self.emit("input", "input", "plain", src)
+            self.emit("decoder.input", "input", "plain", tgt)
+            memory = self._run_stack("encoder", module.encoder.layers, module.encoder.norm, src,
+                                     dict(src_mask=src_mask, src_key_padding_mask=src_key_padding_mask))
+            out = self._run_stack("decoder", module.decoder.layers, module.decoder.norm, tgt,
+                                  dict(tgt_mask=tgt_mask, memory_mask=memory_mask,
+                                       tgt_key_padding_mask=tgt_key_padding_mask,
+                                       memory_key_padding_mask=memory_key_padding_mask), memory=memory)
+        finally:
+            self.inside_known -= 1
+        real = self._quietly(forward, src, tgt, src_mask=src_mask, tgt_mask=tgt_mask, memory_mask=memory_mask,
+                             src_key_padding_mask=src_key_padding_mask, tgt_key_padding_mask=tgt_key_padding_mask,
+                             memory_key_padding_mask=memory_key_padding_mask)
+        self._check("the transformer's output", out, real)
+        return real
+
+    def _encoder(self, module, forward, src, mask=None, src_key_padding_mask=None, **kw):
+        prefix = self.paths.get(module) or "encoder"
+        self.inside_known += 1
+        try:
+            self.emit(self.name(prefix, "input") if prefix != "encoder" else "input", "input", "plain", src)
+            out = self._run_stack(prefix, module.layers, module.norm, src,
+                                  dict(src_mask=mask, src_key_padding_mask=src_key_padding_mask))
+        finally:
+            self.inside_known -= 1
+        real = self._quietly(forward, src, mask=mask, src_key_padding_mask=src_key_padding_mask, **kw)
+        self._check(f"{prefix}'s output", out, real)
+        return real
+
+    def _decoder(self, module, forward, tgt, memory, tgt_mask=None, memory_mask=None,
+                 tgt_key_padding_mask=None, memory_key_padding_mask=None, **kw):
+        prefix = self.paths.get(module) or "decoder"
+        self.inside_known += 1
+        try:
+            self.emit(self.name(prefix, "input"), "input", "plain", tgt)
+            out = self._run_stack(prefix, module.layers, module.norm, tgt,
+                                  dict(tgt_mask=tgt_mask, memory_mask=memory_mask,
+                                       tgt_key_padding_mask=tgt_key_padding_mask,
+                                       memory_key_padding_mask=memory_key_padding_mask), memory=memory)
+        finally:
+            self.inside_known -= 1
+        real = self._quietly(forward, tgt, memory, tgt_mask=tgt_mask, memory_mask=memory_mask,
+                             tgt_key_padding_mask=tgt_key_padding_mask,
+                             memory_key_padding_mask=memory_key_padding_mask, **kw)
+        self._check(f"{prefix}'s output", out, real)
+        return real
+
+    def _layer(self, module, forward, *args, **kwargs):
+        """A layer called on its own (not from a stack the bridge runs)."""
+        real = self._quietly(forward, *args, **kwargs)
+        path = self.paths.get(module, "layer")
+        self.inside_known += 1
+        try:
+            x = args[0]
+            if isinstance(module, nn.TransformerEncoderLayer):
+                out = self._encoder_layer(path, module, x, kwargs.get("src_mask"), kwargs.get("src_key_padding_mask"))
+            else:
+                memory = args[1] if len(args) > 1 else kwargs["memory"]
+                out = self._decoder_layer(path, module, x, memory, kwargs)
+        finally:
+            self.inside_known -= 1
+        self._check(f"{path}'s output", out, real)
+        return real
+
+    def _quietly(self, forward, *args, **kwargs):
+        """The module's real forward, its leaves unrecorded (the bridge recorded its steps)."""
+        self.inside_known += 1
+        try:
+            return forward(*args, **kwargs)
+        finally:
+            self.inside_known -= 1
+
+    def _run_stack(self, prefix, layers, norm, x, masks, memory=None):
+        for i, layer in enumerate(layers):
+            path = f"{prefix}.layers.{i}"
+            if memory is None:
+                x = self._encoder_layer(path, layer, x, masks.get("src_mask"), masks.get("src_key_padding_mask"))
+            else:
+                x = self._decoder_layer(path, layer, x, memory, masks)
+        if norm is not None:
+            x = self._norm(f"{prefix}.norm", norm, x, "input")
+        self.emit(f"{prefix}.out", "layernorm" if norm is not None else "add", "plain", x, recomputed=True)
+        return x
+
+    def _check(self, what, mine, real):
+        if not torch.allclose(mine, real, atol=self.check_atol, rtol=1e-4):
+            diff = (mine - real).abs().max().item()
+            raise RuntimeError(f"tscope_trace: recomputing {what} differs from PyTorch's by {diff:.3g} "
+                               "(the module is not the standard one the bridge assumes)")
+
+    # -- the steps of a layer, as tscope's model takes them
+    def _encoder_layer(self, p, layer, x, attn_mask, key_padding_mask):
+        act = _activation(layer)
+        if layer.norm_first:
+            h = self._norm(f"{p}.norm1", layer.norm1, x, "input")
+            a = self._attention(f"{p}.self_attn", layer.self_attn, h, h, attn_mask, key_padding_mask, fused="qkv")
+            x = x + a
+            h = self._norm(f"{p}.norm2", layer.norm2, x, "add")
+            f = self._ffn(f"{p}.ffn", layer, h, act)
+            x = x + f
+            self.emit(f"{p}.out", "add", "plain", x, recomputed=True)
+            return x
+        a = self._attention(f"{p}.self_attn", layer.self_attn, x, x, attn_mask, key_padding_mask, fused="qkv")
+        x = self._norm(f"{p}.norm1", layer.norm1, x + a, "add")
+        f = self._ffn(f"{p}.ffn", layer, x, act)
+        x = self._norm(f"{p}.norm2", layer.norm2, x + f, "add")
+        self.emit(f"{p}.out", "layernorm", "plain", x, recomputed=True)
+        return x
+
+    def _decoder_layer(self, p, layer, x, memory, masks):
+        act = _activation(layer)
+        tm, tk = masks.get("tgt_mask"), masks.get("tgt_key_padding_mask")
+        mm, mk = masks.get("memory_mask"), masks.get("memory_key_padding_mask")
+        if layer.norm_first:
+            h = self._norm(f"{p}.norm1", layer.norm1, x, "input")
+            x = x + self._attention(f"{p}.self_attn", layer.self_attn, h, h, tm, tk, fused="qkv")
+            h = self._norm(f"{p}.norm2", layer.norm2, x, "add")
+            x = x + self._attention(f"{p}.cross_attn", layer.multihead_attn, h, memory, mm, mk, fused="kv")
+            h = self._norm(f"{p}.norm3", layer.norm3, x, "add")
+            x = x + self._ffn(f"{p}.ffn", layer, h, act)
+            self.emit(f"{p}.out", "add", "plain", x, recomputed=True)
+            return x
+        x = self._norm(f"{p}.norm1", layer.norm1,
+                       x + self._attention(f"{p}.self_attn", layer.self_attn, x, x, tm, tk, fused="qkv"), "add")
+        x = self._norm(f"{p}.norm2", layer.norm2,
+                       x + self._attention(f"{p}.cross_attn", layer.multihead_attn, x, memory, mm, mk, fused="kv"),
+                       "add")
+        x = self._norm(f"{p}.norm3", layer.norm3, x + self._ffn(f"{p}.ffn", layer, x, act), "add")
+        self.emit(f"{p}.out", "layernorm", "plain", x, recomputed=True)
+        return x
+
+    def _norm(self, p, norm, x, in_op):
+        e = lambda leaf, op, tag, t: self.emit(f"{p}.{leaf}", op, tag, t, recomputed=True)
+        e("in", in_op, "norm_in", x)
+        mean = x.mean(dim=-1, keepdim=True)
+        std = torch.sqrt(((x - mean) ** 2).mean(dim=-1, keepdim=True) + norm.eps)
+        y = (x - mean) / std
+        e("mean", "mean", "norm_stat", mean)
+        e("std", "std", "norm_stat", std)
+        e("y", "layernorm", "plain", y)
+        e("gamma", "parameter", "param", norm.weight)
+        e("beta", "parameter", "param", norm.bias)
+        out = norm(x)  # PyTorch's own kernel: what the model really passes on
+        e("out", "layernorm", "norm_out", out)
+        return out
+
+    def _ffn(self, p, layer, x, act):
+        e = lambda leaf, op, tag, t: self.emit(f"{p}.{leaf}", op, tag, t, recomputed=True)
+        hidden = layer.linear1(x)
+        e("hidden", "linear", "plain", hidden)
+        a = act(hidden)
+        e("act", "gelu" if act is F.gelu else "relu", "plain", a)
+        d = layer.dropout(a)
+        e("dropout", "dropout", "plain", d)
+        out = layer.dropout2(layer.linear2(d)) if hasattr(layer, "dropout2") else layer.linear2(d)
+        e("out", "linear", "plain", out)
+        return out
+
+    def _attention(self, p, mha, xq, xkv, attn_mask, key_padding_mask, fused):
+        """nn.MultiheadAttention step by step; returns its output (as the layer adds it)."""
+        if not mha.batch_first:
+            raise ValueError(f"tscope_trace: {p}: only batch_first=True attention is recorded")
+        e = lambda leaf, op, tag, t: self.emit(f"{p}.{leaf}", op, tag, t, recomputed=True)
+        B, Sq, D = xq.shape
+        Sk = xkv.shape[1]
+        H = mha.num_heads
+        hd = D // H
+        w, b = mha.in_proj_weight, mha.in_proj_bias
+        bias = (lambda lo, hi: b[lo:hi]) if b is not None else (lambda lo, hi: None)
+        if fused == "qkv":
+            qkv = F.linear(xq, w, b)                                       # (B, S, 3D): q | k | v
+            qkv = qkv.view(B, Sq, 3, H, hd).transpose(2, 3).reshape(B, Sq, 3 * D)  # per head: q_h k_h v_h
+            e("qkv", "linear", "plain", qkv)
+            heads = qkv.view(B, Sq, H, 3 * hd)
+            e("qkv_heads", "reshape", "plain", heads)
+            perm = heads.permute(0, 2, 1, 3)
+            e("qkv_perm", "permute", "heads", perm)
+            q, k, v = perm.chunk(3, dim=-1)
+        else:
+            qp = F.linear(xq, w[:D], bias(0, D))
+            e("q_proj", "linear", "plain", qp)
+            qh = qp.view(B, Sq, H, hd)
+            e("q_heads", "reshape", "plain", qh)
+            q = qh.permute(0, 2, 1, 3)
+            kv = F.linear(xkv, w[D:], bias(D, 3 * D))                      # (B, S, 2D): k | v
+            kv = kv.view(B, Sk, 2, H, hd).transpose(2, 3).reshape(B, Sk, 2 * D)
+            e("kv", "linear", "plain", kv)
+            kvh = kv.view(B, Sk, H, 2 * hd)
+            e("kv_heads", "reshape", "plain", kvh)
+            kvp = kvh.permute(0, 2, 1, 3)
+            e("kv_perm", "permute", "heads", kvp)
+            k, v = kvp.chunk(2, dim=-1)
+        e("q", "chunk" if fused == "qkv" else "permute", "heads", q)
+        e("k", "chunk", "heads", k)
+        e("v", "chunk", "heads", v)
+        scores = q @ k.transpose(-1, -2)
+        e("scores", "matmul", "attn_scores", scores)
+        scaled = scores / math.sqrt(hd)
+        e("scaled", "scale", "attn_scores", scaled)
+        mask = _additive_mask(attn_mask, key_padding_mask, B, H, Sq, Sk, scaled.dtype)
+        if mask is not None:
+            scaled = scaled + mask
+            e("masked", "mask", "attn_scores", scaled)
+        weights = torch.softmax(scaled, dim=-1)
+        weights = torch.nan_to_num(weights, nan=0.0)  # a row with nothing to attend to: all 0, as tscope
+        e("weights", "softmax", "attn_weights", weights)
+        values = weights @ v
+        e("values", "matmul", "heads", values)
+        vp = values.permute(0, 2, 1, 3)
+        e("values_perm", "permute", "plain", vp)
+        concat = vp.reshape(B, Sq, D)
+        e("concat", "reshape", "plain", concat)
+        out = mha.out_proj(concat)
+        e("out", "linear", "plain", out)
+        return out
+
+
+def _additive_mask(attn_mask, key_padding_mask, B, H, Sq, Sk, dtype):
+    """PyTorch's two masks as one additive (B, H, Sq, Sk) mask of 0 and -inf, or None."""
+    if attn_mask is None and key_padding_mask is None:
+        return None
+    m = torch.zeros(B, H, Sq, Sk, dtype=dtype)
+    if attn_mask is not None:
+        am = attn_mask
+        if am.dtype == torch.bool:
+            am = torch.zeros(am.shape, dtype=dtype).masked_fill(am, float("-inf"))
+        m = m + (am.view(1, 1, Sq, Sk) if am.dim() == 2 else am.view(B, H, Sq, Sk))
+    if key_padding_mask is not None:
+        kp = key_padding_mask
+        if kp.dtype != torch.bool:
+            kp = kp != 0
+        m = m.masked_fill(kp.view(B, 1, 1, Sk), float("-inf"))
+    return m
+
+
+def _activation(layer):
+    act = layer.activation
+    if act is F.relu or isinstance(act, nn.ReLU):
+        return F.relu
+    if act is F.gelu or isinstance(act, nn.GELU):
+        return F.gelu
+    raise ValueError(f"tscope_trace: activation {act} is neither relu nor gelu")
+
+
+def _op_of(module):
+    for kind, op in ((nn.Linear, "linear"), (nn.LayerNorm, "layernorm"), (nn.ReLU, "relu"), (nn.GELU, "gelu"),
+                     (nn.Dropout, "dropout"), (nn.Embedding, "embedding"), (nn.Softmax, "softmax")):
+        if isinstance(module, kind):
+            return op
+    return "linear" if hasattr(module, "weight") else "add"
+
+
+def step(leaf, tensor, op="add", tag="plain"):
+    """Hand a tensor to the recorder from inside a module's forward: it is recorded as
+    `<module path>.<leaf>`. Does nothing when nothing is recording."""
+    if not _active:
+        return
+    r = _active[-1]
+    if op not in OPS:
+        raise ValueError(f"tscope_trace.step: op '{op}' is not one of {', '.join(OPS)}")
+    if tag not in TAGS:
+        raise ValueError(f"tscope_trace.step: tag '{tag}' is not one of {', '.join(TAGS)}")
+    path = r.stack[-1] if r.stack else ""
+    r.emit(r.name(path, leaf), op, tag, tensor)
+
+
+@contextlib.contextmanager
+def record(model, path, source_tokens=(), target_tokens=(), config=None):
+    """Record every forward of `model` inside the block into the trace at `path` (written
+    as path.tmp, renamed when the block ends; removed if it raises)."""
+    r = Recorder(model, path, source_tokens, target_tokens, config)
+    r.install()
+    _active.append(r)
+    ok = False
+    try:
+        with torch.enable_grad():  # no fused fast path: the layers run the documented way
+            yield r
+        ok = True
+    finally:
+        _active.pop()
+        r.remove()
+        if ok:
+            r.file.close(dict(r.metadata, recomputed=r.recomputed))
+        else:
+            r.file.abort()
+
+
+def trace(model, path, *inputs, **kwargs):
+    """Run model(*inputs) once and record it; returns the model's output."""
+    tokens = {k: kwargs.pop(k) for k in ("source_tokens", "target_tokens", "config") if k in kwargs}
+    with record(model, path, **tokens):
+        return model(*inputs, **kwargs)
