@@ -230,7 +230,7 @@ ts_status model_weights_config(const model_flags *mf, const ts_weights_info *w, 
     }
     if (missing)
         return ts_fail(TS_ERR_ARG, "%s does not say the model's %s (tensor shapes cannot, and its __metadata__ "
-                                   "does not): give %s (docs/own-model-loading.md: where to find them in PyTorch)",
+                                   "does not): give %s (docs/own-model.md: where to find them in PyTorch)",
                        path, what, need);
     if (cfg->heads < 1 || cfg->d_model % cfg->heads != 0) {
         char divisors[160] = "";
