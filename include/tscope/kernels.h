@@ -259,6 +259,12 @@ double ts_optim_clip(float *grads, int64_t n, float max_norm);
  * constant. */
 float ts_optim_lr(float peak, int warmup, int64_t t);
 
+/* Warm-up then cosine decay, as GPT-2/3 and nanoGPT train: linear from
+ * peak/warmup to peak over steps 1..warmup, then
+ * floor + (peak - floor) * (1 + cos(pi * (t - warmup) / (total - warmup))) / 2,
+ * reaching floor at t = total (and staying there after). */
+float ts_optim_lr_cosine(float peak, float floor, int warmup, int64_t t, int64_t total);
+
 /* The paper's peak learning rate d_model^-0.5 * warmup^-0.5. */
 float ts_optim_paper_peak(int d_model, int warmup);
 

@@ -102,6 +102,14 @@ float ts_optim_lr(float peak, int warmup, int64_t t) {
     return (float)(peak * fmin(s / w, sqrt(w / s)));
 }
 
+float ts_optim_lr_cosine(float peak, float floor, int warmup, int64_t t, int64_t total) {
+    if (t < 1) t = 1;
+    if (warmup > 0 && t <= warmup) return (float)((double)peak * (double)t / warmup);
+    if (t >= total) return floor;
+    double x = (double)(t - warmup) / (double)(total - warmup);
+    return (float)(floor + ((double)peak - floor) * 0.5 * (1.0 + cos(M_PI * x)));
+}
+
 float ts_optim_paper_peak(int d_model, int warmup) {
     return (float)(1.0 / sqrt((double)d_model) / sqrt((double)(warmup > 0 ? warmup : 1)));
 }
