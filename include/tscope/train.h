@@ -295,4 +295,101 @@ void ts_task_data_source(ts_task_data *d, ts_train_data *out);
  * first (may be NULL): the predictions of the first held-out batch (B, T). */
 ts_status ts_task_data_evaluate(ts_task_data *d, ts_model *m, ts_task_score *score, int32_t *first);
 
+/* ---- language modelling as a data source (lm_data.c) ------------------------------
+ *
+ * A corpus as token ids, cut into pieces of `piece` tokens: one piece in
+ * `heldout_every` is held out (so both parts cover the whole book), the rest
+ * are joined into the training stream. Training batch k is B windows of
+ * ctx + 1 tokens at positions drawn from a seeded stream (input: the first
+ * ctx, labels: the last ctx). With repeat_frac > 0, that fraction of the
+ * windows is instead a random sequence of period p (p uniform in
+ * [ctx/8, ctx/2], tokens uniform over the vocabulary) repeated to fill the
+ * window: text where only copying from earlier in the context helps, which
+ * makes induction heads form sooner (docs/training.md). Held out: `heldout`
+ * windows spread evenly over the held-out stream, evaluated in whole
+ * batches; the loss is the mean over every position of every window. */
+typedef struct ts_lm_data_opts {
+    int batch, ctx;     /* B, S: the model's batch and context */
+    int vocab;          /* V: ids are in [0, V) */
+    uint64_t seed;
+    int heldout;        /* held-out windows (256) */
+    int heldout_every;  /* one piece in N is held out (20) */
+    int piece;          /* tokens a piece (4096) */
+    float repeat_frac;  /* windows made of a repeated random sequence (0) */
+} ts_lm_data_opts;
+
+void ts_lm_data_opts_default(ts_lm_data_opts *o);
+
+typedef struct ts_lm_data {
+    ts_lm_data_opts o;
+    int32_t *train;   /* (n_train) the training stream */
+    int64_t n_train;
+    int32_t *held;    /* (n_held) the held-out stream */
+    int64_t n_held;
+    int n_windows;    /* held-out windows, a whole number of batches */
+    int32_t *hx, *hy; /* (n_windows, S) their inputs and labels */
+    int32_t *x, *y;   /* (B, S) the current batch */
+    int32_t *probe;   /* (probe_batch, S) what a trace follows (ts_lm_data_set_probe) */
+    int probe_batch;
+    void *scores;     /* the snapshot's measures (lm_scores.c), made on first use */
+} ts_lm_data;
+
+/* Split ids[0..n) (copied) as o says. Needs at least one training window
+ * and one held-out window of ctx + 1 tokens. */
+ts_status ts_lm_data_init(ts_lm_data *d, const int32_t *ids, int64_t n, const ts_lm_data_opts *o);
+void ts_lm_data_free(ts_lm_data *d);
+
+/* The sequences a trace follows: P sequences of ctx ids each (copied). */
+ts_status ts_lm_data_set_probe(ts_lm_data *d, const int32_t *ids, int P);
+
+/* The loop's face of d. At each snapshot it also records the held-out loss
+ * and the in-context measures (ts_lm_measure: lm.heldout_loss, lm.repeat.loss,
+ * lm.score.prev_token, lm.score.induction, lm.score.copying). */
+void ts_lm_data_source(ts_lm_data *d, ts_train_data *out);
+
+/* The mean held-out loss (nats per token) of m (batch B, context S). */
+ts_status ts_lm_data_heldout(ts_lm_data *d, ts_model *m, double *loss);
+
+/* ---- in-context measures of a language model (lm_scores.c) ------------------------
+ *
+ * On R sequences of n random tokens written twice (S = 2n positions, tokens
+ * uniform over the vocabulary; ts_lm_repeat_ids), with a[i][j] a head's
+ * attention from query i to key j, averaged over the R sequences
+ * (docs/training.md has the reasons and the literature):
+ *   prev_token  mean over i in [1, S) of a[i][i-1]: a head that looks one back
+ *   induction   mean over i in [n, S) of a[i][i-n+1]: from a token in the
+ *               second half to the token after its first occurrence (the
+ *               prefix-matching score of Olsson et al., 2022)
+ *   copying     sum(l) / sum(|l|) over the eigenvalues l of the head's OV
+ *               circuit W_U g_f W_O^h W_V^h g_1 W_E^T (V x V; LayerNorms folded
+ *               as their gains g): +1 when whatever the head attends to raises
+ *               the logit of that same token (Elhage et al., 2021)
+ *   pos_loss    the cross-entropy at each position i in [0, S-1) of predicting
+ *               token i+1, averaged over the R sequences: near ln V in the first
+ *               half, near 0 in the second for a model that copies.
+ * Chance for the attention scores is what uniform causal attention gives:
+ * prev_token mean of 1/(i+1) over [1, S), induction mean of 1/(i+1) over [n, S). */
+typedef struct ts_lm_measures {
+    int L, H, S;        /* layers, heads, positions */
+    float *prev_token;  /* (L, H) */
+    float *induction;   /* (L, H) */
+    float *copying;     /* (L, H) */
+    float *pos_loss;    /* (S - 1) */
+    double loss_first, loss_second; /* mean pos_loss over positions [0, n-1) and [n, S-1) */
+    double chance_prev, chance_induction;
+} ts_lm_measures;
+
+/* R sequences (R, S) of S/2 random tokens from [0, vocab), each written twice. */
+void ts_lm_repeat_ids(int32_t *ids, int R, int S, int vocab, uint64_t seed);
+
+/* Every measure of model m on ids (m->cfg.batch sequences of m->S tokens,
+ * each a half written twice), with the inference forward. m must be a
+ * causal stack with a vocabulary head. out is allocated; free with
+ * ts_lm_measures_free. */
+ts_status ts_lm_measure(ts_model *m, const int32_t *ids, ts_lm_measures *out);
+void ts_lm_measures_free(ts_lm_measures *out);
+
+/* The copying score of every head (L, H) from the weights alone. */
+ts_status ts_lm_copying(const ts_model *m, float *out);
+
 #endif

@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "commands.h"
+#include "lm_cli.h"
 #include "model_flags.h"
 #include "run_backward.h"
 #include "trace_cli.h"
@@ -194,5 +195,8 @@ int ts_cmd_run(int argc, char **argv) {
     if (o.print_shapes && strcmp(o.print_shapes, "plain") != 0 && strcmp(o.print_shapes, "torch") != 0)
         return ts_cli_error("run", "--print-shapes takes =torch or nothing, not '=%s'", o.print_shapes);
     if (o.labels && !o.backward) return ts_cli_error("run", "--labels is the backward pass's target; add --backward");
+    /* a language model's checkpoint brings its config and tokenizer (the model flags come first in the table) */
+    if (o.load && ts_lm_checkpoint_is(o.load))
+        return run_lm(o.load, &mf.text, flags, MODEL_FLAGS_COUNT, &o.trace, o.print_shapes, o.backward, argc, argv);
     return run(&mf, &o);
 }

@@ -13,6 +13,7 @@
 #include "commands.h"
 #include "model_flags.h"
 #include "trace_cli.h"
+#include "train_cmd.h"
 #include "tscope/kernels.h"
 #include "tscope/train.h"
 #include "tscope/trace.h"
@@ -34,15 +35,6 @@ static const task_defaults defaults[TS_TASK_COUNT] = {
 
 #define EXAMPLES 3 /* decoded examples printed at the end */
 
-typedef struct train_opts {
-    const char *task, *optimizer, *save;
-    int steps, warmup, every, eval_every, patience, heldout;
-    float lr, smoothing, weight_decay, clip;
-    bool steps_seen, warmup_seen, lr_seen, wd_seen, every_seen, quiet;
-    trace_cli trace;
-    int argc;
-    char **argv;
-} train_opts;
 
 /* ---- the trace's metadata ------------------------------------------------------ */
 
@@ -189,6 +181,10 @@ static int train(const train_opts *o, ts_model_config *cfg) {
     lo.patience = o->patience;
     lo.every = o->every;
     lo.ignore_index = 0; /* padding */
+    if (o->schedule && strcmp(o->schedule, "cosine") == 0) {
+        lo.schedule = TS_LR_COSINE;
+        lo.min_lr = o->min_lr_seen ? o->min_lr : lo.lr / 10;
+    }
     if (o->every < 1) return ts_cli_error("train", "--every %d must be at least 1", o->every);
     if (o->heldout < 1) return ts_cli_error("train", "--heldout %d must be at least 1", o->heldout);
     if (o->trace.path == NULL && o->every_seen) return ts_cli_error("train", "--every needs --trace FILE");
@@ -196,6 +192,7 @@ static int train(const train_opts *o, ts_model_config *cfg) {
         return ts_cli_error("train", "a training trace keeps its own selection: --level, --only and --keep-batch "
                                      "are for tscope run");
 
+    if (o->min_lr_seen && lo.schedule != TS_LR_COSINE) return ts_cli_error("train", "--min-lr is for --schedule cosine");
     ts_optim_config oc;
     bool adamw = o->optimizer ? strcmp(o->optimizer, "adamw") == 0 : o->wd_seen;
     ts_optim_config_default(&oc, adamw ? TS_OPTIM_ADAMW : TS_OPTIM_ADAM);
@@ -235,7 +232,7 @@ static int train(const train_opts *o, ts_model_config *cfg) {
     printf("# task %s: %d sequences of %d ids (1, then %d from [1, %d)) per step; %lld parameters; %s lr %g, "
            "warm-up %d%s, clip %g, label smoothing %g, weight decay %g; %d thread%s\n",
            ts_task_name(kind), d.B, d.S, d.S - 1, d.V, (long long)params, adamw ? "AdamW" : "Adam", (double)lo.lr,
-           lo.warmup, lo.warmup ? " then 1/sqrt(step)" : " (constant)", (double)o->clip, (double)o->smoothing,
+           lo.warmup, lo.schedule == TS_LR_COSINE ? " then a cosine" : lo.warmup ? " then 1/sqrt(step)" : " (constant)", (double)o->clip, (double)o->smoothing,
            (double)oc.weight_decay, ts_kernels_threads(), ts_kernels_threads() == 1 ? "" : "s");
     fflush(stdout);
 
@@ -355,13 +352,14 @@ int ts_cmd_train(int argc, char **argv) {
     o.clip = 1.0f;
     o.argc = argc;
     o.argv = argv;
-    ts_flag flags[MODEL_FLAGS_COUNT + 20];
+    ts_flag flags[MODEL_FLAGS_COUNT + 30];
     int n = model_flags_table(flags, 0, &mf);
     memset(&o.trace, 0, sizeof o.trace);
     o.trace.keep_batch = -1;
     const ts_flag rows[] = {
-        {"--task", TS_FLAG_CHOICE, &o.task, NULL, "what to learn (required); sizes and steps follow the task",
-         "copy|reverse|sort", NULL, NULL},
+        {"--task", TS_FLAG_CHOICE, &o.task, NULL,
+         "what to learn (required): a toy task, or lm, a language model of a text; sizes and steps follow the task",
+         "copy|reverse|sort|lm", NULL, NULL},
         {"--steps", TS_FLAG_INT, &o.steps, "N", "optimizer steps (copy 1000, reverse 1200, sort 2000)", NULL, NULL,
          &o.steps_seen},
         {"--lr", TS_FLAG_FLOAT, &o.lr, "X", "peak learning rate (5e-3)", NULL, NULL, &o.lr_seen},
@@ -377,7 +375,8 @@ int ts_cmd_train(int argc, char **argv) {
          "adam|adamw", NULL, NULL},
         {"--clip", TS_FLAG_FLOAT, &o.clip, "X", "clip the global gradient norm to X; 0 = no clipping (1)", NULL, NULL,
          NULL},
-        {"--eval-every", TS_FLAG_INT, &o.eval_every, "N", "held-out loss every N steps (100)", NULL, NULL, NULL},
+        {"--eval-every", TS_FLAG_INT, &o.eval_every, "N", "held-out loss every N steps (100; lm 250)", NULL, NULL,
+         &o.eval_every_seen},
         {"--patience", TS_FLAG_INT, &o.patience, "N",
          "early stopping: stop after N held-out evaluations without a 1% better loss and keep the best weights "
          "(0 = off)",
@@ -391,24 +390,67 @@ int ts_cmd_train(int argc, char **argv) {
         {"--every", TS_FLAG_INT, &o.every, "K", "trace a snapshot every K steps (10), and at steps 0 and the last",
          NULL, NULL, &o.every_seen},
         {"--quiet", TS_FLAG_BOOL, &o.quiet, NULL, "no progress lines", NULL, NULL, NULL},
+        /* --task lm */
+        {"--corpus", TS_FLAG_STRING, &o.corpus, "FILE",
+         "lm: the text to learn, any UTF-8 file (default: the King James Bible, `bible -f Gen1:1-Rev22:21` of "
+         "Debian's bible-kjv)",
+         NULL, NULL, &o.corpus_seen},
+        {"--tokenizer", TS_FLAG_CHOICE, &o.tokenizer, NULL,
+         "lm: characters, frequent words (--vocab of them) or GPT-2's BPE (char)", "char|word|bpe", NULL,
+         &o.tokenizer_seen},
+        {"--schedule", TS_FLAG_CHOICE, &o.schedule, NULL,
+         "learning rate after the warm-up: the paper's 1/sqrt(step), or a cosine down to --min-lr (tasks: inv-sqrt; "
+         "lm: cosine)",
+         "inv-sqrt|cosine", NULL, &o.schedule_seen},
+        {"--min-lr", TS_FLAG_FLOAT, &o.min_lr, "X", "where --schedule cosine ends (lr / 10)", NULL, NULL, &o.min_lr_seen},
+        {"--repeat-frac", TS_FLAG_FLOAT, &o.repeat_frac, "X",
+         "lm: this share of the training windows is a random sequence repeated, to grow induction heads (0)", NULL,
+         NULL, &o.repeat_frac_seen},
+        {"--probe", TS_FLAG_LIST, &o.probe, "TEXT",
+         "lm: a text the trace follows (repeatable; repeated to fill the context; default: Genesis 1:1-3 and a "
+         "random string written twice)",
+         NULL, NULL, &o.probe_seen},
+        {"--save-every", TS_FLAG_INT, &o.save_every, "N", "lm: also save the checkpoint every N steps (0: at the end)",
+         NULL, NULL, &o.save_every_seen},
+        {"--sample", TS_FLAG_INT, &o.sample, "N", "lm: print N sampled tokens at the end (300)", NULL, NULL,
+         &o.sample_seen},
+        {"--prompt", TS_FLAG_STRING, &o.prompt, "S", "lm: the sample's start (\"And God said\")", NULL, NULL,
+         &o.prompt_seen},
     };
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) flags[n++] = rows[i];
     const ts_cli_spec spec = {
         .command = "train",
-        .synopsis = "--task copy|reverse|sort [--preset P | model flags] [--steps N] [--lr X] [--warmup N] "
-                    "[--label-smoothing X] [--weight-decay X] [--clip X] [--save W.safetensors] [--trace FILE --every K]",
+        .synopsis = "--task copy|reverse|sort|lm [--preset P | model flags] [--steps N] [--lr X] [--warmup N] "
+                    "[--label-smoothing X] [--weight-decay X] [--clip X] [--save W.safetensors] [--trace FILE --every K] "
+                    "[--corpus FILE --tokenizer char|word|bpe]",
         .description =
             "Train an encoder-decoder on a toy task with data from a seeded RNG (seed 004's copy task: ids\n"
             "starting with 1, the decoder reads the answer shifted by one), then decode held-out sequences\n"
             "greedily. The last line is the held-out accuracy. The preset (tiny by default) gives the model;\n"
             "the task gives vocabulary 16, 10 ids per sequence and batch 64 unless --vocab, --seq, --batch say\n"
-            "(preset copy keeps seed 004's: vocabulary 100, 10 ids, batch 64).",
+            "(preset copy keeps seed 004's: vocabulary 100, 10 ids, batch 64).\n"
+            "\n"
+            "--task lm trains a language model on a text (--corpus, by default the King James Bible) to\n"
+            "predict each next token: preset lm (a causal stack of 4 layers of width 128, a context of 128\n"
+            "characters) unless model flags say otherwise, AdamW with warm-up and a cosine, 5% of the text\n"
+            "held out. Ctrl-C stops it cleanly: the checkpoint (--save) and the trace are written. The last\n"
+            "line is the held-out loss and bits per character. docs/training.md explains the measures.",
         .flags = flags,
         .n_flags = n,
     };
     int rc = ts_cli_parse(&spec, argc, argv, NULL, NULL);
     if (rc >= 0) return rc;
-    if (!o.task) return ts_cli_error("train", "--task is required: copy, reverse or sort");
+    if (!o.task) return ts_cli_error("train", "--task is required: copy, reverse, sort or lm");
+    if (strcmp(o.task, "lm") == 0) return train_lm(&o, &mf, flags, n);
+    const struct {
+        const char *flag;
+        bool seen;
+    } lm_only[] = {{"--corpus", o.corpus_seen},         {"--tokenizer", o.tokenizer_seen},
+                   {"--repeat-frac", o.repeat_frac_seen},
+                   {"--probe", o.probe_seen},           {"--save-every", o.save_every_seen},
+                   {"--sample", o.sample_seen},         {"--prompt", o.prompt_seen}};
+    for (size_t i = 0; i < sizeof lm_only / sizeof lm_only[0]; i++)
+        if (lm_only[i].seen) return ts_cli_error("train", "%s is for --task lm", lm_only[i].flag);
     ts_task_kind kind;
     if (ts_task_parse(o.task, &kind)) return ts_cli_error("train", "%s", ts_last_error());
     ts_model_config cfg;

@@ -1001,3 +1001,19 @@ ts_status ts_trace_metadata_build(char **out, const char *config_json, const cha
     cJSON_Delete(root);
     return *out ? TS_OK : ts_fail(TS_ERR_NOMEM, "trace: no memory for the metadata");
 }
+
+ts_status ts_trace_metadata_add_batch_tokens(char **json, const char *const *tokens, int B, int n) {
+    cJSON *root = cJSON_Parse(*json ? *json : "{}");
+    if (!cJSON_IsObject(root)) {
+        cJSON_Delete(root);
+        return ts_fail(TS_ERR_ARG, "trace: the metadata is not a JSON object");
+    }
+    cJSON *all = cJSON_AddArrayToObject(root, "source_tokens_batch");
+    for (int b = 0; all && b < B; b++) cJSON_AddItemToArray(all, token_array(tokens + (size_t)b * n, n));
+    char *text = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    if (!text) return ts_fail(TS_ERR_NOMEM, "trace: no memory for the metadata");
+    free(*json);
+    *json = text;
+    return TS_OK;
+}

@@ -235,10 +235,14 @@ static ts_trace_side key_side(const char *name) {
 
 /* Token strings for n positions, or NULL when the trace has none that fit. */
 static const char *const *tokens_for(ts_scene *job, ts_trace_side side, int64_t n) {
-    if (ts_trace_token_count(job->t, side) != n || n <= 0) return NULL;
+    /* a batch of different texts (a training trace's probes) labels each element with its own */
+    bool per_batch = side == TS_TRACE_SOURCE && ts_trace_batch_token_count(job->t, 0) > 0;
+    int64_t have = per_batch ? ts_trace_batch_token_count(job->t, job->rq.batch) : ts_trace_token_count(job->t, side);
+    if (have != n || n <= 0) return NULL;
     const char **labels = own(job, sizeof *labels * (size_t)n);
     if (!labels) return NULL;
-    for (int64_t i = 0; i < n; i++) labels[i] = ts_trace_token(job->t, side, (int)i);
+    for (int64_t i = 0; i < n; i++)
+        labels[i] = per_batch ? ts_trace_batch_token(job->t, job->rq.batch, (int)i) : ts_trace_token(job->t, side, (int)i);
     return labels;
 }
 
