@@ -65,7 +65,7 @@ typedef struct ts_trace_options {
     int n_only;
     /* >= 0: keep the values of element keep_batch of dim 0 only (statistics
      * still cover the whole tensor). Steps that have no batch dim (tags
-     * posenc, param, scalar, or dim 0 of size 1) keep all their values. */
+     * for which ts_tag_batched is false, or dim 0 of size 1) keep all their values. */
     int keep_batch;
     /* Level auto: the bytes of values the whole run will hand to the hook if
      * everything were kept (the model's dry-run estimate), 0 when unknown.

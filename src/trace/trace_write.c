@@ -79,7 +79,7 @@ static bool matches_only(const ts_trace_writer *w, const char *name) {
 }
 
 static bool has_batch_dim(const ts_tensor *t, ts_tag tag) {
-    if (tag == TS_TAG_POSENC || tag == TS_TAG_PARAM || tag == TS_TAG_SCALAR) return false;
+    if (!ts_tag_batched(tag)) return false;
     return t->rank >= 1 && t->shape[0] > 1;
 }
 

@@ -191,10 +191,11 @@ ts_status tr_lm_record_scalar(const ts_hook *trace, const char *name, double v) 
     return ts_hook_call(trace, name, TS_OP_METRIC, &t, TS_TAG_SCALAR);
 }
 
-static ts_status record(const ts_hook *trace, const char *name, float *x, int rank, const int64_t *shape) {
+static ts_status record(const ts_hook *trace, const char *name, float *x, int rank, const int64_t *shape,
+                        ts_tag tag) {
     ts_tensor t;
     ts_status st = ts_tensor_view(&t, x, rank, shape);
-    return st ? st : ts_hook_call(trace, name, TS_OP_METRIC, &t, TS_TAG_PLAIN);
+    return st ? st : ts_hook_call(trace, name, TS_OP_METRIC, &t, tag);
 }
 
 ts_status tr_lm_scores_record(tr_lm_scores *s, const ts_model *m, const ts_hook *trace) {
@@ -203,10 +204,13 @@ ts_status tr_lm_scores_record(tr_lm_scores *s, const ts_model *m, const ts_hook 
     ts_status st = ts_lm_measure(&s->model, s->ids, &me);
     if (st) return st;
     int64_t lh[2] = {me.L, me.H}, pos[1] = {me.S - 1};
-    st = record(trace, "lm.repeat.loss", me.pos_loss, 1, pos);
-    if (!st) st = record(trace, "lm.score.prev_token", me.prev_token, 2, lh);
-    if (!st) st = record(trace, "lm.score.induction", me.induction, 2, lh);
-    if (!st) st = record(trace, "lm.score.copying", me.copying, 2, lh);
+    st = record(trace, "lm.repeat.loss", me.pos_loss, 1, pos, TS_TAG_PER_POSITION);
+    if (!st) st = record(trace, "lm.score.prev_token", me.prev_token, 2, lh, TS_TAG_HEAD_SCORES);
+    if (!st) st = record(trace, "lm.score.induction", me.induction, 2, lh, TS_TAG_HEAD_SCORES);
+    if (!st) st = record(trace, "lm.score.copying", me.copying, 2, lh, TS_TAG_HEAD_SCORES);
+    /* what uniform causal attention scores: the line the heads are measured against */
+    if (!st) st = tr_lm_record_scalar(trace, "lm.chance.prev_token", me.chance_prev);
+    if (!st) st = tr_lm_record_scalar(trace, "lm.chance.induction", me.chance_induction);
     ts_lm_measures_free(&me);
     return st;
 }

@@ -6,6 +6,10 @@
  *   lm.score.prev_token   (L, H) previous-token score of every head
  *   lm.score.induction    (L, H) induction (prefix-matching) score
  *   lm.score.copying      (L, H) copying score
+ *   lm.chance.prev_token, lm.chance.induction (1) what uniform causal
+ *                         attention would score (the same every snapshot)
+ * The scores carry TS_TAG_HEAD_SCORES, the loss per position
+ * TS_TAG_PER_POSITION, so a viewer draws them over training.
  */
 #ifndef TSCOPE_LM_SCORES_H
 #define TSCOPE_LM_SCORES_H
