@@ -85,6 +85,7 @@ test: deps
 
 # bench: kernels and model against their peers, measured in the same run
 bench: all
+	@scripts/deps.sh bench
 	$(RUN_BIN) bench gemm
 	$(RUN_BIN) bench forward --preset seed000
 	$(RUN_BIN) bench train --preset copy
@@ -110,8 +111,13 @@ clean:
 help:
 	@grep -E '^# [a-z-]+:' Makefile | sed 's/^# /  /'
 
-# tests: every unit test binary (build only)
-tests: $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRCS))
+# tests: every unit test binary and the shell tests' PNG helper (build only)
+PNGTOOL := $(BUILD)/tests/tools/pngtool
+tests: $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRCS)) $(PNGTOOL)
+
+$(PNGTOOL): $(BUILD)/tests/tools/pngtool.o
+	@echo "  LD  $@"
+	$(Q)$(CC) $(CFLAGS_ALL) -o $@ $^ -lm
 
 # fuzz: every libFuzzer target (tests/fuzz/fuzz_*.c, clang) runs FUZZ_TIME s (60) with no finding
 FUZZ_BUILD ?= $(BUILD)-fuzz
@@ -119,6 +125,7 @@ FUZZ_TIME ?= 60
 FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
 .PHONY: fuzz fuzz-build
 fuzz:
+	@scripts/deps.sh fuzz
 	@$(MAKE) BUILD=$(FUZZ_BUILD) CC=clang NO_OMP=1 OPT="-O1 -g -fsanitize=fuzzer-no-link,address" fuzz-build
 	@scripts/fuzz.sh $(FUZZ_BUILD) $(FUZZ_TIME)
 

@@ -1,36 +1,80 @@
 #!/usr/bin/env bash
 # Check the system packages tscope needs; install the missing ones with apt-get
-# (as root, or through sudo). Elsewhere, stop with one line naming them.
-#   scripts/deps.sh          build and test dependencies
-#   scripts/deps.sh --check  only report, install nothing (exit 1 if missing)
+# (as root, or through sudo). Elsewhere, or without root, stop with one line
+# naming them.
+#   scripts/deps.sh [--check | --list] [GROUP...]
+# GROUP: test (the default: build, tests, `make run`), bench (the peers `make
+# bench` measures against), fuzz (`make fuzz`), train (the corpus of `make
+# train-lm`). --check only reports (exit 1 when something is missing); --list
+# prints every package of the groups, one a line, installed or not.
+# A new Debian/Ubuntu machine has gcc, make and apt; tests/tools_test.sh checks
+# that every program the tests run is either on such a machine or here.
 set -euo pipefail
 
-check_only=0
-[ "${1:-}" = "--check" ] && check_only=1
+check_only=0 list_only=0
+groups=()
+for arg in "$@"; do
+    case $arg in
+        --check) check_only=1 ;;
+        --list) list_only=1 ;;
+        test | bench | fuzz | train) groups+=("$arg") ;;
+        *) echo "deps: unknown argument '$arg' (groups: test bench fuzz train; --check, --list)" >&2; exit 2 ;;
+    esac
+done
+[ ${#groups[@]} -eq 0 ] && groups=(test)
 
-# pkg-config module -> Debian package
-pc_modules=(sdl2:libsdl2-dev cairo:libcairo2-dev pangocairo:libpango1.0-dev zlib:zlib1g-dev
-            libcjson:libcjson-dev md4c:libmd4c-dev cmocka:libcmocka-dev)
-# header -> Debian package (for libraries that ship no .pc file)
-headers=(/usr/include/stb/stb_image_write.h:libstb-dev)
-# command -> Debian package (the GUI tests run under Xvfb; fonts for readable text)
-commands=(pkg-config:pkg-config xvfb-run:xvfb xauth:xauth)
-files=(/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf:fonts-dejavu-core)
+# Each group lists what:package words: what shows the package is there.
+#   pc:MODULE    a pkg-config module           cmd:NAME    a command on PATH
+#   file:PATH    a file                        pkg:        the package is installed (dpkg)
+group_test=(
+    cmd:pkg-config:pkg-config
+    pc:sdl2:libsdl2-dev pc:cairo:libcairo2-dev pc:pangocairo:libpango1.0-dev pc:zlib:zlib1g-dev
+    pc:libcjson:libcjson-dev pc:md4c:libmd4c-dev pc:cmocka:libcmocka-dev
+    file:/usr/include/stb/stb_image_write.h:libstb-dev
+    cmd:xvfb-run:xvfb cmd:xauth:xauth
+    file:/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf:fonts-dejavu-core
+)
+# OpenBLAS for `tscope bench gemm` (opened with dlopen); PyTorch for the peer
+# scripts, and OpenBLAS so that PyTorch does not fall back to the reference BLAS.
+group_bench=(pkg::libopenblas0-pthread pkg::python3-torch pkg::python3-numpy)
+# libFuzzer comes with clang's runtime.
+group_fuzz=(cmd:clang:clang pkg::libclang-rt-14-dev)
+# The King James Bible, the default corpus of `tscope train --task lm`.
+group_train=(cmd:bible:bible-kjv)
+
+have() { # have KIND:WHAT
+    local kind=${1%%:*} what=${1#*:}
+    case $kind in
+        pc) command -v pkg-config >/dev/null 2>&1 && pkg-config --exists "$what" ;;
+        cmd) command -v "$what" >/dev/null 2>&1 ;;
+        file) [ -e "$what" ] ;;
+        pkg) return 1 ;; # decided by dpkg below
+    esac
+}
+
+if [ $list_only = 1 ]; then
+    for g in "${groups[@]}"; do
+        declare -n list="group_$g"
+        printf '%s\n' "${list[@]##*:}"
+        unset -n list
+    done | sort -u
+    exit 0
+fi
 
 missing=()
-have_pkgconfig=0
-command -v pkg-config >/dev/null 2>&1 && have_pkgconfig=1
-for entry in "${pc_modules[@]}"; do
-    mod=${entry%%:*} pkg=${entry#*:}
-    if [ $have_pkgconfig = 0 ] || ! pkg-config --exists "$mod"; then missing+=("$pkg"); fi
-done
-for entry in "${headers[@]}" "${files[@]}"; do
-    path=${entry%%:*} pkg=${entry#*:}
-    [ -e "$path" ] || missing+=("$pkg")
-done
-for entry in "${commands[@]}"; do
-    cmd=${entry%%:*} pkg=${entry#*:}
-    command -v "$cmd" >/dev/null 2>&1 || missing+=("$pkg")
+for g in "${groups[@]}"; do
+    declare -n list="group_$g"
+    for entry in "${list[@]}"; do
+        pkg=${entry##*:}
+        check=${entry%:*}
+        if [ "${check%%:*}" = pkg ]; then
+            status=$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)
+            [ "$status" = "install ok installed" ] || missing+=("$pkg")
+        elif ! have "$check"; then
+            missing+=("$pkg")
+        fi
+    done
+    unset -n list
 done
 
 [ ${#missing[@]} -eq 0 ] && exit 0
@@ -47,10 +91,10 @@ if ! command -v apt-get >/dev/null 2>&1; then
 fi
 if [ "$(id -u)" = 0 ]; then
     sudo=()
-elif command -v sudo >/dev/null 2>&1; then
-    sudo=(sudo)
+elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
+    sudo=(sudo -n)
 else
-    echo "deps: not root and no sudo; as root run: apt-get install ${missing[*]}" >&2
+    echo "deps: not root, and sudo needs a password here; as root run: apt-get install ${missing[*]}" >&2
     exit 1
 fi
 echo "deps: installing ${missing[*]}"

@@ -48,9 +48,13 @@ if [ -z "${TSCOPE:-}" ]; then
     if [ "$build" = build ]; then TSCOPE=./tscope; else TSCOPE=$build/tscope; fi
 fi
 export TSCOPE
+# ... and the PNG helper of that build (tests/tools/pngtool.c).
+export PNGTOOL=${PNGTOOL:-$build/tests/tools/pngtool}
 # The viewer's scripted leak check runs the sanitizer build of tscope.
 if [ -z "${TSCOPE_ASAN:-}" ] && [ -x "$asan_build/tscope" ]; then export TSCOPE_ASAN=$asan_build/tscope; fi
 
+# The same answers whatever the machine's locale and time zone.
+export LC_ALL=C.UTF-8 TZ=UTC
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 export CMOCKA_MESSAGE_OUTPUT=stdout

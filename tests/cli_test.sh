@@ -1,22 +1,7 @@
 #!/usr/bin/env bash
 # The command line's contract: help, version, and one clear line plus exit 2
 # for anything it does not know. Runs ./tscope (build it first).
-set -u
-cd "$(dirname "$0")/.."
-bin=${TSCOPE:-./tscope}
-passed=0 failed=0
-
-ok() { passed=$((passed + 1)); }
-bad() { failed=$((failed + 1)); echo "FAIL: $*"; }
-
-# expect CODE DESCRIPTION -- command...: checks the exit code, keeps output in $out/$err
-expect() {
-    local want=$1 what=$2; shift 3
-    out=$("$@" 2>/tmp/cli_test_err.$$); rc=$?
-    err=$(cat /tmp/cli_test_err.$$)
-    if [ "$rc" = "$want" ]; then ok; else bad "$what: exit $rc, want $want (stderr: $err)"; fi
-}
-trap 'rm -f /tmp/cli_test_err.$$' EXIT
+. "$(dirname "$0")/lib.sh"
 
 expect 0 "--help" -- "$bin" --help
 case $out in *"usage: tscope COMMAND"*) ok ;; *) bad "--help shows no usage" ;; esac
@@ -46,5 +31,4 @@ expect 2 "no command" -- "$bin"
 nothing=$("$bin" --help | grep -ci "not implemented")
 [ "$nothing" = 0 ] && ok || bad "--help mentions 'not implemented'"
 
-echo "$passed passed, $failed failed"
-[ "$failed" = 0 ]
+finish

@@ -7,14 +7,7 @@
 # and `home` jump; the view is a picture, not a blank; a bad script word is
 # exit 2 before any window opens.
 #   TSCOPE=path/to/tscope (default ./tscope)
-set -u
-cd "$(dirname "$0")/.."
-bin=${TSCOPE:-./tscope}
-passed=0 failed=0
-ok() { passed=$((passed + 1)); }
-bad() { failed=$((failed + 1)); echo "FAIL: $*"; }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/lib.sh"
 export TSCOPE_CACHE="$tmp/cache"
 W=1200 H=760 STATUS=34
 
@@ -30,12 +23,7 @@ col=$(awk -v w=$W 'BEGIN { x = w * 0.31; if (x < 360) x = 360; if (x > 560) x = 
 view="$((W - col - 40))x$((H - STATUS - 90))+$((col + 20))+70"
 
 # same REGION A B: the region is pixel-identical in two screenshots
-same() {
-    convert "$2" -crop "$1" +repage "$tmp/a.png" && convert "$3" -crop "$1" +repage "$tmp/b.png" || return 2
-    local d
-    d=$(compare -metric AE "$tmp/a.png" "$tmp/b.png" null: 2>&1)
-    [ "${d%% *}" = 0 ]
-}
+same() { png_same "$2" "$3" "$1"; }
 
 steps=$("$bin" lesson 1 --check | sed -n 's/.*: ok, \([0-9]*\) steps.*/\1/p')
 script="left shot:$tmp/s1.png"
@@ -48,9 +36,9 @@ rc=$?
 for i in $(seq 1 "$steps"); do
     f="$tmp/s$i.png"
     [ -s "$f" ] || { bad "no screenshot of step $i"; continue; }
-    size=$(identify -format %wx%h "$f")
+    size=$(png_size "$f")
     [ "$size" = "${W}x${H}" ] && ok || bad "step $i screenshot is $size, want ${W}x${H}"
-    n=$(convert "$f" -crop "$view" +repage -format %k info:)
+    n=$(png_colors "$f" "$view")
     [ "$n" -ge 16 ] && ok || bad "step $i: the view has $n colours: blank?"
     if [ "$i" -gt 1 ]; then
         same "$page" "$tmp/s$((i - 1)).png" "$f" && bad "steps $((i - 1)) and $i show the same page" || ok
@@ -69,5 +57,4 @@ rc=$?
 grep -q "sideways" "$tmp/err" && ok || bad "bad script word message: $(cat "$tmp/err")"
 [ -e "$tmp/x.png" ] && bad "a bad script still wrote a screenshot" || ok
 
-echo "$passed passed, $failed failed"
-[ "$failed" = 0 ]
+finish

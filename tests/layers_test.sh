@@ -2,14 +2,7 @@
 # The layering rule of docs/architecture.md: scripts/check-layers.sh passes on
 # the tree and fails, naming the file, on each kind of forbidden arrow planted
 # in a copy of it; and docs/architecture.md lists every source file, no more.
-set -u
-cd "$(dirname "$0")/.."
-passed=0 failed=0
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-
-ok() { passed=$((passed + 1)); }
-bad() { failed=$((failed + 1)); echo "FAIL: $*"; }
+. "$(dirname "$0")/lib.sh"
 
 # 1. the tree as it is
 if out=$(scripts/check-layers.sh 2>&1); then ok; else bad "check-layers fails on the tree:"$'\n'"$out"; fi
@@ -53,5 +46,4 @@ for name in $(grep -o '`[a-z0-9_]*\.[ch]`' "$doc" | tr -d '`' | sort -u); do
     if [ -n "$(ls src/*/"$name" viz/*/"$name" include/tscope/"$name" 2>/dev/null)" ]; then ok; else bad "$doc lists $name, which is not in src/ or viz/"; fi
 done
 
-echo "$passed passed, $failed failed"
-[ "$failed" = 0 ]
+finish

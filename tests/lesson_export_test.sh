@@ -7,16 +7,8 @@
 # step that cannot be drawn) fails with FILE:LINE: message and exit 1; no
 # display without --export is exit 2 with a pointer to --export.
 # Runs ./tscope (TSCOPE=path overrides).
-set -u
-cd "$(dirname "$0")/.."
-bin=$(cd "$(dirname "${TSCOPE:-./tscope}")" && pwd)/$(basename "${TSCOPE:-./tscope}")
-passed=0 failed=0
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/lib.sh"
 export TSCOPE_CACHE="$tmp/cache"
-
-ok() { passed=$((passed + 1)); }
-bad() { failed=$((failed + 1)); echo "FAIL: $*"; }
 
 # Page size at --scale 1 and where its parts are (lesson_export.c: a 50-point
 # header, the narration column 31% of the width within 360..560 points).
@@ -27,10 +19,7 @@ view_region="$((W - col - 40))x$((H - 90))+$((col + 20))+70"
 
 # colors FILE: distinct colours in the narration and in the view (sampled down: fast enough for
 # every page of every lesson, and a blank region still has one colour)
-colors() {
-    convert "$1" \( +clone -crop "$text_region" +repage -sample 25% -format '%k ' -write info: +delete \) \
-        -crop "$view_region" +repage -sample 25% -format '%k' info: 2>/dev/null || echo 0 0
-}
+colors() { echo "$(png_colors "$1" "$text_region" 4) $(png_colors "$1" "$view_region" 4)"; }
 
 start=$(date +%s)
 for f in lessons/[0-9]*-*.md; do
@@ -48,7 +37,7 @@ for f in lessons/[0-9]*-*.md; do
     [ "$n" = "$steps" ] && ok || bad "$name: $n pages for $steps steps"
     blank=0
     for png in "$out"/step*.png; do
-        size=$(identify -format %wx%h "$png" 2>/dev/null)
+        size=$(png_size "$png")
         [ "$size" = "${W}x${H}" ] || { bad "$png is $size, want ${W}x${H}"; continue; }
         read -r t v <<<"$(colors "$png")"
         if [ "$t" -lt 8 ] || [ "$v" -lt 16 ]; then
@@ -70,8 +59,8 @@ for png in "$tmp/pages/04-masks"/step*.png; do cmp -s "$png" "$tmp/again/$(basen
 ls "$TSCOPE_CACHE" | grep -q '^04-masks-main-[0-9a-f]\{16\}\.tstrace$' && ok || bad "no cached trace for lesson 4: $(ls "$TSCOPE_CACHE")"
 ls "$TSCOPE_CACHE" | grep -q 'part\|\.log$' && bad "temporary files left in the cache: $(ls "$TSCOPE_CACHE")" || ok
 
-# expect CODE WANT FILE: exit code and exact stderr of exporting lesson FILE
-expect() {
+# export_fails CODE WANT FILE: exit code and exact stderr of exporting lesson FILE
+export_fails() {
     local code=$1 want=$2 file=$3
     "$bin" lesson "$file" --export "$tmp/bad-out" >/dev/null 2>"$tmp/err"
     local rc=$? err
@@ -82,22 +71,22 @@ expect() {
 
 head='# Broken\n\n```tscope setup\npreset: tiny\n```\n\n'
 printf "$head"'```tscope step\ntensor: encoder.layers.0.self_attn.weigths\n```\n\nText.\n' >"$tmp/name.md"
-expect 1 "$tmp/name.md:8: unknown step name 'encoder.layers.0.self_attn.weigths' in run 'main': did you mean 'encoder.layers.0.self_attn.weights'?" "$tmp/name.md"
+export_fails 1 "$tmp/name.md:8: unknown step name 'encoder.layers.0.self_attn.weigths' in run 'main': did you mean 'encoder.layers.0.self_attn.weights'?" "$tmp/name.md"
 
 printf "$head"'```tscope step\ntensor: input\ncompare-with: embed.tokenz\n```\n' >"$tmp/cmp.md"
-expect 1 "$tmp/cmp.md:9: unknown step name 'embed.tokenz' in run 'main': did you mean 'embed.tokens'?" "$tmp/cmp.md"
+export_fails 1 "$tmp/cmp.md:9: unknown step name 'embed.tokenz' in run 'main': did you mean 'embed.tokens'?" "$tmp/cmp.md"
 
 printf '# Broken\n\n```tscope setup\npreset: tiny\nheads: 3\n```\n\n```tscope step\ntensor: input\n```\n' >"$tmp/flag.md"
-expect 1 "$tmp/flag.md:5: setup 'main': tscope run: --heads 3 does not divide --d-model 16*" "$tmp/flag.md"
+export_fails 1 "$tmp/flag.md:5: setup 'main': tscope run: --heads 3 does not divide --d-model 16*" "$tmp/flag.md"
 
 printf '# Broken\n\n```tscope setup\ncommand: train\ntask: copy\nsteps: 2\nlevel: values\n```\n\n```tscope step\ntensor: train.loss\n```\n' >"$tmp/train.md"
-expect 1 "$tmp/train.md:7: setup 'main': tscope train: unknown flag --level" "$tmp/train.md"
+export_fails 1 "$tmp/train.md:7: setup 'main': tscope train: unknown flag --level" "$tmp/train.md"
 
 printf "$head"'```tscope setup trained\nload: nowhere.safetensors\n```\n\n```tscope step\ntensor: input\nrun: trained\n```\n' >"$tmp/load.md"
-expect 1 "$tmp/load.md:8: setup 'trained': --load nowhere.safetensors: not found*" "$tmp/load.md"
+export_fails 1 "$tmp/load.md:8: setup 'trained': --load nowhere.safetensors: not found*" "$tmp/load.md"
 
 printf "$head"'```tscope step\ntensor: embed.tokens\nview: grid\n```\n' >"$tmp/view.md"
-expect 1 "$tmp/view.md:8: --view grid shows the heads of a (B, H, S, S) step; embed.tokens has rank 3" "$tmp/view.md"
+export_fails 1 "$tmp/view.md:8: --view grid shows the heads of a (B, H, S, S) step; embed.tokens has rank 3" "$tmp/view.md"
 
 # a lesson that cannot run: nothing is cached, nothing exported
 ls "$TSCOPE_CACHE" | grep -q '^flag-\|^train-' && bad "a failed run left a trace in the cache" || ok
@@ -114,5 +103,4 @@ touch "$tmp/file"
 "$bin" lesson 4 --export "$tmp/x" --script right >/dev/null 2>&1
 [ $? = 2 ] && ok || bad "--export with --script: want exit 2"
 
-echo "$passed passed, $failed failed"
-[ "$failed" = 0 ]
+finish

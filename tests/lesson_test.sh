@@ -2,23 +2,7 @@
 # `tscope lesson`: --list shows every lesson, --check passes on each and fails
 # with FILE:LINE on a broken one, lessons are found from any directory.
 # Runs ./tscope (build it first; TSCOPE=path overrides).
-set -u
-cd "$(dirname "$0")/.."
-bin=$(cd "$(dirname "${TSCOPE:-./tscope}")" && pwd)/$(basename "${TSCOPE:-./tscope}")
-passed=0 failed=0
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-
-ok() { passed=$((passed + 1)); }
-bad() { failed=$((failed + 1)); echo "FAIL: $*"; }
-
-# expect CODE DESCRIPTION -- command...: checks the exit code, keeps output in $out/$err
-expect() {
-    local want=$1 what=$2; shift 3
-    out=$("$@" 2>"$tmp/err"); rc=$?
-    err=$(cat "$tmp/err")
-    if [ "$rc" = "$want" ]; then ok; else bad "$what: exit $rc, want $want (stderr: $err)"; fi
-}
+. "$(dirname "$0")/lib.sh"
 
 n_files=$(ls lessons/[0-9]*-*.md | wc -l)
 expect 0 "--list" -- "$bin" lesson --list
@@ -63,5 +47,4 @@ out=$(TSCOPE_LESSONS="$tmp/lessons" "$bin" lesson --list 2>"$tmp/err"); rc=$?
 case $(cat "$tmp/err") in "$tmp/lessons/02-broken.md:9: "*) ok ;; *) bad "--list error: $(cat "$tmp/err")" ;; esac
 case $out in *"  1  shapes "*) ok ;; *) bad "TSCOPE_LESSONS not used: $out" ;; esac
 
-echo "$passed passed, $failed failed"
-[ "$failed" = 0 ]
+finish

@@ -4,23 +4,7 @@
 # the --level/--only to re-run with for a step without values, an unwritable
 # path before anything is read), and a 200 x 200 heatmap exports in under a
 # second. Runs ./tscope (build it first; TSCOPE=path overrides).
-set -u
-cd "$(dirname "$0")/.."
-bin=$(cd "$(dirname "${TSCOPE:-./tscope}")" && pwd)/$(basename "${TSCOPE:-./tscope}")
-passed=0 failed=0
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-
-ok() { passed=$((passed + 1)); }
-bad() { failed=$((failed + 1)); echo "FAIL: $*"; }
-
-# expect CODE DESCRIPTION -- command...: checks the exit code, keeps output in $out/$err
-expect() {
-    local want=$1 what=$2; shift 3
-    out=$("$@" 2>"$tmp/err"); rc=$?
-    err=$(cat "$tmp/err")
-    if [ "$rc" = "$want" ]; then ok; else bad "$what: exit $rc, want $want (stderr: $err)"; fi
-}
+. "$(dirname "$0")/lib.sh"
 
 # is_png FILE W H: the file starts with the PNG signature and its IHDR says W x H.
 is_png() {
@@ -97,5 +81,4 @@ ms=$((($(date +%s%N) - start) / 1000000))
 [ "$ms" -lt 1000 ] && ok || bad "a 200 x 200 heatmap took $ms ms"
 is_png "$tmp/h200.png"
 
-echo "$passed passed, $failed failed"
-[ "$failed" = 0 ]
+finish

@@ -6,15 +6,7 @@
 # configs that cannot work. After an intended change, refresh the goldens with
 #   UPDATE_GOLDEN=1 bash tests/shapes_test.sh
 # and read the diff before committing it. Runs ./tscope (or $TSCOPE).
-set -u
-cd "$(dirname "$0")/.."
-bin=${TSCOPE:-./tscope}
-passed=0 failed=0
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-
-ok() { passed=$((passed + 1)); }
-bad() { failed=$((failed + 1)); echo "FAIL: $*"; }
+. "$(dirname "$0")/lib.sh"
 
 # 1. every preset against its golden, with a readable diff on change
 for preset in tiny seed000 seed001 seed004 copy base; do
@@ -95,5 +87,4 @@ else
     bad "run with two texts failed: $(cat "$tmp/err")"
 fi
 
-echo "$passed passed, $failed failed"
-[ "$failed" = 0 ]
+finish

@@ -3,15 +3,7 @@
 # (tests/ref/bpe/), stdin and files, --decode back to the same bytes, --show
 # labels, --tokenizer with either pair of file names, $TSCOPE_ASSETS, and one
 # line on stderr with exit 2 for each kind of bad input. Runs ./tscope (or $TSCOPE).
-set -u
-cd "$(dirname "$0")/.."
-bin=${TSCOPE:-./tscope}
-passed=0 failed=0
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-
-ok() { passed=$((passed + 1)); }
-bad() { failed=$((failed + 1)); echo "FAIL: $*"; }
+. "$(dirname "$0")/lib.sh"
 
 # same NAME FILE WANT: FILE holds exactly WANT
 same() {
@@ -118,5 +110,4 @@ refuses "--decode of a huge id" "outside the vocabulary" "$bin" tokenize --decod
 refuses "unknown flag" "--bogus" "$bin" tokenize --bogus
 refuses "two files" "" "$bin" tokenize "$tmp/empty" "$tmp/empty"
 
-echo "$passed passed, $failed failed"
-[ "$failed" = 0 ]
+finish

@@ -2,23 +2,9 @@
 # Trace commands end to end: run --trace at each level, info, export (checked
 # with numpy when it is there), diff, a killed run's .tmp, and bad input
 # (one line on stderr, exit 2). Runs ./tscope, or $TSCOPE.
-set -u
-cd "$(dirname "$0")/.."
-bin=${TSCOPE:-./tscope}
-passed=0 failed=0
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+. "$(dirname "$0")/lib.sh"
+work=$tmp
 
-ok() { passed=$((passed + 1)); }
-bad() { failed=$((failed + 1)); echo "FAIL: $*"; }
-
-# expect CODE DESCRIPTION -- command...: checks the exit code; output in $out, $err
-expect() {
-    local want=$1 what=$2; shift 3
-    out=$("$@" 2>"$work/err"); rc=$?
-    err=$(cat "$work/err")
-    if [ "$rc" = "$want" ]; then ok; else bad "$what: exit $rc, want $want (stderr: $err)"; fi
-}
 has() { case $1 in *"$2"*) ok ;; *) bad "$3: no '$2' in: $(printf '%s' "$1" | head -c 400)" ;; esac; }
 lines() { printf '%s\n' "$1" | grep -c .; }
 
@@ -147,5 +133,4 @@ expect 2 "--level nonsense" -- "$bin" run --preset tiny --trace "$work/k.tstrace
 expect 2 "a trace in a missing directory" -- "$bin" run --preset tiny --trace "$work/no/such/dir/t.tstrace"
 has "$err" "cannot create" "the error names the file"
 
-echo "$passed passed, $failed failed"
-[ "$failed" = 0 ]
+finish

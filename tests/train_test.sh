@@ -5,15 +5,7 @@
 # do the committed ones), a training trace holds its snapshots, `run
 # --backward` traces gradients, and bad flags get one line and exit 2.
 # About 30 s on 2 idle cores. Runs ./tscope (or $TSCOPE).
-set -u
-cd "$(dirname "$0")/.."
-bin=${TSCOPE:-./tscope}
-passed=0 failed=0
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-
-ok() { passed=$((passed + 1)); }
-bad() { failed=$((failed + 1)); echo "FAIL: $*"; }
+. "$(dirname "$0")/lib.sh"
 
 # The exact-sequence accuracy from the last line, e.g. "100.0".
 exact_of() { tail -n 1 "$1" | sed -n 's/^held-out accuracy: exact \([0-9.]*\)%, per-token [0-9.]*%$/\1/p'; }
@@ -107,5 +99,4 @@ expect_2 train --task copy --every 5
 expect_2 train --task copy --heads 3
 expect_2 run --backward --labels /nonexistent.npy
 
-echo "$passed passed, $failed failed"
-[ "$failed" = 0 ]
+finish

@@ -1,0 +1,44 @@
+# lib.sh: what every shell test shares. Source it first, from bash:
+#     . "$(dirname "$0")/lib.sh"
+# It moves to the top of the repository and sets:
+#   bin      the tscope under test, an absolute path ($TSCOPE, default ./tscope)
+#   pngtool  the PNG helper of the tests, an absolute path ($PNGTOOL, default
+#            build/tests/tools/pngtool: `make tests` builds it)
+#   tmp      a fresh directory, removed when the test exits
+# and the functions below. A test ends with `finish`, which prints the closing
+# line "N passed, N failed" and exits non-zero when anything failed.
+set -u
+cd "$(dirname "${BASH_SOURCE[1]}")/.." || exit 2
+
+abs() { echo "$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"; }
+bin=$(abs "${TSCOPE:-./tscope}")
+pngtool=$(abs "${PNGTOOL:-build/tests/tools/pngtool}")
+passed=0 failed=0
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+ok() { passed=$((passed + 1)); }
+bad() { failed=$((failed + 1)); echo "FAIL: $*"; }
+
+# expect CODE WHAT -- COMMAND...: the command exits with CODE. Leaves its
+# standard output in $out, its standard error in $err and its code in $rc.
+expect() {
+    local want=$1 what=$2
+    shift 3
+    out=$("$@" 2>"$tmp/expect.err")
+    rc=$?
+    err=$(cat "$tmp/expect.err")
+    if [ "$rc" = "$want" ]; then ok; else bad "$what: exit $rc, want $want (stderr: $err)"; fi
+}
+
+# PNGs, through tests/tools/pngtool (no ImageMagick). A region is WxH+X+Y.
+png_size() { "$pngtool" size "$1" 2>/dev/null; }                 # FILE -> "WxH"
+png_colors() { "$pngtool" colors "$@" 2>/dev/null || echo 0; }   # FILE REGION [STEP] -> distinct colours
+png_differ() { "$pngtool" diff "$1" "$2" "$3" 2>/dev/null; }     # A B REGION -> differing pixels
+png_same() { [ "$(png_differ "$1" "$2" "$3")" = 0 ]; }           # A B REGION: pixel-identical there
+
+finish() {
+    echo "$passed passed, $failed failed"
+    [ "$failed" = 0 ]
+    exit
+}
