@@ -299,7 +299,9 @@ ts_status ts_task_data_evaluate(ts_task_data *d, ts_model *m, ts_task_score *sco
  *
  * A corpus as token ids, cut into pieces of `piece` tokens: one piece in
  * `heldout_every` is held out (so both parts cover the whole book), the rest
- * are joined into the training stream. Training batch k is B windows of
+ * are joined into the training stream (a text shorter than
+ * 2 * heldout_every pieces gets pieces of n / (2 * heldout_every) tokens, at
+ * least ctx + 1, so two are held out). Training batch k is B windows of
  * ctx + 1 tokens at positions drawn from a seeded stream (input: the first
  * ctx, labels: the last ctx). With repeat_frac > 0, that fraction of the
  * windows is instead a random sequence of period p (p uniform in

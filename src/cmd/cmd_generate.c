@@ -143,6 +143,7 @@ int ts_cmd_generate(int argc, char **argv) {
          "a language model saved by tscope train --task lm (required)", NULL, NULL, NULL},
         {"--prompt", TS_FLAG_STRING, &o.prompt, "S", "the text to continue (\"And God said\")", NULL, NULL, NULL},
         {"-n", TS_FLAG_INT, &o.n, "N", "tokens to add (200)", NULL, NULL, NULL},
+        {"--tokens", TS_FLAG_INT, &o.n, "N", "the same as -n", NULL, NULL, NULL},
         {"--temperature", TS_FLAG_FLOAT, &o.temperature, "T",
          "divide the logits by T before the softmax: below 1 surer, above 1 wilder; 0 = always the most likely (0.8)",
          NULL, NULL, NULL},

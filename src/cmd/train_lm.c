@@ -100,6 +100,7 @@ static ts_status read_corpus(const train_opts *o, char **text, size_t *len, char
 static ts_status resolve(const train_opts *o, const model_flags *mf, ts_flag *flags, int n, int vocab,
                          ts_model_config *cfg) {
     model_flags copy = *mf;
+    int seq = 0;
     for (int i = 0; i < n; i++) {
         bool *seen = flags[i].seen;
         if (!seen || !*seen) continue;
@@ -110,6 +111,10 @@ static ts_status resolve(const train_opts *o, const model_flags *mf, ts_flag *fl
                 return ts_fail(TS_ERR_ARG, "--vocab is the word tokenizer's size; a %s vocabulary comes from the text",
                                o->tokenizer ? o->tokenizer : "char");
             copy.seen[seen - mf->seen] = false; /* applied already */
+        }
+        if (strcmp(flags[i].name, "--seq") == 0) { /* the context: the position table follows it */
+            seq = *(int *)flags[i].value;
+            copy.seen[seen - mf->seen] = false;
         }
     }
     if (!mf->preset) copy.preset = "lm";
@@ -126,6 +131,7 @@ static ts_status resolve(const train_opts *o, const model_flags *mf, ts_flag *fl
     cfg->head = TS_HEAD_LM;
     cfg->text = NULL;
     cfg->vocab = vocab;
+    if (seq) cfg->seq = seq;
     if (cfg->pe == TS_PE_LEARNED) cfg->max_pos = cfg->seq;
     return ts_model_config_check(cfg);
 }

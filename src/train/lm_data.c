@@ -39,9 +39,15 @@ ts_status ts_lm_data_init(ts_lm_data *d, const int32_t *ids, int64_t n, const ts
         ts_lm_data_free(d);
         return ts_fail(TS_ERR_NOMEM, "train: out of memory for the corpus");
     }
-    /* piece k is held out when k % every == every / 2: the first piece trains */
-    for (int64_t at = 0, k = 0; at < n; at += o->piece, k++) {
-        int64_t len = n - at < o->piece ? n - at : o->piece;
+    /* piece k is held out when k % every == every / 2: the first piece trains. A
+     * short text gets shorter pieces, so that two are held out (each still a window). */
+    int64_t piece = o->piece;
+    if (n < 2 * (int64_t)o->heldout_every * piece) {
+        piece = n / (2 * (int64_t)o->heldout_every);
+        if (piece < S + 1) piece = S + 1;
+    }
+    for (int64_t at = 0, k = 0; at < n; at += piece, k++) {
+        int64_t len = n - at < piece ? n - at : piece;
         bool held = k % o->heldout_every == o->heldout_every / 2;
         memcpy(held ? d->held + d->n_held : d->train + d->n_train, ids + at, sizeof(int32_t) * (size_t)len);
         *(held ? &d->n_held : &d->n_train) += len;
