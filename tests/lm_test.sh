@@ -82,9 +82,9 @@ if g --temperature 0 --seed 1 >"$tmp/t1" 2>/dev/null && g --temperature 0 --seed
 else
     bad "generate --temperature 0 failed"
 fi
-# traced: one pass over the whole text, then the draws (N, V)
+# traced: one pass over the whole text (7 + 20 tokens), then the distributions (1, 27, V)
 if g -n 20 --trace "$tmp/g.tstrace" >/dev/null 2>"$tmp/gerr" && "$bin" info "$tmp/g.tstrace" >"$tmp/ginfo" 2>&1; then
-    grep -q ' generate.probs .*\[20, ' "$tmp/ginfo" && ok || bad "no generate.probs (20, V): $(tail -n 3 "$tmp/ginfo")"
+    grep -q ' generate.probs .*\[1, 27, ' "$tmp/ginfo" && ok || bad "no generate.probs (1, 27, V): $(tail -n 3 "$tmp/ginfo")"
     grep -q ' logits .*\[1, 27, ' "$tmp/ginfo" && ok || bad "the pass is not over the 27 tokens: $(grep logits "$tmp/ginfo")"
 else
     bad "generate --trace: $(cat "$tmp/gerr")"

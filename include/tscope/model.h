@@ -130,6 +130,10 @@ const char *ts_model_preset_names(void);
 /* Fill cfg with a preset. An unknown name is TS_ERR_ARG naming the presets. */
 ts_status ts_model_config_preset(ts_model_config *cfg, const char *name);
 
+/* Whether the config is a language model: one causal stack over token ids
+ * with a vocabulary head (a GPT), what tscope train --task lm trains. */
+bool ts_model_is_lm(const ts_model_config *cfg);
+
 /* Whether the config can be built, with a sentence a learner can act on:
  * "--heads 7 does not divide --d-model 512 (...): the reshape of qkv
  * [30, 200, 1536] to [30, 200, 7, 219] fails". */

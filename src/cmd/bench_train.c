@@ -50,7 +50,7 @@ int bench_model_train(int reps, const char *preset) {
         fprintf(stderr, "tscope bench: %s\n", ts_last_error());
         return 2;
     }
-    bool lm = cfg.arch == TS_ARCH_ENCODER && cfg.causal;
+    bool lm = ts_model_is_lm(&cfg);
     if ((cfg.arch != TS_ARCH_ENCODER_DECODER && !lm) || cfg.head != TS_HEAD_LM || cfg.input != TS_INPUT_TOKENS) {
         fprintf(stderr, "tscope bench: train times an encoder-decoder or a language model over token ids (presets "
                         "tiny, copy, base, lm), not %s\n", cfg.preset);

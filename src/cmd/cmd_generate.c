@@ -3,8 +3,9 @@
  * a seed. With --trace, the whole text's forward pass is recorded as `tscope
  * run` records one (the causal mask makes position i's logits the ones token
  * i+1 was drawn from: one pass shows every draw), followed by
- * generate.probs (N, V), the distribution each new token was drawn from
- * (after temperature and top-k), and generate.tokens (N), their ids.
+ * generate.probs (1, T, V): at each position of the text the distribution of
+ * the next token after temperature and top-k (the generated tokens' rows are
+ * the ones they were drawn from), and generate.tokens (N), the new ids.
  *
  * Each token re-reads the last S tokens (the context the model learnt): the
  * text sits at positions 0.., the rest of the window is filler that the causal
@@ -38,29 +39,44 @@ static ts_status grow(ts_bpe_ids *ids, size_t need) {
     return TS_OK;
 }
 
-/* The traced pass over the whole text, then the draws. */
-static ts_status trace_text(const gen_opts *o, const ts_bpe_ids *ids, size_t prompt_len, const float *probs, int V,
+/* The traced pass over the whole text, then the draws: generate.probs
+ * (1, T, V) holds at row i the distribution token i + 1 comes from, after
+ * temperature and top-k (the prompt's rows and the last from the traced
+ * pass, the drawn tokens' rows exactly as they were drawn from), so its rows
+ * line up with the text's positions and take their labels. */
+static ts_status trace_text(const gen_opts *o, const ts_bpe_ids *ids, size_t prompt_len, const float *drawn, int V,
                             int argc, char **argv) {
     ts_model m;
     ts_lmtok tok;
     ts_trace_writer *w = NULL;
-    int n = (int)(ids->count - prompt_len);
-    ts_status st = lm_cli_open(o->load, 1, (int)ids->count, &m, &tok);
+    int T = (int)ids->count, n = (int)(ids->count - prompt_len);
+    ts_status st = lm_cli_open(o->load, 1, T, &m, &tok);
     if (st) return st;
-    st = lm_cli_trace_open(&o->trace, &m.cfg, &tok, ids->ids, 1, (int)ids->count, argc, argv, &w);
+    st = lm_cli_trace_open(&o->trace, &m.cfg, &tok, ids->ids, 1, T, argc, argv, &w);
     ts_hook hook = w ? ts_trace_writer_hook(w) : (ts_hook){0};
     ts_model_input in = {.src_ids = ids->ids};
-    if (!st) st = ts_model_forward(&m, &in, &hook, NULL);
-    float *tokens = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
-    if (!st && !tokens) st = ts_fail(TS_ERR_NOMEM, "out of memory");
+    ts_tensor logits;
+    if (!st) st = ts_model_forward(&m, &in, &hook, &logits);
+    float *probs = malloc(sizeof(float) * (size_t)T * V), *tokens = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
+    if (!st && (!probs || !tokens)) st = ts_fail(TS_ERR_NOMEM, "out of memory");
+    for (int i = 0; !st && i < T; i++) {
+        int k = i - (int)prompt_len + 1; /* the draw this row made, when it made one */
+        if (k >= 0 && k < n)
+            memcpy(probs + (size_t)i * V, drawn + (size_t)k * V, sizeof(float) * (size_t)V);
+        else
+            ts_model_sample(logits.data + (size_t)i * V, V, o->temperature, o->top_k, 0.5, probs + (size_t)i * V);
+    }
     ts_tensor t;
-    if (!st && n > 0) {
-        ts_tensor_view(&t, (float *)probs, 2, (int64_t[]){n, V});
+    if (!st) {
+        ts_tensor_view(&t, probs, 3, (int64_t[]){1, T, V});
         st = ts_hook_call(&hook, "generate.probs", TS_OP_SOFTMAX, &t, TS_TAG_PLAIN);
+    }
+    if (!st && n > 0) {
         for (int i = 0; i < n; i++) tokens[i] = (float)ids->ids[prompt_len + (size_t)i];
         ts_tensor_view(&t, tokens, 1, (int64_t[]){n});
-        if (!st) st = ts_hook_call(&hook, "generate.tokens", TS_OP_METRIC, &t, TS_TAG_PLAIN);
+        st = ts_hook_call(&hook, "generate.tokens", TS_OP_METRIC, &t, TS_TAG_PLAIN);
     }
+    free(probs);
     free(tokens);
     if (st) {
         ts_trace_writer_abort(w);

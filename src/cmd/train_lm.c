@@ -123,7 +123,9 @@ static ts_status resolve(const train_opts *o, const model_flags *mf, ts_flag *fl
         if (strcmp(flags[i].name, "--preset") == 0 && flags[i].seen) copy.seen[flags[i].seen - mf->seen] = true;
     ts_status st = model_flags_resolve(&copy, cfg, NULL);
     if (st) return st;
-    if (cfg->arch != TS_ARCH_ENCODER || !cfg->causal)
+    cfg->input = TS_INPUT_TOKENS;
+    cfg->head = TS_HEAD_LM;
+    if (!ts_model_is_lm(cfg))
         return ts_fail(TS_ERR_ARG, "a language model is one causal stack: preset %s with these flags is not "
                                    "(use preset lm, or --dec-layers 0 --mask causal)",
                        cfg->preset[0] ? cfg->preset : "(none)");

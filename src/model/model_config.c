@@ -170,6 +170,10 @@ static ts_status check_sizes(const ts_model_config *c) {
     return TS_OK;
 }
 
+bool ts_model_is_lm(const ts_model_config *c) {
+    return c->arch == TS_ARCH_ENCODER && c->causal && c->head == TS_HEAD_LM && c->input == TS_INPUT_TOKENS;
+}
+
 ts_status ts_model_config_check(const ts_model_config *c) {
     ts_status st = check_sizes(c);
     if (st) return st;

@@ -58,7 +58,7 @@ static ts_status attn_hook(void *ctx, const char *name, ts_op op, const ts_tenso
 
 ts_status ts_lm_copying(const ts_model *m, float *out) {
     const ts_model_config *c = &m->cfg;
-    if (c->arch != TS_ARCH_ENCODER || c->head != TS_HEAD_LM || !m->w.embed.tokens)
+    if (!ts_model_is_lm(c) || !m->w.embed.tokens)
         return ts_fail(TS_ERR_ARG, "copying score: needs a decoder-only stack over tokens with a vocabulary head");
     int D = c->d_model, H = c->heads, hd = D / H, V = c->vocab;
     const float *E = m->w.embed.tokens, *U = m->w.head_w;
@@ -110,7 +110,7 @@ ts_status ts_lm_copying(const ts_model *m, float *out) {
 ts_status ts_lm_measure(ts_model *m, const int32_t *ids, ts_lm_measures *out) {
     const ts_model_config *c = &m->cfg;
     memset(out, 0, sizeof *out);
-    if (c->head != TS_HEAD_LM || c->input != TS_INPUT_TOKENS || c->arch != TS_ARCH_ENCODER || !c->causal)
+    if (!ts_model_is_lm(c))
         return ts_fail(TS_ERR_ARG, "in-context measures need a causal stack over tokens with a vocabulary head");
     int L = c->layers, H = c->heads, S = m->S, R = c->batch, V = c->vocab, n = S / 2;
     if (S < 4) return ts_fail(TS_ERR_ARG, "in-context measures need a context of at least 4, not %d", S);

@@ -629,7 +629,8 @@ static ts_status build_tensor(ts_scene *job, int64_t i) {
     p->view = TS_RENDER_VIEW_HEATMAP;
     p->tensor = (ts_render_tensor_view){.slice = p->m[0], .title = p->title, .subtitle = p->subtitle,
                                         .row_axis = axis_name(s, &t, r, p->m[0].row_labels != NULL),
-                                        .col_axis = axis_name(s, &t, c, false), .stats = s->has_stats ? &p->stats : NULL,
+                                        .col_axis = p->m[0].col_labels ? "next token (the vocabulary)" : axis_name(s, &t, c, false),
+                                        .stats = s->has_stats ? &p->stats : NULL,
                                         .hist = s->has_stats ? &p->hist : NULL};
     int cols = p->m[0].cols, rows = p->m[0].rows;
     p->width = (int)fmin(1600, fmax(900, cols * 3 + 560));
