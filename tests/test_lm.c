@@ -12,9 +12,8 @@
  *   the step, repeated windows repeat.
  * - The loop: a small model on a short periodic text lowers its held-out
  *   loss by half in 60 steps; the stop flag ends a run after one step.
- * - The in-context measures: a hand-made attention pattern scores as the
- *   definitions say (through a model whose attention the test cannot set,
- *   the untrained model scores near chance).
+ * - The in-context measures: an untrained model scores near chance, and
+ *   the shipped 2-layer model has an induction head (INDUCTION_MIN).
  */
 #include <math.h>
 #include <signal.h>
@@ -348,6 +347,52 @@ static void untrained_model_scores_near_chance(void **state) {
     ts_model_free(&m);
 }
 
+/* The shipped 2-layer model (assets/induction-2l.safetensors, assets/README.md):
+ * at least one head scores above INDUCTION_MIN on 8 random sequences written
+ * twice, and its loss in the second half is below a quarter of the first's;
+ * the same config untrained (its initial weights) has no head above twice
+ * chance. */
+#define INDUCTION_MIN 0.4
+
+static void shipped_model_has_an_induction_head(void **state) {
+    (void)state;
+    const char *dir = getenv("TSCOPE_ASSETS") ? getenv("TSCOPE_ASSETS") : "assets";
+    char path[1024];
+    snprintf(path, sizeof path, "%s/induction-2l.safetensors", dir);
+    ts_model_config c;
+    ts_lmtok tok;
+    assert_ok(ts_lm_checkpoint_read(path, &c, &tok));
+    ts_lmtok_free(&tok);
+    c.batch = 8;
+    ts_model trained, fresh;
+    assert_ok(ts_model_init(&trained, &c));
+    assert_ok(ts_model_load_safetensors(&trained, path, NULL));
+    assert_ok(ts_model_init(&fresh, &c));
+    int S = trained.S;
+    int32_t *ids = malloc(sizeof(int32_t) * 8 * (size_t)S);
+    ts_lm_repeat_ids(ids, 8, S, c.vocab, 2024);
+    ts_lm_measures a, b;
+    assert_ok(ts_lm_measure(&trained, ids, &a));
+    assert_ok(ts_lm_measure(&fresh, ids, &b));
+    int best = 0, best_fresh = 0;
+    for (int k = 1; k < a.L * a.H; k++) {
+        if (a.induction[k] > a.induction[best]) best = k;
+        if (b.induction[k] > b.induction[best_fresh]) best_fresh = k;
+    }
+    print_message("induction score: trained layer %d head %d %.3f; untrained best %.3f; chance %.3f; loss halves "
+                  "%.2f -> %.2f\n",
+                  best / a.H, best % a.H, (double)a.induction[best], (double)b.induction[best_fresh], a.chance_induction,
+                  a.loss_first, a.loss_second);
+    assert_true(a.induction[best] > INDUCTION_MIN);
+    assert_true(b.induction[best_fresh] < 2 * b.chance_induction);
+    assert_true(a.loss_second < 0.25 * a.loss_first);
+    ts_lm_measures_free(&a);
+    ts_lm_measures_free(&b);
+    free(ids);
+    ts_model_free(&trained);
+    ts_model_free(&fresh);
+}
+
 static int setup(void **state) {
     (void)state;
     return ts_kernels_init() == TS_OK ? 0 : -1;
@@ -364,6 +409,7 @@ int main(void) {
         cmocka_unit_test(data_source_split_and_batches),
         cmocka_unit_test(loop_lowers_the_loss),
         cmocka_unit_test(untrained_model_scores_near_chance),
+        cmocka_unit_test(shipped_model_has_an_induction_head),
     };
     return cmocka_run_group_tests_name("lm", tests, setup, NULL);
 }

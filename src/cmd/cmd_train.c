@@ -352,7 +352,7 @@ int ts_cmd_train(int argc, char **argv) {
     o.clip = 1.0f;
     o.argc = argc;
     o.argv = argv;
-    ts_flag flags[MODEL_FLAGS_COUNT + 30];
+    ts_flag flags[MODEL_FLAGS_COUNT + 40];
     int n = model_flags_table(flags, 0, &mf);
     memset(&o.trace, 0, sizeof o.trace);
     o.trace.keep_batch = -1;
@@ -410,6 +410,8 @@ int ts_cmd_train(int argc, char **argv) {
          "lm: a text the trace follows (repeatable; repeated to fill the context; default: Genesis 1:1-3 and a "
          "random string written twice)",
          NULL, NULL, &o.probe_seen},
+        {"--no-text-probe", TS_FLAG_BOOL, &o.no_text_probe, NULL,
+         "lm: the trace follows only the random string written twice (a smaller trace)", NULL, NULL, NULL},
         {"--save-every", TS_FLAG_INT, &o.save_every, "N", "lm: also save the checkpoint every N steps (0: at the end)",
          NULL, NULL, &o.save_every_seen},
         {"--sample", TS_FLAG_INT, &o.sample, "N", "lm: print N sampled tokens at the end (300)", NULL, NULL,
@@ -448,7 +450,8 @@ int ts_cmd_train(int argc, char **argv) {
     } lm_only[] = {{"--corpus", o.corpus_seen},         {"--tokenizer", o.tokenizer_seen},
                    {"--repeat-frac", o.repeat_frac_seen},
                    {"--probe", o.probe_seen},           {"--save-every", o.save_every_seen},
-                   {"--sample", o.sample_seen},         {"--prompt", o.prompt_seen}};
+                   {"--sample", o.sample_seen},         {"--prompt", o.prompt_seen},
+                   {"--no-text-probe", o.no_text_probe}};
     for (size_t i = 0; i < sizeof lm_only / sizeof lm_only[0]; i++)
         if (lm_only[i].seen) return ts_cli_error("train", "%s is for --task lm", lm_only[i].flag);
     ts_task_kind kind;

@@ -19,9 +19,10 @@ ts_status lm_cli_trace_open(const trace_cli *tc, const ts_model_config *cfg, con
                             int B, int S, int argc, char **argv, ts_trace_writer **out);
 
 /* tscope run with an LM checkpoint: --text (one) through the model; what it
- * predicts next at each position. flags (n rows) tell which model flags were
- * given: none may be. Returns the exit code. */
+ * predicts next at each position. --scores instead (or too): the table of
+ * every head's scores (ts_lm_measure). flags (n rows) tell which model flags
+ * were given: none may be. Returns the exit code. */
 int run_lm(const char *load, const ts_cli_list *text, ts_flag *flags, int n, const trace_cli *tc,
-           const char *print_shapes, bool backward, int argc, char **argv);
+           const char *print_shapes, bool backward, bool scores, int argc, char **argv);
 
 #endif

@@ -8,6 +8,7 @@
 #include "lm_cli.h"
 #include "model_flags.h"
 #include "tscope/kernels.h"
+#include "tscope/train.h"
 
 ts_status lm_cli_open(const char *path, int B, int S, ts_model *m, ts_lmtok *tok) {
     ts_model_config cfg;
@@ -100,8 +101,41 @@ static void report(const ts_lmtok *tok, const int32_t *ids, const ts_tensor *log
     if (S > 1) printf("loss on this text: %.4f nats/token over %lld predictions\n", loss / (S - 1), (long long)S - 1);
 }
 
+/* Every head's scores on 8 random sequences written twice, as the training trace measures them. */
+static int print_scores(const char *load) {
+    ts_model m;
+    ts_lmtok tok;
+    ts_model_config cfg;
+    ts_status st = ts_lm_checkpoint_read(load, &cfg, NULL);
+    if (!st) st = lm_cli_open(load, 8, cfg.seq, &m, &tok);
+    if (st) return ts_cli_error("run", "%s", ts_last_error());
+    int32_t *ids = malloc(sizeof(int32_t) * 8 * (size_t)cfg.seq);
+    ts_lm_measures me;
+    memset(&me, 0, sizeof me);
+    if (!ids) st = ts_fail(TS_ERR_NOMEM, "out of memory");
+    if (!st) ts_lm_repeat_ids(ids, 8, cfg.seq, cfg.vocab, 2024);
+    if (!st) st = ts_lm_measure(&m, ids, &me);
+    if (!st) {
+        printf("# %s: each head on 8 random sequences of %d tokens written twice (docs/training.md)\n", load,
+               cfg.seq / 2);
+        printf("layer  head  previous-token  induction  copying\n");
+        for (int l = 0; l < me.L; l++)
+            for (int h = 0; h < me.H; h++)
+                printf("%5d  %4d  %14.3f  %9.3f  %7.3f\n", l, h, me.prev_token[l * me.H + h], me.induction[l * me.H + h],
+                       me.copying[l * me.H + h]);
+        printf("uniform attention: previous-token %.3f, induction %.3f\n", me.chance_prev, me.chance_induction);
+        printf("loss per token: %.3f in the first half, %.3f in the second (ln %d = %.3f)\n", me.loss_first,
+               me.loss_second, cfg.vocab, log((double)cfg.vocab));
+    }
+    ts_lm_measures_free(&me);
+    free(ids);
+    ts_model_free(&m);
+    ts_lmtok_free(&tok);
+    return st ? ts_cli_error("run", "%s", ts_last_error()) : 0;
+}
+
 int run_lm(const char *load, const ts_cli_list *text, ts_flag *flags, int n, const trace_cli *tc,
-           const char *print_shapes, bool backward, int argc, char **argv) {
+           const char *print_shapes, bool backward, bool scores, int argc, char **argv) {
     for (int i = 0; i < n; i++)
         if (flags[i].seen && *flags[i].seen && strcmp(flags[i].name, "--text") != 0)
             return ts_cli_error("run", "%s: the checkpoint %s is a language model whose config is in its metadata; "
@@ -109,6 +143,7 @@ int run_lm(const char *load, const ts_cli_list *text, ts_flag *flags, int n, con
                                 flags[i].name, load);
     if (backward) return ts_cli_error("run", "--backward is not for a language model's checkpoint yet");
     if (print_shapes) return ts_cli_error("run", "--print-shapes: use tscope shapes --preset lm");
+    if (scores && text->count == 0 && !tc->path) return print_scores(load);
     if (text->count != 1) return ts_cli_error("run", "give one --text to read through the language model %s", load);
     ts_lmtok tok;
     ts_model m;
@@ -147,6 +182,7 @@ int run_lm(const char *load, const ts_cli_list *text, ts_flag *flags, int n, con
     report(&tok, ids.ids, &out);
     rc = trace_cli_close(tc, w, "run");
     w = NULL;
+    if (!rc && scores) rc = print_scores(load);
 out:
     if (w) ts_trace_writer_abort(w);
     ts_model_free(&m);

@@ -16,6 +16,7 @@ typedef struct train_opts {
     const char *corpus, *tokenizer, *schedule, *prompt;
     float min_lr, repeat_frac;
     int save_every, sample;
+    bool no_text_probe;
     ts_cli_list probe;
     bool corpus_seen, tokenizer_seen, schedule_seen, prompt_seen, min_lr_seen, repeat_frac_seen, save_every_seen,
         sample_seen, probe_seen;

@@ -155,7 +155,7 @@ static ts_status decay_matrices(ts_optim *opt, const ts_model *m) {
  * the context and cut there; then a random string written twice. */
 static ts_status make_probes(const train_opts *o, ts_lmtok *tok, int S, int vocab, uint64_t seed, int32_t **out,
                              int *P) {
-    int n_text = o->probe.count ? o->probe.count : 1;
+    int n_text = o->no_text_probe ? 0 : o->probe.count ? o->probe.count : 1;
     *P = n_text + 1;
     int32_t *ids = malloc(sizeof(int32_t) * (size_t)*P * S);
     if (!ids) return ts_fail(TS_ERR_NOMEM, "out of memory");
@@ -339,6 +339,7 @@ int train_lm(const train_opts *o, const model_flags *mf, ts_flag *flags, int n) 
     if (o->save_every_seen && (o->save_every < 0 || !o->save))
         return ts_cli_error(cmd, "--save-every N needs N >= 0 and --save W.safetensors");
     if (o->sample_seen && o->sample < 0) return ts_cli_error(cmd, "--sample %d must not be negative", o->sample);
+    if (o->no_text_probe && o->probe.count) return ts_cli_error(cmd, "--probe gives a text to follow; --no-text-probe says none");
     ts_lmtok_kind kind = TS_LMTOK_CHAR;
     if (o->tokenizer && ts_lmtok_kind_parse(o->tokenizer, &kind)) return ts_cli_error(cmd, "%s", ts_last_error());
     int word_vocab = 0;
@@ -426,14 +427,19 @@ int train_lm(const train_opts *o, const model_flags *mf, ts_flag *flags, int n) 
     fflush(stdout);
 
     char *config = ts_model_config_to_json(&cfg), *tokjson = ts_lmtok_to_json(&tok);
-    char steps_s[32] = "0", loss_s[32] = "", bpc_s[32] = "";
+    char steps_s[32] = "0", loss_s[32] = "", bpc_s[32] = "", seconds_s[32] = "";
+    ts_text_buf line = {0}; /* the command that made it, to make it again */
+    ts_text_buf_str(&line, "tscope");
+    for (int i = 0; i < o->argc; i++) ts_text_buf_printf(&line, " %s", o->argv[i]);
+    char *command = ts_text_buf_take(&line);
     const char *meta[] = {"format", "tscope", "task", "lm", "steps", steps_s, "heldout_loss", loss_s,
                           "heldout_bits_per_char", bpc_s, "corpus", corpus_name, "config", config ? config : "{}",
-                          "tokenizer", tokjson ? tokjson : "{}"};
+                          "tokenizer", tokjson ? tokjson : "{}", "command_line", command ? command : "",
+                          "train_seconds", seconds_s};
     lm_progress ps = {.tty = isatty(fileno(stdout)) && !o->quiet, .quiet = o->quiet,
                       .log_every = lo.steps >= 20 ? lo.steps / 20 : 1, .heldout = NAN, .bpc_factor = bpc_factor,
-                      .o = o, .m = &m, .meta = meta, .n_meta = 8};
-    if (!config || !tokjson) st = ts_fail(TS_ERR_NOMEM, "out of memory");
+                      .o = o, .m = &m, .meta = meta, .n_meta = 10};
+    if (!config || !tokjson || !command) st = ts_fail(TS_ERR_NOMEM, "out of memory");
     ts_train_data src;
     ts_lm_data_source(&d, &src);
     ts_hook hook = w ? ts_trace_writer_hook(w) : (ts_hook){0};
@@ -450,13 +456,13 @@ int train_lm(const train_opts *o, const model_flags *mf, ts_flag *flags, int n) 
     if (!st && ps.save_st) st = ps.save_st;
     if (st) {
         rc = ts_cli_error(cmd, "%s", ts_last_error());
-        free(config), free(tokjson);
+        free(config), free(tokjson), free(command);
         goto out;
     }
     double heldout = r.last_heldout;
     if (isnan(heldout) && (st = ts_lm_data_heldout(&d, &m, &heldout))) {
         rc = ts_cli_error(cmd, "%s", ts_last_error());
-        free(config), free(tokjson);
+        free(config), free(tokjson), free(command);
         goto out;
     }
     printf("trained %lld steps in %.1f s (%.1f ms/step, %.1fk tokens/s)%s\n", (long long)r.steps, r.seconds,
@@ -465,14 +471,15 @@ int train_lm(const train_opts *o, const model_flags *mf, ts_flag *flags, int n) 
     snprintf(steps_s, sizeof steps_s, "%lld", (long long)r.steps);
     snprintf(loss_s, sizeof loss_s, "%.4f", heldout);
     snprintf(bpc_s, sizeof bpc_s, "%.4f", heldout * bpc_factor);
+    snprintf(seconds_s, sizeof seconds_s, "%.0f", r.seconds);
     if (o->save) {
-        if ((st = ts_train_save(&m, o->save, 8, meta))) {
+        if ((st = ts_train_save(&m, o->save, 10, meta))) {
             rc = ts_cli_error(cmd, "%s", ts_last_error());
         } else {
             printf("saved %s (%lld parameters; config and tokenizer in its metadata)\n", o->save, (long long)params);
         }
     }
-    free(config), free(tokjson);
+    free(config), free(tokjson), free(command);
     if (!rc && w) {
         printf("trace: %d snapshots of loss, head scores and attention\n", r.records);
         rc = trace_cli_close(&o->trace, w, cmd);
