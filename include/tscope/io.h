@@ -12,6 +12,7 @@
 
 #include "tscope/core.h"
 #include "tscope/model.h"
+#include "tscope/tokenizer.h"
 
 /* outfile: write a file under a temporary name, then rename it into place.
  *
@@ -362,5 +363,26 @@ ts_status ts_model_read_vectors(const char *path, const char *flag, ts_npy *out)
  * pad) is freed with free(). A wrong shape or a value other than 0/1 is an
  * error naming the file and the sizes the model reads. */
 ts_status ts_model_read_pad_mask(const char *path, const char *flag, int B, int S, uint8_t **pads);
+
+/* config_json: a model config as a JSON object and back, every field by
+ * name ("arch": "encoder", "d_model": 128, ...), each setting spelled with
+ * the model's own words. Checkpoints keep it in their metadata ("config") so
+ * a model is built again without flags. Reading checks every field and then
+ * the config (ts_model_config_check); a name this tscope does not know is a
+ * format error naming the field. */
+char *ts_model_config_to_json(const ts_model_config *cfg); /* malloc'd; NULL when out of memory */
+ts_status ts_model_config_from_json(const char *json, ts_model_config *cfg);
+
+/* checkpoint: a language model as `tscope train --task lm` saves it: the
+ * weights, and in __metadata__ everything needed to use it without flags:
+ * "config" (ts_model_config_to_json), "tokenizer" (ts_lmtok_to_json), and
+ * "task": "lm", "steps", "heldout_loss", "heldout_bits_per_char", "corpus".
+ * Read back: the config and the tokenizer (either pointer may be NULL). A
+ * file without them is refused, saying what it lacks. */
+ts_status ts_lm_checkpoint_read(const char *path, ts_model_config *cfg, ts_lmtok *tok);
+
+/* Whether path is a safetensors file whose metadata says "task": "lm" (no
+ * message when not). */
+bool ts_lm_checkpoint_is(const char *path);
 
 #endif

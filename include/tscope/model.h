@@ -131,6 +131,10 @@ const char *ts_model_preset_names(void);
 /* Fill cfg with a preset. An unknown name is TS_ERR_ARG naming the presets. */
 ts_status ts_model_config_preset(ts_model_config *cfg, const char *name);
 
+/* Whether the config is a language model: one causal stack over token ids
+ * with a vocabulary head (a GPT), what tscope train --task lm trains. */
+bool ts_model_is_lm(const ts_model_config *cfg);
+
 /* Whether the config can be built, with a sentence a learner can act on:
  * "--heads 7 does not divide --d-model 512 (...): the reshape of qkv
  * [30, 200, 1536] to [30, 200, 7, 219] fails". */
@@ -363,5 +367,15 @@ void ts_model_randn(float *out, int64_t n, uint64_t seed);
 
 /* n ids uniform in [lo, hi). */
 void ts_model_random_ids(int32_t *out, int64_t n, int32_t lo, int32_t hi, uint64_t seed);
+
+/* ---- sampling (model_sample.c) ------------------------------------------- */
+
+/* The next token from one row of logits (V). temperature 0: the argmax (the
+ * first of equal ones). Otherwise softmax(logits / temperature) over the
+ * top_k largest logits (0: all; ties at the k-th value are kept), and the
+ * token where the cumulative probability passes u (uniform in [0, 1)).
+ * probs (V, may be NULL) receives the distribution drawn from: 0 outside the
+ * top k; with temperature 0, 1 at the argmax. */
+int32_t ts_model_sample(const float *logits, int V, float temperature, int top_k, double u, float *probs);
 
 #endif

@@ -173,6 +173,9 @@ int ts_cli_parse(const ts_cli_spec *spec, int argc, char **argv, const char **po
         } else if (!only_positional && arg[0] == '-' && arg[1] == '-') {
             int rc = parse_flag(spec, argc, argv, &i);
             if (rc >= 0) return rc;
+        } else if (!only_positional && arg[0] == '-' && arg[1] != '\0' && find_flag(spec, arg, strlen(arg))) {
+            int rc = parse_flag(spec, argc, argv, &i); /* a short flag a command declares (generate's -n) */
+            if (rc >= 0) return rc;
         } else if (!only_positional && arg[0] == '-' && arg[1] != '\0') {
             return value_error(spec, "unknown flag %s (flags are spelled --name)", arg);
         } else {

@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "commands.h"
+#include "lm_cli.h"
 #include "model_flags.h"
 #include "model_weights.h"
 #include "run_backward.h"
@@ -22,6 +23,7 @@ typedef struct run_opts {
     const char *src_kpm, *tgt_kpm, *mem_kpm; /* --{src,tgt,memory}-key-padding-mask M.npy */
     const char *tgt_mask;     /* --tgt-mask causal|none */
     bool backward;      /* --backward: one backward pass too, gradients traced (run_backward.c) */
+    bool scores;        /* --scores: a language model's per-head scores (run_lm.c) */
     const char *labels; /* --labels L.npy for the backward's loss */
     trace_cli trace; /* --trace FILE and its flags */
     int argc;        /* the command line, for the trace's metadata */
@@ -230,7 +232,7 @@ out:
 int ts_cmd_run(int argc, char **argv) {
     model_flags mf;
     run_opts o = {0};
-    ts_flag flags[MODEL_FLAGS_COUNT + 12 + TRACE_CLI_FLAGS];
+    ts_flag flags[MODEL_FLAGS_COUNT + 13 + TRACE_CLI_FLAGS];
     int n = model_flags_table(flags, 0, &mf);
     n = trace_cli_table(flags, n, &o.trace);
     o.argc = argc;
@@ -263,6 +265,9 @@ int ts_cmd_run(int argc, char **argv) {
     flags[n++] = (ts_flag){"--backward", TS_FLAG_BOOL, &o.backward, NULL,
                            "then one backward pass: loss, grad.<activation> and grad.<parameter> to the trace", NULL,
                            NULL, NULL};
+    flags[n++] = (ts_flag){"--scores", TS_FLAG_BOOL, &o.scores, NULL,
+                           "with a language model's --load: each head's previous-token, induction and copying "
+                           "scores on random sequences written twice (docs/training.md)", NULL, NULL, NULL};
     flags[n++] = (ts_flag){"--labels", TS_FLAG_STRING, &o.labels, "L.npy",
                            "the backward's targets: ids (B, T) (default: the source, copied), class ids (B), or "
                            "d loss/d out", NULL, NULL, NULL};
@@ -284,5 +289,10 @@ int ts_cmd_run(int argc, char **argv) {
     if (o.print_shapes && strcmp(o.print_shapes, "plain") != 0 && strcmp(o.print_shapes, "torch") != 0)
         return ts_cli_error("run", "--print-shapes takes =torch or nothing, not '=%s'", o.print_shapes);
     if (o.labels && !o.backward) return ts_cli_error("run", "--labels is the backward pass's target; add --backward");
+    /* a language model's checkpoint brings its config and tokenizer (the model flags come first in the table) */
+    if (o.load && ts_lm_checkpoint_is(o.load))
+        return run_lm(o.load, &mf.text, flags, MODEL_FLAGS_COUNT, &o.trace, o.print_shapes, o.backward, o.scores, argc,
+                      argv);
+    if (o.scores) return ts_cli_error("run", "--scores measures a language model's heads: --load one saved by tscope train --task lm");
     return run(&mf, &o);
 }

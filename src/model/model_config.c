@@ -26,6 +26,10 @@
  *   source, target and the pre-softmax projection. The paper's WMT En-De
  *   vocabulary had about 37000 BPE tokens: vocab 37000. Two sentences of 256
  *   tokens (the paper batched ~25000 tokens; two keep a CPU forward near a second).
+ * - lm: the shipped character-level language model of the King James Bible
+ *   (assets/kjv-char.safetensors): a causal stack, 4 pre-LN layers of width
+ *   128, 4 heads, GELU, learned positions, a final norm and a head tied to the
+ *   token table; 73 characters, a context of 128, batches of 32.
  * Token embeddings are scaled by sqrt(d_model) with sinusoidal positions (the
  * paper, section 3.4) and not with learned ones (seed 004 and BERT do not).
  */
@@ -77,10 +81,15 @@ static const preset presets[] = {
       .eps = 1e-5f, .embed_eps = 1e-5f, .norm = TS_NORM_POST, .pe = TS_PE_SINUSOIDAL,
       .activation = TS_ACT_RELU, .head = TS_HEAD_LM, .input = TS_INPUT_TOKENS, .scale_embed = true,
       .tie_embed = true, .seed = 0}},
+    {"lm",
+     {.arch = TS_ARCH_ENCODER, .d_model = 128, .heads = 4, .ffn = 512, .layers = 4, .vocab = 73, .seq = 128,
+      .batch = 32, .max_pos = 128, .dropout = 0.0f, .eps = 1e-5f, .embed_eps = 1e-5f, .norm = TS_NORM_PRE,
+      .pe = TS_PE_LEARNED, .final_norm = true, .activation = TS_ACT_GELU, .head = TS_HEAD_LM,
+      .input = TS_INPUT_TOKENS, .causal = true, .seed = 0}},
 };
 #define N_PRESETS ((int)(sizeof presets / sizeof presets[0]))
 
-const char *ts_model_preset_names(void) { return "tiny, seed000, seed001, seed004, copy, base"; }
+const char *ts_model_preset_names(void) { return "tiny, seed000, seed001, seed004, copy, base, lm"; }
 
 ts_status ts_model_config_preset(ts_model_config *cfg, const char *name) {
     for (int i = 0; i < N_PRESETS; i++) {
@@ -159,6 +168,10 @@ static ts_status check_sizes(const ts_model_config *c) {
                        "use a smaller --batch or --seq",
                        att / (1u << 30), c->batch, c->heads, (int)L, (int)L);
     return TS_OK;
+}
+
+bool ts_model_is_lm(const ts_model_config *c) {
+    return c->arch == TS_ARCH_ENCODER && c->causal && c->head == TS_HEAD_LM && c->input == TS_INPUT_TOKENS;
 }
 
 ts_status ts_model_config_check(const ts_model_config *c) {

@@ -11,6 +11,7 @@
 
 #include "tscope/core.h"
 #include "tscope/model.h"
+#include "tscope/tokenizer.h"
 
 #define MAX_SERIES 16
 #define MAX_SHAPE_STEPS 160
@@ -166,7 +167,7 @@ static ts_status no_values(ts_scene *job, const ts_trace_step *s, const char *gl
 
 /* Tags whose tensors have no batch dim (see trace.h). */
 static bool has_batch_dim(const ts_trace_step *s) {
-    return s->rank >= 2 && s->tag != TS_TAG_POSENC && s->tag != TS_TAG_PARAM && s->tag != TS_TAG_SCALAR;
+    return s->rank >= 2 && ts_tag_batched(s->tag);
 }
 
 /* The values of step i as a tensor, with the batch element asked for chosen
@@ -237,10 +238,16 @@ static ts_trace_side key_side(const char *name) {
 
 /* Token strings for n positions, or NULL when the trace has none that fit. */
 static const char *const *tokens_for(ts_scene *job, ts_trace_side side, int64_t n) {
-    if (ts_trace_token_count(job->t, side) != n || n <= 0) return NULL;
+    /* a batch of different texts (a training trace's probes) labels each element with its own */
+    /* one stack (a decoder-only model): its logits are the source's positions */
+    if (side == TS_TRACE_TARGET && ts_trace_token_count(job->t, TS_TRACE_TARGET) == 0) side = TS_TRACE_SOURCE;
+    bool per_batch = side == TS_TRACE_SOURCE && ts_trace_batch_token_count(job->t, 0) > 0;
+    int64_t have = per_batch ? ts_trace_batch_token_count(job->t, job->rq.batch) : ts_trace_token_count(job->t, side);
+    if (have != n || n <= 0) return NULL;
     const char **labels = own(job, sizeof *labels * (size_t)n);
     if (!labels) return NULL;
-    for (int64_t i = 0; i < n; i++) labels[i] = ts_trace_token(job->t, side, (int)i);
+    for (int64_t i = 0; i < n; i++)
+        labels[i] = per_batch ? ts_trace_batch_token(job->t, job->rq.batch, (int)i) : ts_trace_token(job->t, side, (int)i);
     return labels;
 }
 
@@ -579,6 +586,31 @@ static ts_status choose_axes(ts_scene *job, const ts_tensor *t, int *r, int *c) 
     return TS_OK;
 }
 
+/* Labels for a vocabulary axis of n entries: the tokenizer a language
+ * model's trace keeps in its metadata, when it has n tokens; else NULL. */
+static const char *const *vocab_labels(ts_scene *job, int64_t n) {
+    cJSON *root = cJSON_Parse(ts_trace_metadata(job->t));
+    const cJSON *tj = cJSON_GetObjectItemCaseSensitive(root, "tokenizer");
+    char *text = tj ? cJSON_PrintUnformatted(tj) : NULL;
+    cJSON_Delete(root);
+    ts_lmtok tok;
+    bool ok = text && ts_lmtok_from_json(&tok, text) == TS_OK;
+    free(text);
+    if (!ok) return NULL;
+    const char **labels = NULL;
+    char *buf = NULL;
+    if (tok.count == n && n > 0 && n <= 4096) {
+        labels = own(job, sizeof *labels * (size_t)n);
+        buf = own(job, (size_t)n * 32);
+    }
+    for (int64_t v = 0; labels && buf && v < n; v++) {
+        ts_lmtok_label(&tok, (int32_t)v, buf + v * 32, 32);
+        labels[v] = buf + v * 32;
+    }
+    ts_lmtok_free(&tok);
+    return labels && buf ? labels : NULL;
+}
+
 /* What a dim of a traced tensor means, from its place and rank: (B, S, D)
  * and (B, H, S, hd) are the shapes a learner meets. */
 static const char *axis_name(const ts_trace_step *s, const ts_tensor *t, int d, bool tokens) {
@@ -616,6 +648,8 @@ static ts_status build_tensor(ts_scene *job, int64_t i) {
     p->m[0] = matrix_of(&t, r, c, index);
     if (r >= 0 && t.shape[r] == s->shape[r] && r == (has_batch_dim(s) ? 1 : 0) && s->rank == 3)
         p->m[0].row_labels = tokens_for(job, query_side(s->name), t.shape[r]);
+    /* a language model's logits (or draws): the last dim is the vocabulary */
+    if (c >= 0 && c == t.rank - 1) p->m[0].col_labels = vocab_labels(job, t.shape[c]);
     if ((rc = step_stats(job->t, i, &p->stats, &p->hist))) return rc;
     char shape[TS_SHAPE_TEXT_MAX];
     shape_text(shape, sizeof shape, s);
@@ -630,7 +664,8 @@ static ts_status build_tensor(ts_scene *job, int64_t i) {
     p->view = TS_RENDER_VIEW_HEATMAP;
     p->tensor = (ts_render_tensor_view){.slice = p->m[0], .title = p->title, .subtitle = p->subtitle,
                                         .row_axis = axis_name(s, &t, r, p->m[0].row_labels != NULL),
-                                        .col_axis = axis_name(s, &t, c, false), .stats = s->has_stats ? &p->stats : NULL,
+                                        .col_axis = p->m[0].col_labels ? "next token (the vocabulary)" : axis_name(s, &t, c, false),
+                                        .stats = s->has_stats ? &p->stats : NULL,
                                         .hist = s->has_stats ? &p->hist : NULL};
     int cols = p->m[0].cols, rows = p->m[0].rows;
     p->width = (int)fmin(1600, fmax(900, cols * 3 + 560));
@@ -707,6 +742,131 @@ static ts_status build_scalar_curves(ts_scene *job, const ts_trace_step *s) {
     p->popts = (ts_render_plot_opts){.title = p->title, .subtitle = p->subtitle, .x_label = "record",
                                      .y_label = s->name, .markers = p->series[0].n <= 30, .no_legend = true};
     p->width = 1000;
+    p->height = 560;
+    return TS_OK;
+}
+
+/* ---- a language model's training: scores per head, curves per position ------ */
+
+/* The train.step of each of n snapshots, when the trace records one per snapshot. */
+static const float *snapshot_steps(ts_scene *job, int n) {
+    ts_render_series steps;
+    char label[16];
+    if (ts_trace_find(job->t, "train.step") < 0 || series_of(job, "train.step", &steps, label, sizeof label)) return NULL;
+    return steps.n == n ? steps.y : NULL;
+}
+
+/* Every record of name (n of them, each `each` floats) into one block. */
+static ts_status records_of(ts_scene *job, const char *name, int64_t each, float **out, int *n) {
+    *n = 0;
+    for (int64_t i = ts_trace_find(job->t, name); i >= 0; i = ts_trace_find_next(job->t, i)) (*n)++;
+    float *v = own(job, sizeof(float) * (size_t)(*n > 0 ? *n : 1) * (size_t)each);
+    if (!v) return ts_fail(TS_ERR_NOMEM, "no memory for %d records", *n);
+    int k = 0;
+    for (int64_t i = ts_trace_find(job->t, name); i >= 0; i = ts_trace_find_next(job->t, i), k++) {
+        const ts_trace_step *s = ts_trace_step_at(job->t, i);
+        const float *x;
+        if (!s->has_values || s->numel != each || ts_trace_values(job->t, i, &x) != TS_OK)
+            return ts_fail(TS_ERR_ARG, "%s: record %d keeps no values of %lld numbers", name, k, (long long)each);
+        memcpy(v + (size_t)k * (size_t)each, x, sizeof(float) * (size_t)each);
+    }
+    *out = v;
+    return TS_OK;
+}
+
+/* (L, H) scores recorded at every snapshot: one line per head over training
+ * (the heads that reach highest when there are more than the legend holds),
+ * and the dashed line uniform attention would score when the trace has it
+ * (lm.chance.<score>). */
+static ts_status build_head_scores(ts_scene *job, const ts_trace_step *s) {
+    ts_scene *p = job;
+    if (s->rank != 2) return ts_fail(TS_ERR_ARG, "%s: per-head scores are (layers, heads), not rank %d", s->name, s->rank);
+    int L = (int)s->shape[0], H = (int)s->shape[1], LH = L * H, n = 0;
+    float *v;
+    ts_status rc = records_of(job, s->name, LH, &v, &n);
+    if (rc) return rc;
+    const float *x = snapshot_steps(job, n);
+    /* the heads to draw: all, or those whose best is highest */
+    int pick[MAX_SERIES], n_pick = 0, room = MAX_SERIES - 1;
+    float *best = own(job, sizeof(float) * (size_t)LH);
+    if (!best) return ts_fail(TS_ERR_NOMEM, "no memory");
+    for (int h = 0; h < LH; h++) {
+        best[h] = -INFINITY;
+        for (int k = 0; k < n; k++) best[h] = fmaxf(best[h], v[(size_t)k * LH + h]);
+    }
+    while (n_pick < room && n_pick < LH) {
+        int arg = -1;
+        for (int h = 0; h < LH; h++) {
+            bool taken = false;
+            for (int j = 0; j < n_pick; j++) taken |= pick[j] == h;
+            if (!taken && (arg < 0 || best[h] > best[arg])) arg = h;
+        }
+        pick[n_pick++] = arg;
+    }
+    for (int j = 0; j < n_pick; j++) /* back in layer, head order */
+        for (int k = j + 1; k < n_pick; k++)
+            if (pick[k] < pick[j]) {
+                int t = pick[j];
+                pick[j] = pick[k], pick[k] = t;
+            }
+    for (int j = 0; j < n_pick; j++) {
+        snprintf(p->series_labels[j], sizeof p->series_labels[j], "layer %d head %d", pick[j] / H, pick[j] % H);
+        p->series[j] = (ts_render_series){.label = p->series_labels[j], .x = x, .y = v + pick[j], .y_stride = LH,
+                                          .n = n, .color = j};
+    }
+    p->n_series = n_pick;
+    const char *dot = strrchr(s->name, '.');
+    char chance[160];
+    snprintf(chance, sizeof chance, "lm.chance.%s", dot ? dot + 1 : s->name);
+    float *c;
+    int nc = 0;
+    if (ts_trace_find(job->t, chance) >= 0 && records_of(job, chance, 1, &c, &nc) == TS_OK && nc == n) {
+        snprintf(p->series_labels[n_pick], sizeof p->series_labels[n_pick], "uniform attention");
+        p->series[n_pick] = (ts_render_series){.label = p->series_labels[n_pick], .x = x, .y = c, .n = n,
+                                               .color = n_pick, .dashed = true};
+        p->n_series++;
+    }
+    snprintf(p->title, sizeof p->title, "%s", s->name);
+    snprintf(p->subtitle, sizeof p->subtitle, "%d of %d heads (%d layers \xc3\x97 %d) at %d snapshots%s", n_pick, LH, L,
+             H, n, n_pick < LH ? ", those that score highest" : "");
+    p->kind = PIC_PLOT;
+    p->view = TS_RENDER_VIEW_CURVES;
+    p->popts = (ts_render_plot_opts){.title = p->title, .subtitle = p->subtitle,
+                                     .x_label = x ? "training step" : "record", .y_label = "score",
+                                     .markers = n <= 30, .y_from_zero = true};
+    p->width = 1100;
+    p->height = 600;
+    return TS_OK;
+}
+
+/* A value per position recorded at every snapshot: the curve of up to five
+ * snapshots spread over training (the first and the last among them). */
+static ts_status build_position_curves(ts_scene *job, const ts_trace_step *s) {
+    ts_scene *p = job;
+    int64_t S = s->numel;
+    int n = 0;
+    float *v;
+    ts_status rc = records_of(job, s->name, S, &v, &n);
+    if (rc) return rc;
+    const float *steps = snapshot_steps(job, n);
+    int shown = n < 5 ? n : 5;
+    for (int j = 0; j < shown; j++) {
+        int k = shown > 1 ? (int)((int64_t)j * (n - 1) / (shown - 1)) : 0;
+        if (steps)
+            snprintf(p->series_labels[j], sizeof p->series_labels[j], "step %.0f", (double)steps[k]);
+        else
+            snprintf(p->series_labels[j], sizeof p->series_labels[j], "record %d", k);
+        p->series[j] = (ts_render_series){.label = p->series_labels[j], .y = v + (size_t)k * (size_t)S, .n = (int)S,
+                                          .color = j};
+    }
+    p->n_series = shown;
+    snprintf(p->title, sizeof p->title, "%s", s->name);
+    snprintf(p->subtitle, sizeof p->subtitle, "one value per position, at %d of %d snapshots", shown, n);
+    p->kind = PIC_PLOT;
+    p->view = TS_RENDER_VIEW_CURVES;
+    p->popts = (ts_render_plot_opts){.title = p->title, .subtitle = p->subtitle, .x_label = "position",
+                                     .y_label = s->name, .markers = S <= 30, .y_from_zero = true};
+    p->width = 1100;
     p->height = 560;
     return TS_OK;
 }
@@ -800,6 +960,8 @@ static ts_status build(ts_scene *job, ts_render_view view) {
         if (s->tag == TS_TAG_POSENC) return build_posenc(job, i, PIC_POSENC);
         if (norm) return build_norm(job, s->name);
         if (s->tag == TS_TAG_SCALAR || s->numel == 1) return build_scalar_curves(job, s);
+        if (s->tag == TS_TAG_HEAD_SCORES) return build_head_scores(job, s);
+        if (s->tag == TS_TAG_PER_POSITION) return build_position_curves(job, s);
         return build_tensor(job, i);
     }
     switch (view) {
@@ -818,6 +980,8 @@ static ts_status build(ts_scene *job, ts_render_view view) {
     case TS_RENDER_VIEW_CURVES:
         if (s->tag == TS_TAG_POSENC) return build_posenc(job, i, PIC_PE_CURVES);
         if (s->tag == TS_TAG_SCALAR || s->numel == 1) return build_scalar_curves(job, s);
+        if (s->tag == TS_TAG_HEAD_SCORES) return build_head_scores(job, s);
+        if (s->tag == TS_TAG_PER_POSITION) return build_position_curves(job, s);
         return build_column_curves(job, i);
     case TS_RENDER_VIEW_STATS:
         if (norm) return build_norm(job, s->name);
