@@ -108,7 +108,7 @@ static void word_tokenizer_round_trips(void **state) {
 
 static void config_survives_json(void **state) {
     (void)state;
-    const char *presets[] = {"tiny", "seed000", "seed001", "seed004", "copy", "base", "lm"};
+    const char *presets[] = {"tiny", "seed000", "seed001", "seed004", "copy", "base", "lm", "gpt2"};
     for (size_t k = 0; k < sizeof presets / sizeof presets[0]; k++) {
         ts_model_config a, b;
         assert_ok(ts_model_config_preset(&a, presets[k]));
@@ -124,10 +124,10 @@ static void config_survives_json(void **state) {
     /* a word this tscope does not know is refused, naming the field */
     ts_model_config c;
     assert_ok(ts_model_config_preset(&c, "lm"));
-    char *json = ts_model_config_to_json(&c), *at = strstr(json, "\"arch\":\"encoder\"");
+    char *json = ts_model_config_to_json(&c), *at = strstr(json, "\"arch\":\"decoder\"");
     assert_non_null(at);
     char edited[2048];
-    snprintf(edited, sizeof edited, "%.*s\"arch\":\"rnn\"%s", (int)(at - json), json, at + strlen("\"arch\":\"encoder\""));
+    snprintf(edited, sizeof edited, "%.*s\"arch\":\"rnn\"%s", (int)(at - json), json, at + strlen("\"arch\":\"decoder\""));
     free(json);
     assert_int_equal(ts_model_config_from_json(edited, &c), TS_ERR_FORMAT);
     assert_non_null(strstr(ts_last_error(), "\"arch\" is rnn"));

@@ -87,6 +87,9 @@ void ts_add(float *out, const float *a, const float *b, int64_t n); /* out = a +
 void ts_scale(float *out, const float *in, float s, int64_t n);      /* out = s * in */
 void ts_relu(float *out, const float *in, int64_t n);
 void ts_gelu(float *out, const float *in, int64_t n); /* exact: x * Phi(x) */
+/* GELU's tanh form (PyTorch's approximate='tanh', GPT-2's gelu_new):
+ * 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). */
+void ts_gelu_tanh(float *out, const float *in, int64_t n);
 
 /* out (cols, rows) = in (rows, cols)^T with leading dims. */
 void ts_transpose2d(float *out, int ldo, const float *in, int ldi, int rows, int cols);
@@ -132,6 +135,8 @@ void ts_bwd_relu_backward(float *din, const float *dout, const float *in, int64_
 void ts_bwd_gelu_forward(float *out, const float *in, int64_t n);
 /* din += dout * (Phi(x) + x * phi(x)). */
 void ts_bwd_gelu_backward(float *din, const float *dout, const float *in, int64_t n);
+/* din += dout * d/dx of ts_gelu_tanh. */
+void ts_bwd_gelu_tanh_backward(float *din, const float *dout, const float *in, int64_t n);
 
 /* ---- dropout ------------------------------------------------------------------------ */
 

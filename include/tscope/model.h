@@ -40,11 +40,14 @@ typedef enum ts_arch {
     TS_ARCH_ENCODER,         /* encoder stack (seed 000, seed 004) */
     TS_ARCH_ENCODER_DECODER, /* encoder + decoder (the paper, tiny, copy) */
     TS_ARCH_ATTENTION,       /* one multi-head attention alone (seed 001) */
+    TS_ARCH_DECODER,         /* decoder only, a GPT: one causal stack named decoder.* (lm, gpt2) */
 } ts_arch;
 
 typedef enum ts_norm_place { TS_NORM_POST, TS_NORM_PRE } ts_norm_place;
 typedef enum ts_pe_kind { TS_PE_SINUSOIDAL, TS_PE_LEARNED, TS_PE_NONE } ts_pe_kind;
-typedef enum ts_activation { TS_ACT_RELU, TS_ACT_GELU } ts_activation;
+/* GELU exact (x * Phi(x), PyTorch's default) or its tanh approximation
+ * (approximate='tanh', GPT-2's "gelu_new"). */
+typedef enum ts_activation { TS_ACT_RELU, TS_ACT_GELU, TS_ACT_GELU_TANH } ts_activation;
 
 /* Deliberate departures from the correct model, each the way a seed wrote it,
  * for lessons to compare against the default (model_variants.c). Bits of
@@ -134,6 +137,15 @@ ts_status ts_model_config_preset(ts_model_config *cfg, const char *name);
 /* Whether the config is a language model: one causal stack over token ids
  * with a vocabulary head (a GPT), what tscope train --task lm trains. */
 bool ts_model_is_lm(const ts_model_config *cfg);
+
+/* The one self-attention stack of a model without cross-attention: "decoder"
+ * for a GPT (TS_ARCH_DECODER), "encoder" otherwise; the first word of its
+ * layers' names ("decoder.layers.0.self_attn.weights"). */
+const char *ts_model_stack_name(const ts_model_config *cfg);
+
+/* Whether the embedding's sum goes through a LayerNorm (embed.norm): with
+ * learned positions, as BERT and seed 004 do; a GPT adds and goes on. */
+bool ts_model_embed_norm(const ts_model_config *cfg);
 
 /* Whether the config can be built, with a sentence a learner can act on:
  * "--heads 7 does not divide --d-model 512 (...): the reshape of qkv
@@ -331,7 +343,7 @@ void ts_model_sinusoid(float *pe, int rows, int D);
 /* Each setting's words, as flags take them and trace metadata records them;
  * spelled here once. A name of a value out of range is "?". parse: TS_ERR_ARG
  * naming the flag (`what`, e.g. "--norm") and the choices. */
-const char *ts_model_arch_name(ts_arch a);             /* "encoder", "encoder-decoder", "attention" */
+const char *ts_model_arch_name(ts_arch a);             /* "encoder", "encoder-decoder", "attention", "decoder" */
 const char *ts_model_norm_name(ts_norm_place n);       /* "post", "pre" */
 const char *ts_model_pe_name(ts_pe_kind p);            /* "sinusoidal", "learned", "none" */
 const char *ts_model_activation_name(ts_activation a); /* "relu", "gelu" */

@@ -9,7 +9,7 @@ int model_flags_table(ts_flag *t, int n, model_flags *mf) {
     bool *s = mf->seen;
     const ts_flag rows[] = {
         {"--preset", TS_FLAG_STRING, &mf->preset, "P",
-         "tiny|seed000|seed001|seed004|copy|base (default tiny)", NULL, NULL, &s[F_PRESET]},
+         "tiny|seed000|seed001|seed004|copy|base|lm|gpt2 (default tiny)", NULL, NULL, &s[F_PRESET]},
         {"--d-model", TS_FLAG_INT, &mf->d_model, "N", "model width D (tiny: 16)", NULL, NULL, &s[F_D_MODEL]},
         {"--heads", TS_FLAG_INT, &mf->heads, "N", "attention heads H, must divide D (tiny: 2)", NULL, NULL,
          &s[F_HEADS]},
@@ -28,7 +28,7 @@ int model_flags_table(ts_flag *t, int n, model_flags *mf) {
          "post|pre", NULL, &s[F_NORM]},
         {"--pe", TS_FLAG_CHOICE, &mf->pe, NULL, "positions: the paper's sines, learned, or none",
          "sinusoidal|learned|none", NULL, &s[F_PE]},
-        {"--activation", TS_FLAG_CHOICE, &mf->activation, NULL, "FFN activation (relu)", "relu|gelu", NULL,
+        {"--activation", TS_FLAG_CHOICE, &mf->activation, NULL, "FFN activation (relu); gelu is exact, gelu-tanh GPT-2's approximation", "relu|gelu|gelu-tanh", NULL,
          &s[F_ACTIVATION]},
         {"--eps", TS_FLAG_FLOAT, &mf->eps, "X", "LayerNorm eps (1e-5)", NULL, NULL, &s[F_EPS]},
         {"--final-norm", TS_FLAG_BOOL, &mf->final_norm, NULL, "a LayerNorm after each stack (off)", NULL, NULL,
@@ -53,6 +53,10 @@ int model_flags_table(ts_flag *t, int n, model_flags *mf) {
         {"--head", TS_FLAG_CHOICE, &mf->head, NULL,
          "output head: none (the last stack's output) or lm (logits over --vocab); default: the preset's, none "
          "for --input vectors", "none|lm", NULL, &s[F_HEAD]},
+        {"--arch", TS_FLAG_CHOICE, &mf->arch, NULL,
+         "encoder (one stack), encoder-decoder, or decoder: a GPT (causal self-attention, pre-LN, learned "
+         "positions, GELU, final norm, head tied to the token table, named decoder.*); default: the preset's",
+         "encoder|encoder-decoder|decoder", NULL, &s[F_ARCH]},
     };
     _Static_assert(sizeof rows / sizeof rows[0] == MODEL_FLAGS_COUNT, "one row per model_flag_id");
     int count = (int)(sizeof rows / sizeof rows[0]);
@@ -60,8 +64,50 @@ int model_flags_table(ts_flag *t, int n, model_flags *mf) {
     return n + count;
 }
 
+/* --arch: the stack layout, and for a GPT the settings that make one, each
+ * overridable by its own flag (--norm post makes a post-LN GPT). */
+static ts_status apply_arch(const model_flags *mf, ts_model_config *c) {
+    const bool *s = mf->seen;
+    if (c->arch == TS_ARCH_ATTENTION)
+        return ts_fail(TS_ERR_ARG, "--arch %s: preset %s is one attention module alone; start from another preset",
+                       mf->arch, c->preset);
+    if (strcmp(mf->arch, "encoder-decoder") == 0) {
+        if (s[F_DEC_LAYERS] && mf->dec_layers < 1)
+            return ts_fail(TS_ERR_ARG, "--arch encoder-decoder with --dec-layers %d: the decoder needs a layer", mf->dec_layers);
+        if (c->arch != TS_ARCH_ENCODER_DECODER && c->dec_layers < 1) c->dec_layers = c->layers;
+        c->arch = TS_ARCH_ENCODER_DECODER;
+        return TS_OK;
+    }
+    if (s[F_DEC_LAYERS] && mf->dec_layers > 0)
+        return ts_fail(TS_ERR_ARG, "--dec-layers %d with --arch %s: only an encoder-decoder has a second stack%s",
+                       mf->dec_layers, mf->arch, strcmp(mf->arch, "decoder") == 0 ? " (a GPT's depth is --layers)" : "");
+    c->dec_layers = 0;
+    c->tgt_seq = 0;
+    if (strcmp(mf->arch, "encoder") == 0) {
+        c->arch = TS_ARCH_ENCODER;
+        c->causal = false;
+        c->tie_embed = false;
+        return TS_OK;
+    }
+    bool was_decoder = c->arch == TS_ARCH_DECODER;
+    c->arch = TS_ARCH_DECODER;
+    c->causal = true;
+    if (was_decoder) return TS_OK; /* a GPT preset keeps its own settings */
+    c->norm = TS_NORM_PRE;
+    c->final_norm = true;
+    c->pe = TS_PE_LEARNED;
+    c->scale_embed = false;
+    c->activation = TS_ACT_GELU;
+    if (c->input == TS_INPUT_TOKENS) {
+        c->head = TS_HEAD_LM;
+        c->tie_embed = true;
+    }
+    return TS_OK;
+}
+
 static ts_status apply_flags(const model_flags *mf, ts_model_config *c) {
     const bool *s = mf->seen;
+    if (s[F_ARCH]) TS_TRY(apply_arch(mf, c));
     if (s[F_D_MODEL]) c->d_model = mf->d_model;
     if (s[F_HEADS]) c->heads = mf->heads;
     if (s[F_FFN]) c->ffn = mf->ffn;
@@ -82,9 +128,12 @@ static ts_status apply_flags(const model_flags *mf, ts_model_config *c) {
         c->head = strcmp(mf->head, "lm") == 0 ? TS_HEAD_LM : TS_HEAD_NONE;
         if (c->head != TS_HEAD_LM) c->tie_embed = false;
     }
-    if (s[F_DEC_LAYERS]) {
+    if (s[F_DEC_LAYERS] && !s[F_ARCH]) {
+        if (c->arch == TS_ARCH_DECODER && mf->dec_layers > 0)
+            return ts_fail(TS_ERR_ARG, "--dec-layers %d: preset %s is decoder-only (a GPT), whose depth is --layers; "
+                           "--arch encoder-decoder for two stacks", mf->dec_layers, c->preset);
         c->dec_layers = mf->dec_layers;
-        if (c->arch != TS_ARCH_ATTENTION)
+        if (c->arch != TS_ARCH_ATTENTION && c->arch != TS_ARCH_DECODER)
             c->arch = mf->dec_layers > 0 ? TS_ARCH_ENCODER_DECODER : TS_ARCH_ENCODER;
         if (c->arch == TS_ARCH_ENCODER) c->tie_embed = false;
     }
@@ -443,19 +492,20 @@ static void describe_variants(const ts_model_config *c, char *buf, size_t size) 
         len += (size_t)snprintf(buf + len, size - len, "; pe-variant %s", ts_model_pe_variant_name(c->pe_variant));
     if (c->mask != TS_MASK_PADDING && len < size)
         len += (size_t)snprintf(buf + len, size - len, "; mask %s", ts_model_mask_name(c->mask));
-    if (c->causal && c->arch != TS_ARCH_ATTENTION && len < size)
+    if (c->causal && c->arch == TS_ARCH_ENCODER && len < size)
         len += (size_t)snprintf(buf + len, size - len, "; causal encoder");
     if (c->train_mode && len < size) snprintf(buf + len, size - len, "; train mode (dropout %g)", (double)c->dropout);
 }
 
 void model_config_describe(const ts_model_config *c, char *buf, size_t size) {
-    static const char *const arch[] = {"encoder", "encoder-decoder", "multi-head attention alone"};
+    static const char *const arch[] = {"encoder", "encoder-decoder", "multi-head attention alone",
+                                       "decoder-only (GPT)"};
     static const char *const pe[] = {"sinusoidal positions", "learned positions", "no positions"};
     static const char *const head[] = {"", ", vocabulary logits", ", classifier"};
     char layers[48] = "";
     if (c->arch == TS_ARCH_ENCODER_DECODER)
         snprintf(layers, sizeof layers, " %d+%d layers,", c->layers, c->dec_layers);
-    else if (c->arch == TS_ARCH_ENCODER)
+    else if (c->arch == TS_ARCH_ENCODER || c->arch == TS_ARCH_DECODER)
         snprintf(layers, sizeof layers, " %d layers,", c->layers);
     if (c->arch == TS_ARCH_ATTENTION) {
         snprintf(buf, size, "%s%s%s: B%d S%d, input width %d, d_model %d, %d heads%s", c->preset,
@@ -471,8 +521,8 @@ void model_config_describe(const ts_model_config *c, char *buf, size_t size) {
         snprintf(dims, sizeof dims, "B%d S%d", c->batch, c->seq);
     snprintf(buf, size, "%s%s%s: %s, d_model %d, %d heads, ffn %d,%s %s-LN, %s, %s%s%s%s", c->preset,
              c->preset[0] ? " " : "", arch[c->arch], dims, c->d_model, c->heads, c->ffn, layers,
-             c->norm == TS_NORM_PRE ? "pre" : "post", c->activation == TS_ACT_GELU ? "gelu" : "relu",
+             c->norm == TS_NORM_PRE ? "pre" : "post", ts_model_activation_name(c->activation),
              c->input == TS_INPUT_TOKENS ? "" : "vector input, ", pe[c->pe], c->final_norm ? ", final norms" : "",
-             head[c->head]);
+             c->tie_embed && c->head == TS_HEAD_LM ? ", vocabulary logits (tied)" : head[c->head]);
     describe_variants(c, buf, size);
 }

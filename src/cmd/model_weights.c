@@ -219,7 +219,7 @@ ts_status model_weights_config(const model_flags *mf, const ts_weights_info *w, 
     int missing = 0;
     static const char *const words[TS_SETTING_COUNT] = {"heads", "norm placement", "activation", "positions",
                                                         "eps", "positions' formula"};
-    static const char *const how[TS_SETTING_COUNT] = {"--heads N", "--norm post|pre", "--activation relu|gelu",
+    static const char *const how[TS_SETTING_COUNT] = {"--heads N", "--norm post|pre", "--activation relu|gelu|gelu-tanh",
                                                       "--pe sinusoidal|none", "--eps X", "--pe-variant V"};
     for (int s = 0; s < TS_SETTING_COUNT; s++) {
         if (known[s]) continue;

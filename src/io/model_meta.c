@@ -128,7 +128,7 @@ static ts_status read_setting(const meta_src *m, ts_model_setting s, ts_model_co
         if (ts_model_norm_parse(v, key, &cfg->norm)) return bad_meta(m, key, v, "post or pre");
         return TS_OK;
     case TS_SETTING_ACTIVATION:
-        if (ts_model_activation_parse(v, key, &cfg->activation)) return bad_meta(m, key, v, "relu or gelu");
+        if (ts_model_activation_parse(v, key, &cfg->activation)) return bad_meta(m, key, v, "relu, gelu or gelu-tanh");
         return TS_OK;
     case TS_SETTING_PE:
         if (ts_model_pe_parse(v, key, &cfg->pe)) return bad_meta(m, key, v, "sinusoidal, learned or none");

@@ -37,7 +37,7 @@ static void plan_embed(const ts_model_config *c, tr_embed *e, size_t *cur, unsig
     memset(e, 0, sizeof *e);
     e->ids = tokens ? (int32_t *)take(cur, base, B * S) : NULL;
     e->sum = take(cur, base, B * S * D);
-    if (c->pe == TS_PE_LEARNED) plan_norm(&e->norm, cur, base, B * S, D);
+    if (ts_model_embed_norm(c)) plan_norm(&e->norm, cur, base, B * S, D);
     /* Vectors with no positions go in as they are (no copy). */
     e->out = take(cur, base, tokens || c->pe != TS_PE_NONE ? B * S * D : 0);
 }
@@ -266,9 +266,12 @@ static void cross_attn_fwd(fctx *f, tr_attn *at, const ts_attn_weights *w, const
 static void ffn_fwd(fctx *f, tr_ffn *ff, uint64_t key, const ts_ffn_weights *w, const float *x, int S, float *out) {
     int64_t rows = (int64_t)f->B * S, n = rows * f->F;
     int D = f->D, F = f->F;
-    if (f->c->activation == TS_ACT_GELU) {
+    if (f->c->activation != TS_ACT_RELU) {
         ts_gemm(false, true, (int)rows, F, D, 1.0f, x, D, w->w1, D, 0.0f, ff->hidden, F, TS_EPI_BIAS, w->b1);
-        ts_bwd_gelu_forward(ff->act, ff->hidden, n);
+        if (f->c->activation == TS_ACT_GELU)
+            ts_bwd_gelu_forward(ff->act, ff->hidden, n);
+        else
+            ts_gelu_tanh(ff->act, ff->hidden, n);
         ts_bwd_dropout_forward(ff->act, ff->act, f->p, key, n);
     } else { /* relu(h) > 0 exactly where h > 0: the backward needs nothing else */
         ts_gemm(false, true, (int)rows, F, D, 1.0f, x, D, w->w1, D, 0.0f, ff->hidden, F, TS_EPI_BIAS_RELU, w->b1);
@@ -368,7 +371,7 @@ static const float *embed_fwd(fctx *f, tr_embed *e, const ts_embed_weights *w, c
     else if (c->pe == TS_PE_SINUSOIDAL)
         ts_bwd_posenc_forward(e->sum, e->sum, ((ts_model_acts *)f->tr->m->acts)->pe, (int)B, S, (int)D);
     e->key = next_key(f);
-    if (c->pe == TS_PE_LEARNED) {
+    if (ts_model_embed_norm(c)) {
         norm_fwd(f, &e->norm, e->sum, &w->norm, B * S, c->embed_eps);
         ts_bwd_dropout_forward(e->out, e->norm.out, f->p, e->key, n);
     } else {
