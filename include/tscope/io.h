@@ -381,8 +381,32 @@ ts_status ts_model_config_from_json(const char *json, ts_model_config *cfg);
  * file without them is refused, saying what it lacks. */
 ts_status ts_lm_checkpoint_read(const char *path, ts_model_config *cfg, ts_lmtok *tok);
 
-/* Whether path is a safetensors file whose metadata says "task": "lm" (no
- * message when not). */
+/* Whether path is a safetensors file whose metadata says "task": "lm", or
+ * GPT-2's own checkpoint (ts_gpt2_is): a language model that brings its
+ * config and tokenizer (no message when not). */
 bool ts_lm_checkpoint_is(const char *path);
+
+/* The language model's weights into m, built from ts_lm_checkpoint_read's
+ * config: tscope's names, or GPT-2's layout (ts_gpt2_load). */
+ts_status ts_lm_checkpoint_load(ts_model *m, const char *path);
+
+/* ---- GPT-2 checkpoints (src/io/gpt2_load.c) ----------------------------------
+ *
+ * GPT-2's own files, loaded as they come: path is a .safetensors file or a
+ * directory holding model.safetensors. Names wte, wpe, h.{i}.ln_1,
+ * h.{i}.attn.c_attn, h.{i}.attn.c_proj, h.{i}.ln_2, h.{i}.mlp.c_fc,
+ * h.{i}.mlp.c_proj, ln_f, optionally after "transformer.", and an optional
+ * lm_head.weight (tied when it equals wte). Conv1D weights are stored (in,
+ * out) and transposed on the way in; the attn.bias / attn.masked_bias
+ * buffers are skipped; any other tensor is refused, named. Sizes come from
+ * the shapes; heads, eps and the activation from config.json beside the
+ * weights (n_head, layer_norm_epsilon, activation_function: gelu_new is
+ * GELU's tanh form), whose sizes must agree with the tensors'. */
+bool ts_gpt2_is(const char *path);
+ts_status ts_gpt2_config(const char *path, ts_model_config *cfg); /* arch decoder, seq = the context */
+ts_status ts_gpt2_load(ts_model *m, const char *path);
+/* The directory of path's vocabulary (encoder.json or vocab.json beside the
+ * weights): true when there is one. */
+bool ts_gpt2_vocab_dir(const char *path, char *dir, size_t size);
 
 #endif

@@ -156,6 +156,9 @@ typedef struct ts_lmtok {
 ts_status ts_lmtok_build(ts_lmtok *t, ts_lmtok_kind kind, const char *text, size_t len, int max_vocab);
 void ts_lmtok_free(ts_lmtok *t);
 
+/* GPT-2's BPE from the vocabulary files in dir (ts_bpe_load). */
+ts_status ts_lmtok_build_bpe(ts_lmtok *t, const char *dir);
+
 /* Append the ids of text[0..len) to out. */
 ts_status ts_lmtok_encode(ts_lmtok *t, const char *text, size_t len, ts_bpe_ids *out);
 

@@ -26,7 +26,7 @@ ts_status lm_cli_open(const char *path, int B, int S, ts_model *m, ts_lmtok *tok
     cfg.dropout = 0;
     st = ts_model_config_check(&cfg);
     if (!st) st = ts_model_init(m, &cfg);
-    if (!st) st = ts_model_load_safetensors(m, path, NULL);
+    if (!st) st = ts_lm_checkpoint_load(m, path);
     if (st) {
         ts_model_free(m);
         ts_lmtok_free(tok);

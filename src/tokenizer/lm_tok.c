@@ -258,6 +258,14 @@ static ts_status build_chars(ts_lmtok *t, const char *text, size_t len) {
     return st;
 }
 
+ts_status ts_lmtok_build_bpe(ts_lmtok *t, const char *dir) {
+    memset(t, 0, sizeof *t);
+    t->kind = TS_LMTOK_BPE;
+    ts_status st = ts_bpe_load(&t->bpe, dir);
+    if (!st) t->count = ts_bpe_vocab_size(t->bpe);
+    return st;
+}
+
 ts_status ts_lmtok_build(ts_lmtok *t, ts_lmtok_kind kind, const char *text, size_t len, int max_vocab) {
     memset(t, 0, sizeof *t);
     t->kind = kind;
@@ -265,9 +273,7 @@ ts_status ts_lmtok_build(ts_lmtok *t, ts_lmtok_kind kind, const char *text, size
     if (kind == TS_LMTOK_BPE) {
         char dir[4096];
         st = ts_bpe_default_dir(dir, sizeof dir);
-        if (!st) st = ts_bpe_load(&t->bpe, dir);
-        if (!st) t->count = ts_bpe_vocab_size(t->bpe);
-        return st;
+        return st ? st : ts_lmtok_build_bpe(t, dir);
     }
     if ((st = check_utf8(text, len))) return st;
     if (len == 0) return ts_fail(TS_ERR_ARG, "the text is empty: there is nothing to build a vocabulary from");
