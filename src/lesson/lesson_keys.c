@@ -30,7 +30,8 @@ typedef struct keydef {
  * dashes, so a setup turns into a command line one key at a time. */
 static const keydef setup_keys[] = {
     {"command", V_CHOICE, "run|train|generate", 0, 0, false, false},
-    {"preset", V_CHOICE, "tiny|seed000|seed001|seed004|copy|base|lm", 0, 0, false, false},
+    {"preset", V_CHOICE, "tiny|seed000|seed001|seed004|copy|base|lm|gpt2", 0, 0, false, false},
+    {"arch", V_CHOICE, "encoder|encoder-decoder|decoder", 0, 0, false, false},
     {"d-model", V_INT, NULL, 1, 65536, false, false},
     {"heads", V_INT, NULL, 1, 1024, false, false},
     {"ffn", V_INT, NULL, 1, 1 << 20, false, false},
@@ -42,7 +43,7 @@ static const keydef setup_keys[] = {
     {"dropout", V_FLOAT, NULL, 0, 0.999, false, false},
     {"norm", V_CHOICE, "post|pre", 0, 0, false, false},
     {"pe", V_CHOICE, "sinusoidal|learned|none", 0, 0, false, false},
-    {"activation", V_CHOICE, "relu|gelu", 0, 0, false, false},
+    {"activation", V_CHOICE, "relu|gelu|gelu-tanh", 0, 0, false, false},
     {"eps", V_FLOAT, NULL, 0, 1, true, false},
     {"final-norm", V_BOOL, NULL, 0, 0, false, false},
     {"seed", V_INT, NULL, 0, BIG, false, false},
