@@ -45,6 +45,16 @@ void ts_task_batch(ts_task_kind kind, int vocab, int B, int S, uint64_t seed, ui
 /* The full answer y (S) for one source (S). */
 void ts_task_answer(ts_task_kind kind, const int32_t *src, int S, int32_t *y);
 
+/* The decoder's input (T), the one convention training, `run --text` and the
+ * lessons share: the start id 1 (`<bos>`), then the answer, so that position
+ * t reads the answer's token t and is taught to write token t + 1.
+ * - start_in_answer: the answer's first token holds the start's place (the
+ *   tasks' data begins with 1; a sentence given to a model trained on a task
+ *   stands its first word there): tgt = 1, answer[1 .. T-1].
+ * - otherwise (a plain sentence): the answer shifted right, tgt = 1,
+ *   answer[0 .. T-2]. */
+void ts_task_decoder_input(const int32_t *answer, int T, bool start_in_answer, int32_t *tgt);
+
 /* Greedy decoding with the inference forward: the decoder starts from the
  * start token and feeds back its argmax, one position per forward.
  * m must be an encoder-decoder with an LM head whose batch and lengths match

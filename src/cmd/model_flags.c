@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tscope/train.h"
+
 int model_flags_table(ts_flag *t, int n, model_flags *mf) {
     memset(mf, 0, sizeof *mf);
     bool *s = mf->seen;
@@ -209,8 +211,22 @@ static ts_status tokenize(const model_flags *mf, ts_model_config *c, const char 
     return TS_OK;
 }
 
+/* Whether weights were trained on a copy/reverse/sort task (their metadata's
+ * "task"): such a model read sources whose first token is the start id, so a
+ * sentence's first word stands there (ts_task_decoder_input). */
+static bool trained_on_task(const char *weights) {
+    ts_safetensors f;
+    if (!weights || ts_safetensors_open(&f, weights)) return false;
+    const char *task = ts_safetensors_meta(&f, "task");
+    ts_task_kind kind;
+    bool yes = task && ts_task_parse(task, &kind) == TS_OK && strcmp(task, "lm") != 0;
+    ts_safetensors_close(&f);
+    return yes;
+}
+
+/* task_model: the weights were trained on a task (trained_on_task). */
 static ts_status build_ids(const ts_model_config *c, const char *const *texts, int n_texts, model_batch *b,
-                           int S, int T) {
+                           int S, int T, bool task_model) {
     int B = c->batch;
     b->src_ids = calloc((size_t)B * S, sizeof *b->src_ids);
     b->src_pad = calloc((size_t)B * S, 1);
@@ -239,15 +255,13 @@ static ts_status build_ids(const ts_model_config *c, const char *const *texts, i
     b->tgt_ids = calloc((size_t)B * T, sizeof *b->tgt_ids);
     b->tgt_pad = padded ? calloc((size_t)B * T, 1) : NULL;
     if (!b->tgt_ids || (padded && !b->tgt_pad)) return ts_fail(TS_ERR_NOMEM, "out of memory for the target ids");
+    /* training's convention (ts_task_decoder_input): the source is the answer */
     for (int i = 0; i < B; i++) {
         const int32_t *src = b->src_ids + (size_t)i * S;
-        int shift = src[0] == TS_TOK_BOS ? 0 : 1;
-        for (int t = 0; t < T; t++) {
-            int s = t - shift;
-            int32_t id = s < 0 ? TS_TOK_BOS : src[s];
-            b->tgt_ids[(size_t)i * T + t] = id;
-            if (b->tgt_pad) b->tgt_pad[(size_t)i * T + t] = s >= 0 && b->src_pad[(size_t)i * S + s];
-        }
+        bool start_in_src = src[0] == TS_TOK_BOS || task_model;
+        ts_task_decoder_input(src, T, start_in_src, b->tgt_ids + (size_t)i * T);
+        for (int t = 1; t < T && b->tgt_pad; t++)
+            b->tgt_pad[(size_t)i * T + t] = b->src_pad[(size_t)i * S + (start_in_src ? t : t - 1)];
     }
     return TS_OK;
 }
@@ -401,7 +415,7 @@ ts_status model_flags_resolve_given(const model_flags *mf, const model_given *g,
     if (vectors) {
         /* the caller feeds its vectors */
     } else if (cfg->input == TS_INPUT_TOKENS) {
-        st = build_ids(cfg, texts, n_texts, batch, (int)S, (int)T);
+        st = build_ids(cfg, texts, n_texts, batch, (int)S, (int)T, trained_on_task(weights));
     } else { /* seed 000's x = torch.randn(B, S, D): N(0, 1) from the seed */
         int64_t din = cfg->in_dim ? cfg->in_dim : D;
         batch->src_vecs = malloc(sizeof(float) * (size_t)(B * S * din));
