@@ -137,7 +137,7 @@ static const bad_case bad_cases[] = {
     {"# T\n\n```tscope setup\nheads: 0\n```\n" STEP, "bad.md:4: 'heads' is 0, outside 1..1024"},
     {"# T\n\n```tscope setup\ndropout: 1.5\n```\n" STEP, "bad.md:4: 'dropout' is 1.5, outside [0..0.999]"},
     {"# T\n\n```tscope setup\npreset: huge\n```\n" STEP,
-     "bad.md:4: unknown preset 'huge' (one of tiny|seed000|seed001|seed004|copy|base)"},
+     "bad.md:4: unknown preset 'huge' (one of tiny|seed000|seed001|seed004|copy|base|lm|gpt2)"},
     {"# T\n\n```tscope setup\nvariant: no-scale seed000-bug\n```\n" STEP,
      "bad.md:4: unknown variant 'seed000-bug' (any of no-scale|seed000-reshape|seed001-layernorm|"
      "seed004-residual, separated by spaces)"},
