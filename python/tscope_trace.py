@@ -60,7 +60,7 @@ OPS = ["input", "embedding", "positional_encoding", "add", "linear", "reshape", 
        "chunk", "matmul", "scale", "mask", "softmax", "concat", "mean", "std", "layernorm",
        "relu", "gelu", "dropout", "cross_entropy", "grad", "parameter", "metric"]
 TAGS = ["plain", "attn_scores", "attn_weights", "posenc", "norm_stat", "norm_in", "norm_out",
-        "heads", "logits", "scalar", "grad", "param"]
+        "heads", "logits", "scalar", "grad", "param", "head_scores", "per_position"]
 
 FORMAT_VERSION = 2
 MAX_RANK = 6

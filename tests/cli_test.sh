@@ -14,6 +14,10 @@ for cmd in $commands; do
     case $out in *"usage: tscope $cmd"*) ok ;; *) bad "help $cmd prints no usage line" ;; esac
     expect 2 "$cmd --no-such-flag" -- "$bin" "$cmd" --no-such-flag
     case $err in "tscope $cmd: unknown flag --no-such-flag"*) ok ;; *) bad "$cmd: unknown flag message: $err" ;; esac
+    # one line, not the whole help burying it
+    [ "$(printf '%s\n' "$err" | wc -l)" = 1 ] && ok || bad "$cmd: an unknown flag printed $(printf '%s\n' "$err" | wc -l) lines"
+    expect 2 "$cmd -x" -- "$bin" "$cmd" -x
+    [ "$(printf '%s\n' "$err" | wc -l)" = 1 ] && ok || bad "$cmd -x printed more than one line: $err"
 done
 
 expect 0 "--version" -- "$bin" --version

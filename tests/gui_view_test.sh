@@ -107,6 +107,9 @@ fi
 
 [ -f "$tmp/tiny.tstrace" ] && walk tiny "$tmp/tiny.tstrace"
 [ -f "$tmp/seed000.tstrace" ] && walk seed000 "$tmp/seed000.tstrace"
+# A trace written by the PyTorch bridge (python/tscope_trace.py) for an
+# nn.Transformer: the viewer walks it as it walks tscope's own.
+walk bridge tests/ref/bridge/transformer/bridge.tstrace
 
 # ---- one head, the help overlay, export ----
 t="$tmp/tiny.tstrace"

@@ -80,7 +80,7 @@ printf '# Broken\n\n```tscope setup\npreset: tiny\nheads: 3\n```\n\n```tscope st
 export_fails 1 "$tmp/flag.md:5: setup 'main': tscope run: --heads 3 does not divide --d-model 16*" "$tmp/flag.md"
 
 printf '# Broken\n\n```tscope setup\ncommand: train\ntask: copy\nsteps: 2\nlevel: values\n```\n\n```tscope step\ntensor: train.loss\n```\n' >"$tmp/train.md"
-export_fails 1 "$tmp/train.md:7: setup 'main': tscope train: unknown flag --level" "$tmp/train.md"
+export_fails 1 "$tmp/train.md:7: setup 'main': tscope train: unknown flag --level; 'tscope train --help' lists the flags" "$tmp/train.md"
 
 printf "$head"'```tscope setup trained\nload: nowhere.safetensors\n```\n\n```tscope step\ntensor: input\nrun: trained\n```\n' >"$tmp/load.md"
 export_fails 1 "$tmp/load.md:8: setup 'trained': --load nowhere.safetensors: not found*" "$tmp/load.md"

@@ -664,7 +664,15 @@ static void golden_training(void **state) {
 
 /* A trace of one causal attention (B=1, H=2, 4 x 4): scores with -inf above
  * the diagonal as `masked`, then `weights`; level `level`. */
+static void write_attention_trace_padded(const char *path, ts_trace_level level, bool pad_last);
+
 static void write_attention_trace(const char *path, ts_trace_level level) {
+    write_attention_trace_padded(path, level, false);
+}
+
+/* The same; with pad_last the run's tgt_key_padding_mask (1, 4) marks the
+ * last position as padding, traced first as tscope run traces it. */
+static void write_attention_trace_padded(const char *path, ts_trace_level level, bool pad_last) {
     float masked[2 * 16], weights[2 * 16];
     float w[16], sm[16];
     unsigned char mask[16];
@@ -684,6 +692,9 @@ static void write_attention_trace(const char *path, ts_trace_level level) {
     assert_ok(ts_trace_writer_open(path, meta, &opt, &wr));
     free(meta);
     ts_tensor t;
+    float pads[4] = {0, 0, 0, 1};
+    assert_ok(ts_tensor_view(&t, pads, 2, (int64_t[]){1, 4}));
+    if (pad_last) assert_ok(ts_trace_writer_step(wr, "tgt_key_padding_mask", TS_OP_MASK, &t, TS_TAG_PLAIN));
     assert_ok(ts_tensor_view(&t, masked, 4, (int64_t[]){1, 2, 4, 4}));
     assert_ok(ts_trace_writer_step(wr, "decoder.layers.0.self_attn.masked", TS_OP_MASK, &t, TS_TAG_ATTN_SCORES));
     assert_ok(ts_tensor_view(&t, weights, 4, (int64_t[]){1, 2, 4, 4}));
@@ -750,6 +761,46 @@ static void scene_picks_the_view_and_finds_the_mask(void **state) {
     assert_int_equal(rmdir(dir), 0);
 }
 
+/* PyTorch computes the rows of padded queries and leaves them unspecified:
+ * a picture draws them as padding (hatched), not as data. */
+static void scene_draws_padded_query_rows_as_padding(void **state) {
+    (void)state;
+    char dir[] = "/tmp/tscope-scene-XXXXXX", path[96];
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/pad.tstrace", dir);
+    canvas c = canvas_new(600, 360);
+    for (int pad = 0; pad < 2; pad++) {
+        write_attention_trace_padded(path, TS_TRACE_VALUES, pad);
+        ts_trace *t;
+        assert_ok(ts_trace_open(path, &t));
+        ts_scene_request rq = ts_scene_request_default("decoder.layers.0.self_attn.weights");
+        rq.head = 0;
+        ts_scene *sc;
+        assert_ok(ts_scene_build(&sc, t, &rq));
+        assert_int_equal(ts_scene_used(sc), TS_SCENE_USED_BATCH | TS_SCENE_USED_HEAD);
+        ts_render_layout l;
+        assert_ok(ts_scene_draw(sc, c.cr, c.area, NULL, &l));
+        const ts_render_matrix *m = ts_scene_matrix(sc, 0);
+        assert_non_null(m);
+        /* row 2 (a word) is data up to the diagonal; row 3 (the pad) all masked, with the step */
+        assert_non_null(m->mask);
+        assert_false(m->mask[2 * 4 + 0]);
+        assert_true(m->mask[2 * 4 + 3]);
+        for (int col = 0; col < 4; col++) assert_int_equal(m->mask[3 * 4 + col], pad);
+        ts_render_rect padded;
+        assert_true(ts_render_cell_rect(&l, 0, 3, 0, &padded)); /* not masked by the causal rule */
+        ts_rgb mp;
+        double sp;
+        region(c.surface, padded, &mp, &sp);
+        if (pad) assert_true(sp > 0.2 && mp.g > 0.6); /* hatched over light grey: padding */
+        ts_scene_free(sc);
+        ts_trace_close(t);
+        assert_int_equal(unlink(path), 0);
+    }
+    canvas_free(&c);
+    assert_int_equal(rmdir(dir), 0);
+}
+
 static void scene_without_values_says_how_to_rerun(void **state) {
     (void)state;
     char dir[] = "/tmp/tscope-scene-XXXXXX", path[96];
@@ -781,6 +832,7 @@ int main(void) {
         cmocka_unit_test(views_by_name),
         cmocka_unit_test(colorbar_is_monotone_for_viridis),
         cmocka_unit_test(masked_cell_differs_from_a_zero),
+        cmocka_unit_test(scene_draws_padded_query_rows_as_padding),
         cmocka_unit_test(long_sequence_shows_every_row),
         cmocka_unit_test(hit_test_finds_the_cell),
         cmocka_unit_test(bad_input_is_an_error),

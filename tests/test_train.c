@@ -4,7 +4,8 @@
  * cross-entropy with padding and label smoothing on top.
  *
  * - The training forward in eval mode gives the logits ts_model_forward gives
- *   (inference and training compute the same function).
+ *   (inference and training compute the same function), with each mask too:
+ *   --mask choices, --tgt-mask none, a memory padding mask of its own.
  * - Whole-model finite differences: for each parameter tensor, the 6
  *   coordinates with the largest analytic gradient (plus 2 random ones) are
  *   perturbed by +-h in float and the loss re-evaluated with the same dropout
@@ -29,8 +30,12 @@
 
 typedef struct batch {
     int32_t src[64], tgt[64], labels[64];
-    uint8_t src_pad[64], tgt_pad[64];
+    uint8_t src_pad[64], tgt_pad[64], mem_pad[64];
 } batch;
+
+/* Give cross-attention a memory padding mask of its own (nn.Transformer's
+ * memory_key_padding_mask), not the source's. */
+static bool own_memory_mask;
 
 static ts_model_config small_config(void) {
     ts_model_config c = {.arch = TS_ARCH_ENCODER_DECODER, .d_model = 8, .heads = 2, .ffn = 16, .layers = 1,
@@ -48,6 +53,9 @@ static void fill_batch(batch *b, const ts_model_config *c) {
         b->tgt[i] = 1 + (i * 5 + 1) % (c->vocab - 1);
         b->labels[i] = 1 + (i * 3 + 2) % (c->vocab - 1);
     }
+    /* one stack with a vocabulary head (a GPT): each position's label is some id, none ignored */
+    if (c->arch != TS_ARCH_ENCODER_DECODER && c->head == TS_HEAD_LM)
+        for (int i = 0; i < c->batch * S; i++) b->labels[i] = 1 + (i * 3 + 2) % (c->vocab - 1);
     /* sequence 1: its last source position and last target position are padding */
     b->src[1 * S + S - 1] = 0;
     b->src_pad[1 * S + S - 1] = 1;
@@ -55,6 +63,8 @@ static void fill_batch(batch *b, const ts_model_config *c) {
         b->tgt[1 * T + T - 1] = 0;
         b->tgt_pad[1 * T + T - 1] = 1;
         b->labels[1 * T + T - 1] = 0; /* ignored by the loss */
+        /* the memory's own mask: sequence 0 hides its last two keys, sequence 1 none */
+        b->mem_pad[S - 1] = b->mem_pad[S - 2] = 1;
     }
 }
 
@@ -65,6 +75,8 @@ static ts_model_input input_of(const batch *b, const ts_model_config *c) {
     if (c->arch == TS_ARCH_ENCODER_DECODER) {
         in.tgt_ids = b->tgt;
         in.tgt_pad = b->tgt_pad;
+        in.mem_pad = own_memory_mask ? b->mem_pad : NULL;
+        in.mem_pad_set = own_memory_mask;
     }
     return in;
 }
@@ -81,9 +93,29 @@ static double loss_at(ts_train *tr, const ts_model_input *in, const batch *b, ui
     return ts_bwd_cross_entropy_forward(out.data, b->labels, rows, c->vocab, 0, 0.1f, NULL);
 }
 
+/* A GPT's tables start at N(0, 0.02): a step of FD_H is half their size, and
+ * the LayerNorm of such small sums bends within it, so finite differences
+ * would measure the curve. Tables of N(0, 1)'s size keep the check linear. */
+static void widen_tables(ts_model *m) {
+    static const char *const tables[] = {"embed.tokens.weight", "embed.positions.weight"};
+    for (int t = 0; t < 2; t++) {
+        int i = ts_model_find_param(m, tables[t]);
+        assert_true(i >= 0);
+        const ts_model_param_info *p = &m->params[i];
+        float *v = malloc(sizeof(float) * (size_t)p->numel);
+        ts_model_export_param(m, i, v);
+        for (int64_t k = 0; k < p->numel; k++) v[k] *= 50.0f;
+        assert_int_equal(p->rank, 2);
+        ts_tensor view = {.data = v, .rank = 2, .shape = {p->shape[0], p->shape[1]}, .stride = {p->shape[1], 1}};
+        assert_ok(ts_model_load_param(m, tables[t], &view));
+        free(v);
+    }
+}
+
 static void fd_check(const ts_model_config *cfg, const char *what) {
     ts_model m;
     assert_ok(ts_model_init(&m, cfg));
+    if (cfg->arch == TS_ARCH_DECODER) widen_tables(&m);
     ts_model_set_training(&m, cfg->dropout > 0);
     ts_train tr;
     assert_ok(ts_train_init(&tr, &m));
@@ -173,6 +205,15 @@ static void post_ln_sinusoidal_tied(void **state) {
     fd_check(&c, "post-LN, sines, tied + scaled embeddings");
 }
 
+static void decoder_unmasked_own_memory_mask(void **state) {
+    (void)state;
+    ts_model_config c = small_config();
+    c.tgt_not_causal = true;
+    own_memory_mask = true;
+    fd_check(&c, "--tgt-mask none, memory mask of its own");
+    own_memory_mask = false;
+}
+
 static void encoder_classifier(void **state) {
     (void)state;
     ts_model_config c = small_config();
@@ -186,18 +227,39 @@ static void encoder_classifier(void **state) {
     fd_check(&c, "encoder + classifier (seed 004's shape)");
 }
 
+/* A GPT: one causal stack named decoder.*, learned positions without the
+ * embedding norm, GELU's tanh form, a final norm, a tied head without bias. */
+static void gpt_decoder_tied_gelu_tanh(void **state) {
+    (void)state;
+    ts_model_config c = small_config();
+    c.arch = TS_ARCH_DECODER;
+    c.dec_layers = 0;
+    c.tgt_seq = 0;
+    c.layers = 2;
+    c.causal = true;
+    c.final_norm = true;
+    c.tie_embed = true;
+    c.activation = TS_ACT_GELU_TANH;
+    c.max_pos = 8;
+    fd_check(&c, "GPT: causal decoder, gelu-tanh, tied head");
+}
+
 /* ts_train_forward in eval mode computes what ts_model_forward computes,
  * with each --mask choice too. */
 static void training_forward_matches_inference(void **state) {
     (void)state;
-    ts_model_config cfgs[4] = {small_config(), small_config(), small_config(), small_config()};
+    ts_model_config cfgs[6] = {small_config(), small_config(), small_config(),
+                               small_config(), small_config(), small_config()};
     cfgs[1].norm = TS_NORM_POST;
     cfgs[1].pe = TS_PE_SINUSOIDAL;
     cfgs[1].scale_embed = true;
     cfgs[1].activation = TS_ACT_RELU;
     cfgs[2].mask = TS_MASK_NONE;            /* pads attended to like words */
     cfgs[3].mask = TS_MASK_PADDING_BOTH;    /* padded queries attend to nothing */
-    for (int k = 0; k < 4; k++) {
+    cfgs[4].tgt_not_causal = true;          /* --tgt-mask none */
+    /* k = 5: cross-attention with the memory's own mask */
+    for (int k = 0; k < 6; k++) {
+        own_memory_mask = k == 5;
         ts_model m;
         assert_ok(ts_model_init(&m, &cfgs[k]));
         ts_train tr;
@@ -217,6 +279,7 @@ static void training_forward_matches_inference(void **state) {
         ts_train_free(&tr);
         ts_model_free(&m);
     }
+    own_memory_mask = false;
 }
 
 /* A few dozen steps of the copy task on a tiny model lower the loss. */
@@ -276,7 +339,9 @@ int main(void) {
         cmocka_unit_test(training_forward_matches_inference),
         cmocka_unit_test(pre_ln_learned_dropout),
         cmocka_unit_test(post_ln_sinusoidal_tied),
+        cmocka_unit_test(decoder_unmasked_own_memory_mask),
         cmocka_unit_test(encoder_classifier),
+        cmocka_unit_test(gpt_decoder_tied_gelu_tanh),
         cmocka_unit_test(training_lowers_the_loss),
     };
     return cmocka_run_group_tests_name("train", tests, setup, NULL);

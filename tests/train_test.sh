@@ -99,4 +99,15 @@ expect_2 train --task copy --every 5
 expect_2 train --task copy --heads 3
 expect_2 run --backward --labels /nonexistent.npy
 
+# The decoder reads a sentence as training fed the copy model (ts_task_decoder_input):
+# the first word stands where the start id stood, so the model copies the rest.
+out=$("$bin" run --preset tiny --vocab 16 --text "go the cat sat on a mat and it was" \
+    --load assets/tiny-copy.safetensors 2>&1)
+case $out in *"decoder reads: <bos> the cat sat on a mat and it was"*) ok ;; *) bad "copy model's decoder input: $out" ;; esac
+case $out in *"predicted (loaded weights, argmax of the logits): the cat sat on a mat and it was"*) ok ;;
+    *) bad "the copy model does not copy lesson 9's sentence: $out" ;; esac
+# A plain sentence to an untrained model is shifted right behind <bos>.
+out=$("$bin" run --preset tiny 2>&1)
+case $out in *"decoder reads: <bos> my name is"*) ok ;; *) bad "tiny's decoder input: $out" ;; esac
+
 finish

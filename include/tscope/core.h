@@ -306,7 +306,9 @@ typedef enum ts_op { TS_OP_LIST(TS_OP_ENUM_ENTRY) TS_OP_COUNT } ts_op;
     X(TS_TAG_LOGITS, "logits")       /* (B,S,V) */ \
     X(TS_TAG_SCALAR, "scalar")       /* loss, norms, learning rate */ \
     X(TS_TAG_GRAD, "grad")           /* a gradient */ \
-    X(TS_TAG_PARAM, "param")         /* a parameter */
+    X(TS_TAG_PARAM, "param")         /* a parameter */ \
+    X(TS_TAG_HEAD_SCORES, "head_scores") /* (L, H) one number per attention head */ \
+    X(TS_TAG_PER_POSITION, "per_position") /* (S) one number per position of a sequence */
 
 #define TS_TAG_ENUM_ENTRY(e, name) e,
 typedef enum ts_tag { TS_TAG_LIST(TS_TAG_ENUM_ENTRY) TS_TAG_COUNT } ts_tag;
@@ -320,6 +322,13 @@ static inline bool ts_op_is_view(ts_op op) {
     return op == TS_OP_RESHAPE || op == TS_OP_PERMUTE || op == TS_OP_CHUNK;
 }
 const char *ts_tag_name(ts_tag tag); /* "attn_weights"; "?" when out of range */
+
+/* Whether a step of this tag may have a batch dim first: not a positional
+ * encoding, a parameter, a scalar, per-head scores or a per-position curve. */
+static inline bool ts_tag_batched(ts_tag tag) {
+    return tag != TS_TAG_POSENC && tag != TS_TAG_PARAM && tag != TS_TAG_SCALAR && tag != TS_TAG_HEAD_SCORES &&
+           tag != TS_TAG_PER_POSITION;
+}
 
 /* Called after each step. A non-OK return stops the forward pass and the
  * model returns that status (for example a trace writer whose disk is full). */

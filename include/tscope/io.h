@@ -12,6 +12,7 @@
 
 #include "tscope/core.h"
 #include "tscope/model.h"
+#include "tscope/tokenizer.h"
 
 /* outfile: write a file under a temporary name, then rename it into place.
  *
@@ -53,9 +54,9 @@ void ts_outfile_abort(ts_outfile *o);
  * A file is the magic "\x93NUMPY", a version (1.0, 2.0 or 3.0), a header
  * length (2 bytes in 1.0, 4 after), a Python dict literal
  * {'descr': '<f4', 'fortran_order': False, 'shape': (2, 5, 16), } and the
- * data. tscope reads little-endian float32, float64, int32 and int64 arrays
- * in C order and hands them out as float32 (ts_npy_read) or as int64 ids
- * (ts_npy_read_labels); anything else (big-endian, Fortran order, object
+ * data. tscope reads little-endian float32, float64, int32, int64, int8,
+ * uint8 and bool arrays in C order and hands them out as float32
+ * (ts_npy_read) or as int64 ids (ts_npy_read_labels); anything else (big-endian, Fortran order, object
  * arrays, a header that does not parse, data shorter or longer than the shape
  * says) is refused with a message naming the file and the problem.
  * Writing always produces float32 in C order, atomically.
@@ -214,30 +215,198 @@ const char *ts_safetensors_meta(const ts_safetensors *f, const char *key);
 ts_status ts_safetensors_write(const char *path, int n, const char *const *names,
                                const ts_tensor *tensors, int n_meta, const char *const *meta);
 
-/* model_load: a model's weights and inputs from files (--load, --input, --target).
+/* model_meta: a model's configuration as JSON, and what a checkpoint's
+ * __metadata__ says (src/io/model_meta.c).
+ *
+ * tscope writes "format": "tscope" and "config": ts_model_config_json into
+ * every checkpoint it saves (ts_train_save) and into every trace. Reading
+ * back, the settings tensor shapes cannot tell come from that config, or from
+ * flat keys anyone can add when saving from PyTorch: heads, norm (post|pre)
+ * or norm_first (True|False), activation, pe, eps or layer_norm_eps, pe_variant.
+ */
+
+/* The config as a JSON object (malloc'd text, NULL when out of memory). */
+char *ts_model_config_json(const ts_model_config *cfg);
+
+/* What tensor shapes cannot tell, each with its flag. */
+typedef enum ts_model_setting {
+    TS_SETTING_HEADS,
+    TS_SETTING_NORM,
+    TS_SETTING_ACTIVATION,
+    TS_SETTING_PE,
+    TS_SETTING_EPS,
+    TS_SETTING_PE_VARIANT,
+    TS_SETTING_COUNT
+} ts_model_setting;
+
+const char *ts_model_setting_flag(ts_model_setting s); /* "--heads", ... */
+const char *ts_model_setting_key(ts_model_setting s);  /* "heads", ... as __metadata__ spells it */
+
+/* Read the settings f's __metadata__ gives into cfg; from_meta[s] tells which.
+ * *scale_known: tscope's config also said whether token embeddings are scaled
+ * by sqrt(d_model) (cfg->scale_embed). A value that does not parse is
+ * TS_ERR_FORMAT naming the file and the key. */
+ts_status ts_model_meta_settings(const ts_safetensors *f, ts_model_config *cfg, bool from_meta[TS_SETTING_COUNT],
+                                 bool *scale_known);
+
+/* model_infer: the model a checkpoint holds, from its tensor names and shapes
+ * (src/io/model_infer.c).
+ *
+ * A checkpoint names its tensors after the module that saved it. A layout is
+ * a table of name rules from a family of checkpoints to tscope's names
+ * (which are nn.Transformer's state_dict names, plus embed.*, generator.*,
+ * classifier.*): nn.Transformer (and tscope's own files), nn.TransformerEncoder,
+ * nn.TransformerEncoderLayer, nn.MultiheadAttention; a lone decoder stack is
+ * recognised and refused with the reason. The layout that explains the most
+ * names wins; a wrapper's prefix ("model.", "backbone.") is stripped first
+ * when given, and suggested when it would make the names readable.
+ */
+
+/* Sizes the tensors decide, each with how the file shows it. */
+typedef enum ts_weights_fact {
+    TS_FACT_ARCH,
+    TS_FACT_D_MODEL,
+    TS_FACT_FFN,
+    TS_FACT_LAYERS,
+    TS_FACT_DEC_LAYERS,
+    TS_FACT_FINAL_NORM,
+    TS_FACT_INPUT,      /* a token table, or vectors */
+    TS_FACT_VOCAB,
+    TS_FACT_HEAD,       /* generator.* (vocabulary logits), classifier.*, or none */
+    TS_FACT_POSITIONS,  /* a learned position table and its rows */
+    TS_FACT_IN_DIM,     /* the lone attention's input width */
+    TS_FACT_COUNT
+} ts_weights_fact;
+
+/* Where a setting of ts_weights_info comes from. */
+typedef enum ts_setting_source {
+    TS_SOURCE_NONE,     /* nowhere: the user must give the flag */
+    TS_SOURCE_DEFAULT,  /* PyTorch's default or the layout's convention; a flag may change it */
+    TS_SOURCE_META,     /* the file's __metadata__: a flag that disagrees is an error */
+    TS_SOURCE_SHAPES,   /* the tensors (a learned position table): likewise */
+    TS_SOURCE_UNUSED,   /* the model has no use for it (--norm of a lone attention) */
+} ts_setting_source;
+
+#define TS_LAYOUT_PREFIX_MAX 128
+#define TS_WEIGHTS_WHY_MAX 192
+
+typedef struct ts_weights_info {
+    int layout;                           /* which layout (for the mapping functions below) */
+    const char *layout_name;              /* "nn.TransformerEncoder" */
+    char prefix[TS_LAYOUT_PREFIX_MAX];    /* stripped from every name ("" for none) */
+    ts_model_config cfg;                  /* sizes from the tensors, settings from __metadata__ or defaults */
+    char why[TS_FACT_COUNT][TS_WEIGHTS_WHY_MAX]; /* "layers.0.linear1.weight is [32, 16]" */
+    ts_setting_source source[TS_SETTING_COUNT];
+    bool scale_known;                     /* tscope's config said whether token embeddings are scaled */
+    int n_tensors;                        /* in the file */
+    int n_mapped;                         /* names the layout reads (the others are extra) */
+} ts_weights_info;
+
+/* Read f's names and shapes (and __metadata__) into info. prefix: stripped
+ * from every name, or NULL. Errors name the file: no layout explains the
+ * names (with a --load-prefix suggestion when one would), a layout tscope
+ * cannot run, stacks that disagree (a final norm on one only). Sizes are
+ * checked tensor by tensor when the weights load. */
+ts_status ts_weights_infer(const ts_safetensors *f, const char *prefix, ts_weights_info *info);
+
+/* Name translation under a layout: a file's name (prefix included) to
+ * tscope's parameter name, and back. False when the layout has no rule. */
+bool ts_weights_model_name(const ts_weights_info *info, const char *file_name, char *out, size_t size);
+bool ts_weights_file_name(const ts_weights_info *info, const char *model_name, char *out, size_t size);
+
+/* model_load: a model's weights and inputs from files (--load, --input, --target,
+ * the padding masks).
  *
  * The model never knows about files (docs/architecture.md); this module sits between:
  * it reads checkpoints (safetensors) and arrays (npy) and hands the
  * model tensors in PyTorch's layout, with messages that name the file.
  */
 
-/* Copy every tensor of a safetensors file into the model's parameters, by
- * PyTorch state_dict name (nn.Transformer's, nn.TransformerEncoder's or a lone
- * nn.MultiheadAttention's; see ts_model_find_param). `prefix`, when not NULL,
- * goes before each name in the file, as when loading a submodule's state_dict
- * ("decoder.layers.0." for an nn.TransformerDecoderLayer). As PyTorch's strict
- * load_state_dict: every parameter must come from the file and every tensor
- * of the file must be a parameter. A missing tensor lists what the file has;
- * a wrong shape names the tensor, the file and both shapes. */
+typedef struct ts_load_options {
+    const ts_weights_info *info; /* the file's layout and prefix (ts_weights_infer), or NULL: names as they are */
+    const char *into;            /* with info NULL: put before each name, to load a submodule's state_dict
+                                  * into the model ("decoder.layers.0." for an nn.TransformerDecoderLayer) */
+    bool ignore_extra;           /* skip tensors with no place in the model (listed in the report) */
+} ts_load_options;
+
+#define TS_LOAD_LIST_MAX 1024
+
+typedef struct ts_load_report {
+    int loaded;                       /* tensors copied into parameters */
+    int skipped;                      /* tensors with no place, skipped (ignore_extra) */
+    char skipped_names[TS_LOAD_LIST_MAX]; /* the file's names, "a, b, ... (N more)" */
+} ts_load_report;
+
+/* Copy f's tensors into m's parameters, as PyTorch's strict load_state_dict:
+ * every parameter must come from the file, and every tensor of the file must
+ * be a parameter unless ignore_extra. F16, BF16 and F64 tensors are converted.
+ * Messages use the file's names: a tensor with no place ("... has no place in
+ * this model", with the flag that would make room, or --ignore-extra), a
+ * missing one (under the name the file should have), a wrong shape (both
+ * shapes). report may be NULL. */
+ts_status ts_model_load_weights(ts_model *m, ts_safetensors *f, const ts_load_options *o, ts_load_report *report);
+
+/* Open path and ts_model_load_weights with names as they are (after
+ * ts_model_find_param's aliases: nn.TransformerEncoder's "layers.0.…", a lone
+ * nn.MultiheadAttention's "in_proj_weight"); `prefix`, when not NULL, goes
+ * before each name as ts_load_options.into. */
 ts_status ts_model_load_safetensors(ts_model *m, const char *path, const char *prefix);
 
-/* Read --input X.npy (B, S, W) and, when target_path is not NULL, --target
- * Y.npy (B, T, D) as already-embedded vectors, and make cfg fit them: batch,
- * seq and tgt_seq come from the files, input becomes TS_INPUT_EMBEDDED. W must
- * be cfg's in_dim (or d_model when in_dim is 0); a target needs an
- * encoder-decoder. x and y (y may be NULL without a target) are freed with
+/* Read --input X.npy or --target Y.npy: a (B, S, W) float array (float64 and
+ * integers are converted). The width is the caller's to check. Freed with
  * ts_npy_free. */
-ts_status ts_model_read_embedded(ts_model_config *cfg, const char *input_path, const char *target_path,
-                                 ts_npy *x, ts_npy *y);
+ts_status ts_model_read_vectors(const char *path, const char *flag, ts_npy *out);
+
+/* Read a padding mask given as `flag` (--src-key-padding-mask ...): a (B, S)
+ * array of bools or 0/1 (True = padding, PyTorch's key_padding_mask), or (B)
+ * lengths (positions from the length on are padding). *pads (B*S, owned, 1 =
+ * pad) is freed with free(). A wrong shape or a value other than 0/1 is an
+ * error naming the file and the sizes the model reads. */
+ts_status ts_model_read_pad_mask(const char *path, const char *flag, int B, int S, uint8_t **pads);
+
+/* config_json: a model config as a JSON object and back, every field by
+ * name ("arch": "encoder", "d_model": 128, ...), each setting spelled with
+ * the model's own words. Checkpoints keep it in their metadata ("config") so
+ * a model is built again without flags. Reading checks every field and then
+ * the config (ts_model_config_check); a name this tscope does not know is a
+ * format error naming the field. */
+char *ts_model_config_to_json(const ts_model_config *cfg); /* malloc'd; NULL when out of memory */
+ts_status ts_model_config_from_json(const char *json, ts_model_config *cfg);
+
+/* checkpoint: a language model as `tscope train --task lm` saves it: the
+ * weights, and in __metadata__ everything needed to use it without flags:
+ * "config" (ts_model_config_to_json), "tokenizer" (ts_lmtok_to_json), and
+ * "task": "lm", "steps", "heldout_loss", "heldout_bits_per_char", "corpus".
+ * Read back: the config and the tokenizer (either pointer may be NULL). A
+ * file without them is refused, saying what it lacks. */
+ts_status ts_lm_checkpoint_read(const char *path, ts_model_config *cfg, ts_lmtok *tok);
+
+/* Whether path is a safetensors file whose metadata says "task": "lm", or
+ * GPT-2's own checkpoint (ts_gpt2_is): a language model that brings its
+ * config and tokenizer (no message when not). */
+bool ts_lm_checkpoint_is(const char *path);
+
+/* The language model's weights into m, built from ts_lm_checkpoint_read's
+ * config: tscope's names, or GPT-2's layout (ts_gpt2_load). */
+ts_status ts_lm_checkpoint_load(ts_model *m, const char *path);
+
+/* ---- GPT-2 checkpoints (src/io/gpt2_load.c) ----------------------------------
+ *
+ * GPT-2's own files, loaded as they come: path is a .safetensors file or a
+ * directory holding model.safetensors. Names wte, wpe, h.{i}.ln_1,
+ * h.{i}.attn.c_attn, h.{i}.attn.c_proj, h.{i}.ln_2, h.{i}.mlp.c_fc,
+ * h.{i}.mlp.c_proj, ln_f, optionally after "transformer.", and an optional
+ * lm_head.weight (tied when it equals wte). Conv1D weights are stored (in,
+ * out) and transposed on the way in; the attn.bias / attn.masked_bias
+ * buffers are skipped; any other tensor is refused, named. Sizes come from
+ * the shapes; heads, eps and the activation from config.json beside the
+ * weights (n_head, layer_norm_epsilon, activation_function: gelu_new is
+ * GELU's tanh form), whose sizes must agree with the tensors'. */
+bool ts_gpt2_is(const char *path);
+ts_status ts_gpt2_config(const char *path, ts_model_config *cfg); /* arch decoder, seq = the context */
+ts_status ts_gpt2_load(ts_model *m, const char *path);
+/* The directory of path's vocabulary (encoder.json or vocab.json beside the
+ * weights): true when there is one. */
+bool ts_gpt2_vocab_dir(const char *path, char *dir, size_t size);
 
 #endif

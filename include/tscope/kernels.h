@@ -87,6 +87,9 @@ void ts_add(float *out, const float *a, const float *b, int64_t n); /* out = a +
 void ts_scale(float *out, const float *in, float s, int64_t n);      /* out = s * in */
 void ts_relu(float *out, const float *in, int64_t n);
 void ts_gelu(float *out, const float *in, int64_t n); /* exact: x * Phi(x) */
+/* GELU's tanh form (PyTorch's approximate='tanh', GPT-2's gelu_new):
+ * 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). */
+void ts_gelu_tanh(float *out, const float *in, int64_t n);
 
 /* out (cols, rows) = in (rows, cols)^T with leading dims. */
 void ts_transpose2d(float *out, int ldo, const float *in, int ldi, int rows, int cols);
@@ -132,6 +135,8 @@ void ts_bwd_relu_backward(float *din, const float *dout, const float *in, int64_
 void ts_bwd_gelu_forward(float *out, const float *in, int64_t n);
 /* din += dout * (Phi(x) + x * phi(x)). */
 void ts_bwd_gelu_backward(float *din, const float *dout, const float *in, int64_t n);
+/* din += dout * d/dx of ts_gelu_tanh. */
+void ts_bwd_gelu_tanh_backward(float *din, const float *dout, const float *in, int64_t n);
 
 /* ---- dropout ------------------------------------------------------------------------ */
 
@@ -235,10 +240,15 @@ typedef struct ts_optim {
     int64_t n;     /* parameters */
     int64_t steps; /* steps taken (PyTorch's `step`) */
     float *m, *v;  /* (n) first and second moments, owned */
+    uint8_t *decay; /* (n) 1 where weight decay applies, owned; NULL: everywhere */
 } ts_optim;
 
 ts_status ts_optim_init(ts_optim *o, const ts_optim_config *c, int64_t n);
 void ts_optim_free(ts_optim *o);
+
+/* Weight decay only where decay[i] is 1 (copied): GPT-2 and nanoGPT decay
+ * the matrices and leave biases and LayerNorm gains alone. */
+ts_status ts_optim_set_decay(ts_optim *o, const uint8_t *decay);
 
 /* One update of params (n) from grads (n) at learning rate lr. grads is not
  * changed (Adam's L2 term is added on the fly). */
@@ -259,7 +269,20 @@ double ts_optim_clip(float *grads, int64_t n, float max_norm);
  * constant. */
 float ts_optim_lr(float peak, int warmup, int64_t t);
 
+/* Warm-up then cosine decay, as GPT-2/3 and nanoGPT train: linear from
+ * peak/warmup to peak over steps 1..warmup, then
+ * floor + (peak - floor) * (1 + cos(pi * (t - warmup) / (total - warmup))) / 2,
+ * reaching floor at t = total (and staying there after). */
+float ts_optim_lr_cosine(float peak, float floor, int warmup, int64_t t, int64_t total);
+
 /* The paper's peak learning rate d_model^-0.5 * warmup^-0.5. */
 float ts_optim_paper_peak(int d_model, int warmup);
+
+/* eig: the eigenvalues of a small real n x n matrix m (row-major, double),
+ * by Hessenberg reduction and Francis double-shift QR (EISPACK's elmhes and
+ * hqr). re[i] + i*im[i], n of them, in no particular order; a complex pair
+ * comes as two entries. For the copying score of an attention head
+ * (n = the head's width); O(n^3). */
+ts_status ts_eigvals(const double *m, int n, double *re, double *im);
 
 #endif

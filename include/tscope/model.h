@@ -40,11 +40,14 @@ typedef enum ts_arch {
     TS_ARCH_ENCODER,         /* encoder stack (seed 000, seed 004) */
     TS_ARCH_ENCODER_DECODER, /* encoder + decoder (the paper, tiny, copy) */
     TS_ARCH_ATTENTION,       /* one multi-head attention alone (seed 001) */
+    TS_ARCH_DECODER,         /* decoder only, a GPT: one causal stack named decoder.* (lm, gpt2) */
 } ts_arch;
 
 typedef enum ts_norm_place { TS_NORM_POST, TS_NORM_PRE } ts_norm_place;
 typedef enum ts_pe_kind { TS_PE_SINUSOIDAL, TS_PE_LEARNED, TS_PE_NONE } ts_pe_kind;
-typedef enum ts_activation { TS_ACT_RELU, TS_ACT_GELU } ts_activation;
+/* GELU exact (x * Phi(x), PyTorch's default) or its tanh approximation
+ * (approximate='tanh', GPT-2's "gelu_new"). */
+typedef enum ts_activation { TS_ACT_RELU, TS_ACT_GELU, TS_ACT_GELU_TANH } ts_activation;
 
 /* Deliberate departures from the correct model, each the way a seed wrote it,
  * for lessons to compare against the default (model_variants.c). Bits of
@@ -114,6 +117,7 @@ typedef struct ts_model_config {
     ts_input_kind input;
     bool final_norm;    /* a LayerNorm after each stack (pre-LN models want it) */
     bool causal;        /* encoder / lone attention: position i sees only j <= i */
+    bool tgt_not_causal; /* the decoder's self-attention sees every position (--tgt-mask none); false: causal */
     bool scale_embed;   /* multiply token embeddings by sqrt(D), as the paper */
     bool tie_embed;     /* one token table for source, target and the logits */
     unsigned variants;  /* ts_variant bits; 0 = the correct model */
@@ -129,6 +133,19 @@ const char *ts_model_preset_names(void);
 
 /* Fill cfg with a preset. An unknown name is TS_ERR_ARG naming the presets. */
 ts_status ts_model_config_preset(ts_model_config *cfg, const char *name);
+
+/* Whether the config is a language model: one causal stack over token ids
+ * with a vocabulary head (a GPT), what tscope train --task lm trains. */
+bool ts_model_is_lm(const ts_model_config *cfg);
+
+/* The one self-attention stack of a model without cross-attention: "decoder"
+ * for a GPT (TS_ARCH_DECODER), "encoder" otherwise; the first word of its
+ * layers' names ("decoder.layers.0.self_attn.weights"). */
+const char *ts_model_stack_name(const ts_model_config *cfg);
+
+/* Whether the embedding's sum goes through a LayerNorm (embed.norm): with
+ * learned positions, as BERT and seed 004 do; a GPT adds and goes on. */
+bool ts_model_embed_norm(const ts_model_config *cfg);
 
 /* Whether the config can be built, with a sentence a learner can act on:
  * "--heads 7 does not divide --d-model 512 (...): the reshape of qkv
@@ -285,7 +302,14 @@ void ts_model_export_param(const ts_model *m, int i, float *dst);
 /* What a forward reads. Give ids or embedded vectors for the source; for an
  * encoder-decoder also the target (ids or vectors), or `memory` to skip the
  * encoder (a decoder alone, as nn.TransformerDecoderLayer is tested). Pads are
- * 1 where a position is padding: keys there get -inf before the softmax. */
+ * 1 where a position is padding (PyTorch's key_padding_mask, True = pad): keys
+ * there get -inf before the softmax. src_pad masks the encoder's keys, tgt_pad
+ * the decoder's self-attention keys; cross-attention hides the memory's keys
+ * in mem_pad when mem_pad_set (nn.Transformer's memory_key_padding_mask, which
+ * may be NULL while src_pad is not), else those of src_pad (text runs: the
+ * memory is the padded source). Each mask given is traced first, as 0/1
+ * (B, S) steps named after nn.Transformer.forward's arguments:
+ * src_key_padding_mask, tgt_key_padding_mask, memory_key_padding_mask. */
 typedef struct ts_model_input {
     const int32_t *src_ids;     // (B, S)
     const float *src_embedded;  // (B, S, in_dim)
@@ -294,6 +318,8 @@ typedef struct ts_model_input {
     const float *tgt_embedded;  // (B, T, D)
     const uint8_t *tgt_pad;     // (B, T) or NULL
     const float *memory;        // (B, S, D) or NULL
+    const uint8_t *mem_pad;     // (B, S) or NULL: cross-attention's padded keys, when mem_pad_set
+    bool mem_pad_set;           // false: cross-attention hides src_pad's keys
 } ts_model_input;
 
 /* Run the model; `out` becomes a view of the result (logits, or the last
@@ -317,7 +343,7 @@ void ts_model_sinusoid(float *pe, int rows, int D);
 /* Each setting's words, as flags take them and trace metadata records them;
  * spelled here once. A name of a value out of range is "?". parse: TS_ERR_ARG
  * naming the flag (`what`, e.g. "--norm") and the choices. */
-const char *ts_model_arch_name(ts_arch a);             /* "encoder", "encoder-decoder", "attention" */
+const char *ts_model_arch_name(ts_arch a);             /* "encoder", "encoder-decoder", "attention", "decoder" */
 const char *ts_model_norm_name(ts_norm_place n);       /* "post", "pre" */
 const char *ts_model_pe_name(ts_pe_kind p);            /* "sinusoidal", "learned", "none" */
 const char *ts_model_activation_name(ts_activation a); /* "relu", "gelu" */
@@ -353,5 +379,15 @@ void ts_model_randn(float *out, int64_t n, uint64_t seed);
 
 /* n ids uniform in [lo, hi). */
 void ts_model_random_ids(int32_t *out, int64_t n, int32_t lo, int32_t hi, uint64_t seed);
+
+/* ---- sampling (model_sample.c) ------------------------------------------- */
+
+/* The next token from one row of logits (V). temperature 0: the argmax (the
+ * first of equal ones). Otherwise softmax(logits / temperature) over the
+ * top_k largest logits (0: all; ties at the k-th value are kept), and the
+ * token where the cumulative probability passes u (uniform in [0, 1)).
+ * probs (V, may be NULL) receives the distribution drawn from: 0 outside the
+ * top k; with temperature 0, 1 at the argmax. */
+int32_t ts_model_sample(const float *logits, int V, float temperature, int top_k, double u, float *probs);
 
 #endif

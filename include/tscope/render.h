@@ -475,6 +475,13 @@ ts_status ts_scene_draw(ts_scene *s, cairo_t *cr, ts_render_rect area, const ts_
 /* The step drawn (NULL for a module's shape flow). */
 const ts_trace_step *ts_scene_step(const ts_scene *s);
 
+/* Which parts of the request the picture shows, so a caller can refuse a
+ * flag that would change nothing (`png --head` on a LayerNorm's statistics):
+ * the batch element (the step has a batch dim), the head (one head drawn, or
+ * dim 1 fixed at it), the axes (a tensor heatmap's two dims). */
+enum { TS_SCENE_USED_BATCH = 1u, TS_SCENE_USED_HEAD = 2u, TS_SCENE_USED_AXES = 4u };
+unsigned ts_scene_used(const ts_scene *s);
+
 /* The matrix panel `panel` of the layout shows (values, strides, token
  * labels), so a viewer can name the cell under the mouse and its exact
  * value; NULL for views whose panels are not matrices of the scene. */

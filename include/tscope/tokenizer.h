@@ -120,4 +120,63 @@ size_t ts_bpe_label(const char *bytes, size_t len, char *buf, size_t cap);
 /* The label of one token ("␣the"; "<bad id 70000>" outside the vocabulary). */
 size_t ts_bpe_token_label(const ts_bpe *bpe, int32_t id, char *buf, size_t cap);
 
+/* ---- a language model's tokenizer (src/tokenizer/lm_tok.c) ----
+ *
+ * What `tscope train --task lm` cuts its text into, and what a checkpoint
+ * keeps so the model reloads without flags (ts_lmtok_to_json):
+ *   char  one token per Unicode character; the vocabulary is every character
+ *         of the corpus, in code point order. A text with a character the
+ *         vocabulary lacks is refused, naming it (there is no <unk>).
+ *   word  GPT-2-like pieces: a run of letters (with ' inside), a run of
+ *         digits or one other character, each taking the one space before
+ *         it (" God", ",", "\n"); the vocabulary is <unk> (id 0) and the
+ *         most frequent pieces, so a text decodes back to itself when every
+ *         piece is known. Unknown pieces become <unk>.
+ *   bpe   GPT-2's byte-level BPE (ts_bpe, the shipped files): any text.
+ * Ids are dense, 0..count-1.
+ */
+typedef enum ts_lmtok_kind { TS_LMTOK_CHAR, TS_LMTOK_WORD, TS_LMTOK_BPE, TS_LMTOK_COUNT } ts_lmtok_kind;
+
+const char *ts_lmtok_kind_name(ts_lmtok_kind k); /* "char", "word", "bpe" */
+ts_status ts_lmtok_kind_parse(const char *word, ts_lmtok_kind *out);
+
+typedef struct ts_lmtok {
+    ts_lmtok_kind kind;
+    int32_t count;    /* vocabulary size */
+    char **piece;     /* (count) char and word: each token's bytes, NUL-terminated (owned) */
+    int32_t *slots;   /* piece -> id, open addressing; -1 empty */
+    uint32_t mask;
+    ts_bpe *bpe;      /* bpe only (owned) */
+} ts_lmtok;
+
+/* A vocabulary from a corpus (char: every character; word: <unk> and the
+ * max_vocab - 1 most frequent pieces, ties in order of first appearance;
+ * bpe: GPT-2's, text ignored). A corpus that is not UTF-8 is refused with
+ * the offset of the first bad byte (char and word). */
+ts_status ts_lmtok_build(ts_lmtok *t, ts_lmtok_kind kind, const char *text, size_t len, int max_vocab);
+void ts_lmtok_free(ts_lmtok *t);
+
+/* GPT-2's BPE from the vocabulary files in dir (ts_bpe_load). */
+ts_status ts_lmtok_build_bpe(ts_lmtok *t, const char *dir);
+
+/* Append the ids of text[0..len) to out. */
+ts_status ts_lmtok_encode(ts_lmtok *t, const char *text, size_t len, ts_bpe_ids *out);
+
+/* The text of ids[0..n) (malloc'd, NUL-terminated, *len bytes). An id
+ * outside the vocabulary is an argument error. */
+ts_status ts_lmtok_decode(const ts_lmtok *t, const int32_t *ids, size_t n, char **text, size_t *len);
+
+/* Characters (UTF-8 sequences; each bad byte one) that ids[0..n) decode to:
+ * the denominator of bits per character. */
+int64_t ts_lmtok_chars(const ts_lmtok *t, const int32_t *ids, size_t n);
+
+/* A readable label of one token for axes (ts_bpe_label's style: "␣God", "↵"). */
+size_t ts_lmtok_label(const ts_lmtok *t, int32_t id, char *buf, size_t cap);
+
+/* The tokenizer as JSON, {"kind": "char", "tokens": ["\n", " ", ...]} (bpe:
+ * {"kind": "bpe", "vocab": 50257}), malloc'd; and back (bpe: the shipped
+ * files, whose size must match). */
+char *ts_lmtok_to_json(const ts_lmtok *t);
+ts_status ts_lmtok_from_json(ts_lmtok *t, const char *json);
+
 #endif

@@ -65,7 +65,7 @@ typedef struct ts_trace_options {
     int n_only;
     /* >= 0: keep the values of element keep_batch of dim 0 only (statistics
      * still cover the whole tensor). Steps that have no batch dim (tags
-     * posenc, param, scalar, or dim 0 of size 1) keep all their values. */
+     * for which ts_tag_batched is false, or dim 0 of size 1) keep all their values. */
     int keep_batch;
     /* Level auto: the bytes of values the whole run will hand to the hook if
      * everything were kept (the model's dry-run estimate), 0 when unknown.
@@ -145,6 +145,11 @@ ts_status ts_trace_metadata_build(char **out, const char *config_json,
                                   const char *const *source_tokens, int n_source,
                                   const char *const *target_tokens, int n_target,
                                   int argc, char **argv);
+
+/* Add "source_tokens_batch": the source tokens of each of B batch elements
+ * (tokens: B * n strings, element after element), for a trace whose batch
+ * holds different texts (a training trace's probes). *json is replaced. */
+ts_status ts_trace_metadata_add_batch_tokens(char **json, const char *const *tokens, int B, int n);
 
 /* ---- reading ---- */
 
@@ -227,6 +232,13 @@ typedef enum ts_trace_side { TS_TRACE_SOURCE, TS_TRACE_TARGET } ts_trace_side;
 /* Token strings from the metadata. */
 int ts_trace_token_count(const ts_trace *t, ts_trace_side side);
 const char *ts_trace_token(const ts_trace *t, ts_trace_side side, int i); /* NULL out of range */
+
+/* The source tokens of each batch element, when the metadata has them
+ * ("source_tokens_batch", see ts_trace_metadata_add_batch_tokens): how many
+ * element b has (0 when the trace has no such lists or no element b), and
+ * token i of element b (NULL out of range). */
+int ts_trace_batch_token_count(const ts_trace *t, int b);
+const char *ts_trace_batch_token(const ts_trace *t, int b, int i);
 
 /* True when the file was closed properly (trailer and index intact). */
 bool ts_trace_complete(const ts_trace *t);

@@ -4,6 +4,7 @@
 #ifndef TSCOPE_TRAIN_H
 #define TSCOPE_TRAIN_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -43,6 +44,16 @@ void ts_task_batch(ts_task_kind kind, int vocab, int B, int S, uint64_t seed, ui
 
 /* The full answer y (S) for one source (S). */
 void ts_task_answer(ts_task_kind kind, const int32_t *src, int S, int32_t *y);
+
+/* The decoder's input (T), the one convention training, `run --text` and the
+ * lessons share: the start id 1 (`<bos>`), then the answer, so that position
+ * t reads the answer's token t and is taught to write token t + 1.
+ * - start_in_answer: the answer's first token holds the start's place (the
+ *   tasks' data begins with 1; a sentence given to a model trained on a task
+ *   stands its first word there): tgt = 1, answer[1 .. T-1].
+ * - otherwise (a plain sentence): the answer shifted right, tgt = 1,
+ *   answer[0 .. T-2]. */
+void ts_task_decoder_input(const int32_t *answer, int T, bool start_in_answer, int32_t *tgt);
 
 /* Greedy decoding with the inference forward: the decoder starts from the
  * start token and feeds back its argmax, one position per forward.
@@ -166,7 +177,234 @@ ts_status ts_train_step(ts_train *tr, ts_optim *opt, const ts_model_input *in, c
 /* Write the model's parameters to a safetensors file atomically, in
  * PyTorch's layout and names, except the token tables, saved as
  * embed.src.weight and embed.tgt.weight (names ts_model_find_param also
- * accepts). meta: n_meta key/value pairs for __metadata__. */
+ * accepts). __metadata__ always holds "format": "tscope" and "config": the
+ * model's config as JSON (ts_model_config_json), so that tscope run --load
+ * reads heads, norm placement, activation and positions back; meta: n_meta
+ * more key/value pairs. */
 ts_status ts_train_save(const ts_model *m, const char *path, int n_meta, const char *const *meta);
+
+/* ---- the training loop (train_loop.c, train_record.c) ------------------------------
+ *
+ * One loop trains every kind of model tscope trains: the toy tasks and
+ * language modelling differ only in where their batches come from, so the
+ * loop reads them through a data source (ts_train_data) and the command line
+ * keeps only its flags and its printing:
+ *
+ *     ts_train_data d;            // ts_task_data_source(&task, &d), ts_lm_data_source(...)
+ *     ts_train_loop_opts o;       // ts_train_loop_opts_default(&o), then steps, lr, ...
+ *     o.trace = &hook;            // optional: snapshots every o.every steps
+ *     ts_train_loop(&tr, &opt, &d, &o, &result);
+ *
+ * Each step: batch `step` from the source, the learning rate of the schedule,
+ * ts_train_step; every eval_every steps (and at the last) the held-out loss,
+ * which early stopping (patience) watches; every `every` steps (and at step 0,
+ * before any update, and at the last) a snapshot to the trace. A stop flag
+ * (set by a signal handler) ends the run after the step under way.
+ */
+
+/* Where a run's data comes from. Pointers handed out stay valid until the
+ * next call on the same source. */
+typedef struct ts_train_data {
+    void *ctx;
+    /* The input and labels of training batch `step` (1, 2, ...), a pure
+     * function of the step: a run can be replayed. */
+    ts_status (*batch)(void *ctx, int64_t step, ts_model_input *in, const int32_t **labels);
+    /* The mean held-out loss of model m, with the inference forward (no
+     * dropout); m has the run's batch size. */
+    ts_status (*heldout)(void *ctx, ts_model *m, double *loss);
+    /* The fixed input a trace follows (its attention is recorded at every
+     * snapshot), for a model of batch probe_batch. */
+    ts_model_input probe;
+    int probe_batch;
+    /* More records at each snapshot (may be NULL), after the probe's
+     * attention: m holds the current weights (the run's batch size). */
+    ts_status (*record)(void *ctx, ts_model *m, const ts_hook *trace);
+    int64_t tokens_per_step; /* for tokens/s */
+} ts_train_data;
+
+typedef enum ts_lr_schedule {
+    TS_LR_INV_SQRT, /* linear warm-up, then peak * sqrt(warmup / step): the paper's */
+    TS_LR_COSINE,   /* linear warm-up, then a cosine from peak down to min_lr at the last step */
+} ts_lr_schedule;
+
+/* What the loop tells its caller after every step (for a progress bar). */
+typedef struct ts_train_progress {
+    int64_t step, steps;   /* this step (1..), of how many */
+    double loss;           /* this step's training loss */
+    double heldout;        /* the held-out loss when it was measured at this step, else NaN */
+    float lr;              /* this step's learning rate */
+    double grad_norm;      /* before clipping */
+    double seconds;        /* since the loop started */
+    double tokens_per_s;   /* training tokens per second so far */
+    double eta;            /* seconds left at this pace */
+    bool stopping;         /* the run ends here early: patience ran out, or the stop flag */
+} ts_train_progress;
+
+typedef struct ts_train_loop_opts {
+    int64_t steps;
+    float lr;              /* peak learning rate */
+    float min_lr;          /* TS_LR_COSINE's floor */
+    int warmup;            /* linear warm-up steps; 0: none (TS_LR_INV_SQRT: a constant lr) */
+    ts_lr_schedule schedule;
+    float smoothing, clip; /* as ts_train_step_opts */
+    int ignore_index;
+    int eval_every;        /* held-out loss every N steps, and at the last */
+    int patience;          /* > 0: stop after this many evaluations without a 1% better held-out
+                              loss, and go back to the best weights */
+    const ts_hook *trace;  /* NULL: no trace; else a snapshot every `every` steps */
+    int every;
+    const volatile sig_atomic_t *stop; /* may be NULL; nonzero: stop after the step under way */
+    void (*progress)(void *ctx, const ts_train_progress *p); /* may be NULL */
+    void *progress_ctx;
+} ts_train_loop_opts;
+
+/* Defaults: 1000 steps at 5e-3 with 100 warm-up steps (the paper's
+ * schedule), clip 1, held-out loss every 100 steps, snapshots every 10. */
+void ts_train_loop_opts_default(ts_train_loop_opts *o);
+
+/* Whether o makes sense, with a sentence naming the flag (--steps, --lr, ...). */
+ts_status ts_train_loop_opts_check(const ts_train_loop_opts *o);
+
+/* The learning rate of step t (1..) under o's schedule. */
+float ts_train_loop_lr(const ts_train_loop_opts *o, int64_t t);
+
+typedef struct ts_train_loop_result {
+    int64_t steps;         /* steps done */
+    double seconds;        /* wall time of the loop */
+    bool early_stop;       /* patience ran out: the model is back at best_step */
+    bool interrupted;      /* the stop flag ended the run */
+    int64_t best_step;     /* the best held-out loss seen, and its step */
+    double best_loss;
+    double last_heldout;   /* the last held-out loss measured (NaN if none) */
+    int records;           /* snapshots written to the trace */
+} ts_train_loop_result;
+
+/* Train tr's model with opt on d as o says. The model's batch size is the
+ * source's; training mode (dropout) is set for the run. */
+ts_status ts_train_loop(ts_train *tr, ts_optim *opt, ts_train_data *d, const ts_train_loop_opts *o,
+                        ts_train_loop_result *r);
+
+/* ---- the toy tasks as a data source (task_data.c) --------------------------------- */
+
+typedef struct ts_task_data {
+    ts_task_kind kind;
+    int B, S, T, V;
+    uint64_t seed;
+    int32_t *src, *tgt, *labels; // (B, S), (B, T), (B, T): the current batch
+    int n_held;                  // held-out batches of B sequences
+    int32_t *hsrc, *htgt, *hlab; // (n_held * B, S), (n_held * B, T), (n_held * B, T)
+} ts_task_data;
+
+/* Data for a model config c (batch, seq, tgt_seq, vocab, seed) and at least
+ * `heldout` held-out sequences (whole batches), from a stream of their own. */
+ts_status ts_task_data_init(ts_task_data *d, ts_task_kind kind, const ts_model_config *c, int heldout);
+void ts_task_data_free(ts_task_data *d);
+
+/* The loop's face of d: teacher-forced held-out loss, the first held-out
+ * sequences as the probe (up to 4). */
+void ts_task_data_source(ts_task_data *d, ts_train_data *out);
+
+/* Greedy decoding of every held-out batch, scored against the answers.
+ * first (may be NULL): the predictions of the first held-out batch (B, T). */
+ts_status ts_task_data_evaluate(ts_task_data *d, ts_model *m, ts_task_score *score, int32_t *first);
+
+/* ---- language modelling as a data source (lm_data.c) ------------------------------
+ *
+ * A corpus as token ids, cut into pieces of `piece` tokens: one piece in
+ * `heldout_every` is held out (so both parts cover the whole book), the rest
+ * are joined into the training stream (a text shorter than
+ * 2 * heldout_every pieces gets pieces of n / (2 * heldout_every) tokens, at
+ * least ctx + 1, so two are held out). Training batch k is B windows of
+ * ctx + 1 tokens at positions drawn from a seeded stream (input: the first
+ * ctx, labels: the last ctx). With repeat_frac > 0, that fraction of the
+ * windows is instead a random sequence of period p (p uniform in
+ * [ctx/8, ctx/2], tokens uniform over the vocabulary) repeated to fill the
+ * window: text where only copying from earlier in the context helps, which
+ * makes induction heads form sooner (docs/training.md). Held out: `heldout`
+ * windows spread evenly over the held-out stream, evaluated in whole
+ * batches; the loss is the mean over every position of every window. */
+typedef struct ts_lm_data_opts {
+    int batch, ctx;     /* B, S: the model's batch and context */
+    int vocab;          /* V: ids are in [0, V) */
+    uint64_t seed;
+    int heldout;        /* held-out windows (256) */
+    int heldout_every;  /* one piece in N is held out (20) */
+    int piece;          /* tokens a piece (4096) */
+    float repeat_frac;  /* windows made of a repeated random sequence (0) */
+} ts_lm_data_opts;
+
+void ts_lm_data_opts_default(ts_lm_data_opts *o);
+
+typedef struct ts_lm_data {
+    ts_lm_data_opts o;
+    int32_t *train;   /* (n_train) the training stream */
+    int64_t n_train;
+    int32_t *held;    /* (n_held) the held-out stream */
+    int64_t n_held;
+    int n_windows;    /* held-out windows, a whole number of batches */
+    int32_t *hx, *hy; /* (n_windows, S) their inputs and labels */
+    int32_t *x, *y;   /* (B, S) the current batch */
+    int32_t *probe;   /* (probe_batch, S) what a trace follows (ts_lm_data_set_probe) */
+    int probe_batch;
+    void *scores;     /* the snapshot's measures (lm_scores.c), made on first use */
+} ts_lm_data;
+
+/* Split ids[0..n) (copied) as o says. Needs at least one training window
+ * and one held-out window of ctx + 1 tokens. */
+ts_status ts_lm_data_init(ts_lm_data *d, const int32_t *ids, int64_t n, const ts_lm_data_opts *o);
+void ts_lm_data_free(ts_lm_data *d);
+
+/* The sequences a trace follows: P sequences of ctx ids each (copied). */
+ts_status ts_lm_data_set_probe(ts_lm_data *d, const int32_t *ids, int P);
+
+/* The loop's face of d. At each snapshot it also records the held-out loss
+ * and the in-context measures (ts_lm_measure: lm.heldout_loss, lm.repeat.loss,
+ * lm.score.prev_token, lm.score.induction, lm.score.copying). */
+void ts_lm_data_source(ts_lm_data *d, ts_train_data *out);
+
+/* The mean held-out loss (nats per token) of m (batch B, context S). */
+ts_status ts_lm_data_heldout(ts_lm_data *d, ts_model *m, double *loss);
+
+/* ---- in-context measures of a language model (lm_scores.c) ------------------------
+ *
+ * On R sequences of n random tokens written twice (S = 2n positions, tokens
+ * uniform over the vocabulary; ts_lm_repeat_ids), with a[i][j] a head's
+ * attention from query i to key j, averaged over the R sequences
+ * (docs/training.md has the reasons and the literature):
+ *   prev_token  mean over i in [1, S) of a[i][i-1]: a head that looks one back
+ *   induction   mean over i in [n, S) of a[i][i-n+1]: from a token in the
+ *               second half to the token after its first occurrence (the
+ *               prefix-matching score of Olsson et al., 2022)
+ *   copying     sum(l) / sum(|l|) over the eigenvalues l of the head's OV
+ *               circuit W_U g_f W_O^h W_V^h g_1 W_E^T (V x V; LayerNorms folded
+ *               as their gains g): +1 when whatever the head attends to raises
+ *               the logit of that same token (Elhage et al., 2021)
+ *   pos_loss    the cross-entropy at each position i in [0, S-1) of predicting
+ *               token i+1, averaged over the R sequences: near ln V in the first
+ *               half, near 0 in the second for a model that copies.
+ * Chance for the attention scores is what uniform causal attention gives:
+ * prev_token mean of 1/(i+1) over [1, S), induction mean of 1/(i+1) over [n, S). */
+typedef struct ts_lm_measures {
+    int L, H, S;        /* layers, heads, positions */
+    float *prev_token;  /* (L, H) */
+    float *induction;   /* (L, H) */
+    float *copying;     /* (L, H) */
+    float *pos_loss;    /* (S - 1) */
+    double loss_first, loss_second; /* mean pos_loss over positions [0, n-1) and [n, S-1) */
+    double chance_prev, chance_induction;
+} ts_lm_measures;
+
+/* R sequences (R, S) of S/2 random tokens from [0, vocab), each written twice. */
+void ts_lm_repeat_ids(int32_t *ids, int R, int S, int vocab, uint64_t seed);
+
+/* Every measure of model m on ids (m->cfg.batch sequences of m->S tokens,
+ * each a half written twice), with the inference forward. m must be a
+ * causal stack with a vocabulary head. out is allocated; free with
+ * ts_lm_measures_free. */
+ts_status ts_lm_measure(ts_model *m, const int32_t *ids, ts_lm_measures *out);
+void ts_lm_measures_free(ts_lm_measures *out);
+
+/* The copying score of every head (L, H) from the weights alone. */
+ts_status ts_lm_copying(const ts_model *m, float *out);
 
 #endif

@@ -134,6 +134,10 @@ int bench_model_forward(int reps, const char *preset) {
                sum.flops / 1e9, ts_isa_name(ts_kernels_isa()), ts_kernels_threads(), peak, reps);
         for (int c = 0; c < N_CASES; c++)
             print_row(cases[c].label, median[c], c > 0 ? median[0] : 0, hook_median[c], sum.flops, peak);
+        if (strcmp(cfg.preset, "gpt2") == 0) /* the yardstick: the same model in PyTorch */
+            printf("# peer: /usr/bin/python3 tests/ref/gpt/torch_gpt2_bench.py --threads %d (GPT-2 small in PyTorch, "
+                   "OpenBLAS); ratio = tscope's untraced forward / the peer's, same session\n",
+                   ts_kernels_threads());
     }
     if (st) rc = ts_cli_error("bench", "%s", ts_last_error());
     unlink(trace_path);

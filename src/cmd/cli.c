@@ -49,12 +49,6 @@ void ts_cli_usage(FILE *out, const ts_cli_spec *spec) {
     fprintf(out, "  %-28s %s\n", "-h, --help", "show this help");
 }
 
-static int usage_error(const ts_cli_spec *spec, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
-
 /* A bad value is one line that points at --help: the flag was right, so the
  * whole usage would only bury the message. */
 static int value_error(const ts_cli_spec *spec, const char *fmt, ...)
@@ -73,14 +67,20 @@ static int value_error(const ts_cli_spec *spec, const char *fmt, ...) {
     return 2;
 }
 
-static int usage_error(const ts_cli_spec *spec, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "tscope %s: ", spec->command);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-    ts_cli_usage(stderr, spec);
+/* An unknown flag: one line naming it, the nearest flag when one is close,
+ * and where the list is; the whole usage would only bury the line. */
+static int unknown_flag(const ts_cli_spec *spec, const char *arg, size_t len) {
+    char name[128];
+    snprintf(name, sizeof name, "%.*s", (int)(len < sizeof name ? len : sizeof name - 1), arg);
+    const char *near = NULL;
+    int best = 3; /* a typo or two, not a different word */
+    for (int i = 0; i < spec->n_flags; i++) {
+        int d = ts_text_edit_distance(name, spec->flags[i].name);
+        if (d < best && 3 * d <= (int)strlen(name)) best = d, near = spec->flags[i].name;
+    }
+    fprintf(stderr, "tscope %s: unknown flag %s", spec->command, name);
+    if (near) fprintf(stderr, " (did you mean %s?)", near);
+    fprintf(stderr, "; 'tscope %s --help' lists the flags\n", spec->command);
     return 2;
 }
 
@@ -140,7 +140,7 @@ static int parse_flag(const ts_cli_spec *spec, int argc, char **argv, int *i) {
     const char *eq = strchr(arg, '=');
     size_t name_len = eq ? (size_t)(eq - arg) : strlen(arg);
     const ts_flag *f = find_flag(spec, arg, name_len);
-    if (!f) return usage_error(spec, "unknown flag %.*s", (int)name_len, arg);
+    if (!f) return unknown_flag(spec, arg, name_len);
     if (f->kind == TS_FLAG_BOOL) {
         if (eq) return value_error(spec, "%s takes no value", f->name);
         *(bool *)f->value = true;
@@ -173,16 +173,19 @@ int ts_cli_parse(const ts_cli_spec *spec, int argc, char **argv, const char **po
         } else if (!only_positional && arg[0] == '-' && arg[1] == '-') {
             int rc = parse_flag(spec, argc, argv, &i);
             if (rc >= 0) return rc;
+        } else if (!only_positional && arg[0] == '-' && arg[1] != '\0' && find_flag(spec, arg, strlen(arg))) {
+            int rc = parse_flag(spec, argc, argv, &i); /* a short flag a command declares (generate's -n) */
+            if (rc >= 0) return rc;
         } else if (!only_positional && arg[0] == '-' && arg[1] != '\0') {
-            return usage_error(spec, "unknown flag %s (flags are spelled --name)", arg);
+            return value_error(spec, "unknown flag %s (flags are spelled --name)", arg);
         } else {
             if (n_pos >= spec->max_positional)
-                return usage_error(spec, "unexpected argument '%s'", arg);
+                return value_error(spec, "unexpected argument '%s'", arg);
             positional[n_pos++] = arg;
         }
     }
     if (n_pos < spec->min_positional)
-        return usage_error(spec, "missing %s", spec->positional_meta ? spec->positional_meta : "argument");
+        return value_error(spec, "missing %s", spec->positional_meta ? spec->positional_meta : "argument");
     if (n_positional) *n_positional = n_pos;
     return -1;
 }

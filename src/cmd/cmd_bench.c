@@ -286,6 +286,8 @@ int ts_cmd_bench(int argc, char **argv) {
             snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "", bench_cases[i].name);
         return ts_cli_error("bench", "unknown case '%s' (expected %s)", pos[0], names);
     }
+    if (o.preset && strcmp(c->name, "gemm") == 0)
+        return ts_cli_error("bench", "--preset picks the model of forward and train; gemm measures the kernels alone");
     if (ts_kernels_init() != TS_OK) return ts_cli_error("bench", "%s", ts_last_error());
     if (o.threads > 0) ts_kernels_set_threads(o.threads);
     return c->run(&o);

@@ -1,5 +1,6 @@
 /* tscope info: one line a step of a trace, in an aligned table. Opening reads
  * the index and the step headers only, so a trace of gigabytes prints at once. */
+#include <cjson/cJSON.h>
 #include <fnmatch.h>
 #include <stdio.h>
 #include <string.h>
@@ -9,6 +10,24 @@
 #include "tscope/trace.h"
 
 #define NAME_WIDTH_MAX 56
+
+/* A trace written by another program (the PyTorch bridge) says so in its
+ * metadata; a reader comparing it with tscope's own must know which steps the
+ * writer recomputed from a module's weights rather than caught in flight. */
+static void print_writer(const ts_trace *t) {
+    cJSON *meta = cJSON_Parse(ts_trace_metadata(t));
+    const char *writer = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(meta, "writer"));
+    if (writer) {
+        const char *torch = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(meta, "torch_version"));
+        const cJSON *recomputed = cJSON_GetObjectItemCaseSensitive(meta, "recomputed");
+        printf("written by %s%s%s%s", writer, torch ? " (torch " : "", torch ? torch : "", torch ? ")" : "");
+        if (cJSON_IsArray(recomputed))
+            printf("; %d steps recomputed from module weights and checked against the module's output",
+                   cJSON_GetArraySize(recomputed));
+        printf("\n");
+    }
+    cJSON_Delete(meta);
+}
 
 static bool wanted(const ts_cli_list *only, const char *name) {
     if (only->count == 0) return true;
@@ -138,6 +157,7 @@ int ts_cmd_info(int argc, char **argv) {
     ts_text_bytes(size, sizeof size, ts_trace_file_size(t));
     printf("%s: %lld steps, %s%s\n", path, (long long)ts_trace_count(t), size,
            ts_trace_complete(t) ? "" : " (incomplete: the run did not finish)");
+    print_writer(t);
     int n_src = ts_trace_token_count(t, TS_TRACE_SOURCE);
     if (n_src > 0) {
         printf("source:");

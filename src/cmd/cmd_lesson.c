@@ -125,7 +125,7 @@ typedef struct lesson_opts {
     const char *export_dir, *script, *screenshot, *cache, *format;
     float scale;
     int step, width, height;
-    bool rerun, quiet, scale_seen, format_seen;
+    bool rerun, quiet;
 } lesson_opts;
 
 /* Every word of a --script is one the viewer knows: checked before the
@@ -189,6 +189,7 @@ static int run_lesson(const ts_lesson *l, const char *what, const lesson_opts *o
 
 int ts_cmd_lesson(int argc, char **argv) {
     bool list = false, check = false, print = false;
+    bool scale_seen = false, step_seen = false, width_seen = false, height_seen = false, format_seen = false;
     lesson_opts o = {.scale = 1.25f, .width = 1400, .height = 860, .format = "png"};
     const ts_flag flags[] = {
         {"--list", TS_FLAG_BOOL, &list, NULL, "list every lesson: number, name, title, steps", NULL, NULL, NULL},
@@ -202,17 +203,17 @@ int ts_cmd_lesson(int argc, char **argv) {
          NULL, NULL},
         {"--format", TS_FLAG_CHOICE, &o.format, "F",
          "what --export writes: png, or svg and pdf (vector pages for slides, drawn by the same code) (png)",
-         "png|svg|pdf", NULL, &o.format_seen},
+         "png|svg|pdf", NULL, &format_seen},
         {"--scale", TS_FLAG_FLOAT, &o.scale, "X", "pixels per point of exported PNG pages (1.25)", NULL, NULL,
-         &o.scale_seen},
-        {"--step", TS_FLAG_INT, &o.step, "N", "open the window at step N (1)", NULL, NULL, NULL},
+         &scale_seen},
+        {"--step", TS_FLAG_INT, &o.step, "N", "open the window at step N (1)", NULL, NULL, &step_seen},
         {"--script", TS_FLAG_STRING, &o.script, "KEYS",
          "replay keys in the window first, e.g. \"right right shot:a.png\" (as tscope view --script)", NULL, NULL,
          NULL},
         {"--screenshot", TS_FLAG_STRING, &o.screenshot, "FILE", "write the last frame to FILE (PNG) and exit", NULL,
          NULL, NULL},
-        {"--width", TS_FLAG_INT, &o.width, "W", "window width in points (1400)", NULL, NULL, NULL},
-        {"--height", TS_FLAG_INT, &o.height, "H", "window height in points (860)", NULL, NULL, NULL},
+        {"--width", TS_FLAG_INT, &o.width, "W", "window width in points (1400)", NULL, NULL, &width_seen},
+        {"--height", TS_FLAG_INT, &o.height, "H", "window height in points (860)", NULL, NULL, &height_seen},
         {"--cache", TS_FLAG_STRING, &o.cache, "DIR",
          "where the runs' traces are kept ($TSCOPE_CACHE, else $XDG_CACHE_HOME/tscope/lessons)", NULL, NULL, NULL},
         {"--rerun", TS_FLAG_BOOL, &o.rerun, NULL, "run the setups again even when their traces are cached", NULL, NULL,
@@ -239,20 +240,30 @@ int ts_cmd_lesson(int argc, char **argv) {
     int n_pos = 0;
     int rc = ts_cli_parse(&spec, argc, argv, pos, &n_pos);
     if (rc >= 0) return rc;
+    /* Each mode uses some flags; any other is refused rather than ignored. */
+    bool window_flags = o.script || o.screenshot || step_seen || width_seen || height_seen;
+    bool run_flags = o.cache || o.rerun || o.quiet;
     if (list) {
-        if (n_pos || check || print || o.export_dir) return ts_cli_error("lesson", "--list takes no lesson and no other flag");
+        if (n_pos || check || print || o.export_dir || window_flags || run_flags || scale_seen || format_seen)
+            return ts_cli_error("lesson", "--list takes no lesson and no other flag");
         return list_lessons();
     }
-    if ((check || print) && (o.export_dir || o.script || o.screenshot))
-        return ts_cli_error("lesson", "--check and --print do not run the lesson: drop --export, --script, --screenshot");
-    if (o.export_dir && (o.script || o.screenshot))
-        return ts_cli_error("lesson", "--export writes the pages without a window: drop --script and --screenshot");
-    if (!(o.scale > 0 && o.scale <= 8)) return ts_cli_error("lesson", "--scale %g must be in (0, 8]", (double)o.scale);
-    if ((o.format_seen || o.scale_seen) && !o.export_dir)
-        return ts_cli_error("lesson", "--%s sets the exported pages: give --export DIR", o.format_seen ? "format" : "scale");
-    if (o.scale_seen && strcmp(o.format, "png") != 0)
+    if (check && print) return ts_cli_error("lesson", "--check and --print are two answers: ask for one");
+    if ((check || print) && (o.export_dir || window_flags || run_flags || scale_seen || format_seen))
+        return ts_cli_error("lesson", "--check and --print do not run the lesson: drop --export, the window's flags "
+                                      "(--script --screenshot --step --width --height), --scale, --cache, --rerun, --quiet");
+    if (o.export_dir && window_flags)
+        return ts_cli_error("lesson", "--export writes the pages without a window: drop --script, --screenshot, "
+                                      "--step, --width and --height");
+    if (!o.export_dir && scale_seen)
+        return ts_cli_error("lesson", "--scale sets the exported pages' pixels per point: add --export DIR (the "
+                                      "window follows the screen)");
+    if (!o.export_dir && format_seen)
+        return ts_cli_error("lesson", "--format sets what --export writes: add --export DIR");
+    if (scale_seen && strcmp(o.format, "png") != 0)
         return ts_cli_error("lesson", "--scale sets the pixels of PNG pages; %s pages are in points and scale without loss",
                             o.format);
+    if (!(o.scale > 0 && o.scale <= 8)) return ts_cli_error("lesson", "--scale %g must be in (0, 8]", (double)o.scale);
     if (o.step < 0) return ts_cli_error("lesson", "--step %d: steps count from 1", o.step);
     if (o.width < 800 || o.width > 16384 || o.height < 500 || o.height > 16384)
         return ts_cli_error("lesson", "--width and --height must be 800..16384 and 500..16384 (got %d x %d)", o.width,

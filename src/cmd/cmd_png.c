@@ -107,6 +107,21 @@ static int export(const png_args *a, ts_scene *sc) {
     return st == TS_OK ? 0 : fail("%s", ts_last_error());
 }
 
+/* A flag the picture does not show is an error, not a silent no-op. -1: all used. */
+static int unused(const png_args *a, const ts_scene *sc) {
+    unsigned used = ts_scene_used(sc);
+    const char *view = ts_scene_view_name(sc), *name = a->tensor;
+    if (a->head_seen && !(used & TS_SCENE_USED_HEAD))
+        return fail("--head %d: the %s view of %s shows no single head (one is drawn from an attention step's "
+                    "(B, H, Sq, Sk), or dim 1 of a (B, H, ...) tensor)", a->head, view, name);
+    if (a->batch_seen && !(used & TS_SCENE_USED_BATCH))
+        return fail("--batch %d: the %s view of %s has no batch element to choose", a->batch, view, name);
+    if (a->axes && !(used & TS_SCENE_USED_AXES))
+        return fail("--axes %s picks the two dims of a tensor heatmap; the %s view of %s has its own", a->axes, view,
+                    name);
+    return -1;
+}
+
 int ts_cmd_png(int argc, char **argv) {
     /* -o is the one short flag people type without thinking: read it as --output. */
     char **args = malloc(sizeof *args * (size_t)(argc + 1));
@@ -199,6 +214,8 @@ int ts_cmd_png(int argc, char **argv) {
     ts_scene *sc;
     if (ts_scene_build(&sc, t, &rq) != TS_OK) {
         rc = fail("%s", ts_last_error());
+    } else if ((rc = unused(&a, sc)) >= 0) {
+        ts_scene_free(sc);
     } else {
         rc = export(&a, sc);
         ts_scene_free(sc);

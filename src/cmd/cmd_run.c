@@ -2,11 +2,14 @@
  * optionally printing every step's shape as it is computed. */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "commands.h"
+#include "lm_cli.h"
 #include "model_flags.h"
+#include "model_weights.h"
 #include "run_backward.h"
 #include "trace_cli.h"
 #include "tscope/kernels.h"
@@ -15,7 +18,12 @@
 typedef struct run_opts {
     const char *print_shapes; /* NULL, "plain" or "torch" */
     const char *load, *input, *target;
+    const char *load_prefix;  /* --load-prefix P: stripped from the file's names */
+    bool ignore_extra;        /* --ignore-extra: skip tensors with no place, and list them */
+    const char *src_kpm, *tgt_kpm, *mem_kpm; /* --{src,tgt,memory}-key-padding-mask M.npy */
+    const char *tgt_mask;     /* --tgt-mask causal|none */
     bool backward;      /* --backward: one backward pass too, gradients traced (run_backward.c) */
+    bool scores;        /* --scores: a language model's per-head scores (run_lm.c) */
     const char *labels; /* --labels L.npy for the backward's loss */
     trace_cli trace; /* --trace FILE and its flags */
     int argc;        /* the command line, for the trace's metadata */
@@ -71,49 +79,113 @@ static void print_tokens(const model_batch *b, const ts_model_config *c) {
     printf("\n");
 }
 
-static int run(const model_flags *mf, const run_opts *o) {
-    ts_model_config cfg;
-    model_batch batch;
-    ts_npy x = {0}, y = {0};
-    ts_status st;
+/* Pairs of run's own flags that cannot work, before any file is read. */
+static int flag_pairs(const run_opts *o) {
     if (o->target && !o->input) return ts_cli_error("run", "--target feeds the decoder; give --input X.npy too");
-    if (o->input) { /* the files decide batch and lengths */
-        memset(&batch, 0, sizeof batch);
-        st = model_flags_resolve(mf, &cfg, NULL);
-        if (!st) st = ts_model_read_embedded(&cfg, o->input, o->target, &x, o->target ? &y : NULL);
-        if (!st && cfg.arch == TS_ARCH_ENCODER_DECODER && !o->target)
-            st = ts_fail(TS_ERR_ARG, "--input feeds the encoder; this encoder-decoder also needs --target Y.npy "
-                                     "(B, T, %d) or --dec-layers 0",
-                         cfg.d_model);
-        if (!st) st = ts_model_config_check(&cfg);
-    } else {
-        st = model_flags_resolve(mf, &cfg, &batch);
+    if ((o->load_prefix || o->ignore_extra) && !o->load)
+        return ts_cli_error("run", "%s is about the weights file: add --load W.safetensors",
+                            o->load_prefix ? "--load-prefix" : "--ignore-extra");
+    const char *masks[3] = {o->src_kpm, o->tgt_kpm, o->mem_kpm};
+    const char *names[3] = {"--src-key-padding-mask", "--tgt-key-padding-mask", "--memory-key-padding-mask"};
+    for (int i = 0; i < 3; i++)
+        if (masks[i] && !o->input)
+            return ts_cli_error("run", "%s marks padded positions of --input vectors; give --input X.npy (--text "
+                                       "pads and masks by itself)", names[i]);
+    if ((o->tgt_kpm || o->mem_kpm) && !o->target)
+        return ts_cli_error("run", "%s is for the decoder; give --target Y.npy too",
+                            o->tgt_kpm ? names[1] : names[2]);
+    return -1;
+}
+
+/* The padding masks of --input runs, read once the batch and lengths are known. */
+static ts_status read_masks(const run_opts *o, const ts_model_config *c, ts_model_input *in, uint8_t *owned[3]) {
+    ts_status st = TS_OK;
+    if (o->src_kpm) st = ts_model_read_pad_mask(o->src_kpm, "--src-key-padding-mask", c->batch, c->seq, &owned[0]);
+    if (!st && o->tgt_kpm)
+        st = ts_model_read_pad_mask(o->tgt_kpm, "--tgt-key-padding-mask", c->batch, c->tgt_seq, &owned[1]);
+    if (!st && o->mem_kpm)
+        st = ts_model_read_pad_mask(o->mem_kpm, "--memory-key-padding-mask", c->batch, c->seq, &owned[2]);
+    in->src_pad = owned[0];
+    in->tgt_pad = owned[1];
+    /* nn.Transformer.forward: memory_key_padding_mask is its own argument, None unless given */
+    in->mem_pad = owned[2];
+    in->mem_pad_set = c->arch == TS_ARCH_ENCODER_DECODER;
+    return st;
+}
+
+static int run(const model_flags *mf, const run_opts *o) {
+    ts_model_config cfg, wcfg;
+    model_batch batch;
+    memset(&batch, 0, sizeof batch);
+    ts_npy x = {0}, y = {0};
+    ts_safetensors wf;
+    ts_weights_info winfo;
+    uint8_t *pads[3] = {NULL, NULL, NULL};
+    bool have_wf = false;
+    ts_status st = TS_OK;
+    int rc = flag_pairs(o);
+    if (rc >= 0) return rc;
+    rc = 0;
+    model_given g = {.weights_path = o->load, .input_path = o->input, .target_path = o->target,
+                     .src_pad_given = o->src_kpm != NULL};
+    if (o->load) {
+        st = ts_safetensors_open(&wf, o->load);
+        have_wf = !st;
+        if (!st) st = ts_weights_infer(&wf, o->load_prefix, &winfo);
+        if (!st) st = model_weights_config(mf, &winfo, o->load, &wcfg);
+        if (!st) g.base = &wcfg;
     }
-    if (st) {
-        ts_npy_free(&x);
-        ts_npy_free(&y);
-        return ts_cli_error("run", "%s", ts_last_error());
+    if (!st && o->input && !(st = ts_model_read_vectors(o->input, "--input", &x))) g.input = &x;
+    if (!st && o->target && !(st = ts_model_read_vectors(o->target, "--target", &y))) g.target = &y;
+    if (!st) st = model_flags_resolve_given(mf, &g, &cfg, &batch);
+    if (!st && o->backward && cfg.variants) {
+        char names[128];
+        ts_model_variant_names(cfg.variants, names, sizeof names);
+        st = ts_fail(TS_ERR_ARG, "--backward runs through the correct model only; --variant %s is for forward passes "
+                                 "that show a seed's mistake", names);
     }
-    int rc = 0;
+    if (!st && o->tgt_mask) {
+        if (cfg.arch != TS_ARCH_ENCODER_DECODER)
+            st = ts_fail(TS_ERR_ARG, "--tgt-mask %s is the decoder's self-attention mask; this model has no decoder",
+                         o->tgt_mask);
+        cfg.tgt_not_causal = strcmp(o->tgt_mask, "none") == 0;
+    }
     ts_model m;
     memset(&m, 0, sizeof m);
-    st = ts_kernels_init();
-    if (!st) st = ts_model_init(&m, &cfg);
-    if (!st && o->load) st = ts_model_load_safetensors(&m, o->load, NULL);
+    ts_model_input in = model_batch_input(&batch);
+    if (!st && o->input) {
+        memset(&in, 0, sizeof in);
+        in.src_embedded = x.f32;
+        in.tgt_embedded = y.f32;
+        st = read_masks(o, &cfg, &in, pads);
+    }
     if (st) {
         rc = ts_cli_error("run", "%s", ts_last_error());
         goto out;
+    }
+    ts_load_report loaded;
+    st = ts_kernels_init();
+    if (!st) st = ts_model_init(&m, &cfg);
+    if (!st && o->load) {
+        ts_load_options lo = {.info = &winfo, .into = NULL, .ignore_extra = o->ignore_extra};
+        st = ts_model_load_weights(&m, &wf, &lo, &loaded);
+    }
+    if (st) {
+        rc = ts_cli_error("run", "%s", ts_last_error());
+        goto out;
+    }
+    if (o->load) {
+        char wdesc[768];
+        model_weights_describe(&winfo, mf, o->load, wdesc, sizeof wdesc);
+        printf("# %s\n", wdesc);
+        if (loaded.skipped)
+            printf("# skipped %d tensor%s with no place in the model (--ignore-extra): %s\n", loaded.skipped,
+                   loaded.skipped == 1 ? "" : "s", loaded.skipped_names);
     }
     char desc[256];
     model_config_describe(&cfg, desc, sizeof desc);
     printf("# %s\n", desc);
     print_tokens(&batch, &cfg);
-    ts_model_input in = model_batch_input(&batch);
-    if (o->input) {
-        memset(&in, 0, sizeof in);
-        in.src_embedded = x.f32;
-        in.tgt_embedded = y.f32;
-    }
     shape_printer printer;
     ts_hook hook = {.fn = NULL, .ctx = NULL};
     if (o->print_shapes) {
@@ -152,13 +224,15 @@ out:
     model_batch_free(&batch);
     ts_npy_free(&x);
     ts_npy_free(&y);
+    for (int i = 0; i < 3; i++) free(pads[i]);
+    if (have_wf) ts_safetensors_close(&wf);
     return rc;
 }
 
 int ts_cmd_run(int argc, char **argv) {
     model_flags mf;
     run_opts o = {0};
-    ts_flag flags[MODEL_FLAGS_COUNT + 6 + TRACE_CLI_FLAGS];
+    ts_flag flags[MODEL_FLAGS_COUNT + 13 + TRACE_CLI_FLAGS];
     int n = model_flags_table(flags, 0, &mf);
     n = trace_cli_table(flags, n, &o.trace);
     o.argc = argc;
@@ -167,25 +241,46 @@ int ts_cmd_run(int argc, char **argv) {
                            "print each step's shape as it runs: [30, 200, 1536], or torch.Size([...]) with =torch",
                            "plain|torch", "plain", NULL};
     flags[n++] = (ts_flag){"--load", TS_FLAG_STRING, &o.load, "W.safetensors",
-                           "weights by PyTorch state_dict name (nn.Transformer, nn.TransformerEncoder)", NULL, NULL,
-                           NULL};
+                           "weights by PyTorch state_dict name (nn.Transformer, nn.TransformerEncoder, ...); the "
+                           "sizes come from them", NULL, NULL, NULL};
+    flags[n++] = (ts_flag){"--load-prefix", TS_FLAG_STRING, &o.load_prefix, "P",
+                           "take P off every name of the weights first, e.g. model. or backbone.", NULL, NULL, NULL};
+    flags[n++] = (ts_flag){"--ignore-extra", TS_FLAG_BOOL, &o.ignore_extra, NULL,
+                           "skip the weights' tensors the model has no place for (listed), instead of failing",
+                           NULL, NULL, NULL};
     flags[n++] = (ts_flag){"--input", TS_FLAG_STRING, &o.input, "X.npy",
                            "(B, S, D) float32 vectors for the encoder, instead of text", NULL, NULL, NULL};
     flags[n++] = (ts_flag){"--target", TS_FLAG_STRING, &o.target, "Y.npy",
-                           "(B, T, D) vectors for the decoder (causal mask)", NULL, NULL, NULL};
+                           "(B, T, D) vectors for the decoder", NULL, NULL, NULL};
+    flags[n++] = (ts_flag){"--src-key-padding-mask", TS_FLAG_STRING, &o.src_kpm, "M.npy",
+                           "(B, S) bool or 0/1, True = padding: keys the encoder ignores (or (B) lengths)", NULL,
+                           NULL, NULL};
+    flags[n++] = (ts_flag){"--tgt-key-padding-mask", TS_FLAG_STRING, &o.tgt_kpm, "M.npy",
+                           "(B, T) True = padding: keys the decoder's self-attention ignores", NULL, NULL, NULL};
+    flags[n++] = (ts_flag){"--memory-key-padding-mask", TS_FLAG_STRING, &o.mem_kpm, "M.npy",
+                           "(B, S) True = padding: memory keys cross-attention ignores (none unless given, as "
+                           "nn.Transformer)", NULL, NULL, NULL};
+    flags[n++] = (ts_flag){"--tgt-mask", TS_FLAG_CHOICE, &o.tgt_mask, NULL,
+                           "the decoder's self-attention: causal (the default) or none", "causal|none", NULL, NULL};
     flags[n++] = (ts_flag){"--backward", TS_FLAG_BOOL, &o.backward, NULL,
                            "then one backward pass: loss, grad.<activation> and grad.<parameter> to the trace", NULL,
                            NULL, NULL};
+    flags[n++] = (ts_flag){"--scores", TS_FLAG_BOOL, &o.scores, NULL,
+                           "with a language model's --load: each head's previous-token, induction and copying "
+                           "scores on random sequences written twice (docs/training.md)", NULL, NULL, NULL};
     flags[n++] = (ts_flag){"--labels", TS_FLAG_STRING, &o.labels, "L.npy",
                            "the backward's targets: ids (B, T) (default: the source, copied), class ids (B), or "
                            "d loss/d out", NULL, NULL, NULL};
     const ts_cli_spec spec = {
         .command = "run",
-        .synopsis = "[--preset P | model flags] [--text S | --input X.npy [--target Y.npy]] [--load W.safetensors] "
-                    "[--print-shapes[=torch]] [--trace FILE [--level L] [--only GLOB] [--keep-batch I]]",
+        .synopsis = "[--preset P | model flags] [--text S | --input X.npy [--target Y.npy] [masks]]\n"
+                    "       [--load W.safetensors [--load-prefix P] [--ignore-extra]] [--print-shapes[=torch]]\n"
+                    "       [--trace FILE [--level L] [--only GLOB] [--keep-batch I]] [--backward [--labels L.npy]]",
         .description = "Run one forward pass of the Transformer. With --print-shapes every step prints its shape\n"
                        "the way the seed notebooks do (qkv.size(): [30, 200, 1536]), under a line naming its\n"
-                       "module; =torch prints torch.Size([30, 200, 1536]) to diff against a notebook's output.",
+                       "module; =torch prints torch.Size([30, 200, 1536]) to diff against a notebook's output.\n"
+                       "With --load the model comes from the weights: their tensors decide the sizes, their\n"
+                       "__metadata__ or the flags the rest; a flag that disagrees with them is an error.",
         .flags = flags,
         .n_flags = n,
     };
@@ -194,5 +289,10 @@ int ts_cmd_run(int argc, char **argv) {
     if (o.print_shapes && strcmp(o.print_shapes, "plain") != 0 && strcmp(o.print_shapes, "torch") != 0)
         return ts_cli_error("run", "--print-shapes takes =torch or nothing, not '=%s'", o.print_shapes);
     if (o.labels && !o.backward) return ts_cli_error("run", "--labels is the backward pass's target; add --backward");
+    /* a language model's checkpoint brings its config and tokenizer (the model flags come first in the table) */
+    if (o.load && ts_lm_checkpoint_is(o.load))
+        return run_lm(o.load, &mf.text, flags, MODEL_FLAGS_COUNT, &o.trace, o.print_shapes, o.backward, o.scores, argc,
+                      argv);
+    if (o.scores) return ts_cli_error("run", "--scores measures a language model's heads: --load one saved by tscope train --task lm");
     return run(&mf, &o);
 }

@@ -52,17 +52,48 @@ static void print_table(FILE *out, const ts_model_summary *s) {
     fprintf(out, "steps traced: %d\n", s->steps);
 }
 
+/* Every parameter the config has, under the name a state_dict must give it. */
+static int print_params(const ts_model_config *cfg) {
+    ts_model m;
+    if (ts_model_init_dry(&m, cfg)) return ts_cli_error("shapes", "%s", ts_last_error());
+    printf("\n%-48s %-14s %12s\n", "parameter (state_dict name)", "shape", "numbers");
+    int64_t total = 0;
+    bool per_head = false;
+    for (int i = 0; i < m.n_params; i++) {
+        const ts_model_param_info *p = &m.params[i];
+        char shape[TS_SHAPE_TEXT_MAX], count[32];
+        ts_shape_format(shape, sizeof shape, p->rank, p->shape, TS_SHAPE_PLAIN);
+        printf("%-48s %-14s %12s\n", p->name, shape, grouped(count, sizeof count, p->numel));
+        total += p->numel;
+        per_head |= p->layout != TS_LAYOUT_TORCH;
+    }
+    char t[32];
+    printf("\n%d parameters, %s numbers\n", m.n_params, grouped(t, sizeof t, total));
+    if (cfg->arch == TS_ARCH_ENCODER)
+        printf("nn.TransformerEncoder's own state_dict names them without 'encoder.' (layers.0.…, norm.…); both "
+               "are read.\n");
+    if (per_head)
+        printf("in_proj_weight and in_proj_bias are exchanged in PyTorch's order [Wq; Wk; Wv]; tscope stores "
+               "their rows per head inside.\n");
+    ts_model_free(&m);
+    return 0;
+}
+
 int ts_cmd_shapes(int argc, char **argv) {
     model_flags mf;
     const char *style = "plain";
-    ts_flag flags[MODEL_FLAGS_COUNT + 1];
+    bool params = false, style_seen = false;
+    ts_flag flags[MODEL_FLAGS_COUNT + 2];
     int n = model_flags_table(flags, 0, &mf);
     flags[n++] = (ts_flag){"--style", TS_FLAG_CHOICE, &style, NULL,
                            "plain [30, 200, 1536] or torch torch.Size([30, 200, 1536]) (plain)", "plain|torch",
+                           NULL, &style_seen};
+    flags[n++] = (ts_flag){"--params", TS_FLAG_BOOL, &params, NULL,
+                           "list every parameter's state_dict name and shape instead (what --load reads)", NULL,
                            NULL, NULL};
     const ts_cli_spec spec = {
         .command = "shapes",
-        .synopsis = "[--preset P | model flags] [--style torch]",
+        .synopsis = "[--preset P | model flags] [--style torch | --params]",
         .description = "Dry run: every step's shape in order, as the seed notebooks print them, then a table of\n"
                        "modules (output shape, parameters, FLOPs) and the totals. Nothing is allocated or\n"
                        "computed, so even the base model answers at once.",
@@ -71,11 +102,17 @@ int ts_cmd_shapes(int argc, char **argv) {
     };
     int rc = ts_cli_parse(&spec, argc, argv, NULL, NULL);
     if (rc >= 0) return rc;
+    if (mf.seen[F_SEED] || mf.seen[F_EPS])
+        return ts_cli_error("shapes", "%s changes values, and shapes computes none: drop it, or use tscope run",
+                            mf.seen[F_SEED] ? "--seed" : "--eps");
+    if (params && style_seen)
+        return ts_cli_error("shapes", "--style prints the steps' shapes; --params lists the parameters instead");
     ts_model_config cfg;
     if (model_flags_resolve(&mf, &cfg, NULL)) return ts_cli_error("shapes", "%s", ts_last_error());
     char desc[256];
     model_config_describe(&cfg, desc, sizeof desc);
     printf("# %s\n", desc);
+    if (params) return print_params(&cfg);
     shape_printer printer;
     shape_printer_init(&printer, stdout, strcmp(style, "torch") == 0 ? TS_SHAPE_TORCH : TS_SHAPE_PLAIN);
     ts_hook hook = shape_printer_hook(&printer);

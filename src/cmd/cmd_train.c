@@ -13,6 +13,7 @@
 #include "commands.h"
 #include "model_flags.h"
 #include "trace_cli.h"
+#include "train_cmd.h"
 #include "tscope/kernels.h"
 #include "tscope/train.h"
 #include "tscope/trace.h"
@@ -32,158 +33,15 @@ static const task_defaults defaults[TS_TASK_COUNT] = {
     [TS_TASK_SORT] = {16, 10, 64, 2000, 100, 5e-3f},
 };
 
-#define PROBE_MAX 4     /* sequences in the probe batch a trace follows */
-#define EXAMPLES 3      /* decoded examples printed at the end */
-#define MAX_GROUPS 512  /* gradient-norm groups (layers) */
+#define EXAMPLES 3 /* decoded examples printed at the end */
 
-typedef struct train_opts {
-    const char *task, *optimizer, *save;
-    int steps, warmup, every, eval_every, patience, heldout;
-    float lr, smoothing, weight_decay, clip;
-    bool steps_seen, warmup_seen, lr_seen, wd_seen, every_seen, quiet;
-    trace_cli trace;
-    int argc;
-    char **argv;
-} train_opts;
 
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
+/* ---- the trace's metadata ------------------------------------------------------ */
 
-/* ---- data ----------------------------------------------------------------- */
-
-typedef struct task_data {
-    ts_task_kind kind;
-    int B, S, T, V;
-    uint64_t seed;
-    int32_t *src, *tgt, *labels; // (B, S), (B, T), (B, T): the current batch
-    int n_held;                  // held-out batches
-    int32_t *hsrc, *htgt, *hlab; // (n_held * B, ...)
-} task_data;
-
-static ts_status data_init(task_data *d, ts_task_kind kind, const ts_model_config *c, int heldout) {
-    memset(d, 0, sizeof *d);
-    d->kind = kind;
-    d->B = c->batch, d->S = c->seq, d->T = c->tgt_seq, d->V = c->vocab;
-    d->seed = c->seed;
-    d->n_held = (heldout + d->B - 1) / d->B;
-    size_t bs = (size_t)d->B * d->S, bt = (size_t)d->B * d->T, h = (size_t)d->n_held;
-    d->src = malloc(sizeof(int32_t) * bs);
-    d->tgt = malloc(sizeof(int32_t) * bt);
-    d->labels = malloc(sizeof(int32_t) * bt);
-    d->hsrc = malloc(sizeof(int32_t) * bs * h);
-    d->htgt = malloc(sizeof(int32_t) * bt * h);
-    d->hlab = malloc(sizeof(int32_t) * bt * h);
-    if (!d->src || !d->tgt || !d->labels || !d->hsrc || !d->htgt || !d->hlab)
-        return ts_fail(TS_ERR_NOMEM, "out of memory for the data");
-    /* Held-out sequences come from their own stream: never trained on. */
-    for (int i = 0; i < d->n_held; i++)
-        ts_task_batch(kind, d->V, d->B, d->S, d->seed ^ 0x4E1DC0DEull, (uint64_t)i, d->hsrc + bs * i,
-                      d->htgt + bt * i, d->hlab + bt * i);
-    return TS_OK;
-}
-
-static void data_free(task_data *d) {
-    free(d->src), free(d->tgt), free(d->labels), free(d->hsrc), free(d->htgt), free(d->hlab);
-    memset(d, 0, sizeof *d);
-}
-
-/* Teacher-forced held-out loss with the inference forward (no dropout). */
-static ts_status heldout_loss(ts_model *m, const task_data *d, double *loss) {
-    bool was = m->training;
-    ts_model_set_training(m, false);
-    double sum = 0;
-    ts_status st = TS_OK;
-    for (int i = 0; i < d->n_held && !st; i++) {
-        ts_model_input in = {.src_ids = d->hsrc + (size_t)i * d->B * d->S, .tgt_ids = d->htgt + (size_t)i * d->B * d->T};
-        ts_tensor out;
-        st = ts_model_forward(m, &in, NULL, &out);
-        if (!st)
-            sum += ts_bwd_cross_entropy_forward(out.data, d->hlab + (size_t)i * d->B * d->T, (int64_t)d->B * d->T, d->V,
-                                                0, 0.0f, NULL);
-    }
-    ts_model_set_training(m, was);
-    *loss = sum / d->n_held;
-    return st;
-}
-
-/* ---- gradient norms per layer --------------------------------------------- */
-
-/* "encoder.layers.3.linear1.weight" -> "encoder.layers.3"; "embed.norm.bias" -> "embed";
- * "decoder.embed.tokens.weight" -> "decoder.embed"; "generator.bias" -> "generator". */
-static void group_of(const char *name, char *out, size_t size) {
-    size_t layer = ts_name_layer_prefix(name);
-    if (layer) {
-        snprintf(out, size, "%.*s", (int)layer, name);
-    } else if (strncmp(name, "decoder.embed.", 14) == 0) {
-        snprintf(out, size, "decoder.embed");
-    } else if (strncmp(name, "embed.", 6) == 0) {
-        snprintf(out, size, "embed");
-    } else {
-        const char *dot = strrchr(name, '.');
-        snprintf(out, size, "%.*s", dot ? (int)(dot - name) : (int)strlen(name), name);
-    }
-}
-
-typedef struct groups {
-    int n;
-    char name[MAX_GROUPS][TS_MODEL_NAME_MAX];
-    int *of_param; // (n_params) group of each parameter
-} groups;
-
-static ts_status groups_init(groups *g, const ts_model *m) {
-    g->n = 0;
-    g->of_param = malloc(sizeof(int) * (size_t)(m->n_params + 1));
-    if (!g->of_param) return ts_fail(TS_ERR_NOMEM, "out of memory");
-    for (int i = 0; i < m->n_params; i++) {
-        char name[TS_MODEL_NAME_MAX];
-        group_of(m->params[i].name, name, sizeof name);
-        int k = 0;
-        while (k < g->n && strcmp(g->name[k], name) != 0) k++;
-        if (k == g->n && g->n < MAX_GROUPS) snprintf(g->name[g->n++], sizeof g->name[0], "%s", name);
-        g->of_param[i] = k < g->n ? k : g->n - 1;
-    }
-    return TS_OK;
-}
-
-/* ---- the trace -------------------------------------------------------------- */
-
-typedef struct tracer {
-    ts_trace_writer *w;
-    ts_hook hook;
-    ts_model probe;      // a copy of the model at probe batch size
-    int P;               // probe sequences
-    int32_t *psrc, *ptgt;
-    int records;
-} tracer;
-
-/* Only the attention weights of a probe forward go to the trace. */
-static ts_status weights_only(void *ctx, const char *name, ts_op op, const ts_tensor *t, ts_tag tag) {
-    tracer *tr = ctx;
-    size_t n = strlen(name);
-    if (tag != TS_TAG_ATTN_WEIGHTS || n < 8 || strcmp(name + n - 8, ".weights") != 0) return TS_OK;
-    return ts_hook_call(&tr->hook, name, op, t, tag);
-}
-
-static ts_status scalar(tracer *t, const char *name, ts_op op, double v) {
-    float x = (float)v;
-    ts_tensor s;
-    ts_tensor_view(&s, &x, 1, (int64_t[]){1});
-    return ts_hook_call(&t->hook, name, op, &s, TS_TAG_SCALAR);
-}
-
-static ts_status tracer_open(tracer *t, const train_opts *o, const ts_model_config *cfg, const task_data *d) {
-    memset(t, 0, sizeof *t);
-    ts_model_config pc = *cfg;
-    t->P = d->B < PROBE_MAX ? d->B : PROBE_MAX;
-    pc.batch = t->P;
-    ts_status st = ts_model_init(&t->probe, &pc);
-    if (st) return st;
-    /* the probe batch: the first held-out sequences */
-    t->psrc = d->hsrc;
-    t->ptgt = d->htgt;
+/* The trace of a task run: every step kept with its values, the probe's ids
+ * (its first sequence) as the axes' labels. */
+static ts_status open_trace(const train_opts *o, const ts_model_config *cfg, const ts_task_data *d,
+                            ts_trace_writer **w) {
     char ids[2][TS_TASK_MAX_SEQ][12];
     const char *src[TS_TASK_MAX_SEQ], *tgt[TS_TASK_MAX_SEQ];
     for (int i = 0; i < d->S; i++) snprintf(ids[0][i], sizeof ids[0][i], "%d", (int)d->hsrc[i]), src[i] = ids[0][i];
@@ -191,6 +49,7 @@ static ts_status tracer_open(tracer *t, const train_opts *o, const ts_model_conf
     char *config = trace_cli_config_json(cfg);
     char **line = calloc((size_t)o->argc + 1, sizeof *line);
     char *meta = NULL;
+    ts_status st = TS_OK;
     if (!config || !line) {
         st = ts_fail(TS_ERR_NOMEM, "trace: no memory for the metadata");
     } else {
@@ -201,48 +60,10 @@ static ts_status tracer_open(tracer *t, const train_opts *o, const ts_model_conf
     ts_trace_options opt;
     ts_trace_options_default(&opt);
     opt.level = TS_TRACE_VALUES;
-    if (!st) st = ts_trace_writer_open(o->trace.path, meta, &opt, &t->w);
+    if (!st) st = ts_trace_writer_open(o->trace.path, meta, &opt, w);
     free(meta);
     free(line);
     free(config);
-    if (st) {
-        ts_model_free(&t->probe);
-        return st;
-    }
-    t->hook = ts_trace_writer_hook(t->w);
-    return TS_OK;
-}
-
-/* One snapshot: step, loss, learning rate, gradient norms, the probe's attention.
- * norm: the global gradient norm before clipping (the gradients in tr may be
- * clipped since: the layers' norms are scaled back by the same factor). */
-static ts_status tracer_record(tracer *t, ts_train *tr, const groups *g, int64_t step, double loss, float lr,
-                               double norm) {
-    ts_model *m = tr->m;
-    double now_norm = sqrt(ts_train_grad_sumsq(tr, NULL)), unclip = now_norm > 0 ? norm / now_norm : 1.0;
-    ts_status st = scalar(t, "train.step", TS_OP_METRIC, (double)step);
-    if (!st) st = scalar(t, "train.loss", TS_OP_CROSS_ENTROPY, loss);
-    if (!st) st = scalar(t, "train.lr", TS_OP_METRIC, lr);
-    if (!st) st = scalar(t, "train.grad_norm", TS_OP_GRAD, norm);
-    double sums[MAX_GROUPS] = {0};
-    for (int i = 0; i < m->n_params; i++) {
-        const ts_model_param_info *p = &m->params[i];
-        const float *x = tr->grads + p->offset;
-        double s = 0;
-        for (int64_t j = 0; j < p->numel; j++) s += (double)x[j] * x[j];
-        sums[g->of_param[i]] += s;
-    }
-    char name[TS_MODEL_NAME_MAX + 32];
-    for (int k = 0; k < g->n && !st; k++) {
-        snprintf(name, sizeof name, "train.grad_norm.%s", g->name[k]);
-        st = scalar(t, name, TS_OP_GRAD, sqrt(sums[k]) * unclip);
-    }
-    if (st) return st;
-    memcpy(t->probe.block, m->block, sizeof(float) * (size_t)m->n_floats);
-    ts_model_input in = {.src_ids = t->psrc, .tgt_ids = t->ptgt};
-    ts_hook filter = {.fn = weights_only, .ctx = t};
-    st = ts_model_forward(&t->probe, &in, &filter, NULL);
-    t->records++;
     return st;
 }
 
@@ -268,22 +89,35 @@ static void progress_bar(int64_t step, int64_t steps, double loss, double tok_s,
     fflush(stdout);
 }
 
-/* ---- the run ----------------------------------------------------------------------- */
+/* What the progress callback prints from: a bar on a terminal, else a line
+ * every tenth of the run, each with the mean loss since the one before. */
+typedef struct progress_state {
+    bool tty, quiet;
+    int64_t log_every;
+    double last_draw, lsum;
+    int ln;
+} progress_state;
 
-/* Loss and gradients of the first training batch, with no update: what the
- * untrained model's trace record shows. */
-static ts_status measure(ts_train *tr, task_data *d, const ts_train_step_opts *so, double *loss) {
-    ts_task_batch(d->kind, d->V, d->B, d->S, d->seed, 1, d->src, d->tgt, d->labels);
-    ts_model_input in = {.src_ids = d->src, .tgt_ids = d->tgt};
-    ts_tensor out;
-    ts_status st = ts_train_forward(tr, &in, &out);
-    if (st) return st;
-    int64_t rows = (int64_t)d->B * d->T;
-    *loss = ts_bwd_cross_entropy_forward(out.data, d->labels, rows, d->V, 0, so->smoothing, NULL);
-    ts_train_zero_grad(tr);
-    ts_bwd_cross_entropy_backward(ts_train_output_grad(tr), 1.0f, out.data, d->labels, rows, d->V, 0, so->smoothing);
-    return ts_train_backward(tr, NULL, NULL);
+static void progress(void *ctx, const ts_train_progress *p) {
+    progress_state *ps = ctx;
+    ps->lsum += p->loss, ps->ln++;
+    bool last = p->step == p->steps || p->stopping;
+    if (ps->tty && (p->seconds - ps->last_draw > 0.1 || last)) {
+        progress_bar(p->step, p->steps, ps->lsum / ps->ln, p->tokens_per_s, p->eta);
+        ps->last_draw = p->seconds;
+        ps->lsum = 0, ps->ln = 0;
+    }
+    if (!ps->tty && !ps->quiet && (p->step % ps->log_every == 0 || last)) {
+        printf("step %lld/%lld  loss %.4f", (long long)p->step, (long long)p->steps, ps->lsum / ps->ln);
+        if (!isnan(p->heldout)) printf("  held-out %.4f", p->heldout);
+        printf("  lr %.2e  grad norm %.3f  %.1fk tok/s  %.1f s\n", (double)p->lr, p->grad_norm, p->tokens_per_s / 1000,
+               p->seconds);
+        fflush(stdout);
+        ps->lsum = 0, ps->ln = 0;
+    }
 }
+
+/* ---- the run ----------------------------------------------------------------------- */
 
 static void print_ids(const char *label, const int32_t *x, int n) {
     printf("  %-10s", label);
@@ -291,46 +125,26 @@ static void print_ids(const char *label, const int32_t *x, int n) {
     printf("\n");
 }
 
-/* Greedy decoding of every held-out batch; prints a few examples. */
-static ts_status evaluate(ts_model *m, const task_data *d, ts_task_score *score, bool examples) {
-    bool was = m->training;
-    ts_model_set_training(m, false);
-    memset(score, 0, sizeof *score);
-    int32_t *pred = malloc(sizeof(int32_t) * (size_t)d->B * d->T);
-    ts_status st = pred ? TS_OK : ts_fail(TS_ERR_NOMEM, "out of memory");
-    for (int i = 0; i < d->n_held && !st; i++) {
-        const int32_t *src = d->hsrc + (size_t)i * d->B * d->S, *lab = d->hlab + (size_t)i * d->B * d->T;
-        st = ts_task_greedy(m, src, pred);
-        if (st) break;
-        ts_task_score_add(score, pred, lab, d->B, d->T);
-        if (examples && i == 0) {
-            printf("held-out examples (greedy decoding; the decoder starts from 1):\n");
-            for (int b = 0; b < EXAMPLES && b < d->B; b++) {
-                bool ok = memcmp(pred + (size_t)b * d->T, lab + (size_t)b * d->T, sizeof(int32_t) * (size_t)d->T) == 0;
-                print_ids("source", src + (size_t)b * d->S, d->S);
-                print_ids("expected", lab + (size_t)b * d->T, d->T);
-                print_ids(ok ? "predicted" : "predicted", pred + (size_t)b * d->T, d->T);
-                printf("  %s\n", ok ? "(exact)" : "(differs)");
-            }
-        }
+static void print_examples(const ts_task_data *d, const int32_t *pred) {
+    printf("held-out examples (greedy decoding; the decoder starts from 1):\n");
+    for (int b = 0; b < EXAMPLES && b < d->B; b++) {
+        const int32_t *lab = d->hlab + (size_t)b * d->T;
+        bool ok = memcmp(pred + (size_t)b * d->T, lab, sizeof(int32_t) * (size_t)d->T) == 0;
+        print_ids("source", d->hsrc + (size_t)b * d->S, d->S);
+        print_ids("expected", lab, d->T);
+        print_ids("predicted", pred + (size_t)b * d->T, d->T);
+        printf("  %s\n", ok ? "(exact)" : "(differs)");
     }
-    free(pred);
-    ts_model_set_training(m, was);
-    return st;
 }
 
 static ts_status save_checkpoint(const train_opts *o, const ts_model *m, ts_task_kind kind, int64_t steps,
                                  const ts_task_score *score) {
-    char *config = trace_cli_config_json(&m->cfg);
     char steps_s[32], acc[64];
     snprintf(steps_s, sizeof steps_s, "%lld", (long long)steps);
     snprintf(acc, sizeof acc, "exact %.1f%%, per-token %.1f%%", 100.0 * score->seqs_right / (double)score->seqs,
              100.0 * score->tokens_right / (double)score->tokens);
-    const char *meta[] = {"format", "tscope", "task", ts_task_name(kind), "steps", steps_s, "held_out_accuracy", acc,
-                          "config", config ? config : "{}"};
-    ts_status st = ts_train_save(m, o->save, 5, meta);
-    free(config);
-    return st;
+    const char *meta[] = {"task", ts_task_name(kind), "steps", steps_s, "held_out_accuracy", acc};
+    return ts_train_save(m, o->save, 3, meta); /* and format, config: ts_train_save writes them */
 }
 
 /* A small model's step is a few hundred microseconds of work in many small
@@ -352,21 +166,29 @@ static int train(const train_opts *o, ts_model_config *cfg) {
     ts_task_kind kind;
     if (ts_task_parse(o->task, &kind)) return ts_cli_error("train", "%s", ts_last_error());
     const task_defaults *td = &defaults[kind];
-    int steps = o->steps_seen ? o->steps : td->steps, warmup = o->warmup_seen ? o->warmup : td->warmup;
-    float lr = o->lr_seen ? o->lr : td->lr;
-    if (steps < 0) return ts_cli_error("train", "--steps %d must not be negative", steps);
-    if (warmup < 0) return ts_cli_error("train", "--warmup %d must not be negative", warmup);
-    if (!(lr > 0)) return ts_cli_error("train", "--lr %g must be positive", (double)lr);
-    if (!(o->smoothing >= 0 && o->smoothing < 1))
-        return ts_cli_error("train", "--label-smoothing %g must be at least 0 and below 1", (double)o->smoothing);
+    ts_train_loop_opts lo;
+    ts_train_loop_opts_default(&lo);
+    lo.steps = o->steps_seen ? o->steps : td->steps;
+    lo.warmup = o->warmup_seen ? o->warmup : td->warmup;
+    lo.lr = o->lr_seen ? o->lr : td->lr;
+    lo.smoothing = o->smoothing;
+    lo.clip = o->clip;
+    lo.eval_every = o->eval_every;
+    lo.patience = o->patience;
+    lo.every = o->every;
+    lo.ignore_index = 0; /* padding */
+    if (o->schedule && strcmp(o->schedule, "cosine") == 0) {
+        lo.schedule = TS_LR_COSINE;
+        lo.min_lr = o->min_lr_seen ? o->min_lr : lo.lr / 10;
+    }
     if (o->every < 1) return ts_cli_error("train", "--every %d must be at least 1", o->every);
-    if (o->eval_every < 1) return ts_cli_error("train", "--eval-every %d must be at least 1", o->eval_every);
     if (o->heldout < 1) return ts_cli_error("train", "--heldout %d must be at least 1", o->heldout);
     if (o->trace.path == NULL && o->every_seen) return ts_cli_error("train", "--every needs --trace FILE");
     if (o->trace.level || o->trace.only.count || o->trace.keep_batch_seen)
         return ts_cli_error("train", "a training trace keeps its own selection: --level, --only and --keep-batch "
                                      "are for tscope run");
 
+    if (o->min_lr_seen && lo.schedule != TS_LR_COSINE) return ts_cli_error("train", "--min-lr is for --schedule cosine");
     ts_optim_config oc;
     bool adamw = o->optimizer ? strcmp(o->optimizer, "adamw") == 0 : o->wd_seen;
     ts_optim_config_default(&oc, adamw ? TS_OPTIM_ADAMW : TS_OPTIM_ADAM);
@@ -374,31 +196,30 @@ static int train(const train_opts *o, ts_model_config *cfg) {
     oc.eps = 1e-9f;
     oc.weight_decay = o->wd_seen ? o->weight_decay : (adamw ? 0.01f : 0.0f);
 
-    task_data d;
-    memset(&d, 0, sizeof d);
+    ts_task_data d;
+    ts_train_data src;
     ts_model m;
     ts_train tr;
     ts_optim opt;
-    tracer tc;
-    groups *g = calloc(1, sizeof *g);
-    memset(&m, 0, sizeof m), memset(&tr, 0, sizeof tr), memset(&opt, 0, sizeof opt), memset(&tc, 0, sizeof tc);
-    float *best = NULL;
+    ts_trace_writer *w = NULL;
+    memset(&d, 0, sizeof d), memset(&m, 0, sizeof m), memset(&tr, 0, sizeof tr), memset(&opt, 0, sizeof opt);
     int rc = 0;
-    ts_status st = g ? ts_kernels_init() : ts_fail(TS_ERR_NOMEM, "out of memory");
+    ts_status st = ts_kernels_init();
+    if (!st) st = ts_train_loop_opts_check(&lo); /* before any work: they name the flag */
+    if (st) return ts_cli_error("train", "%s", ts_last_error());
     if (!st) st = one_thread_when_small(cfg);
-    if (!st) st = data_init(&d, kind, cfg, o->heldout);
+    if (!st) st = ts_task_data_init(&d, kind, cfg, o->heldout);
     if (!st) st = ts_model_init(&m, cfg);
     if (!st) st = ts_train_init(&tr, &m);
     if (!st) st = ts_optim_init(&opt, &oc, m.n_floats);
-    if (!st) st = groups_init(g, &m);
-    if (!st && o->patience > 0 && !(best = malloc(sizeof(float) * (size_t)m.n_floats)))
-        st = ts_fail(TS_ERR_NOMEM, "out of memory for the best weights");
-    if (!st && o->trace.path) st = tracer_open(&tc, o, cfg, &d);
+    if (!st && o->trace.path) st = open_trace(o, cfg, &d, &w);
     if (st) {
         rc = ts_cli_error("train", "%s", ts_last_error());
         goto out;
     }
-    ts_model_set_training(&m, true);
+    ts_task_data_source(&d, &src);
+    ts_hook hook = w ? ts_trace_writer_hook(w) : (ts_hook){0};
+    lo.trace = w ? &hook : NULL;
     int64_t params = 0;
     for (int i = 0; i < m.n_params; i++) params += m.params[i].numel;
     char desc[256];
@@ -406,83 +227,36 @@ static int train(const train_opts *o, ts_model_config *cfg) {
     printf("# %s\n", desc);
     printf("# task %s: %d sequences of %d ids (1, then %d from [1, %d)) per step; %lld parameters; %s lr %g, "
            "warm-up %d%s, clip %g, label smoothing %g, weight decay %g; %d thread%s\n",
-           ts_task_name(kind), d.B, d.S, d.S - 1, d.V, (long long)params, adamw ? "AdamW" : "Adam", (double)lr,
-           warmup, warmup ? " then 1/sqrt(step)" : " (constant)", (double)o->clip, (double)o->smoothing,
+           ts_task_name(kind), d.B, d.S, d.S - 1, d.V, (long long)params, adamw ? "AdamW" : "Adam", (double)lo.lr,
+           lo.warmup, lo.schedule == TS_LR_COSINE ? " then a cosine" : lo.warmup ? " then 1/sqrt(step)" : " (constant)", (double)o->clip, (double)o->smoothing,
            (double)oc.weight_decay, ts_kernels_threads(), ts_kernels_threads() == 1 ? "" : "s");
     fflush(stdout);
 
-    bool tty = isatty(fileno(stdout)) && !o->quiet;
-    int log_every = steps >= 20 ? steps / 10 : 1;
-    ts_train_step_opts so = {lr, o->smoothing, o->clip, 0};
-    ts_train_step_result r = {0};
-    double t0 = now(), last_draw = 0, best_loss = INFINITY;
-    double tsum = 0, lsum = 0; /* losses since the last trace record, since the last progress line */
-    int tn = 0, ln = 0, since_best = 0;
-    int64_t best_step = 0, done = 0;
-    bool stopped = false;
-    if (tc.w) { /* the untrained model: loss, gradients and attention before any step */
-        double l0 = 0;
-        st = measure(&tr, &d, &so, &l0);
-        if (!st) st = tracer_record(&tc, &tr, g, 0, l0, 0.0f, sqrt(ts_train_grad_sumsq(&tr, NULL)));
-    }
-    for (int64_t step = 1; step <= steps && !st && !stopped; step++) {
-        ts_task_batch(kind, d.V, d.B, d.S, d.seed, (uint64_t)step, d.src, d.tgt, d.labels);
-        ts_model_input in = {.src_ids = d.src, .tgt_ids = d.tgt};
-        so.lr = ts_optim_lr(lr, warmup, step);
-        st = ts_train_step(&tr, &opt, &in, d.labels, &so, &r);
-        if (st) break;
-        done = step;
-        if (!isfinite(r.loss)) {
-            st = ts_fail(TS_ERR_ARG, "the loss became %g at step %lld: try a smaller --lr or --clip 1", r.loss,
-                         (long long)step);
-            break;
-        }
-        tsum += r.loss, tn++, lsum += r.loss, ln++;
-        if (tc.w && (step % o->every == 0 || step == steps)) {
-            st = tracer_record(&tc, &tr, g, step, tsum / tn, so.lr, r.grad_norm);
-            tsum = 0, tn = 0;
-            if (st) break;
-        }
-        double el = now() - t0, tok_s = (double)step * d.B * (d.S + d.T) / el, eta = el / step * (steps - step);
-        bool eval = step % o->eval_every == 0 || step == steps;
-        double hl = NAN;
-        if (eval) {
-            if ((st = heldout_loss(&m, &d, &hl))) break;
-            if (hl < best_loss * 0.99) {
-                best_loss = hl, best_step = step, since_best = 0;
-                if (best) memcpy(best, m.block, sizeof(float) * (size_t)m.n_floats);
-            } else if (o->patience > 0 && ++since_best >= o->patience) {
-                stopped = true;
-            }
-        }
-        if (tty && (el - last_draw > 0.1 || step == steps || stopped)) {
-            progress_bar(step, steps, lsum / ln, tok_s, eta);
-            last_draw = el;
-            lsum = 0, ln = 0;
-        }
-        if (!tty && !o->quiet && (step % log_every == 0 || step == steps || stopped)) {
-            printf("step %lld/%lld  loss %.4f", (long long)step, (long long)steps, lsum / ln);
-            if (eval) printf("  held-out %.4f", hl);
-            printf("  lr %.2e  grad norm %.3f  %.1fk tok/s  %.1f s\n", (double)so.lr, r.grad_norm, tok_s / 1000, el);
-            fflush(stdout);
-            lsum = 0, ln = 0;
-        }
-    }
-    if (tty) printf("\n");
+    progress_state ps = {.tty = isatty(fileno(stdout)) && !o->quiet, .quiet = o->quiet,
+                         .log_every = lo.steps >= 20 ? lo.steps / 10 : 1};
+    lo.progress = progress;
+    lo.progress_ctx = &ps;
+    ts_train_loop_result r;
+    st = ts_train_loop(&tr, &opt, &src, &lo, &r);
+    if (ps.tty) printf("\n");
     if (st) {
         rc = ts_cli_error("train", "%s", ts_last_error());
         goto out;
     }
-    double elapsed = now() - t0;
-    printf("trained %lld steps in %.1f s (%.1f ms/step, %.1fk tokens/s)", (long long)done, elapsed,
-           done ? 1e3 * elapsed / done : 0.0, done ? done * (double)d.B * (d.S + d.T) / elapsed / 1000 : 0.0);
-    if (stopped)
+    int64_t done = r.steps;
+    printf("trained %lld steps in %.1f s (%.1f ms/step, %.1fk tokens/s)", (long long)done, r.seconds,
+           done ? 1e3 * r.seconds / done : 0.0,
+           done ? done * (double)src.tokens_per_step / r.seconds / 1000 : 0.0);
+    if (r.early_stop)
         printf("; early stop: no better held-out loss in %d evaluations, back to step %lld (held-out loss %.4g)",
-               o->patience, (long long)best_step, best_loss);
+               o->patience, (long long)r.best_step, r.best_loss);
     printf("\n");
-    if (stopped && best) memcpy(m.block, best, sizeof(float) * (size_t)m.n_floats);
     ts_task_score score;
-    if ((st = evaluate(&m, &d, &score, true))) {
+    int32_t *first = malloc(sizeof(int32_t) * (size_t)d.B * d.T);
+    st = first ? ts_task_data_evaluate(&d, &m, &score, first) : ts_fail(TS_ERR_NOMEM, "out of memory");
+    if (!st) print_examples(&d, first);
+    free(first);
+    if (st) {
         rc = ts_cli_error("train", "%s", ts_last_error());
         goto out;
     }
@@ -493,23 +267,19 @@ static int train(const train_opts *o, ts_model_config *cfg) {
         }
         printf("saved %s (%lld parameters)\n", o->save, (long long)params);
     }
-    if (tc.w) {
-        printf("trace: %d snapshots of loss, gradient norms and attention\n", tc.records);
-        rc = trace_cli_close(&o->trace, tc.w, "train");
-        tc.w = NULL;
+    if (w) {
+        printf("trace: %d snapshots of loss, gradient norms and attention\n", r.records);
+        rc = trace_cli_close(&o->trace, w, "train");
+        w = NULL;
     }
     printf("held-out accuracy: exact %.1f%%, per-token %.1f%%\n", 100.0 * score.seqs_right / (double)score.seqs,
            100.0 * score.tokens_right / (double)score.tokens);
 out:
-    if (tc.w) ts_trace_writer_abort(tc.w);
-    ts_model_free(&tc.probe);
-    free(best);
-    if (g) free(g->of_param);
-    free(g);
+    if (w) ts_trace_writer_abort(w);
     ts_optim_free(&opt);
     ts_train_free(&tr);
     ts_model_free(&m);
-    data_free(&d);
+    ts_task_data_free(&d);
     return rc;
 }
 
@@ -544,7 +314,16 @@ static ts_status resolve(const model_flags *mf, ts_flag *flags, int n, const tas
     bool *slots[3] = {vocab.seen, seq.seen, batch.seen};
     for (int k = 0; k < 3; k++)
         if (slots[k]) copy.seen[slots[k] - mf->seen] = false;
-    ts_status st = model_flags_resolve(&copy, cfg, NULL);
+    /* model flags a task has no use for */
+    if (mf->seen[F_TEXT]) return ts_fail(TS_ERR_ARG, "--text: the task makes the data (random ids), not a sentence");
+    if (mf->seen[F_TRAIN_MODE])
+        return ts_fail(TS_ERR_ARG, "--train-mode: tscope train always trains with dropout on (and evaluates without)");
+    if (mf->seen[F_HEAD]) return ts_fail(TS_ERR_ARG, "--head: a task's model always has its vocabulary head");
+    if (mf->seen[F_MASK] && strcmp(mf->mask, "causal") != 0)
+        return ts_fail(TS_ERR_ARG, "--mask %s is about padded positions; a task's sequences have none (--mask causal "
+                                   "is the one that changes training)", mf->mask);
+    model_given g = {.trains = true};
+    ts_status st = model_flags_resolve_given(&copy, &g, cfg, NULL);
     if (st) return st;
     if (cfg->arch != TS_ARCH_ENCODER_DECODER)
         return ts_fail(TS_ERR_ARG, "training tasks need an encoder-decoder; preset %s with these flags has no decoder",
@@ -578,13 +357,14 @@ int ts_cmd_train(int argc, char **argv) {
     o.clip = 1.0f;
     o.argc = argc;
     o.argv = argv;
-    ts_flag flags[MODEL_FLAGS_COUNT + 20];
+    ts_flag flags[MODEL_FLAGS_COUNT + 40];
     int n = model_flags_table(flags, 0, &mf);
     memset(&o.trace, 0, sizeof o.trace);
     o.trace.keep_batch = -1;
     const ts_flag rows[] = {
-        {"--task", TS_FLAG_CHOICE, &o.task, NULL, "what to learn (required); sizes and steps follow the task",
-         "copy|reverse|sort", NULL, NULL},
+        {"--task", TS_FLAG_CHOICE, &o.task, NULL,
+         "what to learn (required): a toy task, or lm, a language model of a text; sizes and steps follow the task",
+         "copy|reverse|sort|lm", NULL, NULL},
         {"--steps", TS_FLAG_INT, &o.steps, "N", "optimizer steps (copy 1000, reverse 1200, sort 2000)", NULL, NULL,
          &o.steps_seen},
         {"--lr", TS_FLAG_FLOAT, &o.lr, "X", "peak learning rate (5e-3)", NULL, NULL, &o.lr_seen},
@@ -600,7 +380,8 @@ int ts_cmd_train(int argc, char **argv) {
          "adam|adamw", NULL, NULL},
         {"--clip", TS_FLAG_FLOAT, &o.clip, "X", "clip the global gradient norm to X; 0 = no clipping (1)", NULL, NULL,
          NULL},
-        {"--eval-every", TS_FLAG_INT, &o.eval_every, "N", "held-out loss every N steps (100)", NULL, NULL, NULL},
+        {"--eval-every", TS_FLAG_INT, &o.eval_every, "N", "held-out loss every N steps (100; lm 250)", NULL, NULL,
+         &o.eval_every_seen},
         {"--patience", TS_FLAG_INT, &o.patience, "N",
          "early stopping: stop after N held-out evaluations without a 1% better loss and keep the best weights "
          "(0 = off)",
@@ -614,24 +395,70 @@ int ts_cmd_train(int argc, char **argv) {
         {"--every", TS_FLAG_INT, &o.every, "K", "trace a snapshot every K steps (10), and at steps 0 and the last",
          NULL, NULL, &o.every_seen},
         {"--quiet", TS_FLAG_BOOL, &o.quiet, NULL, "no progress lines", NULL, NULL, NULL},
+        /* --task lm */
+        {"--corpus", TS_FLAG_STRING, &o.corpus, "FILE",
+         "lm: the text to learn, any UTF-8 file (default: the King James Bible, `bible -f Gen1:1-Rev22:21` of "
+         "Debian's bible-kjv)",
+         NULL, NULL, &o.corpus_seen},
+        {"--tokenizer", TS_FLAG_CHOICE, &o.tokenizer, NULL,
+         "lm: characters, frequent words (--vocab of them) or GPT-2's BPE (char)", "char|word|bpe", NULL,
+         &o.tokenizer_seen},
+        {"--schedule", TS_FLAG_CHOICE, &o.schedule, NULL,
+         "learning rate after the warm-up: the paper's 1/sqrt(step), or a cosine down to --min-lr (tasks: inv-sqrt; "
+         "lm: cosine)",
+         "inv-sqrt|cosine", NULL, &o.schedule_seen},
+        {"--min-lr", TS_FLAG_FLOAT, &o.min_lr, "X", "where --schedule cosine ends (lr / 10)", NULL, NULL, &o.min_lr_seen},
+        {"--repeat-frac", TS_FLAG_FLOAT, &o.repeat_frac, "X",
+         "lm: this share of the training windows is a random sequence repeated, to grow induction heads (0)", NULL,
+         NULL, &o.repeat_frac_seen},
+        {"--probe", TS_FLAG_LIST, &o.probe, "TEXT",
+         "lm: a text the trace follows (repeatable; repeated to fill the context; default: Genesis 1:1-3 and a "
+         "random string written twice)",
+         NULL, NULL, &o.probe_seen},
+        {"--no-text-probe", TS_FLAG_BOOL, &o.no_text_probe, NULL,
+         "lm: the trace follows only the random string written twice (a smaller trace)", NULL, NULL, NULL},
+        {"--save-every", TS_FLAG_INT, &o.save_every, "N", "lm: also save the checkpoint every N steps (0: at the end)",
+         NULL, NULL, &o.save_every_seen},
+        {"--sample", TS_FLAG_INT, &o.sample, "N", "lm: print N sampled tokens at the end (300)", NULL, NULL,
+         &o.sample_seen},
+        {"--prompt", TS_FLAG_STRING, &o.prompt, "S", "lm: the sample's start (\"And God said\")", NULL, NULL,
+         &o.prompt_seen},
     };
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) flags[n++] = rows[i];
     const ts_cli_spec spec = {
         .command = "train",
-        .synopsis = "--task copy|reverse|sort [--preset P | model flags] [--steps N] [--lr X] [--warmup N] "
-                    "[--label-smoothing X] [--weight-decay X] [--clip X] [--save W.safetensors] [--trace FILE --every K]",
+        .synopsis = "--task copy|reverse|sort|lm [--preset P | model flags] [--steps N] [--lr X] [--warmup N] "
+                    "[--label-smoothing X] [--weight-decay X] [--clip X] [--save W.safetensors] [--trace FILE --every K] "
+                    "[--corpus FILE --tokenizer char|word|bpe]",
         .description =
             "Train an encoder-decoder on a toy task with data from a seeded RNG (seed 004's copy task: ids\n"
             "starting with 1, the decoder reads the answer shifted by one), then decode held-out sequences\n"
             "greedily. The last line is the held-out accuracy. The preset (tiny by default) gives the model;\n"
             "the task gives vocabulary 16, 10 ids per sequence and batch 64 unless --vocab, --seq, --batch say\n"
-            "(preset copy keeps seed 004's: vocabulary 100, 10 ids, batch 64).",
+            "(preset copy keeps seed 004's: vocabulary 100, 10 ids, batch 64).\n"
+            "\n"
+            "--task lm trains a language model on a text (--corpus, by default the King James Bible) to\n"
+            "predict each next token: preset lm (a causal stack of 4 layers of width 128, a context of 128\n"
+            "characters) unless model flags say otherwise, AdamW with warm-up and a cosine, 5% of the text\n"
+            "held out. Ctrl-C stops it cleanly: the checkpoint (--save) and the trace are written. The last\n"
+            "line is the held-out loss and bits per character. docs/training.md explains the measures.",
         .flags = flags,
         .n_flags = n,
     };
     int rc = ts_cli_parse(&spec, argc, argv, NULL, NULL);
     if (rc >= 0) return rc;
-    if (!o.task) return ts_cli_error("train", "--task is required: copy, reverse or sort");
+    if (!o.task) return ts_cli_error("train", "--task is required: copy, reverse, sort or lm");
+    if (strcmp(o.task, "lm") == 0) return train_lm(&o, &mf, flags, n);
+    const struct {
+        const char *flag;
+        bool seen;
+    } lm_only[] = {{"--corpus", o.corpus_seen},         {"--tokenizer", o.tokenizer_seen},
+                   {"--repeat-frac", o.repeat_frac_seen},
+                   {"--probe", o.probe_seen},           {"--save-every", o.save_every_seen},
+                   {"--sample", o.sample_seen},         {"--prompt", o.prompt_seen},
+                   {"--no-text-probe", o.no_text_probe}};
+    for (size_t i = 0; i < sizeof lm_only / sizeof lm_only[0]; i++)
+        if (lm_only[i].seen) return ts_cli_error("train", "%s is for --task lm", lm_only[i].flag);
     ts_task_kind kind;
     if (ts_task_parse(o.task, &kind)) return ts_cli_error("train", "%s", ts_last_error());
     ts_model_config cfg;

@@ -4,19 +4,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum {
-    F_PRESET, F_D_MODEL, F_HEADS, F_FFN, F_LAYERS, F_DEC_LAYERS, F_VOCAB, F_SEQ, F_BATCH, F_DROPOUT,
-    F_NORM, F_PE, F_ACTIVATION, F_EPS, F_FINAL_NORM, F_SEED, F_TEXT, F_VARIANT, F_PE_VARIANT, F_MASK,
-    F_TRAIN_MODE,
-};
-_Static_assert(F_TRAIN_MODE + 1 == MODEL_FLAGS_COUNT, "one seen slot per row");
+#include "tscope/train.h"
 
 int model_flags_table(ts_flag *t, int n, model_flags *mf) {
     memset(mf, 0, sizeof *mf);
     bool *s = mf->seen;
     const ts_flag rows[] = {
         {"--preset", TS_FLAG_STRING, &mf->preset, "P",
-         "tiny|seed000|seed001|seed004|copy|base (default tiny)", NULL, NULL, &s[F_PRESET]},
+         "tiny|seed000|seed001|seed004|copy|base|lm|gpt2 (default tiny)", NULL, NULL, &s[F_PRESET]},
         {"--d-model", TS_FLAG_INT, &mf->d_model, "N", "model width D (tiny: 16)", NULL, NULL, &s[F_D_MODEL]},
         {"--heads", TS_FLAG_INT, &mf->heads, "N", "attention heads H, must divide D (tiny: 2)", NULL, NULL,
          &s[F_HEADS]},
@@ -35,7 +30,7 @@ int model_flags_table(ts_flag *t, int n, model_flags *mf) {
          "post|pre", NULL, &s[F_NORM]},
         {"--pe", TS_FLAG_CHOICE, &mf->pe, NULL, "positions: the paper's sines, learned, or none",
          "sinusoidal|learned|none", NULL, &s[F_PE]},
-        {"--activation", TS_FLAG_CHOICE, &mf->activation, NULL, "FFN activation (relu)", "relu|gelu", NULL,
+        {"--activation", TS_FLAG_CHOICE, &mf->activation, NULL, "FFN activation (relu); gelu is exact, gelu-tanh GPT-2's approximation", "relu|gelu|gelu-tanh", NULL,
          &s[F_ACTIVATION]},
         {"--eps", TS_FLAG_FLOAT, &mf->eps, "X", "LayerNorm eps (1e-5)", NULL, NULL, &s[F_EPS]},
         {"--final-norm", TS_FLAG_BOOL, &mf->final_norm, NULL, "a LayerNorm after each stack (off)", NULL, NULL,
@@ -57,14 +52,64 @@ int model_flags_table(ts_flag *t, int n, model_flags *mf) {
          "none|causal|padding|padding-both", NULL, &s[F_MASK]},
         {"--train-mode", TS_FLAG_BOOL, &mf->train_mode, NULL, "forward as in training: dropout on, seeded (off)",
          NULL, NULL, &s[F_TRAIN_MODE]},
+        {"--head", TS_FLAG_CHOICE, &mf->head, NULL,
+         "output head: none (the last stack's output) or lm (logits over --vocab); default: the preset's, none "
+         "for --input vectors", "none|lm", NULL, &s[F_HEAD]},
+        {"--arch", TS_FLAG_CHOICE, &mf->arch, NULL,
+         "encoder (one stack), encoder-decoder, or decoder: a GPT (causal self-attention, pre-LN, learned "
+         "positions, GELU, final norm, head tied to the token table, named decoder.*); default: the preset's",
+         "encoder|encoder-decoder|decoder", NULL, &s[F_ARCH]},
     };
+    _Static_assert(sizeof rows / sizeof rows[0] == MODEL_FLAGS_COUNT, "one row per model_flag_id");
     int count = (int)(sizeof rows / sizeof rows[0]);
     for (int i = 0; i < count; i++) t[n + i] = rows[i];
     return n + count;
 }
 
+/* --arch: the stack layout, and for a GPT the settings that make one, each
+ * overridable by its own flag (--norm post makes a post-LN GPT). */
+static ts_status apply_arch(const model_flags *mf, ts_model_config *c) {
+    const bool *s = mf->seen;
+    if (c->arch == TS_ARCH_ATTENTION)
+        return ts_fail(TS_ERR_ARG, "--arch %s: preset %s is one attention module alone; start from another preset",
+                       mf->arch, c->preset);
+    if (strcmp(mf->arch, "encoder-decoder") == 0) {
+        if (s[F_DEC_LAYERS] && mf->dec_layers < 1)
+            return ts_fail(TS_ERR_ARG, "--arch encoder-decoder with --dec-layers %d: the decoder needs a layer", mf->dec_layers);
+        if (c->arch != TS_ARCH_ENCODER_DECODER && c->dec_layers < 1) c->dec_layers = c->layers;
+        c->arch = TS_ARCH_ENCODER_DECODER;
+        return TS_OK;
+    }
+    if (s[F_DEC_LAYERS] && mf->dec_layers > 0)
+        return ts_fail(TS_ERR_ARG, "--dec-layers %d with --arch %s: only an encoder-decoder has a second stack%s",
+                       mf->dec_layers, mf->arch, strcmp(mf->arch, "decoder") == 0 ? " (a GPT's depth is --layers)" : "");
+    c->dec_layers = 0;
+    c->tgt_seq = 0;
+    if (strcmp(mf->arch, "encoder") == 0) {
+        c->arch = TS_ARCH_ENCODER;
+        c->causal = false;
+        c->tie_embed = false;
+        return TS_OK;
+    }
+    bool was_decoder = c->arch == TS_ARCH_DECODER;
+    c->arch = TS_ARCH_DECODER;
+    c->causal = true;
+    if (was_decoder) return TS_OK; /* a GPT preset keeps its own settings */
+    c->norm = TS_NORM_PRE;
+    c->final_norm = true;
+    c->pe = TS_PE_LEARNED;
+    c->scale_embed = false;
+    c->activation = TS_ACT_GELU;
+    if (c->input == TS_INPUT_TOKENS) {
+        c->head = TS_HEAD_LM;
+        c->tie_embed = true;
+    }
+    return TS_OK;
+}
+
 static ts_status apply_flags(const model_flags *mf, ts_model_config *c) {
     const bool *s = mf->seen;
+    if (s[F_ARCH]) TS_TRY(apply_arch(mf, c));
     if (s[F_D_MODEL]) c->d_model = mf->d_model;
     if (s[F_HEADS]) c->heads = mf->heads;
     if (s[F_FFN]) c->ffn = mf->ffn;
@@ -81,9 +126,16 @@ static ts_status apply_flags(const model_flags *mf, ts_model_config *c) {
     if (!st && s[F_PE]) st = ts_model_pe_parse(mf->pe, "--pe", &c->pe);
     if (!st && s[F_ACTIVATION]) st = ts_model_activation_parse(mf->activation, "--activation", &c->activation);
     if (s[F_PE] && c->pe != TS_PE_SINUSOIDAL) c->scale_embed = false;
-    if (s[F_DEC_LAYERS]) {
+    if (s[F_HEAD]) {
+        c->head = strcmp(mf->head, "lm") == 0 ? TS_HEAD_LM : TS_HEAD_NONE;
+        if (c->head != TS_HEAD_LM) c->tie_embed = false;
+    }
+    if (s[F_DEC_LAYERS] && !s[F_ARCH]) {
+        if (c->arch == TS_ARCH_DECODER && mf->dec_layers > 0)
+            return ts_fail(TS_ERR_ARG, "--dec-layers %d: preset %s is decoder-only (a GPT), whose depth is --layers; "
+                           "--arch encoder-decoder for two stacks", mf->dec_layers, c->preset);
         c->dec_layers = mf->dec_layers;
-        if (c->arch != TS_ARCH_ATTENTION)
+        if (c->arch != TS_ARCH_ATTENTION && c->arch != TS_ARCH_DECODER)
             c->arch = mf->dec_layers > 0 ? TS_ARCH_ENCODER_DECODER : TS_ARCH_ENCODER;
         if (c->arch == TS_ARCH_ENCODER) c->tie_embed = false;
     }
@@ -104,7 +156,7 @@ static int target_length(int S, bool starts_with_bos) { return starts_with_bos &
 
 /* Tokenize every text; S = the longest (or --seq), B = the number of texts. */
 static ts_status tokenize(const model_flags *mf, ts_model_config *c, const char *const *texts, int n_texts,
-                          model_batch *b) {
+                          model_batch *b, const char *weights, bool *padded) {
     ts_tokenizer tok;
     ts_status st = ts_tokenizer_init(&tok);
     for (int i = 0; !st && i < n_texts; i++) st = ts_tokenizer_add_text(&tok, texts[i]);
@@ -124,6 +176,12 @@ static ts_status tokenize(const model_flags *mf, ts_model_config *c, const char 
         return ts_fail(TS_ERR_ARG, "the text has %d tokens, more than --seq %d", longest, c->seq);
     }
     if (!mf->seen[F_SEQ]) c->seq = longest;
+    *padded = false;
+    for (int i = 0; i < n_texts; i++) {
+        int n = 0;
+        ts_tokenizer_encode(&tok, texts[i], NULL, 0, &n);
+        if (n < c->seq) *padded = true;
+    }
     if (n_texts > 1) {
         if (mf->seen[F_BATCH] && c->batch != n_texts) {
             ts_tokenizer_free(&tok);
@@ -132,14 +190,17 @@ static ts_status tokenize(const model_flags *mf, ts_model_config *c, const char 
         }
         c->batch = n_texts;
     }
-    if (!mf->seen[F_VOCAB] && c->vocab < tok.count) c->vocab = tok.count;
+    if (!mf->seen[F_VOCAB] && !weights && c->vocab < tok.count) c->vocab = tok.count;
     if (c->vocab < tok.count) {
         int words = tok.count - TS_TOK_N_SPECIAL;
         ts_tokenizer_free(&tok);
+        char who[300];
+        if (weights) snprintf(who, sizeof who, "%s's vocabulary of %d ids", weights, c->vocab);
+        else snprintf(who, sizeof who, "--vocab %d", c->vocab);
         return ts_fail(TS_ERR_ARG,
-                       "--vocab %d is too small for the text: it has %d distinct word%s and %d special tokens "
+                       "%s is too small for the text: it has %d distinct word%s and %d special tokens "
                        "(%d ids)",
-                       c->vocab, words, words == 1 ? "" : "s", TS_TOK_N_SPECIAL, words + TS_TOK_N_SPECIAL);
+                       who, words, words == 1 ? "" : "s", TS_TOK_N_SPECIAL, words + TS_TOK_N_SPECIAL);
     }
     if (b) {
         b->tok = tok;
@@ -150,8 +211,22 @@ static ts_status tokenize(const model_flags *mf, ts_model_config *c, const char 
     return TS_OK;
 }
 
+/* Whether weights were trained on a copy/reverse/sort task (their metadata's
+ * "task"): such a model read sources whose first token is the start id, so a
+ * sentence's first word stands there (ts_task_decoder_input). */
+static bool trained_on_task(const char *weights) {
+    ts_safetensors f;
+    if (!weights || ts_safetensors_open(&f, weights)) return false;
+    const char *task = ts_safetensors_meta(&f, "task");
+    ts_task_kind kind;
+    bool yes = task && ts_task_parse(task, &kind) == TS_OK && strcmp(task, "lm") != 0;
+    ts_safetensors_close(&f);
+    return yes;
+}
+
+/* task_model: the weights were trained on a task (trained_on_task). */
 static ts_status build_ids(const ts_model_config *c, const char *const *texts, int n_texts, model_batch *b,
-                           int S, int T) {
+                           int S, int T, bool task_model) {
     int B = c->batch;
     b->src_ids = calloc((size_t)B * S, sizeof *b->src_ids);
     b->src_pad = calloc((size_t)B * S, 1);
@@ -180,48 +255,167 @@ static ts_status build_ids(const ts_model_config *c, const char *const *texts, i
     b->tgt_ids = calloc((size_t)B * T, sizeof *b->tgt_ids);
     b->tgt_pad = padded ? calloc((size_t)B * T, 1) : NULL;
     if (!b->tgt_ids || (padded && !b->tgt_pad)) return ts_fail(TS_ERR_NOMEM, "out of memory for the target ids");
+    /* training's convention (ts_task_decoder_input): the source is the answer */
     for (int i = 0; i < B; i++) {
         const int32_t *src = b->src_ids + (size_t)i * S;
-        int shift = src[0] == TS_TOK_BOS ? 0 : 1;
-        for (int t = 0; t < T; t++) {
-            int s = t - shift;
-            int32_t id = s < 0 ? TS_TOK_BOS : src[s];
-            b->tgt_ids[(size_t)i * T + t] = id;
-            if (b->tgt_pad) b->tgt_pad[(size_t)i * T + t] = s >= 0 && b->src_pad[(size_t)i * S + s];
-        }
+        bool start_in_src = src[0] == TS_TOK_BOS || task_model;
+        ts_task_decoder_input(src, T, start_in_src, b->tgt_ids + (size_t)i * T);
+        for (int t = 1; t < T && b->tgt_pad; t++)
+            b->tgt_pad[(size_t)i * T + t] = b->src_pad[(size_t)i * S + (start_in_src ? t : t - 1)];
     }
     return TS_OK;
 }
 
-ts_status model_flags_resolve(const model_flags *mf, ts_model_config *cfg, model_batch *batch) {
-    if (batch) memset(batch, 0, sizeof *batch);
-    ts_status st = ts_model_config_preset(cfg, mf->seen[F_PRESET] ? mf->preset : "tiny");
+ts_status model_flags_apply(const model_flags *mf, ts_model_config *cfg) {
+    ts_status st = apply_flags(mf, cfg);
+    return st ? st : apply_variant_flags(mf, cfg);
+}
+
+/* A size a flag and a file both give: they must agree. */
+static ts_status agree(const model_flags *mf, int flag, const char *name, int value, const char *file,
+                       const char *what, int64_t from_file) {
+    if (!mf->seen[flag] || value == from_file) return TS_OK;
+    return ts_fail(TS_ERR_ARG, "%s %d disagrees with %s: it holds %s %lld", name, value, file, what,
+                   (long long)from_file);
+}
+
+/* --input (and --target) vectors decide batch and lengths; the flags that
+ * also would must agree. */
+static ts_status use_vectors(const model_flags *mf, const model_given *g, ts_model_config *c) {
+    const ts_npy *x = g->input, *y = g->target;
+    bool encdec = c->arch == TS_ARCH_ENCODER_DECODER;
+    if (c->input == TS_INPUT_TOKENS && g->base)
+        return ts_fail(TS_ERR_ARG, "%s reads token ids (it has a token table), not vectors: give --text instead of "
+                                   "--input", g->weights_path);
+    if (y && !encdec)
+        return ts_fail(TS_ERR_ARG, "--target %s feeds a decoder; this model has none%s", g->target_path,
+                       g->base ? "" : " (--dec-layers N adds one)");
+    if (encdec && !y)
+        return ts_fail(TS_ERR_ARG, "--input feeds the encoder; this encoder-decoder also needs --target Y.npy "
+                                   "(B, T, %d) for its decoder%s", c->d_model, g->base ? "" : ", or --dec-layers 0");
+    ts_status st = agree(mf, F_BATCH, "--batch", c->batch, g->input_path, "batch", x->shape[0]);
+    if (!st) st = agree(mf, F_SEQ, "--seq", c->seq, g->input_path, "sequences of length", x->shape[1]);
     if (st) return st;
-    if ((st = apply_flags(mf, cfg))) return st;
-    if ((st = apply_variant_flags(mf, cfg))) return st;
+    int width = c->in_dim ? c->in_dim : c->d_model;
+    char src[300]; /* where the width comes from, for the messages */
+    if (g->base) snprintf(src, sizeof src, "d_model %d (%s)", c->d_model, g->weights_path);
+    else if (c->in_dim) snprintf(src, sizeof src, "input width %d (preset %s)", c->in_dim, c->preset);
+    else if (mf->seen[F_D_MODEL]) snprintf(src, sizeof src, "--d-model %d", c->d_model);
+    else snprintf(src, sizeof src, "--d-model %d (preset %s)", c->d_model, c->preset);
+    if (x->shape[2] != width)
+        return ts_fail(TS_ERR_SHAPE, "--input %s holds vectors of width %lld; the model reads width %d: %s",
+                       g->input_path, (long long)x->shape[2], width, src);
+    if (y) {
+        if (y->shape[0] != x->shape[0])
+            return ts_fail(TS_ERR_SHAPE, "--input %s has batch %lld but --target %s has batch %lld", g->input_path,
+                           (long long)x->shape[0], g->target_path, (long long)y->shape[0]);
+        if (y->shape[2] != c->d_model)
+            return ts_fail(TS_ERR_SHAPE, "--target %s holds vectors of width %lld; the decoder reads width %d: %s",
+                           g->target_path, (long long)y->shape[2], c->d_model, src);
+        c->tgt_seq = (int)y->shape[1];
+    }
+    c->batch = (int)x->shape[0];
+    c->seq = (int)x->shape[1];
+    c->input = TS_INPUT_EMBEDDED;
+    /* vectors have no vocabulary: the preset's vocabulary head goes unless asked for */
+    if (!g->base && c->head == TS_HEAD_LM && !mf->seen[F_HEAD]) c->head = TS_HEAD_NONE;
+    if (c->head != TS_HEAD_LM) c->tie_embed = false;
+    return TS_OK;
+}
+
+/* Flags the resolved model has no use for: each is an error saying why,
+ * never a setting silently dropped. `padded`: some position is padding. */
+/* Flags the attention-alone model has nothing for: before the config's own
+ * checks, whose messages would be about something else. */
+static ts_status unused_by_attention(const model_flags *mf, const ts_model_config *c) {
+    const bool *s = mf->seen;
+    if (c->arch == TS_ARCH_ATTENTION) {
+        static const struct { int flag; const char *name; } none[] = {
+            {F_FFN, "--ffn"}, {F_LAYERS, "--layers"}, {F_NORM, "--norm"}, {F_ACTIVATION, "--activation"},
+            {F_EPS, "--eps"}, {F_FINAL_NORM, "--final-norm"}, {F_HEAD, "--head"}};
+        for (size_t i = 0; i < sizeof none / sizeof none[0]; i++)
+            if (s[none[i].flag])
+                return ts_fail(TS_ERR_ARG, "%s: the attention-alone model (seed001) has no feed-forward layer, "
+                                           "LayerNorm or head for it to change", none[i].name);
+    }
+    return TS_OK;
+}
+
+static ts_status unused_flags(const model_flags *mf, const ts_model_config *c, const model_given *g, bool padded,
+                              bool random_input) {
+    const bool *s = mf->seen;
+    if (s[F_VOCAB] && c->input != TS_INPUT_TOKENS && c->head != TS_HEAD_LM)
+        return ts_fail(TS_ERR_ARG, "--vocab %d sizes the token table and the vocabulary head; this model reads "
+                                   "vectors and has no vocabulary head (--head lm adds one)", c->vocab);
+    if (s[F_DROPOUT] && !c->train_mode && !(g && g->trains))
+        return ts_fail(TS_ERR_ARG, "--dropout %g acts only in training: add --train-mode to run the forward pass "
+                                   "with dropout", (double)c->dropout);
+    if (s[F_SEED] && g && g->base && !random_input && !c->train_mode)
+        return ts_fail(TS_ERR_ARG, "--seed %d picks random parameters, random input and dropout; here the "
+                                   "parameters come from %s, the input is given and there is no --train-mode",
+                       mf->seed, g->weights_path);
+    if (s[F_MASK] && !c->causal && !padded) {
+        if (g && g->input)
+            return ts_fail(TS_ERR_ARG, "--mask %s is about padded positions, and none are marked: give "
+                                       "--src-key-padding-mask M.npy (True = padding)", mf->mask);
+        return ts_fail(TS_ERR_ARG, "--mask %s is about padded positions and this input has none (texts of "
+                                   "different lengths, or --seq longer than the text, pad)", mf->mask);
+    }
+    if (s[F_MASK] && c->mask == TS_MASK_NONE && g && g->src_pad_given)
+        return ts_fail(TS_ERR_ARG, "--mask none attends to padded keys, but --src-key-padding-mask marks some: "
+                                   "drop one of the two");
+    return TS_OK;
+}
+
+ts_status model_flags_resolve_given(const model_flags *mf, const model_given *g, ts_model_config *cfg,
+                                    model_batch *batch) {
+    if (batch) memset(batch, 0, sizeof *batch);
+    ts_status st = TS_OK;
+    if (g && g->base) {
+        *cfg = *g->base; /* flags already applied and checked against the weights */
+    } else {
+        st = ts_model_config_preset(cfg, mf->seen[F_PRESET] ? mf->preset : "tiny");
+        if (!st) st = model_flags_apply(mf, cfg);
+        if (st) return st;
+    }
+    const char *weights = g && g->base ? g->weights_path : NULL;
+    bool vectors = g && g->input;
     const char *const *texts = mf->text.count ? mf->text.items : (cfg->text ? &cfg->text : NULL);
     int n_texts = mf->text.count ? mf->text.count : (cfg->text ? 1 : 0);
     if (mf->text.count) {
+        if (vectors) return ts_fail(TS_ERR_ARG, "--text and --input both give the encoder's input: choose one");
         if (cfg->arch == TS_ARCH_ATTENTION)
-            return ts_fail(TS_ERR_ARG, "preset %s (attention alone) takes random vectors, not --text", cfg->preset);
+            return ts_fail(TS_ERR_ARG, "%s%s (attention alone) takes %svectors, not --text (give --input X.npy)",
+                           weights ? "" : "preset ", weights ? weights : cfg->preset, weights ? "" : "random ");
+        if (weights && cfg->input != TS_INPUT_TOKENS)
+            return ts_fail(TS_ERR_ARG, "%s has no token table, so no words to look up: it reads vectors; give "
+                                       "--input X.npy (B, S, %d) instead of --text", weights, cfg->d_model);
         cfg->input = TS_INPUT_TOKENS;
     }
+    if (vectors && (st = use_vectors(mf, g, cfg))) return st;
     if (cfg->input != TS_INPUT_TOKENS) n_texts = 0;
+    bool padded = g && g->src_pad_given;
     if (n_texts) {
-        st = tokenize(mf, cfg, texts, n_texts, batch);
+        bool text_pads = false;
+        st = tokenize(mf, cfg, texts, n_texts, batch, weights, &text_pads);
         if (st) return st;
+        padded |= text_pads;
     }
     bool bos_first = cfg->input == TS_INPUT_TOKENS && n_texts == 0;
-    if (cfg->arch == TS_ARCH_ENCODER_DECODER) cfg->tgt_seq = target_length(cfg->seq, bos_first);
-    st = ts_model_config_check(cfg);
+    if (cfg->arch == TS_ARCH_ENCODER_DECODER && !vectors) cfg->tgt_seq = target_length(cfg->seq, bos_first);
+    st = unused_by_attention(mf, cfg);
+    if (!st) st = ts_model_config_check(cfg);
     if (st || !batch) {
+        if (!st && !batch) st = unused_flags(mf, cfg, g, padded, !vectors && !n_texts);
         if (batch) model_batch_free(batch);
         return st;
     }
     batch->n_texts = n_texts;
     int64_t B = cfg->batch, S = cfg->seq, T = cfg->tgt_seq, D = cfg->d_model;
-    if (cfg->input == TS_INPUT_TOKENS) {
-        st = build_ids(cfg, texts, n_texts, batch, (int)S, (int)T);
+    if (vectors) {
+        /* the caller feeds its vectors */
+    } else if (cfg->input == TS_INPUT_TOKENS) {
+        st = build_ids(cfg, texts, n_texts, batch, (int)S, (int)T, trained_on_task(weights));
     } else { /* seed 000's x = torch.randn(B, S, D): N(0, 1) from the seed */
         int64_t din = cfg->in_dim ? cfg->in_dim : D;
         batch->src_vecs = malloc(sizeof(float) * (size_t)(B * S * din));
@@ -231,8 +425,13 @@ ts_status model_flags_resolve(const model_flags *mf, ts_model_config *cfg, model
         if (!st) ts_model_randn(batch->src_vecs, B * S * din, cfg->seed + 1);
         if (!st && batch->tgt_vecs) ts_model_randn(batch->tgt_vecs, B * T * D, cfg->seed + 2);
     }
+    if (!st) st = unused_flags(mf, cfg, g, padded, !vectors && !n_texts);
     if (st) model_batch_free(batch);
     return st;
+}
+
+ts_status model_flags_resolve(const model_flags *mf, ts_model_config *cfg, model_batch *batch) {
+    return model_flags_resolve_given(mf, NULL, cfg, batch);
 }
 
 void model_batch_free(model_batch *b) {
@@ -307,19 +506,20 @@ static void describe_variants(const ts_model_config *c, char *buf, size_t size) 
         len += (size_t)snprintf(buf + len, size - len, "; pe-variant %s", ts_model_pe_variant_name(c->pe_variant));
     if (c->mask != TS_MASK_PADDING && len < size)
         len += (size_t)snprintf(buf + len, size - len, "; mask %s", ts_model_mask_name(c->mask));
-    if (c->causal && c->arch != TS_ARCH_ATTENTION && len < size)
+    if (c->causal && c->arch == TS_ARCH_ENCODER && len < size)
         len += (size_t)snprintf(buf + len, size - len, "; causal encoder");
     if (c->train_mode && len < size) snprintf(buf + len, size - len, "; train mode (dropout %g)", (double)c->dropout);
 }
 
 void model_config_describe(const ts_model_config *c, char *buf, size_t size) {
-    static const char *const arch[] = {"encoder", "encoder-decoder", "multi-head attention alone"};
+    static const char *const arch[] = {"encoder", "encoder-decoder", "multi-head attention alone",
+                                       "decoder-only (GPT)"};
     static const char *const pe[] = {"sinusoidal positions", "learned positions", "no positions"};
     static const char *const head[] = {"", ", vocabulary logits", ", classifier"};
     char layers[48] = "";
     if (c->arch == TS_ARCH_ENCODER_DECODER)
         snprintf(layers, sizeof layers, " %d+%d layers,", c->layers, c->dec_layers);
-    else if (c->arch == TS_ARCH_ENCODER)
+    else if (c->arch == TS_ARCH_ENCODER || c->arch == TS_ARCH_DECODER)
         snprintf(layers, sizeof layers, " %d layers,", c->layers);
     if (c->arch == TS_ARCH_ATTENTION) {
         snprintf(buf, size, "%s%s%s: B%d S%d, input width %d, d_model %d, %d heads%s", c->preset,
@@ -333,9 +533,10 @@ void model_config_describe(const ts_model_config *c, char *buf, size_t size) {
         snprintf(dims, sizeof dims, "B%d S%d T%d", c->batch, c->seq, c->tgt_seq);
     else
         snprintf(dims, sizeof dims, "B%d S%d", c->batch, c->seq);
-    snprintf(buf, size, "%s%s%s: %s, d_model %d, %d heads, ffn %d,%s %s-LN, %s, %s%s%s", c->preset,
+    snprintf(buf, size, "%s%s%s: %s, d_model %d, %d heads, ffn %d,%s %s-LN, %s, %s%s%s%s", c->preset,
              c->preset[0] ? " " : "", arch[c->arch], dims, c->d_model, c->heads, c->ffn, layers,
-             c->norm == TS_NORM_PRE ? "pre" : "post", c->activation == TS_ACT_GELU ? "gelu" : "relu",
-             c->input == TS_INPUT_TOKENS ? "" : "vector input, ", pe[c->pe], head[c->head]);
+             c->norm == TS_NORM_PRE ? "pre" : "post", ts_model_activation_name(c->activation),
+             c->input == TS_INPUT_TOKENS ? "" : "vector input, ", pe[c->pe], c->final_norm ? ", final norms" : "",
+             c->tie_embed && c->head == TS_HEAD_LM ? ", vocabulary logits (tied)" : head[c->head]);
     describe_variants(c, buf, size);
 }

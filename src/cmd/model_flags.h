@@ -16,11 +16,18 @@
 
 #include "cli.h"
 #include "tscope/core.h"
+#include "tscope/io.h"
 #include "tscope/model.h"
 #include "tscope/tokenizer.h"
 
-/* Rows model_flags_table adds to a command's flag table. */
-#define MODEL_FLAGS_COUNT 21
+/* The rows model_flags_table adds to a command's flag table, in order: the
+ * index of each row's `seen` slot. */
+enum model_flag_id {
+    F_PRESET, F_D_MODEL, F_HEADS, F_FFN, F_LAYERS, F_DEC_LAYERS, F_VOCAB, F_SEQ, F_BATCH, F_DROPOUT,
+    F_NORM, F_PE, F_ACTIVATION, F_EPS, F_FINAL_NORM, F_SEED, F_TEXT, F_VARIANT, F_PE_VARIANT, F_MASK,
+    F_TRAIN_MODE, F_HEAD, F_ARCH,
+    MODEL_FLAGS_COUNT
+};
 
 typedef struct model_flags {
     const char *preset;
@@ -32,6 +39,8 @@ typedef struct model_flags {
     ts_cli_list variant;               /* words, repeatable: no-scale seed000-reshape ... */
     const char *pe_variant, *mask;
     bool train_mode;
+    const char *head;                  /* --head none|lm */
+    const char *arch;                  /* --arch encoder|encoder-decoder|decoder */
     bool seen[MODEL_FLAGS_COUNT]; /* which flags were given, in table order */
 } model_flags;
 
@@ -56,6 +65,27 @@ typedef struct model_batch {
  * allocated (tscope shapes); otherwise the inputs are built too. On failure a
  * message is set; the caller prints it and exits 2. */
 ts_status model_flags_resolve(const model_flags *mf, ts_model_config *cfg, model_batch *batch);
+
+/* What `tscope run` knows before the flags are resolved. */
+typedef struct model_given {
+    const ts_model_config *base; /* the config from --load with the flags already checked against it
+                                  * (model_weights.c), or NULL: preset + flags */
+    const char *weights_path;    /* --load, for messages */
+    const ts_npy *input;         /* --input vectors (B, S, W), or NULL */
+    const ts_npy *target;        /* --target vectors (B, T, D), or NULL */
+    const char *input_path, *target_path;
+    bool src_pad_given;          /* --src-key-padding-mask */
+    bool trains;                 /* tscope train: dropout always acts */
+} model_given;
+
+/* model_flags_resolve from what run was given: the weights' config instead of
+ * the preset, the input files' batch and lengths instead of the text's (flags
+ * that disagree with either are errors naming both values). */
+ts_status model_flags_resolve_given(const model_flags *mf, const model_given *given, ts_model_config *cfg,
+                                    model_batch *batch);
+
+/* Apply the model flags given to cfg (no checks); for model_weights.c. */
+ts_status model_flags_apply(const model_flags *mf, ts_model_config *cfg);
 void model_batch_free(model_batch *b);
 
 /* The ts_model_input that feeds b. */

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "tscope/core.h"
+#include "tscope/io.h"
 
 int trace_cli_table(ts_flag *t, int n, trace_cli *tc) {
     memset(tc, 0, sizeof *tc);
@@ -39,38 +40,17 @@ int trace_cli_check(const trace_cli *tc, const char *command, int batch) {
     return -1;
 }
 
+/* The model's config (ts_model_config_json, as checkpoints hold it) and what
+ * only a trace's steps need: the columns of a fused qkv (kv) step are q, k
+ * and v of head 0, then of head 1... (PyTorch's in_proj gives all q, then all
+ * k, then all v). A checkpoint's in_proj_weight is in PyTorch's order, so the
+ * key is not in ts_model_config_json. */
 char *trace_cli_config_json(const ts_model_config *c) {
-    cJSON *o = cJSON_CreateObject();
+    char *base = ts_model_config_json(c);
+    cJSON *o = base ? cJSON_Parse(base) : NULL;
+    free(base);
     if (!o) return NULL;
-    cJSON_AddStringToObject(o, "preset", c->preset);
-    cJSON_AddStringToObject(o, "arch", ts_model_arch_name(c->arch));
-    const struct {
-        const char *key;
-        int value;
-    } ints[] = {{"d_model", c->d_model}, {"heads", c->heads},     {"ffn", c->ffn},         {"layers", c->layers},
-                {"dec_layers", c->dec_layers}, {"vocab", c->vocab}, {"seq", c->seq},       {"tgt_seq", c->tgt_seq},
-                {"batch", c->batch},     {"in_dim", c->in_dim},   {"max_pos", c->max_pos}, {"n_labels", c->n_labels}};
-    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) cJSON_AddNumberToObject(o, ints[i].key, ints[i].value);
-    cJSON_AddNumberToObject(o, "dropout", c->dropout);
-    cJSON_AddNumberToObject(o, "eps", c->eps);
-    cJSON_AddStringToObject(o, "norm", ts_model_norm_name(c->norm));
-    cJSON_AddStringToObject(o, "pe", ts_model_pe_name(c->pe));
-    cJSON_AddStringToObject(o, "activation", ts_model_activation_name(c->activation));
-    cJSON_AddStringToObject(o, "head", ts_model_head_name(c->head));
-    cJSON_AddStringToObject(o, "input", ts_model_input_name(c->input));
-    cJSON_AddBoolToObject(o, "final_norm", c->final_norm);
-    cJSON_AddBoolToObject(o, "causal", c->causal);
-    /* The columns of a fused qkv (kv) step: q, k and v of head 0, then of head 1...
-     * (PyTorch's in_proj gives all q, then all k, then all v). */
     cJSON_AddStringToObject(o, "qkv_layout", "per-head");
-    char variants[96];
-    ts_model_variant_names(c->variants, variants, sizeof variants);
-    cJSON_AddStringToObject(o, "variant", variants);
-    cJSON_AddStringToObject(o, "pe_variant", ts_model_pe_variant_name(c->pe_variant));
-    cJSON_AddStringToObject(o, "mask", ts_model_mask_name(c->mask));
-    cJSON_AddBoolToObject(o, "train_mode", c->train_mode);
-    cJSON_AddNumberToObject(o, "seed", (double)c->seed);
-    if (c->text) cJSON_AddStringToObject(o, "text", c->text);
     char *text = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
     return text;

@@ -1,18 +1,13 @@
-/* model_load: a model's weights from a safetensors file, its inputs from .npy
- * files, with messages that name the tensor and the flag that would help. */
+/* model_load: a model's weights from a safetensors file, its inputs and
+ * padding masks from .npy files, with messages that name the file's tensors
+ * (under the file's own names, not tscope's) and the flag that would help. */
 #include "tscope/io.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-
-/* Put "path: " before the message the last call left. */
-static ts_status in_file(ts_status st, const char *path) {
-    char msg[1024];
-    snprintf(msg, sizeof msg, "%s", ts_last_error());
-    return ts_fail(st, "%s: %s", path, msg);
-}
+#define FULL_NAME_MAX (TS_MODEL_NAME_MAX + TS_LAYOUT_PREFIX_MAX + 64)
 
 /* The model flag that would make room for a tensor the model lacks, or "". */
 static const char *flag_hint(const ts_model *m, const char *name) {
@@ -29,97 +24,170 @@ static const char *flag_hint(const ts_model *m, const char *name) {
     return "";
 }
 
-static ts_status load_one(ts_model *m, ts_safetensors *f, const char *name, const char *prefix, int *loaded_from,
-                          int entry) {
-    char full[TS_MODEL_NAME_MAX + 64];
-    snprintf(full, sizeof full, "%s%s", prefix ? prefix : "", name);
-    int i = ts_model_find_param(m, full);
-    if (i < 0) {
-        const char *hint = flag_hint(m, full);
-        if (hint[0])
-            return ts_fail(TS_ERR_ARG, "%s: tensor %s has no place in this model%s", f->path, name, hint);
-        ts_tensor unused;
-        return in_file(ts_model_param(m, full, &unused), f->path);
+/* The model's parameter for a tensor of the file (-1: none), and tscope's name for it. */
+static int param_of(const ts_model *m, const ts_load_options *o, const char *file, char *model, size_t size) {
+    if (o->info) {
+        if (!ts_weights_model_name(o->info, file, model, size)) return -1;
+    } else {
+        snprintf(model, size, "%s%s", o->into ? o->into : "", file);
     }
+    return ts_model_find_param(m, model);
+}
+
+/* What the file should have called parameter `model`. */
+static void file_name_of(const ts_load_options *o, const char *model, char *out, size_t size) {
+    if (o->info && ts_weights_file_name(o->info, model, out, size)) return;
+    size_t n = o->into ? strlen(o->into) : 0;
+    if (n && strncmp(model, o->into, n) == 0) model += n;
+    snprintf(out, size, "%s", model);
+}
+
+/* Append a name to "a, b, ... (N more)" within TS_LOAD_LIST_MAX. */
+static void list_add(char *list, int index, int total, const char *name) {
+    size_t len = strlen(list);
+    if (len && strstr(list, " more)")) return;
+    char more[48];
+    snprintf(more, sizeof more, ", ... (%d more)", total - index);
+    if (len + strlen(name) + 2 + sizeof more >= TS_LOAD_LIST_MAX) {
+        snprintf(list + len, TS_LOAD_LIST_MAX - len, "%s", more + (len ? 0 : 2));
+        return;
+    }
+    snprintf(list + len, TS_LOAD_LIST_MAX - len, "%s%s", len ? ", " : "", name);
+}
+
+/* Tensors of the file the model has no place for: an error listing them
+ * (the first one's flag hint when there is one), or the report's list. */
+static ts_status extras(ts_model *m, ts_safetensors *f, const ts_load_options *o, ts_load_report *r) {
+    char model[FULL_NAME_MAX], list[TS_LOAD_LIST_MAX] = "";
+    int n = 0, first = -1;
+    for (int e = 0; e < f->count; e++)
+        if (param_of(m, o, f->entries[e].name, model, sizeof model) < 0) n++;
+    if (n == 0) return TS_OK;
+    int k = 0;
+    for (int e = 0; e < f->count; e++) {
+        if (param_of(m, o, f->entries[e].name, model, sizeof model) >= 0) continue;
+        if (first < 0) first = e;
+        list_add(list, k++, n, f->entries[e].name);
+    }
+    if (o->ignore_extra) {
+        r->skipped = n;
+        snprintf(r->skipped_names, sizeof r->skipped_names, "%s", list);
+        return TS_OK;
+    }
+    const char *name = f->entries[first].name;
+    char as[160] = "";
+    if (o->info) snprintf(as, sizeof as, " (read as %s's state_dict)", o->info->layout_name);
+    param_of(m, o, name, model, sizeof model);
+    const char *hint = flag_hint(m, model);
+    if (n == 1)
+        return ts_fail(TS_ERR_ARG, "%s: tensor %s has no place in this model%s%s", f->path, name,
+                       hint[0] ? hint : as, hint[0] ? "" : "; --ignore-extra skips it");
+    return ts_fail(TS_ERR_ARG, "%s: %d tensors have no place in this model%s%s: %s; --ignore-extra skips them",
+                   f->path, n, hint[0] ? hint : as, "", list);
+}
+
+static ts_status load_one(ts_model *m, ts_safetensors *f, const ts_load_options *o, int e, int *loaded_from) {
+    const char *name = f->entries[e].name;
+    char model[FULL_NAME_MAX];
+    int i = param_of(m, o, name, model, sizeof model);
+    if (i < 0) return TS_OK; /* an extra, dealt with before */
     if (loaded_from[i] >= 0)
         return ts_fail(TS_ERR_FORMAT, "%s: tensors %s and %s both give parameter %s", f->path,
                        f->entries[loaded_from[i]].name, name, m->params[i].name);
     const ts_model_param_info *p = &m->params[i];
     ts_tensor view;
     ts_status st = ts_safetensors_expect(f, name, p->rank, p->shape, &view);
-    if (!st) st = ts_model_load_param(m, full, &view);
-    if (!st) loaded_from[i] = entry;
+    if (!st) st = ts_model_load_param(m, m->params[i].name, &view);
+    if (!st) loaded_from[i] = e;
+    return st;
+}
+
+ts_status ts_model_load_weights(ts_model *m, ts_safetensors *f, const ts_load_options *o, ts_load_report *report) {
+    ts_load_report unused;
+    ts_load_report *r = report ? report : &unused;
+    memset(r, 0, sizeof *r);
+    if (!m->block) return ts_fail(TS_ERR_ARG, "%s: a shapes-only model cannot load weights", f->path);
+    ts_status st = extras(m, f, o, r);
+    if (st) return st;
+    int *loaded_from = malloc(sizeof(int) * (size_t)(m->n_params + 1));
+    if (!loaded_from) return ts_fail(TS_ERR_NOMEM, "%s: out of memory", f->path);
+    for (int i = 0; i < m->n_params; i++) loaded_from[i] = -1;
+    for (int e = 0; e < f->count && !st; e++) st = load_one(m, f, o, e, loaded_from);
+    for (int i = 0; i < m->n_params && !st; i++) {
+        if (loaded_from[i] >= 0) {
+            r->loaded++;
+            continue;
+        }
+        /* Let the file's reader explain under the file's name: it lists what the file holds. */
+        char name[FULL_NAME_MAX];
+        file_name_of(o, m->params[i].name, name, sizeof name);
+        ts_tensor view;
+        st = ts_safetensors_get(f, name, &view);
+        if (!st) st = ts_fail(TS_ERR_FORMAT, "%s: parameter %s was not loaded", f->path, m->params[i].name);
+    }
+    free(loaded_from);
     return st;
 }
 
 ts_status ts_model_load_safetensors(ts_model *m, const char *path, const char *prefix) {
-    if (!m->block) return ts_fail(TS_ERR_ARG, "%s: a shapes-only model cannot load weights", path);
     ts_safetensors f;
     ts_status st = ts_safetensors_open(&f, path);
     if (st) return st;
-    int *loaded_from = malloc(sizeof(int) * (size_t)(m->n_params + 1));
-    if (!loaded_from) {
-        ts_safetensors_close(&f);
-        return ts_fail(TS_ERR_NOMEM, "%s: out of memory", path);
-    }
-    for (int i = 0; i < m->n_params; i++) loaded_from[i] = -1;
-    for (int e = 0; e < f.count && !st; e++) st = load_one(m, &f, f.entries[e].name, prefix, loaded_from, e);
-    for (int i = 0; i < m->n_params && !st; i++) {
-        if (loaded_from[i] >= 0) continue;
-        /* Let the file's reader explain: it lists what the file holds. */
-        ts_tensor unused;
-        const char *name = m->params[i].name;
-        size_t n = prefix ? strlen(prefix) : 0;
-        if (n && strncmp(name, prefix, n) == 0) name += n;
-        st = ts_safetensors_get(&f, name, &unused);
-        if (!st) st = ts_fail(TS_ERR_FORMAT, "%s: parameter %s was not loaded", path, m->params[i].name);
-    }
-    free(loaded_from);
+    ts_load_options o = {.info = NULL, .into = prefix, .ignore_extra = false};
+    st = ts_model_load_weights(m, &f, &o, NULL);
     ts_safetensors_close(&f);
     return st;
 }
 
-/* An (B, L, W) array from a .npy, checked against the width the model takes. */
-static ts_status read_vectors(const char *path, const char *flag, int width, const char *width_flag, ts_npy *out) {
+/* ---- inputs ------------------------------------------------------------------ */
+
+ts_status ts_model_read_vectors(const char *path, const char *flag, ts_npy *out) {
     ts_status st = ts_npy_read(out, path);
     if (st) return st;
     char s[TS_SHAPE_TEXT_MAX];
-    if (out->rank != 3 || out->shape[2] != width || out->shape[0] < 1 || out->shape[1] < 1) {
-        st = ts_fail(TS_ERR_SHAPE, "%s has shape %s; %s must be (B, S, %d) float32 vectors for %s %d", path,
-                     ts_shape_format(s, sizeof s, out->rank, out->shape, TS_SHAPE_PLAIN), flag, width, width_flag,
-                     width);
-    } else if (out->shape[0] > (1 << 30) || out->shape[1] > (1 << 30)) {
-        st = ts_fail(TS_ERR_SHAPE, "%s: shape %s is too large", path,
+    if (out->rank != 3 || out->shape[0] < 1 || out->shape[1] < 1 || out->shape[2] < 1) {
+        st = ts_fail(TS_ERR_SHAPE, "%s %s has shape %s; it must be (B, S, D) vectors, one row of width D per "
+                     "position", flag, path, ts_shape_format(s, sizeof s, out->rank, out->shape, TS_SHAPE_PLAIN));
+    } else if (out->shape[0] > (1 << 20) || out->shape[1] > (1 << 20) || out->shape[2] > (1 << 20)) {
+        st = ts_fail(TS_ERR_SHAPE, "%s %s: shape %s is too large", flag, path,
                      ts_shape_format(s, sizeof s, out->rank, out->shape, TS_SHAPE_PLAIN));
     }
     if (st) ts_npy_free(out);
     return st;
 }
 
-ts_status ts_model_read_embedded(ts_model_config *cfg, const char *input_path, const char *target_path,
-                                 ts_npy *x, ts_npy *y) {
-    memset(x, 0, sizeof *x);
-    if (y) memset(y, 0, sizeof *y);
-    if (target_path && cfg->arch != TS_ARCH_ENCODER_DECODER)
-        return ts_fail(TS_ERR_ARG, "--target %s needs an encoder-decoder model (--dec-layers > 0)", target_path);
-    if (target_path && !y) return ts_fail(TS_ERR_ARG, "ts_model_read_embedded: no place for the target");
-    int width = cfg->in_dim ? cfg->in_dim : cfg->d_model;
-    ts_status st = read_vectors(input_path, "--input", width, cfg->in_dim ? "--in-dim" : "--d-model", x);
+ts_status ts_model_read_pad_mask(const char *path, const char *flag, int B, int S, uint8_t **pads) {
+    *pads = NULL;
+    ts_npy a;
+    ts_status st = ts_npy_read(&a, path);
     if (st) return st;
-    if (target_path) {
-        st = read_vectors(target_path, "--target", cfg->d_model, "--d-model", y);
-        if (!st && y->shape[0] != x->shape[0])
-            st = ts_fail(TS_ERR_SHAPE, "--input %s has batch %lld but --target %s has batch %lld", input_path,
-                         (long long)x->shape[0], target_path, (long long)y->shape[0]);
-        if (st) {
-            ts_npy_free(x);
-            ts_npy_free(y);
-            return st;
+    char s[TS_SHAPE_TEXT_MAX];
+    bool lengths = a.rank == 1 && a.shape[0] == B;
+    if (!lengths && !(a.rank == 2 && a.shape[0] == B && a.shape[1] == S))
+        st = ts_fail(TS_ERR_SHAPE, "%s %s has shape %s; the model reads (B, S) = (%d, %d) (True = padding), or (%d) "
+                     "lengths", flag, path, ts_shape_format(s, sizeof s, a.rank, a.shape, TS_SHAPE_PLAIN), B, S, B);
+    uint8_t *p = st ? NULL : malloc((size_t)B * (size_t)S);
+    if (!st && !p) st = ts_fail(TS_ERR_NOMEM, "%s: out of memory", path);
+    for (int64_t i = 0; !st && i < (lengths ? B : (int64_t)B * S); i++) {
+        float v = a.f32[i];
+        if (lengths) {
+            if (!(v >= 0 && v <= S) || v != (float)(int)v)
+                st = ts_fail(TS_ERR_ARG, "%s %s: length %g of sequence %lld is not a whole number in 0..%d", flag,
+                             path, (double)v, (long long)i, S);
+            for (int j = 0; !st && j < S; j++) p[i * S + j] = j >= (int)v;
+        } else if (v != 0.0f && v != 1.0f) {
+            st = ts_fail(TS_ERR_ARG, "%s %s: element [%lld, %lld] is %g; a padding mask holds True/1 (padding) or "
+                         "False/0 (for PyTorch's additive float mask, save mask == -inf as bool)", flag, path,
+                         (long long)(i / S), (long long)(i % S), (double)v);
+        } else {
+            p[i] = v == 1.0f;
         }
-        cfg->tgt_seq = (int)y->shape[1];
     }
-    cfg->batch = (int)x->shape[0];
-    cfg->seq = (int)x->shape[1];
-    cfg->input = TS_INPUT_EMBEDDED;
+    ts_npy_free(&a);
+    if (st) {
+        free(p);
+        return st;
+    }
+    *pads = p;
     return TS_OK;
 }

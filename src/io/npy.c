@@ -145,11 +145,12 @@ static ts_status parse_dict(dict_parser *d, npy_header *h) {
 
 /* ---- the data ------------------------------------------------------------ */
 
-typedef enum npy_kind { NPY_F4, NPY_F8, NPY_I4, NPY_I8 } npy_kind;
+typedef enum npy_kind { NPY_F4, NPY_F8, NPY_I4, NPY_I8, NPY_I1, NPY_U1 } npy_kind;
 
 static ts_status check_descr(const char *what, const char *descr, npy_kind *kind, int *size) {
     static const struct { const char *descr; npy_kind kind; int size; } ok[] = {
         {"<f4", NPY_F4, 4}, {"<f8", NPY_F8, 8}, {"<i4", NPY_I4, 4}, {"<i8", NPY_I8, 8},
+        {"|b1", NPY_U1, 1}, {"|u1", NPY_U1, 1}, {"|i1", NPY_I1, 1}, /* masks: bool, uint8, int8 */
     };
     for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++)
         if (strcmp(descr, ok[i].descr) == 0) {
@@ -163,11 +164,13 @@ static ts_status check_descr(const char *what, const char *descr, npy_kind *kind
     if (strcmp(descr, "|O") == 0)
         return ts_fail(TS_ERR_UNSUPPORTED, "%s: object arrays (pickled Python objects) are not supported",
                        what);
-    return ts_fail(TS_ERR_UNSUPPORTED, "%s: dtype '%s' is not supported (tscope reads <f4, <f8, <i4, <i8)",
+    return ts_fail(TS_ERR_UNSUPPORTED, "%s: dtype '%s' is not supported (tscope reads <f4, <f8, <i4, <i8, |b1, |u1, |i1)",
                    what, descr);
 }
 
 static int64_t read_i64_at(const unsigned char *p, npy_kind kind) {
+    if (kind == NPY_U1) return p[0];
+    if (kind == NPY_I1) return (int8_t)p[0];
     if (kind == NPY_I4) {
         int32_t v;
         memcpy(&v, p, 4);
@@ -220,7 +223,7 @@ static ts_status to_i64(ts_npy *out, const unsigned char *src, npy_kind kind, in
     if (!out->i64) return ts_fail(TS_ERR_NOMEM, "%s: out of memory for %lld values", what, (long long)out->numel);
     for (int64_t i = 0; i < out->numel; i++) {
         const unsigned char *p = src + i * size;
-        if (kind == NPY_I4 || kind == NPY_I8) {
+        if (kind != NPY_F4 && kind != NPY_F8) {
             out->i64[i] = read_i64_at(p, kind);
             continue;
         }

@@ -2,6 +2,7 @@
  * entry points that split work across threads and call the chosen table.
  */
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -260,6 +261,17 @@ void ts_gelu(float *out, const float *in, int64_t n) {
     const ts_kern_ops *ops = ts_kern_ops_current();
     ELTWISE_SPLIT(n, ops->gelu(out + i0, in + i0, len));
 }
+
+/* Scalar: tanhf is no SIMD kernel of ours yet; ELTWISE_SPLIT still uses both cores. */
+static void gelu_tanh_span(float *out, const float *in, int64_t n) {
+    const float k = 0.7978845608028654f; /* sqrt(2 / pi) */
+    for (int64_t i = 0; i < n; i++) {
+        float x = in[i];
+        out[i] = 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x)));
+    }
+}
+
+void ts_gelu_tanh(float *out, const float *in, int64_t n) { ELTWISE_SPLIT(n, gelu_tanh_span(out + i0, in + i0, len)); }
 
 void ts_transpose2d(float *out, int ldo, const float *in, int ldi, int rows, int cols) {
     int nth = threads_for((int64_t)rows * cols, ELTWISE_MIN_PER_THREAD);

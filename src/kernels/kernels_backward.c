@@ -126,6 +126,18 @@ void ts_bwd_relu_backward(float *din, const float *dout, const float *in, int64_
 
 void ts_bwd_gelu_forward(float *out, const float *in, int64_t n) { ts_gelu(out, in, n); }
 
+void ts_bwd_gelu_tanh_backward(float *din, const float *dout, const float *in, int64_t n) {
+    const float k = 0.7978845608028654f; /* sqrt(2 / pi) */
+    int nt = threads_for(n);
+    (void)nt;
+    TS_OMP(parallel for num_threads(nt) if(nt > 1) schedule(static))
+    for (int64_t i = 0; i < n; i++) {
+        float x = in[i], u = k * (x + 0.044715f * x * x * x), t = tanhf(u);
+        float du = k * (1.0f + 3.0f * 0.044715f * x * x);
+        din[i] += dout[i] * (0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * du);
+    }
+}
+
 void ts_bwd_gelu_backward(float *din, const float *dout, const float *in, int64_t n) {
     const float inv_sqrt2 = 0.70710678118654752f, inv_sqrt2pi = 0.39894228040143268f;
     int nt = threads_for(n);

@@ -43,9 +43,19 @@ ts_status ts_optim_init(ts_optim *o, const ts_optim_config *c, int64_t n) {
     return TS_OK;
 }
 
+ts_status ts_optim_set_decay(ts_optim *o, const uint8_t *decay) {
+    uint8_t *d = malloc((size_t)(o->n > 0 ? o->n : 1));
+    if (!d) return ts_fail(TS_ERR_NOMEM, "optim: out of memory");
+    memcpy(d, decay, (size_t)o->n);
+    free(o->decay);
+    o->decay = d;
+    return TS_OK;
+}
+
 void ts_optim_free(ts_optim *o) {
     free(o->m);
     free(o->v);
+    free(o->decay);
     memset(o, 0, sizeof *o);
 }
 
@@ -59,16 +69,18 @@ void ts_optim_step(ts_optim *o, float *params, const float *grads, float lr) {
     float decay = (float)(1.0 - (double)lr * wd);
     bool adamw = c->kind == TS_OPTIM_ADAMW;
     float *m = o->m, *v = o->v;
+    const uint8_t *dm = o->decay;
     int64_t n = o->n;
     int nt = n >= PAR_MIN ? ts_kernels_threads() : 1;
     (void)nt;
     OPTIM_OMP(parallel for num_threads(nt) if(nt > 1) schedule(static))
     for (int64_t i = 0; i < n; i++) {
         float g = grads[i], p = params[i];
-        if (adamw) {
-            if (wd != 0.0f) p *= decay;
-        } else if (wd != 0.0f) {
-            g += wd * p;
+        if (wd != 0.0f && (!dm || dm[i])) {
+            if (adamw)
+                p *= decay;
+            else
+                g += wd * p;
         }
         m[i] = m[i] * b1 + g * (1.0f - b1);
         v[i] = v[i] * b2 + g * g * (1.0f - b2);
@@ -100,6 +112,14 @@ float ts_optim_lr(float peak, int warmup, int64_t t) {
     if (t < 1) t = 1;
     double w = warmup, s = (double)t;
     return (float)(peak * fmin(s / w, sqrt(w / s)));
+}
+
+float ts_optim_lr_cosine(float peak, float floor, int warmup, int64_t t, int64_t total) {
+    if (t < 1) t = 1;
+    if (warmup > 0 && t <= warmup) return (float)((double)peak * (double)t / warmup);
+    if (t >= total) return floor;
+    double x = (double)(t - warmup) / (double)(total - warmup);
+    return (float)(floor + ((double)peak - floor) * 0.5 * (1.0 + cos(M_PI * x)));
 }
 
 float ts_optim_paper_peak(int d_model, int warmup) {

@@ -233,6 +233,11 @@ static ts_status check_cross(parser *p) {
                 return lp_fail_line(p, s->keys[i].line, "'%s' is a training key: the setup needs 'command: train'",
                                  s->keys[i].key);
         }
+        const ts_lesson_kv *trace = lp_find_kv(s->keys, s->n_keys, "trace");
+        if (trace && s->n_keys > 1)
+            return lp_fail_line(p, trace->line, "a setup with 'trace:' shows that recorded trace: it takes no other key");
+        if (trace && r == 0 && l->n_setups > 1)
+            return lp_fail_line(p, trace->line, "'trace:' goes in a named setup: the others would take its keys");
         if (train && !ts_lesson_setup_get(l, r, "task"))
             return lp_fail_line(p, kv_line(s->keys, s->n_keys, "command", s->line), "a training setup needs 'task:'");
         if (ts_lesson_setup_get(l, r, "text") && ts_lesson_setup_get(l, r, "input")) {

@@ -29,8 +29,9 @@ typedef struct keydef {
 /* Setup keys are the flags of `tscope run` / `tscope train` without their
  * dashes, so a setup turns into a command line one key at a time. */
 static const keydef setup_keys[] = {
-    {"command", V_CHOICE, "run|train", 0, 0, false, false},
-    {"preset", V_CHOICE, "tiny|seed000|seed001|seed004|copy|base", 0, 0, false, false},
+    {"command", V_CHOICE, "run|train|generate", 0, 0, false, false},
+    {"preset", V_CHOICE, "tiny|seed000|seed001|seed004|copy|base|lm|gpt2", 0, 0, false, false},
+    {"arch", V_CHOICE, "encoder|encoder-decoder|decoder", 0, 0, false, false},
     {"d-model", V_INT, NULL, 1, 65536, false, false},
     {"heads", V_INT, NULL, 1, 1024, false, false},
     {"ffn", V_INT, NULL, 1, 1 << 20, false, false},
@@ -42,7 +43,7 @@ static const keydef setup_keys[] = {
     {"dropout", V_FLOAT, NULL, 0, 0.999, false, false},
     {"norm", V_CHOICE, "post|pre", 0, 0, false, false},
     {"pe", V_CHOICE, "sinusoidal|learned|none", 0, 0, false, false},
-    {"activation", V_CHOICE, "relu|gelu", 0, 0, false, false},
+    {"activation", V_CHOICE, "relu|gelu|gelu-tanh", 0, 0, false, false},
     {"eps", V_FLOAT, NULL, 0, 1, true, false},
     {"final-norm", V_BOOL, NULL, 0, 0, false, false},
     {"seed", V_INT, NULL, 0, BIG, false, false},
@@ -60,12 +61,19 @@ static const keydef setup_keys[] = {
     {"pe-variant", V_CHOICE, "paper|seed001-sin-only|seed001-odd-exponent", 0, 0, false, false},
     {"mask", V_CHOICE, "none|causal|padding|padding-both", 0, 0, false, false},
     {"label-smoothing", V_FLOAT, NULL, 0, 0.999, false, true},
-    {"task", V_CHOICE, "copy|reverse|sort", 0, 0, false, true},
+    {"task", V_CHOICE, "copy|reverse|sort|lm", 0, 0, false, true},
     {"steps", V_INT, NULL, 1, BIG, false, true},
     {"every", V_INT, NULL, 1, BIG, false, true},
     {"lr", V_FLOAT, NULL, 0, 10, true, true},
     {"clip", V_FLOAT, NULL, 0, BIG, false, true}, /* 0: no clipping */
     {"weight-decay", V_FLOAT, NULL, 0, 10, false, true},
+    /* tscope generate (a language model's checkpoint in `load`) */
+    {"prompt", V_STRING, NULL, 0, 0, false, false},
+    {"tokens", V_INT, NULL, 0, 1 << 20, false, false},
+    {"temperature", V_FLOAT, NULL, 0, 100, false, false},
+    {"top-k", V_INT, NULL, 0, 1 << 24, false, false},
+    /* a trace recorded beforehand (a shipped training trace), shown as it is */
+    {"trace", V_STRING, NULL, 0, 0, false, false},
 };
 
 /* Step keys are `tscope png`'s flags, plus what only a lesson needs. */

@@ -33,7 +33,7 @@ static bool is_switch(const char *key) {
 /* Keys whose value is a file, looked up next to the lesson, then in the tree. */
 static bool is_path(const char *key) {
     return strcmp(key, "load") == 0 || strcmp(key, "input") == 0 || strcmp(key, "target") == 0 ||
-           strcmp(key, "labels") == 0;
+           strcmp(key, "labels") == 0 || strcmp(key, "trace") == 0;
 }
 
 typedef struct strv {
@@ -362,6 +362,14 @@ static ts_status run_failed(const ts_lesson *l, int k, int rc, const char *shown
 static ts_status run_setup(ts_lessonrun *r, int k, const ts_lessonrun_options *o, const char *dir) {
     const ts_lesson *l = r->lesson;
     const char *name = l->setups[k].name;
+    const char *recorded = ts_lesson_setup_get(l, k, "trace"); /* only its own (lesson.c's checks) */
+    if (recorded) { /* a trace made beforehand (assets/): nothing to run */
+        char path[4096];
+        ts_status st = ts_lesson_resolve(l, recorded, path, sizeof path);
+        if (st) return ts_lesson_fail_at(l, l->setups[k].line, "setup '%s': trace %s", name, ts_last_error());
+        r->paths[k] = strdup(path);
+        return r->paths[k] ? TS_OK : ts_fail(TS_ERR_NOMEM, "lesson: out of memory");
+    }
     char **argv = NULL;
     ts_status st = ts_lessonrun_argv(l, k, &argv, NULL);
     if (st) {

@@ -115,10 +115,16 @@ static void walk_embed(table_walk *t, ts_embed_weights *w, const char *prefix, b
          * positions begins near unit size; unscaled tables start at N(0, 1)
          * as nn.Embedding does. */
         float sd = c->scale_embed ? (float)(1.0 / sqrt((double)D)) : 1.0f;
+        /* A GPT's table is its output head too: GPT-2's N(0, 0.02) keeps the
+         * first logits near 0 (N(0, 1) would start the loss near 17 nats). */
+        if (c->arch == TS_ARCH_DECODER) sd = 0.02f;
         w->tokens = param(t, TS_LAYOUT_TORCH, TS_INIT_NORMAL, sd, 2, c->vocab, D, "%s.tokens.weight", prefix);
     }
     if (c->pe == TS_PE_LEARNED) {
-        w->positions = param(t, TS_LAYOUT_TORCH, TS_INIT_NORMAL, 1.0f, 2, P, D, "%s.positions.weight", prefix);
+        float psd = c->arch == TS_ARCH_DECODER ? 0.02f : 1.0f; /* GPT-2's, beside its small token table */
+        w->positions = param(t, TS_LAYOUT_TORCH, TS_INIT_NORMAL, psd, 2, P, D, "%s.positions.weight", prefix);
+    }
+    if (ts_model_embed_norm(c)) {
         char norm[TS_MODEL_NAME_MAX];
         snprintf(norm, sizeof norm, "%s.norm", prefix);
         walk_norm(t, &w->norm, norm, D);
@@ -135,18 +141,20 @@ static void walk_all(table_walk *t, ts_model_weights *w) {
         return;
     }
     walk_embed(t, &w->embed, "embed", true);
+    const char *stack = ts_model_stack_name(c); /* "encoder", or "decoder" for a GPT */
     for (int i = 0; i < c->layers; i++) {
         ts_enc_layer_weights *e = &w->enc[i];
-        snprintf(p, sizeof p, "encoder.layers.%d.self_attn", i);
+        snprintf(p, sizeof p, "%s.layers.%d.self_attn", stack, i);
         walk_attn(t, &e->self_attn, p, D, D, TS_LAYOUT_QKV_HEADS);
-        snprintf(p, sizeof p, "encoder.layers.%d", i);
+        snprintf(p, sizeof p, "%s.layers.%d", stack, i);
         walk_ffn(t, &e->ffn, p, D, F);
-        snprintf(p, sizeof p, "encoder.layers.%d.norm1", i);
+        snprintf(p, sizeof p, "%s.layers.%d.norm1", stack, i);
         walk_norm(t, &e->norm1, p, D);
-        snprintf(p, sizeof p, "encoder.layers.%d.norm2", i);
+        snprintf(p, sizeof p, "%s.layers.%d.norm2", stack, i);
         walk_norm(t, &e->norm2, p, D);
     }
-    if (c->final_norm) walk_norm(t, &w->enc_norm, "encoder.norm", D);
+    snprintf(p, sizeof p, "%s.norm", stack);
+    if (c->final_norm) walk_norm(t, &w->enc_norm, p, D);
     if (c->arch == TS_ARCH_ENCODER_DECODER) {
         walk_embed(t, &w->dec_embed, "decoder.embed", !c->tie_embed);
         if (c->tie_embed) w->dec_embed.tokens = w->embed.tokens;
@@ -171,7 +179,9 @@ static void walk_all(table_walk *t, ts_model_weights *w) {
         else
             w->head_w = param(t, TS_LAYOUT_TORCH, TS_INIT_UNIFORM, uniform_bound(D), 2, c->vocab, D,
                               "generator.weight");
-        w->head_b = param(t, TS_LAYOUT_TORCH, TS_INIT_UNIFORM, uniform_bound(D), 1, c->vocab, 0, "generator.bias");
+        /* a GPT's head has no bias (GPT-2's lm_head, nanoGPT's) */
+        if (c->arch != TS_ARCH_DECODER)
+            w->head_b = param(t, TS_LAYOUT_TORCH, TS_INIT_UNIFORM, uniform_bound(D), 1, c->vocab, 0, "generator.bias");
     } else if (c->head == TS_HEAD_CLS) {
         w->head_w = param(t, TS_LAYOUT_TORCH, TS_INIT_UNIFORM, uniform_bound(D), 2, c->n_labels, D,
                           "classifier.weight");

@@ -26,6 +26,13 @@
  *   source, target and the pre-softmax projection. The paper's WMT En-De
  *   vocabulary had about 37000 BPE tokens: vocab 37000. Two sentences of 256
  *   tokens (the paper batched ~25000 tokens; two keep a CPU forward near a second).
+ * - lm: the shipped character-level language model of the King James Bible
+ *   (assets/kjv-char.safetensors): a GPT (decoder-only), 4 pre-LN layers of
+ *   width 128, 4 heads, GELU, learned positions, a final norm and a head tied
+ *   to the token table; 73 characters, a context of 128, batches of 32.
+ * - gpt2: GPT-2 small: 12 layers of width 768, 12 heads, FFN 3072, GELU's tanh
+ *   form, a context of 1024, GPT-2's 50257 BPE tokens, tied head without bias:
+ *   124,439,808 parameters. One sequence of 1024 tokens.
  * Token embeddings are scaled by sqrt(d_model) with sinusoidal positions (the
  * paper, section 3.4) and not with learned ones (seed 004 and BERT do not).
  */
@@ -77,10 +84,20 @@ static const preset presets[] = {
       .eps = 1e-5f, .embed_eps = 1e-5f, .norm = TS_NORM_POST, .pe = TS_PE_SINUSOIDAL,
       .activation = TS_ACT_RELU, .head = TS_HEAD_LM, .input = TS_INPUT_TOKENS, .scale_embed = true,
       .tie_embed = true, .seed = 0}},
+    {"lm",
+     {.arch = TS_ARCH_DECODER, .d_model = 128, .heads = 4, .ffn = 512, .layers = 4, .vocab = 73, .seq = 128,
+      .batch = 32, .max_pos = 128, .dropout = 0.0f, .eps = 1e-5f, .embed_eps = 1e-5f, .norm = TS_NORM_PRE,
+      .pe = TS_PE_LEARNED, .final_norm = true, .activation = TS_ACT_GELU, .head = TS_HEAD_LM,
+      .input = TS_INPUT_TOKENS, .causal = true, .tie_embed = true, .seed = 0}},
+    {"gpt2",
+     {.arch = TS_ARCH_DECODER, .d_model = 768, .heads = 12, .ffn = 3072, .layers = 12, .vocab = 50257, .seq = 1024,
+      .batch = 1, .max_pos = 1024, .dropout = 0.0f, .eps = 1e-5f, .embed_eps = 1e-5f, .norm = TS_NORM_PRE,
+      .pe = TS_PE_LEARNED, .final_norm = true, .activation = TS_ACT_GELU_TANH, .head = TS_HEAD_LM,
+      .input = TS_INPUT_TOKENS, .causal = true, .tie_embed = true, .seed = 0}},
 };
 #define N_PRESETS ((int)(sizeof presets / sizeof presets[0]))
 
-const char *ts_model_preset_names(void) { return "tiny, seed000, seed001, seed004, copy, base"; }
+const char *ts_model_preset_names(void) { return "tiny, seed000, seed001, seed004, copy, base, lm, gpt2"; }
 
 ts_status ts_model_config_preset(ts_model_config *cfg, const char *name) {
     for (int i = 0; i < N_PRESETS; i++) {
@@ -126,6 +143,7 @@ static ts_status check_sizes(const ts_model_config *c) {
     if (c->d_model % c->heads != 0) return heads_do_not_divide(c);
     if (c->arch != TS_ARCH_ATTENTION && c->ffn < 1) return too_small("--ffn", c->ffn, 1, "the feed-forward layer");
     if (c->arch == TS_ARCH_ENCODER && c->layers < 1) return too_small("--layers", c->layers, 1, "an encoder");
+    if (c->arch == TS_ARCH_DECODER && c->layers < 1) return too_small("--layers", c->layers, 1, "a decoder-only model");
     if (c->arch == TS_ARCH_ENCODER_DECODER) {
         /* 0 encoder layers is allowed: a decoder fed a memory directly, as
          * nn.TransformerDecoderLayer is tested, or an encoder that only embeds. */
@@ -161,6 +179,19 @@ static ts_status check_sizes(const ts_model_config *c) {
     return TS_OK;
 }
 
+bool ts_model_is_lm(const ts_model_config *c) {
+    bool causal_stack = c->arch == TS_ARCH_DECODER || (c->arch == TS_ARCH_ENCODER && c->causal);
+    return causal_stack && c->head == TS_HEAD_LM && c->input == TS_INPUT_TOKENS;
+}
+
+bool ts_model_embed_norm(const ts_model_config *c) {
+    return c->pe == TS_PE_LEARNED && c->arch != TS_ARCH_DECODER;
+}
+
+const char *ts_model_stack_name(const ts_model_config *c) {
+    return c->arch == TS_ARCH_DECODER ? "decoder" : "encoder";
+}
+
 ts_status ts_model_config_check(const ts_model_config *c) {
     ts_status st = check_sizes(c);
     if (st) return st;
@@ -176,6 +207,11 @@ ts_status ts_model_config_check(const ts_model_config *c) {
                        "(preset seed001) projects its input; give vectors of width %d",
                        c->in_dim, c->d_model, c->d_model);
     bool tokens = c->input == TS_INPUT_TOKENS;
+    if (c->arch == TS_ARCH_DECODER && !c->causal)
+        return ts_fail(TS_ERR_ARG, "a decoder-only model (a GPT) is causal: each position sees only those before it; "
+                                   "--mask causal, or --arch encoder for a stack that sees both ways");
+    if (c->arch == TS_ARCH_DECODER && c->dec_layers)
+        return ts_fail(TS_ERR_ARG, "a decoder-only model has one stack: --layers, not --dec-layers");
     if (c->arch == TS_ARCH_ATTENTION && tokens)
         return ts_fail(TS_ERR_ARG, "the attention-alone model (seed001) takes vectors, not text");
     if (c->arch == TS_ARCH_ATTENTION && c->pe != TS_PE_NONE)
@@ -208,10 +244,10 @@ ts_status ts_model_config_check(const ts_model_config *c) {
 
 /* ---- names ------------------------------------------------------------------ */
 
-static const char *const arch_words[] = {"encoder", "encoder-decoder", "attention"};
+static const char *const arch_words[] = {"encoder", "encoder-decoder", "attention", "decoder"};
 static const char *const norm_words[] = {"post", "pre"};
 static const char *const pe_words[] = {"sinusoidal", "learned", "none"};
-static const char *const activation_words[] = {"relu", "gelu"};
+static const char *const activation_words[] = {"relu", "gelu", "gelu-tanh"};
 static const char *const head_words[] = {"none", "lm", "cls"};
 static const char *const input_words[] = {"tokens", "embedded"};
 #define N_WORDS(a) (int)(sizeof a / sizeof a[0])

@@ -77,6 +77,8 @@ size_t ts_model_plan_acts(const ts_model *m, ts_model_acts *a, unsigned char *ba
     a->pe = take(&cur, base, c->pe == TS_PE_SINUSOIDAL ? L * D : 0);
     a->src_mask = take(&cur, base, B * S);
     a->tgt_mask = take(&cur, base, encdec ? B * T : 0);
+    a->mem_mask = take(&cur, base, encdec ? B * S : 0);
+    a->pads = take(&cur, base, B * L);
     a->cls = take(&cur, base, c->head == TS_HEAD_CLS ? B * D : 0);
     int64_t logits = c->head == TS_HEAD_LM ? B * (encdec ? T : S) * c->vocab
                    : c->head == TS_HEAD_CLS ? B * c->n_labels : 0;
@@ -109,6 +111,7 @@ typedef struct fwd {
     double flops;
     ts_model_summary *sum;
     const float *row_mask; // (B, S) -inf at pad queries while the encoder runs with mask padding-both
+    const float *mem_mask; // (B, S) the memory's padded keys for cross-attention, or NULL
 } fwd;
 
 /* A view of `data` (NULL in a dry run) with the given shape; row-major unless
@@ -555,10 +558,15 @@ static ts_status ffn(fwd *f, const char *prefix, const char *param_prefix, const
                      const float *x, int S, float *out) {
     double flops0 = f->flops;
     int64_t B = f->B, D = f->D, F = f->c->ffn, n = B * S * F;
-    bool gelu = f->c->activation == TS_ACT_GELU;
+    ts_activation act = f->c->activation;
+    bool gelu = act != TS_ACT_RELU;
+    void (*activate)(float *, const float *, int64_t) =
+        act == TS_ACT_GELU ? ts_gelu : act == TS_ACT_GELU_TANH ? ts_gelu_tanh : ts_relu;
     float *hidden = f->a->big;
-    ts_epilogue fused = gelu ? TS_EPI_BIAS_GELU : TS_EPI_BIAS_RELU;
+    /* the GEMM applies ReLU and exact GELU as it stores; GELU's tanh form runs after it */
+    ts_epilogue fused = act == TS_ACT_GELU ? TS_EPI_BIAS_GELU : act == TS_ACT_RELU ? TS_EPI_BIAS_RELU : TS_EPI_BIAS;
     linear(f, hidden, x, B * S, (int)D, (int)F, w->w1, w->b1, (int)D, f->watch ? TS_EPI_BIAS : fused);
+    if (!f->watch && !f->dry && act == TS_ACT_GELU_TANH) ts_gelu_tanh(hidden, hidden, n);
     ts_tensor t = view3(hidden, B, S, F);
     if (f->watch) {
         /* hidden and its ReLU at once, before the ReLU is made: a trace writer
@@ -568,7 +576,7 @@ static ts_status ffn(fwd *f, const char *prefix, const char *param_prefix, const
         bool paired = false;
         if (!gelu) TS_TRY(emit_group(f, prefix, pair, 2, &paired));
         if (!paired) TS_TRY(emit(f, prefix, "hidden", TS_OP_LINEAR, &t, TS_TAG_PLAIN, false));
-        if (!f->dry) (gelu ? ts_gelu : ts_relu)(hidden, hidden, n);
+        if (!f->dry) activate(hidden, hidden, n);
         /* ReLU's output is its input through ReLU, which a trace can store as
          * a view of the input's values; GELU's a reader could not redo to the bit. */
         if (!paired)
@@ -595,16 +603,16 @@ typedef struct enc_names {
     char p[64], attn[64], attnp[64], n1[64], n1p[64], n2[64], n2p[64], ff[64], lin[64];
 } enc_names;
 
-static void enc_names_of(enc_names *nm, int i) {
-    snprintf(nm->p, sizeof nm->p, "encoder.layers.%d", i);
-    snprintf(nm->attn, sizeof nm->attn, "encoder.layers.%d.self_attn", i);
-    snprintf(nm->attnp, sizeof nm->attnp, "encoder.layers.%d.self_attn.", i);
-    snprintf(nm->n1, sizeof nm->n1, "encoder.layers.%d.norm1", i);
-    snprintf(nm->n1p, sizeof nm->n1p, "encoder.layers.%d.norm1.", i);
-    snprintf(nm->n2, sizeof nm->n2, "encoder.layers.%d.norm2", i);
-    snprintf(nm->n2p, sizeof nm->n2p, "encoder.layers.%d.norm2.", i);
-    snprintf(nm->ff, sizeof nm->ff, "encoder.layers.%d.ffn", i);
-    snprintf(nm->lin, sizeof nm->lin, "encoder.layers.%d.linear", i);
+static void enc_names_of(enc_names *nm, const char *stack, int i) {
+    snprintf(nm->p, sizeof nm->p, "%s.layers.%d", stack, i);
+    snprintf(nm->attn, sizeof nm->attn, "%s.layers.%d.self_attn", stack, i);
+    snprintf(nm->attnp, sizeof nm->attnp, "%s.layers.%d.self_attn.", stack, i);
+    snprintf(nm->n1, sizeof nm->n1, "%s.layers.%d.norm1", stack, i);
+    snprintf(nm->n1p, sizeof nm->n1p, "%s.layers.%d.norm1.", stack, i);
+    snprintf(nm->n2, sizeof nm->n2, "%s.layers.%d.norm2", stack, i);
+    snprintf(nm->n2p, sizeof nm->n2p, "%s.layers.%d.norm2.", stack, i);
+    snprintf(nm->ff, sizeof nm->ff, "%s.layers.%d.ffn", stack, i);
+    snprintf(nm->lin, sizeof nm->lin, "%s.layers.%d.linear", stack, i);
 }
 
 /* Seed 004's TransformerEncoderBlock as written (variant seed004-residual):
@@ -634,7 +642,7 @@ static ts_status encoder_layer_seed004(fwd *f, const enc_names *nm, const ts_enc
  * pre-LN (seed 004, norm_first):  x = x + attn(norm1(x)); x = x + ffn(norm2(x)) */
 static ts_status encoder_layer(fwd *f, int i, const ts_enc_layer_weights *w, const float *in, float *out) {
     enc_names nm;
-    enc_names_of(&nm, i);
+    enc_names_of(&nm, ts_model_stack_name(f->c), i);
     int S = f->m->S, D = f->D;
     int64_t n = (int64_t)f->B * S * D;
     float *tmp = f->a->tmp;
@@ -686,11 +694,12 @@ static ts_status decoder_layer(fwd *f, int i, const ts_dec_layer_weights *w, con
     int T = f->m->T, S = f->m->S, D = f->D;
     int64_t n = (int64_t)f->B * T * D;
     float *tmp = f->a->tmp;
-    const float *tmask = f->a->tgt_mask, *smask = f->a->src_mask;
+    const float *tmask = f->a->tgt_mask, *smask = f->mem_mask;
+    bool causal = !f->c->tgt_not_causal;
     float eps = f->c->eps;
     ts_tensor t;
     if (f->c->norm == TS_NORM_POST) {
-        TS_TRY(self_attention(f, sa, sap, &w->self_attn, in, D, T, tmask, true, tmp));
+        TS_TRY(self_attention(f, sa, sap, &w->self_attn, in, D, T, tmask, causal, tmp));
         dropout(f, tmp, n);
         add(f, tmp, tmp, in, n);
         TS_TRY(norm(f, nn[0], np[0], tmp, out, T, norms[0], eps, TS_OP_ADD, false));
@@ -706,7 +715,7 @@ static ts_status decoder_layer(fwd *f, int i, const ts_dec_layer_weights *w, con
         return emit(f, p, "out", TS_OP_LAYERNORM, &t, TS_TAG_PLAIN, true);
     }
     TS_TRY(norm(f, nn[0], np[0], in, tmp, T, norms[0], eps, TS_OP_INPUT, true));
-    TS_TRY(self_attention(f, sa, sap, &w->self_attn, tmp, D, T, tmask, true, tmp));
+    TS_TRY(self_attention(f, sa, sap, &w->self_attn, tmp, D, T, tmask, causal, tmp));
     dropout(f, tmp, n);
     add(f, out, in, tmp, n);
     TS_TRY(norm(f, nn[1], np[1], out, tmp, T, norms[1], eps, TS_OP_ADD, false));
@@ -726,7 +735,8 @@ static ts_status decoder_layer(fwd *f, int i, const ts_dec_layer_weights *w, con
 /* Token ids or given vectors -> the stream `dst` (B, S, D). Returns in *res
  * where the result is: dst, or the caller's vectors when nothing is added.
  * Traces `input`, then embed.tokens (E[id], times sqrt(D) when scaled),
- * embed.pe (S, D), and embed.out; learned positions go through embed.norm. */
+ * embed.pe (S, D), and embed.out; learned positions go through embed.norm
+ * (but a GPT's). */
 static ts_status embed(fwd *f, const char *pfx, const char *input_name, const ts_embed_weights *w, bool tokens,
                        const int32_t *ids, const float *vecs, int S, float *dst, const float **res) {
     const ts_model_config *c = f->c;
@@ -748,8 +758,8 @@ static ts_status embed(fwd *f, const char *pfx, const char *input_name, const ts
         *res = vecs;
         return TS_OK;
     }
-    bool learned = c->pe == TS_PE_LEARNED;
-    float *sum = learned ? a->tmp : dst;
+    bool learned = c->pe == TS_PE_LEARNED, normed = ts_model_embed_norm(c);
+    float *sum = normed ? a->tmp : dst;
     if (tokens) {
         float s = c->scale_embed ? sqrtf((float)D) : 1.0f;
         if (!f->dry) {
@@ -773,7 +783,7 @@ static ts_status embed(fwd *f, const char *pfx, const char *input_name, const ts
                 for (int64_t j = 0; j < D; j++) sum[i * D + j] += pe[(i % S) * D + j];
         }
     }
-    if (learned) {
+    if (normed) {
         char np[TS_MODEL_NAME_MAX], npp[TS_MODEL_NAME_MAX + 1];
         snprintf(np, sizeof np, "%s.norm", pfx);
         snprintf(npp, sizeof npp, "%s.", np);
@@ -781,9 +791,9 @@ static ts_status embed(fwd *f, const char *pfx, const char *input_name, const ts
     }
     dropout(f, dst, B * S * D);
     t = view3(dst, B, S, D);
-    /* Without dropout, embed.out is the norm's out (learned) or the tokens (no positions). */
+    /* Without dropout, embed.out is the norm's out (BERT's learned positions) or the tokens (no positions). */
     TS_TRY(emit(f, pfx, "out", c->pe == TS_PE_NONE ? TS_OP_EMBED : TS_OP_ADD, &t, TS_TAG_PLAIN,
-             (learned || c->pe == TS_PE_NONE) && !f->train));
+             (normed || c->pe == TS_PE_NONE) && !f->train));
     *res = dst;
     return module_done(f, pfx, param_prefix, &t, flops0);
 }
@@ -843,6 +853,19 @@ static void build_mask(float *mask, const uint8_t *pad, int64_t n) {
     for (int64_t i = 0; i < n; i++) mask[i] = pad && pad[i] ? -INFINITY : 0.0f;
 }
 
+/* A padding mask the input gives, handed to the hook as 0/1 (B, S) before the
+ * steps it shapes, so a reader knows which rows are padding (PyTorch leaves
+ * the output at padded queries unspecified; the viewer draws them as pads). */
+static ts_status emit_pads(fwd *f, const char *name, const uint8_t *pad, int S) {
+    if (!pad) return TS_OK;
+    int64_t n = (int64_t)f->B * S;
+    float *p = f->a->pads;
+    if (!f->dry)
+        for (int64_t i = 0; i < n; i++) p[i] = pad[i] ? 1.0f : 0.0f;
+    ts_tensor t = view(p, 2, (int64_t[]){f->B, S}, NULL);
+    return emit(f, NULL, name, TS_OP_MASK, &t, TS_TAG_PLAIN, false);
+}
+
 static ts_status check_input(const ts_model *m, const ts_model_input *in) {
     const ts_model_config *c = &m->cfg;
     bool encdec = c->arch == TS_ARCH_ENCODER_DECODER;
@@ -860,6 +883,9 @@ static ts_status check_input(const ts_model *m, const ts_model_input *in) {
             return ts_fail(TS_ERR_ARG, "model: this model's decoder reads vectors, not ids");
         if (in->tgt_ids) TS_TRY(check_ids(in->tgt_ids, (int64_t)c->batch * m->T, c->vocab, "target"));
     }
+    if (!encdec && (in->tgt_pad || in->mem_pad_set))
+        return ts_fail(TS_ERR_ARG, "model: a %s padding mask needs a decoder; this model has none",
+                       in->tgt_pad ? "target" : "memory");
     return TS_OK;
 }
 
@@ -872,16 +898,23 @@ static ts_status run(fwd *f, const ts_model_input *in, ts_tensor *out) {
     memset(&none, 0, sizeof none);
     if (!in) in = &none;
     TS_TRY(check_input(m, in));
+    bool encdec = c->arch == TS_ARCH_ENCODER_DECODER;
+    const uint8_t *mem_pad = encdec ? (in->mem_pad_set ? in->mem_pad : in->src_pad) : NULL;
     if (!f->dry) {
         build_mask(a->src_mask, in->src_pad, (int64_t)f->B * S);
         if (a->tgt_mask) build_mask(a->tgt_mask, in->tgt_pad, (int64_t)f->B * T);
+        if (a->mem_mask) build_mask(a->mem_mask, mem_pad, (int64_t)f->B * S);
     }
     /* Masks only where a position is padding: without pads, attention is unmasked. */
     const float *saved_src = a->src_mask, *saved_tgt = a->tgt_mask;
     if (!in->src_pad) a->src_mask = NULL;
     if (!in->tgt_pad) a->tgt_mask = NULL;
+    f->mem_mask = mem_pad ? a->mem_mask : NULL;
     f->row_mask = c->mask == TS_MASK_PADDING_BOTH ? a->src_mask : NULL; // the encoder's pad queries
-    ts_status st = TS_OK;
+    ts_status st = emit_pads(f, "src_key_padding_mask", in->src_pad, S);
+    if (!st && encdec) st = emit_pads(f, "tgt_key_padding_mask", in->tgt_pad, T);
+    if (!st && encdec && in->mem_pad_set) st = emit_pads(f, "memory_key_padding_mask", in->mem_pad, S);
+    if (st) goto done;
     const float *x = NULL;
     if (c->arch == TS_ARCH_ATTENTION) {
         int din = c->in_dim ? c->in_dim : f->D;
@@ -899,9 +932,12 @@ static ts_status run(fwd *f, const ts_model_input *in, ts_tensor *out) {
             st = encoder_layer(f, i, &m->w.enc[i], x, a->x);
             x = a->x;
         }
-        if (!st) st = final_norm(f, "encoder", &m->w.enc_norm, &x, a->x, S);
+        const char *stack = ts_model_stack_name(c);
+        char stack_out[16];
+        snprintf(stack_out, sizeof stack_out, "%s.out", stack);
+        if (!st) st = final_norm(f, stack, &m->w.enc_norm, &x, a->x, S);
         ts_tensor t = view3((float *)x, f->B, S, f->D);
-        if (!st) st = emit(f, NULL, "encoder.out", stack_op(c), &t, TS_TAG_PLAIN, true);
+        if (!st) st = emit(f, NULL, stack_out, stack_op(c), &t, TS_TAG_PLAIN, true);
         mem = x;
         *out = t;
     }

@@ -29,6 +29,8 @@ typedef struct ts_model_acts {
     float *pe;       // (L, D) sinusoidal table, filled at init
     float *src_mask; // (B, S) 0 or -inf
     float *tgt_mask; // (B, T)
+    float *mem_mask; // (B, S) cross-attention's keys, when the input sets them apart from src_mask
+    float *pads;     // (B, L) a padding mask as 0/1, handed to the hook
     float *cls;      // (B, D) first token for the classifier
     float *logits;   // (B, L, V) or (B, n_labels)
 } ts_model_acts;

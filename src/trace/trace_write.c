@@ -79,7 +79,7 @@ static bool matches_only(const ts_trace_writer *w, const char *name) {
 }
 
 static bool has_batch_dim(const ts_tensor *t, ts_tag tag) {
-    if (tag == TS_TAG_POSENC || tag == TS_TAG_PARAM || tag == TS_TAG_SCALAR) return false;
+    if (!ts_tag_batched(tag)) return false;
     return t->rank >= 1 && t->shape[0] > 1;
 }
 
@@ -1000,4 +1000,20 @@ ts_status ts_trace_metadata_build(char **out, const char *config_json, const cha
     *out = cJSON_PrintUnformatted(root);
     cJSON_Delete(root);
     return *out ? TS_OK : ts_fail(TS_ERR_NOMEM, "trace: no memory for the metadata");
+}
+
+ts_status ts_trace_metadata_add_batch_tokens(char **json, const char *const *tokens, int B, int n) {
+    cJSON *root = cJSON_Parse(*json ? *json : "{}");
+    if (!cJSON_IsObject(root)) {
+        cJSON_Delete(root);
+        return ts_fail(TS_ERR_ARG, "trace: the metadata is not a JSON object");
+    }
+    cJSON *all = cJSON_AddArrayToObject(root, "source_tokens_batch");
+    for (int b = 0; all && b < B; b++) cJSON_AddItemToArray(all, token_array(tokens + (size_t)b * n, n));
+    char *text = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    if (!text) return ts_fail(TS_ERR_NOMEM, "trace: no memory for the metadata");
+    free(*json);
+    *json = text;
+    return TS_OK;
 }

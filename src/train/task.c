@@ -30,6 +30,11 @@ void ts_task_answer(ts_task_kind kind, const int32_t *src, int S, int32_t *y) {
             }
 }
 
+void ts_task_decoder_input(const int32_t *answer, int T, bool start_in_answer, int32_t *tgt) {
+    if (T > 0) tgt[0] = 1; /* the start id, TS_TOK_BOS */
+    for (int t = 1; t < T; t++) tgt[t] = answer[start_in_answer ? t : t - 1];
+}
+
 void ts_task_batch(ts_task_kind kind, int vocab, int B, int S, uint64_t seed, uint64_t index, int32_t *src,
                    int32_t *tgt, int32_t *labels) {
     uint64_t key = ts_mix64(seed ^ ts_mix64(0x7A5Cull + index));
@@ -41,10 +46,8 @@ void ts_task_batch(ts_task_kind kind, int vocab, int B, int S, uint64_t seed, ui
         for (int i = 1; i < S; i++)
             s[i] = 1 + (int32_t)(ts_u01(key, (uint64_t)b * S + i) * (double)(vocab - 1));
         ts_task_answer(kind, s, S, y);
-        for (int t = 0; t < T; t++) {
-            tgt[(int64_t)b * T + t] = y[t];
-            labels[(int64_t)b * T + t] = y[t + 1];
-        }
+        ts_task_decoder_input(y, T, true, tgt + (int64_t)b * T);
+        for (int t = 0; t < T; t++) labels[(int64_t)b * T + t] = y[t + 1];
     }
 }
 

@@ -37,7 +37,7 @@ static void plan_embed(const ts_model_config *c, tr_embed *e, size_t *cur, unsig
     memset(e, 0, sizeof *e);
     e->ids = tokens ? (int32_t *)take(cur, base, B * S) : NULL;
     e->sum = take(cur, base, B * S * D);
-    if (c->pe == TS_PE_LEARNED) plan_norm(&e->norm, cur, base, B * S, D);
+    if (ts_model_embed_norm(c)) plan_norm(&e->norm, cur, base, B * S, D);
     /* Vectors with no positions go in as they are (no copy). */
     e->out = take(cur, base, tokens || c->pe != TS_PE_NONE ? B * S * D : 0);
 }
@@ -101,6 +101,7 @@ size_t tr_plan(const ts_model *m, tr_acts *a, unsigned char *base) {
     a->logits = take(&cur, base, c->head == TS_HEAD_NONE ? 0 : a->out_numel);
     a->src_mask = take(&cur, base, B * S);
     a->tgt_mask = take(&cur, base, encdec ? B * T : 0);
+    a->mem_mask = take(&cur, base, encdec ? B * S : 0);
     a->fout = take(&cur, base, B * L * D);
     a->g0 = take(&cur, base, B * L * D);
     a->g1 = take(&cur, base, B * L * D);
@@ -265,9 +266,12 @@ static void cross_attn_fwd(fctx *f, tr_attn *at, const ts_attn_weights *w, const
 static void ffn_fwd(fctx *f, tr_ffn *ff, uint64_t key, const ts_ffn_weights *w, const float *x, int S, float *out) {
     int64_t rows = (int64_t)f->B * S, n = rows * f->F;
     int D = f->D, F = f->F;
-    if (f->c->activation == TS_ACT_GELU) {
+    if (f->c->activation != TS_ACT_RELU) {
         ts_gemm(false, true, (int)rows, F, D, 1.0f, x, D, w->w1, D, 0.0f, ff->hidden, F, TS_EPI_BIAS, w->b1);
-        ts_bwd_gelu_forward(ff->act, ff->hidden, n);
+        if (f->c->activation == TS_ACT_GELU)
+            ts_bwd_gelu_forward(ff->act, ff->hidden, n);
+        else
+            ts_gelu_tanh(ff->act, ff->hidden, n);
         ts_bwd_dropout_forward(ff->act, ff->act, f->p, key, n);
     } else { /* relu(h) > 0 exactly where h > 0: the backward needs nothing else */
         ts_gemm(false, true, (int)rows, F, D, 1.0f, x, D, w->w1, D, 0.0f, ff->hidden, F, TS_EPI_BIAS_RELU, w->b1);
@@ -337,9 +341,9 @@ static const float *encoder_layer_fwd(fctx *f, tr_layer *l, const ts_enc_layer_w
 static const float *decoder_layer_fwd(fctx *f, tr_layer *l, const ts_dec_layer_weights *w, const float *y,
                                       const float *mem) {
     int S = f->tr->m->S, T = f->tr->m->T;
-    const float *tmask = f->a->tgt_masked ? f->a->tgt_mask : NULL, *smask = f->a->src_masked ? f->a->src_mask : NULL;
+    const float *tmask = f->a->tgt_masked ? f->a->tgt_mask : NULL, *smask = f->a->mem_masked ? f->a->mem_mask : NULL;
     l->in = y;
-    sub_args a = {SUB_SELF, &w->self_attn, NULL, &w->norm1, &l->attn[0], T, NULL, 0, tmask, true};
+    sub_args a = {SUB_SELF, &w->self_attn, NULL, &w->norm1, &l->attn[0], T, NULL, 0, tmask, !f->c->tgt_not_causal};
     y = sublayer_fwd(f, l, &l->sub[0], &a, y);
     sub_args b = {SUB_CROSS, &w->cross_attn, NULL, &w->norm2, &l->attn[1], T, mem, S, smask, false};
     y = sublayer_fwd(f, l, &l->sub[1], &b, y);
@@ -367,7 +371,7 @@ static const float *embed_fwd(fctx *f, tr_embed *e, const ts_embed_weights *w, c
     else if (c->pe == TS_PE_SINUSOIDAL)
         ts_bwd_posenc_forward(e->sum, e->sum, ((ts_model_acts *)f->tr->m->acts)->pe, (int)B, S, (int)D);
     e->key = next_key(f);
-    if (c->pe == TS_PE_LEARNED) {
+    if (ts_model_embed_norm(c)) {
         norm_fwd(f, &e->norm, e->sum, &w->norm, B * S, c->embed_eps);
         ts_bwd_dropout_forward(e->out, e->norm.out, f->p, e->key, n);
     } else {
@@ -441,6 +445,9 @@ ts_status ts_train_forward(ts_train *tr, const ts_model_input *in, ts_tensor *ou
     a->tgt_masked = in->tgt_pad != NULL && a->tgt_mask;
     if (a->src_masked) build_mask(a->src_mask, in->src_pad, B * S);
     if (a->tgt_masked) build_mask(a->tgt_mask, in->tgt_pad, B * T);
+    const uint8_t *mem_pad = in->mem_pad_set ? in->mem_pad : in->src_pad;
+    a->mem_masked = mem_pad != NULL && a->mem_mask;
+    if (a->mem_masked) build_mask(a->mem_mask, mem_pad, B * S);
     ts_tensor dummy;
     if (!out) out = &dummy;
     tr->have_forward = true;
@@ -530,7 +537,25 @@ ts_status ts_train_save(const ts_model *m, const char *path, int n_meta, const c
         names[i] = saved_name(p->name);
         st = ts_tensor_view(&views[i], data + p->offset, p->rank, p->shape);
     }
-    if (!st) st = ts_safetensors_write(path, m->n_params, names, views, n_meta, meta);
+    /* Every checkpoint says what it is: tscope's config, so that run --load
+     * needs no flag for what the tensor shapes cannot tell. The caller's
+     * pairs follow (theirs for "format" and "config" are replaced). */
+    char *config = st ? NULL : ts_model_config_json(&m->cfg);
+    const char **all = st ? NULL : calloc((size_t)(2 * n_meta + 4), sizeof *all);
+    if (!st && (!config || !all)) st = ts_fail(TS_ERR_NOMEM, "train: out of memory saving %s", path);
+    int n_all = 0;
+    if (!st) {
+        all[0] = "format", all[1] = "tscope", all[2] = "config", all[3] = config;
+        n_all = 2;
+        for (int i = 0; i < n_meta; i++) {
+            if (strcmp(meta[2 * i], "format") == 0 || strcmp(meta[2 * i], "config") == 0) continue;
+            all[2 * n_all] = meta[2 * i], all[2 * n_all + 1] = meta[2 * i + 1];
+            n_all++;
+        }
+    }
+    if (!st) st = ts_safetensors_write(path, m->n_params, names, views, n_all, all);
+    free(config);
+    free(all);
     free(data);
     free(names);
     free(views);

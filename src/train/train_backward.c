@@ -137,6 +137,8 @@ static ts_status ffn_bwd(bctx *b, const sub_args *s, uint64_t key, const float *
     zero(a->gh1, n);
     if (b->c->activation == TS_ACT_GELU)
         ts_bwd_gelu_backward(a->gh1, a->gh2, ff->hidden, n);
+    else if (b->c->activation == TS_ACT_GELU_TANH)
+        ts_bwd_gelu_tanh_backward(a->gh1, a->gh2, ff->hidden, n);
     else
         ts_bwd_relu_backward(a->gh1, a->gh2, ff->hidden, n);
     TS_TRY(emit3(b, s->name, "hidden", a->gh1, b->B, s->S, b->F));
@@ -189,7 +191,7 @@ static ts_status enc_layer_bwd(bctx *b, int i, const float **g) {
     const ts_enc_layer_weights *w = &b->tr->m->w.enc[i];
     ts_enc_layer_weights *gw = &b->tr->gw.enc[i];
     char p[64], at[80], ff[80], n1[80], n2[80];
-    snprintf(p, sizeof p, "encoder.layers.%d", i);
+    snprintf(p, sizeof p, "%s.layers.%d", ts_model_stack_name(b->c), i);
     snprintf(at, sizeof at, "%s.self_attn", p);
     snprintf(ff, sizeof ff, "%s.ffn", p);
     snprintf(n1, sizeof n1, "%s.norm1", p);
@@ -253,7 +255,7 @@ static ts_status embed_bwd(bctx *b, const tr_embed *e, const ts_embed_weights *w
     zero(a->gsub, n);
     ts_bwd_dropout_backward(a->gsub, gy, b->p, e->key, n);
     const float *gsum = a->gsub;
-    if (c->pe == TS_PE_LEARNED) {
+    if (ts_model_embed_norm(c)) {
         zero(a->gn, n);
         ts_bwd_layernorm_backward(a->gn, gw->norm.gamma, gw->norm.beta, a->gsub, e->sum, w->norm.gamma, e->norm.mean,
                                   e->norm.rstd, B * S, (int)D);
@@ -262,6 +264,8 @@ static ts_status embed_bwd(bctx *b, const tr_embed *e, const ts_embed_weights *w
         TS_TRY(emit3(b, np, "in", a->gn, B, S, D));
         ts_bwd_posenc_backward(NULL, gw->positions, a->gn, (int)B, S, (int)D);
         gsum = a->gn;
+    } else if (c->pe == TS_PE_LEARNED) {
+        ts_bwd_posenc_backward(NULL, gw->positions, a->gsub, (int)B, S, (int)D);
     }
     if (e->ids) {
         ts_bwd_embedding_backward(gw->tokens, gsum, e->ids, B * S, (int)D, c->scale_embed ? sqrtf((float)D) : 1.0f);
@@ -319,8 +323,11 @@ static ts_status encoder_bwd(bctx *b, const float *g) {
     const ts_model *m = b->tr->m;
     tr_acts *a = b->a;
     int S = m->S;
-    TS_TRY(emit3(b, NULL, "encoder.out", g, b->B, S, b->D));
-    TS_TRY(final_norm_bwd(b, "encoder", &a->enc_norm, &m->w.enc_norm, &b->tr->gw.enc_norm, a->enc_top, S, &g));
+    const char *stack = ts_model_stack_name(b->c);
+    char stack_out[16];
+    snprintf(stack_out, sizeof stack_out, "%s.out", stack);
+    TS_TRY(emit3(b, NULL, stack_out, g, b->B, S, b->D));
+    TS_TRY(final_norm_bwd(b, stack, &a->enc_norm, &m->w.enc_norm, &b->tr->gw.enc_norm, a->enc_top, S, &g));
     for (int i = b->c->layers - 1; i >= 0; i--) TS_TRY(enc_layer_bwd(b, i, &g));
     return embed_bwd(b, &a->src, &m->w.embed, &b->tr->gw.embed, "embed", "input", a->gsrc, S, g);
 }

@@ -70,7 +70,8 @@ typedef struct tr_acts {
     uint64_t cls_key;
     float *logits;                // (B, T or S, V) or (B, n_labels)
     float *src_mask, *tgt_mask;   // (B, S), (B, T): 0 or -inf
-    bool src_masked, tgt_masked;
+    float *mem_mask;              // (B, S) cross-attention's keys (ts_model_input's mem_pad)
+    bool src_masked, tgt_masked, mem_masked;
     tr_attn lone;                 // TS_ARCH_ATTENTION
     float *lone_out;              // (B, S, D)
     float *fout;                  // (B, L, D) scratch: a sublayer's output

@@ -15,6 +15,7 @@ TransformerEncoder that returns zeros at padded positions, which is not what
 the slow, documented path computes).
 """
 
+import copy
 import json
 import os
 import shutil
@@ -40,14 +41,27 @@ def f32(t):
     return np.ascontiguousarray(t.detach().cpu().numpy().astype("<f4"))
 
 
-def save_safetensors(path, tensors, metadata):
+ST_DTYPES = {"F32": "<f4", "F16": "<f2", "F64": "<f8"}
+
+
+def as_dtype(t, dtype):
+    """A tensor's bytes as safetensors stores them: F32, F16, F64, or BF16
+    (the top 16 bits of float32, rounded to nearest even, as torch does)."""
+    if dtype == "BF16":
+        return t.detach().to(torch.bfloat16).view(torch.int16).numpy().astype("<i2")
+    return np.ascontiguousarray(t.detach().cpu().numpy().astype(ST_DTYPES[dtype]))
+
+
+def save_safetensors(path, tensors, metadata, dtype="F32"):
     """safetensors by hand (the package may be missing): 8-byte LE header
-    length, JSON header padded with spaces to 8 bytes, then the raw data."""
-    header = {"__metadata__": {k: str(v) for k, v in metadata.items()}}
+    length, JSON header padded with spaces to 8 bytes, then the raw data.
+    metadata None writes no __metadata__, as a bare state_dict saved with
+    safetensors.torch.save_file(sd, path) has none."""
+    header = {} if metadata is None else {"__metadata__": {k: str(v) for k, v in metadata.items()}}
     blobs, offset = [], 0
     for name, t in tensors.items():
-        a = f32(t)
-        header[name] = {"dtype": "F32", "shape": list(a.shape),
+        a = as_dtype(t, dtype)
+        header[name] = {"dtype": dtype, "shape": list(a.shape),
                         "data_offsets": [offset, offset + a.nbytes]}
         blobs.append(a.tobytes())
         offset += a.nbytes
@@ -303,10 +317,104 @@ def case_adamw():
         save_safetensors(os.path.join(c.dir, "after%d.safetensors" % step), ps, meta)
 
 
+# ---- loading from the command line (issue 16) ----------------------------------------
+
+def bool_npy(c, name, m):
+    """A mask as numpy saves a torch bool tensor: dtype |b1, True = padding."""
+    np.save(os.path.join(c.dir, name + ".npy"), m.numpy().astype(bool))
+
+
+def with_weights_as(module, dtype):
+    """The module with every parameter rounded to dtype and back (the values a
+    half-precision checkpoint holds), for the outputs that file must give."""
+    rounded = {"F16": torch.float16, "BF16": torch.bfloat16, "F64": torch.float64}[dtype]
+    copy = {k: v.detach().to(rounded).to(torch.float32) for k, v in module.state_dict().items()}
+    module.load_state_dict(copy)
+    return module
+
+
+def case_load_encoder(seed):
+    """A bare nn.TransformerEncoder saved as a state_dict with no metadata: tscope
+    run --load reads every size from it and needs --heads, --norm, --activation.
+    Also the same weights under a wrapper's prefix with extra tensors, with one
+    extra key, and as F16, BF16 and F64 files."""
+    c, gen = Case("load_encoder"), torch.Generator().manual_seed(seed)
+    S, H, L = 6, 4, 2
+    torch.manual_seed(seed)
+    layer = nn.TransformerEncoderLayer(D, H, FFN, dropout=0.0, activation="gelu", batch_first=True,
+                                       norm_first=True)
+    enc = nn.TransformerEncoder(layer, L, norm=nn.LayerNorm(D), enable_nested_tensor=False)
+    randomize(enc, gen)
+    enc.eval()
+    (x,) = inputs(gen, (B, S, D))
+    kp = pad_mask([6, 3], S)
+    sd = enc.state_dict()
+    save_safetensors(os.path.join(c.dir, "weights.safetensors"), sd, None)
+    c.npy("x", x)
+    bool_npy(c, "src_key_padding_mask", kp)
+    np.save(os.path.join(c.dir, "src_lengths.npy"), np.array([6, 3], dtype="<i8"))
+    c.npy("out", enc(x))
+    c.npy("out_src_kpm", enc(x, src_key_padding_mask=kp))
+
+    class Wrapper(nn.Module):  # a model that holds the encoder, as real checkpoints do
+        def __init__(self):
+            super().__init__()
+            self.backbone = enc
+            self.classifier = nn.Linear(D, 3)
+
+    wrapped = Wrapper()
+    save_safetensors(os.path.join(c.dir, "prefixed.safetensors"), wrapped.state_dict(), {"format": "pt"})
+    extra = dict(sd)
+    extra["pos_encoder.pe"] = torch.randn((1, 32, D), generator=gen)  # a buffer the model has no place for
+    save_safetensors(os.path.join(c.dir, "extra.safetensors"), extra, None)
+    for dtype in ("F16", "BF16", "F64"):
+        save_safetensors(os.path.join(c.dir, "weights_%s.safetensors" % dtype.lower()), sd, None, dtype)
+    for dtype in ("F16", "BF16"):  # F64 holds the float32 values exactly: out.npy
+        rounded = copy.deepcopy(enc)
+        with_weights_as(rounded, dtype)
+        c.npy("out_%s" % dtype.lower(), rounded(x, src_key_padding_mask=kp))
+
+
+def case_load_transformer(seed):
+    """A bare nn.Transformer with no metadata, and every mask of its forward:
+    each output is one mask kind alone (with the causal tgt_mask, as
+    nn.Transformer is used), then all together, then no tgt_mask at all."""
+    c, gen = Case("load_transformer"), torch.Generator().manual_seed(seed)
+    S, T, H, L = 7, 6, 2, 2
+    torch.manual_seed(seed)
+    model = nn.Transformer(D, H, L, L, FFN, dropout=0.0, activation="relu", batch_first=True, norm_first=False)
+    randomize(model, gen)
+    model.eval()
+    src, tgt = inputs(gen, (B, S, D), (B, T, D))
+    tm = causal(T)
+    skp = pad_mask([7, 5], S)
+    tkp = pad_mask([6, 4], T)
+    mkp = pad_mask([6, 3], S)  # not the source's: nn.Transformer takes them apart
+    save_safetensors(os.path.join(c.dir, "weights.safetensors"), model.state_dict(), None)
+    c.npy("src", src)
+    c.npy("tgt", tgt)
+    bool_npy(c, "src_key_padding_mask", skp)
+    bool_npy(c, "tgt_key_padding_mask", tkp)
+    bool_npy(c, "memory_key_padding_mask", mkp)
+    outs = {
+        "out": dict(tgt_mask=tm),
+        "out_src_kpm": dict(tgt_mask=tm, src_key_padding_mask=skp),
+        "out_tgt_kpm": dict(tgt_mask=tm, tgt_key_padding_mask=tkp),
+        "out_mem_kpm": dict(tgt_mask=tm, memory_key_padding_mask=mkp),
+        "out_all": dict(tgt_mask=tm, src_key_padding_mask=skp, tgt_key_padding_mask=tkp,
+                        memory_key_padding_mask=mkp),
+        "out_no_tgt_mask": dict(),
+    }
+    for name, kw in outs.items():
+        c.npy(name, model(src, tgt, **kw))
+    c.npy("memory_src_kpm", model.encoder(src, src_key_padding_mask=skp))
+
+
 def main():
+    keep = {"bpe", "bridge"}  # cases with their own generators (tests/ref/bpe, tests/ref/bridge)
     for entry in os.listdir(HERE):  # rebuild from nothing so no stale case survives
         path = os.path.join(HERE, entry)
-        if os.path.isdir(path) and not entry.startswith((".", "__")):
+        if os.path.isdir(path) and not entry.startswith((".", "__")) and entry not in keep:
             shutil.rmtree(path)
     case_layernorm()
     case_mha("mha", False, False, 200)
@@ -327,8 +435,10 @@ def main():
     case_transformer("transformer_pre_gelu_kpm", True, "gelu", True, 501)
     case_cross_entropy()
     case_adamw()
+    case_load_encoder(900)
+    case_load_transformer(901)
     total = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(HERE) for f in fs
-                if not f.endswith((".py", ".md")))
+                if not f.endswith((".py", ".md")) and "/bpe" not in d and "/bridge" not in d)
     print("fixtures written to %s: %d bytes" % (HERE, total))
     return 0
 

@@ -11,6 +11,7 @@
 
 #include "tscope/core.h"
 #include "tscope/model.h"
+#include "tscope/tokenizer.h"
 
 #define MAX_SERIES 16
 #define MAX_SHAPE_STEPS 160
@@ -55,8 +56,9 @@ struct ts_scene {
     ts_render_hist hist;
     ts_render_step *steps;
     int n_steps;
-    void *owned[2 * TS_RENDER_MAX_PANELS + 8];
+    void *owned[4 * TS_RENDER_MAX_PANELS + 8];
     int n_owned;
+    unsigned used; /* ts_scene_used: the request's batch, head, axes that the picture shows */
 };
 
 /* A zeroed block the scene frees with itself. */
@@ -165,7 +167,7 @@ static ts_status no_values(ts_scene *job, const ts_trace_step *s, const char *gl
 
 /* Tags whose tensors have no batch dim (see trace.h). */
 static bool has_batch_dim(const ts_trace_step *s) {
-    return s->rank >= 2 && s->tag != TS_TAG_POSENC && s->tag != TS_TAG_PARAM && s->tag != TS_TAG_SCALAR;
+    return s->rank >= 2 && ts_tag_batched(s->tag);
 }
 
 /* The values of step i as a tensor, with the batch element asked for chosen
@@ -175,6 +177,7 @@ static ts_status step_tensor(ts_scene *job, int64_t i, const char *glob, ts_tens
     if (!s->has_values) return no_values(job, s, glob);
     if (ts_trace_tensor(job->t, i, out) != TS_OK) return ts_fail(TS_ERR_FORMAT, "%s: %s", s->name, ts_last_error());
     if (!has_batch_dim(s)) return TS_OK;
+    job->used |= TS_SCENE_USED_BATCH;
     int64_t b = job->rq.batch;
     if (s->batch_index >= 0) {
         if (b != s->batch_index)
@@ -235,10 +238,16 @@ static ts_trace_side key_side(const char *name) {
 
 /* Token strings for n positions, or NULL when the trace has none that fit. */
 static const char *const *tokens_for(ts_scene *job, ts_trace_side side, int64_t n) {
-    if (ts_trace_token_count(job->t, side) != n || n <= 0) return NULL;
+    /* a batch of different texts (a training trace's probes) labels each element with its own */
+    /* one stack (a decoder-only model): its logits are the source's positions */
+    if (side == TS_TRACE_TARGET && ts_trace_token_count(job->t, TS_TRACE_TARGET) == 0) side = TS_TRACE_SOURCE;
+    bool per_batch = side == TS_TRACE_SOURCE && ts_trace_batch_token_count(job->t, 0) > 0;
+    int64_t have = per_batch ? ts_trace_batch_token_count(job->t, job->rq.batch) : ts_trace_token_count(job->t, side);
+    if (have != n || n <= 0) return NULL;
     const char **labels = own(job, sizeof *labels * (size_t)n);
     if (!labels) return NULL;
-    for (int64_t i = 0; i < n; i++) labels[i] = ts_trace_token(job->t, side, (int)i);
+    for (int64_t i = 0; i < n; i++)
+        labels[i] = per_batch ? ts_trace_batch_token(job->t, job->rq.batch, (int)i) : ts_trace_token(job->t, side, (int)i);
     return labels;
 }
 
@@ -282,12 +291,43 @@ static const unsigned char *mask_for(ts_scene *job, const char *name, const ts_t
     return any ? mask : NULL;
 }
 
+/* The padding of the queries' side for the batch element shown: rows of
+ * padded queries, which PyTorch computes but leaves unspecified, are padding
+ * and drawn as such (the run traced src_/tgt_key_padding_mask, 1 = pad).
+ * NULL when the run had none. */
+static const float *padded_rows(ts_scene *job, const char *name, int64_t rows) {
+    const char *pads = strncmp(name, "decoder.", 8) == 0 ? "tgt_key_padding_mask" : "src_key_padding_mask";
+    int64_t i = ts_trace_find(job->t, pads);
+    if (i < 0) return NULL;
+    const ts_trace_step *s = ts_trace_step_at(job->t, i);
+    ts_tensor pt;
+    if (!s->has_values || step_tensor(job, i, pads, &pt) != TS_OK) return NULL;
+    if (pt.rank != 2 || pt.shape[1] != rows || !ts_tensor_is_contiguous(&pt)) return NULL;
+    return pt.data;
+}
+
+/* The -inf cells of the `masked` sibling and the padded query rows, as one mask. */
+static const unsigned char *attention_mask(ts_scene *job, const char *name, const ts_tensor *t, int h) {
+    const unsigned char *cells = mask_for(job, name, t, h);
+    int64_t rows = t->shape[2], cols = t->shape[3];
+    const float *pad = padded_rows(job, name, rows);
+    bool any = false;
+    for (int64_t r = 0; pad && r < rows; r++) any |= pad[r] != 0.0f;
+    if (!any) return cells;
+    unsigned char *mask = own(job, (size_t)(rows * cols));
+    if (!mask) return cells;
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < cols; c++)
+            mask[r * cols + c] = pad[r] != 0.0f || (cells && cells[r * cols + c]);
+    return mask;
+}
+
 static ts_status head_matrix(ts_scene *job, const ts_trace_step *s, const ts_tensor *t, int h, ts_render_matrix *m) {
     int64_t index[4] = {0, h, 0, 0};
     *m = matrix_of(t, 2, 3, index);
     m->row_labels = tokens_for(job, query_side(s->name), t->shape[2]);
     m->col_labels = tokens_for(job, key_side(s->name), t->shape[3]);
-    m->mask = mask_for(job, s->name, t, h);
+    m->mask = attention_mask(job, s->name, t, h);
     return TS_OK;
 }
 
@@ -315,6 +355,7 @@ static ts_status build_attention_head(ts_scene *job, int64_t i) {
     ts_status rc = step_tensor(job, i, s->name, &t);
     if (rc) return rc;
     int heads = (int)t.shape[1], head = job->rq.head < 0 ? 0 : job->rq.head;
+    job->used |= TS_SCENE_USED_HEAD;
     if (head >= heads)
         return ts_fail(TS_ERR_ARG, "--head %d: %s has %d heads (0..%d)", head, s->name, heads, heads - 1);
     p->kind = PIC_HEATMAP;
@@ -531,6 +572,7 @@ static ts_status choose_axes(ts_scene *job, const ts_tensor *t, int *r, int *c) 
     *r = t->rank - 2;
     *c = t->rank - 1;
     if (!job->rq.axes) return TS_OK;
+    job->used |= TS_SCENE_USED_AXES;
     int a, b;
     char extra;
     if (sscanf(job->rq.axes, "%d,%d%c", &a, &b, &extra) != 2)
@@ -542,6 +584,31 @@ static ts_status choose_axes(ts_scene *job, const ts_tensor *t, int *r, int *c) 
     *r = a;
     *c = b;
     return TS_OK;
+}
+
+/* Labels for a vocabulary axis of n entries: the tokenizer a language
+ * model's trace keeps in its metadata, when it has n tokens; else NULL. */
+static const char *const *vocab_labels(ts_scene *job, int64_t n) {
+    cJSON *root = cJSON_Parse(ts_trace_metadata(job->t));
+    const cJSON *tj = cJSON_GetObjectItemCaseSensitive(root, "tokenizer");
+    char *text = tj ? cJSON_PrintUnformatted(tj) : NULL;
+    cJSON_Delete(root);
+    ts_lmtok tok;
+    bool ok = text && ts_lmtok_from_json(&tok, text) == TS_OK;
+    free(text);
+    if (!ok) return NULL;
+    const char **labels = NULL;
+    char *buf = NULL;
+    if (tok.count == n && n > 0 && n <= 4096) {
+        labels = own(job, sizeof *labels * (size_t)n);
+        buf = own(job, (size_t)n * 32);
+    }
+    for (int64_t v = 0; labels && buf && v < n; v++) {
+        ts_lmtok_label(&tok, (int32_t)v, buf + v * 32, 32);
+        labels[v] = buf + v * 32;
+    }
+    ts_lmtok_free(&tok);
+    return labels && buf ? labels : NULL;
 }
 
 /* What a dim of a traced tensor means, from its place and rank: (B, S, D)
@@ -573,7 +640,7 @@ static ts_status build_tensor(ts_scene *job, int64_t i) {
     size_t at = 0;
     for (int d = 0; d < t.rank; d++) {
         if (d == r || d == c) continue;
-        if (d == 1 && (job->rq.head >= 0)) index[d] = job->rq.head;
+        if (d == 1 && (job->rq.head >= 0)) index[d] = job->rq.head, job->used |= TS_SCENE_USED_HEAD;
         if (index[d] >= t.shape[d]) return ts_fail(TS_ERR_ARG, "--head %d: dim 1 of %s has %lld", job->rq.head, s->name, (long long)t.shape[d]);
         if ((has_batch_dim(s) && d == 0) || at >= sizeof fixed) continue;
         at += (size_t)snprintf(fixed + at, sizeof fixed - at, " \xc2\xb7 dim %d = %lld", d, (long long)index[d]);
@@ -581,6 +648,8 @@ static ts_status build_tensor(ts_scene *job, int64_t i) {
     p->m[0] = matrix_of(&t, r, c, index);
     if (r >= 0 && t.shape[r] == s->shape[r] && r == (has_batch_dim(s) ? 1 : 0) && s->rank == 3)
         p->m[0].row_labels = tokens_for(job, query_side(s->name), t.shape[r]);
+    /* a language model's logits (or draws): the last dim is the vocabulary */
+    if (c >= 0 && c == t.rank - 1) p->m[0].col_labels = vocab_labels(job, t.shape[c]);
     if ((rc = step_stats(job->t, i, &p->stats, &p->hist))) return rc;
     char shape[TS_SHAPE_TEXT_MAX];
     shape_text(shape, sizeof shape, s);
@@ -595,7 +664,8 @@ static ts_status build_tensor(ts_scene *job, int64_t i) {
     p->view = TS_RENDER_VIEW_HEATMAP;
     p->tensor = (ts_render_tensor_view){.slice = p->m[0], .title = p->title, .subtitle = p->subtitle,
                                         .row_axis = axis_name(s, &t, r, p->m[0].row_labels != NULL),
-                                        .col_axis = axis_name(s, &t, c, false), .stats = s->has_stats ? &p->stats : NULL,
+                                        .col_axis = p->m[0].col_labels ? "next token (the vocabulary)" : axis_name(s, &t, c, false),
+                                        .stats = s->has_stats ? &p->stats : NULL,
                                         .hist = s->has_stats ? &p->hist : NULL};
     int cols = p->m[0].cols, rows = p->m[0].rows;
     p->width = (int)fmin(1600, fmax(900, cols * 3 + 560));
@@ -672,6 +742,131 @@ static ts_status build_scalar_curves(ts_scene *job, const ts_trace_step *s) {
     p->popts = (ts_render_plot_opts){.title = p->title, .subtitle = p->subtitle, .x_label = "record",
                                      .y_label = s->name, .markers = p->series[0].n <= 30, .no_legend = true};
     p->width = 1000;
+    p->height = 560;
+    return TS_OK;
+}
+
+/* ---- a language model's training: scores per head, curves per position ------ */
+
+/* The train.step of each of n snapshots, when the trace records one per snapshot. */
+static const float *snapshot_steps(ts_scene *job, int n) {
+    ts_render_series steps;
+    char label[16];
+    if (ts_trace_find(job->t, "train.step") < 0 || series_of(job, "train.step", &steps, label, sizeof label)) return NULL;
+    return steps.n == n ? steps.y : NULL;
+}
+
+/* Every record of name (n of them, each `each` floats) into one block. */
+static ts_status records_of(ts_scene *job, const char *name, int64_t each, float **out, int *n) {
+    *n = 0;
+    for (int64_t i = ts_trace_find(job->t, name); i >= 0; i = ts_trace_find_next(job->t, i)) (*n)++;
+    float *v = own(job, sizeof(float) * (size_t)(*n > 0 ? *n : 1) * (size_t)each);
+    if (!v) return ts_fail(TS_ERR_NOMEM, "no memory for %d records", *n);
+    int k = 0;
+    for (int64_t i = ts_trace_find(job->t, name); i >= 0; i = ts_trace_find_next(job->t, i), k++) {
+        const ts_trace_step *s = ts_trace_step_at(job->t, i);
+        const float *x;
+        if (!s->has_values || s->numel != each || ts_trace_values(job->t, i, &x) != TS_OK)
+            return ts_fail(TS_ERR_ARG, "%s: record %d keeps no values of %lld numbers", name, k, (long long)each);
+        memcpy(v + (size_t)k * (size_t)each, x, sizeof(float) * (size_t)each);
+    }
+    *out = v;
+    return TS_OK;
+}
+
+/* (L, H) scores recorded at every snapshot: one line per head over training
+ * (the heads that reach highest when there are more than the legend holds),
+ * and the dashed line uniform attention would score when the trace has it
+ * (lm.chance.<score>). */
+static ts_status build_head_scores(ts_scene *job, const ts_trace_step *s) {
+    ts_scene *p = job;
+    if (s->rank != 2) return ts_fail(TS_ERR_ARG, "%s: per-head scores are (layers, heads), not rank %d", s->name, s->rank);
+    int L = (int)s->shape[0], H = (int)s->shape[1], LH = L * H, n = 0;
+    float *v;
+    ts_status rc = records_of(job, s->name, LH, &v, &n);
+    if (rc) return rc;
+    const float *x = snapshot_steps(job, n);
+    /* the heads to draw: all, or those whose best is highest */
+    int pick[MAX_SERIES], n_pick = 0, room = MAX_SERIES - 1;
+    float *best = own(job, sizeof(float) * (size_t)LH);
+    if (!best) return ts_fail(TS_ERR_NOMEM, "no memory");
+    for (int h = 0; h < LH; h++) {
+        best[h] = -INFINITY;
+        for (int k = 0; k < n; k++) best[h] = fmaxf(best[h], v[(size_t)k * LH + h]);
+    }
+    while (n_pick < room && n_pick < LH) {
+        int arg = -1;
+        for (int h = 0; h < LH; h++) {
+            bool taken = false;
+            for (int j = 0; j < n_pick; j++) taken |= pick[j] == h;
+            if (!taken && (arg < 0 || best[h] > best[arg])) arg = h;
+        }
+        pick[n_pick++] = arg;
+    }
+    for (int j = 0; j < n_pick; j++) /* back in layer, head order */
+        for (int k = j + 1; k < n_pick; k++)
+            if (pick[k] < pick[j]) {
+                int t = pick[j];
+                pick[j] = pick[k], pick[k] = t;
+            }
+    for (int j = 0; j < n_pick; j++) {
+        snprintf(p->series_labels[j], sizeof p->series_labels[j], "layer %d head %d", pick[j] / H, pick[j] % H);
+        p->series[j] = (ts_render_series){.label = p->series_labels[j], .x = x, .y = v + pick[j], .y_stride = LH,
+                                          .n = n, .color = j};
+    }
+    p->n_series = n_pick;
+    const char *dot = strrchr(s->name, '.');
+    char chance[160];
+    snprintf(chance, sizeof chance, "lm.chance.%s", dot ? dot + 1 : s->name);
+    float *c;
+    int nc = 0;
+    if (ts_trace_find(job->t, chance) >= 0 && records_of(job, chance, 1, &c, &nc) == TS_OK && nc == n) {
+        snprintf(p->series_labels[n_pick], sizeof p->series_labels[n_pick], "uniform attention");
+        p->series[n_pick] = (ts_render_series){.label = p->series_labels[n_pick], .x = x, .y = c, .n = n,
+                                               .color = n_pick, .dashed = true};
+        p->n_series++;
+    }
+    snprintf(p->title, sizeof p->title, "%s", s->name);
+    snprintf(p->subtitle, sizeof p->subtitle, "%d of %d heads (%d layers \xc3\x97 %d) at %d snapshots%s", n_pick, LH, L,
+             H, n, n_pick < LH ? ", those that score highest" : "");
+    p->kind = PIC_PLOT;
+    p->view = TS_RENDER_VIEW_CURVES;
+    p->popts = (ts_render_plot_opts){.title = p->title, .subtitle = p->subtitle,
+                                     .x_label = x ? "training step" : "record", .y_label = "score",
+                                     .markers = n <= 30, .y_from_zero = true};
+    p->width = 1100;
+    p->height = 600;
+    return TS_OK;
+}
+
+/* A value per position recorded at every snapshot: the curve of up to five
+ * snapshots spread over training (the first and the last among them). */
+static ts_status build_position_curves(ts_scene *job, const ts_trace_step *s) {
+    ts_scene *p = job;
+    int64_t S = s->numel;
+    int n = 0;
+    float *v;
+    ts_status rc = records_of(job, s->name, S, &v, &n);
+    if (rc) return rc;
+    const float *steps = snapshot_steps(job, n);
+    int shown = n < 5 ? n : 5;
+    for (int j = 0; j < shown; j++) {
+        int k = shown > 1 ? (int)((int64_t)j * (n - 1) / (shown - 1)) : 0;
+        if (steps)
+            snprintf(p->series_labels[j], sizeof p->series_labels[j], "step %.0f", (double)steps[k]);
+        else
+            snprintf(p->series_labels[j], sizeof p->series_labels[j], "record %d", k);
+        p->series[j] = (ts_render_series){.label = p->series_labels[j], .y = v + (size_t)k * (size_t)S, .n = (int)S,
+                                          .color = j};
+    }
+    p->n_series = shown;
+    snprintf(p->title, sizeof p->title, "%s", s->name);
+    snprintf(p->subtitle, sizeof p->subtitle, "one value per position, at %d of %d snapshots", shown, n);
+    p->kind = PIC_PLOT;
+    p->view = TS_RENDER_VIEW_CURVES;
+    p->popts = (ts_render_plot_opts){.title = p->title, .subtitle = p->subtitle, .x_label = "position",
+                                     .y_label = s->name, .markers = S <= 30, .y_from_zero = true};
+    p->width = 1100;
     p->height = 560;
     return TS_OK;
 }
@@ -765,6 +960,8 @@ static ts_status build(ts_scene *job, ts_render_view view) {
         if (s->tag == TS_TAG_POSENC) return build_posenc(job, i, PIC_POSENC);
         if (norm) return build_norm(job, s->name);
         if (s->tag == TS_TAG_SCALAR || s->numel == 1) return build_scalar_curves(job, s);
+        if (s->tag == TS_TAG_HEAD_SCORES) return build_head_scores(job, s);
+        if (s->tag == TS_TAG_PER_POSITION) return build_position_curves(job, s);
         return build_tensor(job, i);
     }
     switch (view) {
@@ -783,6 +980,8 @@ static ts_status build(ts_scene *job, ts_render_view view) {
     case TS_RENDER_VIEW_CURVES:
         if (s->tag == TS_TAG_POSENC) return build_posenc(job, i, PIC_PE_CURVES);
         if (s->tag == TS_TAG_SCALAR || s->numel == 1) return build_scalar_curves(job, s);
+        if (s->tag == TS_TAG_HEAD_SCORES) return build_head_scores(job, s);
+        if (s->tag == TS_TAG_PER_POSITION) return build_position_curves(job, s);
         return build_column_curves(job, i);
     case TS_RENDER_VIEW_STATS:
         if (norm) return build_norm(job, s->name);
@@ -859,6 +1058,8 @@ const char *ts_scene_view_name(const ts_scene *s) {
 }
 
 const ts_trace_step *ts_scene_step(const ts_scene *s) { return s->step; }
+
+unsigned ts_scene_used(const ts_scene *s) { return s->used; }
 
 const ts_render_matrix *ts_scene_matrix(const ts_scene *s, int panel) {
     switch (s->kind) {

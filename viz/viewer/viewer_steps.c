@@ -198,7 +198,7 @@ int ts_view_heads(const ts_view_entry *e) {
 }
 
 int ts_view_batches(const ts_view_entry *e) {
-    if (e->tag == TS_TAG_POSENC || e->tag == TS_TAG_PARAM || e->tag == TS_TAG_SCALAR) return 0;
+    if (!ts_tag_batched(e->tag)) return 0;
     if (e->rank < 2 || e->shape[0] > 1 << 20) return 0;
     return (int)e->shape[0];
 }

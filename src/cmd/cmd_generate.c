@@ -1,0 +1,200 @@
+/* tscope generate: continue a prompt with a language model's checkpoint
+ * (tscope train --task lm), one sampled token at a time: temperature, top-k,
+ * a seed. With --trace, the whole text's forward pass is recorded as `tscope
+ * run` records one (the causal mask makes position i's logits the ones token
+ * i+1 was drawn from: one pass shows every draw), followed by
+ * generate.probs (1, T, V): at each position of the text the distribution of
+ * the next token after temperature and top-k (the generated tokens' rows are
+ * the ones they were drawn from), and generate.tokens (N), the new ids.
+ *
+ * Each token re-reads the last S tokens (the context the model learnt): the
+ * text sits at positions 0.., the rest of the window is filler that the causal
+ * mask keeps from mattering, and the logits at the text's last position give
+ * the next token. (A cache of keys and values would save the recomputation;
+ * these models are small.) */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "commands.h"
+#include "lm_cli.h"
+#include "tscope/kernels.h"
+
+typedef struct gen_opts {
+    const char *load, *prompt;
+    int n, top_k, seed;
+    float temperature;
+    bool seed_seen, quiet;
+    trace_cli trace;
+} gen_opts;
+
+static ts_status grow(ts_bpe_ids *ids, size_t need) {
+    if (need <= ids->cap) return TS_OK;
+    size_t cap = ids->cap ? ids->cap : 64;
+    while (cap < need) cap *= 2;
+    int32_t *p = realloc(ids->ids, sizeof(int32_t) * cap);
+    if (!p) return ts_fail(TS_ERR_NOMEM, "out of memory");
+    ids->ids = p, ids->cap = cap;
+    return TS_OK;
+}
+
+/* The traced pass over the whole text, then the draws: generate.probs
+ * (1, T, V) holds at row i the distribution token i + 1 comes from, after
+ * temperature and top-k (the prompt's rows and the last from the traced
+ * pass, the drawn tokens' rows exactly as they were drawn from), so its rows
+ * line up with the text's positions and take their labels. */
+static ts_status trace_text(const gen_opts *o, const ts_bpe_ids *ids, size_t prompt_len, const float *drawn, int V,
+                            int argc, char **argv) {
+    ts_model m;
+    ts_lmtok tok;
+    ts_trace_writer *w = NULL;
+    int T = (int)ids->count, n = (int)(ids->count - prompt_len);
+    ts_status st = lm_cli_open(o->load, 1, T, &m, &tok);
+    if (st) return st;
+    st = lm_cli_trace_open(&o->trace, &m.cfg, &tok, ids->ids, 1, T, argc, argv, &w);
+    ts_hook hook = w ? ts_trace_writer_hook(w) : (ts_hook){0};
+    ts_model_input in = {.src_ids = ids->ids};
+    ts_tensor logits;
+    if (!st) st = ts_model_forward(&m, &in, &hook, &logits);
+    float *probs = malloc(sizeof(float) * (size_t)T * V), *tokens = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
+    if (!st && (!probs || !tokens)) st = ts_fail(TS_ERR_NOMEM, "out of memory");
+    for (int i = 0; !st && i < T; i++) {
+        int k = i - (int)prompt_len + 1; /* the draw this row made, when it made one */
+        if (k >= 0 && k < n)
+            memcpy(probs + (size_t)i * V, drawn + (size_t)k * V, sizeof(float) * (size_t)V);
+        else
+            ts_model_sample(logits.data + (size_t)i * V, V, o->temperature, o->top_k, 0.5, probs + (size_t)i * V);
+    }
+    ts_tensor t;
+    if (!st) {
+        ts_tensor_view(&t, probs, 3, (int64_t[]){1, T, V});
+        st = ts_hook_call(&hook, "generate.probs", TS_OP_SOFTMAX, &t, TS_TAG_PLAIN);
+    }
+    if (!st && n > 0) {
+        for (int i = 0; i < n; i++) tokens[i] = (float)ids->ids[prompt_len + (size_t)i];
+        ts_tensor_view(&t, tokens, 1, (int64_t[]){n});
+        st = ts_hook_call(&hook, "generate.tokens", TS_OP_METRIC, &t, TS_TAG_PLAIN);
+    }
+    free(probs);
+    free(tokens);
+    if (st) {
+        ts_trace_writer_abort(w);
+    } else if (trace_cli_close(&o->trace, w, "generate")) {
+        st = ts_fail(TS_ERR_IO, "the trace %s was not written", o->trace.path);
+    }
+    ts_model_free(&m);
+    ts_lmtok_free(&tok);
+    return st;
+}
+
+static int generate(const gen_opts *o, int argc, char **argv) {
+    ts_lmtok tok;
+    ts_model m;
+    memset(&tok, 0, sizeof tok);
+    memset(&m, 0, sizeof m);
+    ts_bpe_ids ids = {0};
+    float *probs = NULL;
+    int32_t *window = NULL;
+    int rc = 0;
+    ts_model_config cfg;
+    ts_status st = ts_kernels_init();
+    if (!st) st = ts_lm_checkpoint_read(o->load, &cfg, &tok);
+    if (!st) st = ts_lmtok_encode(&tok, o->prompt, strlen(o->prompt), &ids);
+    if (!st && ids.count == 0) st = ts_fail(TS_ERR_ARG, "--prompt has no tokens: give some text to continue");
+    ts_lmtok_free(&tok);
+    int S = cfg.seq;
+    /* a trace shows the whole text in one pass: it must fit the positions the model learnt */
+    if (!st && o->trace.path && ids.count + (size_t)o->n > (size_t)S)
+        st = ts_fail(TS_ERR_ARG, "--trace shows the text in one pass of at most %d tokens: the prompt (%zu) and -n %d "
+                                 "do not fit",
+                     S, ids.count, o->n);
+    if (!st) st = lm_cli_open(o->load, 1, S, &m, &tok);
+    if (!st) st = grow(&ids, ids.count + (size_t)o->n);
+    int V = m.cfg.vocab;
+    if (!st && !(probs = malloc(sizeof(float) * (size_t)V * (size_t)(o->n > 0 ? o->n : 1))))
+        st = ts_fail(TS_ERR_NOMEM, "out of memory");
+    if (!st && !(window = calloc((size_t)S, sizeof *window))) st = ts_fail(TS_ERR_NOMEM, "out of memory");
+    size_t prompt_len = ids.count;
+    uint64_t key = ts_mix64((uint64_t)(uint32_t)o->seed ^ 0x6E4Eull);
+    for (int k = 0; k < o->n && !st; k++) {
+        size_t n = ids.count, from = n > (size_t)S ? n - (size_t)S : 0;
+        memset(window, 0, sizeof(int32_t) * (size_t)S);
+        memcpy(window, ids.ids + from, sizeof(int32_t) * (n - from));
+        ts_model_input in = {.src_ids = window};
+        ts_tensor logits;
+        if ((st = ts_model_forward(&m, &in, NULL, &logits))) break;
+        const float *row = logits.data + (int64_t)(n - from - 1) * V;
+        ids.ids[ids.count++] =
+            ts_model_sample(row, V, o->temperature, o->top_k, ts_u01(key, (uint64_t)k), probs + (size_t)k * V);
+    }
+    char *text = NULL;
+    size_t len = 0;
+    if (!st) st = ts_lmtok_decode(&tok, ids.ids, ids.count, &text, &len);
+    if (!st) {
+        fwrite(text, 1, len, stdout);
+        printf("\n");
+        fflush(stdout);
+        if (!o->quiet)
+            fprintf(stderr, "# %d tokens after a prompt of %zu (%s), temperature %g, top-k %d, seed %d\n", o->n,
+                    prompt_len, ts_lmtok_kind_name(tok.kind), (double)o->temperature, o->top_k, o->seed);
+    }
+    if (!st && o->trace.path) st = trace_text(o, &ids, prompt_len, probs, V, argc, argv);
+    if (st) rc = ts_cli_error("generate", "%s", ts_last_error());
+    free(text);
+    free(probs);
+    free(window);
+    ts_bpe_ids_free(&ids);
+    ts_model_free(&m);
+    ts_lmtok_free(&tok);
+    return rc;
+}
+
+int ts_cmd_generate(int argc, char **argv) {
+    gen_opts o = {.prompt = "And God said", .n = 200, .temperature = 0.8f};
+    ts_flag flags[10 + TRACE_CLI_FLAGS];
+    int n = trace_cli_table(flags, 0, &o.trace);
+    const ts_flag rows[] = {
+        {"--load", TS_FLAG_STRING, &o.load, "W.safetensors",
+         "a language model saved by tscope train --task lm (required)", NULL, NULL, NULL},
+        {"--prompt", TS_FLAG_STRING, &o.prompt, "S", "the text to continue (\"And God said\")", NULL, NULL, NULL},
+        {"-n", TS_FLAG_INT, &o.n, "N", "tokens to add (200)", NULL, NULL, NULL},
+        {"--tokens", TS_FLAG_INT, &o.n, "N", "the same as -n", NULL, NULL, NULL},
+        {"--temperature", TS_FLAG_FLOAT, &o.temperature, "T",
+         "divide the logits by T before the softmax: below 1 surer, above 1 wilder; 0 = always the most likely (0.8)",
+         NULL, NULL, NULL},
+        {"--top-k", TS_FLAG_INT, &o.top_k, "K", "draw only from the K most likely tokens; 0 = all (0)", NULL, NULL,
+         NULL},
+        {"--seed", TS_FLAG_INT, &o.seed, "N", "the draws' seed: the same seed gives the same text (0)", NULL, NULL,
+         &o.seed_seen},
+        {"--quiet", TS_FLAG_BOOL, &o.quiet, NULL, "no summary line on stderr", NULL, NULL, NULL},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) flags[n++] = rows[i];
+    const ts_cli_spec spec = {
+        .command = "generate",
+        .synopsis = "--load W.safetensors [--prompt S] [-n N] [--temperature T] [--top-k K] [--seed N] [--trace FILE]",
+        .description = "Continue a prompt with a language model trained by tscope train --task lm: each new token is\n"
+                       "drawn from the softmax of the logits at the text's last position. The text (prompt and\n"
+                       "continuation) goes to stdout. --trace records each token's forward pass, then\n"
+                       "generate.probs (what the token was drawn from) and generate.token.",
+        .flags = flags,
+        .n_flags = n,
+    };
+    int rc = ts_cli_parse(&spec, argc, argv, NULL, NULL);
+    if (rc >= 0) return rc;
+    if (!o.load) return ts_cli_error("generate", "--load W.safetensors is required (a model from tscope train --task lm)");
+    if (o.n < 0) return ts_cli_error("generate", "-n %d must not be negative", o.n);
+    if (!(o.temperature >= 0)) return ts_cli_error("generate", "--temperature %g must be 0 or more", (double)o.temperature);
+    if (o.top_k < 0) return ts_cli_error("generate", "--top-k %d must be 0 (all) or more", o.top_k);
+    if (o.seed < 0) return ts_cli_error("generate", "--seed %d must not be negative", o.seed);
+    if ((rc = trace_cli_check(&o.trace, "generate", 1)) >= 0) return rc;
+    if (!ts_lm_checkpoint_is(o.load)) {
+        FILE *f = fopen(o.load, "rb");
+        if (!f) return ts_cli_error("generate", "cannot open --load %s", o.load);
+        fclose(f);
+        return ts_cli_error("generate", "%s is not a language model saved by tscope train --task lm (no \"task\": "
+                                        "\"lm\" in its metadata)",
+                            o.load);
+    }
+    return generate(&o, argc, argv);
+}

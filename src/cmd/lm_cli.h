@@ -1,0 +1,28 @@
+/* lm_cli: a language model's checkpoint (tscope train --task lm) used from
+ * the command line without model flags: `tscope run --load W --text S`
+ * (run_lm.c) and `tscope generate --load W` (cmd_generate.c). The config
+ * and the tokenizer come from the checkpoint's metadata. */
+#ifndef TSCOPE_CMD_LM_CLI_H
+#define TSCOPE_CMD_LM_CLI_H
+
+#include "trace_cli.h"
+#include "tscope/io.h"
+#include "tscope/tokenizer.h"
+
+/* The model of checkpoint `path` for batch B and S positions (S at most the
+ * positions it learnt), its weights loaded; tok gets its tokenizer. */
+ts_status lm_cli_open(const char *path, int B, int S, ts_model *m, ts_lmtok *tok);
+
+/* Open a trace of an LM run: the config, the tokenizer and each batch
+ * element's token labels (ids: B * S) in the metadata. */
+ts_status lm_cli_trace_open(const trace_cli *tc, const ts_model_config *cfg, const ts_lmtok *tok, const int32_t *ids,
+                            int B, int S, int argc, char **argv, ts_trace_writer **out);
+
+/* tscope run with an LM checkpoint: --text (one) through the model; what it
+ * predicts next at each position. --scores instead (or too): the table of
+ * every head's scores (ts_lm_measure). flags (n rows) tell which model flags
+ * were given: none may be. Returns the exit code. */
+int run_lm(const char *load, const ts_cli_list *text, ts_flag *flags, int n, const trace_cli *tc,
+           const char *print_shapes, bool backward, bool scores, int argc, char **argv);
+
+#endif

@@ -1,0 +1,269 @@
+/* model_weights: a config from the weights, the preset and the flags (model_weights.h). */
+#include "model_weights.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+/* The sizes a file decides and a flag or preset may also give. */
+typedef struct size_row {
+    int flag;             /* model_flag_id */
+    const char *name;     /* "--d-model" */
+    ts_weights_fact fact; /* its evidence in the file */
+    const char *what;     /* "d_model %d" */
+    bool blocks;          /* only a model with layers has it */
+} size_row;
+
+static const size_row sizes[] = {
+    {F_D_MODEL, "--d-model", TS_FACT_D_MODEL, "d_model %d", false},
+    {F_FFN, "--ffn", TS_FACT_FFN, "ffn %d", true},
+    {F_LAYERS, "--layers", TS_FACT_LAYERS, "%d encoder layers", true},
+    {F_DEC_LAYERS, "--dec-layers", TS_FACT_DEC_LAYERS, "%d decoder layers", true},
+    {F_VOCAB, "--vocab", TS_FACT_VOCAB, "a vocabulary of %d", false},
+    {F_FINAL_NORM, "--final-norm", TS_FACT_FINAL_NORM, "final LayerNorm", true},
+    {F_HEAD, "--head", TS_FACT_HEAD, "output head", false},
+};
+#define N_SIZES (sizeof sizes / sizeof sizes[0])
+
+static int size_value(const ts_model_config *c, int flag) {
+    switch (flag) {
+    case F_D_MODEL: return c->d_model;
+    case F_FFN: return c->ffn;
+    case F_LAYERS: return c->layers;
+    case F_DEC_LAYERS: return c->arch == TS_ARCH_ENCODER_DECODER ? c->dec_layers : 0;
+    case F_VOCAB: return c->input == TS_INPUT_TOKENS || c->head == TS_HEAD_LM ? c->vocab : 0;
+    case F_FINAL_NORM: return c->final_norm;
+    case F_HEAD: return (int)c->head;
+    }
+    return 0;
+}
+
+/* A size as words: "d_model 16", "a final LayerNorm", "no output head". */
+static const char *size_text(char *buf, size_t n, int flag, int v, const char *what) {
+    if (flag == F_FINAL_NORM) return v ? "a final LayerNorm" : "no final LayerNorm";
+    if (flag == F_HEAD)
+        return v == TS_HEAD_LM ? "a vocabulary head (lm)" : v == TS_HEAD_CLS ? "a classifier head" : "no output head";
+    snprintf(buf, n, what, v);
+    return buf;
+}
+
+/* "--d-model 32 disagrees with W: it has d_model 16 (why)", "preset copy has d_model 512, but W has d_model 16 (why)" */
+static ts_status size_clash(const char *preset, const model_flags *mf, const size_row *r, int mine, int theirs,
+                            const ts_weights_info *w, const char *path) {
+    char a[64], b[64], flag[96];
+    const char *why = w->why[r->fact][0] ? w->why[r->fact] : "its tensors say so";
+    const char *file = size_text(b, sizeof b, r->flag, theirs, r->what);
+    if (preset)
+        return ts_fail(TS_ERR_ARG, "preset %s has %s, but %s has %s (%s)", preset,
+                       size_text(a, sizeof a, r->flag, mine, r->what), path, file, why);
+    if (r->flag == F_FINAL_NORM) snprintf(flag, sizeof flag, "%s", r->name);
+    else if (r->flag == F_HEAD) snprintf(flag, sizeof flag, "%s %s", r->name, mf->head);
+    else snprintf(flag, sizeof flag, "%s %d", r->name, mine);
+    return ts_fail(TS_ERR_ARG, "%s disagrees with %s: it has %s (%s)", flag, path, file, why);
+}
+
+/* One setting's value as words: "8", "pre", "gelu", "sinusoidal", "1e-05". */
+static const char *setting_text(char *buf, size_t n, const ts_model_config *c, ts_model_setting s) {
+    switch (s) {
+    case TS_SETTING_HEADS: snprintf(buf, n, "%d", c->heads); return buf;
+    case TS_SETTING_NORM: return ts_model_norm_name(c->norm);
+    case TS_SETTING_ACTIVATION: return ts_model_activation_name(c->activation);
+    case TS_SETTING_PE: return ts_model_pe_name(c->pe);
+    case TS_SETTING_EPS: snprintf(buf, n, "%g", (double)c->eps); return buf;
+    case TS_SETTING_PE_VARIANT: return ts_model_pe_variant_name(c->pe_variant);
+    case TS_SETTING_COUNT: break;
+    }
+    return "?";
+}
+
+static bool same_setting(const ts_model_config *a, const ts_model_config *b, ts_model_setting s) {
+    switch (s) {
+    case TS_SETTING_HEADS: return a->heads == b->heads;
+    case TS_SETTING_NORM: return a->norm == b->norm;
+    case TS_SETTING_ACTIVATION: return a->activation == b->activation;
+    case TS_SETTING_PE: return a->pe == b->pe;
+    case TS_SETTING_EPS: return fabsf(a->eps - b->eps) <= 1e-6f * fabsf(b->eps);
+    case TS_SETTING_PE_VARIANT: return a->pe_variant == b->pe_variant;
+    case TS_SETTING_COUNT: break;
+    }
+    return true;
+}
+
+static void copy_setting(ts_model_config *to, const ts_model_config *from, ts_model_setting s) {
+    switch (s) {
+    case TS_SETTING_HEADS: to->heads = from->heads; break;
+    case TS_SETTING_NORM: to->norm = from->norm; break;
+    case TS_SETTING_ACTIVATION: to->activation = from->activation; break;
+    case TS_SETTING_PE: to->pe = from->pe; break;
+    case TS_SETTING_EPS: to->eps = from->eps, to->embed_eps = from->embed_eps; break;
+    case TS_SETTING_PE_VARIANT: to->pe_variant = from->pe_variant; break;
+    case TS_SETTING_COUNT: break;
+    }
+}
+
+static const int setting_flag_ids[TS_SETTING_COUNT] = {F_HEADS, F_NORM, F_ACTIVATION, F_PE, F_EPS, F_PE_VARIANT};
+
+/* Why the file fixes a setting: "its __metadata__ says pre". */
+static void fixed_by(char *buf, size_t n, const ts_weights_info *w, ts_model_setting s, const char *path) {
+    char v[32];
+    if (w->source[s] == TS_SOURCE_SHAPES)
+        snprintf(buf, n, "%s has a learned position table (%s)", path, w->why[TS_FACT_POSITIONS]);
+    else
+        snprintf(buf, n, "%s's __metadata__ says %s %s", path, ts_model_setting_key(s),
+                 setting_text(v, sizeof v, &w->cfg, s));
+}
+
+/* A preset given with --load: its architecture must be the file's; it
+ * supplies the settings the file does not fix, and the input. */
+static ts_status with_preset(const model_flags *mf, const ts_weights_info *w, const char *path, ts_model_config *c,
+                             bool known[TS_SETTING_COUNT]) {
+    ts_model_config p;
+    ts_status st = ts_model_config_preset(&p, mf->preset);
+    if (st) return st;
+    if (p.arch != c->arch)
+        return ts_fail(TS_ERR_ARG, "preset %s is %s; %s holds %s (%s)", mf->preset, ts_model_arch_name(p.arch), path,
+                       ts_model_arch_name(c->arch), w->why[TS_FACT_ARCH]);
+    for (size_t i = 0; i < N_SIZES; i++) {
+        const size_row *r = &sizes[i];
+        if (r->blocks && c->arch == TS_ARCH_ATTENTION) continue;
+        if (r->flag == F_VOCAB && p.vocab == 0) continue; /* tiny: as many as the text needs */
+        int mine = size_value(&p, r->flag), theirs = size_value(c, r->flag);
+        if (mine != theirs) return size_clash(mf->preset, mf, r, mine, theirs, w, path);
+    }
+    if (p.input != c->input)
+        return ts_fail(TS_ERR_ARG, "preset %s reads %s; %s reads %s (%s)", mf->preset,
+                       p.input == TS_INPUT_TOKENS ? "token ids" : "vectors", path,
+                       c->input == TS_INPUT_TOKENS ? "token ids" : "vectors", w->why[TS_FACT_INPUT]);
+    for (int s = 0; s < TS_SETTING_COUNT; s++) {
+        ts_setting_source src = w->source[s];
+        if (src == TS_SOURCE_UNUSED) continue;
+        if (src == TS_SOURCE_META || src == TS_SOURCE_SHAPES) {
+            if (!same_setting(&p, c, (ts_model_setting)s)) {
+                char a[32], why[400];
+                fixed_by(why, sizeof why, w, (ts_model_setting)s, path);
+                return ts_fail(TS_ERR_ARG, "preset %s has %s %s, but %s", mf->preset, ts_model_setting_key(s),
+                               setting_text(a, sizeof a, &p, (ts_model_setting)s), why);
+            }
+        } else {
+            copy_setting(c, &p, (ts_model_setting)s);
+            known[s] = true;
+        }
+    }
+    if (!w->scale_known) c->scale_embed = p.scale_embed;
+    if (w->source[TS_SETTING_EPS] != TS_SOURCE_META) c->embed_eps = p.embed_eps;
+    c->max_pos = c->max_pos ? c->max_pos : p.max_pos;
+    snprintf(c->preset, sizeof c->preset, "%s", mf->preset);
+    c->batch = p.batch, c->seq = p.seq, c->tgt_seq = p.tgt_seq, c->text = p.text, c->seed = p.seed;
+    c->dropout = p.dropout;
+    return TS_OK;
+}
+
+/* The flags over the base: a size or a fixed setting that disagrees is an
+ * error; the others take the flag's value. */
+static ts_status with_flags(const model_flags *mf, const ts_weights_info *w, const char *path, ts_model_config *c,
+                            bool known[TS_SETTING_COUNT]) {
+    ts_model_config f = *c;
+    ts_status st = model_flags_apply(mf, &f);
+    if (st) return st;
+    for (size_t i = 0; i < N_SIZES; i++) {
+        const size_row *r = &sizes[i];
+        if (!mf->seen[r->flag] || (r->blocks && c->arch == TS_ARCH_ATTENTION)) continue;
+        if (r->flag == F_VOCAB && c->input != TS_INPUT_TOKENS && c->head != TS_HEAD_LM) continue; /* unused: said later */
+        int mine = size_value(&f, r->flag), theirs = size_value(c, r->flag);
+        if (mine != theirs) return size_clash(NULL, mf, r, mine, theirs, w, path);
+    }
+    for (int s = 0; s < TS_SETTING_COUNT; s++) {
+        if (!mf->seen[setting_flag_ids[s]]) continue;
+        ts_setting_source src = w->source[s];
+        char a[32], why[400];
+        if (src == TS_SOURCE_UNUSED)
+            return ts_fail(TS_ERR_ARG, "%s: %s holds a lone attention (%s), with no LayerNorm, feed-forward layer or "
+                                       "positions for it to change", ts_model_setting_flag(s), path,
+                           w->why[TS_FACT_ARCH]);
+        if ((src == TS_SOURCE_META || src == TS_SOURCE_SHAPES) && !same_setting(&f, c, (ts_model_setting)s)) {
+            fixed_by(why, sizeof why, w, (ts_model_setting)s, path);
+            return ts_fail(TS_ERR_ARG, "%s %s disagrees with the weights: %s", ts_model_setting_flag(s),
+                           setting_text(a, sizeof a, &f, (ts_model_setting)s), why);
+        }
+        if (s == TS_SETTING_PE && f.pe == TS_PE_LEARNED && !c->max_pos)
+            return ts_fail(TS_ERR_ARG, "--pe learned: %s has no learned position table (no embed.positions.weight)",
+                           path);
+        known[s] = true;
+    }
+    /* everything else the flags say: seed, dropout, masks, variants, input sizes */
+    ts_model_config keep = *c;
+    *c = f;
+    c->arch = keep.arch, c->layers = keep.layers, c->dec_layers = keep.dec_layers, c->head = keep.head;
+    c->tie_embed = keep.tie_embed, c->final_norm = keep.final_norm, c->d_model = keep.d_model, c->ffn = keep.ffn;
+    if (c->input == TS_INPUT_TOKENS || c->head == TS_HEAD_LM) c->vocab = keep.vocab;
+    if (!w->scale_known && !mf->seen[F_PRESET]) c->scale_embed = c->input == TS_INPUT_TOKENS && c->pe == TS_PE_SINUSOIDAL;
+    return TS_OK;
+}
+
+ts_status model_weights_config(const model_flags *mf, const ts_weights_info *w, const char *path,
+                               ts_model_config *cfg) {
+    ts_model_config tiny;
+    ts_status st = ts_model_config_preset(&tiny, "tiny");
+    if (st) return st;
+    *cfg = w->cfg;
+    /* the input, as tscope run does with no preset: tiny's sentence (token
+     * models) or tiny's sizes of random vectors */
+    cfg->batch = tiny.batch, cfg->seq = tiny.seq, cfg->tgt_seq = tiny.tgt_seq, cfg->seed = tiny.seed;
+    cfg->text = cfg->input == TS_INPUT_TOKENS ? tiny.text : NULL;
+    cfg->preset[0] = '\0';
+    bool known[TS_SETTING_COUNT];
+    for (int s = 0; s < TS_SETTING_COUNT; s++) known[s] = w->source[s] != TS_SOURCE_NONE;
+    if (mf->seen[F_PRESET] && (st = with_preset(mf, w, path, cfg, known))) return st;
+    if ((st = with_flags(mf, w, path, cfg, known))) return st;
+    char need[256] = "", what[160] = "";
+    int missing = 0;
+    static const char *const words[TS_SETTING_COUNT] = {"heads", "norm placement", "activation", "positions",
+                                                        "eps", "positions' formula"};
+    static const char *const how[TS_SETTING_COUNT] = {"--heads N", "--norm post|pre", "--activation relu|gelu|gelu-tanh",
+                                                      "--pe sinusoidal|none", "--eps X", "--pe-variant V"};
+    for (int s = 0; s < TS_SETTING_COUNT; s++) {
+        if (known[s]) continue;
+        size_t len = strlen(need), wlen = strlen(what);
+        snprintf(need + len, sizeof need - len, "%s%s", missing ? " " : "", how[s]);
+        snprintf(what + wlen, sizeof what - wlen, "%s%s", missing ? ", " : "", words[s]);
+        missing++;
+    }
+    if (missing)
+        return ts_fail(TS_ERR_ARG, "%s does not say the model's %s (tensor shapes cannot, and its __metadata__ "
+                                   "does not): give %s (docs/own-model.md: where to find them in PyTorch)",
+                       path, what, need);
+    if (cfg->heads < 1 || cfg->d_model % cfg->heads != 0) {
+        char divisors[160] = "";
+        for (int d = 1, at = 0; d <= cfg->d_model && at < (int)sizeof divisors - 16; d++)
+            if (cfg->d_model % d == 0) at += snprintf(divisors + at, sizeof divisors - (size_t)at, "%s%d", at ? ", " : "", d);
+        return ts_fail(TS_ERR_SHAPE, "%s %d does not divide d_model %d of %s (%s): each head needs a whole number "
+                                     "of dims; the heads the weights allow are %s",
+                       mf->seen[F_HEADS] ? "--heads" : "heads", cfg->heads, cfg->d_model, path,
+                       w->why[TS_FACT_D_MODEL], divisors);
+    }
+    return TS_OK;
+}
+
+void model_weights_describe(const ts_weights_info *w, const model_flags *mf, const char *path, char *buf,
+                            size_t size) {
+    size_t at = (size_t)snprintf(buf, size, "%s: %s's state_dict%s%s%s, %d tensors", path, w->layout_name,
+                                 w->prefix[0] ? " under '" : "", w->prefix, w->prefix[0] ? "'" : "", w->n_tensors);
+    const char *from[3] = {"the file's __metadata__", "the flags", "the preset"};
+    for (int k = 0; k < 3 && at < size; k++) {
+        char list[128] = "";
+        for (int s = 0; s < TS_SETTING_COUNT; s++) {
+            bool flag = mf->seen[setting_flag_ids[s]];
+            bool hit = k == 0   ? w->source[s] == TS_SOURCE_META
+                       : k == 1 ? flag && w->source[s] != TS_SOURCE_META
+                                : mf->seen[F_PRESET] && !flag && w->source[s] == TS_SOURCE_NONE;
+            if (!hit) continue;
+            size_t len = strlen(list);
+            snprintf(list + len, sizeof list - len, "%s%s", len ? ", " : "", ts_model_setting_key(s));
+        }
+        if (list[0]) at += (size_t)snprintf(buf + at, size - at, "; %s from %s", list, from[k]);
+    }
+    if (at < size && w->source[TS_SETTING_EPS] == TS_SOURCE_DEFAULT && !mf->seen[F_EPS] && !mf->seen[F_PRESET])
+        at += (size_t)snprintf(buf + at, size - at, "; eps 1e-05 (PyTorch's default)");
+    if (at < size && w->source[TS_SETTING_PE] == TS_SOURCE_DEFAULT && !mf->seen[F_PE] && !mf->seen[F_PRESET])
+        snprintf(buf + at, size - at, "; no positions added (as nn.Transformer: the caller embeds)");
+}

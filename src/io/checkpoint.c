@@ -1,0 +1,65 @@
+/* checkpoint: a language model's checkpoint read back without flags (io.h,
+ * "checkpoint"). */
+#include <stdio.h>
+#include <string.h>
+
+#include "tscope/io.h"
+
+/* The last message again, with the file's name before it. */
+static ts_status named(ts_status st, const char *path) {
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", ts_last_error());
+    return ts_fail(st, "%s: %s", path, msg);
+}
+
+bool ts_lm_checkpoint_is(const char *path) {
+    if (ts_gpt2_is(path)) return true;
+    ts_safetensors f;
+    if (ts_safetensors_open(&f, path)) return false;
+    const char *task = ts_safetensors_meta(&f, "task");
+    bool lm = task && strcmp(task, "lm") == 0;
+    ts_safetensors_close(&f);
+    return lm;
+}
+
+/* GPT-2's files: the config from the shapes and config.json; the BPE from the
+ * vocabulary beside the weights, else the shipped GPT-2 files. */
+static ts_status gpt2_read(const char *path, ts_model_config *cfg, ts_lmtok *tok) {
+    ts_model_config mine;
+    ts_status st = ts_gpt2_config(path, cfg ? cfg : &mine);
+    if (st || !tok) return st;
+    char dir[4096];
+    if (!ts_gpt2_vocab_dir(path, dir, sizeof dir)) st = ts_bpe_default_dir(dir, sizeof dir);
+    if (!st) st = ts_lmtok_build_bpe(tok, dir);
+    int vocab = (cfg ? cfg : &mine)->vocab;
+    if (!st && tok->count != vocab) {
+        st = ts_fail(TS_ERR_FORMAT, "%s: the model has %d tokens, the BPE of %s %d", path, vocab, dir, (int)tok->count);
+        ts_lmtok_free(tok);
+    }
+    return st;
+}
+
+ts_status ts_lm_checkpoint_load(ts_model *m, const char *path) {
+    return ts_gpt2_is(path) ? ts_gpt2_load(m, path) : ts_model_load_safetensors(m, path, NULL);
+}
+
+ts_status ts_lm_checkpoint_read(const char *path, ts_model_config *cfg, ts_lmtok *tok) {
+    if (ts_gpt2_is(path)) return gpt2_read(path, cfg, tok);
+    ts_safetensors f;
+    ts_status st = ts_safetensors_open(&f, path);
+    if (st) return st;
+    const char *config = ts_safetensors_meta(&f, "config"), *tokenizer = ts_safetensors_meta(&f, "tokenizer");
+    if (!config || !tokenizer) {
+        st = ts_fail(TS_ERR_FORMAT, "%s has no \"%s\" in its metadata: it is not a language model saved by tscope "
+                                    "train --task lm",
+                     path, config ? "tokenizer" : "config");
+    }
+    if (!st && cfg && (st = ts_model_config_from_json(config, cfg))) st = named(st, path);
+    if (!st && tok && (st = ts_lmtok_from_json(tok, tokenizer))) st = named(st, path);
+    if (!st && cfg && tok && cfg->vocab != tok->count) {
+        st = ts_fail(TS_ERR_FORMAT, "%s: the model has %d tokens, its tokenizer %d", path, cfg->vocab, (int)tok->count);
+        ts_lmtok_free(tok);
+    }
+    ts_safetensors_close(&f);
+    return st;
+}

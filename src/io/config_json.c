@@ -1,0 +1,149 @@
+/* config_json: a model config as JSON and back (io.h, "config_json"), so a
+ * checkpoint says everything needed to build its model again. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "tscope/io.h"
+
+char *ts_model_config_to_json(const ts_model_config *c) {
+    cJSON *o = cJSON_CreateObject();
+    if (!o) return NULL;
+    cJSON_AddStringToObject(o, "preset", c->preset);
+    cJSON_AddStringToObject(o, "arch", ts_model_arch_name(c->arch));
+    const struct {
+        const char *key;
+        int value;
+    } ints[] = {{"d_model", c->d_model}, {"heads", c->heads},     {"ffn", c->ffn},         {"layers", c->layers},
+                {"dec_layers", c->dec_layers}, {"vocab", c->vocab}, {"seq", c->seq},       {"tgt_seq", c->tgt_seq},
+                {"batch", c->batch},     {"in_dim", c->in_dim},   {"max_pos", c->max_pos}, {"n_labels", c->n_labels}};
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) cJSON_AddNumberToObject(o, ints[i].key, ints[i].value);
+    cJSON_AddNumberToObject(o, "dropout", c->dropout);
+    cJSON_AddNumberToObject(o, "eps", c->eps);
+    cJSON_AddNumberToObject(o, "embed_eps", c->embed_eps);
+    cJSON_AddStringToObject(o, "norm", ts_model_norm_name(c->norm));
+    cJSON_AddStringToObject(o, "pe", ts_model_pe_name(c->pe));
+    cJSON_AddStringToObject(o, "activation", ts_model_activation_name(c->activation));
+    cJSON_AddStringToObject(o, "head", ts_model_head_name(c->head));
+    cJSON_AddStringToObject(o, "input", ts_model_input_name(c->input));
+    cJSON_AddBoolToObject(o, "final_norm", c->final_norm);
+    cJSON_AddBoolToObject(o, "causal", c->causal);
+    cJSON_AddBoolToObject(o, "scale_embed", c->scale_embed);
+    cJSON_AddBoolToObject(o, "tie_embed", c->tie_embed);
+    char variants[96];
+    ts_model_variant_names(c->variants, variants, sizeof variants);
+    cJSON_AddStringToObject(o, "variant", variants);
+    cJSON_AddStringToObject(o, "pe_variant", ts_model_pe_variant_name(c->pe_variant));
+    cJSON_AddStringToObject(o, "mask", ts_model_mask_name(c->mask));
+    cJSON_AddNumberToObject(o, "seed", (double)c->seed);
+    char *text = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    return text;
+}
+
+/* ---- reading ------------------------------------------------------------------- */
+
+typedef struct reader {
+    const cJSON *o;
+    ts_status st;
+} reader;
+
+static const cJSON *item(reader *r, const char *key) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(r->o, key);
+    if (!v && !r->st) r->st = ts_fail(TS_ERR_FORMAT, "config: no \"%s\"", key);
+    return v;
+}
+
+static int int_of(reader *r, const char *key) {
+    const cJSON *v = item(r, key);
+    if (!v) return 0;
+    if (!cJSON_IsNumber(v) || v->valuedouble != (double)(int)v->valuedouble || v->valuedouble < 0) {
+        if (!r->st) r->st = ts_fail(TS_ERR_FORMAT, "config: \"%s\" is not a whole number >= 0", key);
+        return 0;
+    }
+    return (int)v->valuedouble;
+}
+
+static float float_of(reader *r, const char *key) {
+    const cJSON *v = item(r, key);
+    if (v && !cJSON_IsNumber(v) && !r->st) r->st = ts_fail(TS_ERR_FORMAT, "config: \"%s\" is not a number", key);
+    return v && cJSON_IsNumber(v) ? (float)v->valuedouble : 0.0f;
+}
+
+static bool bool_of(reader *r, const char *key) {
+    const cJSON *v = item(r, key);
+    if (v && !cJSON_IsBool(v) && !r->st) r->st = ts_fail(TS_ERR_FORMAT, "config: \"%s\" is not true or false", key);
+    return v && cJSON_IsTrue(v);
+}
+
+/* The value whose name(value) is the string at key; the names run from 0
+ * until a name is "?" (each setting's words are spelled once, in the model). */
+static int word_of(reader *r, const char *key, const char *(*name)(int)) {
+    const cJSON *v = item(r, key);
+    if (!v) return 0;
+    if (cJSON_IsString(v))
+        for (int i = 0; i < 64 && strcmp(name(i), "?") != 0; i++)
+            if (strcmp(name(i), v->valuestring) == 0) return i;
+    if (!r->st)
+        r->st = ts_fail(TS_ERR_FORMAT, "config: \"%s\" is %s, which this tscope does not know", key,
+                        cJSON_IsString(v) ? v->valuestring : "not a string");
+    return 0;
+}
+
+static const char *arch_name(int i) { return ts_model_arch_name((ts_arch)i); }
+static const char *norm_name(int i) { return ts_model_norm_name((ts_norm_place)i); }
+static const char *pe_name(int i) { return ts_model_pe_name((ts_pe_kind)i); }
+static const char *act_name(int i) { return ts_model_activation_name((ts_activation)i); }
+static const char *head_name(int i) { return ts_model_head_name((ts_head_kind)i); }
+static const char *input_name(int i) { return ts_model_input_name((ts_input_kind)i); }
+static const char *pe_variant_name(int i) { return ts_model_pe_variant_name((ts_pe_variant)i); }
+static const char *mask_name(int i) { return ts_model_mask_name((ts_mask_kind)i); }
+
+ts_status ts_model_config_from_json(const char *json, ts_model_config *c) {
+    memset(c, 0, sizeof *c);
+    cJSON *o = cJSON_Parse(json);
+    if (!cJSON_IsObject(o)) {
+        cJSON_Delete(o);
+        return ts_fail(TS_ERR_FORMAT, "config: not a JSON object");
+    }
+    reader r = {o, TS_OK};
+    const cJSON *preset = item(&r, "preset");
+    if (cJSON_IsString(preset)) snprintf(c->preset, sizeof c->preset, "%s", preset->valuestring);
+    c->arch = (ts_arch)word_of(&r, "arch", arch_name);
+    c->d_model = int_of(&r, "d_model");
+    c->heads = int_of(&r, "heads");
+    c->ffn = int_of(&r, "ffn");
+    c->layers = int_of(&r, "layers");
+    c->dec_layers = int_of(&r, "dec_layers");
+    c->vocab = int_of(&r, "vocab");
+    c->seq = int_of(&r, "seq");
+    c->tgt_seq = int_of(&r, "tgt_seq");
+    c->batch = int_of(&r, "batch");
+    c->in_dim = int_of(&r, "in_dim");
+    c->max_pos = int_of(&r, "max_pos");
+    c->n_labels = int_of(&r, "n_labels");
+    c->dropout = float_of(&r, "dropout");
+    c->eps = float_of(&r, "eps");
+    c->embed_eps = float_of(&r, "embed_eps");
+    c->norm = (ts_norm_place)word_of(&r, "norm", norm_name);
+    c->pe = (ts_pe_kind)word_of(&r, "pe", pe_name);
+    c->activation = (ts_activation)word_of(&r, "activation", act_name);
+    c->head = (ts_head_kind)word_of(&r, "head", head_name);
+    c->input = (ts_input_kind)word_of(&r, "input", input_name);
+    c->final_norm = bool_of(&r, "final_norm");
+    c->causal = bool_of(&r, "causal");
+    c->scale_embed = bool_of(&r, "scale_embed");
+    c->tie_embed = bool_of(&r, "tie_embed");
+    const cJSON *v = item(&r, "variant");
+    if (!r.st && (!cJSON_IsString(v) || ts_model_variant_parse(v->valuestring, &c->variants)))
+        r.st = ts_fail(TS_ERR_FORMAT, "config: \"variant\" is not a list of variants");
+    c->pe_variant = (ts_pe_variant)word_of(&r, "pe_variant", pe_variant_name);
+    c->mask = (ts_mask_kind)word_of(&r, "mask", mask_name);
+    const cJSON *seed = item(&r, "seed");
+    if (cJSON_IsNumber(seed)) c->seed = (uint64_t)seed->valuedouble;
+    cJSON_Delete(o);
+    if (!r.st) r.st = ts_model_config_check(c);
+    return r.st;
+}

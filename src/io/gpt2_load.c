@@ -1,0 +1,329 @@
+/* gpt2_load: GPT-2's own checkpoint layout, read as the files come (io.h,
+ * "GPT-2 checkpoints").
+ *
+ * GPT-2's names are wte, wpe, h.{i}.ln_1, h.{i}.attn.c_attn, h.{i}.attn.c_proj,
+ * h.{i}.ln_2, h.{i}.mlp.c_fc, h.{i}.mlp.c_proj, ln_f (Hugging Face's
+ * GPT2LMHeadModel puts "transformer." before them and adds lm_head.weight).
+ * Its linear layers are Conv1D modules, whose weight is stored (in, out), the
+ * transpose of nn.Linear's; c_attn's output is q, then k, then v, the order of
+ * nn.MultiheadAttention's in_proj. The buffers attn.bias (the causal mask) and
+ * attn.masked_bias are not parameters and are skipped. What shapes cannot
+ * tell (heads, LayerNorm eps, the activation) comes from config.json beside
+ * the weights, as Hugging Face saves it.
+ */
+#include <cjson/cJSON.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "tscope/io.h"
+
+#define NAME_MAX_LEN 256
+
+/* ---- finding the files ------------------------------------------------------------ */
+
+static bool is_dir(const char *path) {
+    struct stat s;
+    return stat(path, &s) == 0 && S_ISDIR(s.st_mode);
+}
+
+static bool exists(const char *path) {
+    struct stat s;
+    return stat(path, &s) == 0 && S_ISREG(s.st_mode);
+}
+
+/* The weights file: path itself, or DIR/model.safetensors. */
+static void weights_path(const char *path, char *out, size_t size) {
+    if (is_dir(path))
+        snprintf(out, size, "%s/model.safetensors", path);
+    else
+        snprintf(out, size, "%s", path);
+}
+
+/* The directory that holds the weights (config.json and vocabulary files). */
+static void dir_of(const char *path, char *out, size_t size) {
+    if (is_dir(path)) {
+        snprintf(out, size, "%s", path);
+        return;
+    }
+    const char *slash = strrchr(path, '/');
+    if (!slash)
+        snprintf(out, size, ".");
+    else
+        snprintf(out, size, "%.*s", (int)(slash - path), path);
+}
+
+/* "" or "transformer.": what stands before h.0.attn.c_attn.weight. */
+static bool prefix_of(const ts_safetensors *f, char *prefix, size_t size) {
+    static const char *const prefixes[] = {"", "transformer.", NULL};
+    for (int i = 0; prefixes[i]; i++) {
+        char name[NAME_MAX_LEN];
+        snprintf(name, sizeof name, "%sh.0.attn.c_attn.weight", prefixes[i]);
+        if (ts_safetensors_find(f, name)) {
+            snprintf(prefix, size, "%s", prefixes[i]);
+            return true;
+        }
+    }
+    return false;
+}
+
+bool ts_gpt2_is(const char *path) {
+    char file[4096 + 32], prefix[32];
+    weights_path(path, file, sizeof file);
+    ts_safetensors f;
+    if (!exists(file) || ts_safetensors_open(&f, file)) return false;
+    bool gpt2 = prefix_of(&f, prefix, sizeof prefix);
+    ts_safetensors_close(&f);
+    return gpt2;
+}
+
+bool ts_gpt2_vocab_dir(const char *path, char *dir, size_t size) {
+    dir_of(path, dir, size);
+    static const char *const vocab[] = {"encoder.json", "vocab.json", NULL};
+    for (int i = 0; vocab[i]; i++) {
+        char file[4096 + 32];
+        snprintf(file, sizeof file, "%s/%s", dir, vocab[i]);
+        if (exists(file)) return true;
+    }
+    return false;
+}
+
+/* Open path's weights and find their prefix; nothing is left open on failure. */
+static ts_status open_gpt2(const char *path, ts_safetensors *f, char *prefix, size_t size) {
+    char file[4096 + 32];
+    weights_path(path, file, sizeof file);
+    TS_TRY(ts_safetensors_open(f, file));
+    if (prefix_of(f, prefix, size)) return TS_OK;
+    ts_safetensors_close(f);
+    return ts_fail(TS_ERR_FORMAT, "%s: not GPT-2's layout (no h.0.attn.c_attn.weight)", file);
+}
+
+/* ---- the config ------------------------------------------------------------------- */
+
+static const ts_st_entry *tensor(const ts_safetensors *f, const char *prefix, const char *name) {
+    char full[NAME_MAX_LEN + 64];
+    snprintf(full, sizeof full, "%s%s", prefix, name);
+    return ts_safetensors_find(f, full);
+}
+
+static ts_status missing(const ts_safetensors *f, const char *prefix, const char *name) {
+    return ts_fail(TS_ERR_FORMAT, "%s: GPT-2 layout without tensor %s%s", f->path, prefix, name);
+}
+
+/* n_head, layer_norm_epsilon, activation_function from config.json; the sizes it
+ * also gives must agree with the tensors'. */
+static ts_status read_config_json(const char *dir, const char *weights, ts_model_config *c) {
+    char path[4096 + 16];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    FILE *fp = fopen(path, "rb");
+    if (!fp)
+        return ts_fail(TS_ERR_ARG, "%s: GPT-2 weights need config.json beside them for what shapes cannot tell "
+                                   "(n_head; GPT-2 small has 12): %s not found",
+                       weights, path);
+    fseek(fp, 0, SEEK_END);
+    long n = ftell(fp);
+    fseek(fp, 0, SEEK_SET);
+    char *text = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    size_t got = text ? fread(text, 1, (size_t)n, fp) : 0;
+    fclose(fp);
+    if (!text || got != (size_t)n) {
+        free(text);
+        return ts_fail(TS_ERR_IO, "%s: cannot read", path);
+    }
+    text[n] = '\0';
+    cJSON *o = cJSON_Parse(text);
+    free(text);
+    if (!cJSON_IsObject(o)) {
+        cJSON_Delete(o);
+        return ts_fail(TS_ERR_FORMAT, "%s: not a JSON object", path);
+    }
+    ts_status st = TS_OK;
+    const cJSON *heads = cJSON_GetObjectItemCaseSensitive(o, "n_head");
+    if (!cJSON_IsNumber(heads) || heads->valueint < 1)
+        st = ts_fail(TS_ERR_FORMAT, "%s: no n_head (the number of attention heads)", path);
+    else
+        c->heads = heads->valueint;
+    const cJSON *eps = cJSON_GetObjectItemCaseSensitive(o, "layer_norm_epsilon");
+    if (!st && cJSON_IsNumber(eps)) c->eps = c->embed_eps = (float)eps->valuedouble;
+    const char *act = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, "activation_function"));
+    if (!st && act) {
+        if (strcmp(act, "gelu_new") == 0 || strcmp(act, "gelu_pytorch_tanh") == 0 || strcmp(act, "gelu_fast") == 0)
+            c->activation = TS_ACT_GELU_TANH;
+        else if (strcmp(act, "gelu") == 0)
+            c->activation = TS_ACT_GELU;
+        else if (strcmp(act, "relu") == 0)
+            c->activation = TS_ACT_RELU;
+        else
+            st = ts_fail(TS_ERR_UNSUPPORTED, "%s: activation_function \"%s\" is not one tscope has (gelu_new, gelu, "
+                                             "relu)", path, act);
+    }
+    /* sizes config.json repeats: a disagreement means the files do not belong together */
+    static const struct { const char *key; size_t at; } sizes[] = {
+        {"n_embd", offsetof(ts_model_config, d_model)},
+        {"n_layer", offsetof(ts_model_config, layers)},
+        {"vocab_size", offsetof(ts_model_config, vocab)},
+        {"n_positions", offsetof(ts_model_config, max_pos)},
+    };
+    for (size_t i = 0; !st && i < sizeof sizes / sizeof sizes[0]; i++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, sizes[i].key);
+        int mine = *(const int *)((const char *)c + sizes[i].at);
+        if (cJSON_IsNumber(v) && v->valueint != mine)
+            st = ts_fail(TS_ERR_FORMAT, "%s says %s %d but %s's tensors have %d", path, sizes[i].key, v->valueint,
+                         weights, mine);
+    }
+    cJSON_Delete(o);
+    return st;
+}
+
+/* Sizes from the tensors: wte (V, D), wpe (P, D), the layers h.{i}, c_fc (D, F). */
+static ts_status sizes_from_tensors(const ts_safetensors *f, const char *prefix, ts_model_config *c, bool *tied) {
+    const ts_st_entry *wte = tensor(f, prefix, "wte.weight"), *wpe = tensor(f, prefix, "wpe.weight");
+    const ts_st_entry *fc = tensor(f, prefix, "h.0.mlp.c_fc.weight");
+    if (!wte) return missing(f, prefix, "wte.weight");
+    if (!wpe) return missing(f, prefix, "wpe.weight");
+    if (!fc) return missing(f, prefix, "h.0.mlp.c_fc.weight");
+    if (wte->rank != 2 || wpe->rank != 2 || fc->rank != 2 || wpe->shape[1] != wte->shape[1] ||
+        fc->shape[0] != wte->shape[1])
+        return ts_fail(TS_ERR_SHAPE, "%s: wte, wpe and h.0.mlp.c_fc do not share a width (GPT-2 stores Conv1D "
+                                     "weights as (in, out))", f->path);
+    c->vocab = (int)wte->shape[0];
+    c->d_model = (int)wte->shape[1];
+    c->max_pos = (int)wpe->shape[0];
+    c->ffn = (int)fc->shape[1];
+    int layers = 0;
+    for (;; layers++) {
+        char name[NAME_MAX_LEN];
+        snprintf(name, sizeof name, "h.%d.attn.c_attn.weight", layers);
+        if (!tensor(f, prefix, name)) break;
+    }
+    c->layers = layers;
+    const ts_st_entry *head = ts_safetensors_find(f, "lm_head.weight");
+    *tied = true;
+    if (head) {
+        if (head->rank != 2 || head->shape[0] != wte->shape[0] || head->shape[1] != wte->shape[1])
+            return ts_fail(TS_ERR_SHAPE, "%s: lm_head.weight is not the shape of wte.weight [%lld, %lld]", f->path,
+                           (long long)wte->shape[0], (long long)wte->shape[1]);
+        /* Hugging Face saves the tied head as a second copy: tied when equal */
+        ts_safetensors *mf = (ts_safetensors *)f;
+        ts_tensor a, b;
+        char wname[NAME_MAX_LEN];
+        snprintf(wname, sizeof wname, "%swte.weight", prefix);
+        TS_TRY(ts_safetensors_get(mf, wname, &a));
+        TS_TRY(ts_safetensors_get(mf, "lm_head.weight", &b));
+        int64_t n = wte->shape[0] * wte->shape[1];
+        *tied = memcmp(a.data, b.data, sizeof(float) * (size_t)n) == 0;
+    }
+    return TS_OK;
+}
+
+ts_status ts_gpt2_config(const char *path, ts_model_config *c) {
+    char dir[4096], prefix[32];
+    dir_of(path, dir, sizeof dir);
+    ts_safetensors f;
+    TS_TRY(open_gpt2(path, &f, prefix, sizeof prefix));
+    ts_status st = ts_model_config_preset(c, "gpt2");
+    bool tied = true;
+    if (!st) st = sizes_from_tensors(&f, prefix, c, &tied);
+    if (!st) st = read_config_json(dir, f.path, c);
+    ts_safetensors_close(&f);
+    if (st) return st;
+    snprintf(c->preset, sizeof c->preset, "%s", "");
+    c->tie_embed = tied;
+    c->seq = c->max_pos;
+    c->batch = 1;
+    return ts_model_config_check(c);
+}
+
+/* ---- the weights ------------------------------------------------------------------ */
+
+/* One parameter: the file's tensor, transposed when it is a Conv1D weight. */
+static ts_status load_param(ts_model *m, ts_safetensors *f, const char *prefix, const char *file_name,
+                            const char *model_name, bool conv1d) {
+    char full[NAME_MAX_LEN + 64];
+    snprintf(full, sizeof full, "%s%s", prefix, file_name);
+    if (!ts_safetensors_find(f, full)) return missing(f, prefix, file_name);
+    ts_tensor src;
+    TS_TRY(ts_safetensors_get(f, full, &src));
+    if (!conv1d) return ts_model_load_param(m, model_name, &src);
+    if (src.rank != 2) return ts_fail(TS_ERR_SHAPE, "%s: %s is not a matrix", f->path, full);
+    /* Conv1D (in, out) is nn.Linear's (out, in) read with swapped strides: a view, no copy */
+    ts_tensor t = src;
+    t.shape[0] = src.shape[1];
+    t.shape[1] = src.shape[0];
+    t.stride[0] = src.stride[1];
+    t.stride[1] = src.stride[0];
+    return ts_model_load_param(m, model_name, &t);
+}
+
+/* What GPT-2 names a parameter of layer i, for each of tscope's. */
+static ts_status load_layer(ts_model *m, ts_safetensors *f, const char *prefix, int i) {
+    static const struct { const char *file, *model; bool conv1d; } map[] = {
+        {"ln_1.weight", "norm1.weight", false},
+        {"ln_1.bias", "norm1.bias", false},
+        {"attn.c_attn.weight", "self_attn.in_proj_weight", true},
+        {"attn.c_attn.bias", "self_attn.in_proj_bias", false},
+        {"attn.c_proj.weight", "self_attn.out_proj.weight", true},
+        {"attn.c_proj.bias", "self_attn.out_proj.bias", false},
+        {"ln_2.weight", "norm2.weight", false},
+        {"ln_2.bias", "norm2.bias", false},
+        {"mlp.c_fc.weight", "linear1.weight", true},
+        {"mlp.c_fc.bias", "linear1.bias", false},
+        {"mlp.c_proj.weight", "linear2.weight", true},
+        {"mlp.c_proj.bias", "linear2.bias", false},
+    };
+    for (size_t k = 0; k < sizeof map / sizeof map[0]; k++) {
+        char file_name[NAME_MAX_LEN], model_name[NAME_MAX_LEN + 32];
+        snprintf(file_name, sizeof file_name, "h.%d.%s", i, map[k].file);
+        snprintf(model_name, sizeof model_name, "decoder.layers.%d.%s", i, map[k].model);
+        TS_TRY(load_param(m, f, prefix, file_name, model_name, map[k].conv1d));
+    }
+    return TS_OK;
+}
+
+/* A tensor of the file that no parameter takes: the mask buffers are
+ * expected; anything else means the file is not the model we built. */
+static ts_status check_no_extra(const ts_safetensors *f, const char *prefix, const ts_model_config *c) {
+    size_t pn = strlen(prefix);
+    for (int e = 0; e < f->count; e++) {
+        const char *name = f->entries[e].name;
+        if (strcmp(name, "lm_head.weight") == 0) continue;
+        const char *rest = strncmp(name, prefix, pn) == 0 ? name + pn : NULL;
+        int layer = -1, used = 0;
+        char leaf[NAME_MAX_LEN] = "";
+        if (rest && sscanf(rest, "h.%d.%255s%n", &layer, leaf, &used) == 2 && layer >= 0 && layer < c->layers) {
+            static const char *const leaves[] = {
+                "ln_1.weight", "ln_1.bias", "attn.c_attn.weight", "attn.c_attn.bias", "attn.c_proj.weight",
+                "attn.c_proj.bias", "ln_2.weight", "ln_2.bias", "mlp.c_fc.weight", "mlp.c_fc.bias",
+                "mlp.c_proj.weight", "mlp.c_proj.bias", "attn.bias", "attn.masked_bias", NULL};
+            bool known = false;
+            for (int k = 0; leaves[k] && !known; k++) known = strcmp(leaf, leaves[k]) == 0;
+            if (known) continue;
+        } else if (rest) {
+            static const char *const top[] = {"wte.weight", "wpe.weight", "ln_f.weight", "ln_f.bias", NULL};
+            bool known = false;
+            for (int k = 0; top[k] && !known; k++) known = strcmp(rest, top[k]) == 0;
+            if (known) continue;
+        }
+        return ts_fail(TS_ERR_FORMAT, "%s: tensor %s has no place in GPT-2's layout (%d layers)", f->path, name,
+                       c->layers);
+    }
+    return TS_OK;
+}
+
+ts_status ts_gpt2_load(ts_model *m, const char *path) {
+    char prefix[32];
+    ts_safetensors f;
+    TS_TRY(open_gpt2(path, &f, prefix, sizeof prefix));
+    const ts_model_config *c = &m->cfg;
+    ts_status st = check_no_extra(&f, prefix, c);
+    if (!st) st = load_param(m, &f, prefix, "wte.weight", "embed.tokens.weight", false);
+    if (!st) st = load_param(m, &f, prefix, "wpe.weight", "embed.positions.weight", false);
+    for (int i = 0; !st && i < c->layers; i++) st = load_layer(m, &f, prefix, i);
+    if (!st) st = load_param(m, &f, prefix, "ln_f.weight", "decoder.norm.weight", false);
+    if (!st) st = load_param(m, &f, prefix, "ln_f.bias", "decoder.norm.bias", false);
+    if (!st && !c->tie_embed) st = load_param(m, &f, "", "lm_head.weight", "generator.weight", false);
+    ts_safetensors_close(&f);
+    return st;
+}

@@ -1,0 +1,500 @@
+/* model_infer: the model a checkpoint holds, read from its tensor names and
+ * shapes (io.h explains the layouts).
+ *
+ * Three steps. A layout is chosen: the one whose rules turn the most of the
+ * file's names (after the prefix) into names tscope knows. The sizes are read
+ * from the tensors under tscope's names (d_model from an out_proj, ffn from a
+ * linear1, the stacks' depth from the largest layer index, the vocabulary from
+ * a token table or a generator, ...), each with the file's own tensor as the
+ * evidence messages quote. Then the __metadata__ gives what shapes cannot
+ * (model_meta.c), and what it does not give is either a documented default
+ * (eps 1e-5, no positions for vectors) or a flag the user must pass.
+ *
+ * To read another family of checkpoints, add a row to `layouts`: its name,
+ * a piece of a name that marks it (or NULL), and prefix rules from its names
+ * to tscope's. The loader (model_load.c) uses the same rules, both ways.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tscope/io.h"
+
+typedef struct name_rule {
+    const char *file;  /* a prefix of the file's names, or the whole name when exact */
+    const char *model; /* what it becomes in tscope's name */
+    bool exact;
+} name_rule;
+
+#define MAX_RULES 10
+
+typedef struct layout {
+    const char *name;        /* as messages call it */
+    const char *needs;       /* a piece some name must contain for the layout to apply, or NULL */
+    const char *unsupported; /* why tscope cannot run such a file, or NULL */
+    name_rule rules[MAX_RULES];
+} layout;
+
+#define DEC_LAYER_NO_MEMORY                                                                                            \
+    "a decoder without its encoder reads a memory that tscope run cannot be given; save the nn.Transformer "        \
+    "that holds it"
+
+static const layout layouts[] = {
+    /* tscope's own names are nn.Transformer's, plus its embeddings and heads;
+     * tscope train writes the token tables as embed.src / embed.tgt. */
+    {"nn.Transformer",
+     NULL,
+     NULL,
+     {{"encoder.", "encoder.", false},
+      {"decoder.", "decoder.", false},
+      {"embed.src.weight", "embed.tokens.weight", true},
+      {"embed.tgt.weight", "decoder.embed.tokens.weight", true},
+      {"embed.", "embed.", false},
+      {"generator.", "generator.", false},
+      {"classifier.", "classifier.", false},
+      {"self_attn.", "self_attn.", false}}},
+    {"nn.TransformerDecoder",
+     "multihead_attn.",
+     DEC_LAYER_NO_MEMORY,
+     {{"layers.", "decoder.layers.", false}, {"norm.", "decoder.norm.", false}}},
+    {"nn.TransformerEncoder",
+     NULL,
+     NULL,
+     {{"layers.", "encoder.layers.", false}, {"norm.", "encoder.norm.", false}}},
+    {"nn.TransformerDecoderLayer",
+     "multihead_attn.",
+     DEC_LAYER_NO_MEMORY,
+     {{"self_attn.", "decoder.layers.0.self_attn.", false},
+      {"multihead_attn.", "decoder.layers.0.multihead_attn.", false},
+      {"linear1.", "decoder.layers.0.linear1.", false},
+      {"linear2.", "decoder.layers.0.linear2.", false},
+      {"norm1.", "decoder.layers.0.norm1.", false},
+      {"norm2.", "decoder.layers.0.norm2.", false},
+      {"norm3.", "decoder.layers.0.norm3.", false}}},
+    {"nn.TransformerEncoderLayer",
+     NULL,
+     NULL,
+     {{"self_attn.", "encoder.layers.0.self_attn.", false},
+      {"linear1.", "encoder.layers.0.linear1.", false},
+      {"linear2.", "encoder.layers.0.linear2.", false},
+      {"norm1.", "encoder.layers.0.norm1.", false},
+      {"norm2.", "encoder.layers.0.norm2.", false}}},
+    {"nn.MultiheadAttention",
+     NULL,
+     NULL,
+     {{"in_proj_weight", "self_attn.in_proj_weight", true},
+      {"in_proj_bias", "self_attn.in_proj_bias", true},
+      {"out_proj.", "self_attn.out_proj.", false}}},
+};
+#define N_LAYOUTS ((int)(sizeof layouts / sizeof layouts[0]))
+
+/* ---- tscope's names ------------------------------------------------------------ */
+
+static bool in_list(const char *s, const char *const *list) {
+    for (; *list; list++)
+        if (strcmp(s, *list) == 0) return true;
+    return false;
+}
+
+static const char *const attn_leaves[] = {"in_proj_weight", "in_proj_bias", "out_proj.weight", "out_proj.bias",
+                                          NULL};
+static const char *const wb[] = {"weight", "bias", NULL};
+
+/* A leaf of a layer: self_attn.*, multihead_attn.* (decoder), linear1/2.*, norm1..3.* */
+static bool layer_leaf(const char *leaf, bool decoder) {
+    if (strncmp(leaf, "self_attn.", 10) == 0) return in_list(leaf + 10, attn_leaves);
+    if (decoder && strncmp(leaf, "multihead_attn.", 15) == 0) return in_list(leaf + 15, attn_leaves);
+    static const char *const mods[] = {"linear1.", "linear2.", "norm1.", "norm2.", "norm3.", NULL};
+    for (int i = 0; mods[i]; i++) {
+        size_t n = strlen(mods[i]);
+        if (strncmp(leaf, mods[i], n) != 0) continue;
+        if (i == 4 && !decoder) return false;
+        return in_list(leaf + n, wb);
+    }
+    return false;
+}
+
+/* Whether some model tscope builds has a parameter of this name. */
+static bool known_name(const char *name) {
+    static const char *const top[] = {
+        "embed.tokens.weight",         "embed.positions.weight",         "embed.norm.weight",
+        "embed.norm.bias",             "decoder.embed.tokens.weight",    "decoder.embed.positions.weight",
+        "decoder.embed.norm.weight",   "decoder.embed.norm.bias",        "encoder.norm.weight",
+        "encoder.norm.bias",           "decoder.norm.weight",            "decoder.norm.bias",
+        "generator.weight",            "generator.bias",                 "classifier.weight",
+        "classifier.bias",             NULL};
+    if (in_list(name, top)) return true;
+    if (strncmp(name, "self_attn.", 10) == 0) return in_list(name + 10, attn_leaves);
+    bool dec = strncmp(name, "decoder.layers.", 15) == 0;
+    if (!dec && strncmp(name, "encoder.layers.", 15) != 0) return false;
+    size_t at = ts_name_layer_prefix(name);
+    if (!at || ts_name_layer(name) < 0 || name[at] != '.') return false;
+    return layer_leaf(name + at + 1, dec);
+}
+
+/* ---- mapping ------------------------------------------------------------------- */
+
+static bool map_to_model(const layout *l, const char *name, char *out, size_t size) {
+    for (int r = 0; r < MAX_RULES && l->rules[r].file; r++) {
+        const name_rule *u = &l->rules[r];
+        size_t n = strlen(u->file);
+        if (u->exact ? strcmp(name, u->file) != 0 : strncmp(name, u->file, n) != 0) continue;
+        int w = snprintf(out, size, "%s%s", u->model, u->exact ? "" : name + n);
+        return w >= 0 && (size_t)w < size;
+    }
+    return false;
+}
+
+static bool map_to_file(const layout *l, const char *name, char *out, size_t size) {
+    for (int r = 0; r < MAX_RULES && l->rules[r].file; r++) {
+        const name_rule *u = &l->rules[r];
+        size_t n = strlen(u->model);
+        if (u->exact ? strcmp(name, u->model) != 0 : strncmp(name, u->model, n) != 0) continue;
+        int w = snprintf(out, size, "%s%s", u->file, u->exact ? "" : name + n);
+        return w >= 0 && (size_t)w < size;
+    }
+    return false;
+}
+
+static const char *strip(const char *name, const char *prefix) {
+    size_t n = prefix ? strlen(prefix) : 0;
+    return n && strncmp(name, prefix, n) == 0 ? name + n : n ? NULL : name;
+}
+
+bool ts_weights_model_name(const ts_weights_info *info, const char *file_name, char *out, size_t size) {
+    if (info->layout < 0 || info->layout >= N_LAYOUTS) return false;
+    const char *rest = strip(file_name, info->prefix);
+    char model[TS_MODEL_NAME_MAX + 64];
+    if (!rest || !map_to_model(&layouts[info->layout], rest, model, sizeof model) || !known_name(model)) return false;
+    int w = snprintf(out, size, "%s", model);
+    return w >= 0 && (size_t)w < size;
+}
+
+bool ts_weights_file_name(const ts_weights_info *info, const char *model_name, char *out, size_t size) {
+    if (info->layout < 0 || info->layout >= N_LAYOUTS) return false;
+    char rest[TS_MODEL_NAME_MAX + 64];
+    if (!map_to_file(&layouts[info->layout], model_name, rest, sizeof rest)) return false;
+    int w = snprintf(out, size, "%s%s", info->prefix, rest);
+    return w >= 0 && (size_t)w < size;
+}
+
+/* Names of f (after prefix) that layout l turns into names tscope knows. */
+static int explained(const ts_safetensors *f, const char *prefix, const layout *l) {
+    if (l->needs) {
+        bool any = false;
+        for (int e = 0; e < f->count && !any; e++) {
+            const char *rest = strip(f->entries[e].name, prefix);
+            any = rest && strstr(rest, l->needs);
+        }
+        if (!any) return 0;
+    }
+    int n = 0;
+    bool attention = false; /* a Transformer has one; a lone classifier.weight does not make a model */
+    char model[TS_MODEL_NAME_MAX + 64];
+    for (int e = 0; e < f->count; e++) {
+        const char *rest = strip(f->entries[e].name, prefix);
+        if (!rest || !map_to_model(l, rest, model, sizeof model) || !known_name(model)) continue;
+        n++;
+        attention |= strstr(model, "in_proj_weight") != NULL;
+    }
+    return attention ? n : 0;
+}
+
+static int best_layout(const ts_safetensors *f, const char *prefix, int *count) {
+    int best = -1;
+    *count = 0;
+    for (int i = 0; i < N_LAYOUTS; i++) {
+        int n = explained(f, prefix, &layouts[i]);
+        if (n > *count) *count = n, best = i;
+    }
+    return best;
+}
+
+/* "nn.Transformer, nn.TransformerEncoder, ..." */
+static void layout_names(char *buf, size_t size) {
+    size_t at = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < N_LAYOUTS && at < size; i++) {
+        if (layouts[i].unsupported) continue;
+        at += (size_t)snprintf(buf + at, size - at, "%s%s", at ? ", " : "", layouts[i].name);
+    }
+}
+
+#define MAX_CANDIDATES 64
+
+/* Whether the dotted component ending at `dot` is a number (a layer index:
+ * a wrapper's prefix never ends inside a stack). */
+static bool number_before(const char *name, const char *dot) {
+    const char *p = dot;
+    while (p > name && p[-1] >= '0' && p[-1] <= '9') p--;
+    return p < dot && (p == name || p[-1] == '.');
+}
+
+/* No layout reads the names: is there a prefix that would make them readable?
+ * The dotted prefixes of the names (each once, none ending in a layer index)
+ * are the candidates; the one after which the most names read wins. */
+static ts_status unreadable(const ts_safetensors *f, const char *prefix) {
+    char best[TS_LAYOUT_PREFIX_MAX] = "", cand[TS_LAYOUT_PREFIX_MAX];
+    char tried[MAX_CANDIDATES][TS_LAYOUT_PREFIX_MAX];
+    int best_n = 0, best_layout_i = -1, n_tried = 0;
+    for (int e = 0; e < f->count && n_tried < MAX_CANDIDATES; e++) {
+        const char *name = strip(f->entries[e].name, prefix);
+        if (!name) continue;
+        for (const char *dot = strchr(name, '.'); dot && n_tried < MAX_CANDIDATES; dot = strchr(dot + 1, '.')) {
+            size_t n = (size_t)(dot - name) + 1;
+            if (n + (prefix ? strlen(prefix) : 0) >= sizeof cand) break;
+            if (number_before(name, dot)) break;
+            snprintf(cand, sizeof cand, "%s%.*s", prefix ? prefix : "", (int)n, name);
+            bool seen = false;
+            for (int k = 0; k < n_tried && !seen; k++) seen = strcmp(tried[k], cand) == 0;
+            if (seen) continue;
+            snprintf(tried[n_tried++], sizeof tried[0], "%s", cand);
+            int count = 0, which = best_layout(f, cand, &count);
+            if (count > best_n) {
+                best_n = count, best_layout_i = which;
+                snprintf(best, sizeof best, "%s", cand);
+            }
+        }
+    }
+    char names[256], first[160];
+    layout_names(names, sizeof names);
+    snprintf(first, sizeof first, "%s", f->count ? f->entries[0].name : "(none)");
+    if (best_n > 0) {
+        int extra = f->count - best_n;
+        return ts_fail(TS_ERR_ARG,
+                       "%s: no tensor name reads as a layout tscope knows (%s), but %d of %d do as %s's "
+                       "once '%s' is taken off: add --load-prefix %s%s",
+                       f->path, names, best_n, f->count, layouts[best_layout_i].name, best, best,
+                       extra > 0 ? " (and --ignore-extra for the others)" : "");
+    }
+    return ts_fail(TS_ERR_ARG,
+                   "%s: no tensor name reads as a layout tscope knows (%s); the file's names look like %s "
+                   "(tscope shapes --params lists the names it reads)",
+                   f->path, names, first);
+}
+
+/* ---- facts ---------------------------------------------------------------------- */
+
+typedef struct reader {
+    const ts_safetensors *f;
+    ts_weights_info *info;
+} reader;
+
+/* The entry holding tscope's parameter `model`, or NULL. */
+static const ts_st_entry *entry_of(const reader *r, const char *model) {
+    char file[TS_MODEL_NAME_MAX + TS_LAYOUT_PREFIX_MAX + 64];
+    if (!ts_weights_file_name(r->info, model, file, sizeof file)) return NULL;
+    return ts_safetensors_find(r->f, file);
+}
+
+/* "layers.0.linear1.weight is [32, 16]" into the fact's evidence. */
+static void cite(reader *r, ts_weights_fact k, const ts_st_entry *e) {
+    char s[TS_SHAPE_TEXT_MAX];
+    snprintf(r->info->why[k], TS_WEIGHTS_WHY_MAX, "%s is %s", e->name,
+             ts_shape_format(s, sizeof s, e->rank, e->shape, TS_SHAPE_PLAIN));
+}
+
+static void cite_absent(reader *r, ts_weights_fact k, const char *model, const char *what) {
+    char file[TS_MODEL_NAME_MAX + TS_LAYOUT_PREFIX_MAX + 64];
+    if (!ts_weights_file_name(r->info, model, file, sizeof file)) snprintf(file, sizeof file, "%s", model);
+    snprintf(r->info->why[k], TS_WEIGHTS_WHY_MAX, "it has no %.120s%.60s", file, what);
+}
+
+/* The first of the names that is in the file, its dim `dim`; 0 when none. */
+static int64_t dim_of(reader *r, ts_weights_fact k, const char *const *models, int dim) {
+    for (int i = 0; models[i]; i++) {
+        const ts_st_entry *e = entry_of(r, models[i]);
+        if (!e || e->rank <= dim) continue;
+        cite(r, k, e);
+        return e->shape[dim];
+    }
+    return 0;
+}
+
+/* How many layers a stack has: 1 + the largest index under `stack` ("encoder.layers."). */
+static int depth(reader *r, ts_weights_fact k, const char *stack) {
+    int most = -1;
+    char model[TS_MODEL_NAME_MAX + 64];
+    const char *last = NULL;
+    for (int e = 0; e < r->f->count; e++) {
+        const char *name = r->f->entries[e].name;
+        if (!ts_weights_model_name(r->info, name, model, sizeof model)) continue;
+        if (strncmp(model, stack, strlen(stack)) != 0) continue;
+        int i = ts_name_layer(model);
+        if (i > most) most = i, last = name;
+    }
+    if (last) {
+        size_t at = ts_name_layer_prefix(last);
+        snprintf(r->info->why[k], TS_WEIGHTS_WHY_MAX, "its last layer is %.*s", (int)at, last);
+    }
+    return most + 1;
+}
+
+static bool has(reader *r, const char *model) { return entry_of(r, model) != NULL; }
+
+static ts_status read_sizes(reader *r) {
+    ts_weights_info *info = r->info;
+    ts_model_config *c = &info->cfg;
+    int enc = depth(r, TS_FACT_LAYERS, "encoder.layers.");
+    int dec = depth(r, TS_FACT_DEC_LAYERS, "decoder.layers.");
+    bool lone = enc == 0 && dec == 0 && has(r, "self_attn.in_proj_weight");
+    if (enc == 0 && dec == 0 && !lone)
+        return ts_fail(TS_ERR_ARG, "%s: read as %s, it has no attention layer (no in_proj_weight of an encoder or "
+                                   "decoder layer)", r->f->path, info->layout_name);
+    c->arch = lone ? TS_ARCH_ATTENTION : dec > 0 ? TS_ARCH_ENCODER_DECODER : TS_ARCH_ENCODER;
+    c->layers = enc;
+    c->dec_layers = dec;
+    snprintf(info->why[TS_FACT_ARCH], TS_WEIGHTS_WHY_MAX, "%s", lone ? "it has one attention and no layers"
+                                                              : dec ? "it has decoder layers"
+                                                                    : "it has encoder layers and no decoder");
+    if (!dec)
+        snprintf(info->why[TS_FACT_DEC_LAYERS], TS_WEIGHTS_WHY_MAX, "read as %s's, it has no decoder layer",
+                 info->layout_name);
+    static const char *const widths[] = {"encoder.layers.0.self_attn.out_proj.weight",
+                                         "decoder.layers.0.self_attn.out_proj.weight", "self_attn.out_proj.weight",
+                                         "embed.tokens.weight", NULL};
+    c->d_model = (int)dim_of(r, TS_FACT_D_MODEL, widths, 0);
+    if (!c->d_model) c->d_model = (int)dim_of(r, TS_FACT_D_MODEL, widths + 3, 1);
+    if (c->d_model <= 0)
+        return ts_fail(TS_ERR_ARG, "%s: read as %s, it has no out_proj.weight to tell the model's width",
+                       r->f->path, info->layout_name);
+    if (lone) {
+        static const char *const in[] = {"self_attn.in_proj_weight", NULL};
+        int din = (int)dim_of(r, TS_FACT_IN_DIM, in, 1);
+        c->in_dim = din != c->d_model ? din : 0;
+        c->ffn = 4 * c->d_model; /* unused: no feed-forward */
+    } else {
+        static const char *const ffn[] = {"encoder.layers.0.linear1.weight", "decoder.layers.0.linear1.weight", NULL};
+        c->ffn = (int)dim_of(r, TS_FACT_FFN, ffn, 0);
+        if (c->ffn <= 0)
+            return ts_fail(TS_ERR_ARG, "%s: read as %s, its first layer has no linear1.weight to tell the "
+                                       "feed-forward width", r->f->path, info->layout_name);
+    }
+    /* final norms: nn.Transformer puts one after each stack; tscope has one switch for both */
+    bool enc_norm = has(r, "encoder.norm.weight"), dec_norm = has(r, "decoder.norm.weight");
+    if (dec && enc && enc_norm != dec_norm) {
+        char a[200], b[200];
+        ts_weights_file_name(info, "encoder.norm.weight", a, sizeof a);
+        ts_weights_file_name(info, "decoder.norm.weight", b, sizeof b);
+        return ts_fail(TS_ERR_UNSUPPORTED, "%s: it has %s but not %s: tscope puts a final LayerNorm after both "
+                                           "stacks or after neither", r->f->path, enc_norm ? a : b, enc_norm ? b : a);
+    }
+    c->final_norm = enc ? enc_norm : dec_norm;
+    if (c->final_norm) {
+        const ts_st_entry *e = entry_of(r, enc ? "encoder.norm.weight" : "decoder.norm.weight");
+        cite(r, TS_FACT_FINAL_NORM, e);
+    } else if (!lone) {
+        cite_absent(r, TS_FACT_FINAL_NORM, enc ? "encoder.norm.weight" : "decoder.norm.weight", "");
+    }
+    /* tokens or vectors, and the head */
+    const ts_st_entry *tok = entry_of(r, "embed.tokens.weight");
+    c->input = tok ? TS_INPUT_TOKENS : TS_INPUT_EMBEDDED;
+    if (tok) {
+        cite(r, TS_FACT_INPUT, tok);
+        c->vocab = (int)tok->shape[0];
+        cite(r, TS_FACT_VOCAB, tok);
+    } else {
+        cite_absent(r, TS_FACT_INPUT, "embed.tokens.weight", " (a token table): it reads vectors");
+    }
+    const ts_st_entry *gw = entry_of(r, "generator.weight"), *gb = entry_of(r, "generator.bias"),
+                      *cw = entry_of(r, "classifier.weight");
+    if (gw || gb) {
+        const ts_st_entry *g = gw ? gw : gb;
+        c->head = TS_HEAD_LM;
+        cite(r, TS_FACT_HEAD, g);
+        if (!tok) {
+            c->vocab = (int)g->shape[0];
+            cite(r, TS_FACT_VOCAB, g);
+        }
+        /* tscope shares the token table with the logits' weight (base preset) */
+        c->tie_embed = tok && !gw;
+    } else if (cw) {
+        c->head = TS_HEAD_CLS;
+        c->n_labels = (int)cw->shape[0];
+        cite(r, TS_FACT_HEAD, cw);
+    } else {
+        c->head = TS_HEAD_NONE;
+        snprintf(info->why[TS_FACT_HEAD], TS_WEIGHTS_WHY_MAX, "read as %s's, it has no generator.weight or "
+                                                              "classifier.weight", info->layout_name);
+    }
+    const ts_st_entry *pos = entry_of(r, "embed.positions.weight");
+    if (pos) {
+        c->pe = TS_PE_LEARNED;
+        c->max_pos = (int)pos->shape[0];
+        cite(r, TS_FACT_POSITIONS, pos);
+    }
+    return TS_OK;
+}
+
+/* Which settings the model uses, and where each comes from. */
+static void settle(ts_weights_info *info, const bool from_meta[TS_SETTING_COUNT]) {
+    ts_model_config *c = &info->cfg;
+    bool blocks = c->arch != TS_ARCH_ATTENTION;
+    for (int s = 0; s < TS_SETTING_COUNT; s++) info->source[s] = from_meta[s] ? TS_SOURCE_META : TS_SOURCE_NONE;
+    if (!blocks) {
+        info->source[TS_SETTING_NORM] = info->source[TS_SETTING_ACTIVATION] = TS_SOURCE_UNUSED;
+        info->source[TS_SETTING_EPS] = info->source[TS_SETTING_PE] = TS_SOURCE_UNUSED;
+        info->source[TS_SETTING_PE_VARIANT] = TS_SOURCE_UNUSED;
+        c->pe = TS_PE_NONE;
+    }
+    if (info->source[TS_SETTING_EPS] == TS_SOURCE_NONE) info->source[TS_SETTING_EPS] = TS_SOURCE_DEFAULT;
+    if (info->source[TS_SETTING_PE_VARIANT] == TS_SOURCE_NONE) info->source[TS_SETTING_PE_VARIANT] = TS_SOURCE_DEFAULT;
+    if (blocks && c->max_pos) {
+        /* a learned table: the tensors say so, whatever the metadata says (checked by the caller) */
+        if (info->source[TS_SETTING_PE] != TS_SOURCE_META) info->source[TS_SETTING_PE] = TS_SOURCE_SHAPES;
+    } else if (blocks && info->source[TS_SETTING_PE] == TS_SOURCE_NONE && c->input == TS_INPUT_EMBEDDED) {
+        /* nn.Transformer adds no positions: its caller embeds */
+        c->pe = TS_PE_NONE;
+        info->source[TS_SETTING_PE] = TS_SOURCE_DEFAULT;
+    }
+}
+
+ts_status ts_weights_infer(const ts_safetensors *f, const char *prefix, ts_weights_info *info) {
+    memset(info, 0, sizeof *info);
+    info->layout = -1;
+    info->n_tensors = f->count;
+    if (prefix && strlen(prefix) >= sizeof info->prefix)
+        return ts_fail(TS_ERR_ARG, "--load-prefix '%s' is too long", prefix);
+    snprintf(info->prefix, sizeof info->prefix, "%s", prefix ? prefix : "");
+    if (f->count == 0) return ts_fail(TS_ERR_ARG, "%s holds no tensors", f->path);
+    if (prefix && prefix[0]) {
+        int with = 0;
+        for (int e = 0; e < f->count; e++) with += strncmp(f->entries[e].name, prefix, strlen(prefix)) == 0;
+        if (!with)
+            return ts_fail(TS_ERR_ARG, "--load-prefix '%s': no tensor name in %s starts with it (the first is %s)",
+                           prefix, f->path, f->entries[0].name);
+    }
+    int count = 0, best = best_layout(f, prefix, &count);
+    if (best < 0) return unreadable(f, prefix);
+    const layout *l = &layouts[best];
+    if (l->unsupported)
+        return ts_fail(TS_ERR_UNSUPPORTED, "%s: its names are those of an %s's state_dict: %s", f->path, l->name,
+                       l->unsupported);
+    info->layout = best;
+    info->layout_name = l->name;
+    info->n_mapped = count;
+    ts_model_config *c = &info->cfg;
+    /* PyTorch's defaults for what the file may not say */
+    c->eps = c->embed_eps = 1e-5f;
+    c->norm = TS_NORM_POST;
+    c->activation = TS_ACT_RELU;
+    c->pe = TS_PE_SINUSOIDAL;
+    c->heads = 0;
+    c->dropout = 0.1f;
+    c->mask = TS_MASK_PADDING;
+    reader r = {f, info};
+    ts_status st = read_sizes(&r);
+    if (st) return st;
+    ts_pe_kind shaped_pe = c->pe;
+    bool from_meta[TS_SETTING_COUNT] = {false}, scale_known = false;
+    if ((st = ts_model_meta_settings(f, c, from_meta, &scale_known))) return st;
+    if (c->max_pos && from_meta[TS_SETTING_PE] && c->pe != TS_PE_LEARNED)
+        return ts_fail(TS_ERR_FORMAT, "%s: __metadata__ says pe %s but %s: the positions are learned", f->path,
+                       ts_model_pe_name(c->pe), info->why[TS_FACT_POSITIONS]);
+    if (c->max_pos) c->pe = shaped_pe;
+    settle(info, from_meta);
+    /* the paper scales token embeddings by sqrt(d_model) with its sines; tscope does so there only */
+    info->scale_known = scale_known;
+    if (!scale_known) c->scale_embed = c->input == TS_INPUT_TOKENS && c->pe == TS_PE_SINUSOIDAL;
+    return TS_OK;
+}

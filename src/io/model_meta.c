@@ -1,0 +1,175 @@
+/* model_meta: a model's configuration as JSON, written into every checkpoint
+ * and trace tscope makes, and the settings read back from a checkpoint's
+ * __metadata__ (what tensor shapes cannot tell: heads, norm placement,
+ * activation, positions, eps).
+ *
+ * Two spellings are read. tscope's own: "format": "tscope" and "config": the
+ * JSON object ts_model_config_json writes. And flat keys anyone can add when
+ * saving from PyTorch, safetensors.torch.save_file(sd, path, metadata=
+ * {"heads": "8", "norm": "pre", "activation": "gelu"}): heads, norm (post|pre)
+ * or norm_first (True|False), activation (relu|gelu), pe
+ * (sinusoidal|learned|none), eps or layer_norm_eps. A value that does not
+ * parse is an error naming the file and the key, never a guess.
+ */
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tscope/io.h"
+
+char *ts_model_config_json(const ts_model_config *c) {
+    cJSON *o = cJSON_CreateObject();
+    if (!o) return NULL;
+    cJSON_AddStringToObject(o, "preset", c->preset);
+    cJSON_AddStringToObject(o, "arch", ts_model_arch_name(c->arch));
+    const struct {
+        const char *key;
+        int value;
+    } ints[] = {{"d_model", c->d_model}, {"heads", c->heads},     {"ffn", c->ffn},         {"layers", c->layers},
+                {"dec_layers", c->dec_layers}, {"vocab", c->vocab}, {"seq", c->seq},       {"tgt_seq", c->tgt_seq},
+                {"batch", c->batch},     {"in_dim", c->in_dim},   {"max_pos", c->max_pos}, {"n_labels", c->n_labels}};
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) cJSON_AddNumberToObject(o, ints[i].key, ints[i].value);
+    cJSON_AddNumberToObject(o, "dropout", c->dropout);
+    cJSON_AddNumberToObject(o, "eps", c->eps);
+    cJSON_AddNumberToObject(o, "embed_eps", c->embed_eps);
+    cJSON_AddStringToObject(o, "norm", ts_model_norm_name(c->norm));
+    cJSON_AddStringToObject(o, "pe", ts_model_pe_name(c->pe));
+    cJSON_AddStringToObject(o, "activation", ts_model_activation_name(c->activation));
+    cJSON_AddStringToObject(o, "head", ts_model_head_name(c->head));
+    cJSON_AddStringToObject(o, "input", ts_model_input_name(c->input));
+    cJSON_AddBoolToObject(o, "final_norm", c->final_norm);
+    cJSON_AddBoolToObject(o, "causal", c->causal);
+    cJSON_AddStringToObject(o, "tgt_mask", c->tgt_not_causal ? "none" : "causal");
+    cJSON_AddBoolToObject(o, "scale_embed", c->scale_embed);
+    cJSON_AddBoolToObject(o, "tie_embed", c->tie_embed);
+    char variants[96];
+    ts_model_variant_names(c->variants, variants, sizeof variants);
+    cJSON_AddStringToObject(o, "variant", variants);
+    cJSON_AddStringToObject(o, "pe_variant", ts_model_pe_variant_name(c->pe_variant));
+    cJSON_AddStringToObject(o, "mask", ts_model_mask_name(c->mask));
+    cJSON_AddBoolToObject(o, "train_mode", c->train_mode);
+    cJSON_AddNumberToObject(o, "seed", (double)c->seed);
+    if (c->text) cJSON_AddStringToObject(o, "text", c->text);
+    char *text = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    return text;
+}
+
+/* ---- reading the settings back --------------------------------------------- */
+
+static const char *const setting_keys[TS_SETTING_COUNT] = {"heads", "norm", "activation", "pe", "eps", "pe_variant"};
+static const char *const setting_flags[TS_SETTING_COUNT] = {"--heads", "--norm", "--activation", "--pe", "--eps",
+                                                             "--pe-variant"};
+
+const char *ts_model_setting_flag(ts_model_setting s) {
+    return (unsigned)s < TS_SETTING_COUNT ? setting_flags[s] : "?";
+}
+
+const char *ts_model_setting_key(ts_model_setting s) {
+    return (unsigned)s < TS_SETTING_COUNT ? setting_keys[s] : "?";
+}
+
+/* A string value of the config object or the flat metadata; NULL when absent.
+ * Numbers and booleans of the JSON are printed into buf. */
+typedef struct meta_src {
+    const ts_safetensors *f;
+    const cJSON *config; /* tscope's "config", or NULL */
+} meta_src;
+
+static const char *meta_get(const meta_src *m, const char *key, char *buf, size_t size) {
+    if (m->config) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(m->config, key);
+        if (cJSON_IsString(v)) return v->valuestring;
+        if (cJSON_IsNumber(v)) {
+            snprintf(buf, size, "%.9g", v->valuedouble);
+            return buf;
+        }
+        if (cJSON_IsBool(v)) return cJSON_IsTrue(v) ? "True" : "False";
+        return NULL;
+    }
+    return ts_safetensors_meta(m->f, key);
+}
+
+static ts_status bad_meta(const meta_src *m, const char *key, const char *value, const char *want) {
+    return ts_fail(TS_ERR_FORMAT, "%s: __metadata__ %s%s is '%s', not %s", m->f->path, m->config ? "config." : "",
+                   key, value, want);
+}
+
+static ts_status read_setting(const meta_src *m, ts_model_setting s, ts_model_config *cfg, bool *found) {
+    char buf[64];
+    const char *key = setting_keys[s];
+    const char *v = meta_get(m, key, buf, sizeof buf);
+    if (!v && !m->config && s == TS_SETTING_EPS) v = meta_get(m, key = "layer_norm_eps", buf, sizeof buf);
+    bool flip = false; /* norm_first True = pre */
+    if (!v && !m->config && s == TS_SETTING_NORM && (v = meta_get(m, "norm_first", buf, sizeof buf))) {
+        key = "norm_first";
+        flip = true;
+    }
+    *found = v != NULL;
+    if (!v) return TS_OK;
+    char *end = NULL;
+    switch (s) {
+    case TS_SETTING_HEADS: {
+        long h = strtol(v, &end, 10);
+        if (end == v || *end || h < 1 || h > (1 << 12)) return bad_meta(m, key, v, "a number of heads");
+        cfg->heads = (int)h;
+        return TS_OK;
+    }
+    case TS_SETTING_NORM:
+        if (flip) {
+            if (strcmp(v, "True") != 0 && strcmp(v, "False") != 0 && strcmp(v, "true") != 0 &&
+                strcmp(v, "false") != 0)
+                return bad_meta(m, key, v, "True or False");
+            cfg->norm = v[0] == 'T' || v[0] == 't' ? TS_NORM_PRE : TS_NORM_POST;
+            return TS_OK;
+        }
+        if (ts_model_norm_parse(v, key, &cfg->norm)) return bad_meta(m, key, v, "post or pre");
+        return TS_OK;
+    case TS_SETTING_ACTIVATION:
+        if (ts_model_activation_parse(v, key, &cfg->activation)) return bad_meta(m, key, v, "relu, gelu or gelu-tanh");
+        return TS_OK;
+    case TS_SETTING_PE:
+        if (ts_model_pe_parse(v, key, &cfg->pe)) return bad_meta(m, key, v, "sinusoidal, learned or none");
+        return TS_OK;
+    case TS_SETTING_EPS: {
+        double e = strtod(v, &end);
+        if (end == v || *end || !(e > 0) || !isfinite(e)) return bad_meta(m, key, v, "a positive number");
+        cfg->eps = (float)e;
+        return TS_OK;
+    }
+    case TS_SETTING_PE_VARIANT:
+        if (ts_model_pe_variant_parse(v, &cfg->pe_variant))
+            return bad_meta(m, key, v, "paper, seed001-sin-only or seed001-odd-exponent");
+        return TS_OK;
+    case TS_SETTING_COUNT: break;
+    }
+    return TS_OK;
+}
+
+ts_status ts_model_meta_settings(const ts_safetensors *f, ts_model_config *cfg, bool from_meta[TS_SETTING_COUNT],
+                                 bool *scale_known) {
+    meta_src m = {f, NULL};
+    *scale_known = false;
+    cJSON *root = NULL;
+    const char *format = ts_safetensors_meta(f, "format"), *config = ts_safetensors_meta(f, "config");
+    if (format && strcmp(format, "tscope") == 0 && config) {
+        root = cJSON_Parse(config);
+        if (!cJSON_IsObject(root)) {
+            cJSON_Delete(root);
+            return ts_fail(TS_ERR_FORMAT, "%s: __metadata__ config is not a JSON object", f->path);
+        }
+        m.config = root;
+    }
+    ts_status st = TS_OK;
+    for (int s = 0; s < TS_SETTING_COUNT && !st; s++) st = read_setting(&m, (ts_model_setting)s, cfg, &from_meta[s]);
+    if (!st && root) { /* what tscope also records: the embedding's scale and its LayerNorm's eps */
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "scale_embed");
+        if (cJSON_IsBool(v)) cfg->scale_embed = cJSON_IsTrue(v), *scale_known = true;
+        v = cJSON_GetObjectItemCaseSensitive(root, "embed_eps");
+        if (cJSON_IsNumber(v) && v->valuedouble > 0) cfg->embed_eps = (float)v->valuedouble;
+    }
+    cJSON_Delete(root);
+    return st;
+}

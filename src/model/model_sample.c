@@ -1,0 +1,49 @@
+/* model_sample: the next token from a row of logits (model.h, "sampling"). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tscope/model.h"
+
+/* The k-th largest of x (V), by counting: V is a vocabulary, k small or V. */
+static float kth_largest(const float *x, int V, int k) {
+    float lo = x[0], hi = x[0];
+    for (int v = 1; v < V; v++) lo = x[v] < lo ? x[v] : lo, hi = x[v] > hi ? x[v] : hi;
+    /* the largest threshold t with at least k values >= t is one of the values */
+    float best = lo;
+    for (int v = 0; v < V; v++) {
+        if (x[v] <= best) continue;
+        int n = 0;
+        for (int w = 0; w < V && n < k; w++) n += x[w] >= x[v];
+        if (n >= k) best = x[v];
+    }
+    (void)hi;
+    return best;
+}
+
+int32_t ts_model_sample(const float *logits, int V, float temperature, int top_k, double u, float *probs) {
+    int32_t arg = 0;
+    for (int v = 1; v < V; v++)
+        if (logits[v] > logits[arg]) arg = v;
+    if (!(temperature > 0)) {
+        if (probs) {
+            memset(probs, 0, sizeof(float) * (size_t)V);
+            probs[arg] = 1.0f;
+        }
+        return arg;
+    }
+    float floor_ = top_k > 0 && top_k < V ? kth_largest(logits, V, top_k) : -INFINITY;
+    double z = 0, mx = logits[arg];
+    for (int v = 0; v < V; v++)
+        if (logits[v] >= floor_) z += exp(((double)logits[v] - mx) / temperature);
+    double acc = 0;
+    int32_t pick = -1, last = arg;
+    for (int v = 0; v < V; v++) {
+        double p = logits[v] >= floor_ ? exp(((double)logits[v] - mx) / temperature) / z : 0.0;
+        if (probs) probs[v] = (float)p;
+        acc += p;
+        if (p > 0) last = v;
+        if (pick < 0 && p > 0 && u < acc) pick = v;
+    }
+    return pick >= 0 ? pick : last; /* u so close to 1 that rounding left it past the sum */
+}

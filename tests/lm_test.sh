@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# Language models end to end, in seconds and with no corpus installed: a
+# small `tscope train --task lm` on Genesis 1-2 (tests/lm/, public domain)
+# lowers its loss, saves a checkpoint that `generate` and `run --load` use
+# with no model flags, writes a trace whose scores draw; generate is the same
+# for the same seed; Ctrl-C saves and exits cleanly; each bad input gets one
+# line on stderr and exit 2. Runs ./tscope (or $TSCOPE).
+. "$(dirname "$0")/lib.sh"
+
+corpus=tests/lm/genesis-1-2.txt
+small=(--corpus "$corpus" --layers 1 --d-model 32 --heads 2 --ffn 64 --seq 32 --batch 8 --heldout 16)
+
+# refuses NAME MESSAGE-PART CMD...: exit 2 and one line on stderr naming the problem
+refuses() {
+    local name=$1 part=$2
+    shift 2
+    "$@" >"$tmp/out" 2>"$tmp/err" </dev/null
+    local rc=$?
+    if [ $rc != 2 ]; then
+        bad "$name: exit $rc, want 2 (stderr: $(head -c 300 "$tmp/err"))"
+    elif ! grep -q -- "$part" "$tmp/err"; then
+        bad "$name: stderr does not say '$part': $(cat "$tmp/err")"
+    elif [ "$(grep -c '' "$tmp/err")" != 1 ]; then
+        bad "$name: more than one line on stderr: $(cat "$tmp/err")"
+    else
+        ok
+    fi
+}
+
+# 1. a short run: the held-out loss ends well below ln V, what guessing uniformly scores
+#    (an untrained model scores about that), and the training loss falls
+if "$bin" train --task lm "${small[@]}" --steps 120 --lr 1e-2 --warmup 10 --eval-every 20 --sample 40 \
+    --save "$tmp/m.safetensors" --trace "$tmp/t.tstrace" --every 40 >"$tmp/train.out" 2>&1; then
+    V=$(sed -n 's/^# corpus .*vocabulary \([0-9]*\)).*/\1/p' "$tmp/train.out")
+    first=$(grep -m1 '^step ' "$tmp/train.out" | sed 's/.*  loss \([0-9.]*\).*/\1/')
+    lastl=$(grep '^step ' "$tmp/train.out" | tail -n 1 | sed 's/.*  loss \([0-9.]*\).*/\1/')
+    last=$(tail -n 1 "$tmp/train.out" | sed -n 's/^held-out loss \([0-9.]*\) nats\/token, \([0-9.]*\) bits\/char.*/\1/p')
+    if [ -n "$V" ] && [ -n "$last" ] && awk -v v="$V" -v b="$last" 'BEGIN { exit !(b < 0.7 * log(v)) }' &&
+        awk -v a="$first" -v b="$lastl" 'BEGIN { exit !(b < 0.8 * a) }'; then
+        ok
+        echo "ok: training loss $first -> $lastl; held-out $last at step 120, ln $V = $(awk -v v="$V" 'BEGIN { print log(v) }')"
+    else
+        bad "the loss did not fall: training $first -> $lastl, held-out $last (vocabulary $V)"
+        tail -n 8 "$tmp/train.out"
+    fi
+    grep -q '^sample (temperature 0.8, 40 tokens' "$tmp/train.out" && ok || bad "no sample printed"
+else
+    bad "train --task lm: $(tail -n 3 "$tmp/train.out")"
+fi
+
+# 2. the trace: 4 snapshots (0, 40, 80, 120) of every score, drawn as lines
+if "$bin" info "$tmp/t.tstrace" >"$tmp/info" 2>&1; then
+    for name in lm.heldout_loss lm.repeat.loss lm.score.prev_token lm.score.induction lm.score.copying \
+        encoder.layers.0.self_attn.weights; do
+        n=$(grep -c " $name " "$tmp/info")
+        [ "$n" = 4 ] && ok || bad "$name: $n records, want 4"
+    done
+    for name in lm.score.induction lm.repeat.loss lm.heldout_loss; do
+        if "$bin" png "$tmp/t.tstrace" --tensor $name -o "$tmp/$name.png" >"$tmp/png.out" 2>&1 &&
+            grep -q 'view curves' "$tmp/png.out"; then ok; else bad "png $name: $(cat "$tmp/png.out")"; fi
+    done
+    # the probes carry their own labels: batch 1 is the random string, not Genesis
+    "$bin" png "$tmp/t.tstrace" --tensor encoder.layers.0.self_attn.weights --head 0 --batch 1 -o "$tmp/b1.png" \
+        >/dev/null 2>&1 && ok || bad "png of the second probe"
+else
+    bad "info: $(cat "$tmp/info")"
+fi
+
+# 3. generate: no model flags; the same seed the same text, another seed another
+g() { "$bin" generate --load "$tmp/m.safetensors" --prompt "And God" -n 40 --quiet "$@"; }
+if g --seed 1 >"$tmp/g1" 2>"$tmp/gerr" && g --seed 1 >"$tmp/g2" 2>>"$tmp/gerr" && g --seed 2 >"$tmp/g3" 2>>"$tmp/gerr"; then
+    cmp -s "$tmp/g1" "$tmp/g2" && ok || bad "generate --seed 1 twice differs"
+    cmp -s "$tmp/g1" "$tmp/g3" && bad "generate --seed 1 and --seed 2 give the same text" || ok
+    case $(cat "$tmp/g1") in "And God"*) ok ;; *) bad "the text does not start with the prompt: $(cat "$tmp/g1")" ;; esac
+    [ "$(head -c 1000 "$tmp/g1" | wc -m)" -ge 47 ] && ok || bad "generate -n 40 wrote $(wc -m <"$tmp/g1") characters"
+else
+    bad "generate: $(cat "$tmp/gerr")"
+fi
+# temperature 0 is the argmax: the seed does not matter
+if g --temperature 0 --seed 1 >"$tmp/t1" 2>/dev/null && g --temperature 0 --seed 9 >"$tmp/t2" 2>/dev/null; then
+    cmp -s "$tmp/t1" "$tmp/t2" && ok || bad "--temperature 0 depends on the seed"
+else
+    bad "generate --temperature 0 failed"
+fi
+# traced: one pass over the whole text (7 + 20 tokens), then the distributions (1, 27, V)
+if g -n 20 --trace "$tmp/g.tstrace" >/dev/null 2>"$tmp/gerr" && "$bin" info "$tmp/g.tstrace" >"$tmp/ginfo" 2>&1; then
+    grep -q ' generate.probs .*\[1, 27, ' "$tmp/ginfo" && ok || bad "no generate.probs (1, 27, V): $(tail -n 3 "$tmp/ginfo")"
+    grep -q ' logits .*\[1, 27, ' "$tmp/ginfo" && ok || bad "the pass is not over the 27 tokens: $(grep logits "$tmp/ginfo")"
+else
+    bad "generate --trace: $(cat "$tmp/gerr")"
+fi
+
+# 4. run --load reads a text through the checkpoint, labels from its tokenizer
+if "$bin" run --load "$tmp/m.safetensors" --text "In the beginning" --trace "$tmp/r.tstrace" >"$tmp/run.out" 2>&1; then
+    grep -q '^loss on this text: [0-9.]* nats/token over 15 predictions' "$tmp/run.out" && ok ||
+        bad "run --load: $(tail -n 3 "$tmp/run.out")"
+    "$bin" info "$tmp/r.tstrace" | grep -q '^source: I n ␣ t h e' && ok || bad "the trace's labels are not the text's characters"
+else
+    bad "run --load: $(tail -n 3 "$tmp/run.out")"
+fi
+
+# 5. Ctrl-C: the loop stops after the step under way, the checkpoint is written, exit 0
+"$bin" train --task lm "${small[@]}" --steps 1000000 --save "$tmp/stop.safetensors" >"$tmp/stop.out" 2>&1 &
+pid=$!
+for _ in $(seq 50); do grep -q '^step ' "$tmp/stop.out" 2>/dev/null && break; sleep 0.1; done
+kill -INT $pid
+wait $pid
+rc=$?
+if [ $rc = 0 ] && grep -q 'stopped by Ctrl-C' "$tmp/stop.out" && [ -f "$tmp/stop.safetensors" ] &&
+    "$bin" generate --load "$tmp/stop.safetensors" -n 5 --quiet >/dev/null 2>&1; then
+    ok
+else
+    bad "Ctrl-C: exit $rc, $(tail -n 2 "$tmp/stop.out"); checkpoint: $(ls "$tmp"/stop* 2>&1)"
+fi
+ls "$tmp"/stop.safetensors.* >/dev/null 2>&1 && bad "a temporary checkpoint was left behind" || ok
+
+# 6. bad input: one line, exit 2
+printf 'ab\377cd' >"$tmp/bad.txt"
+refuses "not UTF-8" "not UTF-8: byte 0xFF at offset 2" "$bin" train --task lm --corpus "$tmp/bad.txt"
+refuses "no corpus file" "cannot open --corpus" "$bin" train --task lm --corpus "$tmp/none.txt"
+refuses "--text" "--text is for tscope run" "$bin" train --task lm "${small[@]}" --text hi
+refuses "--vocab with char" "--vocab is the word tokenizer's size" "$bin" train --task lm "${small[@]}" --vocab 50
+refuses "--corpus with copy" "--corpus is for --task lm" "$bin" train --task copy --corpus "$corpus"
+refuses "short corpus" "use a longer text or a shorter --ctx" "$bin" train --task lm --corpus "$corpus" --seq 4000 \
+    --layers 1 --d-model 32 --heads 2 --ffn 64 --batch 2
+refuses "generate, no --load" "--load W.safetensors is required" "$bin" generate
+refuses "generate a copy model" "is not a language model" "$bin" generate --load assets/tiny-copy.safetensors
+refuses "unknown character" "is not in the model's vocabulary" "$bin" generate --load "$tmp/m.safetensors" --prompt "Zzz~"
+refuses "negative -n" "-n -1 must not be negative" "$bin" generate --load "$tmp/m.safetensors" -n -1
+refuses "model flags with an LM checkpoint" "--d-model: the checkpoint" \
+    "$bin" run --load "$tmp/m.safetensors" --text hi --d-model 64
+refuses "trace too long" "--trace shows the text in one pass" \
+    "$bin" generate --load "$tmp/m.safetensors" -n 100 --trace "$tmp/x.tstrace"
+
+finish
