@@ -96,6 +96,25 @@ for png in "$tmp/l4-png"/step0[1-3].png; do
 done
 pdftotext "$tmp/l4-pdf/step01.pdf" - 2>/dev/null | grep -q "Masks" && ok || bad "pdftotext finds no lesson title in page 1"
 
+# every lesson in the two vector formats: one page a step, each a real file of its kind
+for f in lessons/[0-9]*-*.md; do
+    name=$(basename "$f" .md)
+    steps=$("$bin" lesson "$f" --check | sed -n 's/.*: ok, \([0-9]*\) steps.*/\1/p')
+    for fmt in svg pdf; do
+        if ! "$bin" lesson "$f" --export "$tmp/all-$fmt/$name" --format $fmt --quiet >/dev/null 2>"$tmp/err"; then
+            bad "$name: --format $fmt failed: $(cat "$tmp/err")"
+            continue
+        fi
+        n=$(ls "$tmp/all-$fmt/$name"/step*.$fmt 2>/dev/null | wc -l)
+        [ "$n" = "$steps" ] && ok || bad "$name: $n $fmt pages for $steps steps"
+        first=$(ls "$tmp/all-$fmt/$name"/step*.$fmt 2>/dev/null | head -1)
+        case $fmt in
+            svg) head -c 400 "$first" | grep -q '<svg' && ok || bad "$name: $first is not SVG" ;;
+            pdf) head -c 5 "$first" | grep -q '%PDF-' && ok || bad "$name: $first is not PDF" ;;
+        esac
+    done
+done
+
 # bad requests: one line, exit 2, nothing written
 expect 2 "an unknown extension" -- "$bin" png "$t" --tensor input -o "$tmp/x.jpg"
 case $err in *"x.jpg"*".png, .svg or .pdf"*) ok ;; *) bad "unknown extension: $err" ;; esac

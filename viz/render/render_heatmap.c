@@ -153,7 +153,9 @@ static void draw_values(ts_render__pen *p, const ts_render_matrix *m, const ts_r
     /* One size for all cells, so the numbers read as a table. */
     double size = fmin(c->cell_h * 0.36, c->cell_w / (0.62 * (double)longest + 0.9));
     if (size > 14) size = 14;
-    if (size < 7.5) return;
+    /* numbers under 9 device pixels cannot be read (tests/readability_test.sh):
+     * a cell that small shows its colour only */
+    if (size / ts_render__pixel(p->cr) < 9.0) return;
     for (int r = 0; r < c->rows; r++)
         for (int k = 0; k < c->cols; k++) {
             int mr = c->row0 + r, mc = c->col0 + k;
