@@ -17,7 +17,7 @@ endif
 # libraries' include paths, so it cannot include cairo, pango or SDL;
 # viz/ (renderers, viewer, lesson pages) gets them.
 CORE_PKGS := zlib libcjson md4c
-VIZ_PKGS := sdl2 cairo pangocairo
+VIZ_PKGS := sdl2 cairo cairo-svg cairo-pdf pangocairo
 PKGS := $(VIZ_PKGS) $(CORE_PKGS)
 CORE_PKG_CFLAGS = $(shell pkg-config --cflags $(CORE_PKGS) 2>/dev/null)
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)

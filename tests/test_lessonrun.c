@@ -273,7 +273,7 @@ static void export_writes_one_png_per_step(void **state) {
     char out[128];
     snprintf(out, sizeof out, "%s/pages/deeper", f->dir);
     int n = 0;
-    assert_ok(ts_lesson_export(&run, out, 0.5, &n));
+    assert_ok(ts_lesson_export(&run, out, TS_FIGURE_PNG, 0.5, &n));
     assert_int_equal(n, 3);
     for (int i = 1; i <= 3; i++) {
         char png[160];

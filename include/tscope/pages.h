@@ -14,8 +14,9 @@
 #include <cairo.h>
 #include <stdbool.h>
 
-#include "tscope/lesson.h"
 #include "tscope/core.h"
+#include "tscope/lesson.h"
+#include "tscope/render.h"
 
 /* ---- drawing one step -------------------------------------------------------- */
 
@@ -40,10 +41,12 @@ ts_status ts_lesson_page_draw(ts_lesson_page *p, cairo_t *cr, double w, double h
  * messages and tests. */
 const char *ts_lesson_page_note(const ts_lesson_page *p);
 
-/* Write every page of the run as DIR/stepNN.png (w x h points at `scale`
- * pixels per point), each written atomically. `written` (may be NULL) gets
- * the count. DIR is created when missing (with its parents). */
-ts_status ts_lesson_export(const ts_lessonrun *r, const char *dir, double scale, int *written);
+/* Write every page of the run as DIR/stepNN.png, .svg or .pdf (a figure,
+ * render.h: TS_LESSON_PAGE_W x _H points; a PNG at `scale` pixels per point),
+ * each written atomically. `written` (may be NULL) gets the count. DIR is
+ * created when missing (with its parents). */
+ts_status ts_lesson_export(const ts_lessonrun *r, const char *dir, ts_figure_format format, double scale,
+                           int *written);
 
 /* ---- the window ------------------------------------------------------------------ */
 

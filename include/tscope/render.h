@@ -315,6 +315,30 @@ void ts_render_set_font(const char *family);
 /* Fill area with the background colour (views do this themselves). */
 void ts_render_clear(cairo_t *cr, ts_render_rect area);
 
+/* Text outside the renderers (lesson pages, the viewer's list and status
+ * bar) goes through these two, so every text of viz/ is drawn alike and can
+ * be measured. ts_render_text_layout: a pango layout for cr with the
+ * renderers' font options (unhinted outlines, fractional positions), so text
+ * measures the same on an image, SVG or PDF surface; unref it when done.
+ * ts_render_show_layout: show it at cr's current point (pango_cairo_show_layout,
+ * seen by the text probe below). */
+typedef struct _PangoLayout PangoLayout;
+PangoLayout *ts_render_text_layout(cairo_t *cr);
+void ts_render_show_layout(cairo_t *cr, PangoLayout *layout);
+
+/* The text probe: a function told about every text viz/ draws, with its size
+ * in device pixels, for the readability test (tests/readability_test.sh) and
+ * `TSCOPE_TEXT_LOG=FILE`. font_px: the smallest font size of its runs;
+ * line_px: its smallest logical line height (pango's line extents); x, y:
+ * where it starts, in device pixels. One probe for the process; NULL: none. */
+typedef struct ts_render_text_info {
+    const char *text;
+    double font_px, line_px;
+    double x, y;
+} ts_render_text_info;
+typedef void (*ts_render_text_probe)(void *ctx, const ts_render_text_info *t);
+void ts_render_set_text_probe(ts_render_text_probe fn, void *ctx);
+
 /* Drop the fonts pango and cairo keep for the whole process, so a leak
  * checker sees a clean exit. Call once, last, after all drawing (a later
  * drawing call loads the fonts again). */
@@ -354,6 +378,44 @@ ts_status ts_png_to_rgba(cairo_surface_t *surface, uint8_t *rgba);
 /* Read a PNG (any of the formats stb_image reads) into a new ARGB32 image
  * surface, premultiplied as cairo wants. The caller destroys it. */
 ts_status ts_png_read(const char *path, cairo_surface_t **out);
+
+/* figure: a picture written to a file as PNG, SVG or PDF.
+ *
+ * The caller's draw function paints into a cairo context of width x height
+ * points; the format only picks the surface under it: an image surface of
+ * `scale` pixels per point (PNG), or cairo's SVG or PDF surface (sizes in
+ * points). So a vector figure is drawn by the same code as the PNG, never by
+ * a second path. Text in a PDF is text (embedded font subsets, selectable and
+ * searchable); cairo's SVG surface writes each glyph once as a <symbol> path
+ * and places it with <use>, so SVG text looks the same but is not searchable.
+ * The file is written under a temporary name and renamed into place.
+ */
+
+typedef enum ts_figure_format {
+    TS_FIGURE_PNG,
+    TS_FIGURE_SVG,
+    TS_FIGURE_PDF,
+    TS_FIGURE_FORMAT_COUNT
+} ts_figure_format;
+
+const char *ts_figure_format_name(ts_figure_format f); /* "png", "svg", "pdf" */
+bool ts_figure_format_from_name(const char *name, ts_figure_format *out);
+/* The format named by a path's extension (.png, .svg, .pdf, any case). */
+bool ts_figure_format_from_path(const char *path, ts_figure_format *out);
+
+typedef struct ts_figure_spec {
+    ts_figure_format format;
+    double width, height; /* points */
+    double scale;         /* PNG: pixels per point, in (0, 8]; unused by SVG and PDF */
+    const char *title;    /* PDF metadata; may be NULL */
+} ts_figure_spec;
+
+/* Paint the figure into (0, 0, w, h) of cr. */
+typedef ts_status (*ts_figure_draw_fn)(void *ctx, cairo_t *cr, double w, double h);
+
+/* Open path (failing before any drawing when it cannot be written), draw,
+ * and write it in the spec's format. Nothing appears at path on failure. */
+ts_status ts_figure_write(const char *path, const ts_figure_spec *spec, ts_figure_draw_fn draw, void *ctx);
 
 /* scene: one step of a trace, made ready to draw.
  *

@@ -122,7 +122,7 @@ static const char *self_exe(char *buf, size_t cap) {
 }
 
 typedef struct lesson_opts {
-    const char *export_dir, *script, *screenshot, *cache;
+    const char *export_dir, *script, *screenshot, *cache, *format;
     float scale;
     int step, width, height;
     bool rerun, quiet;
@@ -165,11 +165,14 @@ static int run_lesson(const ts_lesson *l, const char *what, const lesson_opts *o
     int rc = 0;
     if (o->export_dir) {
         int n = 0;
-        if (ts_lesson_export(&run, o->export_dir, o->scale, &n) != TS_OK) {
+        ts_figure_format format = TS_FIGURE_PNG;
+        ts_figure_format_from_name(o->format, &format);
+        if (ts_lesson_export(&run, o->export_dir, format, o->scale, &n) != TS_OK) {
             fprintf(stderr, "%s\n", ts_last_error());
             rc = strstr(ts_last_error(), ".md:") ? 1 : 2;
         } else {
-            printf("tscope lesson: %s: %d pages in %s/ (step01.png .. step%02d.png)\n", l->title, n, o->export_dir, n);
+            printf("tscope lesson: %s: %d pages in %s/ (step01.%s .. step%02d.%s)\n", l->title, n, o->export_dir,
+                   ts_figure_format_name(format), n, ts_figure_format_name(format));
         }
     } else {
         ts_lesson_view_options vo = {.width = o->width, .height = o->height, .script = o->script,
@@ -186,8 +189,8 @@ static int run_lesson(const ts_lesson *l, const char *what, const lesson_opts *o
 
 int ts_cmd_lesson(int argc, char **argv) {
     bool list = false, check = false, print = false;
-    bool scale_seen = false, step_seen = false, width_seen = false, height_seen = false;
-    lesson_opts o = {.scale = 1.25f, .width = 1400, .height = 860};
+    bool scale_seen = false, step_seen = false, width_seen = false, height_seen = false, format_seen = false;
+    lesson_opts o = {.scale = 1.25f, .width = 1400, .height = 860, .format = "png"};
     const ts_flag flags[] = {
         {"--list", TS_FLAG_BOOL, &list, NULL, "list every lesson: number, name, title, steps", NULL, NULL, NULL},
         {"--check", TS_FLAG_BOOL, &check, NULL,
@@ -198,7 +201,10 @@ int ts_cmd_lesson(int argc, char **argv) {
         {"--export", TS_FLAG_STRING, &o.export_dir, "DIR",
          "run the lesson and write one PNG per step (narration beside the view) to DIR, no display needed", NULL,
          NULL, NULL},
-        {"--scale", TS_FLAG_FLOAT, &o.scale, "X", "pixels per point of the exported pages (1.25)", NULL, NULL,
+        {"--format", TS_FLAG_CHOICE, &o.format, "F",
+         "what --export writes: png, or svg and pdf (vector pages for slides, drawn by the same code) (png)",
+         "png|svg|pdf", NULL, &format_seen},
+        {"--scale", TS_FLAG_FLOAT, &o.scale, "X", "pixels per point of exported PNG pages (1.25)", NULL, NULL,
          &scale_seen},
         {"--step", TS_FLAG_INT, &o.step, "N", "open the window at step N (1)", NULL, NULL, &step_seen},
         {"--script", TS_FLAG_STRING, &o.script, "KEYS",
@@ -216,10 +222,12 @@ int ts_cmd_lesson(int argc, char **argv) {
     };
     const ts_cli_spec spec = {
         .command = "lesson",
-        .synopsis = "--list | N|NAME|FILE [--export DIR | --check | --print | --script KEYS --screenshot FILE]",
+        .synopsis = "--list | N|NAME|FILE [--export DIR [--format png|svg|pdf] | --check | --print |\n"
+                    "       --script KEYS --screenshot FILE]",
         .description = "Lessons are Markdown files (lessons/NN-name.md, format in lessons/README.md).\n"
                        "With a lesson, runs its setups (traces are cached) and opens the viewer on its steps:\n"
-                       "narration beside the view, right/left to move. --export DIR writes the same pages as PNG.\n"
+                       "narration beside the view, right/left to move. --export DIR writes the same pages as PNG\n"
+                       "(or SVG or PDF with --format).\n"
                        "Lessons are read from $TSCOPE_LESSONS, else the source tree's lessons/.\n"
                        "Exit status: 0 good, 1 the lesson has an error (FILE:LINE: message), 2 bad usage or no display.",
         .flags = flags,
@@ -236,12 +244,12 @@ int ts_cmd_lesson(int argc, char **argv) {
     bool window_flags = o.script || o.screenshot || step_seen || width_seen || height_seen;
     bool run_flags = o.cache || o.rerun || o.quiet;
     if (list) {
-        if (n_pos || check || print || o.export_dir || window_flags || run_flags || scale_seen)
+        if (n_pos || check || print || o.export_dir || window_flags || run_flags || scale_seen || format_seen)
             return ts_cli_error("lesson", "--list takes no lesson and no other flag");
         return list_lessons();
     }
     if (check && print) return ts_cli_error("lesson", "--check and --print are two answers: ask for one");
-    if ((check || print) && (o.export_dir || window_flags || run_flags || scale_seen))
+    if ((check || print) && (o.export_dir || window_flags || run_flags || scale_seen || format_seen))
         return ts_cli_error("lesson", "--check and --print do not run the lesson: drop --export, the window's flags "
                                       "(--script --screenshot --step --width --height), --scale, --cache, --rerun, --quiet");
     if (o.export_dir && window_flags)
@@ -250,6 +258,11 @@ int ts_cmd_lesson(int argc, char **argv) {
     if (!o.export_dir && scale_seen)
         return ts_cli_error("lesson", "--scale sets the exported pages' pixels per point: add --export DIR (the "
                                       "window follows the screen)");
+    if (!o.export_dir && format_seen)
+        return ts_cli_error("lesson", "--format sets what --export writes: add --export DIR");
+    if (scale_seen && strcmp(o.format, "png") != 0)
+        return ts_cli_error("lesson", "--scale sets the pixels of PNG pages; %s pages are in points and scale without loss",
+                            o.format);
     if (!(o.scale > 0 && o.scale <= 8)) return ts_cli_error("lesson", "--scale %g must be in (0, 8]", (double)o.scale);
     if (o.step < 0) return ts_cli_error("lesson", "--step %d: steps count from 1", o.step);
     if (o.width < 800 || o.width > 16384 || o.height < 500 || o.height > 16384)

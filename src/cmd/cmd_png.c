@@ -1,9 +1,10 @@
-/* tscope png: one view of a trace as a PNG, with no display. A scene
- * (render.h, "scene": the same data path the viewer uses) picks the view by the step's
- * tag or --view and gathers its data from the trace; the renderers draw it
- * into a cairo image surface; stb_image_write writes it. The output is
- * opened before anything is drawn, so a path that cannot be written costs
- * nothing. */
+/* tscope png: one view of a trace as a PNG, SVG or PDF (by the output's
+ * extension), with no display. A scene (render.h, "scene": the same data path
+ * the viewer uses) picks the view by the step's tag or --view and gathers its
+ * data from the trace; the renderers draw it into a cairo surface (an image
+ * for PNG, cairo's SVG or PDF surface for the others: render.h, "figure").
+ * The output is opened before anything is drawn, so a path that cannot be
+ * written costs nothing. */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -26,7 +27,8 @@ typedef struct png_args {
     int batch, layer, head, step;
     int width, height;
     float scale;
-    bool layer_seen, head_seen, batch_seen;
+    bool layer_seen, head_seen, batch_seen, scale_seen;
+    ts_figure_format format;
 } png_args;
 
 static int fail(const char *fmt, ...)
@@ -53,6 +55,16 @@ static void default_output(char *buf, size_t size, const png_args *a, const ts_s
         snprintf(buf, size, "%s.%s.png", a->tensor, ts_scene_view_name(sc));
 }
 
+typedef struct draw_job {
+    ts_scene *sc;
+    ts_render_layout *layout;
+} draw_job;
+
+static ts_status draw_scene(void *ctx, cairo_t *cr, double w, double h) {
+    draw_job *job = ctx;
+    return ts_scene_draw(job->sc, cr, (ts_render_rect){0, 0, w, h}, NULL, job->layout);
+}
+
 /* Cells never go below a pixel, so a wide tensor shows its first columns:
  * say how large a picture shows them all. */
 static void note_partial(const ts_render_layout *l, int w, int h, float scale) {
@@ -70,35 +82,26 @@ static int export(const png_args *a, ts_scene *sc) {
     ts_scene_size(sc, &w, &h);
     if (a->width > 0) w = a->width;
     if (a->height > 0) h = a->height;
-    int pw = (int)lround(w * a->scale), ph = (int)lround(h * a->scale);
-    if ((double)pw * ph > 200e6) return fail("%d x %d pixels is too large an image", pw, ph);
     char path[600];
     const char *out = a->out;
     if (!out) {
         default_output(path, sizeof path, a, sc);
         out = path;
     }
-    ts_png_out png;
-    if (ts_png_open(&png, out) != TS_OK) return fail("%s", ts_last_error());
-    cairo_surface_t *surface = cairo_image_surface_create(CAIRO_FORMAT_ARGB32, pw, ph);
     ts_render_layout *layout = calloc(1, sizeof *layout);
-    ts_status st = TS_OK;
-    if (cairo_surface_status(surface) != CAIRO_STATUS_SUCCESS || !layout) {
-        st = ts_fail(TS_ERR_NOMEM, "cannot make a %d x %d image", pw, ph);
-    } else {
-        cairo_t *cr = cairo_create(surface);
-        cairo_scale(cr, a->scale, a->scale);
-        st = ts_scene_draw(sc, cr, (ts_render_rect){0, 0, w, h}, NULL, layout);
-        cairo_destroy(cr);
-    }
-    if (st == TS_OK)
-        st = ts_png_commit(&png, surface);
-    else
-        ts_png_abort(&png);
-    cairo_surface_destroy(surface);
+    if (!layout) return fail("out of memory");
+    draw_job job = {sc, layout};
+    ts_figure_spec spec = {.format = a->format, .width = w, .height = h, .scale = a->scale,
+                           .title = ts_scene_step(sc) ? ts_scene_step(sc)->name : a->tensor};
+    ts_status st = ts_figure_write(out, &spec, draw_scene, &job);
     if (st == TS_OK) {
-        printf("png: wrote %s (%d x %d pixels, view %s)\n", out, pw, ph, ts_scene_view_name(sc));
-        note_partial(layout, w, h, a->scale);
+        if (a->format == TS_FIGURE_PNG)
+            printf("png: wrote %s (%ld x %ld pixels, view %s)\n", out, lround(w * a->scale), lround(h * a->scale),
+                   ts_scene_view_name(sc));
+        else
+            printf("png: wrote %s (%s, %d x %d points, view %s)\n", out, ts_figure_format_name(a->format), w, h,
+                   ts_scene_view_name(sc));
+        note_partial(layout, w, h, a->format == TS_FIGURE_PNG ? a->scale : 1);
     }
     free(layout);
     return st == TS_OK ? 0 : fail("%s", ts_last_error());
@@ -140,18 +143,22 @@ int ts_cmd_png(int argc, char **argv) {
         {"--step", TS_FLAG_INT, &a.step, "K", "which record of the name, for traces that repeat names (0; -1: last)", NULL,
          NULL, NULL},
         {"--axes", TS_FLAG_STRING, &a.axes, "I,J", "the two dims a heatmap of any tensor shows (the last two)", NULL, NULL, NULL},
-        {"--output", TS_FLAG_STRING, &a.out, "FILE", "the PNG to write, also -o FILE (NAME.VIEW.png)", NULL, NULL, NULL},
+        {"--output", TS_FLAG_STRING, &a.out, "FILE",
+         "the file to write, also -o FILE: .png, .svg or .pdf (vector, for slides and papers) (NAME.VIEW.png)", NULL,
+         NULL, NULL},
         {"--width", TS_FLAG_INT, &a.width, "W", "width in points (chosen for the view)", NULL, NULL, NULL},
         {"--height", TS_FLAG_INT, &a.height, "H", "height in points (chosen for the view)", NULL, NULL, NULL},
-        {"--scale", TS_FLAG_FLOAT, &a.scale, "S", "pixels per point, 2 for slides on HiDPI screens (1)", NULL, NULL, NULL},
+        {"--scale", TS_FLAG_FLOAT, &a.scale, "S", "PNG pixels per point, 2 for slides on HiDPI screens (1)", NULL, NULL,
+         &a.scale_seen},
     };
     const ts_cli_spec spec = {
         .command = CMD,
-        .synopsis = "TRACE --tensor NAME [--view V] [--batch I] [--layer L] [--head H] [--step K] [-o FILE]\n"
+        .synopsis = "TRACE --tensor NAME [--view V] [--batch I] [--layer L] [--head H] [--step K] [-o FILE.png|svg|pdf]\n"
                     "       [--width W --height H --scale S]",
-        .description = "Draw one step of a trace and write it as PNG, with no display: attention heads and\n"
-                       "grids, the layers x heads overview, positional encoding curves, LayerNorm statistics,\n"
-                       "any tensor as a heatmap with its statistics, or the shapes of a module's steps.",
+        .description = "Draw one step of a trace as PNG, SVG or PDF (the extension of -o picks), with no display:\n"
+                       "attention heads and grids, the layers x heads overview, positional encoding curves,\n"
+                       "LayerNorm statistics, any tensor as a heatmap with its statistics, or the data flow of\n"
+                       "a module's steps. SVG and PDF are drawn by the same code as the PNG, in points.",
         .flags = flags,
         .n_flags = (int)(sizeof flags / sizeof flags[0]),
         .min_positional = 1,
@@ -169,6 +176,12 @@ int ts_cmd_png(int argc, char **argv) {
     if ((a.width > 0 && a.width < 64) || (a.height > 0 && a.height < 64))
         return fail("--width and --height must be at least 64 points");
     if (!(a.scale > 0) || a.scale > 8) return fail("--scale %g: use a number in (0, 8]", (double)a.scale);
+    a.format = TS_FIGURE_PNG;
+    if (a.out && !ts_figure_format_from_path(a.out, &a.format))
+        return fail("%s: the output's extension picks the format: .png, .svg or .pdf", a.out);
+    if (a.scale_seen && a.format != TS_FIGURE_PNG)
+        return fail("--scale sets the pixels of a PNG; %s is in points and scales without loss",
+                    a.format == TS_FIGURE_SVG ? "an SVG" : "a PDF");
     if (a.batch < 0) return fail("--batch %d: batch elements count from 0", a.batch);
     if (a.head_seen && a.head < 0) return fail("--head %d: heads count from 0", a.head);
     ts_render_view view;

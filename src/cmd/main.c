@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "commands.h"
+#include "text_log.h"
 #include "tscope/core.h"
 
 /* A subcommand is listed here once it works. */
@@ -79,5 +80,8 @@ int main(int argc, char **argv) {
     }
     const ts_command *cmd = find_command(name);
     if (!cmd) return unknown_command(name);
-    return cmd->fn(argc - 1, argv + 1);
+    ts_text_log_begin();
+    int rc = cmd->fn(argc - 1, argv + 1);
+    ts_text_log_end();
+    return rc;
 }

@@ -2,7 +2,9 @@
  *
  *   pngtool size FILE                    "WxH"
  *   pngtool colors FILE GEOM [STEP]      distinct colours in the region
- *   pngtool diff A B GEOM                pixels that differ in the region of two files
+ *   pngtool diff A B GEOM [TOL [OUT]]    pixels that differ in the region of two files
+ *                                        (TOL: by more than TOL in some channel, 0..255;
+ *                                        OUT: a PNG of A, faded, with those pixels in red)
  *
  * GEOM is a region as ImageMagick writes it, WxH+X+Y, clipped to the image.
  * STEP > 1 looks at every STEP-th pixel of every STEP-th row only (what
@@ -25,10 +27,14 @@
 #pragma GCC diagnostic ignored "-Wimplicit-fallthrough"
 #pragma GCC diagnostic ignored "-Wpedantic"
 #pragma GCC diagnostic ignored "-Wtype-limits"
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 #define STB_IMAGE_STATIC
 #define STB_IMAGE_IMPLEMENTATION
 #define STBI_ONLY_PNG
 #include <stb/stb_image.h>
+#define STB_IMAGE_WRITE_STATIC
+#define STB_IMAGE_WRITE_IMPLEMENTATION
+#include <stb/stb_image_write.h>
 #pragma GCC diagnostic pop
 
 typedef struct image {
@@ -87,16 +93,44 @@ static long count_colors(const image *im, const region *r, int step) {
     return distinct;
 }
 
-static long count_differences(const image *a, const image *b, const region *r) {
+/* Whether two RGBA words differ by more than tol in some channel. */
+static int differs(uint32_t p, uint32_t q, int tol) {
+    for (int sh = 0; sh < 32; sh += 8) {
+        int d = (int)((p >> sh) & 255) - (int)((q >> sh) & 255);
+        if (d > tol || d < -tol) return 1;
+    }
+    return 0;
+}
+
+static long count_differences(const image *a, const image *b, const region *r, int tol) {
     long differ = 0;
     for (int y = r->y; y < r->y + r->h; y++)
         for (int x = r->x; x < r->x + r->w; x++)
-            differ += a->px[(size_t)y * a->w + x] != b->px[(size_t)y * b->w + x];
+            differ += differs(a->px[(size_t)y * a->w + x], b->px[(size_t)y * b->w + x], tol);
     return differ;
 }
 
+/* A's pixels faded to a fifth, and the differing ones of the region in red. */
+static int write_diff(const char *path, const image *a, const image *b, const region *r, int tol) {
+    uint32_t *out = malloc((size_t)a->w * a->h * sizeof *out);
+    if (!out) return fail("%s: out of memory", path);
+    for (size_t i = 0; i < (size_t)a->w * a->h; i++) {
+        uint32_t p = a->px[i], o = 0xFF000000u;
+        for (int sh = 0; sh < 24; sh += 8) o |= (uint32_t)(255 - (255 - ((p >> sh) & 255)) / 5) << sh;
+        out[i] = o;
+    }
+    for (int y = r->y; y < r->y + r->h; y++)
+        for (int x = r->x; x < r->x + r->w; x++) {
+            size_t i = (size_t)y * a->w + x;
+            if (differs(a->px[i], b->px[i], tol)) out[i] = 0xFF0000FFu; /* bytes R, G, B, A = red */
+        }
+    int ok = stbi_write_png(path, a->w, a->h, 4, out, a->w * 4);
+    free(out);
+    return ok ? 0 : fail("cannot write %s", path);
+}
+
 static int usage(void) {
-    fprintf(stderr, "usage: pngtool size FILE | colors FILE WxH+X+Y [STEP] | diff A B WxH+X+Y\n");
+    fprintf(stderr, "usage: pngtool size FILE | colors FILE WxH+X+Y [STEP] | diff A B WxH+X+Y [TOL [OUT]]\n");
     return 2;
 }
 
@@ -115,10 +149,15 @@ int main(int argc, char **argv) {
             if (n < 0) rc = fail("%s: out of memory", argv[2]);
             else printf("%ld\n", n);
         }
-    } else if (strcmp(argv[1], "diff") == 0 && argc == 5) {
+    } else if (strcmp(argv[1], "diff") == 0 && argc >= 5 && argc <= 7) {
+        char *end = NULL;
+        long tol = argc >= 6 ? strtol(argv[5], &end, 10) : 0;
+        if (argc >= 6 && (*end || end == argv[5] || tol < 0 || tol > 255))
+            return fail("TOL '%s' must be a whole number 0..255", argv[5]);
         if (!(rc = load(argv[2], &a)) && !(rc = load(argv[3], &b)) && !(rc = parse_region(argv[4], &a, &r))) {
             if (a.w != b.w || a.h != b.h) rc = fail("%s and the other file differ in size", argv[2]);
-            else printf("%ld\n", count_differences(&a, &b, &r));
+            else printf("%ld\n", count_differences(&a, &b, &r, (int)tol));
+            if (!rc && argc == 7) rc = write_diff(argv[6], &a, &b, &r, (int)tol);
         }
     } else {
         rc = usage();

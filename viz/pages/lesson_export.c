@@ -365,7 +365,7 @@ static bool draw_marks(cairo_t *cr, const ts_lesson_step *st, const pane *v, con
 
 static double pen_text(cairo_t *cr, const char *markup, double size, bool bold, rgb c, double x, double y,
                        double max_w, double align) {
-    PangoLayout *lay = pango_cairo_create_layout(cr);
+    PangoLayout *lay = ts_render_text_layout(cr);
     PangoFontDescription *fd = pango_font_description_from_string("DejaVu Sans");
     pango_font_description_set_absolute_size(fd, size * PANGO_SCALE);
     if (bold) pango_font_description_set_weight(fd, PANGO_WEIGHT_BOLD);
@@ -380,14 +380,18 @@ static double pen_text(cairo_t *cr, const char *markup, double size, bool bold, 
     double tw = (double)w / PANGO_SCALE;
     set_rgb(cr, c);
     cairo_move_to(cr, x - align * tw, y);
-    pango_cairo_show_layout(cr, lay);
+    ts_render_show_layout(cr, lay);
     pango_font_description_free(fd);
     g_object_unref(lay);
     return (double)h / PANGO_SCALE;
 }
 
-/* Draw one view into r, shrunk (down to 0.55) when r is smaller than the size
- * the view asks for, so its text keeps its proportions. */
+/* Draw one view into r, shrunk (down to PANE_MIN_SCALE) when r is smaller
+ * than the size the view asks for, so its text keeps its proportions. The
+ * floor keeps the views' smallest text (about 9 points) readable on the page:
+ * at 0.8 and the default 1.25 pixels per point it stays above 9 pixels
+ * (tests/readability_test.sh); below it the view lays itself out tighter. */
+#define PANE_MIN_SCALE 0.8
 static ts_status draw_pane(cairo_t *cr, const ts_lesson_page *p, const pane *v, ts_render_rect r, bool *marked) {
     if (v->label[0]) {
         char *esc = g_markup_escape_text(v->label, -1);
@@ -399,7 +403,7 @@ static ts_status draw_pane(cairo_t *cr, const ts_lesson_page *p, const pane *v, 
     int pw = 1000, ph = 560;
     if (v->sc) ts_scene_size(v->sc, &pw, &ph);
     double s = fmin(1.0, fmin(r.w / pw, r.h / ph));
-    if (s < 0.55) s = 0.55;
+    if (s < PANE_MIN_SCALE) s = PANE_MIN_SCALE;
     ts_render_rect area = {0, 0, r.w / s, r.h / s};
     cairo_save(cr);
     cairo_rectangle(cr, r.x, r.y, r.w, r.h);
@@ -497,7 +501,7 @@ typedef struct prose {
 
 static void prose_init(prose *pr, cairo_t *cr, double size, bool draw) {
     pr->cr = cr;
-    pr->lay = pango_cairo_create_layout(cr);
+    pr->lay = ts_render_text_layout(cr);
     pr->sans = pango_font_description_from_string("DejaVu Sans");
     pr->mono = pango_font_description_from_string("DejaVu Sans Mono");
     pr->size = size;
@@ -527,7 +531,7 @@ static double prose_text(prose *pr, const char *markup, bool mono, bool bold, do
     if (pr->draw) {
         set_rgb(pr->cr, c);
         cairo_move_to(pr->cr, x, y);
-        pango_cairo_show_layout(pr->cr, pr->lay);
+        ts_render_show_layout(pr->cr, pr->lay);
     }
     return (double)lh / PANGO_SCALE;
 }
@@ -715,25 +719,19 @@ ts_status ts_lesson_page_draw(ts_lesson_page *p, cairo_t *cr, double w, double h
 
 /* ---- export ------------------------------------------------------------------------------------ */
 
-static ts_status write_page(const ts_lessonrun *r, int step, const char *path, double scale) {
+static ts_status draw_page(void *ctx, cairo_t *cr, double w, double h) {
+    return ts_lesson_page_draw(ctx, cr, w, h);
+}
+
+static ts_status write_page(const ts_lessonrun *r, int step, const char *path, ts_figure_format format, double scale) {
     ts_lesson_page *p;
     ts_status st = ts_lesson_page_build(&p, r, step);
     if (st) return st;
-    ts_png_out png;
-    st = ts_png_open(&png, path);
-    if (st) {
-        ts_lesson_page_free(p);
-        return st;
-    }
-    int pw = (int)ceil(TS_LESSON_PAGE_W * scale), ph = (int)ceil(TS_LESSON_PAGE_H * scale);
-    cairo_surface_t *surf = cairo_image_surface_create(CAIRO_FORMAT_ARGB32, pw, ph);
-    cairo_t *cr = cairo_create(surf);
-    cairo_scale(cr, scale, scale);
-    st = ts_lesson_page_draw(p, cr, TS_LESSON_PAGE_W, TS_LESSON_PAGE_H);
-    cairo_destroy(cr);
-    cairo_surface_flush(surf);
-    if (st == TS_OK) st = ts_png_commit(&png, surf);
-    else ts_png_abort(&png);
+    char title[400];
+    snprintf(title, sizeof title, "%s, step %d", r->lesson->title, step + 1);
+    ts_figure_spec spec = {.format = format, .width = TS_LESSON_PAGE_W, .height = TS_LESSON_PAGE_H, .scale = scale,
+                           .title = title};
+    st = ts_figure_write(path, &spec, draw_page, p);
     if (st && step >= 0) {
         /* a drawing failure is the step's: say where it is */
         const char *msg = ts_last_error();
@@ -743,12 +741,12 @@ static ts_status write_page(const ts_lessonrun *r, int step, const char *path, d
             st = ts_lesson_fail_at(r->lesson, r->lesson->steps[step].line, "%s", copy);
         }
     }
-    cairo_surface_destroy(surf);
     ts_lesson_page_free(p);
     return st;
 }
 
-ts_status ts_lesson_export(const ts_lessonrun *r, const char *dir, double scale, int *written) {
+ts_status ts_lesson_export(const ts_lessonrun *r, const char *dir, ts_figure_format format, double scale,
+                           int *written) {
     if (written) *written = 0;
     if (!(scale > 0 && scale <= 8)) return ts_fail(TS_ERR_ARG, "lesson: scale %g must be in (0, 8]", scale);
     /* Every page first, so a lesson with a step that cannot be drawn writes
@@ -774,8 +772,8 @@ ts_status ts_lesson_export(const ts_lessonrun *r, const char *dir, double scale,
     if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) return ts_fail(TS_ERR_IO, "%s is not a directory", dir);
     for (int i = 0; i < r->lesson->n_steps; i++) {
         char path[4096];
-        snprintf(path, sizeof path, "%s/step%02d.png", dir, i + 1);
-        ts_status st = write_page(r, i, path, scale);
+        snprintf(path, sizeof path, "%s/step%02d.%s", dir, i + 1, ts_figure_format_name(format));
+        ts_status st = write_page(r, i, path, format, scale);
         if (st) return st;
         if (written) (*written)++;
     }

@@ -64,7 +64,7 @@ static void lview_free(lview *v) {
 
 static void text(cairo_t *cr, const char *markup, double size, bool bold, double x, double y, double align,
                  double r, double g, double b) {
-    PangoLayout *lay = pango_cairo_create_layout(cr);
+    PangoLayout *lay = ts_render_text_layout(cr);
     PangoFontDescription *fd = pango_font_description_from_string("DejaVu Sans");
     pango_font_description_set_absolute_size(fd, size * PANGO_SCALE);
     if (bold) pango_font_description_set_weight(fd, PANGO_WEIGHT_BOLD);
@@ -74,7 +74,7 @@ static void text(cairo_t *cr, const char *markup, double size, bool bold, double
     pango_layout_get_size(lay, &w, &h);
     cairo_set_source_rgb(cr, r, g, b);
     cairo_move_to(cr, x - align * w / PANGO_SCALE, y - (double)h / PANGO_SCALE / 2);
-    pango_cairo_show_layout(cr, lay);
+    ts_render_show_layout(cr, lay);
     pango_font_description_free(fd);
     g_object_unref(lay);
 }

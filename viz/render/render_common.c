@@ -55,21 +55,85 @@ ts_render__font ts_render__font_of(double size, int style, ts_rgb color) {
 
 /* ---- text ---------------------------------------------------------------- */
 
-void ts_render__pen_init(ts_render__pen *p, cairo_t *cr) {
-    p->cr = cr;
-    p->pc = pango_cairo_create_context(cr);
-    /* Unhinted outlines at fractional positions: text looks the same at any
-     * scale and on any machine, which golden images rely on. */
+/* Unhinted outlines at fractional positions: text measures and looks the
+ * same at any scale and on every surface (image, SVG, PDF), which golden
+ * images and the SVG/PDF-against-PNG test rely on. */
+static void set_font_options(PangoContext *pc) {
     cairo_font_options_t *fo = cairo_font_options_create();
     cairo_font_options_set_antialias(fo, CAIRO_ANTIALIAS_GRAY);
     cairo_font_options_set_hint_style(fo, CAIRO_HINT_STYLE_NONE);
     cairo_font_options_set_hint_metrics(fo, CAIRO_HINT_METRICS_OFF);
-    pango_cairo_context_set_font_options(p->pc, fo);
+    pango_cairo_context_set_font_options(pc, fo);
     cairo_font_options_destroy(fo);
 #if PANGO_VERSION_CHECK(1, 44, 0)
-    pango_context_set_round_glyph_positions(p->pc, FALSE);
+    pango_context_set_round_glyph_positions(pc, FALSE);
 #endif
+}
+
+void ts_render__pen_init(ts_render__pen *p, cairo_t *cr) {
+    p->cr = cr;
+    p->pc = pango_cairo_create_context(cr);
+    set_font_options(p->pc);
     p->layout = pango_layout_new(p->pc);
+}
+
+PangoLayout *ts_render_text_layout(cairo_t *cr) {
+    PangoContext *pc = pango_cairo_create_context(cr);
+    set_font_options(pc);
+    PangoLayout *layout = pango_layout_new(pc);
+    g_object_unref(pc); /* the layout keeps its context */
+    return layout;
+}
+
+/* ---- the text probe --------------------------------------------------------- */
+
+static ts_render_text_probe probe_fn;
+static void *probe_ctx;
+
+void ts_render_set_text_probe(ts_render_text_probe fn, void *ctx) {
+    probe_fn = fn;
+    probe_ctx = ctx;
+}
+
+/* What the probe sees of a layout about to be shown at the current point:
+ * the smallest font any of its runs uses (markup can change sizes) and the
+ * smallest logical line height, both in device pixels (user units times the
+ * context's scale), from pango's own run and line extents. */
+static void probe_layout(cairo_t *cr, PangoLayout *layout) {
+    const char *text = pango_layout_get_text(layout);
+    if (!text || !*text) return;
+    double font = INFINITY, line = INFINITY;
+    PangoLayoutIter *it = pango_layout_get_iter(layout);
+    do {
+        PangoLayoutRun *run = pango_layout_iter_get_run_readonly(it);
+        if (run && run->item && run->item->analysis.font && run->glyphs && run->glyphs->num_glyphs > 0) {
+            PangoFontDescription *fd = pango_font_describe_with_absolute_size(run->item->analysis.font);
+            font = fmin(font, (double)pango_font_description_get_size(fd) / PANGO_SCALE);
+            pango_font_description_free(fd);
+        }
+    } while (pango_layout_iter_next_run(it));
+    pango_layout_iter_free(it);
+    it = pango_layout_get_iter(layout);
+    do {
+        PangoRectangle logical;
+        pango_layout_iter_get_line_extents(it, NULL, &logical);
+        if (logical.height > 0) line = fmin(line, (double)logical.height / PANGO_SCALE);
+    } while (pango_layout_iter_next_line(it));
+    pango_layout_iter_free(it);
+    if (!isfinite(font)) return; /* nothing visible (all spaces) */
+    cairo_matrix_t m;
+    cairo_get_matrix(cr, &m);
+    double k = sqrt(fabs(m.xx * m.yy - m.xy * m.yx));
+    double x = 0, y = 0;
+    if (cairo_has_current_point(cr)) cairo_get_current_point(cr, &x, &y);
+    cairo_user_to_device(cr, &x, &y);
+    ts_render_text_info info = {text, font * k, (isfinite(line) ? line : font) * k, x, y};
+    probe_fn(probe_ctx, &info);
+}
+
+void ts_render_show_layout(cairo_t *cr, PangoLayout *layout) {
+    if (probe_fn) probe_layout(cr, layout);
+    pango_cairo_show_layout(cr, layout);
 }
 
 void ts_render__pen_free(ts_render__pen *p) {
@@ -122,7 +186,7 @@ void ts_render__text(ts_render__pen *p, const char *text, const ts_render__font 
     if (angle != 0) cairo_rotate(cr, angle);
     cairo_move_to(cr, -ax * w, -ay * h);
     ts_render__set_rgb(cr, f->color);
-    pango_cairo_show_layout(cr, p->layout);
+    ts_render_show_layout(cr, p->layout);
     cairo_new_path(cr);
     cairo_restore(cr);
 }

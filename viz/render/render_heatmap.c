@@ -36,8 +36,69 @@ static int value_pixel(const ts_render_matrix *m, const ts_render_scale *s, cons
     return 0;
 }
 
+/* img with every pixel repeated kx times across and ky times down. */
+static cairo_surface_t *blown_up(cairo_surface_t *img, int kx, int ky) {
+    cairo_format_t f = cairo_image_surface_get_format(img);
+    int w = cairo_image_surface_get_width(img), h = cairo_image_surface_get_height(img);
+    int bpp = f == CAIRO_FORMAT_A8 ? 1 : 4;
+    cairo_surface_t *big = cairo_image_surface_create(f, w * kx, h * ky);
+    if (cairo_surface_status(big) != CAIRO_STATUS_SUCCESS) return big;
+    cairo_surface_flush(img);
+    cairo_surface_flush(big);
+    const unsigned char *src = cairo_image_surface_get_data(img);
+    unsigned char *dst = cairo_image_surface_get_data(big);
+    int ss = cairo_image_surface_get_stride(img), ds = cairo_image_surface_get_stride(big);
+    for (int y = 0; y < h * ky; y++) {
+        const unsigned char *s = src + (size_t)(y / ky) * (size_t)ss;
+        unsigned char *d = dst + (size_t)y * (size_t)ds;
+        for (int x = 0; x < w * kx; x++) memcpy(d + (size_t)x * bpp, s + (size_t)(x / kx) * bpp, (size_t)bpp);
+    }
+    cairo_surface_mark_dirty(big);
+    return big;
+}
+
 /* Paint `img` (cols x rows pixels) over the grid, one pixel per cell. */
 static void paint_scaled(cairo_t *cr, cairo_surface_t *img, const ts_render_cells *c, bool as_mask) {
+    /* SVG and PDF: the file holds the small image and the viewer scales it.
+     * PDF keeps nearest-neighbour (cairo writes /Interpolate false), but
+     * cairo's SVG has no way to say so and SVG renderers smooth an image they
+     * enlarge, blurring 4 x 4 cells into a gradient. So a vector target gets
+     * the image enlarged here, a cell a block of at least 12 pixels (at most
+     * ~2400 pixels a side): smoothing then only softens a cell's edge. */
+    if (cairo_surface_get_type(cairo_get_target(cr)) != CAIRO_SURFACE_TYPE_IMAGE) {
+        int w = cairo_image_surface_get_width(img), h = cairo_image_surface_get_height(img);
+        int kx = (int)fmin(ceil(fmax(c->cell_w, 1) * 4), fmax(1, floor(2400.0 / w)));
+        int ky = (int)fmin(ceil(fmax(c->cell_h, 1) * 4), fmax(1, floor(2400.0 / h)));
+        kx = kx < 12 && 12 * w <= 2400 ? 12 : kx;
+        ky = ky < 12 && 12 * h <= 2400 ? 12 : ky;
+        if (kx > 1 || ky > 1) {
+            cairo_surface_t *big = blown_up(img, kx, ky);
+            if (cairo_surface_status(big) == CAIRO_STATUS_SUCCESS) {
+                ts_render_cells cc = *c;
+                cc.cell_w /= kx;
+                cc.cell_h /= ky;
+                cairo_save(cr);
+                cairo_rectangle(cr, c->grid.x, c->grid.y, c->grid.w, c->grid.h);
+                cairo_clip(cr);
+                cairo_translate(cr, c->grid.x, c->grid.y);
+                cairo_scale(cr, cc.cell_w, cc.cell_h);
+                cairo_pattern_t *pat = cairo_pattern_create_for_surface(big);
+                cairo_pattern_set_filter(pat, CAIRO_FILTER_NEAREST);
+                cairo_pattern_set_extend(pat, CAIRO_EXTEND_PAD);
+                if (as_mask) {
+                    cairo_mask(cr, pat);
+                } else {
+                    cairo_set_source(cr, pat);
+                    cairo_paint(cr);
+                }
+                cairo_pattern_destroy(pat);
+                cairo_restore(cr);
+                cairo_surface_destroy(big);
+                return;
+            }
+            cairo_surface_destroy(big);
+        }
+    }
     double px = ts_render__pixel(cr);
     /* Upscaling keeps hard cell edges; shrinking (thumbnails of long
      * sequences) averages instead, which aliases less than dropping rows. */
@@ -92,7 +153,9 @@ static void draw_values(ts_render__pen *p, const ts_render_matrix *m, const ts_r
     /* One size for all cells, so the numbers read as a table. */
     double size = fmin(c->cell_h * 0.36, c->cell_w / (0.62 * (double)longest + 0.9));
     if (size > 14) size = 14;
-    if (size < 7.5) return;
+    /* numbers under 9 device pixels cannot be read (tests/readability_test.sh):
+     * a cell that small shows its colour only */
+    if (size / ts_render__pixel(p->cr) < 9.0) return;
     for (int r = 0; r < c->rows; r++)
         for (int k = 0; k < c->cols; k++) {
             int mr = c->row0 + r, mc = c->col0 + k;
@@ -109,6 +172,17 @@ static void draw_values(ts_render__pen *p, const ts_render_matrix *m, const ts_r
             ts_render__text(p, buf, &f, c->grid.x + (k + 0.5) * c->cell_w, c->grid.y + (r + 0.5) * c->cell_h,
                             0.5, 0.5, 0);
         }
+}
+
+/* The user coordinate of the centre of the device pixel that starts at v
+ * (an x when horizontal, else a y). */
+static double pixel_centre(cairo_t *cr, double v, bool horizontal) {
+    double x = horizontal ? v : 0, y = horizontal ? 0 : v;
+    cairo_user_to_device(cr, &x, &y);
+    if (horizontal) x = floor(x + 1e-6) + 0.5;
+    else y = floor(y + 1e-6) + 0.5;
+    cairo_device_to_user(cr, &x, &y);
+    return horizontal ? x : y;
 }
 
 int ts_render__cells(ts_render__pen *p, const ts_render_matrix *m, const ts_render_scale *s,
@@ -151,28 +225,52 @@ int ts_render__cells(ts_render__pen *p, const ts_render_matrix *m, const ts_rend
     if (mask && mdata) {
         /* Hatching through the mask: the stripes run on across neighbouring
          * masked cells, so the masked triangle of a causal mask reads as one
-         * region. */
+         * region. SVG and PDF get the masked cells as a clip path (runs of
+         * cells per row): exact at any zoom, where SVG renderers place an
+         * image mask each their own way. */
         cairo_surface_mark_dirty(mask);
         cairo_save(cr);
-        cairo_push_group(cr);
-        ts_render__hatch(cr, c->grid);
-        cairo_pop_group_to_source(cr);
-        paint_scaled(cr, mask, c, true);
+        if (cairo_surface_get_type(cairo_get_target(cr)) != CAIRO_SURFACE_TYPE_IMAGE) {
+            for (int r = 0; r < c->rows; r++)
+                for (int k = 0; k < c->cols;) {
+                    if (!mdata[(size_t)r * (size_t)mstride + (size_t)k]) {
+                        k++;
+                        continue;
+                    }
+                    int k1 = k;
+                    while (k1 < c->cols && mdata[(size_t)r * (size_t)mstride + (size_t)k1]) k1++;
+                    cairo_rectangle(cr, c->grid.x + k * c->cell_w, c->grid.y + r * c->cell_h, (k1 - k) * c->cell_w,
+                                    c->cell_h);
+                    k = k1;
+                }
+            cairo_clip(cr);
+            ts_render__hatch(cr, c->grid);
+        } else {
+            cairo_push_group(cr);
+            ts_render__hatch(cr, c->grid);
+            cairo_pop_group_to_source(cr);
+            paint_scaled(cr, mask, c, true);
+        }
         cairo_restore(cr);
     }
     if (mask) cairo_surface_destroy(mask);
 
     if (o->separators) {
+        /* One device pixel wide, on a pixel's centre: a crisp line on any
+         * surface, where a line between two pixels is two half-grey ones. */
         cairo_save(cr);
         cairo_set_source_rgb(cr, 1, 1, 1);
-        cairo_set_line_width(cr, 1.0);
+        double px = ts_render__pixel(cr);
+        cairo_set_line_width(cr, px);
         for (int k = 1; k < c->cols; k++) {
-            cairo_move_to(cr, c->grid.x + k * c->cell_w, c->grid.y);
-            cairo_line_to(cr, c->grid.x + k * c->cell_w, c->grid.y + c->grid.h);
+            double x = pixel_centre(cr, c->grid.x + k * c->cell_w, true);
+            cairo_move_to(cr, x, c->grid.y);
+            cairo_line_to(cr, x, c->grid.y + c->grid.h);
         }
         for (int r = 1; r < c->rows; r++) {
-            cairo_move_to(cr, c->grid.x, c->grid.y + r * c->cell_h);
-            cairo_line_to(cr, c->grid.x + c->grid.w, c->grid.y + r * c->cell_h);
+            double y = pixel_centre(cr, c->grid.y + r * c->cell_h, false);
+            cairo_move_to(cr, c->grid.x, y);
+            cairo_line_to(cr, c->grid.x + c->grid.w, y);
         }
         cairo_stroke(cr);
         cairo_restore(cr);

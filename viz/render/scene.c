@@ -871,6 +871,12 @@ static ts_status build_position_curves(ts_scene *job, const ts_trace_step *s) {
     return TS_OK;
 }
 
+/* The last part of a step's name: "mean" of "encoder.layers.0.norm1.mean". */
+static const char *s_leaf(const char *name) {
+    const char *dot = strrchr(name, '.');
+    return dot ? dot + 1 : name;
+}
+
 /* Curves of a few columns of a 2-D slice over its rows. */
 static ts_status build_column_curves(ts_scene *job, int64_t i) {
     ts_scene *p = job;
@@ -888,8 +894,11 @@ static ts_status build_column_curves(ts_scene *job, int64_t i) {
     p->n_series = n;
     p->kind = PIC_PLOT;
     p->view = TS_RENDER_VIEW_CURVES;
+    /* One column (a norm's mean or std, (B, S, 1)): one curve, named by the
+     * y axis rather than by a legend that says "feature 0". */
     p->popts = (ts_render_plot_opts){.title = p->title, .subtitle = p->subtitle,
                                      .x_label = p->tensor.row_axis ? p->tensor.row_axis : "row",
+                                     .y_label = n == 1 ? s_leaf(p->title) : NULL, .no_legend = n == 1,
                                      .markers = m.rows <= 30, .x_tick_labels = m.row_labels,
                                      .n_x_tick_labels = m.row_labels ? m.rows : 0};
     p->width = 1000;

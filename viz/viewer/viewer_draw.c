@@ -55,7 +55,7 @@ typedef struct pen {
 
 static void pen_init(pen *p, cairo_t *cr) {
     p->cr = cr;
-    p->layout = pango_cairo_create_layout(cr);
+    p->layout = ts_render_text_layout(cr);
     p->cut = PANGO_ELLIPSIZE_MIDDLE;
     const char *families[3] = {"DejaVu Sans", "DejaVu Sans", "DejaVu Sans Mono"};
     for (int i = 0; i < 3; i++) {
@@ -95,7 +95,7 @@ static double text_at(pen *p, const char *text, int font, double size, rgb c, do
     double tw = (double)w / PANGO_SCALE, th = (double)h / PANGO_SCALE;
     set_rgb(p->cr, c);
     cairo_move_to(p->cr, right ? x - tw : x, y - th / 2);
-    pango_cairo_show_layout(p->cr, p->layout);
+    ts_render_show_layout(p->cr, p->layout);
     return tw;
 }
 
@@ -251,7 +251,7 @@ static double draw_banner(pen *p, ts_render_rect r, const char *why) {
     fill_rect(cr, r.x, r.y + bh - 1, r.w, 1, WARN);
     set_rgb(cr, INK);
     cairo_move_to(cr, r.x + 24, r.y + 10);
-    pango_cairo_show_layout(cr, p->layout);
+    ts_render_show_layout(cr, p->layout);
     pango_layout_set_wrap(p->layout, PANGO_WRAP_WORD);
     return bh;
 }

@@ -1,0 +1,113 @@
+/* figure: one picture written to a file as PNG, SVG or PDF. The caller's
+ * draw function paints into a cairo context; the format only decides which
+ * cairo surface is under it (an image surface, cairo's SVG surface or its PDF
+ * surface), so a vector figure is drawn by exactly the code that draws the
+ * PNG. Output goes to a temporary file renamed into place (ts_outfile). */
+#include "tscope/render.h"
+
+#include <cairo-pdf.h>
+#include <cairo-svg.h>
+#include <ctype.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+
+static const char *const format_names[TS_FIGURE_FORMAT_COUNT] = {"png", "svg", "pdf"};
+
+const char *ts_figure_format_name(ts_figure_format f) {
+    return (unsigned)f < TS_FIGURE_FORMAT_COUNT ? format_names[f] : "?";
+}
+
+bool ts_figure_format_from_name(const char *name, ts_figure_format *out) {
+    for (int i = 0; name && i < TS_FIGURE_FORMAT_COUNT; i++)
+        if (strcasecmp(name, format_names[i]) == 0) {
+            *out = (ts_figure_format)i;
+            return true;
+        }
+    return false;
+}
+
+bool ts_figure_format_from_path(const char *path, ts_figure_format *out) {
+    const char *dot = path ? strrchr(path, '.') : NULL;
+    const char *slash = path ? strrchr(path, '/') : NULL;
+    if (!dot || (slash && dot < slash)) return false;
+    return ts_figure_format_from_name(dot + 1, out);
+}
+
+/* cairo's stream callback: errors stay in the outfile and surface at commit;
+ * cairo is told too, so it stops writing. */
+static cairo_status_t to_outfile(void *closure, const unsigned char *data, unsigned int length) {
+    return ts_outfile_write(closure, data, length) == TS_OK ? CAIRO_STATUS_SUCCESS : CAIRO_STATUS_WRITE_ERROR;
+}
+
+static cairo_surface_t *make_surface(const ts_figure_spec *spec, ts_outfile *file) {
+    switch (spec->format) {
+    case TS_FIGURE_PNG:
+        return cairo_image_surface_create(CAIRO_FORMAT_ARGB32, (int)lround(spec->width * spec->scale),
+                                          (int)lround(spec->height * spec->scale));
+    case TS_FIGURE_SVG: return cairo_svg_surface_create_for_stream(to_outfile, file, spec->width, spec->height);
+    case TS_FIGURE_PDF: {
+        cairo_surface_t *s = cairo_pdf_surface_create_for_stream(to_outfile, file, spec->width, spec->height);
+        cairo_pdf_surface_set_metadata(s, CAIRO_PDF_METADATA_CREATOR, "tscope");
+        if (spec->title) cairo_pdf_surface_set_metadata(s, CAIRO_PDF_METADATA_TITLE, spec->title);
+        return s;
+    }
+    case TS_FIGURE_FORMAT_COUNT: break;
+    }
+    return NULL;
+}
+
+ts_status ts_figure_write(const char *path, const ts_figure_spec *spec, ts_figure_draw_fn draw, void *ctx) {
+    if ((unsigned)spec->format >= TS_FIGURE_FORMAT_COUNT) return ts_fail(TS_ERR_ARG, "figure: unknown format");
+    if (!(spec->width >= 1 && spec->height >= 1)) return ts_fail(TS_ERR_ARG, "figure: %g x %g points is empty", spec->width, spec->height);
+    if (spec->format == TS_FIGURE_PNG && !(spec->scale > 0 && spec->scale <= 8))
+        return ts_fail(TS_ERR_ARG, "figure: scale %g must be in (0, 8]", spec->scale);
+    if (spec->format == TS_FIGURE_PNG && spec->width * spec->scale * spec->height * spec->scale > 200e6)
+        return ts_fail(TS_ERR_ARG, "%.0f x %.0f pixels is too large an image", spec->width * spec->scale,
+                       spec->height * spec->scale);
+    struct stat sb;
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) return ts_fail(TS_ERR_IO, "cannot write %s: it is a directory", path);
+    ts_outfile file;
+    ts_status st = ts_outfile_open(&file, path);
+    if (st) return st;
+    cairo_surface_t *surf = make_surface(spec, &file);
+    if (!surf || cairo_surface_status(surf) != CAIRO_STATUS_SUCCESS) {
+        if (surf) cairo_surface_destroy(surf);
+        ts_outfile_abort(&file);
+        return ts_fail(TS_ERR_NOMEM, "figure: cannot make a %g x %g %s surface", spec->width, spec->height,
+                       ts_figure_format_name(spec->format));
+    }
+    cairo_t *cr = cairo_create(surf);
+    /* A PNG has `scale` pixels per point; SVG and PDF are in points. */
+    if (spec->format == TS_FIGURE_PNG) cairo_scale(cr, spec->scale, spec->scale);
+    st = draw(ctx, cr, spec->width, spec->height);
+    cairo_status_t cs = cairo_status(cr);
+    cairo_destroy(cr);
+    if (st == TS_OK && cs != CAIRO_STATUS_SUCCESS)
+        st = ts_fail(TS_ERR_ARG, "figure: drawing failed: %s", cairo_status_to_string(cs));
+    if (spec->format == TS_FIGURE_PNG) {
+        if (st != TS_OK) {
+            cairo_surface_destroy(surf);
+            ts_outfile_abort(&file);
+            return st;
+        }
+        cairo_surface_flush(surf);
+        ts_png_out png = {file};
+        st = ts_png_commit(&png, surf); /* commits (or aborts) the file */
+        cairo_surface_destroy(surf);
+        return st;
+    }
+    /* SVG and PDF are written as the surface finishes. */
+    cairo_surface_finish(surf);
+    cs = cairo_surface_status(surf);
+    cairo_surface_destroy(surf);
+    if (st == TS_OK && cs != CAIRO_STATUS_SUCCESS)
+        st = ts_fail(TS_ERR_IO, "cannot write %s: %s", path, cairo_status_to_string(cs));
+    if (st != TS_OK) {
+        ts_outfile_abort(&file);
+        return st;
+    }
+    return ts_outfile_commit(&file);
+}
