@@ -51,7 +51,7 @@ fi
 # 2. the trace: 4 snapshots (0, 40, 80, 120) of every score, drawn as lines
 if "$bin" info "$tmp/t.tstrace" >"$tmp/info" 2>&1; then
     for name in lm.heldout_loss lm.repeat.loss lm.score.prev_token lm.score.induction lm.score.copying \
-        encoder.layers.0.self_attn.weights; do
+        decoder.layers.0.self_attn.weights; do
         n=$(grep -c " $name " "$tmp/info")
         [ "$n" = 4 ] && ok || bad "$name: $n records, want 4"
     done
@@ -60,7 +60,7 @@ if "$bin" info "$tmp/t.tstrace" >"$tmp/info" 2>&1; then
             grep -q 'view curves' "$tmp/png.out"; then ok; else bad "png $name: $(cat "$tmp/png.out")"; fi
     done
     # the probes carry their own labels: batch 1 is the random string, not Genesis
-    "$bin" png "$tmp/t.tstrace" --tensor encoder.layers.0.self_attn.weights --head 0 --batch 1 -o "$tmp/b1.png" \
+    "$bin" png "$tmp/t.tstrace" --tensor decoder.layers.0.self_attn.weights --head 0 --batch 1 -o "$tmp/b1.png" \
         >/dev/null 2>&1 && ok || bad "png of the second probe"
 else
     bad "info: $(cat "$tmp/info")"

@@ -380,6 +380,29 @@ void ts_model_randn(float *out, int64_t n, uint64_t seed);
 /* n ids uniform in [lo, hi). */
 void ts_model_random_ids(int32_t *out, int64_t n, int32_t lo, int32_t hi, uint64_t seed);
 
+/* ---- decoding with a cache (model_decode.c) ---------------------------------
+ *
+ * One token at a time through a causal stack (a GPT, or a causal encoder with
+ * a vocabulary head), keeping every layer's keys and values so each step
+ * computes only the new position: generation is linear in the text, not
+ * quadratic. The logits equal a full forward pass's at that position to float
+ * rounding. Not traced. */
+typedef struct ts_kv_cache {
+    int capacity;   /* positions the model has (its learned table, or seq) */
+    int len;        /* positions decoded so far */
+    float *k, *v;   /* (layers, capacity, D) */
+    float *scratch; /* one position's activations and the logits */
+} ts_kv_cache;
+
+/* Whether cfg can decode with a cache; *why (may be NULL) says why not. */
+bool ts_model_can_cache(const ts_model_config *cfg, const char **why);
+ts_status ts_kv_cache_init(ts_kv_cache *kv, const ts_model *m); /* empty: len 0 */
+void ts_kv_cache_free(ts_kv_cache *kv);
+
+/* Append token id at position kv->len; *logits (V) is the next token's
+ * scores, valid until the next step. Past the model's positions is an error. */
+ts_status ts_model_decode_step(const ts_model *m, ts_kv_cache *kv, int32_t id, const float **logits);
+
 /* ---- sampling (model_sample.c) ------------------------------------------- */
 
 /* The next token from one row of logits (V). temperature 0: the argmax (the

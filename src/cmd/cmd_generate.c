@@ -7,11 +7,14 @@
  * the next token after temperature and top-k (the generated tokens' rows are
  * the ones they were drawn from), and generate.tokens (N), the new ids.
  *
- * Each token re-reads the last S tokens (the context the model learnt): the
- * text sits at positions 0.., the rest of the window is filler that the causal
- * mask keeps from mattering, and the logits at the text's last position give
- * the next token. (A cache of keys and values would save the recomputation;
- * these models are small.) */
+ * The prompt goes through the model one token at a time with a cache of every
+ * layer's keys and values (ts_model_decode_step), and so does each new token:
+ * generation costs one position a token, not the whole window. Past the
+ * positions the model has (its learned table), and for a model the cache
+ * cannot run, each token re-reads the last S tokens instead: the text sits at
+ * positions 0.., the rest of the window is filler that the causal mask keeps
+ * from mattering, and the logits at the text's last position give the next
+ * token. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -117,17 +120,34 @@ static int generate(const gen_opts *o, int argc, char **argv) {
     if (!st && !(window = calloc((size_t)S, sizeof *window))) st = ts_fail(TS_ERR_NOMEM, "out of memory");
     size_t prompt_len = ids.count;
     uint64_t key = ts_mix64((uint64_t)(uint32_t)o->seed ^ 0x6E4Eull);
+    /* the cache, primed with the prompt; without it (or past its positions) the window is re-read */
+    ts_kv_cache kv = {0};
+    bool cached = !st && ts_model_can_cache(&m.cfg, NULL) && ids.count <= (size_t)S;
+    const float *row = NULL;
+    if (cached) st = ts_kv_cache_init(&kv, &m);
+    for (size_t i = 0; cached && !st && i < ids.count; i++) st = ts_model_decode_step(&m, &kv, ids.ids[i], &row);
     for (int k = 0; k < o->n && !st; k++) {
-        size_t n = ids.count, from = n > (size_t)S ? n - (size_t)S : 0;
-        memset(window, 0, sizeof(int32_t) * (size_t)S);
-        memcpy(window, ids.ids + from, sizeof(int32_t) * (n - from));
-        ts_model_input in = {.src_ids = window};
-        ts_tensor logits;
-        if ((st = ts_model_forward(&m, &in, NULL, &logits))) break;
-        const float *row = logits.data + (int64_t)(n - from - 1) * V;
+        size_t n = ids.count;
+        if (cached && k > 0) {
+            if (kv.len < kv.capacity)
+                st = ts_model_decode_step(&m, &kv, ids.ids[n - 1], &row);
+            else
+                cached = false; /* the positions are used up: slide the window from here */
+        }
+        if (st) break;
+        if (!cached) {
+            size_t from = n > (size_t)S ? n - (size_t)S : 0;
+            memset(window, 0, sizeof(int32_t) * (size_t)S);
+            memcpy(window, ids.ids + from, sizeof(int32_t) * (n - from));
+            ts_model_input in = {.src_ids = window};
+            ts_tensor logits;
+            if ((st = ts_model_forward(&m, &in, NULL, &logits))) break;
+            row = logits.data + (int64_t)(n - from - 1) * V;
+        }
         ids.ids[ids.count++] =
             ts_model_sample(row, V, o->temperature, o->top_k, ts_u01(key, (uint64_t)k), probs + (size_t)k * V);
     }
+    ts_kv_cache_free(&kv);
     char *text = NULL;
     size_t len = 0;
     if (!st) st = ts_lmtok_decode(&tok, ids.ids, ids.count, &text, &len);

@@ -1,0 +1,111 @@
+/* Decoding with a key/value cache (model_decode.c) against the full forward
+ * pass: for a GPT (decoder, GELU's tanh form, tied head), a causal encoder
+ * with the embedding LayerNorm (the first language models' layout) and a
+ * post-LN ReLU stack, the logits of every position, one token at a time, equal
+ * ts_model_forward's row for that position. And what the cache cannot do is
+ * refused: past the positions, a model with a decoder, sinusoidal positions. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "tscope/kernels.h"
+#include "tscope/model.h"
+
+#define S 12
+
+static ts_model_config gpt(void) {
+    ts_model_config c = {.arch = TS_ARCH_DECODER, .d_model = 16, .heads = 4, .ffn = 40, .layers = 3, .vocab = 23,
+                         .seq = S, .batch = 1, .max_pos = S, .eps = 1e-5f, .embed_eps = 1e-5f, .norm = TS_NORM_PRE,
+                         .pe = TS_PE_LEARNED, .final_norm = true, .activation = TS_ACT_GELU_TANH,
+                         .head = TS_HEAD_LM, .input = TS_INPUT_TOKENS, .causal = true, .tie_embed = true, .seed = 3};
+    return c;
+}
+
+/* Every position's logits, step by step, against one forward pass. */
+static void check_against_forward(const ts_model_config *cfg) {
+    ts_model m;
+    assert_ok(ts_model_init(&m, cfg));
+    int32_t ids[S];
+    for (int i = 0; i < S; i++) ids[i] = (i * 7 + 2) % cfg->vocab;
+    ts_model_input in = {.src_ids = ids};
+    ts_tensor full;
+    assert_ok(ts_model_forward(&m, &in, NULL, &full));
+    int V = cfg->vocab;
+    float *want = malloc(sizeof(float) * S * V);
+    memcpy(want, full.data, sizeof(float) * S * V);
+    ts_kv_cache kv;
+    assert_ok(ts_kv_cache_init(&kv, &m));
+    for (int t = 0; t < S; t++) {
+        const float *got;
+        assert_ok(ts_model_decode_step(&m, &kv, ids[t], &got));
+        assert_floats_close(got, want + (size_t)t * V, V, 1e-4);
+    }
+    assert_int_equal(kv.len, S);
+    /* the positions are used up: one more step is refused */
+    const float *got;
+    assert_int_equal(ts_model_decode_step(&m, &kv, 0, &got), TS_ERR_ARG);
+    ts_kv_cache_free(&kv);
+    free(want);
+    ts_model_free(&m);
+}
+
+static void gpt_matches_the_forward_pass(void **state) {
+    (void)state;
+    ts_model_config c = gpt();
+    check_against_forward(&c);
+}
+
+static void causal_encoder_with_embedding_norm(void **state) {
+    (void)state;
+    ts_model_config c = gpt();
+    c.arch = TS_ARCH_ENCODER; /* what train --task lm made before --arch decoder */
+    c.tie_embed = false;
+    c.activation = TS_ACT_GELU;
+    check_against_forward(&c);
+}
+
+static void post_ln_relu(void **state) {
+    (void)state;
+    ts_model_config c = gpt();
+    c.norm = TS_NORM_POST;
+    c.final_norm = false;
+    c.activation = TS_ACT_RELU;
+    check_against_forward(&c);
+}
+
+static void what_cannot_be_cached_is_refused(void **state) {
+    (void)state;
+    ts_model_config c = gpt();
+    c.pe = TS_PE_SINUSOIDAL;
+    const char *why = NULL;
+    assert_false(ts_model_can_cache(&c, &why));
+    assert_non_null(strstr(why, "sinusoidal"));
+    ts_model_config e;
+    assert_ok(ts_model_config_preset(&e, "tiny"));
+    assert_false(ts_model_can_cache(&e, &why));
+    assert_non_null(strstr(why, "causal stack"));
+    ts_model m;
+    c = gpt();
+    assert_ok(ts_model_init(&m, &c));
+    ts_kv_cache kv;
+    assert_ok(ts_kv_cache_init(&kv, &m));
+    const float *got;
+    assert_int_equal(ts_model_decode_step(&m, &kv, c.vocab, &got), TS_ERR_ARG); /* an id outside the vocabulary */
+    ts_kv_cache_free(&kv);
+    ts_model_free(&m);
+}
+
+static int setup(void **state) {
+    (void)state;
+    return ts_kernels_init() == TS_OK ? 0 : -1;
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(gpt_matches_the_forward_pass),
+        cmocka_unit_test(causal_encoder_with_embedding_norm),
+        cmocka_unit_test(post_ln_relu),
+        cmocka_unit_test(what_cannot_be_cached_is_refused),
+    };
+    return cmocka_run_group_tests_name("decode", tests, setup, NULL);
+}
