@@ -412,7 +412,6 @@ int train_lm(const train_opts *o, const model_flags *mf, ts_flag *flags, int n) 
     double bpc_factor = chars > 0 ? (double)d.n_windows * cfg.seq / chars / log(2.0) : NAN;
     int64_t params = 0;
     for (int i = 0; i < m.n_params; i++) params += m.params[i].numel;
-    if (m.cfg.tie_embed) params -= (int64_t)cfg.vocab * cfg.d_model; /* the head is the token table */
     char desc[256];
     model_config_describe(&cfg, desc, sizeof desc);
     printf("# %s\n", desc);

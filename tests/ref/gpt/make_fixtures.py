@@ -23,6 +23,7 @@ Written:
   scores, weights, concat, each sublayer's output, each block's output, the final norm, the
   logits), written with python/tscope_trace.py's trace writer.
 """
+import importlib.util
 import json
 import math
 import os
@@ -35,9 +36,13 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
 sys.path.insert(0, os.path.join(ROOT, "python"))
-sys.path.insert(0, os.path.dirname(HERE))
 import tscope_trace  # noqa: E402
-from make_fixtures import save_safetensors  # noqa: E402
+
+# tests/ref/make_fixtures.py's safetensors writer, loaded by path: this file has the same name
+_spec = importlib.util.spec_from_file_location("ref_fixtures", os.path.join(os.path.dirname(HERE), "make_fixtures.py"))
+_ref = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_ref)
+save_safetensors = _ref.save_safetensors
 
 torch.manual_seed(0)
 L, D, H, F, P, V = 2, 32, 4, 128, 16, 258
