@@ -34,6 +34,23 @@ for w in $ref/small $ref/prefixed/model.safetensors; do
     has "$out" "no step differs beyond tol 0.0001 (39 steps compared)" "$w: every step equals PyTorch's"
     has "$out" "only in A: 0 steps" "$w: tscope has every step PyTorch's reference has"
 done
+# the same ids given as --ids: the same run, every step equal to PyTorch's
+expect 0 "run --ids" -- "$bin" run --load $ref/small --ids $ref/ids.npy --trace "$tmp/ids.tstrace" --level values
+expect 0 "diff --common --ids" -- "$bin" diff --common --tol 1e-4 $ref/reference.tstrace "$tmp/ids.tstrace"
+has "$out" "no step differs beyond tol 0.0001 (39 steps compared)" "--ids: every step equals PyTorch's"
+expect 2 "--ids outside the vocabulary" -- "$bin" run --load $ref/small --ids $ref/ids_out_of_vocab.npy
+one_line "--ids outside the vocabulary"
+has "$err" "outside the vocabulary of 258" "the bad id is named"
+expect 2 "--ids and --text" -- "$bin" run --load $ref/small --ids $ref/ids.npy --text "$text"
+one_line "--ids and --text"
+# any model with a token table: tiny reads ids; the attention-alone model has none to read them with
+expect 0 "run --preset tiny --ids" -- "$bin" run --preset tiny --ids $ref/ids.npy
+has "$out" "B1 S11" "--ids decide batch and length"
+expect 2 "--ids to seed001" -- "$bin" run --preset seed001 --ids $ref/ids.npy
+one_line "--ids to seed001"
+expect 2 "--ids with --seq that disagrees" -- "$bin" run --preset tiny --ids $ref/ids.npy --seq 4
+one_line "--ids with --seq that disagrees"
+
 # the trace's token labels are the BPE's pieces
 expect 0 "info on the GPT-2 trace" -- "$bin" info "$tmp/t.tstrace"
 has "$out" "source: He ll o" "the trace labels positions with BPE tokens"

@@ -132,4 +132,12 @@ refuses "model flags with an LM checkpoint" "--d-model: the checkpoint" \
 refuses "trace too long" "--trace shows the text in one pass" \
     "$bin" generate --load "$tmp/m.safetensors" -n 100 --trace "$tmp/x.tstrace"
 
+# a language model's checkpoint brings its own config: every other run flag is refused, never ignored
+for f in "--input tests/ref/load_encoder/x.npy" "--tgt-mask none" "--load-prefix x." "--ignore-extra" \
+    "--heads 2" "--src-key-padding-mask tests/ref/load_encoder/src_key_padding_mask.npy"; do
+    # shellcheck disable=SC2086
+    "$bin" run --load assets/kjv-char.safetensors --text "And" $f >"$tmp/o" 2>"$tmp/e"
+    [ $? = 2 ] && [ ! -s "$tmp/o" ] && [ "$(grep -c . "$tmp/e")" = 1 ] && ok || bad "run --load kjv-char $f: not refused in one line"
+done
+
 finish

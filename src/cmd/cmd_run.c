@@ -17,7 +17,7 @@
 
 typedef struct run_opts {
     const char *print_shapes; /* NULL, "plain" or "torch" */
-    const char *load, *input, *target;
+    const char *load, *input, *target, *ids; /* --ids IDS.npy: token ids (B, S) */
     const char *load_prefix;  /* --load-prefix P: stripped from the file's names */
     bool ignore_extra;        /* --ignore-extra: skip tensors with no place, and list them */
     const char *src_kpm, *tgt_kpm, *mem_kpm; /* --{src,tgt,memory}-key-padding-mask M.npy */
@@ -117,7 +117,7 @@ static int run(const model_flags *mf, const run_opts *o) {
     ts_model_config cfg, wcfg;
     model_batch batch;
     memset(&batch, 0, sizeof batch);
-    ts_npy x = {0}, y = {0};
+    ts_npy x = {0}, y = {0}, ids = {0};
     ts_safetensors wf;
     ts_weights_info winfo;
     uint8_t *pads[3] = {NULL, NULL, NULL};
@@ -126,7 +126,7 @@ static int run(const model_flags *mf, const run_opts *o) {
     int rc = flag_pairs(o);
     if (rc >= 0) return rc;
     rc = 0;
-    model_given g = {.weights_path = o->load, .input_path = o->input, .target_path = o->target,
+    model_given g = {.weights_path = o->load, .input_path = o->input, .target_path = o->target, .ids_path = o->ids,
                      .src_pad_given = o->src_kpm != NULL};
     if (o->load) {
         st = ts_safetensors_open(&wf, o->load);
@@ -137,6 +137,7 @@ static int run(const model_flags *mf, const run_opts *o) {
     }
     if (!st && o->input && !(st = ts_model_read_vectors(o->input, "--input", &x))) g.input = &x;
     if (!st && o->target && !(st = ts_model_read_vectors(o->target, "--target", &y))) g.target = &y;
+    if (!st && o->ids && !(st = ts_npy_read_labels(&ids, o->ids))) g.ids = &ids;
     if (!st) st = model_flags_resolve_given(mf, &g, &cfg, &batch);
     if (!st && o->backward && cfg.variants) {
         char names[128];
@@ -224,6 +225,7 @@ out:
     model_batch_free(&batch);
     ts_npy_free(&x);
     ts_npy_free(&y);
+    ts_npy_free(&ids);
     for (int i = 0; i < 3; i++) free(pads[i]);
     if (have_wf) ts_safetensors_close(&wf);
     return rc;
@@ -232,7 +234,7 @@ out:
 int ts_cmd_run(int argc, char **argv) {
     model_flags mf;
     run_opts o = {0};
-    ts_flag flags[MODEL_FLAGS_COUNT + 13 + TRACE_CLI_FLAGS];
+    ts_flag flags[MODEL_FLAGS_COUNT + 14 + TRACE_CLI_FLAGS];
     int n = model_flags_table(flags, 0, &mf);
     n = trace_cli_table(flags, n, &o.trace);
     o.argc = argc;
@@ -252,6 +254,9 @@ int ts_cmd_run(int argc, char **argv) {
                            "(B, S, D) float32 vectors for the encoder, instead of text", NULL, NULL, NULL};
     flags[n++] = (ts_flag){"--target", TS_FLAG_STRING, &o.target, "Y.npy",
                            "(B, T, D) vectors for the decoder", NULL, NULL, NULL};
+    flags[n++] = (ts_flag){"--ids", TS_FLAG_STRING, &o.ids, "IDS.npy",
+                           "(B, S) token ids (int32 or int64) for a model with a token table, instead of text", NULL,
+                           NULL, NULL};
     flags[n++] = (ts_flag){"--src-key-padding-mask", TS_FLAG_STRING, &o.src_kpm, "M.npy",
                            "(B, S) bool or 0/1, True = padding: keys the encoder ignores (or (B) lengths)", NULL,
                            NULL, NULL};
@@ -289,10 +294,9 @@ int ts_cmd_run(int argc, char **argv) {
     if (o.print_shapes && strcmp(o.print_shapes, "plain") != 0 && strcmp(o.print_shapes, "torch") != 0)
         return ts_cli_error("run", "--print-shapes takes =torch or nothing, not '=%s'", o.print_shapes);
     if (o.labels && !o.backward) return ts_cli_error("run", "--labels is the backward pass's target; add --backward");
-    /* a language model's checkpoint brings its config and tokenizer (the model flags come first in the table) */
+    /* a language model's checkpoint brings its config and tokenizer; run_lm refuses the flags it has no use for */
     if (o.load && ts_lm_checkpoint_is(o.load))
-        return run_lm(o.load, &mf.text, flags, MODEL_FLAGS_COUNT, &o.trace, o.print_shapes, o.backward, o.scores, argc,
-                      argv);
+        return run_lm(o.load, &mf.text, o.ids, flags, n, &o.trace, o.print_shapes, o.backward, o.scores, argc, argv);
     if (o.scores) return ts_cli_error("run", "--scores measures a language model's heads: --load one saved by tscope train --task lm");
     return run(&mf, &o);
 }

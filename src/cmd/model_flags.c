@@ -225,14 +225,16 @@ static bool trained_on_task(const char *weights) {
 }
 
 /* task_model: the weights were trained on a task (trained_on_task). */
-static ts_status build_ids(const ts_model_config *c, const char *const *texts, int n_texts, model_batch *b,
-                           int S, int T, bool task_model) {
+static ts_status build_ids(const ts_model_config *c, const char *const *texts, int n_texts, const ts_npy *ids,
+                           model_batch *b, int S, int T, bool task_model) {
     int B = c->batch;
     b->src_ids = calloc((size_t)B * S, sizeof *b->src_ids);
     b->src_pad = calloc((size_t)B * S, 1);
     if (!b->src_ids || !b->src_pad) return ts_fail(TS_ERR_NOMEM, "out of memory for the input ids");
     bool padded = false;
-    if (n_texts) {
+    if (ids) {
+        for (int64_t i = 0; i < (int64_t)B * S; i++) b->src_ids[i] = (int32_t)ids->i64[i];
+    } else if (n_texts) {
         for (int i = 0; i < B; i++) {
             const char *text = texts[n_texts > 1 ? i : 0];
             int n = 0;
@@ -277,6 +279,33 @@ static ts_status agree(const model_flags *mf, int flag, const char *name, int va
     if (!mf->seen[flag] || value == from_file) return TS_OK;
     return ts_fail(TS_ERR_ARG, "%s %d disagrees with %s: it holds %s %lld", name, value, file, what,
                    (long long)from_file);
+}
+
+/* --ids (B, S) decide batch and length (flags that also would must agree);
+ * every id must be in the vocabulary of a model that reads tokens. */
+static ts_status use_ids(const model_flags *mf, const model_given *g, ts_model_config *c) {
+    const ts_npy *x = g->ids;
+    if (x->rank != 2)
+        return ts_fail(TS_ERR_SHAPE, "--ids %s has %d dimensions; token ids are (batch, length)", g->ids_path, x->rank);
+    if (c->arch == TS_ARCH_ATTENTION || (g->base && c->input != TS_INPUT_TOKENS))
+        return ts_fail(TS_ERR_ARG, "--ids: %s has no token table, so ids mean nothing to it; give --input X.npy",
+                       g->base ? g->weights_path : c->preset);
+    ts_status st = agree(mf, F_BATCH, "--batch", c->batch, g->ids_path, "batch", x->shape[0]);
+    if (!st) st = agree(mf, F_SEQ, "--seq", c->seq, g->ids_path, "sequences of length", x->shape[1]);
+    if (st) return st;
+    int64_t top = 0;
+    for (int64_t i = 0; i < x->numel; i++) {
+        if (x->i64[i] < 0) return ts_fail(TS_ERR_ARG, "--ids %s: id %lld is negative", g->ids_path, (long long)x->i64[i]);
+        if (x->i64[i] > top) top = x->i64[i];
+    }
+    if (!g->base && !mf->seen[F_VOCAB] && c->vocab <= top) c->vocab = (int)top + 1;
+    if (top >= c->vocab)
+        return ts_fail(TS_ERR_ARG, "--ids %s holds id %lld; the vocabulary has ids 0 to %d%s", g->ids_path,
+                       (long long)top, c->vocab - 1, g->base ? "" : " (--vocab)");
+    c->batch = (int)x->shape[0];
+    c->seq = (int)x->shape[1];
+    c->input = TS_INPUT_TOKENS;
+    return TS_OK;
 }
 
 /* --input (and --target) vectors decide batch and lengths; the flags that
@@ -393,6 +422,13 @@ ts_status model_flags_resolve_given(const model_flags *mf, const model_given *g,
         cfg->input = TS_INPUT_TOKENS;
     }
     if (vectors && (st = use_vectors(mf, g, cfg))) return st;
+    bool given_ids = g && g->ids;
+    if (given_ids) {
+        if (mf->text.count) return ts_fail(TS_ERR_ARG, "--text and --ids both give the input: choose one");
+        if (vectors) return ts_fail(TS_ERR_ARG, "--input and --ids both give the input: choose one");
+        if ((st = use_ids(mf, g, cfg))) return st;
+        n_texts = 0;
+    }
     if (cfg->input != TS_INPUT_TOKENS) n_texts = 0;
     bool padded = g && g->src_pad_given;
     if (n_texts) {
@@ -402,11 +438,13 @@ ts_status model_flags_resolve_given(const model_flags *mf, const model_given *g,
         padded |= text_pads;
     }
     bool bos_first = cfg->input == TS_INPUT_TOKENS && n_texts == 0;
+    for (int64_t i = 0; given_ids && bos_first && i < g->ids->shape[0]; i++)
+        bos_first = g->ids->i64[i * g->ids->shape[1]] == TS_TOK_BOS; /* given ids start with <bos> or are shifted */
     if (cfg->arch == TS_ARCH_ENCODER_DECODER && !vectors) cfg->tgt_seq = target_length(cfg->seq, bos_first);
     st = unused_by_attention(mf, cfg);
     if (!st) st = ts_model_config_check(cfg);
     if (st || !batch) {
-        if (!st && !batch) st = unused_flags(mf, cfg, g, padded, !vectors && !n_texts);
+        if (!st && !batch) st = unused_flags(mf, cfg, g, padded, !vectors && !n_texts && !given_ids);
         if (batch) model_batch_free(batch);
         return st;
     }
@@ -415,7 +453,7 @@ ts_status model_flags_resolve_given(const model_flags *mf, const model_given *g,
     if (vectors) {
         /* the caller feeds its vectors */
     } else if (cfg->input == TS_INPUT_TOKENS) {
-        st = build_ids(cfg, texts, n_texts, batch, (int)S, (int)T, trained_on_task(weights));
+        st = build_ids(cfg, texts, n_texts, given_ids ? g->ids : NULL, batch, (int)S, (int)T, trained_on_task(weights));
     } else { /* seed 000's x = torch.randn(B, S, D): N(0, 1) from the seed */
         int64_t din = cfg->in_dim ? cfg->in_dim : D;
         batch->src_vecs = malloc(sizeof(float) * (size_t)(B * S * din));
@@ -425,7 +463,7 @@ ts_status model_flags_resolve_given(const model_flags *mf, const model_given *g,
         if (!st) ts_model_randn(batch->src_vecs, B * S * din, cfg->seed + 1);
         if (!st && batch->tgt_vecs) ts_model_randn(batch->tgt_vecs, B * T * D, cfg->seed + 2);
     }
-    if (!st) st = unused_flags(mf, cfg, g, padded, !vectors && !n_texts);
+    if (!st) st = unused_flags(mf, cfg, g, padded, !vectors && !n_texts && !given_ids);
     if (st) model_batch_free(batch);
     return st;
 }

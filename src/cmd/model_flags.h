@@ -73,7 +73,8 @@ typedef struct model_given {
     const char *weights_path;    /* --load, for messages */
     const ts_npy *input;         /* --input vectors (B, S, W), or NULL */
     const ts_npy *target;        /* --target vectors (B, T, D), or NULL */
-    const char *input_path, *target_path;
+    const ts_npy *ids;           /* --ids token ids (B, S), as labels (i64), or NULL */
+    const char *input_path, *target_path, *ids_path;
     bool src_pad_given;          /* --src-key-padding-mask */
     bool trains;                 /* tscope train: dropout always acts */
 } model_given;

@@ -134,17 +134,54 @@ static int print_scores(const char *load) {
     return st ? ts_cli_error("run", "%s", ts_last_error()) : 0;
 }
 
-int run_lm(const char *load, const ts_cli_list *text, ts_flag *flags, int n, const trace_cli *tc,
+/* --ids: one sequence of ids (1, S) the vocabulary has. */
+static ts_status read_ids(const char *path, int vocab, ts_bpe_ids *ids) {
+    ts_npy x = {0};
+    ts_status st = ts_npy_read_labels(&x, path);
+    if (!st && !(x.rank == 2 && x.shape[0] == 1) && !(x.rank == 1))
+        st = ts_fail(TS_ERR_SHAPE, "--ids %s: a language model's checkpoint reads one sequence, (1, S) or (S)", path);
+    if (!st && x.numel == 0) st = ts_fail(TS_ERR_ARG, "--ids %s holds no ids", path);
+    if (!st && !(ids->ids = malloc(sizeof(int32_t) * (size_t)x.numel))) st = ts_fail(TS_ERR_NOMEM, "out of memory");
+    for (int64_t i = 0; !st && i < x.numel; i++) {
+        if (x.i64[i] < 0 || x.i64[i] >= vocab)
+            st = ts_fail(TS_ERR_ARG, "--ids %s: id %lld at position %lld is outside the vocabulary of %d", path,
+                         (long long)x.i64[i], (long long)i, vocab);
+        else
+            ids->ids[i] = (int32_t)x.i64[i];
+    }
+    if (!st) ids->count = ids->cap = (size_t)x.numel;
+    ts_npy_free(&x);
+    return st;
+}
+
+int run_lm(const char *load, const ts_cli_list *text, const char *ids_path, ts_flag *flags, int n, const trace_cli *tc,
            const char *print_shapes, bool backward, bool scores, int argc, char **argv) {
-    for (int i = 0; i < n; i++)
-        if (flags[i].seen && *flags[i].seen && strcmp(flags[i].name, "--text") != 0)
-            return ts_cli_error("run", "%s: the checkpoint %s is a language model whose config is in its metadata; "
-                                       "give it only --text",
+    /* what a language model's run uses; any other flag given is refused, never ignored */
+    static const char *const used[] = {"--load", "--text", "--ids", "--scores", "--backward", "--print-shapes",
+                                       "--trace", "--level", "--only", "--keep-batch", NULL};
+    for (int i = 0; i < n; i++) {
+        bool given = flags[i].seen ? *flags[i].seen : false;
+        if (!flags[i].seen) { /* a flag without a seen slot: given when its value is set */
+            if (flags[i].kind == TS_FLAG_BOOL) given = *(bool *)flags[i].value;
+            else if (flags[i].kind == TS_FLAG_STRING || flags[i].kind == TS_FLAG_CHOICE ||
+                     flags[i].kind == TS_FLAG_OPTIONAL)
+                given = *(const char **)flags[i].value != NULL;
+            else if (flags[i].kind == TS_FLAG_LIST)
+                given = ((const ts_cli_list *)flags[i].value)->count > 0;
+        }
+        bool ok = false;
+        for (int k = 0; used[k] && !ok; k++) ok = strcmp(flags[i].name, used[k]) == 0;
+        if (given && !ok)
+            return ts_cli_error("run", "%s: the checkpoint %s is a language model whose config and tokenizer are in "
+                                       "its metadata; give it only --text or --ids (and the trace's flags)",
                                 flags[i].name, load);
+    }
     if (backward) return ts_cli_error("run", "--backward is not for a language model's checkpoint yet");
     if (print_shapes) return ts_cli_error("run", "--print-shapes: use tscope shapes --preset lm");
-    if (scores && text->count == 0 && !tc->path) return print_scores(load);
-    if (text->count != 1) return ts_cli_error("run", "give one --text to read through the language model %s", load);
+    if (scores && text->count == 0 && !ids_path && !tc->path) return print_scores(load);
+    if (ids_path && text->count) return ts_cli_error("run", "--text and --ids both give the input: choose one");
+    if (!ids_path && text->count != 1)
+        return ts_cli_error("run", "give one --text (or --ids) to read through the language model %s", load);
     ts_lmtok tok;
     ts_model m;
     memset(&tok, 0, sizeof tok);
@@ -155,7 +192,8 @@ int run_lm(const char *load, const ts_cli_list *text, ts_flag *flags, int n, con
     int rc = 0;
     /* the tokenizer first, to know the length */
     if (!st) st = ts_lm_checkpoint_read(load, NULL, &tok);
-    if (!st) st = ts_lmtok_encode(&tok, text->items[0], strlen(text->items[0]), &ids);
+    if (!st && ids_path) st = read_ids(ids_path, (int)tok.count, &ids);
+    if (!st && !ids_path) st = ts_lmtok_encode(&tok, text->items[0], strlen(text->items[0]), &ids);
     if (!st && ids.count == 0) st = ts_fail(TS_ERR_ARG, "--text has no tokens");
     ts_lmtok_free(&tok);
     if (!st) st = lm_cli_open(load, 1, (int)ids.count, &m, &tok);

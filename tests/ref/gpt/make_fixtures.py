@@ -19,6 +19,8 @@ Written:
   GPT-2's files come (with the attn.bias / attn.masked_bias buffers).
 - prefixed/model.safetensors (+ config.json): the same under Hugging Face GPT2LMHeadModel's
   names, "transformer." before each and lm_head.weight (equal to wte: tied).
+- ids.npy: TEXT's token ids (1, 11), int64, for `tscope run --ids`; ids_out_of_vocab.npy: an id
+  the vocabulary lacks.
 - reference.tstrace: PyTorch's intermediates for TEXT under tscope's step names (q, k, v,
   scores, weights, concat, each sublayer's output, each block's output, the final norm, the
   logits), written with python/tscope_trace.py's trace writer.
@@ -193,6 +195,8 @@ def main():
             symbols = joined
         ids += [vocab[t] for t in symbols]
     ids = torch.tensor([ids])
+    np.save(os.path.join(HERE, "ids.npy"), ids.numpy().astype(np.int64))  # the same text as ids, for run --ids
+    np.save(os.path.join(HERE, "ids_out_of_vocab.npy"), np.array([[5, V]], dtype=np.int32))
     path = os.path.join(HERE, "reference.tstrace")
     out = tscope_trace.TraceFile(path)
     with torch.no_grad():
