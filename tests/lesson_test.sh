@@ -47,4 +47,22 @@ out=$(TSCOPE_LESSONS="$tmp/lessons" "$bin" lesson --list 2>"$tmp/err"); rc=$?
 case $(cat "$tmp/err") in "$tmp/lessons/02-broken.md:9: "*) ok ;; *) bad "--list error: $(cat "$tmp/err")" ;; esac
 case $out in *"  1  shapes "*) ok ;; *) bad "TSCOPE_LESSONS not used: $out" ;; esac
 
+# expect: a figure the run gives passes; one it does not stops the export at its line
+export TSCOPE_CACHE="$tmp/cache"
+mk_expect() { # FILE EXPECT: a one-step lesson on tiny that quotes EXPECT
+    printf '# Expect\n\n```tscope setup\npreset: tiny\nlevel: values\n```\n\n```tscope step\ntensor: encoder.layers.0.self_attn.weights\nhead: 0\nexpect: %s\n```\n\nText.\n' "$2" >"$1"
+}
+mk_expect "$tmp/good.md" "at 0,0,1,1 0.33; max 0.72; mean 0.25"
+mk_expect "$tmp/wrong.md" "at 0,0,1,1 0.34"
+mk_expect "$tmp/nonsense.md" "median 0.5"
+"$bin" lesson "$tmp/good.md" --export "$tmp/good" --quiet >/dev/null 2>"$tmp/err" && ok ||
+    bad "a lesson quoting the run's figures fails: $(cat "$tmp/err")"
+"$bin" lesson "$tmp/wrong.md" --export "$tmp/wrong" --quiet >/dev/null 2>"$tmp/err"; rc=$?
+[ "$rc" = 1 ] && ok || bad "a wrong figure: exit $rc, want 1"
+case $(cat "$tmp/err") in "$tmp/wrong.md:11: expect 'at 0,0,1,1 0.34': the run gives 0.3266"*) ok ;;
+    *) bad "a wrong figure's message: $(cat "$tmp/err")" ;; esac
+[ ! -e "$tmp/wrong/step01.png" ] && ok || bad "a lesson with a wrong figure still wrote its page"
+"$bin" lesson "$tmp/nonsense.md" --export "$tmp/nonsense" --quiet >/dev/null 2>"$tmp/err"; rc=$?
+[ "$rc" = 1 ] && ok || bad "an unreadable expect: exit $rc, want 1"
+
 finish

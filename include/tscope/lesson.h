@@ -291,6 +291,13 @@ typedef struct ts_lessonrun {
  * check every step's names against them. On failure the message reads
  * "FILE:LINE: ..." and r is left safe to close. */
 ts_status ts_lessonrun_open(ts_lessonrun *r, const ts_lesson *lesson, const ts_lessonrun_options *o);
+
+/* Every step's `expect:` figures against its run (lesson_expect.c): min, max,
+ * mean, std of the step or `at I,J,...` one element, each agreeing when the
+ * run's value rounds to the digits written. ts_lessonrun_open calls it; a
+ * figure the run does not give is "FILE:LINE: expect 'max 0.19': the run
+ * gives 0.1703 ...". */
+ts_status ts_lessonrun_check_expects(const ts_lessonrun *r);
 void ts_lessonrun_close(ts_lessonrun *r);
 
 /* The trace of the setup named `name` ("main" when NULL), or NULL. */

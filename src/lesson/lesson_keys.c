@@ -92,6 +92,7 @@ static const keydef step_keys[] = {
     {"highlight", V_MARKS, NULL, 0, 0, false, false},
     {"dims", V_INTS, NULL, 0, 1 << 20, false, false},
     {"title", V_STRING, NULL, 0, 0, false, false},
+    {"expect", V_STRING, NULL, 0, 0, false, false}, /* figures the narration quotes (lesson_expect.c) */
 };
 
 #define N_SETUP_KEYS (int)(sizeof setup_keys / sizeof setup_keys[0])

@@ -503,6 +503,7 @@ ts_status ts_lessonrun_open(ts_lessonrun *r, const ts_lesson *l, const ts_lesson
     }
     free(used);
     if (!st) st = ts_lesson_check_names(l, known_name, r);
+    if (!st) st = ts_lessonrun_check_expects(r);
     return st;
 }
 
