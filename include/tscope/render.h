@@ -252,6 +252,19 @@ typedef struct ts_render_norm {
 ts_status ts_render_layernorm(cairo_t *cr, ts_render_rect area, const ts_render_norm *d,
                               const char *title, const char *subtitle);
 
+/* Token ids (one sequence) as categories: each position a plain box with the
+ * id in it and its token under it; no colour scale, no statistics. */
+typedef struct ts_render_ids_view {
+    const float *ids;           /* (n) as a trace stores them */
+    const char *const *tokens;  /* optional (n) */
+    int n;
+    const char *title, *subtitle;
+} ts_render_ids_view;
+
+ts_status ts_render_ids(cairo_t *cr, ts_render_rect area, const ts_render_ids_view *v);
+/* The height in points that n ids take at this width. */
+int ts_render_ids_height(int n, double width);
+
 /* Any tensor: a 2-D slice as a heatmap beside a statistics panel and a
  * histogram (both of the whole tensor when given, of the slice otherwise). */
 typedef struct ts_render_tensor_view {

@@ -26,6 +26,7 @@ typedef enum pic_kind {
     PIC_NORM,     /* LayerNorm statistics */
     PIC_TENSOR,   /* any tensor: slice, statistics, histogram */
     PIC_SHAPES,   /* the steps of a module */
+    PIC_IDS,      /* token ids: categories, not quantities */
 } pic_kind;
 
 struct ts_scene {
@@ -52,6 +53,7 @@ struct ts_scene {
     char series_labels[MAX_SERIES][96];
     ts_render_norm norm;
     ts_render_tensor_view tensor;
+    ts_render_ids_view ids; /* PIC_IDS */
     ts_trace_stats stats;
     ts_render_hist hist;
     ts_render_step *steps;
@@ -677,6 +679,40 @@ static ts_status build_tensor(ts_scene *job, int64_t i) {
     return TS_OK;
 }
 
+/* ---- token ids ---------------------------------------------------------------- */
+
+/* A model's token input, (B, S) whole numbers: drawn as categories. */
+static bool is_token_ids(ts_trace *t, int64_t i) {
+    const ts_trace_step *s = ts_trace_step_at(t, i);
+    if (s->op != TS_OP_INPUT || s->rank != 2 || !s->has_values || s->batch_index >= 0) return false;
+    const float *v;
+    if (ts_trace_values(t, i, &v) != TS_OK) return false;
+    for (int64_t k = 0; k < s->values_count; k++)
+        if (v[k] != floorf(v[k]) || v[k] < 0) return false;
+    return true;
+}
+
+static ts_status build_ids(ts_scene *job, int64_t i) {
+    ts_scene *p = job;
+    const ts_trace_step *s = ts_trace_step_at(job->t, i);
+    if (job->rq.batch < 0 || job->rq.batch >= s->shape[0])
+        return ts_fail(TS_ERR_ARG, "--batch %d: %s has %lld sequences", job->rq.batch, s->name, (long long)s->shape[0]);
+    const float *v;
+    TS_TRY(ts_trace_values(job->t, i, &v));
+    int n = (int)s->shape[1];
+    char shape[TS_SHAPE_TEXT_MAX];
+    shape_text(shape, sizeof shape, s);
+    snprintf(p->title, sizeof p->title, "%s", s->name);
+    snprintf(p->subtitle, sizeof p->subtitle, "token ids %s \xc2\xb7 batch %d", shape, job->rq.batch);
+    p->ids = (ts_render_ids_view){.ids = v + (int64_t)job->rq.batch * n, .n = n, .title = p->title,
+                                  .subtitle = p->subtitle, .tokens = tokens_for(job, query_side(s->name), n)};
+    p->kind = PIC_IDS;
+    p->view = TS_RENDER_VIEW_HEATMAP;
+    p->width = 1000;
+    p->height = ts_render_ids_height(n, p->width);
+    return TS_OK;
+}
+
 /* ---- lines ---------------------------------------------------------------- */
 
 static double scalar_value(ts_trace *t, int64_t i) {
@@ -964,6 +1000,10 @@ static ts_status build(ts_scene *job, ts_render_view view) {
     job->step = s;
     bool attention = is_attention(s);
     bool norm = s->tag == TS_TAG_NORM_IN || s->tag == TS_TAG_NORM_OUT || s->tag == TS_TAG_NORM_STAT;
+    /* token ids are categories in every view that would draw them as numbers on a scale */
+    if ((view == TS_RENDER_VIEW_AUTO || view == TS_RENDER_VIEW_HEATMAP || view == TS_RENDER_VIEW_STATS) &&
+        is_token_ids(job->t, i))
+        return build_ids(job, i);
     if (view == TS_RENDER_VIEW_AUTO) {
         if (attention) return (job->rq.head >= 0) ? build_attention_head(job, i) : build_attention_grid(job, i);
         if (s->tag == TS_TAG_POSENC) return build_posenc(job, i, PIC_POSENC);
@@ -1017,6 +1057,7 @@ static ts_status draw_kind(ts_scene *p, cairo_t *cr, ts_render_rect area, const 
     case PIC_NORM: return ts_render_layernorm(cr, area, &p->norm, p->title, p->subtitle);
     case PIC_TENSOR: return ts_render_tensor(cr, area, &p->tensor, st, layout);
     case PIC_SHAPES: return ts_render_shapes(cr, area, p->steps, p->n_steps, p->title, NULL);
+    case PIC_IDS: return ts_render_ids(cr, area, &p->ids);
     }
     return ts_fail(TS_ERR_ARG, "scene: unknown picture");
 }
