@@ -1030,7 +1030,19 @@ static void killed_writer_keeps_complete_steps(void **state) {
         close(fds[1]);
         int done = 0, got;
         while (done < (flush ? 60 : 1) && read(fds[0], &got, sizeof got) == sizeof got) done = got;
-        if (!flush) usleep(20000);
+        if (!flush) {
+            /* Without flushes, what is on disk is what the writer's I/O thread
+             * got to: wait (at most 10 s, on a loaded machine) until it holds
+             * more than one step's values, then kill. A fixed sleep made the
+             * test depend on the machine's load. */
+            char tmp_path[300];
+            snprintf(tmp_path, sizeof tmp_path, "%s.tmp", path);
+            struct stat grown;
+            for (int k = 0; k < 1000; k++) {
+                if (stat(tmp_path, &grown) == 0 && grown.st_size > 2 * n_elems * (int64_t)sizeof(float)) break;
+                usleep(10000);
+            }
+        }
         kill(pid, SIGKILL);
         int status;
         waitpid(pid, &status, 0);

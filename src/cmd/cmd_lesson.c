@@ -190,7 +190,7 @@ static int run_lesson(const ts_lesson *l, const char *what, const lesson_opts *o
 int ts_cmd_lesson(int argc, char **argv) {
     bool list = false, check = false, print = false;
     bool scale_seen = false, step_seen = false, width_seen = false, height_seen = false, format_seen = false;
-    lesson_opts o = {.scale = 1.25f, .width = 1400, .height = 860, .format = "png"};
+    lesson_opts o = {.scale = 1.25f, .width = 1280, .height = 720, .format = "png"};
     const ts_flag flags[] = {
         {"--list", TS_FLAG_BOOL, &list, NULL, "list every lesson: number, name, title, steps", NULL, NULL, NULL},
         {"--check", TS_FLAG_BOOL, &check, NULL,
@@ -212,8 +212,8 @@ int ts_cmd_lesson(int argc, char **argv) {
          NULL},
         {"--screenshot", TS_FLAG_STRING, &o.screenshot, "FILE", "write the last frame to FILE (PNG) and exit", NULL,
          NULL, NULL},
-        {"--width", TS_FLAG_INT, &o.width, "W", "window width in points (1400)", NULL, NULL, &width_seen},
-        {"--height", TS_FLAG_INT, &o.height, "H", "window height in points (860)", NULL, NULL, &height_seen},
+        {"--width", TS_FLAG_INT, &o.width, "W", "window width in points (1280: fits a 1366 x 768 screen)", NULL, NULL, &width_seen},
+        {"--height", TS_FLAG_INT, &o.height, "H", "window height in points (720)", NULL, NULL, &height_seen},
         {"--cache", TS_FLAG_STRING, &o.cache, "DIR",
          "where the runs' traces are kept ($TSCOPE_CACHE, else $XDG_CACHE_HOME/tscope/lessons)", NULL, NULL, NULL},
         {"--rerun", TS_FLAG_BOOL, &o.rerun, NULL, "run the setups again even when their traces are cached", NULL, NULL,

@@ -19,8 +19,8 @@
 #include "tscope/viewer.h"
 
 #define STATUS_H 34.0
-#define DEFAULT_W 1400
-#define DEFAULT_H 860
+#define DEFAULT_W 1280 /* fits a 1366 x 768 laptop screen with its panels */
+#define DEFAULT_H 720
 
 typedef struct lview {
     const ts_lessonrun *r;

@@ -179,6 +179,9 @@ static void draw_list_row(pen *p, const ts_view_state *st, const ts_view_steps *
 }
 
 static void draw_list(pen *p, const ts_view_state *st, const ts_view_steps *s, const ts_view_geometry *g) {
+    /* A long name loses its start, never its middle: the layer number and the
+     * step's own name are what tell two rows apart ("…layers.1.self_attn.weights"). */
+    p->cut = PANGO_ELLIPSIZE_START;
     cairo_t *cr = p->cr;
     ts_render_rect l = g->list;
     fill_rect(cr, l.x, l.y, l.w, l.h, LIST_BG);
@@ -370,7 +373,11 @@ static void draw_status(pen *p, const ts_view_state *st, const ts_view_steps *s,
 
     /* Line 1: which step, what it is, its numbers; warnings on the right. */
     double warn_w = 0;
-    if (ts->has_stats && (ts->stats.nan || ts->stats.inf)) {
+    if (ts->has_stats && ts->op == TS_OP_MASK && !ts->stats.nan && ts->stats.inf) {
+        /* a mask's −∞ are what it is for: counted, not flagged */
+        snprintf(buf, sizeof buf, "%llu masked (\u2212\u221E)", (unsigned long long)ts->stats.inf);
+        warn_w = text_at(p, buf, 0, 12, STATUS_MUTED, right, y1, 0, true) + 16;
+    } else if (ts->has_stats && (ts->stats.nan || ts->stats.inf)) {
         snprintf(buf, sizeof buf, "\u26A0 %llu NaN, %llu Inf", (unsigned long long)ts->stats.nan,
                  (unsigned long long)ts->stats.inf);
         warn_w = text_at(p, buf, BOLD, 12, WARN, right, y1, 0, true) + 16;
@@ -439,6 +446,7 @@ static const char *const HELP[][2] = {
     {"b / B", "next / previous batch element"},
     {"/", "find a step by name (part of it, or a glob), Enter to go"},
     {"[ / ]", "previous / next snapshot of a training trace"},
+    {"{ / }", "ten snapshots back / on; click or drag the slider to go anywhere"},
     {"+ / - / z", "zoom in / out / reset"},
     {"e", "export the view to a PNG file"},
     {"?", "this help"},
@@ -485,6 +493,7 @@ ts_status ts_view_draw(cairo_t *cr, const ts_view_state *st, const ts_view_steps
         ts_scene *sc = scene_of(st, s, t, why, sizeof why);
         draw_centre(&p, st, s, sc, why, &g, out);
         draw_list(&p, st, s, &g);
+        p.cut = PANGO_ELLIPSIZE_MIDDLE;
         draw_slider(&p, st, s, t, &g);
         draw_status(&p, st, s, t, sc, &g);
         if (st->help) draw_help(&p, st);

@@ -308,6 +308,10 @@ static bool char_key(ts_view_state *st, const ts_view_steps *s, const ts_view_fr
     case 'q': st->quit = true; return true;
     case '[': return snapshot_to(st, s, s->entry[st->current].snapshot - 1);
     case ']': return snapshot_to(st, s, s->entry[st->current].snapshot + 1);
+    /* ten at a time, and never past either end: snapshot 121 is twelve presses away */
+    case '{': return snapshot_to(st, s, s->entry[st->current].snapshot > 10 ? s->entry[st->current].snapshot - 10 : 0);
+    case '}': return snapshot_to(st, s, s->entry[st->current].snapshot + 10 < s->n_snapshots
+                                            ? s->entry[st->current].snapshot + 10 : s->n_snapshots - 1);
     case '+':
     case '=': return zoom_centre(st, f, 1.5);
     case '-': return zoom_centre(st, f, 1 / 1.5);
@@ -451,6 +455,13 @@ ts_status ts_view_state_init(ts_view_state *st, const ts_view_steps *s, double w
     st->height = h;
     st->rows = malloc((size_t)TS_VIEW_ROWS_MAX(s) * sizeof *st->rows);
     if (!st->rows) return ts_fail(TS_ERR_NOMEM, "view: out of memory for the step list");
+    /* A training trace opens on its loss, the picture a learner wants first
+     * (its first step, train.step, is a straight line). */
+    for (int64_t i = 0; i < s->n; i++)
+        if (strcmp(s->entry[i].name, "train.loss") == 0) {
+            st->current = i;
+            break;
+        }
     refresh_rows(st, s);
     return TS_OK;
 }
