@@ -24,12 +24,12 @@ done
 [ ${#groups[@]} -eq 0 ] && groups=(test)
 
 # Each group lists what:package words: what shows the package is there.
-#   pc:MODULE    a pkg-config module           cmd:NAME    a command on PATH
+#   module:NAME  a pkg-config module           cmd:NAME    a command on PATH
 #   file:PATH    a file                        pkg:        the package is installed (dpkg)
 group_test=(
     cmd:pkg-config:pkg-config
-    pc:sdl2:libsdl2-dev pc:cairo:libcairo2-dev pc:pangocairo:libpango1.0-dev pc:zlib:zlib1g-dev
-    pc:libcjson:libcjson-dev pc:md4c:libmd4c-dev pc:cmocka:libcmocka-dev
+    module:sdl2:libsdl2-dev module:cairo:libcairo2-dev module:pangocairo:libpango1.0-dev module:zlib:zlib1g-dev
+    module:libcjson:libcjson-dev module:md4c:libmd4c-dev module:cmocka:libcmocka-dev
     file:/usr/include/stb/stb_image_write.h:libstb-dev
     cmd:xvfb-run:xvfb cmd:xauth:xauth
     file:/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf:fonts-dejavu-core
@@ -46,7 +46,7 @@ group_train=(cmd:bible:bible-kjv)
 have() { # have KIND:WHAT
     local kind=${1%%:*} what=${1#*:}
     case $kind in
-        pc) command -v pkg-config >/dev/null 2>&1 && pkg-config --exists "$what" ;;
+        module) command -v pkg-config >/dev/null 2>&1 && pkg-config --exists "$what" ;;
         cmd) command -v "$what" >/dev/null 2>&1 ;;
         file) [ -e "$what" ] ;;
         pkg) return 1 ;; # decided by dpkg below
