@@ -43,6 +43,8 @@ works() {
 # ---- run: its own flags against the input modes --------------------------------
 refuse "--target feeds the decoder; give --input" run --target $X/tgt.npy
 refuse "--load-prefix is about the weights file" run --load-prefix model.
+refuse "--arch decoder disagrees with" run $EIN --arch decoder
+works run $EIN --arch encoder
 refuse "--ignore-extra is about the weights file" run --ignore-extra
 refuse "--src-key-padding-mask marks padded positions of --input vectors" run --src-key-padding-mask $E/src_key_padding_mask.npy
 refuse "--src-key-padding-mask marks padded positions of --input vectors" run --text "a b c" --src-key-padding-mask $E/src_key_padding_mask.npy

@@ -202,6 +202,10 @@ static ts_status with_flags(const model_flags *mf, const ts_weights_info *w, con
 
 ts_status model_weights_config(const model_flags *mf, const ts_weights_info *w, const char *path,
                                ts_model_config *cfg) {
+    /* the stacks are the file's: --arch may only say what they are */
+    if (mf->seen[F_ARCH] && strcmp(mf->arch, ts_model_arch_name(w->cfg.arch)) != 0)
+        return ts_fail(TS_ERR_ARG, "--arch %s disagrees with %s: its tensors are %s's (%s)", mf->arch, path,
+                       ts_model_arch_name(w->cfg.arch), w->why[TS_FACT_ARCH]);
     ts_model_config tiny;
     ts_status st = ts_model_config_preset(&tiny, "tiny");
     if (st) return st;
