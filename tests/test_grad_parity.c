@@ -255,6 +255,62 @@ static void adamw_matches_pytorch(void **state) {
 
 #define CASE(dir) {"grad parity " dir, gradients_match_pytorch, NULL, NULL, (void *)(dir)}
 
+/* GPT-2's layout (tests/ref/gpt/make_fixtures.py: a small GPT-2 written from the
+ * published architecture): the file read as it comes, the training backward of
+ * sum(logits * grad_out) on the fixture's ids, every parameter's gradient against
+ * autograd's (Conv1D gradients transposed to nn.Linear's layout by the script). */
+static void gpt2_gradients_match_pytorch(void **state) {
+    (void)state;
+    const char *dir = "gpt";
+    char small[1100];
+    snprintf(small, sizeof small, "%s", ref_fixture(dir, "small"));
+    ts_model_config c;
+    assert_ok(ts_gpt2_config(small, &c));
+    ts_npy ids, gout;
+    assert_ok(ts_npy_read_labels(&ids, ref_fixture(dir, "ids.npy")));
+    ref_read_npy(&gout, dir, "grad_out.npy");
+    c.batch = 1;
+    c.seq = (int)ids.shape[1];
+    ts_model m;
+    assert_ok(ts_model_init(&m, &c));
+    assert_ok(ts_gpt2_load(&m, small));
+    int32_t *src = malloc(sizeof(int32_t) * (size_t)ids.numel);
+    assert_non_null(src);
+    for (int64_t k = 0; k < ids.numel; k++) src[k] = (int32_t)ids.i64[k];
+    ts_train tr;
+    assert_ok(ts_train_init(&tr, &m));
+    ts_model_input in = {.src_ids = src};
+    ts_tensor out;
+    assert_ok(ts_train_forward(&tr, &in, &out));
+    assert_int_equal(ts_tensor_numel(&out), gout.numel);
+    assert_ok(ts_train_backward(&tr, gout.f32, NULL));
+    ts_safetensors g;
+    assert_ok(ts_safetensors_open(&g, ref_fixture(dir, "grads.safetensors")));
+    assert_int_equal(g.count, m.n_params);
+    float *buf = malloc(sizeof(float) * (size_t)m.n_floats);
+    assert_non_null(buf);
+    double worst = 0;
+    const char *worst_name = "";
+    for (int k = 0; k < g.count; k++) {
+        int i = ts_model_find_param(&m, g.entries[k].name);
+        assert_true(i >= 0);
+        ts_tensor want;
+        assert_ok(ts_safetensors_get(&g, g.entries[k].name, &want));
+        assert_int_equal(ts_tensor_numel(&want), m.params[i].numel);
+        ts_train_export_grad(&tr, i, buf);
+        double e = compare(dir, g.entries[k].name, buf, want.data, m.params[i].numel);
+        if (e >= worst) worst = e, worst_name = g.entries[k].name;
+    }
+    print_message("%-26s %d parameter gradients, largest diff %.2e (%s)\n", "gpt2 layout", g.count, worst, worst_name);
+    ts_safetensors_close(&g);
+    free(buf);
+    free(src);
+    ts_npy_free(&ids);
+    ts_npy_free(&gout);
+    ts_train_free(&tr);
+    ts_model_free(&m);
+}
+
 static int setup(void **state) {
     (void)state;
     return ts_kernels_init() == TS_OK ? 0 : -1;
@@ -266,6 +322,7 @@ int main(void) {
         REF_MODEL_CASES(CASE),
         cmocka_unit_test(cross_entropy_matches_pytorch),
         cmocka_unit_test(adamw_matches_pytorch),
+        cmocka_unit_test(gpt2_gradients_match_pytorch),
     };
     return cmocka_run_group_tests_name("grad_parity", tests, setup, NULL);
 }

@@ -21,6 +21,8 @@ Written:
   names, "transformer." before each and lm_head.weight (equal to wte: tied).
 - ids.npy: TEXT's token ids (1, 11), int64, for `tscope run --ids`; ids_out_of_vocab.npy: an id
   the vocabulary lacks.
+- grads.safetensors, grad_out.npy: autograd's gradients of sum(logits * grad_out) for the ids,
+  under tscope's parameter names in nn.Linear's layout, for tests/test_grad_parity.c.
 - reference.tstrace: PyTorch's intermediates for TEXT under tscope's step names (q, k, v,
   scores, weights, concat, each sublayer's output, each block's output, the final norm, the
   logits), written with python/tscope_trace.py's trace writer.
@@ -204,7 +206,42 @@ def main():
     out.close({"config": {"model": "GPT-2 (tests/ref/gpt/make_fixtures.py)"}, "source_tokens": [],
                "target_tokens": [], "command_line": "python: tests/ref/gpt/make_fixtures.py",
                "writer": "tests/ref/gpt/make_fixtures.py", "text": TEXT})
-    print(f"wrote small/, prefixed/, reference.tstrace ({ids.shape[1]} tokens of {TEXT!r})")
+    write_gradients(w, ids)
+    print(f"wrote small/, prefixed/, reference.tstrace, grads.safetensors ({ids.shape[1]} tokens of {TEXT!r})")
+
+
+def write_gradients(w, ids):
+    """The gradients of sum(logits * grad_out) by autograd, under tscope's parameter names in
+    PyTorch's nn.Linear layout (a Conv1D weight's gradient transposed), for test_grad_parity."""
+    buffers = (".attn.bias", ".attn.masked_bias")  # the causal mask, not parameters (c_attn.bias is one)
+    params = {k: v.clone().requires_grad_(True) for k, v in w.items() if not k.endswith(buffers)}
+    full = dict(w)
+    full.update(params)
+    logits = forward(full, ids, lambda *a: None)
+    grad_out = torch.randn(logits.shape, generator=torch.Generator().manual_seed(5))
+    (logits * grad_out).sum().backward()
+    np.save(os.path.join(HERE, "grad_out.npy"), grad_out.numpy().astype(np.float32))
+    names = {"wte.weight": "embed.tokens.weight", "wpe.weight": "embed.positions.weight",
+             "ln_f.weight": "decoder.norm.weight", "ln_f.bias": "decoder.norm.bias"}
+    leaves = {"ln_1": "norm1", "ln_2": "norm2", "attn.c_attn.weight": "self_attn.in_proj_weight",
+              "attn.c_attn.bias": "self_attn.in_proj_bias", "attn.c_proj.weight": "self_attn.out_proj.weight",
+              "attn.c_proj.bias": "self_attn.out_proj.bias", "mlp.c_fc.weight": "linear1.weight",
+              "mlp.c_fc.bias": "linear1.bias", "mlp.c_proj.weight": "linear2.weight", "mlp.c_proj.bias": "linear2.bias"}
+    grads = {}
+    for k, v in params.items():
+        g = v.grad
+        if k in names:
+            grads[names[k]] = g
+            continue
+        i, rest = k[2:].split(".", 1)
+        for a, b in leaves.items():
+            if rest.startswith(a):
+                rest = b + rest[len(a):]
+                break
+        if g.dim() == 2:
+            g = g.t()  # Conv1D (in, out) -> nn.Linear (out, in)
+        grads[f"decoder.layers.{i}.{rest}"] = g
+    save_safetensors(os.path.join(HERE, "grads.safetensors"), {k: v.contiguous() for k, v in grads.items()}, None)
 
 
 if __name__ == "__main__":
