@@ -81,4 +81,11 @@ ms=$((($(date +%s%N) - start) / 1000000))
 [ "$ms" -lt 1000 ] && ok || bad "a 200 x 200 heatmap took $ms ms"
 is_png "$tmp/h200.png"
 
+# the overview draws every layer, so a glob over the layers names it (lessons write it so)
+"$bin" png "$t" --tensor 'encoder.layers.*.self_attn.weights' --view overview -o "$tmp/glob.png" >/dev/null 2>&1 && ok ||
+    bad "png --view overview with a layer glob"
+is_png "$tmp/glob.png"
+"$bin" png "$t" --tensor 'encoder.layers.*.self_attn.weights' -o "$tmp/glob2.png" >/dev/null 2>"$tmp/err"
+[ $? = 2 ] && [ ! -e "$tmp/glob2.png" ] && ok || bad "a glob for one heatmap is not refused"
+
 finish

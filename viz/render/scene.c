@@ -984,6 +984,12 @@ static ts_status build_shapes(ts_scene *job, const char *name) {
 static ts_status build(ts_scene *job, ts_render_view view) {
     const char *name = job->rq.name;
     int64_t i = find_occurrence(job->t, name, job->rq.occurrence);
+    /* The overview draws every layer, so a glob over the layers names it as
+     * well as one layer's step does ('encoder.layers.*.self_attn.weights'). */
+    if (i < 0 && view == TS_RENDER_VIEW_OVERVIEW && strpbrk(name, "*?[")) {
+        int64_t g = ts_trace_find_glob(job->t, name, 0);
+        if (g >= 0) i = find_occurrence(job->t, ts_trace_step_at(job->t, g)->name, job->rq.occurrence);
+    }
     bool module = i < 0 && is_module(job->t, name);
     if (i < 0 && ts_trace_find(job->t, name) >= 0)
         return ts_fail(TS_ERR_ARG, "%s has no record number %d in %s (records of one name count from 0)", name, job->rq.occurrence,
