@@ -73,12 +73,12 @@ expect 2 "bad scale" -- "$bin" png "$t" --tensor $attn --scale 0
 expect 2 "not a trace" -- "$bin" png /dev/null --tensor $attn -o "$tmp/x.png"
 [ -e "$tmp/x.png" ] && bad "a failed export left x.png" || ok
 
-# a full-length head: 200 x 200 in well under a second
+# a full-length head: 200 x 200 draws (its time is printed, not asserted: speed is
+# for benchmarks, and a loaded machine must not fail a test)
 "$bin" run --preset seed000 --batch 1 --layers 1 --trace "$tmp/s200.tstrace" --only '*.weights' >/dev/null 2>&1 || bad "a 200-token trace"
 start=$(date +%s%N)
 expect 0 "200 x 200 head" -- "$bin" png "$tmp/s200.tstrace" --tensor $attn --head 0 -o "$tmp/h200.png"
-ms=$((($(date +%s%N) - start) / 1000000))
-[ "$ms" -lt 1000 ] && ok || bad "a 200 x 200 heatmap took $ms ms"
+echo "a 200 x 200 heatmap: $((($(date +%s%N) - start) / 1000000)) ms"
 is_png "$tmp/h200.png"
 
 # the overview draws every layer, so a glob over the layers names it (lessons write it so)
