@@ -22,7 +22,9 @@ mkdir -p "$out"
 "$bin" png "$tmp/seed000.tstrace" --tensor encoder.layers.0.self_attn --view shapes -o "$out/shapes.png"
 
 # The tour: lesson pages exported by tscope itself (narration beside the view).
+"$bin" lesson 3 --export "$tmp/lesson03" --cache "$tmp/cache" >/dev/null
 "$bin" lesson 5 --export "$tmp/lesson05" --cache "$tmp/cache" >/dev/null
 "$bin" lesson 10 --export "$tmp/lesson10" --cache "$tmp/cache" >/dev/null
+cp "$tmp/lesson03/step04.png" "$out/tour-worked-row.png"
 cp "$tmp/lesson05/step06.png" "$out/tour-reshape-bug.png"
 cp "$tmp/lesson10/step04.png" "$out/tour-copy-diagonal.png"

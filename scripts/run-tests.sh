@@ -15,7 +15,7 @@ trap 'rm -rf "$log_dir"' EXIT
 # Add the counts found in a log: cmocka's "[  PASSED  ] N test(s)." and
 # "[  FAILED  ] N test(s)", or our own "N passed, N failed" line.
 count_log() {
-    local label=$1 log=$2 rc=$3 p f
+    local label=$1 log=$2 rc=$3 secs=$4 p f
     p=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$log" | tail -1)
     f=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' "$log" | tail -1)
     if [ -z "$p$f" ]; then
@@ -32,14 +32,16 @@ count_log() {
         tail -n 60 "$log"
         echo "----"
     fi
-    printf '%-44s %4d passed, %d failed\n' "$label" "$p" "$f"
+    printf '%-44s %4d passed, %d failed  %4d s\n' "$label" "$p" "$f" "$secs"
 }
 
 run_one() {
     local label=$1; shift
     local log="$log_dir/$(echo "$label" | tr '/ ' '__').log"
+    local start=$SECONDS rc
     "$@" >"$log" 2>&1 </dev/null
-    count_log "$label" "$log" $?
+    rc=$?
+    count_log "$label" "$log" "$rc" $((SECONDS - start))
 }
 
 # Shell tests run the binary of the build being tested (the Makefile links it

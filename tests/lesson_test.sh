@@ -65,4 +65,46 @@ case $(cat "$tmp/err") in "$tmp/wrong.md:11: expect 'at 0,0,1,1 0.34': the run g
 "$bin" lesson "$tmp/nonsense.md" --export "$tmp/nonsense" --quiet >/dev/null 2>"$tmp/err"; rc=$?
 [ "$rc" = 1 ] && ok || bad "an unreadable expect: exit $rc, want 1"
 
+# a figure of the comparison: `right` reads the panel drawn on the right
+mk_right() { # FILE EXPECT [COMPARE]: weights beside scores, quoting EXPECT
+    printf '# Right\n\n```tscope setup\npreset: tiny\nlevel: values\n```\n\n```tscope step\ntensor: encoder.layers.0.self_attn.weights\nhead: 0\n%sexpect: %s\n```\n\nText.\n' "$3" "$2" >"$1"
+}
+mk_right "$tmp/right.md" "at 0,0,1,1 0.33; right at 0,0,1,1 -2.05" "compare-with: encoder.layers.0.self_attn.scores
+"
+mk_right "$tmp/right_wrong.md" "right at 0,0,1,1 0.33" "compare-with: encoder.layers.0.self_attn.scores
+"
+mk_right "$tmp/right_alone.md" "right at 0,0,1,1 0.33" ""
+"$bin" lesson "$tmp/right.md" --export "$tmp/right" --quiet >/dev/null 2>"$tmp/err" && ok ||
+    bad "a lesson quoting its comparison's figure fails: $(cat "$tmp/err")"
+"$bin" lesson "$tmp/right_wrong.md" --export "$tmp/rw" --quiet >/dev/null 2>"$tmp/err"; rc=$?
+case "$rc $(cat "$tmp/err")" in *"1 $tmp/right_wrong.md:12: expect 'at 0,0,1,1 0.33': the run gives"*"encoder.layers.0.self_attn.scores"*) ok ;;
+    *) bad "a wrong figure on the right: exit $rc: $(cat "$tmp/err")" ;; esac
+"$bin" lesson "$tmp/right_alone.md" --export "$tmp/ra" --quiet >/dev/null 2>"$tmp/err"; rc=$?
+case "$rc $(cat "$tmp/err")" in *"1 "*"'right' is the comparison, and the step has none"*) ok ;;
+    *) bad "'right' with no comparison: exit $rc: $(cat "$tmp/err")" ;; esac
+
+# without: and colour-scale: are checked when the lesson is parsed
+mk_lesson() { # FILE BODY: a lesson on tiny with BODY after the main setup
+    printf '# L\n\n```tscope setup\npreset: tiny\ntext: a b\n```\n\n%s\n\nText.\n' "$2" >"$1"
+}
+step='```tscope step
+tensor: input
+```'
+mk_lesson "$tmp/w_ok.md" "$(printf '```tscope setup other\nwithout: text\nseed: 3\n```\n\n%s' "$step")"
+mk_lesson "$tmp/w_both.md" "$(printf '```tscope setup other\nwithout: text\ntext: c d\n```\n\n%s' "$step")"
+mk_lesson "$tmp/w_bad.md" "$(printf '```tscope setup other\nwithout: command\n```\n\n%s' "$step")"
+mk_lesson "$tmp/cs_alone.md" "$(printf '```tscope step\ntensor: input\ncolour-scale: shared\n```')"
+expect 0 "without: in a named setup" -- "$bin" lesson "$tmp/w_ok.md" --check
+expect 1 "a key both given and left out" -- "$bin" lesson "$tmp/w_both.md" --check
+expect 1 "without: command" -- "$bin" lesson "$tmp/w_bad.md" --check
+mk_lesson "$tmp/ov_alone.md" "$(printf '```tscope step\ntensor: input\noverlay: true\n```')"
+mk_lesson "$tmp/ov_heat.md" "$(printf '```tscope step\ntensor: encoder.layers.0.self_attn.weights\ncompare-with: encoder.layers.0.self_attn.scores\noverlay: true\n```')"
+expect 1 "colour-scale: shared with one panel" -- "$bin" lesson "$tmp/cs_alone.md" --check
+expect 1 "overlay: true with one panel" -- "$bin" lesson "$tmp/ov_alone.md" --check
+"$bin" lesson "$tmp/ov_heat.md" --export "$tmp/ovh" --quiet >/dev/null 2>"$tmp/err"; rc=$?
+case "$rc $(cat "$tmp/err")" in *"1 "*"overlay: both sides must be drawn as curves"*) ok ;;
+    *) bad "overlay of two heatmaps: exit $rc: $(cat "$tmp/err")" ;; esac
+"$bin" lesson "$tmp/w_both.md" --check 2>&1 | grep -q "'text' is both given and left out" && ok ||
+    bad "a key both given and left out: $("$bin" lesson "$tmp/w_both.md" --check 2>&1)"
+
 finish

@@ -48,6 +48,11 @@ static const char *const SETUPS =
     "steps: 5\n"                   /* 20 */
     "```\n"
     "\n"
+    "```tscope setup lean\n"
+    "without: d-model only variant\n"
+    "heads: 2\n"
+    "```\n"
+    "\n"
     "```tscope step\n"
     "tensor: input\n"
     "```\n";
@@ -72,7 +77,13 @@ static void setups_become_command_lines(void **state) {
     assert_ok(ts_lessonrun_argv(&l, 2, &argv, NULL));
     assert_string_equal(joined(argv), "train --task copy --steps 5");
     ts_lessonrun_argv_free(argv);
-    assert_int_equal(ts_lessonrun_argv(&l, 3, &argv, NULL), TS_ERR_ARG);
+    /* `without:` leaves keys of the main setup out */
+    assert_ok(ts_lessonrun_argv(&l, 3, &argv, NULL));
+    assert_string_equal(joined(argv), "run --preset tiny --final-norm --level values --heads 2");
+    assert_null(ts_lesson_setup_get(&l, 3, "d-model"));
+    assert_string_equal(ts_lesson_setup_get(&l, 3, "preset"), "tiny");
+    ts_lessonrun_argv_free(argv);
+    assert_int_equal(ts_lessonrun_argv(&l, 4, &argv, NULL), TS_ERR_ARG);
     ts_lesson_free(&l);
 }
 

@@ -132,6 +132,8 @@ typedef struct ts_lesson_step {
     char *compare_with;  /* another tensor shown beside this one, or NULL */
     char *compare_run;   /* the setup the comparison comes from, or NULL (same run) */
     int compare_step;    /* the record the comparison comes from, or TS_LESSON_UNSET (same one) */
+    bool shared_scale;   /* `colour-scale: shared`: both panels of a comparison on one colour scale */
+    bool overlay;        /* `overlay: true`: the comparison's curves drawn into the step's own plot */
     ts_lesson_mark marks[TS_LESSON_MAX_MARKS]; /* `highlight` */
     int n_marks;
     int dims[TS_LESSON_MAX_DIMS]; /* `dims`: feature dimensions a curves view draws */
@@ -165,7 +167,8 @@ void ts_lesson_free(ts_lesson *lesson);
 
 /* The value a setup gives `key`, falling back to the main setup's value for a
  * named one of the same command (a `command: train` setup beside a main `run`
- * takes nothing from it); NULL when neither sets it. `run` indexes setups. */
+ * takes nothing from it, and `without: KEY ...` leaves those keys out); NULL
+ * when neither sets it. `run` indexes setups. */
 const char *ts_lesson_setup_get(const ts_lesson *lesson, int run, const char *key);
 
 /* Index of the setup named `name` ("main" is 0), or -1. */

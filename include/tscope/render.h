@@ -500,4 +500,17 @@ unsigned ts_scene_used(const ts_scene *s);
  * value; NULL for views whose panels are not matrices of the scene. */
 const ts_render_matrix *ts_scene_matrix(const ts_scene *s, int panel);
 
+/* The colour scale the scene's cells are drawn with; false for views without
+ * one (curves, statistics, shapes, ids). Setting one draws every panel with
+ * it: two scenes compared side by side can share a scale, so that equal
+ * colours mean equal values. */
+bool ts_scene_color_scale(const ts_scene *s, ts_render_scale *out);
+void ts_scene_set_color_scale(ts_scene *s, ts_render_scale scale);
+
+/* Draw b's curves into a's plot, so two runs share one pair of axes: each
+ * side's curves are named after it (label_a, label_b) in a legend. Both must
+ * be curves (a plot, or a training picture, whose loss is kept); b's values
+ * are used in place, so b must live as long as a is drawn. */
+ts_status ts_scene_overlay(ts_scene *a, const ts_scene *b, const char *label_a, const char *label_b);
+
 #endif

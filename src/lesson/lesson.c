@@ -218,6 +218,16 @@ static int kv_line(const ts_lesson_kv *kvs, int n, const char *key, int fallback
     return kv ? kv->line : fallback;
 }
 
+/* Whether the setup's `without:` lists key. */
+static bool leaves_out(const ts_lesson_setup *s, const char *key) {
+    const ts_lesson_kv *w = lp_find_kv(s->keys, s->n_keys, "without");
+    if (!w) return false;
+    size_t n = strlen(key);
+    for (const char *p = w->value; (p = strstr(p, key)) != NULL; p += n)
+        if ((p == w->value || p[-1] == ' ') && (p[n] == '\0' || p[n] == ' ')) return true;
+    return false;
+}
+
 /* Rules that need the whole file: named runs exist, training keys go with
  * `command: train`, one input. */
 static ts_status check_cross(parser *p) {
@@ -233,6 +243,13 @@ static ts_status check_cross(parser *p) {
                 return lp_fail_line(p, s->keys[i].line, "'%s' is a training key: the setup needs 'command: train'",
                                  s->keys[i].key);
         }
+        const ts_lesson_kv *without = lp_find_kv(s->keys, s->n_keys, "without");
+        if (without && r == 0)
+            return lp_fail_line(p, without->line, "'without:' goes in a named setup: it leaves out keys of the main one");
+        for (int i = 0; without && i < s->n_keys; i++)
+            if (leaves_out(s, s->keys[i].key))
+                return lp_fail_line(p, s->keys[i].line, "'%s' is both given and left out ('without:' on line %d)",
+                                    s->keys[i].key, without->line);
         const ts_lesson_kv *trace = lp_find_kv(s->keys, s->n_keys, "trace");
         if (trace && s->n_keys > 1)
             return lp_fail_line(p, trace->line, "a setup with 'trace:' shows that recorded trace: it takes no other key");
@@ -395,10 +412,11 @@ static const char *own_command(const ts_lesson_setup *s) {
 
 const char *ts_lesson_setup_get(const ts_lesson *l, int run, const char *key) {
     if (run < 0 || run >= l->n_setups) return NULL;
-    const ts_lesson_kv *kv = lp_find_kv(l->setups[run].keys, l->setups[run].n_keys, key);
+    const ts_lesson_setup *own = &l->setups[run];
+    const ts_lesson_kv *kv = lp_find_kv(own->keys, own->n_keys, key);
     /* A setup of another command (a training run beside a forward run) is a
      * run of its own: it takes nothing from the main setup. */
-    if (!kv && run != 0 && strcmp(own_command(&l->setups[run]), own_command(&l->setups[0])) == 0)
+    if (!kv && run != 0 && strcmp(own_command(own), own_command(&l->setups[0])) == 0 && !leaves_out(own, key))
         kv = lp_find_kv(l->setups[0].keys, l->setups[0].n_keys, key);
     return kv ? kv->value : NULL;
 }

@@ -7,7 +7,8 @@
  * trace disagrees: a changed model or setup cannot leave a page that quotes a
  * number its picture no longer shows. min, max, mean and std are the whole
  * step's, as `tscope info` prints them; `at I,J,...` is one element (every
- * index given). A figure agrees when it is the run's value rounded to the
+ * index given). An item that starts with `right` reads the comparison drawn
+ * on the right (compare-with, compare-run, compare-step) instead. A figure agrees when it is the run's value rounded to the
  * digits written: 0.19 stands for [0.185, 0.195]. */
 #include <math.h>
 #include <stdio.h>
@@ -18,17 +19,33 @@
 
 #define MAX_ITEM 128
 
-/* The record of step st's tensor in run k: the first, or the `step`-th of a
- * name a training trace repeats (-1: the last). */
-static int64_t record_of(ts_trace *t, const ts_lesson_step *st) {
-    int64_t i = ts_trace_find(t, st->tensor);
-    if (i < 0 || st->train_step == TS_LESSON_UNSET) return i;
+/* The record of `name`: the first, or the `which`-th of a name a training
+ * trace repeats (-1: the last; TS_LESSON_UNSET: the first). */
+static int64_t record_of(ts_trace *t, const char *name, int which) {
+    int64_t i = ts_trace_find(t, name);
+    if (i < 0 || which == TS_LESSON_UNSET) return i;
     int64_t last = i;
     for (int n = 0; i >= 0; n++, i = ts_trace_find_next(t, i)) {
-        if (n == st->train_step) return i;
+        if (n == which) return i;
         last = i;
     }
-    return st->train_step == -1 ? last : -1;
+    return which == -1 ? last : -1;
+}
+
+/* One panel of a step: the run, tensor and record it draws. */
+typedef struct panel {
+    const char *run, *tensor;
+    int which;
+} panel;
+
+/* The left panel is the step's own tensor; "right" is its comparison. */
+static panel panel_of(const ts_lesson_step *st, bool right) {
+    panel p = {st->run, st->tensor, st->train_step};
+    if (!right) return p;
+    if (st->compare_run) p.run = st->compare_run;
+    if (st->compare_with) p.tensor = st->compare_with;
+    if (st->compare_step != TS_LESSON_UNSET) p.which = st->compare_step;
+    return p;
 }
 
 /* Half a unit of the last digit written: "0.19" -> 0.005, "3" -> 0.5. */
@@ -81,25 +98,38 @@ static const char *value_of(ts_trace *t, int64_t rec, const char *item, double *
     return NULL;
 }
 
-static ts_status check_step(const ts_lessonrun *r, const ts_lesson_step *st, const ts_lesson_kv *kv) {
+static ts_status check_item(const ts_lessonrun *r, const ts_lesson_step *st, const ts_lesson_kv *kv, char *item) {
     const ts_lesson *l = r->lesson;
-    int k = ts_lesson_find_setup(l, st->run);
+    bool right = strncmp(item, "right ", 6) == 0;
+    if (right) {
+        if (!st->compare_with && !st->compare_run && st->compare_step == TS_LESSON_UNSET)
+            return ts_lesson_fail_at(l, kv->line, "expect '%s': 'right' is the comparison, and the step has none", item);
+        item += 6 + strspn(item + 6, " ");
+    }
+    panel pn = panel_of(st, right);
+    int k = ts_lesson_find_setup(l, pn.run);
     ts_trace *t = k >= 0 ? r->traces[k] : NULL;
-    int64_t rec = t ? record_of(t, st) : -1;
-    if (rec < 0) return ts_lesson_fail_at(l, kv->line, "expect: no record of %s in run '%s'", st->tensor, st->run);
+    int64_t rec = t ? record_of(t, pn.tensor, pn.which) : -1;
+    if (rec < 0) return ts_lesson_fail_at(l, kv->line, "expect: no record of %s in run '%s'", pn.tensor, pn.run);
+    double run = 0;
+    const char *figure = NULL, *bad = value_of(t, rec, item, &run, &figure);
+    if (bad) return ts_lesson_fail_at(l, kv->line, "expect '%s': %s", item, bad);
+    double want = strtod(figure, NULL);
+    if (!(fabs(run - want) <= tolerance_of(figure)))
+        return ts_lesson_fail_at(l, kv->line,
+                                 "expect '%s': the run gives %.6g (%s in run '%s'); the narration quotes a figure the "
+                                 "page does not show",
+                                 item, run, pn.tensor, pn.run);
+    return TS_OK;
+}
+
+static ts_status check_step(const ts_lessonrun *r, const ts_lesson_step *st, const ts_lesson_kv *kv) {
     char list[1024];
     snprintf(list, sizeof list, "%s", kv->value);
     for (char *save = NULL, *item = strtok_r(list, ";", &save); item; item = strtok_r(NULL, ";", &save)) {
         item += strspn(item, " ");
         for (size_t n = strlen(item); n && item[n - 1] == ' '; n--) item[n - 1] = '\0';
-        double run = 0;
-        const char *figure = NULL, *bad = value_of(t, rec, item, &run, &figure);
-        if (bad) return ts_lesson_fail_at(l, kv->line, "expect '%s': %s", item, bad);
-        double want = strtod(figure, NULL);
-        if (!(fabs(run - want) <= tolerance_of(figure)))
-            return ts_lesson_fail_at(l, kv->line, "expect '%s': the run gives %.6g (%s in run '%s'); the narration "
-                                                  "quotes a figure the page does not show",
-                                     item, run, st->tensor, st->run);
+        TS_TRY(check_item(r, st, kv, item));
     }
     return TS_OK;
 }

@@ -13,7 +13,7 @@
 
 /* ------------------------------------------------------- key: value blocks */
 
-typedef enum vkind { V_STRING, V_INT, V_FLOAT, V_CHOICE, V_BOOL, V_WORDS, V_NAME, V_RUN, V_MARKS, V_INTS } vkind;
+typedef enum vkind { V_STRING, V_INT, V_FLOAT, V_CHOICE, V_BOOL, V_WORDS, V_NAME, V_RUN, V_MARKS, V_INTS, V_KEYS } vkind;
 
 typedef struct keydef {
     const char *key;
@@ -74,6 +74,8 @@ static const keydef setup_keys[] = {
     {"top-k", V_INT, NULL, 0, 1 << 24, false, false},
     /* a trace recorded beforehand (a shipped training trace), shown as it is */
     {"trace", V_STRING, NULL, 0, 0, false, false},
+    /* a named setup: keys of the main setup it leaves out (another model) */
+    {"without", V_KEYS, NULL, 0, 0, false, false},
 };
 
 /* Step keys are `tscope png`'s flags, plus what only a lesson needs. */
@@ -93,6 +95,8 @@ static const keydef step_keys[] = {
     {"dims", V_INTS, NULL, 0, 1 << 20, false, false},
     {"title", V_STRING, NULL, 0, 0, false, false},
     {"expect", V_STRING, NULL, 0, 0, false, false}, /* figures the narration quotes (lesson_expect.c) */
+    {"colour-scale", V_CHOICE, "own|shared", 0, 0, false, false}, /* a comparison's two panels */
+    {"overlay", V_BOOL, NULL, 0, 0, false, false}, /* a comparison's curves in one plot */
 };
 
 #define N_SETUP_KEYS (int)(sizeof setup_keys / sizeof setup_keys[0])
@@ -276,6 +280,18 @@ static ts_status check_value(parser *p, const keydef *d, int line, const char *v
         }
         return TS_OK;
     }
+    case V_KEYS: {
+        char buf[256];
+        if (strlen(v) >= sizeof buf) return lp_fail_line(p, line, "'%s' is too long", d->key);
+        strcpy(buf, v);
+        for (char *w = strtok(buf, " "); w; w = strtok(NULL, " ")) {
+            const keydef *k = find_key(setup_keys, N_SETUP_KEYS, w);
+            if (!k || k->kind == V_KEYS || strcmp(w, "command") == 0)
+                return lp_fail_line(p, line, "'%s' lists keys of the main setup to leave out; '%s' is not one", d->key,
+                                    w);
+        }
+        return TS_OK;
+    }
     case V_BOOL:
         if (strcmp(v, "true") != 0 && strcmp(v, "false") != 0)
             return lp_fail_line(p, line, "'%s' is true or false, not '%s'", d->key, v);
@@ -427,6 +443,8 @@ static ts_status fill_step(parser *p, ts_lesson_step *st) {
             for (int w = 0; w < TS_LESSON_VIEW_COUNT; w++)
                 if (strcmp(v, ts_lesson_view_name((ts_lesson_view)w)) == 0) st->view = (ts_lesson_view)w;
         } else if (strcmp(k, "highlight") == 0) parse_marks(p, kv->line, v, st);
+        else if (strcmp(k, "colour-scale") == 0) st->shared_scale = strcmp(v, "shared") == 0;
+        else if (strcmp(k, "overlay") == 0) st->overlay = strcmp(v, "true") == 0;
         else if (strcmp(k, "dims") == 0) parse_ints(p, kv->line, k, v, st->dims, &st->n_dims, TS_LESSON_MAX_DIMS);
         else if (strcmp(k, "axes") == 0) {
             if (parse_ints(p, kv->line, k, v, st->axes, &st->n_axes, 2) == TS_OK && st->n_axes != 2)
@@ -447,6 +465,16 @@ static ts_status fill_step(parser *p, ts_lesson_step *st) {
     }
     if (p->st != TS_OK) return p->st;
     if (!st->tensor) return lp_fail_line(p, st->line, "a step needs 'tensor: NAME' (the trace name to show)");
+    bool compare = st->compare_with || st->compare_run || st->compare_step != TS_LESSON_UNSET;
+    if (st->shared_scale && !compare)
+        return lp_fail_line(p, ts_lesson_step_line(st, "colour-scale"),
+                            "'colour-scale: shared' is for two panels: add compare-with, compare-run or compare-step");
+    if (st->overlay && !compare)
+        return lp_fail_line(p, ts_lesson_step_line(st, "overlay"),
+                            "'overlay: true' draws a comparison's curves in one plot: add compare-with, compare-run or "
+                            "compare-step");
+    if (st->overlay && st->shared_scale)
+        return lp_fail_line(p, ts_lesson_step_line(st, "overlay"), "'overlay' draws curves, 'colour-scale' colours: not both");
     if (!st->run && !(st->run = strndup("main", 4))) return lp_oom(p);
     return TS_OK;
 }

@@ -124,7 +124,8 @@ ts_status ts_lessonrun_argv(const ts_lesson *l, int setup, char ***argv, int *ar
         if (pass == 1 && setup == 0) break;
         for (int i = 0; i < from->n_keys && !st; i++) {
             const char *key = from->keys[i].key;
-            if (strcmp(key, "command") == 0 || (pass == 1 && has_key(main_s, key))) continue;
+            if (strcmp(key, "command") == 0 || strcmp(key, "without") == 0 || (pass == 1 && has_key(main_s, key)))
+                continue;
             const char *value = ts_lesson_setup_get(l, setup, key);
             if (value) st = add_key(&s, l, key, value); /* NULL: a setup of another command */
         }

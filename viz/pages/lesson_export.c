@@ -221,6 +221,44 @@ static ts_status build_pane(ts_lesson_page *p, pane *v, const char *run, const c
     return ts_scene_build(&v->sc, v->t, &rq);
 }
 
+/* One colour scale over both panels of a comparison (`colour-scale:
+ * shared`), so that equal colours are equal values: the symmetric coolwarm
+ * when either side is signed, else viridis from 0. */
+static ts_status share_scale(ts_scene *a, ts_scene *b) {
+    ts_render_scale sa, sb;
+    if (!ts_scene_color_scale(a, &sa) || !ts_scene_color_scale(b, &sb))
+        return ts_fail(TS_ERR_ARG, "colour-scale: shared needs two views drawn in colour (heatmaps, grids)");
+    ts_render_scale both = {.cmap = TS_CMAP_VIRIDIS, .vmin = 0, .vmax = fmaxf(sa.vmax, sb.vmax)};
+    if (sa.cmap != TS_CMAP_VIRIDIS || sb.cmap != TS_CMAP_VIRIDIS) {
+        float m = fmaxf(fmaxf(fabsf(sa.vmin), fabsf(sa.vmax)), fmaxf(fabsf(sb.vmin), fabsf(sb.vmax)));
+        both = (ts_render_scale){.cmap = TS_CMAP_COOLWARM, .vmin = -m, .vmax = m};
+    }
+    ts_scene_set_color_scale(a, both);
+    ts_scene_set_color_scale(b, both);
+    return TS_OK;
+}
+
+/* `overlay: true`: the comparison's curves drawn into the step's own plot,
+ * one pair of axes, each side named in the legend. The right pane stays
+ * alive (its values are drawn) but is not drawn itself. */
+static ts_status overlay(ts_lesson_page *p) {
+    const ts_lesson_step *st = p->st;
+    pane *a = &p->view[0], *b = &p->view[1];
+    if (!a->sc || !b->sc) return ts_fail(TS_ERR_ARG, "overlay: the curves of a layer glob cannot be overlaid");
+    char la[sizeof a->label], lb[sizeof b->label];
+    if (a->label[0] && b->label[0]) { /* what tells the two runs or records apart */
+        snprintf(la, sizeof la, "%s", a->label);
+        snprintf(lb, sizeof lb, "%s", b->label);
+    } else {
+        snprintf(la, sizeof la, "%s", st->tensor);
+        snprintf(lb, sizeof lb, "%s", st->compare_with ? st->compare_with : st->tensor);
+    }
+    TS_TRY(ts_scene_overlay(a->sc, b->sc, la, lb));
+    a->label[0] = '\0';
+    p->n_views = 1;
+    return TS_OK;
+}
+
 void ts_lesson_page_free(ts_lesson_page *p) {
     if (!p) return;
     for (int i = 0; i < 2; i++) ts_scene_free(p->view[i].sc);
@@ -256,10 +294,12 @@ ts_status ts_lesson_page_build(ts_lesson_page **out, const ts_lessonrun *r, int 
             run_label(p->view[0].label, sizeof p->view[0].label, l, st->run, st->compare_run);
             run_label(p->view[1].label, sizeof p->view[1].label, l, st->compare_run, st->run);
         }
+        if (!s && st->shared_scale) s = share_scale(p->view[0].sc, p->view[1].sc);
         if (!s && st->compare_step != TS_LESSON_UNSET) {
             record_label(p->view[0].label, sizeof p->view[0].label, p->view[0].t, record);
             record_label(p->view[1].label, sizeof p->view[1].label, p->view[1].t, rec);
         }
+        if (!s && st->overlay) s = overlay(p);
     }
     if (!s && !compare && st->train_step != TS_LESSON_UNSET)
         record_label(p->view[0].label, sizeof p->view[0].label, p->view[0].t, record);

@@ -128,6 +128,7 @@ static int named_ticks(ts_render__pen *p, const ts_render_plot_opts *o, const ax
     }
     double spacing = plot_w / (x->hi - x->lo);
     int k = ts_render__label_step(spacing, w_max + 8);
+    while ((hi - lo) / k + 1 > MAX_TICKS) k++; /* every k-th label up to the last, never cut short */
     int n = 0;
     for (int i = lo; i <= hi && n < MAX_TICKS; i++)
         if (i % k == 0) ticks[n++] = i;

@@ -621,6 +621,7 @@ static const char *axis_name(const ts_trace_step *s, const ts_tensor *t, int d, 
     if (batched && t->rank == 3 && s->tag == TS_TAG_LOGITS) return d == 1 ? (tokens ? "token" : "position") : "vocabulary id";
     if (batched && t->rank == 3) return d == 1 ? (tokens ? "token" : "position") : "feature";
     if (batched && t->rank == 4 && s->tag == TS_TAG_HEADS) return d == 1 ? "head" : d == 2 ? "position" : "head dim";
+    if (batched && t->rank == 4 && is_attention(s)) return d == 1 ? "head" : d == 2 ? "query" : "key";
     return d == t->rank - 1 ? "last dim" : "dim";
 }
 
@@ -645,11 +646,20 @@ static ts_status build_tensor(ts_scene *job, int64_t i) {
         if (d == 1 && (job->rq.head >= 0)) index[d] = job->rq.head, job->used |= TS_SCENE_USED_HEAD;
         if (index[d] >= t.shape[d]) return ts_fail(TS_ERR_ARG, "--head %d: dim 1 of %s has %lld", job->rq.head, s->name, (long long)t.shape[d]);
         if ((has_batch_dim(s) && d == 0) || at >= sizeof fixed) continue;
-        at += (size_t)snprintf(fixed + at, sizeof fixed - at, " \xc2\xb7 dim %d = %lld", d, (long long)index[d]);
+        const char *what = axis_name(s, &t, d, false);
+        if (strcmp(what, "head") == 0) /* "head 3", not "dim 1 = 3" */
+            at += (size_t)snprintf(fixed + at, sizeof fixed - at, " \xc2\xb7 head %lld", (long long)index[d]);
+        else
+            at += (size_t)snprintf(fixed + at, sizeof fixed - at, " \xc2\xb7 dim %d = %lld", d, (long long)index[d]);
     }
     p->m[0] = matrix_of(&t, r, c, index);
-    if (r >= 0 && t.shape[r] == s->shape[r] && r == (has_batch_dim(s) ? 1 : 0) && s->rank == 3)
-        p->m[0].row_labels = tokens_for(job, query_side(s->name), t.shape[r]);
+    /* positions of (B, S, D) and of (B, H, S, hd) are tokens when the trace names them */
+    bool positions = r >= 0 && t.shape[r] == s->shape[r] &&
+                     ((s->rank == 3 && r == (has_batch_dim(s) ? 1 : 0)) ||
+                      (s->rank == 4 && r == 2 && strcmp(axis_name(s, &t, r, false), "position") == 0));
+    /* keys and values of a cross-attention are the source's positions */
+    bool keyed = ends_with(s->name, ".k") || ends_with(s->name, ".v");
+    if (positions) p->m[0].row_labels = tokens_for(job, keyed ? key_side(s->name) : query_side(s->name), t.shape[r]);
     /* a language model's logits (or draws): the last dim is the vocabulary */
     if (c >= 0 && c == t.rank - 1) p->m[0].col_labels = vocab_labels(job, t.shape[c]);
     if ((rc = step_stats(job->t, i, &p->stats, &p->hist))) return rc;
@@ -665,7 +675,7 @@ static ts_status build_tensor(ts_scene *job, int64_t i) {
     p->kind = PIC_TENSOR;
     p->view = TS_RENDER_VIEW_HEATMAP;
     p->tensor = (ts_render_tensor_view){.slice = p->m[0], .title = p->title, .subtitle = p->subtitle,
-                                        .row_axis = axis_name(s, &t, r, p->m[0].row_labels != NULL),
+                                        .row_axis = p->m[0].row_labels && s->rank == 4 ? "token" : axis_name(s, &t, r, p->m[0].row_labels != NULL),
                                         .col_axis = p->m[0].col_labels ? "next token (the vocabulary)" : axis_name(s, &t, c, false),
                                         .stats = s->has_stats ? &p->stats : NULL,
                                         .hist = s->has_stats ? &p->hist : NULL};
@@ -736,6 +746,8 @@ static ts_status series_of(ts_scene *job, const char *name, ts_render_series *ou
     return TS_OK;
 }
 
+static const float *snapshot_steps(ts_scene *job, int n);
+
 static ts_status build_scalar_curves(ts_scene *job, const ts_trace_step *s) {
     ts_scene *p = job;
     ts_status rc = series_of(job, s->name, &p->series[0], p->series_labels[0], sizeof p->series_labels[0]);
@@ -775,7 +787,10 @@ static ts_status build_scalar_curves(ts_scene *job, const ts_trace_step *s) {
     p->kind = PIC_PLOT;
     p->view = TS_RENDER_VIEW_CURVES;
     snprintf(p->subtitle, sizeof p->subtitle, "%d records of %s in this trace", p->series[0].n, s->name);
-    p->popts = (ts_render_plot_opts){.title = p->title, .subtitle = p->subtitle, .x_label = "record",
+    /* a training trace's scalars are drawn over its steps, as the loss is */
+    const float *steps = ends_with(s->name, ".step") ? NULL : snapshot_steps(job, p->series[0].n);
+    p->series[0].x = steps;
+    p->popts = (ts_render_plot_opts){.title = p->title, .subtitle = p->subtitle, .x_label = steps ? "training step" : "record",
                                      .y_label = s->name, .markers = p->series[0].n <= 30, .no_legend = true};
     p->width = 1000;
     p->height = 560;
@@ -1124,4 +1139,85 @@ const ts_render_matrix *ts_scene_matrix(const ts_scene *s, int panel) {
     case PIC_TENSOR: return panel == 0 ? &s->tensor.slice : NULL;
     default: return NULL;
     }
+}
+
+bool ts_scene_color_scale(const ts_scene *s, ts_render_scale *out) {
+    switch (s->kind) {
+    case PIC_HEATMAP:
+        *out = s->hopts.fixed_scale ? s->hopts.scale : ts_render_scale_auto(s->m, 1);
+        return true;
+    case PIC_GRID:
+        *out = s->gopts.fixed_scale ? s->gopts.scale : ts_render_scale_auto(s->m, s->n);
+        return true;
+    case PIC_TENSOR:
+        *out = s->tensor.fixed_scale ? s->tensor.scale : ts_render_scale_auto(&s->tensor.slice, 1);
+        return true;
+    default: return false;
+    }
+}
+
+void ts_scene_set_color_scale(ts_scene *s, ts_render_scale scale) {
+    switch (s->kind) {
+    case PIC_HEATMAP:
+        s->hopts.fixed_scale = true;
+        s->hopts.scale = scale;
+        break;
+    case PIC_GRID:
+        s->gopts.fixed_scale = true;
+        s->gopts.scale = scale;
+        break;
+    case PIC_TENSOR:
+        s->tensor.fixed_scale = true;
+        s->tensor.scale = scale;
+        break;
+    default: break;
+    }
+}
+
+/* Curves one scene draws: a plot's lines, or a training picture's first
+ * (the loss, over the training steps). */
+static int curve_count(const ts_scene *s) {
+    return s->kind == PIC_PLOT ? s->n_series : s->kind == PIC_TRAINING ? 1 : 0;
+}
+
+ts_status ts_scene_overlay(ts_scene *a, const ts_scene *b, const char *label_a, const char *label_b) {
+    int na = curve_count(a), nb = curve_count(b);
+    if (na == 0 || nb == 0) return ts_fail(TS_ERR_ARG, "overlay: both sides must be drawn as curves");
+    if (na + nb > MAX_SERIES) return ts_fail(TS_ERR_ARG, "overlay: %d curves are too many for one plot", na + nb);
+    if (a->kind == PIC_TRAINING) { /* the loss alone, over training steps */
+        a->kind = PIC_PLOT;
+        a->n_series = 1;
+        a->popts = (ts_render_plot_opts){.title = a->title, .subtitle = a->subtitle,
+                                         .x_label = a->series[0].x ? "training step" : "record",
+                                         .y_label = a->title};
+    }
+    /* One curve a side is named by its run; several keep their own names after it. */
+    for (int k = 0; k < na; k++) {
+        char *label = a->series_labels[k];
+        char own_name[96];
+        snprintf(own_name, sizeof own_name, "%s", a->series[k].label ? a->series[k].label : "");
+        if (na == 1) snprintf(label, sizeof a->series_labels[k], "%s", label_a);
+        else snprintf(label, sizeof a->series_labels[k], "%.60s: %.30s", label_a, own_name);
+        a->series[k].label = label;
+        a->series[k].color = k;
+        a->series[k].dashed = false;
+    }
+    for (int k = 0; k < nb; k++) {
+        char *label = a->series_labels[na + k];
+        if (nb == 1) snprintf(label, sizeof a->series_labels[na + k], "%s", label_b);
+        else
+            snprintf(label, sizeof a->series_labels[na + k], "%.60s: %.30s", label_b,
+                     b->series[k].label ? b->series[k].label : "");
+        a->series[na + k] = b->series[k]; /* b's values: b must outlive a's drawing */
+        a->series[na + k].label = label;
+        a->series[na + k].color = na + k;
+        a->series[na + k].dashed = false;
+    }
+    a->n_series = na + nb;
+    snprintf(a->subtitle, sizeof a->subtitle, "two runs on one pair of axes: %d and %d records", a->series[0].n,
+             a->series[na].n);
+    a->popts.subtitle = a->subtitle;
+    a->popts.no_legend = false;
+    a->popts.y_from_zero = a->popts.y_from_zero && b->popts.y_from_zero;
+    return TS_OK;
 }
