@@ -615,17 +615,77 @@ static void golden_layernorm(void **state) {
 static void golden_shapes(void **state) {
     (void)state;
     ts_render_step st[] = {
-        {"encoder.layers.0.self_attn.qkv", "linear", 3, {1, 4, 48}},
-        {"encoder.layers.0.self_attn.qkv_heads", "reshape", 4, {1, 4, 2, 24}},
-        {"encoder.layers.0.self_attn.qkv_perm", "permute", 4, {1, 2, 4, 24}},
-        {"encoder.layers.0.self_attn.q", "chunk", 4, {1, 2, 4, 8}},
-        {"encoder.layers.0.self_attn.scores", "matmul", 4, {1, 2, 4, 4}},
-        {"encoder.layers.0.self_attn.concat", "reshape", 3, {1, 4, 16}},
+        {.name = "encoder.layers.0.self_attn.qkv", .op = "linear", .rank = 3, .shape = {1, 4, 48}},
+        {.name = "encoder.layers.0.self_attn.qkv_heads", .op = "reshape", .rank = 4, .shape = {1, 4, 2, 24}},
+        {.name = "encoder.layers.0.self_attn.qkv_perm", .op = "permute", .rank = 4, .shape = {1, 2, 4, 24}},
+        {.name = "encoder.layers.0.self_attn.q", .op = "chunk", .rank = 4, .shape = {1, 2, 4, 8}},
+        {.name = "encoder.layers.0.self_attn.k", .op = "chunk", .rank = 4, .shape = {1, 2, 4, 8}},
+        {.name = "encoder.layers.0.self_attn.v", .op = "chunk", .rank = 4, .shape = {1, 2, 4, 8}},
+        {.name = "encoder.layers.0.self_attn.scores", .op = "matmul", .rank = 4, .shape = {1, 2, 4, 4}},
+        {.name = "encoder.layers.0.self_attn.weights", .op = "softmax", .rank = 4, .shape = {1, 2, 4, 4}},
+        {.name = "encoder.layers.0.self_attn.values", .op = "matmul", .rank = 4, .shape = {1, 2, 4, 8}},
+        {.name = "encoder.layers.0.self_attn.concat", .op = "reshape", .rank = 3, .shape = {1, 4, 16}},
     };
-    canvas c = canvas_new(520, 300);
-    assert_ok(ts_render_shapes(c.cr, c.area, st, 6, NULL, NULL));
+    ts_render_steps_link(st, 10, false);
+    canvas c = canvas_new(640, 640);
+    assert_ok(ts_render_shapes(c.cr, c.area, st, 10, NULL, NULL));
     check_golden(c.surface, "shapes");
     canvas_free(&c);
+}
+
+/* The edges of the shape flow are each step's real inputs, by tscope's names. */
+static void shape_flow_links_the_real_inputs(void **state) {
+    (void)state;
+    enum { QKV, HEADS, PERM, Q, K, V, SCORES, WEIGHTS, VALUES, OUT, IN1, MEAN, STD, Y, GAMMA, BETA, NOUT, N };
+    static const char *const names[N] = {
+        "self_attn.qkv", "self_attn.qkv_heads", "self_attn.qkv_perm", "self_attn.q", "self_attn.k",
+        "self_attn.v", "self_attn.scores", "self_attn.weights", "self_attn.values", "self_attn.out",
+        "norm1.in", "norm1.mean", "norm1.std", "norm1.y", "norm1.gamma", "norm1.beta", "norm1.out"};
+    ts_render_step st[N];
+    memset(st, 0, sizeof st);
+    for (int i = 0; i < N; i++) {
+        st[i].name = names[i];
+        st[i].op = i == IN1 ? "add" : i == GAMMA || i == BETA ? "parameter" : "x";
+    }
+    ts_render_steps_link(st, N, false);
+#define INPUTS(i, n, a, b, c)                                                                                          \
+    do {                                                                                                               \
+        assert_int_equal(st[i].n_inputs, n);                                                                           \
+        if (n > 0) assert_int_equal(st[i].inputs[0], a);                                                               \
+        if (n > 1) assert_int_equal(st[i].inputs[1], b);                                                               \
+        if (n > 2) assert_int_equal(st[i].inputs[2], c);                                                               \
+    } while (0)
+    INPUTS(QKV, 1, TS_RENDER_OUTSIDE, 0, 0);
+    INPUTS(Q, 1, PERM, 0, 0);
+    INPUTS(V, 1, PERM, 0, 0);
+    INPUTS(SCORES, 2, Q, K, 0);
+    INPUTS(WEIGHTS, 1, SCORES, 0, 0);
+    INPUTS(VALUES, 2, WEIGHTS, V, 0);
+    INPUTS(OUT, 1, VALUES, 0, 0);          /* no concat here: the step before */
+    INPUTS(IN1, 2, OUT, TS_RENDER_OUTSIDE, 0); /* post-LN: the sublayer and the stream it read */
+    INPUTS(MEAN, 1, IN1, 0, 0);
+    INPUTS(Y, 3, IN1, MEAN, STD);
+    INPUTS(GAMMA, 0, 0, 0, 0);
+    INPUTS(NOUT, 3, Y, GAMMA, BETA);
+    /* pre-LN: a residual add skips to the norm's input, not its output */
+    static const char *const pre[] = {"norm1.in", "norm1.y", "norm1.out", "self_attn.qkv", "self_attn.out",
+                                      "norm2.in"};
+    ts_render_step p[6];
+    memset(p, 0, sizeof p);
+    for (int i = 0; i < 6; i++) {
+        p[i].name = pre[i];
+        p[i].op = i == 0 ? "input" : i == 5 ? "add" : "x";
+    }
+    ts_render_steps_link(p, 6, true);
+    assert_int_equal(p[3].inputs[0], 2);
+    assert_int_equal(p[5].n_inputs, 2);
+    assert_int_equal(p[5].inputs[0], 4);
+    assert_int_equal(p[5].inputs[1], 0);
+    /* a cross-attention's keys and values read the encoder's memory */
+    ts_render_step kv[1] = {{.name = "cross_attn.kv", .op = "linear"}};
+    ts_render_steps_link(kv, 1, false);
+    assert_int_equal(kv[0].inputs[0], TS_RENDER_MEMORY);
+#undef INPUTS
 }
 
 static void golden_tensor(void **state) {
@@ -847,6 +907,7 @@ int main(void) {
         cmocka_unit_test(golden_shapes),
         cmocka_unit_test(golden_tensor),
         cmocka_unit_test(golden_training),
+        cmocka_unit_test(shape_flow_links_the_real_inputs),
         cmocka_unit_test(scene_picks_the_view_and_finds_the_mask),
         cmocka_unit_test(scene_without_values_says_how_to_rerun),
     };

@@ -223,6 +223,11 @@ static void find_prefers_an_exact_name(void **state) {
     assert_string_equal(s->entry[g].name, "encoder.layers.1.norm1.mean");
     assert_int_equal(ts_view_find(s, "decoder", 0), -1);
     assert_int_equal(ts_view_find(s, "", 0), -1);
+    /* what `/` shows while typing: how many steps the text matches */
+    assert_int_equal(ts_view_find_count(s, "self_attn.weights", 0), 2);
+    assert_int_equal(ts_view_find_count(s, "*.layers.1.norm?.mean", 0), 2);
+    assert_int_equal(ts_view_find_count(s, "decoder", 0), 0);
+    assert_int_equal(ts_view_find_count(s, "", 0), 0);
 }
 
 static void slash_types_a_name_and_enter_jumps(void **state) {

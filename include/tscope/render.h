@@ -86,6 +86,8 @@ typedef struct ts_render_matrix {
     const unsigned char *mask;     /* optional (rows, cols) contiguous: nonzero = masked */
     const char *const *row_labels; /* optional, rows entries: query tokens, positions */
     const char *const *col_labels; /* optional, cols entries: key tokens, dims */
+    int col_group;                 /* optional: a separator every col_group columns (q | k | v, heads) */
+    const char *const *col_group_labels; /* optional, cols / col_group entries: "q", "k", "v" */
 } ts_render_matrix;
 
 /* How values map to colours: t = (v - vmin) / (vmax - vmin) into cmap. */
@@ -208,6 +210,8 @@ typedef struct ts_render_series {
     int n;
     int color;   /* index into the palette; -1: the series' own index */
     bool dashed; /* e.g. the cos partner of a sin curve */
+    bool mark;      /* mark point mark_at: a line across the plot there (the viewer's snapshot) */
+    int mark_at;
 } ts_render_series;
 
 typedef struct ts_render_plot_opts {
@@ -282,20 +286,37 @@ ts_status ts_render_tensor(cairo_t *cr, ts_render_rect area, const ts_render_ten
                            const ts_render_state *st, ts_render_layout *layout);
 
 /* A step of a module, for the shape flow. */
+#define TS_RENDER_MAX_INPUTS 4
+#define TS_RENDER_OUTSIDE (-1) /* an input from outside the steps drawn: the module's input */
+#define TS_RENDER_MEMORY (-2)  /* the encoder's output, which a cross-attention's keys and values read */
+
 typedef struct ts_render_step {
     const char *name; /* full trace name */
     const char *op;   /* "linear" */
     int rank;
     int64_t shape[TS_MAX_RANK];
+    int inputs[TS_RENDER_MAX_INPUTS]; /* the steps it reads: indices before it, or TS_RENDER_OUTSIDE */
+    int n_inputs;                     /* 0: a source (a parameter) */
 } ts_render_step;
 
-/* The steps as boxes in order, each with its op and shape ([30, 200, 1536]),
- * the dims that changed from the step before on the data path marked in red
- * (steps whose op is "parameter" sit beside the path). Names are shown
- * without the prefix they all share, which becomes the title when title is
- * NULL. */
+/* Fill each step's inputs from the names tscope's model gives its steps:
+ * q, k, v from one tensor, scores from q and k, values from the weights and
+ * v, a LayerNorm's y from in, mean and std, a residual add from its sublayer
+ * and the stream it skipped (pre_norm: the model normalizes before each
+ * sublayer). A name no rule knows reads the step before it. */
+void ts_render_steps_link(ts_render_step *steps, int n, bool pre_norm);
+
+/* The steps as a dataflow graph, drawn downwards: each step a box with its
+ * op and shape ([30, 200, 1536]), an arrow from each of its inputs, steps
+ * that read the same level side by side (q, k, v), and long edges (v to
+ * values, a residual skip) routed beside the boxes. A dim that differs from
+ * the step's first input is marked in red. Names are shown without the
+ * prefix they all share, which becomes the title when title is NULL. */
 ts_status ts_render_shapes(cairo_t *cr, ts_render_rect area, const ts_render_step *steps, int n,
                            const char *title, const char *subtitle);
+
+/* A size in points that suits the flow of these (linked) steps. */
+void ts_render_shapes_size(const ts_render_step *steps, int n, int *width, int *height);
 
 /* Training: loss over steps above per-layer gradient norms over steps. */
 ts_status ts_render_training(cairo_t *cr, ts_render_rect area, const ts_render_series *loss,
@@ -457,6 +478,7 @@ typedef struct ts_scene_request {
     int batch;              /* batch element (0) */
     int head;               /* one attention head; -1: all (auto then draws the grid) */
     int occurrence;         /* which record of the name, for traces that repeat names (0; -1: last) */
+    bool mark_occurrence;   /* curves over records mark that record (the viewer's current snapshot) */
     const char *axes;       /* "I,J": the two dims a tensor heatmap shows; NULL: the last two */
     const char *trace_path; /* only for messages; may be NULL */
     const int *dims;        /* PE curves: the dims to draw (NULL: a choice of the renderer) */

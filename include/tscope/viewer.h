@@ -139,6 +139,10 @@ int ts_view_batches(const ts_view_entry *e);
  * and wrapping; an exact name wins over a partial one. -1 when none. */
 int64_t ts_view_find(const ts_view_steps *s, const char *text, int64_t from);
 
+/* How many steps of the current snapshot `text` matches as ts_view_find
+ * reads it (0 for an empty text): what `/` shows while it is typed. */
+int ts_view_find_count(const ts_view_steps *s, const char *text, int64_t from);
+
 /* One row of the list on the left. */
 typedef enum ts_view_row_kind {
     TS_VIEW_ROW_STEP,   /* a step; indented when it is inside the open layer */

@@ -416,7 +416,9 @@ const char *ts_lesson_setup_get(const ts_lesson *l, int run, const char *key) {
     const ts_lesson_kv *kv = lp_find_kv(own->keys, own->n_keys, key);
     /* A setup of another command (a training run beside a forward run) is a
      * run of its own: it takes nothing from the main setup. */
-    if (!kv && run != 0 && strcmp(own_command(own), own_command(&l->setups[0])) == 0 && !leaves_out(own, key))
+    /* a named setup without `command:` runs the main one's */
+    const char *command = lp_find_kv(own->keys, own->n_keys, "command") ? own_command(own) : own_command(&l->setups[0]);
+    if (!kv && run != 0 && strcmp(command, own_command(&l->setups[0])) == 0 && !leaves_out(own, key))
         kv = lp_find_kv(l->setups[0].keys, l->setups[0].n_keys, key);
     return kv ? kv->value : NULL;
 }

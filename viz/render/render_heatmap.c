@@ -382,6 +382,32 @@ static void col_labels(ts_render__pen *p, const ts_render_matrix *m, const ts_re
     }
 }
 
+/* Column groups (q | k | v, or heads): a line between groups, and each
+ * group's name above it when the name fits its width. */
+static void col_groups(ts_render__pen *p, const ts_render_matrix *m, const ts_render_cells *c,
+                       const ts_render__font *f, double label_y) {
+    if (m->col_group < 1 || m->col_group >= m->cols) return;
+    cairo_t *cr = p->cr;
+    int g0 = c->col0 / m->col_group, g1 = (c->col0 + c->cols - 1) / m->col_group;
+    for (int g = g0; g <= g1; g++) {
+        int a = g * m->col_group, b = a + m->col_group; /* columns [a, b) */
+        int va = a > c->col0 ? a : c->col0, vb = b < c->col0 + c->cols ? b : c->col0 + c->cols;
+        double x0 = c->grid.x + (va - c->col0) * c->cell_w, x1 = c->grid.x + (vb - c->col0) * c->cell_w;
+        if (a > c->col0) { /* the line before the group */
+            cairo_set_source_rgb(cr, 0.1, 0.1, 0.12);
+            cairo_set_line_width(cr, 1.5);
+            cairo_move_to(cr, x0, c->grid.y - 2);
+            cairo_line_to(cr, x0, c->grid.y + c->grid.h + 2);
+            cairo_stroke(cr);
+        }
+        const char *label = m->col_group_labels ? m->col_group_labels[g] : NULL;
+        double w;
+        if (!label) continue;
+        ts_render__measure(p, label, f, &w, NULL);
+        if (w + 4 <= x1 - x0) ts_render__text(p, label, f, (x0 + x1) / 2, label_y, 0.5, 0, 0);
+    }
+}
+
 /* Vertical and horizontal room rotated column labels of width w need. */
 static double col_label_height(double w, double h) { return w * sin(-LABEL_ANGLE) + h * cos(LABEL_ANGLE) + 6; }
 static double col_label_overhang(double w, double h) { return w * cos(LABEL_ANGLE) + h * 0.5 * sin(-LABEL_ANGLE); }
@@ -464,6 +490,7 @@ ts_status ts_render_heatmap(cairo_t *cr, ts_render_rect area, const ts_render_ma
     double col_w = widest_label(&pen, m->col_labels, m->cols, &lf);
     double left = (o->row_axis ? axis_h + 8 : 0) + row_w + 8;
     double axis_top = o->col_axis ? axis_h + 4 : 0;
+    double group_h = m->col_group > 0 && m->col_group_labels ? label_h + 4 : 0; /* "q  k  v" above the columns */
     double bar_w = o->no_colorbar ? 0 : 22 + ts_render__colorbar_width(&pen, &scale);
     int want_rows = c.rows, want_cols = c.cols;
 
@@ -472,7 +499,7 @@ ts_status ts_render_heatmap(cairo_t *cr, ts_render_rect area, const ts_render_ma
     double top_h = 0, right = 0, avail_h = 0, flat_w = 0;
     bool partial = false;
     for (int pass = 0; pass < 2; pass++) {
-        top_h = axis_top + (flat_w > 0 ? label_h + 6 : col_label_height(col_w, label_h));
+        top_h = axis_top + group_h + (flat_w > 0 ? label_h + 6 : col_label_height(col_w, label_h));
         right = flat_w > 0 ? bar_w : fmax(bar_w, col_label_overhang(col_w, label_h));
         double avail_w = area.w - 2 * pad - left - right;
         avail_h = area.y + area.h - pad - top - top_h;
@@ -522,6 +549,8 @@ ts_status ts_render_heatmap(cairo_t *cr, ts_render_rect area, const ts_render_ma
     int seen = ts_render__cells(&pen, m, &scale, &c, &co);
     row_labels(&pen, m, &c, &lf, label_h, c.grid.x);
     col_labels(&pen, m, &c, &lf, label_h, c.grid.y, flat_w);
+    ts_render__font gf = ts_render__font_of(TS_RENDER__LABEL_SIZE, TS_RENDER__BOLD, ts_render__ink);
+    col_groups(&pen, m, &c, &gf, c.grid.y - top_h + axis_top);
     if (o->row_axis)
         ts_render__text(&pen, o->row_axis, &af, x0 + axis_h / 2, c.grid.y + c.grid.h / 2, 0.5, 0.5, -M_PI / 2);
     if (o->col_axis)

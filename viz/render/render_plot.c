@@ -200,6 +200,27 @@ static void draw_series(cairo_t *cr, const ts_render_series *s, int k, const axi
     cairo_fill(cr);
 }
 
+/* A series' marked point: a line across the plot at its x, and a ring on it. */
+static void draw_mark(cairo_t *cr, const ts_render_series *s, const axis *x, const axis *y, ts_render_rect plot) {
+    if (!s->mark || s->mark_at < 0 || s->mark_at >= s->n) return;
+    int64_t stride = s->y_stride ? s->y_stride : 1;
+    double xv = s->x ? s->x[s->mark_at] : s->mark_at, yv = s->y[s->mark_at * stride];
+    if (!isfinite(xv) || !isfinite(yv) || (y->log && yv <= 0)) return;
+    double px = plot.x + axis_t(x, xv) * plot.w, py = plot.y + plot.h - axis_t(y, yv) * plot.h;
+    cairo_save(cr);
+    cairo_set_source_rgb(cr, 0.85, 0.2, 0.15);
+    cairo_set_line_width(cr, 1.2);
+    cairo_set_dash(cr, (const double[]){5, 3}, 2, 0);
+    cairo_move_to(cr, round(px) + 0.5, plot.y);
+    cairo_line_to(cr, round(px) + 0.5, plot.y + plot.h);
+    cairo_stroke(cr);
+    cairo_set_dash(cr, NULL, 0, 0);
+    cairo_set_line_width(cr, 2);
+    cairo_arc(cr, px, py, 5, 0, 2 * M_PI);
+    cairo_stroke(cr);
+    cairo_restore(cr);
+}
+
 void ts_render__plot_body(ts_render__pen *p, ts_render_rect r, const ts_render_series *s, int n,
                           const ts_render_plot_opts *o) {
     cairo_t *cr = p->cr;
@@ -272,6 +293,7 @@ void ts_render__plot_body(ts_render__pen *p, ts_render_rect r, const ts_render_s
     cairo_rectangle(cr, plot.x, plot.y, plot.w, plot.h);
     cairo_clip(cr);
     for (int k = 0; k < n; k++) draw_series(cr, &s[k], k, &x, &y, plot, o->markers);
+    for (int k = 0; k < n; k++) draw_mark(cr, &s[k], &x, &y, plot);
     cairo_restore(cr);
 
     cairo_set_source_rgb(cr, 0.35, 0.35, 0.38);

@@ -625,6 +625,49 @@ static const char *axis_name(const ts_trace_step *s, const ts_tensor *t, int d, 
     return d == t->rank - 1 ? "last dim" : "dim";
 }
 
+/* A whole number of the traced model's config ("heads", "d_model"); 0 when
+ * the trace does not say. */
+static int config_int(ts_trace *t, const char *key) {
+    cJSON *root = cJSON_Parse(ts_trace_metadata(t));
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, "config"), key);
+    int out = cJSON_IsNumber(v) ? v->valueint : 0;
+    cJSON_Delete(root);
+    return out;
+}
+
+/* Columns that come in groups: q, k and v of each head in `qkv`, k and v in
+ * a cross-attention's `kv`, one head after another in `concat`. Drawn as
+ * separators with the groups' names, so a learner sees where q ends. */
+static void column_groups(ts_scene *job, const ts_trace_step *s, ts_render_matrix *m) {
+    int heads = config_int(job->t, "heads"), d = config_int(job->t, "d_model");
+    if (heads < 1 || d < heads || d % heads) return;
+    int hd = d / heads;
+    static const char *const qkv[] = {"q", "k", "v"}, *const kv[] = {"k", "v"};
+    const char *const *parts = NULL;
+    int n_parts = 0;
+    bool per_head = false; /* groups repeat for every head along the columns */
+    if (ends_with(s->name, ".qkv")) parts = qkv, n_parts = 3, per_head = true;
+    else if (ends_with(s->name, ".qkv_heads") || ends_with(s->name, ".qkv_perm")) parts = qkv, n_parts = 3;
+    else if (ends_with(s->name, ".kv")) parts = kv, n_parts = 2, per_head = true;
+    else if (ends_with(s->name, ".kv_heads") || ends_with(s->name, ".kv_perm")) parts = kv, n_parts = 2;
+    else if (!ends_with(s->name, ".concat")) return;
+    int groups = parts ? n_parts * (per_head ? heads : 1) : heads;
+    if (m->cols != groups * hd) return;
+    const char **labels = own(job, sizeof *labels * (size_t)groups);
+    enum { LABEL = 32 };
+    char *text = own(job, (size_t)groups * LABEL);
+    if (!labels || !text) return;
+    for (int g = 0; g < groups; g++) {
+        char *t = text + g * LABEL;
+        if (!parts) snprintf(t, LABEL, "head %d", g);
+        else if (per_head) snprintf(t, LABEL, "h%d %.4s", g / n_parts, parts[g % n_parts]);
+        else snprintf(t, LABEL, "%.4s", parts[g]);
+        labels[g] = t;
+    }
+    m->col_group = hd;
+    m->col_group_labels = labels;
+}
+
 static ts_status build_tensor(ts_scene *job, int64_t i) {
     ts_scene *p = job;
     const ts_trace_step *s = ts_trace_step_at(job->t, i);
@@ -662,6 +705,7 @@ static ts_status build_tensor(ts_scene *job, int64_t i) {
     if (positions) p->m[0].row_labels = tokens_for(job, keyed ? key_side(s->name) : query_side(s->name), t.shape[r]);
     /* a language model's logits (or draws): the last dim is the vocabulary */
     if (c >= 0 && c == t.rank - 1) p->m[0].col_labels = vocab_labels(job, t.shape[c]);
+    if (c >= 0 && c == t.rank - 1) column_groups(job, s, &p->m[0]);
     if ((rc = step_stats(job->t, i, &p->stats, &p->hist))) return rc;
     char shape[TS_SHAPE_TEXT_MAX];
     shape_text(shape, sizeof shape, s);
@@ -748,6 +792,16 @@ static ts_status series_of(ts_scene *job, const char *name, ts_render_series *ou
 
 static const float *snapshot_steps(ts_scene *job, int n);
 
+/* Curves over a name's records mark the record asked for (the viewer's
+ * current snapshot), on every curve. */
+static void mark_occurrence(ts_scene *p) {
+    if (!p->rq.mark_occurrence) return;
+    for (int k = 0; k < p->n_series; k++) {
+        p->series[k].mark = true;
+        p->series[k].mark_at = p->rq.occurrence >= 0 ? p->rq.occurrence : p->series[k].n - 1;
+    }
+}
+
 static ts_status build_scalar_curves(ts_scene *job, const ts_trace_step *s) {
     ts_scene *p = job;
     ts_status rc = series_of(job, s->name, &p->series[0], p->series_labels[0], sizeof p->series_labels[0]);
@@ -778,6 +832,7 @@ static ts_status build_scalar_curves(ts_scene *job, const ts_trace_step *s) {
             p->kind = PIC_TRAINING;
             p->view = TS_RENDER_VIEW_CURVES;
             p->n_series = 1 + n;
+            mark_occurrence(job);
             snprintf(p->subtitle, sizeof p->subtitle, "%d records of %s and %d gradient norms", p->series[0].n, s->name, n);
             p->width = 1100;
             p->height = 800;
@@ -790,6 +845,7 @@ static ts_status build_scalar_curves(ts_scene *job, const ts_trace_step *s) {
     /* a training trace's scalars are drawn over its steps, as the loss is */
     const float *steps = ends_with(s->name, ".step") ? NULL : snapshot_steps(job, p->series[0].n);
     p->series[0].x = steps;
+    mark_occurrence(job);
     p->popts = (ts_render_plot_opts){.title = p->title, .subtitle = p->subtitle, .x_label = steps ? "training step" : "record",
                                      .y_label = s->name, .markers = p->series[0].n <= 30, .no_legend = true};
     p->width = 1000;
@@ -959,6 +1015,17 @@ static ts_status build_column_curves(ts_scene *job, int64_t i) {
 
 /* ---- shapes ----------------------------------------------------------------- */
 
+/* Whether the traced model normalizes before each sublayer (its config in
+ * the trace's metadata says "norm": "pre"). */
+static bool pre_norm(ts_trace *t) {
+    cJSON *root = cJSON_Parse(ts_trace_metadata(t));
+    const cJSON *config = cJSON_GetObjectItemCaseSensitive(root, "config");
+    const cJSON *norm = cJSON_GetObjectItemCaseSensitive(config, "norm");
+    bool pre = cJSON_IsString(norm) && strcmp(norm->valuestring, "pre") == 0;
+    cJSON_Delete(root);
+    return pre;
+}
+
 static ts_status build_shapes(ts_scene *job, const char *name) {
     ts_scene *p = job;
     char prefix[300];
@@ -988,9 +1055,8 @@ static ts_status build_shapes(ts_scene *job, const char *name) {
     p->kind = PIC_SHAPES;
     p->view = TS_RENDER_VIEW_SHAPES;
     snprintf(p->title, sizeof p->title, "%s", prefix);
-    int cols = (n + 9) / 10, per_col = (n + cols - 1) / cols;
-    p->width = (int)fmax(720, cols * 400 + 80);
-    p->height = per_col * 56 + 130;
+    ts_render_steps_link(p->steps, n, pre_norm(job->t));
+    ts_render_shapes_size(p->steps, n, &p->width, &p->height);
     return TS_OK;
 }
 

@@ -220,6 +220,7 @@ static ts_scene_request request_of(const ts_view_state *st, const ts_view_steps 
     const ts_view_entry *e = &s->entry[st->current];
     ts_scene_request rq = ts_scene_request_default(e->name);
     rq.occurrence = e->occurrence;
+    rq.mark_occurrence = true; /* a training curve shows where the current snapshot is */
     int heads = ts_view_heads(e);
     rq.head = st->head >= 0 && st->head < heads ? st->head : -1;
     int batches = ts_view_batches(e);
@@ -417,8 +418,17 @@ static void draw_status(pen *p, const ts_view_state *st, const ts_view_steps *s,
     if (show_help) text_at(p, KEY_HELP, SANS, 11, STATUS_MUTED, right, y2, 0, true);
     double room = (show_help ? right - help_w - 20 : right) - x;
     if (st->mode == TS_VIEW_MODE_FIND) {
-        snprintf(buf, sizeof buf, "find: %s\u258F   (Enter: go to it, Esc: cancel)", st->find);
-        text_at(p, buf, BOLD, 12, (rgb){1, 1, 1}, x, y2, room, false);
+        /* what Enter would do, as the name is typed */
+        int matches = ts_view_find_count(s, st->find, st->current);
+        int64_t next = ts_view_find(s, st->find, st->current);
+        if (!st->find[0])
+            snprintf(buf, sizeof buf, "find: \u258F   type part of a name or a glob (Enter: go to it, Esc: cancel)");
+        else if (matches == 0)
+            snprintf(buf, sizeof buf, "find: %s\u258F   no step matches   (Esc: cancel)", st->find);
+        else
+            snprintf(buf, sizeof buf, "find: %s\u258F   %d match%s, Enter: %s   (Esc: cancel)", st->find, matches,
+                     matches == 1 ? "" : "es", next >= 0 ? s->entry[next].name : "");
+        text_at(p, buf, BOLD, 12, st->find[0] && matches == 0 ? WARN : (rgb){1, 1, 1}, x, y2, room, false);
     } else if (hover_text(st, s, sc, buf, sizeof buf)) {
         text_at(p, buf, MONO, 12, (rgb){1, 1, 1}, x, y2, room, false);
     } else if (st->message[0]) {

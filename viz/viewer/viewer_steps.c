@@ -225,6 +225,18 @@ int64_t ts_view_find(const ts_view_steps *s, const char *text, int64_t from) {
     return -1;
 }
 
+int ts_view_find_count(const ts_view_steps *s, const char *text, int64_t from) {
+    if (!text || !*text || s->n == 0) return 0;
+    if (from < 0 || from >= s->n) from = 0;
+    int k = s->entry[from].snapshot, n = 0;
+    bool glob = has_glob(text);
+    for (int64_t i = s->snapshot_start[k]; i < s->snapshot_start[k + 1]; i++) {
+        const char *name = s->entry[i].name;
+        if (glob ? fnmatch(text, name, 0) == 0 : strstr(name, text) != NULL) n++;
+    }
+    return n;
+}
+
 /* The steps [a, b) of an open layer: a header for each run of steps of one
  * module below the layer, then those steps; steps of the layer itself
  * (encoder.layers.0.out) stand alone. */
