@@ -50,6 +50,9 @@ int32_t ts_tokenizer_id(const ts_tokenizer *tok, const char *word);
 
 /* The string of an id, "<unk>" when out of range. */
 const char *ts_tokenizer_word(const ts_tokenizer *tok, int32_t id);
+/* The name of a special id ("<pad>", "<bos>", "<eos>", "<unk>"), NULL for
+ * any other: what a picture calls the ids no word of a text stands for. */
+const char *ts_tokenizer_special_name(int32_t id);
 
 /* ---- GPT-2's byte-level BPE (src/tokenizer/bpe.c) ----
  *

@@ -101,6 +101,10 @@ ts_status ts_tokenizer_encode(const ts_tokenizer *tok, const char *text, int32_t
     return TS_OK;
 }
 
+const char *ts_tokenizer_special_name(int32_t id) {
+    return id >= 0 && id < TS_TOK_N_SPECIAL ? special[id] : NULL;
+}
+
 const char *ts_tokenizer_word(const ts_tokenizer *tok, int32_t id) {
     if (id < 0 || id >= tok->count) return special[TS_TOK_UNK];
     return tok->words[id];

@@ -9,7 +9,7 @@
 
 #include "render_internal.h"
 
-static bool is_param(const ts_render_step *s) { return s->op && strcmp(s->op, "parameter") == 0; }
+bool ts_render__is_param(const ts_render_step *s) { return s->op && strcmp(s->op, "parameter") == 0; }
 
 /* The last part of a name ("qkv_perm"), and the length of what comes before it. */
 static const char *leaf(const char *name, size_t *module_len) {
@@ -28,11 +28,10 @@ static int sibling(const ts_render_step *steps, int before, const char *module, 
     return -1;
 }
 
-/* The step before i on the data path (parameters sit beside it); -1: none. */
-static int previous(const ts_render_step *steps, int i) {
+int ts_render__step_before(const ts_render_step *steps, int i) {
     for (int k = i - 1; k >= 0; k--)
-        if (!is_param(&steps[k])) return k;
-    return -1;
+        if (!ts_render__is_param(&steps[k])) return k;
+    return TS_RENDER_OUTSIDE;
 }
 
 /* What the module that step i belongs to reads: the data-path step before
@@ -45,8 +44,7 @@ static int module_input(const ts_render_step *steps, int i) {
     while (first > 0 && strncmp(steps[first - 1].name, steps[i].name, len) == 0 &&
            steps[first - 1].name[len] == '.')
         first--;
-    int k = previous(steps, first);
-    return k >= 0 ? k : TS_RENDER_OUTSIDE;
+    return ts_render__step_before(steps, first);
 }
 
 static void add(ts_render_step *s, int input) {
@@ -77,7 +75,7 @@ static bool add_first_of(ts_render_step *steps, int i, const char *a, const char
  * last norm's out); pre-LN, the sublayer read a norm of the stream, so the
  * stream is that norm's `in`. */
 static void link_residual(ts_render_step *steps, int i, bool pre_norm) {
-    int sub = previous(steps, i);
+    int sub = ts_render__step_before(steps, i);
     if (sub < 0) {
         add(&steps[i], TS_RENDER_OUTSIDE);
         return;
@@ -98,7 +96,7 @@ static void link_one(ts_render_step *steps, int i, bool pre_norm) {
     size_t len;
     const char *l = leaf(s->name, &len);
     s->n_inputs = 0;
-    if (is_param(s)) return;
+    if (ts_render__is_param(s)) return;
     bool ok = true;
     if (!strcmp(l, "kv")) { /* a cross-attention's keys and values come from the encoder */
         add(s, TS_RENDER_MEMORY);
@@ -132,8 +130,7 @@ static void link_one(ts_render_step *steps, int i, bool pre_norm) {
     } else ok = false;
     if (!ok) { /* no rule, or a sibling it names is not in the list: the step before */
         s->n_inputs = 0;
-        int k = previous(steps, i);
-        add(s, k >= 0 ? k : TS_RENDER_OUTSIDE);
+        add(s, ts_render__step_before(steps, i));
     }
 }
 

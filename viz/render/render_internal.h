@@ -144,4 +144,9 @@ double ts_render__caption(ts_render__pen *p, ts_render_rect r, const char *text)
  * 10, 20, 25, 50, ... so that k * spacing >= need. */
 int ts_render__label_step(double spacing, double need);
 
+/* Shape flows (dataflow.c): a parameter (gamma, beta) sits beside the data
+ * path; the step before step i on that path, or TS_RENDER_OUTSIDE. */
+bool ts_render__is_param(const ts_render_step *s);
+int ts_render__step_before(const ts_render_step *steps, int i);
+
 #endif

@@ -47,14 +47,13 @@ static void shape_markup(char *buf, size_t size, const ts_render_step *s, const 
     if (at < size) snprintf(buf + at, size - at, "]");
 }
 
-static bool is_param(const ts_render_step *s) { return s->op && strcmp(s->op, "parameter") == 0; }
 
 /* The step a step's shape is compared with: its first input, when that is a
  * drawn step on the data path. */
 static const ts_render_step *first_input(const ts_render_step *steps, int i) {
     const ts_render_step *s = &steps[i];
-    if (is_param(s) || s->n_inputs < 1 || s->inputs[0] < 0 || s->inputs[0] >= i) return NULL;
-    return is_param(&steps[s->inputs[0]]) ? NULL : &steps[s->inputs[0]];
+    if (ts_render__is_param(s) || s->n_inputs < 1 || s->inputs[0] < 0 || s->inputs[0] >= i) return NULL;
+    return ts_render__is_param(&steps[s->inputs[0]]) ? NULL : &steps[s->inputs[0]];
 }
 
 typedef struct box_fonts {
@@ -116,12 +115,12 @@ static void place(graph *g, const ts_render_step *steps, int n) {
         int lv = base;
         for (int k = 0; k < steps[i].n_inputs; k++) {
             int j = node_of(g, steps[i].inputs[k]);
-            if (j >= g->n || (j >= 0 && j < i && !is_param(&steps[j]))) lv = fmax(lv, g->level[j] + 1);
+            if (j >= g->n || (j >= 0 && j < i && !ts_render__is_param(&steps[j]))) lv = fmax(lv, g->level[j] + 1);
         }
         g->level[i] = lv;
     }
     for (int i = 0; i < g->n; i++) {
-        if (!is_param(&steps[i])) continue;
+        if (!ts_render__is_param(&steps[i])) continue;
         g->level[i] = base;
         for (int c = i + 1; c < g->n; c++)
             for (int k = 0; k < steps[c].n_inputs; k++)
@@ -242,11 +241,9 @@ ts_status ts_render_shapes(cairo_t *cr, ts_render_rect area, const ts_render_ste
     /* A step on the data path that names no input reads the one before it. */
     ts_render_step linked[MAX_NODES];
     memcpy(linked, steps, sizeof *steps * (size_t)n);
-    for (int i = 0, last = TS_RENDER_OUTSIDE; i < n; i++) {
-        if (is_param(&linked[i])) continue;
-        if (linked[i].n_inputs == 0) linked[i].inputs[linked[i].n_inputs++] = last;
-        last = i;
-    }
+    for (int i = 0; i < n; i++)
+        if (!ts_render__is_param(&linked[i]) && linked[i].n_inputs == 0)
+            linked[i].inputs[linked[i].n_inputs++] = ts_render__step_before(linked, i);
     steps = linked;
     size_t prefix = common_prefix(steps, n);
     char title_buf[160];
@@ -291,10 +288,10 @@ ts_status ts_render_shapes(cairo_t *cr, ts_render_rect area, const ts_render_ste
                 ts_render__measure(&pen, markup, &f.shape, &w_shape, &shape_h);
             }
             m.w[node] = 20 + fmax(w, w_op + (w_shape > 0 ? 14 + w_shape : 0));
-            if (node < n && !is_param(&steps[node])) path_w = fmax(path_w, m.w[node]);
+            if (node < n && !ts_render__is_param(&steps[node])) path_w = fmax(path_w, m.w[node]);
         }
         for (int node = 0; node < n; node++)
-            if (!is_param(&steps[node])) m.w[node] = path_w;
+            if (!ts_render__is_param(&steps[node])) m.w[node] = path_w;
         m.box_h = name_h + fmax(op_h, shape_h) + 10;
         m.gap_y = 22 * k;
         m.band_gap = 30 + LANE * 6;

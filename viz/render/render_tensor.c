@@ -45,9 +45,12 @@ ts_status ts_render_tensor(cairo_t *cr, ts_render_rect area, const ts_render_ten
     if (th <= 0) th = pad;
     ts_render__pen_free(&pen);
 
-    double side_w = fmin(fmax(area.w * 0.3, 230), 340);
+    /* A narrow, tall area (one of two panels on a page) puts the statistics
+     * under the slice, so the slice gets the whole width. */
+    bool stacked = area.w < 760 && area.h > area.w;
+    double side_w = stacked ? 0 : fmin(fmax(area.w * 0.3, 230), 340), below_h = stacked ? 220 : 0;
     /* The heatmap adds its own top padding below our title. */
-    ts_render_rect left = {area.x, area.y + th - 6, area.w - side_w, area.h - th + 6};
+    ts_render_rect left = {area.x, area.y + th - 6, area.w - side_w, area.h - th + 6 - below_h};
     ts_render_heatmap_opts ho = {
         .row_axis = v->row_axis,
         .col_axis = v->col_axis,
@@ -62,6 +65,11 @@ ts_status ts_render_tensor(cairo_t *cr, ts_render_rect area, const ts_render_ten
 
     ts_render__pen_init(&pen, cr);
     ts_render_rect side = {area.x + area.w - side_w, area.y + th, side_w - pad, area.h - th - pad};
+    ts_render_rect hist_at = {0, 0, 0, 0}; /* stacked: the histogram beside the statistics */
+    if (stacked) {
+        side = (ts_render_rect){area.x + pad, area.y + area.h - below_h, area.w * 0.42, below_h - pad};
+        hist_at = (ts_render_rect){area.x + area.w * 0.46, side.y, area.w * 0.54 - pad, fmin(200, side.h)};
+    }
     double y = side.y;
     ts_trace_stats computed;
     const ts_trace_stats *s = v->stats;
@@ -87,9 +95,9 @@ ts_status ts_render_tensor(cairo_t *cr, ts_render_rect area, const ts_render_ten
         h = &computed_hist;
     }
     if (h && h->n_bins > 0) {
-        double hh = fmin(200, side.y + side.h - y);
-        if (hh > 60)
-            ts_render__hist(&pen, (ts_render_rect){side.x, y, side.w, hh}, h, &l->scale, NULL,
+        ts_render_rect r = stacked ? hist_at : (ts_render_rect){side.x, y, side.w, fmin(200, side.y + side.h - y)};
+        if (r.h > 60)
+            ts_render__hist(&pen, r, h, &l->scale, NULL,
                             v->hist ? "Histogram (64 bins, whole tensor)" : "Histogram (this slice)");
     }
     ts_render__pen_free(&pen);

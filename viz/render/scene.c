@@ -613,6 +613,40 @@ static const char *const *vocab_labels(ts_scene *job, int64_t n) {
     return labels && buf ? labels : NULL;
 }
 
+/* Labels for a vocabulary axis of n ids when the trace came from a text
+ * read by tscope's word tokenizer: the word each id of the `input` step
+ * stands for, the special ids by name, the others by number. NULL when the
+ * trace has no such text. */
+static const char *const *words_of_ids(ts_scene *job, int64_t n) {
+    int64_t i = ts_trace_find(job->t, "input");
+    if (i < 0 || n <= 0 || n > 4096) return NULL;
+    const ts_trace_step *s = ts_trace_step_at(job->t, i);
+    int64_t S = s->rank == 2 ? s->shape[1] : 0;
+    const float *v;
+    if (S < 1 || !s->has_values || s->batch_index >= 0 || ts_trace_token_count(job->t, TS_TRACE_SOURCE) != S ||
+        ts_trace_values(job->t, i, &v) != TS_OK)
+        return NULL;
+    const char **labels = own(job, sizeof *labels * (size_t)n);
+    enum { NUMBER = 24 };
+    char *numbers = own(job, (size_t)n * NUMBER);
+    if (!labels || !numbers) return NULL;
+    int named = 0;
+    for (int64_t k = 0; k < S; k++) { /* batch element 0's words */
+        int64_t id = (int64_t)v[k];
+        if (v[k] != floorf(v[k]) || id < 0 || id >= n) return NULL;
+        if (!labels[id]) named++;
+        labels[id] = ts_trace_token(job->t, TS_TRACE_SOURCE, (int)k);
+    }
+    if (named == 0) return NULL;
+    for (int64_t id = 0; id < n; id++) {
+        if (labels[id]) continue;
+        const char *special = ts_tokenizer_special_name((int32_t)id);
+        snprintf(numbers + id * NUMBER, NUMBER, "%lld", (long long)id);
+        labels[id] = special ? special : numbers + id * NUMBER;
+    }
+    return labels;
+}
+
 /* What a dim of a traced tensor means, from its place and rank: (B, S, D)
  * and (B, H, S, hd) are the shapes a learner meets. */
 static const char *axis_name(const ts_trace_step *s, const ts_tensor *t, int d, bool tokens) {
@@ -625,14 +659,31 @@ static const char *axis_name(const ts_trace_step *s, const ts_tensor *t, int d, 
     return d == t->rank - 1 ? "last dim" : "dim";
 }
 
+/* Item `key` of the traced model's config (the trace metadata's "config"),
+ * or NULL; *root holds the parsed metadata, for cJSON_Delete. */
+static const cJSON *config_item(ts_trace *t, const char *key, cJSON **root) {
+    *root = cJSON_Parse(ts_trace_metadata(t));
+    return cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(*root, "config"), key);
+}
+
 /* A whole number of the traced model's config ("heads", "d_model"); 0 when
  * the trace does not say. */
 static int config_int(ts_trace *t, const char *key) {
-    cJSON *root = cJSON_Parse(ts_trace_metadata(t));
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, "config"), key);
+    cJSON *root;
+    const cJSON *v = config_item(t, key, &root);
     int out = cJSON_IsNumber(v) ? v->valueint : 0;
     cJSON_Delete(root);
     return out;
+}
+
+/* Whether the trace ran seed 000's reshape bug (variant seed000-reshape):
+ * its concat does not hold one head after another. */
+static bool reshape_bug(ts_trace *t) {
+    cJSON *root;
+    const cJSON *v = config_item(t, "variant", &root);
+    bool bug = cJSON_IsString(v) && strstr(v->valuestring, "seed000-reshape") != NULL;
+    cJSON_Delete(root);
+    return bug;
 }
 
 /* Columns that come in groups: q, k and v of each head in `qkv`, k and v in
@@ -650,7 +701,7 @@ static void column_groups(ts_scene *job, const ts_trace_step *s, ts_render_matri
     else if (ends_with(s->name, ".qkv_heads") || ends_with(s->name, ".qkv_perm")) parts = qkv, n_parts = 3;
     else if (ends_with(s->name, ".kv")) parts = kv, n_parts = 2, per_head = true;
     else if (ends_with(s->name, ".kv_heads") || ends_with(s->name, ".kv_perm")) parts = kv, n_parts = 2;
-    else if (!ends_with(s->name, ".concat")) return;
+    else if (!ends_with(s->name, ".concat") || reshape_bug(job->t)) return; /* the bug scrambles the heads */
     int groups = parts ? n_parts * (per_head ? heads : 1) : heads;
     if (m->cols != groups * hd) return;
     const char **labels = own(job, sizeof *labels * (size_t)groups);
@@ -705,6 +756,8 @@ static ts_status build_tensor(ts_scene *job, int64_t i) {
     if (positions) p->m[0].row_labels = tokens_for(job, keyed ? key_side(s->name) : query_side(s->name), t.shape[r]);
     /* a language model's logits (or draws): the last dim is the vocabulary */
     if (c >= 0 && c == t.rank - 1) p->m[0].col_labels = vocab_labels(job, t.shape[c]);
+    bool logits = s->tag == TS_TAG_LOGITS || strcmp(s->name, "logits") == 0 || strcmp(s->name, "grad.logits") == 0;
+    if (logits && !p->m[0].col_labels && c == t.rank - 1) p->m[0].col_labels = words_of_ids(job, t.shape[c]);
     if (c >= 0 && c == t.rank - 1) column_groups(job, s, &p->m[0]);
     if ((rc = step_stats(job->t, i, &p->stats, &p->hist))) return rc;
     char shape[TS_SHAPE_TEXT_MAX];
@@ -1015,12 +1068,10 @@ static ts_status build_column_curves(ts_scene *job, int64_t i) {
 
 /* ---- shapes ----------------------------------------------------------------- */
 
-/* Whether the traced model normalizes before each sublayer (its config in
- * the trace's metadata says "norm": "pre"). */
+/* Whether the traced model normalizes before each sublayer ("norm": "pre"). */
 static bool pre_norm(ts_trace *t) {
-    cJSON *root = cJSON_Parse(ts_trace_metadata(t));
-    const cJSON *config = cJSON_GetObjectItemCaseSensitive(root, "config");
-    const cJSON *norm = cJSON_GetObjectItemCaseSensitive(config, "norm");
+    cJSON *root;
+    const cJSON *norm = config_item(t, "norm", &root);
     bool pre = cJSON_IsString(norm) && strcmp(norm->valuestring, "pre") == 0;
     cJSON_Delete(root);
     return pre;
