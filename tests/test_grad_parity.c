@@ -50,6 +50,40 @@ static void compare_input_grad(const char *dir, const char *file, const float *g
     ts_npy_free(&want);
 }
 
+/* Every parameter gradient in <dir>/grads.safetensors (by state_dict name,
+ * found in the model under `prefix`) against the trainer's; prints and
+ * returns the largest difference. */
+static double compare_param_grads(const char *dir, const char *label, const ts_model *m, ts_train *tr,
+                                  const char *prefix) {
+    ts_safetensors g;
+    assert_ok(ts_safetensors_open(&g, ref_fixture(dir, "grads.safetensors")));
+    assert_int_equal(g.count, m->n_params);
+    float *buf = malloc(sizeof(float) * (size_t)m->n_floats);
+    assert_non_null(buf);
+    const char *worst_name = "";
+    double worst = 0;
+    for (int k = 0; k < g.count; k++) {
+        const char *key = g.entries[k].name;
+        char full[TS_MODEL_NAME_MAX + 32];
+        snprintf(full, sizeof full, "%s%s", prefix ? prefix : "", key);
+        int i = ts_model_find_param(m, full);
+        if (i < 0) {
+            print_error("%s: grads.safetensors has %s, the model has no such parameter\n", dir, key);
+            fail();
+        }
+        ts_tensor want;
+        assert_ok(ts_safetensors_get(&g, key, &want));
+        assert_int_equal(ts_tensor_numel(&want), m->params[i].numel);
+        ts_train_export_grad(tr, i, buf);
+        double e = compare(dir, key, buf, want.data, m->params[i].numel);
+        if (e >= worst) worst = e, worst_name = key;
+    }
+    print_message("%-26s %d parameter gradients, largest diff %.2e (%s)\n", label, g.count, worst, worst_name);
+    ts_safetensors_close(&g);
+    free(buf);
+    return worst;
+}
+
 /* ---- the model cases ---------------------------------------------------------------- */
 
 static void gradients_match_pytorch(void **state) {
@@ -76,30 +110,7 @@ static void gradients_match_pytorch(void **state) {
     assert_ok(ts_train_backward(&tr, gout.f32, NULL));
 
     /* every parameter of the file, by its state_dict name */
-    ts_safetensors g;
-    assert_ok(ts_safetensors_open(&g, ref_fixture(dir, "grads.safetensors")));
-    assert_int_equal(g.count, m.n_params);
-    float *buf = malloc(sizeof(float) * (size_t)m.n_floats);
-    assert_non_null(buf);
-    const char *worst_name = "";
-    double worst_param = 0;
-    for (int k = 0; k < g.count; k++) {
-        const char *key = g.entries[k].name;
-        char full[TS_MODEL_NAME_MAX + 32];
-        snprintf(full, sizeof full, "%s%s", s.prefix ? s.prefix : "", key);
-        int i = ts_model_find_param(&m, full);
-        if (i < 0) {
-            print_error("%s: grads.safetensors has %s, the model has no such parameter\n", dir, key);
-            fail();
-        }
-        ts_tensor want;
-        assert_ok(ts_safetensors_get(&g, key, &want));
-        assert_int_equal(ts_tensor_numel(&want), m.params[i].numel);
-        ts_train_export_grad(&tr, i, buf);
-        double e = compare(dir, key, buf, want.data, m.params[i].numel);
-        if (e >= worst_param) worst_param = e, worst_name = key;
-    }
-    print_message("%-26s %d parameter gradients, largest diff %.2e (%s)\n", dir, g.count, worst_param, worst_name);
+    double worst_param = compare_param_grads(dir, dir, &m, &tr, s.prefix);
     worst = fmax(worst, worst_param);
     double worst_in = 0;
     if (s.decoder_alone) {
@@ -112,8 +123,6 @@ static void gradients_match_pytorch(void **state) {
         compare_input_grad(dir, "grad_x.npy", tr.d_src, &worst_in);
     }
     print_message("%-26s input gradients, largest diff %.2e\n", dir, worst_in);
-    ts_safetensors_close(&g);
-    free(buf);
     ref_inputs_free(&io);
     ts_npy_free(&gout);
     ts_train_free(&tr);
@@ -284,26 +293,7 @@ static void gpt2_gradients_match_pytorch(void **state) {
     assert_ok(ts_train_forward(&tr, &in, &out));
     assert_int_equal(ts_tensor_numel(&out), gout.numel);
     assert_ok(ts_train_backward(&tr, gout.f32, NULL));
-    ts_safetensors g;
-    assert_ok(ts_safetensors_open(&g, ref_fixture(dir, "grads.safetensors")));
-    assert_int_equal(g.count, m.n_params);
-    float *buf = malloc(sizeof(float) * (size_t)m.n_floats);
-    assert_non_null(buf);
-    double worst = 0;
-    const char *worst_name = "";
-    for (int k = 0; k < g.count; k++) {
-        int i = ts_model_find_param(&m, g.entries[k].name);
-        assert_true(i >= 0);
-        ts_tensor want;
-        assert_ok(ts_safetensors_get(&g, g.entries[k].name, &want));
-        assert_int_equal(ts_tensor_numel(&want), m.params[i].numel);
-        ts_train_export_grad(&tr, i, buf);
-        double e = compare(dir, g.entries[k].name, buf, want.data, m.params[i].numel);
-        if (e >= worst) worst = e, worst_name = g.entries[k].name;
-    }
-    print_message("%-26s %d parameter gradients, largest diff %.2e (%s)\n", "gpt2 layout", g.count, worst, worst_name);
-    ts_safetensors_close(&g);
-    free(buf);
+    compare_param_grads(dir, "gpt2 layout", &m, &tr, NULL);
     free(src);
     ts_npy_free(&ids);
     ts_npy_free(&gout);
