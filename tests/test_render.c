@@ -762,6 +762,36 @@ static void write_attention_trace_padded(const char *path, ts_trace_level level,
     assert_ok(ts_trace_writer_close(wr, NULL));
 }
 
+/* Rows of the canvas where more than half the pixels are the level line's
+ * colour: the dashed line drawn across the plot, and nothing else. */
+static int level_line_rows(canvas *c, int w, int h) {
+    int rows = 0;
+    for (int y = 0; y < h; y++) {
+        int on = 0;
+        for (int x = 0; x < w; x++) on += (pixel(c->surface, x, y) & 0xffffff) == 0x333338;
+        rows += on > w / 2 * 0.5;
+    }
+    return rows;
+}
+
+/* A clip threshold above every point still shows, as one dashed row. */
+static void plot_draws_its_level_line(void **state) {
+    (void)state;
+    const float y[] = {0.2f, 0.5f, 0.3f, 0.6f, 0.4f};
+    ts_render_series s = {.label = "norm", .y = y, .n = 5, .color = 0};
+    int w = 640, h = 360, rows[2];
+    for (int with = 0; with < 2; with++) {
+        canvas c = canvas_new(w, h);
+        ts_render_plot_opts o = {.title = "train.grad_norm", .no_legend = true};
+        if (with) o.ref_label = "clipped above 1", o.ref_y = 1;
+        assert_ok(ts_render_plot(c.cr, c.area, &s, 1, &o));
+        rows[with] = level_line_rows(&c, w, h);
+        canvas_free(&c);
+    }
+    assert_int_equal(rows[0], 0);
+    assert_int_equal(rows[1], 1);
+}
+
 static void scene_picks_the_view_and_finds_the_mask(void **state) {
     (void)state;
     char dir[] = "/tmp/tscope-scene-XXXXXX", path[96];
@@ -908,6 +938,7 @@ int main(void) {
         cmocka_unit_test(golden_tensor),
         cmocka_unit_test(golden_training),
         cmocka_unit_test(shape_flow_links_the_real_inputs),
+        cmocka_unit_test(plot_draws_its_level_line),
         cmocka_unit_test(scene_picks_the_view_and_finds_the_mask),
         cmocka_unit_test(scene_without_values_says_how_to_rerun),
     };

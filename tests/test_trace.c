@@ -320,6 +320,27 @@ static char *meta_json(void) {
     return meta;
 }
 
+/* A key added to the metadata replaces one of that name; text that is not
+ * JSON, or metadata that is not an object, is refused and leaves it as it was. */
+static void metadata_takes_added_items(void **state) {
+    (void)state;
+    char *meta = meta_json();
+    assert_ok(ts_trace_metadata_add_json(&meta, "training", "{\"clip\":1}"));
+    assert_ok(ts_trace_metadata_add_json(&meta, "training", "{\"clip\":0.5,\"label_smoothing\":0.1}"));
+    assert_non_null(strstr(meta, "\"training\":{\"clip\":0.5,\"label_smoothing\":0.1}"));
+    assert_null(strstr(meta, "\"clip\":1"));
+    assert_non_null(strstr(meta, "\"d_model\":16")); /* the rest kept */
+    char *before = strdup(meta);
+    assert_int_equal(ts_trace_metadata_add_json(&meta, "training", "{clip: 1"), TS_ERR_ARG);
+    assert_string_equal(meta, before);
+    char *array = strdup("[1, 2]");
+    assert_int_equal(ts_trace_metadata_add_json(&array, "training", "{}"), TS_ERR_ARG);
+    assert_string_equal(array, "[1, 2]");
+    free(array);
+    free(before);
+    free(meta);
+}
+
 static void write_trace(const char *path, const ts_trace_options *opt, const fixture_step *steps, int n,
                         ts_trace_summary *summary) {
     char *meta = meta_json();
@@ -1284,6 +1305,7 @@ int main(void) {
         cmocka_unit_test(crc_matches_zlib),
         cmocka_unit_test(stats_match_reference_on_every_isa),
         cmocka_unit_test(hist_kernels_bin_like_trf_bin),
+        cmocka_unit_test(metadata_takes_added_items),
         cmocka_unit_test(round_trip_every_level),
         cmocka_unit_test(strided_views_are_gathered_row_major),
         cmocka_unit_test(views_of_a_stored_step),

@@ -63,6 +63,9 @@ if "$bin" train --task copy --steps 200 --trace "$tmp/train.tstrace" --every 10 
     else
         bad "training trace: $n_loss train.loss, $n_attn cross-attention, $n_norm grad-norm records (want 21 each)"
     fi
+    # the metadata (plain JSON in the header) keeps the clip threshold the grad-norm curve draws
+    if grep -aq '"training":{"clip":1,"label_smoothing":0}' "$tmp/train.tstrace"; then ok
+    else bad "training trace: its metadata lacks the run's clip threshold"; fi
 else
     bad "train --trace: $(tail -n 3 "$tmp/t.out") $(tail -n 3 "$tmp/t.info" 2>/dev/null)"
 fi

@@ -223,6 +223,8 @@ typedef struct ts_render_plot_opts {
     bool y_from_zero; /* include 0 in the y range */
     const char *const *x_tick_labels; /* optional: names of x = 0, 1, ... (tokens), n_x_tick_labels of them */
     int n_x_tick_labels;
+    const char *ref_label; /* optional: a dashed level line at y = ref_y, named (a clip threshold) */
+    double ref_y;
 } ts_render_plot_opts;
 
 /* Lines over a shared x axis, with ticks, grid and a legend. */

@@ -151,6 +151,11 @@ ts_status ts_trace_metadata_build(char **out, const char *config_json,
  * holds different texts (a training trace's probes). *json is replaced. */
 ts_status ts_trace_metadata_add_batch_tokens(char **json, const char *const *tokens, int B, int n);
 
+/* Add (or replace) item `key` of the metadata: value_json, a JSON text (the
+ * tokenizer of a language model, a training run's settings). *json is
+ * replaced. */
+ts_status ts_trace_metadata_add_json(char **json, const char *key, const char *value_json);
+
 /* ---- reading ---- */
 
 typedef struct ts_trace ts_trace;

@@ -38,6 +38,12 @@ static const task_defaults defaults[TS_TASK_COUNT] = {
 
 /* ---- the trace's metadata ------------------------------------------------------ */
 
+ts_status train_trace_settings(char **meta, const train_opts *o) {
+    char json[128];
+    snprintf(json, sizeof json, "{\"clip\":%.9g,\"label_smoothing\":%.9g}", (double)o->clip, (double)o->smoothing);
+    return ts_trace_metadata_add_json(meta, "training", json);
+}
+
 /* The trace of a task run: every step kept with its values, the probe's ids
  * (its first sequence) as the axes' labels. */
 static ts_status open_trace(const train_opts *o, const ts_model_config *cfg, const ts_task_data *d,
@@ -57,6 +63,7 @@ static ts_status open_trace(const train_opts *o, const ts_model_config *cfg, con
         for (int i = 0; i < o->argc; i++) line[i + 1] = o->argv[i];
         st = ts_trace_metadata_build(&meta, config, src, d->S, tgt, d->T, o->argc + 1, line);
     }
+    if (!st) st = train_trace_settings(&meta, o);
     ts_trace_options opt;
     ts_trace_options_default(&opt);
     opt.level = TS_TRACE_VALUES;

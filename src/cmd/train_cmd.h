@@ -29,4 +29,8 @@ typedef struct train_opts {
  * (flags, n) to tell which were given. Returns the exit code. */
 int train_lm(const train_opts *o, const model_flags *mf, ts_flag *flags, int n);
 
+/* Add the run's "training" settings a reader draws (the clip threshold on
+ * the gradient-norm curve) to a trace's metadata; *meta is replaced. */
+ts_status train_trace_settings(char **meta, const train_opts *o);
+
 #endif

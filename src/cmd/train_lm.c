@@ -3,7 +3,6 @@
  * prints progress and a sample, and saves a checkpoint that reloads without
  * flags (config and tokenizer in its metadata). Ctrl-C stops after the step
  * under way; what was asked for is still saved. docs/training.md explains. */
-#include <cjson/cJSON.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -198,15 +197,9 @@ static ts_status open_trace(const train_opts *o, const ts_model_config *cfg, con
         st = ts_trace_metadata_build(&meta, config, lab, S, NULL, 0, o->argc + 1, line);
     }
     if (!st) st = ts_trace_metadata_add_batch_tokens(&meta, lab, P, S);
-    if (!st) { /* the tokenizer, so a reader can label a vocabulary axis */
-        cJSON *root = cJSON_Parse(meta);
-        cJSON *t = cJSON_Parse(tokjson);
-        if (root && t) cJSON_AddItemToObject(root, "tokenizer", t);
-        else cJSON_Delete(t);
-        char *again = root ? cJSON_PrintUnformatted(root) : NULL;
-        cJSON_Delete(root);
-        if (again) free(meta), meta = again;
-    }
+    /* the tokenizer, so a reader can label a vocabulary axis */
+    if (!st) st = ts_trace_metadata_add_json(&meta, "tokenizer", tokjson);
+    if (!st) st = train_trace_settings(&meta, o);
     ts_trace_options opt;
     ts_trace_options_default(&opt);
     opt.level = TS_TRACE_VALUES;

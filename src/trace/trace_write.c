@@ -1002,18 +1002,43 @@ ts_status ts_trace_metadata_build(char **out, const char *config_json, const cha
     return *out ? TS_OK : ts_fail(TS_ERR_NOMEM, "trace: no memory for the metadata");
 }
 
-ts_status ts_trace_metadata_add_batch_tokens(char **json, const char *const *tokens, int B, int n) {
-    cJSON *root = cJSON_Parse(*json ? *json : "{}");
-    if (!cJSON_IsObject(root)) {
-        cJSON_Delete(root);
-        return ts_fail(TS_ERR_ARG, "trace: the metadata is not a JSON object");
-    }
-    cJSON *all = cJSON_AddArrayToObject(root, "source_tokens_batch");
-    for (int b = 0; all && b < B; b++) cJSON_AddItemToArray(all, token_array(tokens + (size_t)b * n, n));
+/* The metadata as a cJSON object to add to, or an error. */
+static ts_status metadata_object(const char *json, cJSON **root) {
+    *root = cJSON_Parse(json ? json : "{}");
+    if (cJSON_IsObject(*root)) return TS_OK;
+    cJSON_Delete(*root);
+    *root = NULL;
+    return ts_fail(TS_ERR_ARG, "trace: the metadata is not a JSON object");
+}
+
+/* Print root back into *json, replacing it; root is deleted. */
+static ts_status metadata_replace(char **json, cJSON *root) {
     char *text = cJSON_PrintUnformatted(root);
     cJSON_Delete(root);
     if (!text) return ts_fail(TS_ERR_NOMEM, "trace: no memory for the metadata");
     free(*json);
     *json = text;
     return TS_OK;
+}
+
+ts_status ts_trace_metadata_add_batch_tokens(char **json, const char *const *tokens, int B, int n) {
+    cJSON *root;
+    TS_TRY(metadata_object(*json, &root));
+    cJSON *all = cJSON_AddArrayToObject(root, "source_tokens_batch");
+    for (int b = 0; all && b < B; b++) cJSON_AddItemToArray(all, token_array(tokens + (size_t)b * n, n));
+    return metadata_replace(json, root);
+}
+
+ts_status ts_trace_metadata_add_json(char **json, const char *key, const char *value_json) {
+    cJSON *value = cJSON_Parse(value_json);
+    if (!value) return ts_fail(TS_ERR_ARG, "trace: the metadata's \"%s\" is not JSON", key);
+    cJSON *root;
+    ts_status st = metadata_object(*json, &root);
+    if (st) {
+        cJSON_Delete(value);
+        return st;
+    }
+    cJSON_DeleteItemFromObjectCaseSensitive(root, key);
+    cJSON_AddItemToObject(root, key, value);
+    return metadata_replace(json, root);
 }

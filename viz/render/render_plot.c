@@ -40,6 +40,11 @@ static void data_range(const ts_render_series *s, int n, const ts_render_plot_op
             y->lo = fmin(y->lo, yv);
             y->hi = fmax(y->hi, yv);
         }
+    if (o->ref_label && usable(o->ref_y, y->log)) { /* the level line stays in sight */
+        double ry = y->log ? log10(o->ref_y) : o->ref_y;
+        y->lo = fmin(y->lo, ry);
+        y->hi = fmax(y->hi, ry);
+    }
     if (!(x->lo <= x->hi)) x->lo = 0, x->hi = 1;
     if (!(y->lo <= y->hi)) y->lo = 0, y->hi = 1;
     if (x->lo == x->hi) x->lo -= 0.5, x->hi += 0.5;
@@ -221,6 +226,29 @@ static void draw_mark(cairo_t *cr, const ts_render_series *s, const axis *x, con
     cairo_restore(cr);
 }
 
+/* A dashed line across the plot at height t (0..1 of the y axis), its name
+ * above the line's left end. */
+static void draw_level(ts_render__pen *p, const char *label, double t, ts_render_rect plot,
+                       const ts_render__font *f) {
+    cairo_t *cr = p->cr;
+    double py = round(plot.y + plot.h - t * plot.h) + 0.5;
+    static const double dash[] = {6, 4};
+    cairo_save(cr);
+    cairo_set_source_rgb(cr, 0.2, 0.2, 0.22);
+    cairo_set_line_width(cr, 1.5);
+    cairo_set_dash(cr, dash, 2, 0);
+    cairo_move_to(cr, plot.x, py);
+    cairo_line_to(cr, plot.x + plot.w, py);
+    cairo_stroke(cr);
+    double w, h; /* on a white ground, so a curve through it does not hide it */
+    ts_render__measure(p, label, f, &w, &h);
+    cairo_set_source_rgba(cr, 1, 1, 1, 0.85);
+    cairo_rectangle(cr, plot.x + 6, py - 4 - h, w + 6, h + 2);
+    cairo_fill(cr);
+    cairo_restore(cr);
+    ts_render__text(p, label, f, plot.x + 9, py - 3, 0, 1, 0);
+}
+
 void ts_render__plot_body(ts_render__pen *p, ts_render_rect r, const ts_render_series *s, int n,
                           const ts_render_plot_opts *o) {
     cairo_t *cr = p->cr;
@@ -295,6 +323,7 @@ void ts_render__plot_body(ts_render__pen *p, ts_render_rect r, const ts_render_s
     for (int k = 0; k < n; k++) draw_series(cr, &s[k], k, &x, &y, plot, o->markers);
     for (int k = 0; k < n; k++) draw_mark(cr, &s[k], &x, &y, plot);
     cairo_restore(cr);
+    if (o->ref_label && usable(o->ref_y, y.log)) draw_level(p, o->ref_label, axis_t(&y, o->ref_y), plot, &lf);
 
     cairo_set_source_rgb(cr, 0.35, 0.35, 0.38);
     cairo_set_line_width(cr, 1);

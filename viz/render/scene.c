@@ -37,6 +37,7 @@ struct ts_scene {
     ts_render_view view; /* what it is called; AUTO for the combined PE view */
     int width, height;   /* a good size in points */
     char title[320], subtitle[600];
+    char ref_label[80]; /* popts.ref_label: a level line's name */
     ts_render_matrix m[TS_RENDER_MAX_PANELS];
     int n;
     ts_render_heatmap_opts hopts;
@@ -659,11 +660,26 @@ static const char *axis_name(const ts_trace_step *s, const ts_tensor *t, int d, 
     return d == t->rank - 1 ? "last dim" : "dim";
 }
 
-/* Item `key` of the traced model's config (the trace metadata's "config"),
- * or NULL; *root holds the parsed metadata, for cJSON_Delete. */
-static const cJSON *config_item(ts_trace *t, const char *key, cJSON **root) {
+/* Item `key` of the metadata's object `object` ("config": the traced
+ * model's; "training": a training run's settings), or NULL; *root holds the
+ * parsed metadata, for cJSON_Delete. */
+static const cJSON *metadata_item(ts_trace *t, const char *object, const char *key, cJSON **root) {
     *root = cJSON_Parse(ts_trace_metadata(t));
-    return cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(*root, "config"), key);
+    return cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(*root, object), key);
+}
+
+static const cJSON *config_item(ts_trace *t, const char *key, cJSON **root) {
+    return metadata_item(t, "config", key, root);
+}
+
+/* The gradient-norm threshold the training run clipped at; 0: none, or the
+ * trace does not say. */
+static double training_clip(ts_trace *t) {
+    cJSON *root;
+    const cJSON *v = metadata_item(t, "training", "clip", &root);
+    double clip = cJSON_IsNumber(v) && v->valuedouble > 0 ? v->valuedouble : 0;
+    cJSON_Delete(root);
+    return clip;
 }
 
 /* A whole number of the traced model's config ("heads", "d_model"); 0 when
@@ -901,6 +917,12 @@ static ts_status build_scalar_curves(ts_scene *job, const ts_trace_step *s) {
     mark_occurrence(job);
     p->popts = (ts_render_plot_opts){.title = p->title, .subtitle = p->subtitle, .x_label = steps ? "training step" : "record",
                                      .y_label = s->name, .markers = p->series[0].n <= 30, .no_legend = true};
+    /* the norm the run clipped at: above the line, an update was shortened */
+    double clip = strcmp(s->name, "train.grad_norm") == 0 ? training_clip(job->t) : 0;
+    if (clip > 0) {
+        snprintf(p->ref_label, sizeof p->ref_label, "clipped above %g", clip);
+        p->popts.ref_label = p->ref_label, p->popts.ref_y = clip;
+    }
     p->width = 1000;
     p->height = 560;
     return TS_OK;
@@ -1336,5 +1358,14 @@ ts_status ts_scene_overlay(ts_scene *a, const ts_scene *b, const char *label_a, 
     a->popts.subtitle = a->subtitle;
     a->popts.no_legend = false;
     a->popts.y_from_zero = a->popts.y_from_zero && b->popts.y_from_zero;
+    /* a level line belongs to one run: say whose, unless both have it */
+    const ts_scene *with_line = a->popts.ref_label ? a : b->popts.ref_label ? b : NULL;
+    bool both = a->popts.ref_label && b->popts.ref_label && a->popts.ref_y == b->popts.ref_y;
+    if (with_line && !both) {
+        char own[40];
+        snprintf(own, sizeof own, "%.39s", with_line->ref_label);
+        snprintf(a->ref_label, sizeof a->ref_label, "%.30s: %s", with_line == a ? label_a : label_b, own);
+        a->popts.ref_label = a->ref_label, a->popts.ref_y = with_line->popts.ref_y;
+    }
     return TS_OK;
 }
