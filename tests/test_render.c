@@ -626,7 +626,7 @@ static void golden_shapes(void **state) {
         {.name = "encoder.layers.0.self_attn.values", .op = "matmul", .rank = 4, .shape = {1, 2, 4, 8}},
         {.name = "encoder.layers.0.self_attn.concat", .op = "reshape", .rank = 3, .shape = {1, 4, 16}},
     };
-    ts_render_steps_link(st, 10, false);
+    ts_render_steps_link(st, 10, NULL);
     canvas c = canvas_new(640, 640);
     assert_ok(ts_render_shapes(c.cr, c.area, st, 10, NULL, NULL));
     check_golden(c.surface, "shapes");
@@ -647,7 +647,7 @@ static void shape_flow_links_the_real_inputs(void **state) {
         st[i].name = names[i];
         st[i].op = i == IN1 ? "add" : i == GAMMA || i == BETA ? "parameter" : "x";
     }
-    ts_render_steps_link(st, N, false);
+    ts_render_steps_link(st, N, NULL);
 #define INPUTS(i, n, a, b, c)                                                                                          \
     do {                                                                                                               \
         assert_int_equal(st[i].n_inputs, n);                                                                           \
@@ -676,14 +676,33 @@ static void shape_flow_links_the_real_inputs(void **state) {
         p[i].name = pre[i];
         p[i].op = i == 0 ? "input" : i == 5 ? "add" : "x";
     }
-    ts_render_steps_link(p, 6, true);
+    ts_render_steps_link(p, 6, &(ts_render_wiring){.pre_norm = true});
     assert_int_equal(p[3].inputs[0], 2);
     assert_int_equal(p[5].n_inputs, 2);
     assert_int_equal(p[5].inputs[0], 4);
     assert_int_equal(p[5].inputs[1], 0);
+    /* seed 004's block: norm2.in = x + dropout(x) reads the stream alone, and
+     * the FFN's sum skips from norm2's out */
+    static const char *const s4[] = {"norm1.in", "norm1.y",  "norm1.out", "self_attn.qkv", "self_attn.out",
+                                     "norm2.in", "norm2.y",  "norm2.out", "ffn.hidden",    "ffn.out",
+                                     "out"};
+    ts_render_step q[11];
+    memset(q, 0, sizeof q);
+    for (int i = 0; i < 11; i++) {
+        q[i].name = s4[i];
+        q[i].op = i == 0 ? "input" : i == 5 || i == 10 ? "add" : "x";
+    }
+    ts_render_steps_link(q, 11, &(ts_render_wiring){.pre_norm = true, .seed004_residual = true});
+    assert_int_equal(q[5].n_inputs, 1);
+    assert_int_equal(q[5].inputs[0], 0);
+    assert_int_equal(q[10].n_inputs, 2);
+    assert_int_equal(q[10].inputs[0], 9);
+    assert_int_equal(q[10].inputs[1], 7);
+    for (int i = 5; i < 11; i++) /* the attention's output is read by nothing */
+        for (int k = 0; k < q[i].n_inputs; k++) assert_int_not_equal(q[i].inputs[k], 4);
     /* a cross-attention's keys and values read the encoder's memory */
     ts_render_step kv[1] = {{.name = "cross_attn.kv", .op = "linear"}};
-    ts_render_steps_link(kv, 1, false);
+    ts_render_steps_link(kv, 1, NULL);
     assert_int_equal(kv[0].inputs[0], TS_RENDER_MEMORY);
 #undef INPUTS
 }

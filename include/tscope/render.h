@@ -301,12 +301,18 @@ typedef struct ts_render_step {
     int n_inputs;                     /* 0: a source (a parameter) */
 } ts_render_step;
 
+/* What the names alone do not say about how a layer is wired. */
+typedef struct ts_render_wiring {
+    bool pre_norm;         /* the model normalizes before each sublayer */
+    bool seed004_residual; /* seed 004's block (variant seed004-residual): x + dropout(x), the attention
+                            * unread; the FFN's skip starts at norm2's out */
+} ts_render_wiring;
+
 /* Fill each step's inputs from the names tscope's model gives its steps:
  * q, k, v from one tensor, scores from q and k, values from the weights and
  * v, a LayerNorm's y from in, mean and std, a residual add from its sublayer
- * and the stream it skipped (pre_norm: the model normalizes before each
- * sublayer). A name no rule knows reads the step before it. */
-void ts_render_steps_link(ts_render_step *steps, int n, bool pre_norm);
+ * and the stream it skipped. A name no rule knows reads the step before it. */
+void ts_render_steps_link(ts_render_step *steps, int n, const ts_render_wiring *w);
 
 /* The steps as a dataflow graph, drawn downwards: each step a box with its
  * op and shape ([30, 200, 1536]), an arrow from each of its inputs, steps

@@ -494,7 +494,7 @@ static ts_status draw_views(cairo_t *cr, ts_lesson_page *p, ts_render_rect r) {
     }
     if (p->st->n_marks && !marked) add_note(p, "the highlight is not drawn: this view has no cells to frame");
     const ts_trace_step *s0 = p->view[0].sc ? ts_scene_step(p->view[0].sc) : NULL;
-    if (p->st->n_dims && (!s0 || s0->tag != TS_TAG_POSENC)) add_note(p, "dims choose positional-encoding curves only");
+    if (p->st->n_dims && (!s0 || s0->tag != TS_TAG_POSENC || s0->op != TS_OP_POSENC)) add_note(p, "dims choose positional-encoding curves only");
     return st;
 }
 

@@ -70,20 +70,23 @@ static bool add_first_of(ts_render_step *steps, int i, const char *a, const char
     return add_siblings(steps, i, one) || (b && add_siblings(steps, i, other));
 }
 
-/* The residual add `normK.in`: the sublayer just before it, and the stream
- * that sublayer skipped. Post-LN, the stream is what the sublayer read (the
- * last norm's out); pre-LN, the sublayer read a norm of the stream, so the
- * stream is that norm's `in`. */
-static void link_residual(ts_render_step *steps, int i, bool pre_norm) {
+/* The residual add `normK.in` (or a pre-LN layer's `out`): the sublayer just
+ * before it, and the stream that sublayer skipped. Post-LN, the stream is what
+ * the sublayer read (the last norm's out); pre-LN, the sublayer read a norm of
+ * the stream, so the stream is that norm's `in`. Seed 004's block adds the
+ * stream to itself after attention (the attention is read by nothing), and
+ * its FFN's skip starts at the norm's out. */
+static void link_residual(ts_render_step *steps, int i, const ts_render_wiring *w) {
     int sub = ts_render__step_before(steps, i);
     if (sub < 0) {
         add(&steps[i], TS_RENDER_OUTSIDE);
         return;
     }
-    add(&steps[i], sub);
+    size_t len;
+    bool second_sum = strcmp(leaf(steps[i].name, &len), "out") == 0;
+    if (!(w->seed004_residual && !second_sum)) add(&steps[i], sub);
     int stream = module_input(steps, sub);
-    if (pre_norm && stream >= 0) {
-        size_t len;
+    if (w->pre_norm && stream >= 0 && !(w->seed004_residual && second_sum)) {
         const char *l = leaf(steps[stream].name, &len);
         int in = strcmp(l, "out") == 0 ? sibling(steps, stream, steps[stream].name, len, "in") : -1;
         if (in >= 0) stream = in;
@@ -91,7 +94,7 @@ static void link_residual(ts_render_step *steps, int i, bool pre_norm) {
     add(&steps[i], stream);
 }
 
-static void link_one(ts_render_step *steps, int i, bool pre_norm) {
+static void link_one(ts_render_step *steps, int i, const ts_render_wiring *w) {
     ts_render_step *s = &steps[i];
     size_t len;
     const char *l = leaf(s->name, &len);
@@ -121,7 +124,7 @@ static void link_one(ts_render_step *steps, int i, bool pre_norm) {
     else if (!strcmp(l, "y")) ok = add_siblings(steps, i, (const char *const[]){"in", "mean", "std", NULL});
     else if (!strcmp(l, "act")) ok = add_first_of(steps, i, "hidden", NULL);
     else if ((!strcmp(l, "in") || !strcmp(l, "out")) && s->op && !strcmp(s->op, "add"))
-        link_residual(steps, i, pre_norm); /* pre-LN, a layer ends in its second residual add */
+        link_residual(steps, i, w); /* pre-LN, a layer ends in its second residual add */
     else if (!strcmp(l, "in")) add(s, module_input(steps, i));
     else if (!strcmp(l, "out") && sibling(steps, i, s->name, len, "y") >= 0) { /* a LayerNorm's out */
         ok = add_first_of(steps, i, "y", NULL);
@@ -134,6 +137,7 @@ static void link_one(ts_render_step *steps, int i, bool pre_norm) {
     }
 }
 
-void ts_render_steps_link(ts_render_step *steps, int n, bool pre_norm) {
-    for (int i = 0; i < n; i++) link_one(steps, i, pre_norm);
+void ts_render_steps_link(ts_render_step *steps, int n, const ts_render_wiring *w) {
+    ts_render_wiring plain = {0};
+    for (int i = 0; i < n; i++) link_one(steps, i, w ? w : &plain);
 }

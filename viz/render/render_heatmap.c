@@ -516,8 +516,10 @@ ts_status ts_render_heatmap(cairo_t *cr, ts_render_rect area, const ts_render_ma
         if (c.rows < 1) c.rows = 1;
         double cw = avail_w / c.cols, ch = avail_h / c.rows;
         if (o->stretch) {
+            /* Up to 1:4, and rows at least a label tall: a few tokens over
+             * hundreds of one-pixel features read as rows, not a thin band. */
             cw = fmin(cw, 4 * ch);
-            ch = fmin(ch, 4 * cw);
+            ch = fmin(ch, fmax(4 * cw, label_h * 1.3 + 1));
         } else {
             cw = ch = fmin(cw, ch);
         }

@@ -657,6 +657,7 @@ static const char *axis_name(const ts_trace_step *s, const ts_tensor *t, int d, 
     if (batched && t->rank == 3) return d == 1 ? (tokens ? "token" : "position") : "feature";
     if (batched && t->rank == 4 && s->tag == TS_TAG_HEADS) return d == 1 ? "head" : d == 2 ? "position" : "head dim";
     if (batched && t->rank == 4 && is_attention(s)) return d == 1 ? "head" : d == 2 ? "query" : "key";
+    if (s->tag == TS_TAG_POSENC && t->rank == 2) return d == 0 ? "position" : "feature"; /* (S, D) */
     return d == t->rank - 1 ? "last dim" : "dim";
 }
 
@@ -692,12 +693,13 @@ static int config_int(ts_trace *t, const char *key) {
     return out;
 }
 
-/* Whether the trace ran seed 000's reshape bug (variant seed000-reshape):
- * its concat does not hold one head after another. */
-static bool reshape_bug(ts_trace *t) {
+/* Whether the traced model ran a seed's mistake (its config's "variant"
+ * names it): seed000-reshape's concat does not hold one head after another;
+ * seed004-residual's block reads its attention nowhere. */
+static bool has_variant(ts_trace *t, const char *variant) {
     cJSON *root;
     const cJSON *v = config_item(t, "variant", &root);
-    bool bug = cJSON_IsString(v) && strstr(v->valuestring, "seed000-reshape") != NULL;
+    bool bug = cJSON_IsString(v) && strstr(v->valuestring, variant) != NULL;
     cJSON_Delete(root);
     return bug;
 }
@@ -717,7 +719,7 @@ static void column_groups(ts_scene *job, const ts_trace_step *s, ts_render_matri
     else if (ends_with(s->name, ".qkv_heads") || ends_with(s->name, ".qkv_perm")) parts = qkv, n_parts = 3;
     else if (ends_with(s->name, ".kv")) parts = kv, n_parts = 2, per_head = true;
     else if (ends_with(s->name, ".kv_heads") || ends_with(s->name, ".kv_perm")) parts = kv, n_parts = 2;
-    else if (!ends_with(s->name, ".concat") || reshape_bug(job->t)) return; /* the bug scrambles the heads */
+    else if (!ends_with(s->name, ".concat") || has_variant(job->t, "seed000-reshape")) return; /* the bug scrambles the heads */
     int groups = parts ? n_parts * (per_head ? heads : 1) : heads;
     if (m->cols != groups * hd) return;
     const char **labels = own(job, sizeof *labels * (size_t)groups);
@@ -1128,7 +1130,8 @@ static ts_status build_shapes(ts_scene *job, const char *name) {
     p->kind = PIC_SHAPES;
     p->view = TS_RENDER_VIEW_SHAPES;
     snprintf(p->title, sizeof p->title, "%s", prefix);
-    ts_render_steps_link(p->steps, n, pre_norm(job->t));
+    ts_render_wiring wiring = {pre_norm(job->t), has_variant(job->t, "seed004-residual")};
+    ts_render_steps_link(p->steps, n, &wiring);
     ts_render_shapes_size(p->steps, n, &p->width, &p->height);
     return TS_OK;
 }
@@ -1160,13 +1163,15 @@ static ts_status build(ts_scene *job, ts_render_view view) {
     job->step = s;
     bool attention = is_attention(s);
     bool norm = s->tag == TS_TAG_NORM_IN || s->tag == TS_TAG_NORM_OUT || s->tag == TS_TAG_NORM_STAT;
+    /* the sines and cosines; a learned position table is a weight like any other, drawn as one */
+    bool sinusoid = s->tag == TS_TAG_POSENC && s->op == TS_OP_POSENC;
     /* token ids are categories in every view that would draw them as numbers on a scale */
     if ((view == TS_RENDER_VIEW_AUTO || view == TS_RENDER_VIEW_HEATMAP || view == TS_RENDER_VIEW_STATS) &&
         is_token_ids(job->t, i))
         return build_ids(job, i);
     if (view == TS_RENDER_VIEW_AUTO) {
         if (attention) return (job->rq.head >= 0) ? build_attention_head(job, i) : build_attention_grid(job, i);
-        if (s->tag == TS_TAG_POSENC) return build_posenc(job, i, PIC_POSENC);
+        if (sinusoid) return build_posenc(job, i, PIC_POSENC);
         if (norm) return build_norm(job, s->name);
         if (s->tag == TS_TAG_SCALAR || s->numel == 1) return build_scalar_curves(job, s);
         if (s->tag == TS_TAG_HEAD_SCORES) return build_head_scores(job, s);
@@ -1176,7 +1181,7 @@ static ts_status build(ts_scene *job, ts_render_view view) {
     switch (view) {
     case TS_RENDER_VIEW_HEATMAP:
         if (attention) return build_attention_head(job, i);
-        if (s->tag == TS_TAG_POSENC) return build_posenc(job, i, PIC_HEATMAP);
+        if (sinusoid) return build_posenc(job, i, PIC_HEATMAP);
         return build_tensor(job, i);
     case TS_RENDER_VIEW_GRID:
         if (s->rank != 4)
@@ -1187,7 +1192,7 @@ static ts_status build(ts_scene *job, ts_render_view view) {
             return ts_fail(TS_ERR_ARG, "--view overview shows layers x heads of a (B, H, S, S) step; %s has rank %d", s->name, s->rank);
         return build_overview(job, i);
     case TS_RENDER_VIEW_CURVES:
-        if (s->tag == TS_TAG_POSENC) return build_posenc(job, i, PIC_PE_CURVES);
+        if (sinusoid) return build_posenc(job, i, PIC_PE_CURVES);
         if (s->tag == TS_TAG_SCALAR || s->numel == 1) return build_scalar_curves(job, s);
         if (s->tag == TS_TAG_HEAD_SCORES) return build_head_scores(job, s);
         if (s->tag == TS_TAG_PER_POSITION) return build_position_curves(job, s);
