@@ -47,11 +47,11 @@ static void variant_words_parse_and_print(void **state) {
     unsigned bits = 0;
     assert_ok(ts_model_variant_parse("no-scale, seed000-reshape", &bits));
     assert_int_equal(bits, TS_VARIANT_NO_SCALE | TS_VARIANT_SEED000_RESHAPE);
-    assert_ok(ts_model_variant_parse("  seed004-residual seed001-layernorm ", &bits));
+    assert_ok(ts_model_variant_parse("  seed004-residual seed001-layernorm seed003-mask", &bits));
     assert_int_equal(bits, TS_VARIANT_ALL);
     char names[128];
     ts_model_variant_names(bits, names, sizeof names);
-    assert_string_equal(names, "no-scale seed000-reshape seed001-layernorm seed004-residual");
+    assert_string_equal(names, "no-scale seed000-reshape seed001-layernorm seed004-residual seed003-mask");
     assert_int_equal(ts_model_variant_parse("no-scale noscale", &bits), TS_ERR_ARG);
     assert_non_null(strstr(ts_last_error(), "'noscale'"));
     ts_pe_variant pv;
@@ -470,6 +470,57 @@ static void padding_both_hides_pad_rows_with_zeros(void **state) {
     capture_free(&both);
 }
 
+/* ---- seed003-mask ------------------------------------------------------------------------------- */
+
+/* Seed 003's -1e9 in place of -inf: the same weights wherever a row keeps a
+ * key (exp(-1e9 - max) is 0 in float32), uniform weights 1/S in a row masked
+ * end to end (the scores there all round to -1e9), and the same outputs at
+ * the real positions, which never read a pad. With a hook and without. */
+static void seed003_mask_adds_minus_1e9(void **state) {
+    (void)state;
+    int B = 2, S = 5, H = 2, D = 8;
+    ts_model_config c = fixture_encoder(B, S, D, H, 2, 3);
+    c.mask = TS_MASK_PADDING_BOTH;
+    float *x = fixture_randn((int64_t)B * S * D, 6);
+    uint8_t pad[10] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1}; /* sentence 1: last two positions */
+    ts_model_input in = {.src_embedded = x, .src_pad = pad};
+    const char *keep[] = {"encoder.layers.0.self_attn.masked", "encoder.layers.0.self_attn.weights", NULL};
+    capture inf, e9;
+    capture_init(&inf, MAX_STEPS, keep);
+    capture_init(&e9, MAX_STEPS, keep);
+    float *o_inf, *o_e9, *o_fast;
+    int64_t n, empty_inf, empty_e9, empty_fast;
+    forward(&c, &in, &inf, &o_inf, &n, &empty_inf);
+    c.variants = TS_VARIANT_SEED003_MASK;
+    forward(&c, &in, &e9, &o_e9, &n, &empty_e9);
+    forward(&c, &in, NULL, &o_fast, &n, &empty_fast);
+    assert_int_equal(empty_inf, 2 * H * 2);
+    assert_int_equal(empty_e9, 0); /* no row is left with nothing: -1e9 is a number */
+    assert_int_equal(empty_fast, 0);
+    assert_floats_close(o_fast, o_e9, n, 1e-6);
+    const float *me = capture_values(&e9, "encoder.layers.0.self_attn.masked");
+    const float *wi = capture_values(&inf, "encoder.layers.0.self_attn.weights");
+    const float *we = capture_values(&e9, "encoder.layers.0.self_attn.weights");
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++)
+            for (int r = 0; r < S; r++) {
+                int64_t row = ((b * H + h) * S + r) * S;
+                bool hidden = pad[b * S + r];
+                for (int j = 0; j < S; j++) {
+                    bool masked = hidden || pad[b * S + j];
+                    assert_true(isfinite(me[row + j]));
+                    if (masked) assert_float_equal(me[row + j], -1e9f, 0);
+                    assert_float_equal(we[row + j], hidden ? 1.0f / S : wi[row + j], 1e-7);
+                }
+            }
+    for (int b = 0; b < B; b++) /* the real positions' outputs, every feature */
+        for (int r = 0; r < S; r++)
+            if (!pad[b * S + r]) assert_floats_close(o_e9 + (b * S + r) * D, o_inf + (b * S + r) * D, D, 1e-6);
+    free(o_inf), free(o_e9), free(o_fast), free(x);
+    capture_free(&inf);
+    capture_free(&e9);
+}
+
 static void mask_none_attends_to_pads(void **state) {
     (void)state;
     ts_model_config c = fixture_encoder(1, 4, 8, 2, 1, 3);
@@ -554,6 +605,7 @@ int main(void) {
         cmocka_unit_test(seed001_layernorm_shares_statistics_across_the_batch),
         cmocka_unit_test(seed004_residual_drops_the_attention),
         cmocka_unit_test(padding_both_hides_pad_rows_with_zeros),
+        cmocka_unit_test(seed003_mask_adds_minus_1e9),
         cmocka_unit_test(mask_none_attends_to_pads),
         cmocka_unit_test(train_mode_drops_and_rescales_seeded),
     };

@@ -57,8 +57,9 @@ typedef enum ts_variant {
     TS_VARIANT_SEED000_RESHAPE = 1 << 1,   /* values (B,H,S,hd) reshaped to (B,S,D) unpermuted */
     TS_VARIANT_SEED001_LAYERNORM = 1 << 2, /* LayerNorm over (batch, features): stats per position */
     TS_VARIANT_SEED004_RESIDUAL = 1 << 3,  /* pre-LN block adds dropout(x), not the attention */
+    TS_VARIANT_SEED003_MASK = 1 << 4,      /* masks add -1e9 to the scores instead of writing -inf */
 } ts_variant;
-#define TS_VARIANT_ALL 0xFu
+#define TS_VARIANT_ALL 0x1Fu
 
 /* The sinusoidal table's formula (ts_pe_kind TS_PE_SINUSOIDAL only). */
 typedef enum ts_pe_variant {

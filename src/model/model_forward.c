@@ -39,6 +39,9 @@
 #include "model_impl.h"
 #include "tscope/kernels.h"
 
+/* What seed 003's mask tensor holds where a key is hidden (variant seed003-mask). */
+#define SEED003_FILL (-1e9f)
+
 /* ---- the activation plan --------------------------------------------------- */
 
 static float *take(size_t *cursor, unsigned char *base, int64_t floats) {
@@ -355,11 +358,13 @@ static ts_tensor heads_view(fwd *f, const heads_at *x, int S) {
 }
 
 /* Key padding (B, Sk), the causal rule and hidden query rows (B, Sq), written
- * into the scores as -inf. */
+ * into the scores as -inf; seed 003's masks add -1e9 instead (its keys' -1e9
+ * comes in key_mask, build_mask). */
 static void apply_mask(fwd *f, float *att, int Sq, int Sk, const float *key_mask, bool causal,
                        const float *row_mask) {
     int64_t BH = (int64_t)f->B * f->H;
     int H = f->H;
+    bool seed003 = f->c->variants & TS_VARIANT_SEED003_MASK;
     TS_MODEL_OMP(parallel for num_threads(f->threads) if(f->par) schedule(static))
     for (int64_t bh = 0; bh < BH; bh++) {
         const float *km = key_mask ? key_mask + (bh / H) * Sk : NULL;
@@ -367,14 +372,12 @@ static void apply_mask(fwd *f, float *att, int Sq, int Sk, const float *key_mask
         for (int r = 0; r < Sq; r++) {
             float *row = att + (bh * Sq + r) * Sk;
             if (rm && rm[r] != 0.0f) {
-                for (int c = 0; c < Sk; c++) row[c] = -INFINITY;
+                for (int c = 0; c < Sk; c++) row[c] = seed003 ? row[c] + SEED003_FILL : -INFINITY;
                 continue;
             }
             for (int c = 0; c < Sk; c++) {
-                if (causal && c > r)
-                    row[c] = -INFINITY;
-                else if (km)
-                    row[c] += km[c];
+                if (km) row[c] += km[c];
+                if (causal && c > r) row[c] = seed003 ? row[c] + SEED003_FILL : -INFINITY;
             }
         }
     }
@@ -429,7 +432,8 @@ static ts_status sdpa(fwd *f, const char *prefix, const heads_at *q, const heads
     ts_tensor tatt = view(att, 4, (int64_t[]){B, H, Sq, Sk}, NULL);
     const float *row_mask = f->row_mask;
     bool masked = key_mask || causal || row_mask;
-    bool staged = f->watch || row_mask; // hidden rows go into the scores, as a watcher sees them
+    /* hidden rows, and seed 003's -1e9, go into the scores, as a watcher sees them */
+    bool staged = f->watch || row_mask || (masked && (f->c->variants & TS_VARIANT_SEED003_MASK));
     if (f->dry) {
         /* shapes only */
     } else if (!staged) { /* nobody looks: each head start to finish while its scores sit in cache */
@@ -849,8 +853,9 @@ static ts_status check_ids(const int32_t *ids, int64_t n, int vocab, const char 
     return TS_OK;
 }
 
-static void build_mask(float *mask, const uint8_t *pad, int64_t n) {
-    for (int64_t i = 0; i < n; i++) mask[i] = pad && pad[i] ? -INFINITY : 0.0f;
+/* An additive key mask: -inf at pads, or seed 003's -1e9. */
+static void build_mask(float *mask, const uint8_t *pad, int64_t n, float fill) {
+    for (int64_t i = 0; i < n; i++) mask[i] = pad && pad[i] ? fill : 0.0f;
 }
 
 /* A padding mask the input gives, handed to the hook as 0/1 (B, S) before the
@@ -901,9 +906,10 @@ static ts_status run(fwd *f, const ts_model_input *in, ts_tensor *out) {
     bool encdec = c->arch == TS_ARCH_ENCODER_DECODER;
     const uint8_t *mem_pad = encdec ? (in->mem_pad_set ? in->mem_pad : in->src_pad) : NULL;
     if (!f->dry) {
-        build_mask(a->src_mask, in->src_pad, (int64_t)f->B * S);
-        if (a->tgt_mask) build_mask(a->tgt_mask, in->tgt_pad, (int64_t)f->B * T);
-        if (a->mem_mask) build_mask(a->mem_mask, mem_pad, (int64_t)f->B * S);
+        float fill = c->variants & TS_VARIANT_SEED003_MASK ? SEED003_FILL : -INFINITY;
+        build_mask(a->src_mask, in->src_pad, (int64_t)f->B * S, fill);
+        if (a->tgt_mask) build_mask(a->tgt_mask, in->tgt_pad, (int64_t)f->B * T, fill);
+        if (a->mem_mask) build_mask(a->mem_mask, mem_pad, (int64_t)f->B * S, fill);
     }
     /* Masks only where a position is padding: without pads, attention is unmasked. */
     const float *saved_src = a->src_mask, *saved_tgt = a->tgt_mask;

@@ -20,6 +20,11 @@
  * - seed004-residual: seed 004's TransformerEncoderBlock: h = norm1(x);
  *   attention(h) is computed and dropped; x = x + dropout(x); x = norm2(x);
  *   x = x + ffn(x); x = dropout(x). Pre-LN encoders only.
+ * - seed003-mask: every mask (padding, causal, a hidden pad row) adds -1e9
+ *   to the scores, as seed 003's mask tensor does, instead of writing -inf.
+ *   In float32 a score of a few units plus -1e9 is -1e9 exactly (the spacing
+ *   there is 64), so a partly masked row comes out as with -inf, and a row
+ *   masked end to end is -1e9 everywhere: uniform weights, not 0.
  * - pe-variant: seed 001's first table (sin in odd dims too) and its class
  *   (cos in odd dims), both with exponent (2i+1)/D in the odd dims.
  * - mask (the encoder's self-attention): padding (default) masks pad keys;
@@ -36,7 +41,8 @@
 
 /* ---- names ----------------------------------------------------------------- */
 
-static const char *const variant_names[] = {"no-scale", "seed000-reshape", "seed001-layernorm", "seed004-residual"};
+static const char *const variant_names[] = {"no-scale", "seed000-reshape", "seed001-layernorm", "seed004-residual",
+                                            "seed003-mask"};
 #define N_VARIANTS ((int)(sizeof variant_names / sizeof variant_names[0]))
 _Static_assert(TS_VARIANT_ALL == (1u << N_VARIANTS) - 1, "one name per variant bit");
 
@@ -54,7 +60,7 @@ ts_status ts_model_variant_parse(const char *words, unsigned *bits) {
         if (k == N_VARIANTS)
             return ts_fail(TS_ERR_ARG,
                            "unknown --variant '%.*s' (any of no-scale, seed000-reshape, seed001-layernorm, "
-                           "seed004-residual, separated by spaces or commas)",
+                           "seed004-residual, seed003-mask, separated by spaces or commas)",
                            (int)n, p);
         *bits |= 1u << k;
         p += n;
