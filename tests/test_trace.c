@@ -341,6 +341,33 @@ static void metadata_takes_added_items(void **state) {
     free(meta);
 }
 
+/* Each batch element's tokens, one list per side, read back as written. */
+static void batch_tokens_round_trip_per_side(void **state) {
+    (void)state;
+    char *meta = meta_json();
+    const char *src[] = {"my", "name", "is", "goro", "i", "am", "<pad>", "<pad>"};
+    const char *tgt[] = {"<bos>", "my", "name", "is", "<bos>", "i", "am", "<pad>"};
+    assert_ok(ts_trace_metadata_add_batch_tokens(&meta, TS_TRACE_SOURCE, src, 2, 4));
+    assert_ok(ts_trace_metadata_add_batch_tokens(&meta, TS_TRACE_TARGET, tgt, 2, 4));
+    const char *path = path_in("batch-tokens.tstrace");
+    unlink(path);
+    ts_trace_writer *w;
+    assert_ok(ts_trace_writer_open(path, meta, NULL, &w));
+    free(meta);
+    assert_ok(ts_trace_writer_close(w, NULL));
+    ts_trace *t;
+    assert_ok(ts_trace_open(path, &t));
+    for (int side = 0; side < 2; side++) {
+        const char **want = side == TS_TRACE_SOURCE ? src : tgt;
+        assert_int_equal(ts_trace_batch_token_count(t, side, 1), 4);
+        assert_int_equal(ts_trace_batch_token_count(t, side, 2), 0);
+        for (int i = 0; i < 8; i++) assert_string_equal(ts_trace_batch_token(t, side, i / 4, i % 4), want[i]);
+        assert_null(ts_trace_batch_token(t, side, 1, 4));
+    }
+    ts_trace_close(t);
+    unlink(path);
+}
+
 static void write_trace(const char *path, const ts_trace_options *opt, const fixture_step *steps, int n,
                         ts_trace_summary *summary) {
     char *meta = meta_json();
@@ -1306,6 +1333,7 @@ int main(void) {
         cmocka_unit_test(stats_match_reference_on_every_isa),
         cmocka_unit_test(hist_kernels_bin_like_trf_bin),
         cmocka_unit_test(metadata_takes_added_items),
+        cmocka_unit_test(batch_tokens_round_trip_per_side),
         cmocka_unit_test(round_trip_every_level),
         cmocka_unit_test(strided_views_are_gathered_row_major),
         cmocka_unit_test(views_of_a_stored_step),

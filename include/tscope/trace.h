@@ -146,10 +146,16 @@ ts_status ts_trace_metadata_build(char **out, const char *config_json,
                                   const char *const *target_tokens, int n_target,
                                   int argc, char **argv);
 
-/* Add "source_tokens_batch": the source tokens of each of B batch elements
- * (tokens: B * n strings, element after element), for a trace whose batch
- * holds different texts (a training trace's probes). *json is replaced. */
-ts_status ts_trace_metadata_add_batch_tokens(char **json, const char *const *tokens, int B, int n);
+/* The two token sequences a trace names: the source (the encoder's, or a
+ * decoder-only model's) and the target (the decoder's input). */
+typedef enum ts_trace_side { TS_TRACE_SOURCE, TS_TRACE_TARGET } ts_trace_side;
+
+/* Add "source_tokens_batch" (or "target_tokens_batch"): the tokens of each of
+ * B batch elements (tokens: B * n strings, element after element), for a
+ * trace whose batch holds different texts (a training trace's probes, a run
+ * of several sentences). *json is replaced. */
+ts_status ts_trace_metadata_add_batch_tokens(char **json, ts_trace_side side, const char *const *tokens, int B,
+                                             int n);
 
 /* Add (or replace) item `key` of the metadata: value_json, a JSON text (the
  * tokenizer of a language model, a training run's settings). *json is
@@ -233,17 +239,17 @@ void ts_trace_release_values(ts_trace *t, int64_t i);
 /* The metadata object as JSON text (NUL-terminated). */
 const char *ts_trace_metadata(const ts_trace *t);
 
-typedef enum ts_trace_side { TS_TRACE_SOURCE, TS_TRACE_TARGET } ts_trace_side;
 /* Token strings from the metadata. */
 int ts_trace_token_count(const ts_trace *t, ts_trace_side side);
 const char *ts_trace_token(const ts_trace *t, ts_trace_side side, int i); /* NULL out of range */
 
-/* The source tokens of each batch element, when the metadata has them
- * ("source_tokens_batch", see ts_trace_metadata_add_batch_tokens): how many
- * element b has (0 when the trace has no such lists or no element b), and
- * token i of element b (NULL out of range). */
-int ts_trace_batch_token_count(const ts_trace *t, int b);
-const char *ts_trace_batch_token(const ts_trace *t, int b, int i);
+/* The tokens of each batch element on one side, when the metadata has them
+ * ("source_tokens_batch", "target_tokens_batch", see
+ * ts_trace_metadata_add_batch_tokens): how many element b has (0 when the
+ * trace has no such lists or no element b), and token i of element b (NULL
+ * out of range). */
+int ts_trace_batch_token_count(const ts_trace *t, ts_trace_side side, int b);
+const char *ts_trace_batch_token(const ts_trace *t, ts_trace_side side, int b, int i);
 
 /* True when the file was closed properly (trailer and index intact). */
 bool ts_trace_complete(const ts_trace *t);

@@ -58,7 +58,7 @@ ts_status lm_cli_trace_open(const trace_cli *tc, const ts_model_config *cfg, con
         for (int i = 0; i < argc; i++) line[i + 1] = argv[i];
         st = ts_trace_metadata_build(&meta, config, lab, S, NULL, 0, argc + 1, line);
     }
-    if (!st && B > 1) st = ts_trace_metadata_add_batch_tokens(&meta, lab, B, S);
+    if (!st && B > 1) st = ts_trace_metadata_add_batch_tokens(&meta, TS_TRACE_SOURCE, lab, B, S);
     if (!st) { /* the tokenizer too: it names the logits' vocabulary axis */
         cJSON *root = cJSON_Parse(meta), *t = cJSON_Parse(tokjson);
         if (root && t) {

@@ -63,6 +63,17 @@ static const char **words(const model_batch *b, const int32_t *ids, int n) {
     return w;
 }
 
+/* The words of every batch element's ids (B, n) into the metadata. */
+static ts_status add_batch_tokens(char **meta, const model_batch *b, ts_trace_side side, const int32_t *ids, int B,
+                                  int n) {
+    if (!ids || !b->have_tok) return TS_OK;
+    const char **w = words(b, ids, B * n);
+    if (!w) return ts_fail(TS_ERR_NOMEM, "trace: no memory for the metadata");
+    ts_status s = ts_trace_metadata_add_batch_tokens(meta, side, w, B, n);
+    free(w);
+    return s;
+}
+
 ts_status trace_cli_open(const trace_cli *tc, const ts_model_config *cfg, const model_batch *batch, int argc,
                          char **argv, ts_trace_writer **out) {
     *out = NULL;
@@ -93,6 +104,11 @@ ts_status trace_cli_open(const trace_cli *tc, const ts_model_config *cfg, const 
         for (int i = 0; i < argc; i++) line[i + 1] = argv[i];
         s = ts_trace_metadata_build(&meta, config, src, src ? cfg->seq : 0, tgt, tgt ? cfg->tgt_seq : 0, argc + 1,
                                     line);
+    }
+    /* several sentences: each element's own tokens, so its axes are labelled with its words */
+    if (!s && batch && batch->n_texts > 1 && cfg->batch > 1) {
+        s = add_batch_tokens(&meta, batch, TS_TRACE_SOURCE, batch->src_ids, cfg->batch, cfg->seq);
+        if (!s && batch->tgt_ids) s = add_batch_tokens(&meta, batch, TS_TRACE_TARGET, batch->tgt_ids, cfg->batch, cfg->tgt_seq);
     }
     if (!s) s = ts_trace_writer_open(tc->path, meta, &opt, out);
     free(meta);

@@ -196,7 +196,7 @@ static ts_status open_trace(const train_opts *o, const ts_model_config *cfg, con
         for (int i = 0; i < o->argc; i++) line[i + 1] = o->argv[i];
         st = ts_trace_metadata_build(&meta, config, lab, S, NULL, 0, o->argc + 1, line);
     }
-    if (!st) st = ts_trace_metadata_add_batch_tokens(&meta, lab, P, S);
+    if (!st) st = ts_trace_metadata_add_batch_tokens(&meta, TS_TRACE_SOURCE, lab, P, S);
     /* the tokenizer, so a reader can label a vocabulary axis */
     if (!st) st = ts_trace_metadata_add_json(&meta, "tokenizer", tokjson);
     if (!st) st = train_trace_settings(&meta, o);

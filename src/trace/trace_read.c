@@ -51,8 +51,8 @@ struct ts_trace {
     char *meta;
     char **tokens[2];
     int n_tokens[2];
-    char **batch_tokens; /* (n_batch_lists * batch_len) source tokens per batch element */
-    int n_batch_lists, batch_len;
+    char **batch_tokens[2]; /* per side: (n_batch_lists * batch_len) tokens, element after element */
+    int n_batch_lists[2], batch_len[2];
     ts_trace_step *steps;
     step_extra *extra;
     int64_t n;
@@ -412,23 +412,23 @@ static char **token_list(const cJSON *root, const char *key, int *n) {
     return list;
 }
 
-/* "source_tokens_batch": lists of one length, else none are kept. */
-static void batch_token_lists(ts_trace *t, const cJSON *a) {
+/* "source_tokens_batch" (or the target's): lists of one length, else none are kept. */
+static void batch_token_lists(ts_trace *t, ts_trace_side side, const cJSON *a) {
     int B = cJSON_IsArray(a) ? cJSON_GetArraySize(a) : 0, n = B ? cJSON_GetArraySize(cJSON_GetArrayItem(a, 0)) : 0;
     if (B <= 0 || n <= 0) return;
     const cJSON *list;
     cJSON_ArrayForEach(list, a) if (!cJSON_IsArray(list) || cJSON_GetArraySize(list) != n) return;
-    t->batch_tokens = calloc((size_t)B * n, sizeof *t->batch_tokens);
-    if (!t->batch_tokens) return;
+    char **tokens = calloc((size_t)B * n, sizeof *tokens);
+    if (!tokens) return;
     int k = 0;
     cJSON_ArrayForEach(list, a) {
         const cJSON *item;
         cJSON_ArrayForEach(item, list) {
             const char *text = cJSON_IsString(item) ? item->valuestring : "";
-            t->batch_tokens[k++] = strdup(text ? text : "");
+            tokens[k++] = strdup(text ? text : "");
         }
     }
-    t->n_batch_lists = B, t->batch_len = n;
+    t->batch_tokens[side] = tokens, t->n_batch_lists[side] = B, t->batch_len[side] = n;
 }
 
 static ts_status read_header(ts_trace *t, uint64_t *records) {
@@ -459,7 +459,8 @@ static ts_status read_header(ts_trace *t, uint64_t *records) {
     }
     t->tokens[TS_TRACE_SOURCE] = token_list(root, "source_tokens", &t->n_tokens[TS_TRACE_SOURCE]);
     t->tokens[TS_TRACE_TARGET] = token_list(root, "target_tokens", &t->n_tokens[TS_TRACE_TARGET]);
-    batch_token_lists(t, cJSON_GetObjectItemCaseSensitive(root, "source_tokens_batch"));
+    batch_token_lists(t, TS_TRACE_SOURCE, cJSON_GetObjectItemCaseSensitive(root, "source_tokens_batch"));
+    batch_token_lists(t, TS_TRACE_TARGET, cJSON_GetObjectItemCaseSensitive(root, "target_tokens_batch"));
     cJSON_Delete(root);
     return TS_OK;
 }
@@ -595,8 +596,11 @@ void ts_trace_close(ts_trace *t) {
         for (int i = 0; i < t->n_tokens[side]; i++) free(t->tokens[side][i]);
         free(t->tokens[side]);
     }
-    for (int i = 0; t->batch_tokens && i < t->n_batch_lists * t->batch_len; i++) free(t->batch_tokens[i]);
-    free(t->batch_tokens);
+    for (int side = 0; side < 2; side++) {
+        for (int i = 0; t->batch_tokens[side] && i < t->n_batch_lists[side] * t->batch_len[side]; i++)
+            free(t->batch_tokens[side][i]);
+        free(t->batch_tokens[side]);
+    }
     for (int64_t i = 0; i < t->n; i++) free(t->extra[i].gathered);
     pthread_mutex_destroy(&t->lock);
     free(t->steps);
@@ -779,13 +783,14 @@ const char *ts_trace_token(const ts_trace *t, ts_trace_side side, int i) {
     return t->tokens[side][i];
 }
 
-int ts_trace_batch_token_count(const ts_trace *t, int b) {
-    return b >= 0 && b < t->n_batch_lists ? t->batch_len : 0;
+int ts_trace_batch_token_count(const ts_trace *t, ts_trace_side side, int b) {
+    if ((unsigned)side >= 2) return 0;
+    return b >= 0 && b < t->n_batch_lists[side] ? t->batch_len[side] : 0;
 }
 
-const char *ts_trace_batch_token(const ts_trace *t, int b, int i) {
-    if (b < 0 || b >= t->n_batch_lists || i < 0 || i >= t->batch_len) return NULL;
-    const char *s = t->batch_tokens[(size_t)b * t->batch_len + i];
+const char *ts_trace_batch_token(const ts_trace *t, ts_trace_side side, int b, int i) {
+    if ((unsigned)side >= 2 || b < 0 || b >= t->n_batch_lists[side] || i < 0 || i >= t->batch_len[side]) return NULL;
+    const char *s = t->batch_tokens[side][(size_t)b * t->batch_len[side] + i];
     return s ? s : "";
 }
 

@@ -1021,10 +1021,11 @@ static ts_status metadata_replace(char **json, cJSON *root) {
     return TS_OK;
 }
 
-ts_status ts_trace_metadata_add_batch_tokens(char **json, const char *const *tokens, int B, int n) {
+ts_status ts_trace_metadata_add_batch_tokens(char **json, ts_trace_side side, const char *const *tokens, int B,
+                                             int n) {
     cJSON *root;
     TS_TRY(metadata_object(*json, &root));
-    cJSON *all = cJSON_AddArrayToObject(root, "source_tokens_batch");
+    cJSON *all = cJSON_AddArrayToObject(root, side == TS_TRACE_TARGET ? "target_tokens_batch" : "source_tokens_batch");
     for (int b = 0; all && b < B; b++) cJSON_AddItemToArray(all, token_array(tokens + (size_t)b * n, n));
     return metadata_replace(json, root);
 }

@@ -241,16 +241,19 @@ static ts_trace_side key_side(const char *name) {
 
 /* Token strings for n positions, or NULL when the trace has none that fit. */
 static const char *const *tokens_for(ts_scene *job, ts_trace_side side, int64_t n) {
-    /* a batch of different texts (a training trace's probes) labels each element with its own */
     /* one stack (a decoder-only model): its logits are the source's positions */
     if (side == TS_TRACE_TARGET && ts_trace_token_count(job->t, TS_TRACE_TARGET) == 0) side = TS_TRACE_SOURCE;
-    bool per_batch = side == TS_TRACE_SOURCE && ts_trace_batch_token_count(job->t, 0) > 0;
-    int64_t have = per_batch ? ts_trace_batch_token_count(job->t, job->rq.batch) : ts_trace_token_count(job->t, side);
+    /* a batch of different texts (a training trace's probes, several sentences) labels each element
+     * with its own; the plain lists are element 0's, so another element without its own gets none */
+    bool per_batch = ts_trace_batch_token_count(job->t, side, 0) > 0;
+    if (!per_batch && job->rq.batch > 0) return NULL;
+    int64_t have = per_batch ? ts_trace_batch_token_count(job->t, side, job->rq.batch) : ts_trace_token_count(job->t, side);
     if (have != n || n <= 0) return NULL;
     const char **labels = own(job, sizeof *labels * (size_t)n);
     if (!labels) return NULL;
     for (int64_t i = 0; i < n; i++)
-        labels[i] = per_batch ? ts_trace_batch_token(job->t, job->rq.batch, (int)i) : ts_trace_token(job->t, side, (int)i);
+        labels[i] = per_batch ? ts_trace_batch_token(job->t, side, job->rq.batch, (int)i)
+                              : ts_trace_token(job->t, side, (int)i);
     return labels;
 }
 
