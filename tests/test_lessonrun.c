@@ -87,6 +87,30 @@ static void setups_become_command_lines(void **state) {
     ts_lesson_free(&l);
 }
 
+/* `text` may repeat: one --text per sentence of a padded batch, in order; a
+ * named setup inherits them all, or replaces them all with its own. */
+static void text_repeats_into_a_batch(void **state) {
+    (void)state;
+    static const char md[] = "# T\n\n"
+                             "```tscope setup\npreset: tiny\ntext: My name is Goro\ntext: I am\nseq: 4\n```\n\n"
+                             "```tscope setup same\nheads: 4\n```\n\n"
+                             "```tscope setup one\ntext: Hello\n```\n\n"
+                             "```tscope step\ntensor: input\n```\n";
+    ts_lesson l;
+    assert_ok(parse(&l, "x.md", md));
+    char **argv;
+    assert_ok(ts_lessonrun_argv(&l, 0, &argv, NULL));
+    assert_string_equal(joined(argv), "run --preset tiny --text My name is Goro --text I am --seq 4");
+    ts_lessonrun_argv_free(argv);
+    assert_ok(ts_lessonrun_argv(&l, 1, &argv, NULL));
+    assert_string_equal(joined(argv), "run --preset tiny --text My name is Goro --text I am --seq 4 --heads 4");
+    ts_lessonrun_argv_free(argv);
+    assert_ok(ts_lessonrun_argv(&l, 2, &argv, NULL));
+    assert_string_equal(joined(argv), "run --preset tiny --text Hello --seq 4");
+    ts_lessonrun_argv_free(argv);
+    ts_lesson_free(&l);
+}
+
 static void errors_point_at_the_key_they_name(void **state) {
     (void)state;
     ts_lesson l;
@@ -303,6 +327,7 @@ static void export_writes_one_png_per_step(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(setups_become_command_lines),
+        cmocka_unit_test(text_repeats_into_a_batch),
         cmocka_unit_test(errors_point_at_the_key_they_name),
         cmocka_unit_test(paths_are_found_next_to_the_lesson),
         cmocka_unit_test_setup_teardown(a_page_frames_its_highlight, setup_pages, teardown_pages),

@@ -47,7 +47,7 @@ static const keydef setup_keys[] = {
     {"eps", V_FLOAT, NULL, 0, 1, true, false},
     {"final-norm", V_BOOL, NULL, 0, 0, false, false},
     {"seed", V_INT, NULL, 0, BIG, false, false},
-    {"text", V_STRING, NULL, 0, 0, false, false},
+    {"text", V_STRING, NULL, 0, 0, false, false}, /* may repeat: one sentence of a padded batch each */
     {"input", V_STRING, NULL, 0, 0, false, false},
     {"target", V_STRING, NULL, 0, 0, false, false},
     {"load", V_STRING, NULL, 0, 0, false, false},
@@ -111,6 +111,10 @@ static const keydef *find_key(const keydef *defs, int n, const char *key) {
 bool lp_setup_key_train_only(const char *key) {
     const keydef *d = find_key(setup_keys, N_SETUP_KEYS, key);
     return d && d->train_only;
+}
+
+bool lp_setup_key_repeats(const char *key) {
+    return strcmp(key, "text") == 0; /* --text, once per sentence of the batch */
 }
 
 static const char *nearest_key(const keydef *defs, int n, const char *key) {
@@ -370,7 +374,7 @@ static ts_status read_pairs(parser *p, int first, int last, const keydef *defs, 
             if (near) return lp_fail_line(p, line, "unknown key '%s' in a %s block (did you mean '%s'?)", key, what, near);
             return lp_fail_line(p, line, "unknown key '%s' in a %s block", key, what);
         }
-        for (int i = 0; i < *n_kvs; i++)
+        for (int i = 0; i < *n_kvs && !(defs == setup_keys && lp_setup_key_repeats(key)); i++)
             if (strcmp((*kvs)[i].key, key) == 0)
                 return lp_fail_line(p, line, "'%s' is given twice (first on line %d)", key, (*kvs)[i].line);
         const char *v = colon + 1;

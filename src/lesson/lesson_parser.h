@@ -83,6 +83,7 @@ int lp_closing_fence(const parser *p, int open, char c);
 /* ---- lesson_keys.c: tscope blocks ---- */
 
 bool lp_setup_key_train_only(const char *key); /* a key only `command: train` takes */
+bool lp_setup_key_repeats(const char *key);    /* a key that may be given more than once (text) */
 const ts_lesson_kv *lp_find_kv(const ts_lesson_kv *kvs, int n, const char *key);
 /* A `tscope` block (a setup or a step) at the top level, or nested (an error). */
 ts_status lp_tscope_block(parser *p, const MD_BLOCK_CODE_DETAIL *d, bool top);

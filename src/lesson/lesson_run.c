@@ -20,6 +20,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "lesson_parser.h"
 #include "tscope/core.h"
 
 /* ---- command lines ----------------------------------------------------------- */
@@ -108,6 +109,24 @@ static bool has_key(const ts_lesson_setup *s, const char *key) {
     return false;
 }
 
+/* Whether keys[i] is the first of its key in the setup. */
+static bool first_of_its_key(const ts_lesson_setup *s, int i) {
+    for (int k = 0; k < i; k++)
+        if (strcmp(s->keys[k].key, s->keys[i].key) == 0) return false;
+    return true;
+}
+
+/* Every value of a key that repeats (text: one sentence of the batch each),
+ * from the setup whose values the run takes: its own when it gives the key,
+ * else the main one's. */
+static ts_status add_every(strv *s, const ts_lesson *l, int setup, const char *key) {
+    const ts_lesson_setup *from = has_key(&l->setups[setup], key) ? &l->setups[setup] : &l->setups[0];
+    ts_status st = TS_OK;
+    for (int i = 0; i < from->n_keys && !st; i++)
+        if (strcmp(from->keys[i].key, key) == 0) st = add_key(s, l, key, from->keys[i].value);
+    return st;
+}
+
 ts_status ts_lessonrun_argv(const ts_lesson *l, int setup, char ***argv, int *argc) {
     *argv = NULL;
     if (argc) *argc = 0;
@@ -127,7 +146,9 @@ ts_status ts_lessonrun_argv(const ts_lesson *l, int setup, char ***argv, int *ar
             if (strcmp(key, "command") == 0 || strcmp(key, "without") == 0 || (pass == 1 && has_key(main_s, key)))
                 continue;
             const char *value = ts_lesson_setup_get(l, setup, key);
-            if (value) st = add_key(&s, l, key, value); /* NULL: a setup of another command */
+            if (!value) continue; /* a setup of another command */
+            if (!lp_setup_key_repeats(key)) st = add_key(&s, l, key, value);
+            else if (first_of_its_key(from, i)) st = add_every(&s, l, setup, key);
         }
     }
     if (!st && s.oom) st = ts_fail(TS_ERR_NOMEM, "lesson: out of memory");
