@@ -700,6 +700,19 @@ static void shape_flow_links_the_real_inputs(void **state) {
     assert_int_equal(q[10].inputs[1], 7);
     for (int i = 5; i < 11; i++) /* the attention's output is read by nothing */
         for (int k = 0; k < q[i].n_inputs; k++) assert_int_not_equal(q[i].inputs[k], 4);
+    /* and the drawing frames it in red; wired as plain pre-LN, nothing is framed */
+    int framed[2];
+    for (int seed004 = 0; seed004 < 2; seed004++) {
+        ts_render_steps_link(q, 11, &(ts_render_wiring){.pre_norm = true, .seed004_residual = seed004});
+        canvas c = canvas_new(700, 900);
+        assert_ok(ts_render_shapes(c.cr, c.area, q, 11, "layer", "subtitle"));
+        framed[seed004] = 0;
+        for (int y = 0; y < 900; y++)
+            for (int x = 0; x < 700; x++) framed[seed004] += (pixel(c.surface, x, y) & 0xffffff) == 0xd62728;
+        canvas_free(&c);
+    }
+    assert_int_equal(framed[0], 0);
+    assert_true(framed[1] > 200); /* a 2.5-point frame around one box */
     /* a cross-attention's keys and values read the encoder's memory */
     ts_render_step kv[1] = {{.name = "cross_attn.kv", .op = "linear"}};
     ts_render_steps_link(kv, 1, NULL);

@@ -234,6 +234,25 @@ static void edge(cairo_t *cr, const graph *g, const geometry *m, int from, int t
     arrow_head(cr, ex, above, ex, ey);
 }
 
+/* Steps on the data path whose result no later step reads (seed 004's
+ * attention output), the module's last step aside: it is what the module
+ * gives. Gradients run backwards through names made for the forward pass,
+ * so a module of them gets no marks. Returns how many. */
+static int find_unread(const ts_render_step *steps, int n, bool *unread) {
+    int last = -1, count = 0;
+    bool gradients = strncmp(steps[0].name, "grad.", 5) == 0;
+    for (int i = 0; i < n; i++) {
+        unread[i] = !gradients && !ts_render__is_param(&steps[i]);
+        if (unread[i]) last = i;
+    }
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < steps[i].n_inputs; k++)
+            if (steps[i].inputs[k] >= 0 && steps[i].inputs[k] < n) unread[steps[i].inputs[k]] = false;
+    if (last >= 0) unread[last] = false;
+    for (int i = 0; i < n; i++) count += unread[i];
+    return count;
+}
+
 ts_status ts_render_shapes(cairo_t *cr, ts_render_rect area, const ts_render_step *steps, int n,
                            const char *title, const char *subtitle) {
     if (!steps || n < 1) return ts_fail(TS_ERR_ARG, "render: no steps to draw");
@@ -251,9 +270,12 @@ ts_status ts_render_shapes(cairo_t *cr, ts_render_rect area, const ts_render_ste
         snprintf(title_buf, sizeof title_buf, "%.*s", prefix > 0 ? (int)prefix - 1 : 0, steps[0].name);
         title = prefix > 0 ? title_buf : "Shapes";
     }
-    char sub_buf[200];
+    bool unread[MAX_NODES];
+    int n_unread = find_unread(steps, n, unread);
+    char sub_buf[260];
     if (!subtitle) {
-        snprintf(sub_buf, sizeof sub_buf, "%d steps, arrows from their inputs; red: a dim unlike the first input's", n);
+        snprintf(sub_buf, sizeof sub_buf, "%d steps, arrows from their inputs; red: a dim unlike the first input's%s", n,
+                 n_unread ? "; a red frame: a result no later step reads" : "");
         subtitle = sub_buf;
     }
     graph g;
@@ -328,6 +350,15 @@ ts_status ts_render_shapes(cairo_t *cr, ts_render_rect area, const ts_render_ste
         double x = m.x[node], y = m.y[node], w = m.w[node];
         bool outside = node >= g.n;
         rounded_box(cr, x, y, w, m.box_h, outside);
+        if (!outside && unread[node]) { /* computed, and thrown away */
+            cairo_save(cr);
+            cairo_set_source_rgb(cr, 0xd6 / 255.0, 0x27 / 255.0, 0x28 / 255.0); /* CHANGED_COLOR */
+            cairo_set_line_width(cr, 2.5);
+            cairo_new_path(cr);
+            cairo_rectangle(cr, x - 2, y - 2, w + 4, m.box_h + 4);
+            cairo_stroke(cr);
+            cairo_restore(cr);
+        }
         if (outside) {
             ts_render__text(&pen, node == g.n ? "input" : "memory", &f.name, x + 10, y + 5, 0, 0, 0);
             ts_render__text(&pen, node == g.n ? "what the module reads" : "the encoder's output", &f.op, x + 10,
