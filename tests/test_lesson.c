@@ -140,7 +140,7 @@ static const bad_case bad_cases[] = {
      "bad.md:4: unknown preset 'huge' (one of tiny|seed000|seed001|seed004|copy|base|lm|gpt2)"},
     {"# T\n\n```tscope setup\nvariant: no-scale seed000-bug\n```\n" STEP,
      "bad.md:4: unknown variant 'seed000-bug' (any of no-scale|seed000-reshape|seed001-layernorm|"
-     "seed004-residual|seed003-mask, separated by spaces)"},
+     "seed004-residual|seed003-mask|seed001-softmax, separated by spaces)"},
     {HEAD "```tscope step\ntensor: input\nview: heatmapp\n```\n",
      "bad.md:9: unknown view 'heatmapp' (one of heatmap|grid|overview|curves|stats|shapes|auto)"},
     {HEAD "```tscope step\ntensor: input\nhead: -1\n```\n", "bad.md:9: 'head' is -1, outside 0..4096"},

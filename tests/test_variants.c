@@ -3,6 +3,7 @@
  * the correct model left unchanged beside it, and the same numbers with and
  * without a hook. Seed 001's printed tables and LayerNorm example are the
  * reference values where the seed printed some. */
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,11 +48,11 @@ static void variant_words_parse_and_print(void **state) {
     unsigned bits = 0;
     assert_ok(ts_model_variant_parse("no-scale, seed000-reshape", &bits));
     assert_int_equal(bits, TS_VARIANT_NO_SCALE | TS_VARIANT_SEED000_RESHAPE);
-    assert_ok(ts_model_variant_parse("  seed004-residual seed001-layernorm seed003-mask", &bits));
+    assert_ok(ts_model_variant_parse("  seed004-residual seed001-layernorm seed003-mask seed001-softmax", &bits));
     assert_int_equal(bits, TS_VARIANT_ALL);
     char names[128];
     ts_model_variant_names(bits, names, sizeof names);
-    assert_string_equal(names, "no-scale seed000-reshape seed001-layernorm seed004-residual seed003-mask");
+    assert_string_equal(names, "no-scale seed000-reshape seed001-layernorm seed004-residual seed003-mask seed001-softmax");
     assert_int_equal(ts_model_variant_parse("no-scale noscale", &bits), TS_ERR_ARG);
     assert_non_null(strstr(ts_last_error(), "'noscale'"));
     ts_pe_variant pv;
@@ -521,6 +522,55 @@ static void seed003_mask_adds_minus_1e9(void **state) {
     capture_free(&e9);
 }
 
+/* ---- seed001-softmax ----------------------------------------------------------------------------- */
+
+/* Seed 001's exp(x) / sum(exp(x)): the correct weights while the scores are
+ * small; in a row whose largest score passes log(FLT_MAX) ~ 88.72 the sum is
+ * inf, so those scores' weights are NaN (inf / inf) and the others 0. Checked
+ * against the scores the same run traced. */
+static void seed001_softmax_overflows_past_88(void **state) {
+    (void)state;
+    int S = 6, D = 8;
+    ts_model_config c = fixture_encoder(1, S, D, 1, 1, 3);
+    c.variants = TS_VARIANT_NO_SCALE;
+    const char *keep[] = {"encoder.layers.0.self_attn.scores", "encoder.layers.0.self_attn.weights", NULL};
+    for (int big = 0; big < 2; big++) {
+        float *x = fixture_randn((int64_t)S * D, 7);
+        for (int i = 0; i < S * D; i++) x[i] *= big ? 40.0f : 0.5f; /* scores grow with the input's square */
+        ts_model_input in = {.src_embedded = x};
+        capture ok, seed;
+        capture_init(&ok, MAX_STEPS, keep);
+        capture_init(&seed, MAX_STEPS, keep);
+        float *o_ok, *o_seed;
+        int64_t n;
+        c.variants = TS_VARIANT_NO_SCALE;
+        forward(&c, &in, &ok, &o_ok, &n, NULL);
+        c.variants = TS_VARIANT_NO_SCALE | TS_VARIANT_SEED001_SOFTMAX;
+        forward(&c, &in, &seed, &o_seed, &n, NULL);
+        const float *sc = capture_values(&seed, "encoder.layers.0.self_attn.scores");
+        const float *wo = capture_values(&ok, "encoder.layers.0.self_attn.weights");
+        const float *ws = capture_values(&seed, "encoder.layers.0.self_attn.weights");
+        int nan_rows = 0;
+        for (int r = 0; r < S; r++) {
+            float top = -INFINITY;
+            for (int j = 0; j < S; j++) top = fmaxf(top, sc[r * S + j]);
+            bool overflows = top > logf(FLT_MAX);
+            nan_rows += overflows;
+            for (int j = 0; j < S; j++) {
+                if (!overflows) assert_float_equal(ws[r * S + j], wo[r * S + j], 1e-6);
+                else if (sc[r * S + j] > logf(FLT_MAX)) assert_true(isnan(ws[r * S + j])); /* inf / inf */
+                else assert_float_equal(ws[r * S + j], 0.0f, 0);                        /* x / inf */
+                assert_false(isnan(wo[r * S + j])); /* the max-subtracted softmax never is */
+            }
+        }
+        if (big) assert_true(nan_rows > 0);
+        else assert_int_equal(nan_rows, 0);
+        free(o_ok), free(o_seed), free(x);
+        capture_free(&ok);
+        capture_free(&seed);
+    }
+}
+
 static void mask_none_attends_to_pads(void **state) {
     (void)state;
     ts_model_config c = fixture_encoder(1, 4, 8, 2, 1, 3);
@@ -606,6 +656,7 @@ int main(void) {
         cmocka_unit_test(seed004_residual_drops_the_attention),
         cmocka_unit_test(padding_both_hides_pad_rows_with_zeros),
         cmocka_unit_test(seed003_mask_adds_minus_1e9),
+        cmocka_unit_test(seed001_softmax_overflows_past_88),
         cmocka_unit_test(mask_none_attends_to_pads),
         cmocka_unit_test(train_mode_drops_and_rescales_seeded),
     };

@@ -41,7 +41,7 @@ int model_flags_table(ts_flag *t, int n, model_flags *mf) {
          "input sentence; repeat for a padded batch (tiny: \"My name is Goro\")", NULL, NULL, &s[F_TEXT]},
         /* The lessons' comparisons (model_variants.c); each changes one step and keeps its name. */
         {"--variant", TS_FLAG_LIST, &mf->variant, "WORDS",
-         "a seed's mistake on purpose: no-scale, seed000-reshape, seed001-layernorm, seed004-residual, seed003-mask "
+         "a seed's mistake on purpose: no-scale, seed000-reshape, seed001-layernorm, seed004-residual, seed003-mask, seed001-softmax "
          "(several: spaces, commas or repeats; default none)",
          NULL, NULL, &s[F_VARIANT]},
         {"--pe-variant", TS_FLAG_CHOICE, &mf->pe_variant, NULL,
@@ -537,7 +537,7 @@ ts_hook shape_printer_hook(shape_printer *p) { return (ts_hook){.fn = print_step
 /* "; variant no-scale; mask padding-both; train mode" for what differs from the correct model. */
 static void describe_variants(const ts_model_config *c, char *buf, size_t size) {
     size_t len = strlen(buf);
-    char words[96];
+    char words[128];
     ts_model_variant_names(c->variants, words, sizeof words);
     if (words[0]) len += (size_t)snprintf(buf + len, len < size ? size - len : 0, "; variant %s", words);
     if (c->pe_variant != TS_PE_PAPER && len < size)

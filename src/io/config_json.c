@@ -32,7 +32,7 @@ char *ts_model_config_to_json(const ts_model_config *c) {
     cJSON_AddBoolToObject(o, "causal", c->causal);
     cJSON_AddBoolToObject(o, "scale_embed", c->scale_embed);
     cJSON_AddBoolToObject(o, "tie_embed", c->tie_embed);
-    char variants[96];
+    char variants[128];
     ts_model_variant_names(c->variants, variants, sizeof variants);
     cJSON_AddStringToObject(o, "variant", variants);
     cJSON_AddStringToObject(o, "pe_variant", ts_model_pe_variant_name(c->pe_variant));

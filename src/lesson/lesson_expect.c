@@ -6,7 +6,7 @@
  * and opening the lesson's run fails, naming the file and line, when the
  * trace disagrees: a changed model or setup cannot leave a page that quotes a
  * number its picture no longer shows. min, max, mean and std are the whole
- * step's, as `tscope info` prints them; `at I,J,...` is one element (every
+ * step's, as `tscope info` prints them, nan its count of NaN values; `at I,J,...` is one element (every
  * index given). An item that starts with `right` reads the comparison drawn
  * on the right (compare-with, compare-run, compare-step) instead. A figure agrees when it is the run's value rounded to the
  * digits written: 0.19 stands for [0.185, 0.195]. */
@@ -62,22 +62,22 @@ static double tolerance_of(const char *number) {
 static const char *value_of(ts_trace *t, int64_t rec, const char *item, double *run, const char **figure) {
     char what[MAX_ITEM];
     const char *space = strrchr(item, ' ');
-    if (!space || space == item) return "an item is 'min|max|mean|std VALUE' or 'at I,J,... VALUE'";
+    if (!space || space == item) return "an item is 'min|max|mean|std|nan VALUE' or 'at I,J,... VALUE'";
     *figure = space + 1;
     char *end;
     strtod(*figure, &end);
     if (end == *figure || *end) return "the last word of an item is the figure quoted, a number";
     snprintf(what, sizeof what, "%.*s", (int)(space - item), item);
     const ts_trace_step *s = ts_trace_step_at(t, rec);
-    static const char *const stats[] = {"min", "max", "mean", "std"};
-    for (int k = 0; k < 4; k++)
+    static const char *const stats[] = {"min", "max", "mean", "std", "nan"};
+    for (int k = 0; k < 5; k++)
         if (strcmp(what, stats[k]) == 0) {
             if (!s->has_stats) return "the trace keeps no statistics of this step";
-            const double v[] = {s->stats.min, s->stats.max, s->stats.mean, s->stats.std};
+            const double v[] = {s->stats.min, s->stats.max, s->stats.mean, s->stats.std, (double)s->stats.nan};
             *run = v[k];
             return NULL;
         }
-    if (strncmp(what, "at ", 3) != 0) return "an item is 'min|max|mean|std VALUE' or 'at I,J,... VALUE'";
+    if (strncmp(what, "at ", 3) != 0) return "an item is 'min|max|mean|std|nan VALUE' or 'at I,J,... VALUE'";
     int64_t index[TS_MAX_RANK];
     int n = 0;
     for (char *p = what + 3; *p && n < TS_MAX_RANK;) {

@@ -432,8 +432,9 @@ static ts_status sdpa(fwd *f, const char *prefix, const heads_at *q, const heads
     ts_tensor tatt = view(att, 4, (int64_t[]){B, H, Sq, Sk}, NULL);
     const float *row_mask = f->row_mask;
     bool masked = key_mask || causal || row_mask;
-    /* hidden rows, and seed 003's -1e9, go into the scores, as a watcher sees them */
-    bool staged = f->watch || row_mask || (masked && (f->c->variants & TS_VARIANT_SEED003_MASK));
+    bool unshifted = f->c->variants & TS_VARIANT_SEED001_SOFTMAX;
+    /* hidden rows, seed 003's -1e9 and seed 001's softmax go into the scores, as a watcher sees them */
+    bool staged = f->watch || row_mask || (masked && (f->c->variants & TS_VARIANT_SEED003_MASK)) || unshifted;
     if (f->dry) {
         /* shapes only */
     } else if (!staged) { /* nobody looks: each head start to finish while its scores sit in cache */
@@ -466,7 +467,8 @@ static ts_status sdpa(fwd *f, const char *prefix, const heads_at *q, const heads
             TS_MODEL_OMP(parallel for num_threads(f->threads) if(f->par) schedule(dynamic, 1) reduction(+:empty))
             for (int64_t bh = 0; bh < BH; bh++) {
                 if (scale_later) ts_scale(att_of(&j, bh), att_of(&j, bh), scale, (int64_t)Sq * Sk);
-                empty += head_softmax(&j, bh, false);
+                if (unshifted) ts_model_softmax_unshifted(att_of(&j, bh), Sq, Sk);
+                else empty += head_softmax(&j, bh, false);
                 head_values(&j, bh);
             }
         }

@@ -56,4 +56,10 @@ void ts_model_unpermuted_concat(float *ctx, float *scratch, int B, int S, int H,
 void ts_model_layernorm_two_dims(float *out, float *y, float *mean, float *stdv, const float *in,
                                  const float *gamma, const float *beta, int B, int S, int D, float eps);
 
+/* Seed 001's numpy softmax, in place over rows of n: exp(x) / sum(exp(x)),
+ * nothing subtracted first. In a row with a score above ~88.7 exp overflows
+ * to inf and so does the sum: that score's weight is NaN (inf / inf), the
+ * others 0, as in the seed; a row whose every exp underflows is 0 / 0. */
+void ts_model_softmax_unshifted(float *x, int64_t rows, int n);
+
 #endif

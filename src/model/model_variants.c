@@ -25,6 +25,10 @@
  *   In float32 a score of a few units plus -1e9 is -1e9 exactly (the spacing
  *   there is 64), so a partly masked row comes out as with -inf, and a row
  *   masked end to end is -1e9 everywhere: uniform weights, not 0.
+ * - seed001-softmax: seed 001's numpy softmax, exp(x) / sum(exp(x)) with no
+ *   max subtracted, in every attention. The same weights while the scores
+ *   stay below ~88.7; above, exp overflows float32, the row's sum is inf and
+ *   its weights NaN and 0: the values it mixes are NaN.
  * - pe-variant: seed 001's first table (sin in odd dims too) and its class
  *   (cos in odd dims), both with exponent (2i+1)/D in the odd dims.
  * - mask (the encoder's self-attention): padding (default) masks pad keys;
@@ -41,8 +45,8 @@
 
 /* ---- names ----------------------------------------------------------------- */
 
-static const char *const variant_names[] = {"no-scale", "seed000-reshape", "seed001-layernorm", "seed004-residual",
-                                            "seed003-mask"};
+static const char *const variant_names[] = {"no-scale",         "seed000-reshape", "seed001-layernorm",
+                                            "seed004-residual", "seed003-mask",    "seed001-softmax"};
 #define N_VARIANTS ((int)(sizeof variant_names / sizeof variant_names[0]))
 _Static_assert(TS_VARIANT_ALL == (1u << N_VARIANTS) - 1, "one name per variant bit");
 
@@ -60,7 +64,7 @@ ts_status ts_model_variant_parse(const char *words, unsigned *bits) {
         if (k == N_VARIANTS)
             return ts_fail(TS_ERR_ARG,
                            "unknown --variant '%.*s' (any of no-scale, seed000-reshape, seed001-layernorm, "
-                           "seed004-residual, seed003-mask, separated by spaces or commas)",
+                           "seed004-residual, seed003-mask, seed001-softmax, separated by spaces or commas)",
                            (int)n, p);
         *bits |= 1u << k;
         p += n;
@@ -193,5 +197,15 @@ void ts_model_layernorm_two_dims(float *out, float *y, float *mean, float *stdv,
             if (y) y[r * D + d] = v;
             o[d] = gamma[d] * v + beta[d];
         }
+    }
+}
+
+/* ---- seed 001's softmax -------------------------------------------------------- */
+
+void ts_model_softmax_unshifted(float *x, int64_t rows, int n) {
+    for (int64_t r = 0; r < rows; r++) {
+        float *row = x + r * n, sum = 0.0f;
+        for (int c = 0; c < n; c++) sum += row[c] = expf(row[c]);
+        for (int c = 0; c < n; c++) row[c] /= sum;
     }
 }

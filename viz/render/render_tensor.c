@@ -19,6 +19,8 @@ static void stat_lines(ts_render__pen *p, ts_render_rect r, const ts_trace_stats
     ts_render__fmt(v[2], sizeof v[2], s->mean, 0);
     ts_render__fmt(v[3], sizeof v[3], s->std, 0);
     ts_render__fmt(v[4], sizeof v[4], s->mean_abs, 0);
+    /* with no finite value there is nothing to measure: a dash, not a 0 */
+    for (int k = 0; k < 5 && s->finite == 0; k++) snprintf(v[k], sizeof v[k], "\xe2\x80\x94");
     uint64_t count = s->finite + s->nan + s->inf;
     double n = count > 0 ? (double)count : 1;
     snprintf(v[5], sizeof v[5], "%llu (%.1f%%)", (unsigned long long)s->zeros, 100.0 * (double)s->zeros / n);
