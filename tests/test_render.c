@@ -747,7 +747,7 @@ static void golden_training(void **state) {
     ts_render_series gs[2] = {{.label = "layer 0", .y = g[0], .n = 30, .color = 0},
                               {.label = "layer 1", .y = g[1], .n = 30, .color = 1}};
     canvas c = canvas_new(560, 420);
-    assert_ok(ts_render_training(c.cr, c.area, &ls, gs, 2, "copy task", NULL));
+    assert_ok(ts_render_training(c.cr, c.area, &ls, gs, 2, 0, "copy task", NULL));
     check_golden(c.surface, "training");
     canvas_free(&c);
 }
@@ -818,6 +818,17 @@ static void plot_draws_its_level_line(void **state) {
         if (with) o.ref_label = "clipped above 1", o.ref_y = 1;
         assert_ok(ts_render_plot(c.cr, c.area, &s, 1, &o));
         rows[with] = level_line_rows(&c, w, h);
+        canvas_free(&c);
+    }
+    assert_int_equal(rows[0], 0);
+    assert_int_equal(rows[1], 1);
+    /* the training picture draws its run's clip under the gradient norms */
+    const float loss[] = {3, 2, 1.5f, 1, 0.8f};
+    ts_render_series ls = {.label = "loss", .y = loss, .n = 5, .color = 0};
+    for (int with = 0; with < 2; with++) {
+        canvas c = canvas_new(w, 2 * h);
+        assert_ok(ts_render_training(c.cr, c.area, &ls, &s, 1, with ? 1.0 : 0.0, "training", NULL));
+        rows[with] = level_line_rows(&c, w, 2 * h);
         canvas_free(&c);
     }
     assert_int_equal(rows[0], 0);

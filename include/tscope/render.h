@@ -326,9 +326,10 @@ ts_status ts_render_shapes(cairo_t *cr, ts_render_rect area, const ts_render_ste
 /* A size in points that suits the flow of these (linked) steps. */
 void ts_render_shapes_size(const ts_render_step *steps, int n, int *width, int *height);
 
-/* Training: loss over steps above per-layer gradient norms over steps. */
+/* Training: loss over steps above per-layer gradient norms over steps;
+ * clip > 0 draws the threshold the run clipped the total norm at. */
 ts_status ts_render_training(cairo_t *cr, ts_render_rect area, const ts_render_series *loss,
-                             const ts_render_series *grad_norms, int n_grad, const char *title,
+                             const ts_render_series *grad_norms, int n_grad, double clip, const char *title,
                              const char *subtitle);
 
 /* ---- choosing a view ---------------------------------------------------- */

@@ -522,7 +522,7 @@ static bool wants_log(const ts_render_series *s, int n) {
 }
 
 ts_status ts_render_training(cairo_t *cr, ts_render_rect area, const ts_render_series *loss,
-                             const ts_render_series *grad_norms, int n_grad, const char *title,
+                             const ts_render_series *grad_norms, int n_grad, double clip, const char *title,
                              const char *subtitle) {
     ts_status st = check_series(loss, 1);
     if (st) return st;
@@ -545,6 +545,9 @@ ts_status ts_render_training(cairo_t *cr, ts_render_rect area, const ts_render_s
         cap = ts_render__caption(&pen, r2, log2 ? "Gradient norm per layer (log scale)" : "Gradient norm per layer");
         ts_render_plot_opts o2 = {.x_label = "training step", .y_label = "\xe2\x80\x96grad\xe2\x80\x96",
                                   .log_y = log2, .markers = grad_norms[0].n <= 30};
+        char clip_label[64]; /* the threshold is the total norm's (train.grad_norm), not a layer's */
+        snprintf(clip_label, sizeof clip_label, "clip: the total norm above %g is scaled down", clip);
+        if (clip > 0) o2.ref_label = clip_label, o2.ref_y = clip;
         ts_render__plot_body(&pen, (ts_render_rect){r2.x, r2.y + cap, r2.w, r2.h - cap}, grad_norms, n_grad, &o2);
     }
     return finish(&pen, cr);

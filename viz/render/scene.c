@@ -38,6 +38,7 @@ struct ts_scene {
     int width, height;   /* a good size in points */
     char title[320], subtitle[600];
     char ref_label[80]; /* popts.ref_label: a level line's name */
+    double clip;        /* PIC_TRAINING: the run's clip threshold, 0 for none */
     ts_render_matrix m[TS_RENDER_MAX_PANELS];
     int n;
     ts_render_heatmap_opts hopts;
@@ -905,6 +906,7 @@ static ts_status build_scalar_curves(ts_scene *job, const ts_trace_step *s) {
                     if (p->series[k].n == steps.n) p->series[k].x = steps.y;
             p->kind = PIC_TRAINING;
             p->view = TS_RENDER_VIEW_CURVES;
+            p->clip = training_clip(job->t);
             p->n_series = 1 + n;
             mark_occurrence(job);
             snprintf(p->subtitle, sizeof p->subtitle, "%d records of %s and %d gradient norms", p->series[0].n, s->name, n);
@@ -1221,7 +1223,8 @@ static ts_status draw_kind(ts_scene *p, cairo_t *cr, ts_render_rect area, const 
                                    p->subtitle);
     case PIC_PLOT: return ts_render_plot(cr, area, p->series, p->n_series, &p->popts);
     case PIC_TRAINING:
-        return ts_render_training(cr, area, &p->series[0], p->series + 1, p->n_series - 1, p->title, p->subtitle);
+        return ts_render_training(cr, area, &p->series[0], p->series + 1, p->n_series - 1, p->clip, p->title,
+                                  p->subtitle);
     case PIC_NORM: return ts_render_layernorm(cr, area, &p->norm, p->title, p->subtitle);
     case PIC_TENSOR: return ts_render_tensor(cr, area, &p->tensor, st, layout);
     case PIC_SHAPES: return ts_render_shapes(cr, area, p->steps, p->n_steps, p->title, NULL);
