@@ -192,6 +192,10 @@ int ts_text_edit_distance(const char *a, const char *b);
  * ("post|pre"). */
 bool ts_text_in_choices(const char *choices, const char *word, size_t len);
 
+/* Characters of UTF-8 text as a terminal lays them out: one column a
+ * character, whatever its byte count ("␣the" is 4, though 6 bytes). */
+int ts_text_columns(const char *s);
+
 /* "1.50 GB", "12.3 MB", "4.0 KB" into buf; returns buf. */
 char *ts_text_bytes(char *buf, size_t size, uint64_t n);
 

@@ -75,22 +75,44 @@ ts_status lm_cli_trace_open(const trace_cli *tc, const ts_model_config *cfg, con
     return st;
 }
 
-/* Each position's most likely next token, and how sure the model is. */
+/* Spaces that bring label to width terminal columns (%-Ns pads bytes, and a
+ * label like "␣the" has more bytes than columns). */
+static int pad_to(const char *label, int width) {
+    int used = ts_text_columns(label);
+    return used < width ? width - used : 0;
+}
+
+/* The most likely next token after row (V logits), and its probability. */
+static int32_t argmax_row(const float *row, int64_t V, double *p_best, double *z_out) {
+    int64_t best = 0;
+    for (int64_t v = 1; v < V; v++)
+        if (row[v] > row[best]) best = v;
+    double z = 0;
+    for (int64_t v = 0; v < V; v++) z += exp((double)row[v] - row[best]);
+    *p_best = 1.0 / z, *z_out = z;
+    return (int32_t)best;
+}
+
+/* Each position's most likely next token, and how sure the model is; the
+ * columns as wide as their longest label. */
 static void report(const ts_lmtok *tok, const int32_t *ids, const ts_tensor *logits) {
     int64_t S = logits->shape[1], V = logits->shape[2];
-    double loss = 0;
-    printf("position  token  next (argmax)  p(argmax)  p(actual next)\n");
+    int w_token = 5, w_next = 13;
+    char a[64], b[64];
+    double p_best, z, loss = 0;
+    for (int64_t i = 0; i < S; i++) {
+        ts_lmtok_label(tok, ids[i], a, sizeof a);
+        ts_lmtok_label(tok, argmax_row(logits->data + i * V, V, &p_best, &z), b, sizeof b);
+        if (ts_text_columns(a) > w_token) w_token = ts_text_columns(a);
+        if (ts_text_columns(b) > w_next) w_next = ts_text_columns(b);
+    }
+    printf("position  token%*s  next (argmax)%*s  p(argmax)  p(actual next)\n", w_token - 5, "", w_next - 13, "");
     for (int64_t i = 0; i < S; i++) {
         const float *row = logits->data + i * V;
-        int64_t best = 0;
-        for (int64_t v = 1; v < V; v++)
-            if (row[v] > row[best]) best = v;
-        double z = 0;
-        for (int64_t v = 0; v < V; v++) z += exp((double)row[v] - row[best]);
-        char a[64], b[64];
+        int32_t best = argmax_row(row, V, &p_best, &z);
         ts_lmtok_label(tok, ids[i], a, sizeof a);
-        ts_lmtok_label(tok, (int32_t)best, b, sizeof b);
-        printf("%8lld  %-5s  %-13s  %9.3f", (long long)i, a, b, 1.0 / z);
+        ts_lmtok_label(tok, best, b, sizeof b);
+        printf("%8lld  %s%*s  %s%*s  %9.3f", (long long)i, a, pad_to(a, w_token), "", b, pad_to(b, w_next), "", p_best);
         if (i + 1 < S) {
             double p = exp((double)row[ids[i + 1]] - row[best]) / z;
             loss -= log(p);

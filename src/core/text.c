@@ -28,6 +28,12 @@ int ts_text_edit_distance(const char *a, const char *b) {
     return row[m];
 }
 
+int ts_text_columns(const char *s) {
+    int n = 0;
+    for (; *s; s++) n += ((unsigned char)*s & 0xC0) != 0x80; /* count lead bytes, not continuations */
+    return n;
+}
+
 char *ts_text_bytes(char *buf, size_t size, uint64_t n) {
     if (n >= (uint64_t)1 << 30)
         snprintf(buf, size, "%.2f GB", (double)n / (1 << 30));
