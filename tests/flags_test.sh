@@ -52,6 +52,13 @@ refuse "--tgt-key-padding-mask is for the decoder; give --target" run $EIN --tgt
 refuse "--memory-key-padding-mask is for the decoder; give --target" run $EIN --memory-key-padding-mask $X/memory_key_padding_mask.npy
 refuse "--tgt-mask none is the decoder's self-attention mask; this model has no decoder" run $EIN --tgt-mask none
 refuse "--tgt-mask causal is the decoder's self-attention mask; this model has no decoder" run --preset seed000 --tgt-mask causal
+refuse "--greedy decodes token ids at inference; --input vectors have no words" run $XIN --greedy
+refuse "--greedy decodes token ids at inference; --backward trains against given labels" run --greedy --backward
+refuse "--greedy needs the causal decoder" run --greedy --tgt-mask none
+refuse "--greedy decodes with an encoder-decoder that writes words (a vocabulary head); this model is not an encoder-decoder" run --preset seed000 --greedy
+refuse "--greedy decodes at inference; --train-mode's dropout" run --greedy --train-mode
+refuse "--greedy: the checkpoint assets/kjv-char.safetensors is a language model" run --load assets/kjv-char.safetensors --text "And" --greedy
+works run --load $A --preset tiny --text "go the cat" --greedy
 refuse "--text and --input both give the encoder's input" run --input $E/x.npy --dec-layers 0 --text "a b"
 refuse "--seq 9 disagrees with $E/x.npy: it holds sequences of length 6" run --input $E/x.npy --dec-layers 0 --seq 9
 refuse "--batch 3 disagrees with $E/x.npy: it holds batch 2" run --input $E/x.npy --dec-layers 0 --batch 3

@@ -3,13 +3,15 @@
  * with the embedding LayerNorm (the first language models' layout) and a
  * post-LN ReLU stack, the logits of every position, one token at a time, equal
  * ts_model_forward's row for that position. And what the cache cannot do is
- * refused: past the positions, a model with a decoder, sinusoidal positions. */
+ * refused: past the positions, a model with a decoder, sinusoidal positions.
+ * Also greedy decoding of an encoder-decoder, one forward pass a position. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
 #include "tscope/kernels.h"
 #include "tscope/model.h"
+#include "tscope/train.h"
 
 #define S 12
 
@@ -95,6 +97,52 @@ static void what_cannot_be_cached_is_refused(void **state) {
     ts_model_free(&m);
 }
 
+/* Greedy decoding of an encoder-decoder (ts_task_greedy): one forward pass
+ * over what it wrote gives each position the argmax it wrote (the next
+ * position's input), which is why `run --greedy` traces that one pass; a
+ * sequence that writes <eos> stops there and the rest is padding. Small
+ * vocabularies make untrained models write <eos> soon; the seeds are
+ * searched until one does, so the stopping rule is exercised. */
+static void greedy_decoding_is_one_causal_pass(void **state) {
+    (void)state;
+    enum { B = 4, SRC = 7 };
+    bool saw_eos = false;
+    for (uint64_t seed = 0; seed < 20 && !saw_eos; seed++) {
+        ts_model_config c;
+        assert_ok(ts_model_config_preset(&c, "tiny"));
+        c.vocab = 6, c.batch = B, c.seq = SRC, c.tgt_seq = SRC, c.seed = seed;
+        ts_model m;
+        assert_ok(ts_model_init(&m, &c));
+        int32_t src[B * SRC], tgt[B * SRC], out[B * SRC];
+        uint8_t pad[B * SRC];
+        for (int i = 0; i < B * SRC; i++) src[i] = 1 + (int32_t)((i * 5 + seed) % 5);
+        ts_model_input in = {.src_ids = src};
+        bool padded;
+        assert_ok(ts_task_greedy(&m, &in, tgt, out, pad, &padded));
+        ts_tensor logits;
+        assert_ok(ts_model_forward(&m, &in, NULL, &logits)); /* in now reads tgt, with pad */
+        for (int b = 0; b < B; b++) {
+            assert_int_equal(tgt[b * SRC], 1);
+            for (int t = 0; t < SRC; t++) {
+                if (pad[b * SRC + t]) {
+                    assert_int_equal(tgt[b * SRC + t], 0);
+                    saw_eos = true;
+                    continue;
+                }
+                const float *row = logits.data + ((int64_t)b * SRC + t) * c.vocab;
+                int best = 0;
+                for (int v = 1; v < c.vocab; v++)
+                    if (row[v] > row[best]) best = v;
+                assert_int_equal(best, out[b * SRC + t]);
+                if (t + 1 < SRC && !pad[b * SRC + t + 1]) assert_int_equal(best, tgt[b * SRC + t + 1]);
+                if (t + 1 < SRC && pad[b * SRC + t + 1]) assert_int_equal(best, 2); /* <eos> came before */
+            }
+        }
+        ts_model_free(&m);
+    }
+    assert_true(saw_eos);
+}
+
 static int setup(void **state) {
     (void)state;
     return ts_kernels_init() == TS_OK ? 0 : -1;
@@ -106,6 +154,7 @@ int main(void) {
         cmocka_unit_test(causal_encoder_with_embedding_norm),
         cmocka_unit_test(post_ln_relu),
         cmocka_unit_test(what_cannot_be_cached_is_refused),
+        cmocka_unit_test(greedy_decoding_is_one_causal_pass),
     };
     return cmocka_run_group_tests_name("decode", tests, setup, NULL);
 }

@@ -109,6 +109,22 @@ out=$("$bin" run --preset tiny --vocab 16 --text "go the cat sat on a mat and it
 case $out in *"decoder reads: <bos> the cat sat on a mat and it was"*) ok ;; *) bad "copy model's decoder input: $out" ;; esac
 case $out in *"predicted (loaded weights, argmax of the logits): the cat sat on a mat and it was"*) ok ;;
     *) bad "the copy model does not copy lesson 9's sentence: $out" ;; esac
+# Greedy decoding: nobody gives the reverse model its answer; it writes one word a
+# pass and reads it back, and the trace's decoder input is what it wrote.
+out=$("$bin" run --preset tiny --vocab 16 --text "go the cat sat on a mat and it was" \
+    --load assets/tiny-reverse.safetensors --greedy --trace "$tmp/greedy.tstrace" 2>&1)
+case $out in *"decoder reads: <bos> was it and mat a on sat cat the"*) ok ;; *) bad "greedy reverse: $out" ;; esac
+case $out in *"decoded greedily (each word fed back as the next input): was it and mat a on sat cat the"*) ok ;;
+    *) bad "the reverse model does not reverse lesson 17's sentence: $out" ;; esac
+case $out in *"no <eos> within the decoder's 10 positions"*) ok ;; *) bad "greedy reverse: no word on <eos>: $out" ;; esac
+# (that one traced pass is the decoding: tests/test_decode.c checks each row's argmax)
+"$bin" info "$tmp/greedy.tstrace" | grep -q " decoder.input .*\[1, 10\]" && ok || bad "greedy: no decoder.input in the trace"
+# An untrained model stops at the <eos> it writes; the positions after it are padding.
+out=$("$bin" run --preset tiny --vocab 16 --text "go the cat sat on a mat and it was" --greedy 2>&1)
+case $out in *"decoded greedily (each word fed back as the next input): a sat a <eos>"*) ok ;;
+    *) bad "greedy untrained: $out" ;; esac
+case $out in *"(stopped at <eos>: positions 4 to 9 are padding)"*) ok ;; *) bad "greedy untrained: no padding after <eos>: $out" ;; esac
+
 # A plain sentence to an untrained model is shifted right behind <bos>.
 out=$("$bin" run --preset tiny 2>&1)
 case $out in *"decoder reads: <bos> my name is"*) ok ;; *) bad "tiny's decoder input: $out" ;; esac

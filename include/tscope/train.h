@@ -56,10 +56,17 @@ void ts_task_answer(ts_task_kind kind, const int32_t *src, int S, int32_t *y);
 void ts_task_decoder_input(const int32_t *answer, int T, bool start_in_answer, int32_t *tgt);
 
 /* Greedy decoding with the inference forward: the decoder starts from the
- * start token and feeds back its argmax, one position per forward.
- * m must be an encoder-decoder with an LM head whose batch and lengths match
- * src (B, S) and out (B, T = S-1); out gets the predicted y[1:]. */
-ts_status ts_task_greedy(ts_model *m, const int32_t *src, int32_t *out);
+ * start token (`<bos>`) and reads back its own argmax, one forward pass a
+ * position. m is an encoder-decoder with a vocabulary head; in gives the
+ * source (src_ids, src_pad; B, S) and its tgt fields are set here.
+ *   tgt (B, T): what the decoder read: <bos>, then each argmax fed back.
+ *   out (B, T) or NULL: each position's argmax (out[t] = tgt[t + 1]).
+ *   eos_pad (B, T) or NULL: when given, a sequence stops at the <eos> it
+ *   writes, which is never read: the positions from there on are padding
+ *   (tgt <pad>, eos_pad 1, out unset); *padded (may be NULL) says whether any is.
+ * Since the decoder is causal, one forward pass over the finished tgt gives
+ * every position the logits it had when it was the newest (tests/test_decode.c). */
+ts_status ts_task_greedy(ts_model *m, ts_model_input *in, int32_t *tgt, int32_t *out, uint8_t *eos_pad, bool *padded);
 
 typedef struct ts_task_score {
     int64_t seqs, seqs_right;     /* sequences, those predicted exactly */

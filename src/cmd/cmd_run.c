@@ -14,6 +14,7 @@
 #include "trace_cli.h"
 #include "tscope/kernels.h"
 #include "tscope/io.h"
+#include "tscope/train.h"
 
 typedef struct run_opts {
     const char *print_shapes; /* NULL, "plain" or "torch" */
@@ -24,6 +25,7 @@ typedef struct run_opts {
     const char *tgt_mask;     /* --tgt-mask causal|none */
     bool backward;      /* --backward: one backward pass too, gradients traced (run_backward.c) */
     bool scores;        /* --scores: a language model's per-head scores (run_lm.c) */
+    bool greedy;        /* --greedy: the decoder reads what it wrote (decode_greedy) */
     const char *labels; /* --labels L.npy for the backward's loss */
     trace_cli trace; /* --trace FILE and its flags */
     int argc;        /* the command line, for the trace's metadata */
@@ -37,7 +39,8 @@ static double now(void) {
 }
 
 /* What the forward produced, in words a learner can check. */
-static void report(const ts_model *m, const model_batch *b, const ts_tensor *out, double seconds, bool loaded) {
+static void report(const ts_model *m, const model_batch *b, const ts_tensor *out, double seconds, bool loaded,
+                   bool greedy) {
     const ts_model_config *c = &m->cfg;
     char shape[TS_SHAPE_TEXT_MAX];
     ts_tensor_shape_str(shape, sizeof shape, out, TS_SHAPE_PLAIN);
@@ -49,7 +52,7 @@ static void report(const ts_model *m, const model_batch *b, const ts_tensor *out
     if (m->empty_rows)
         printf("%lld rows of attention weights had every key masked: weights 0 there (PyTorch's softmax: NaN)\n",
                (long long)m->empty_rows);
-    if (c->head == TS_HEAD_LM && b->have_tok && out->rank == 3) {
+    if (c->head == TS_HEAD_LM && b->have_tok && out->rank == 3 && !greedy) { /* greedy: report_greedy */
         /* The model's guess at each position of the first sequence. */
         int64_t T = out->shape[1], V = out->shape[2];
         printf("predicted (%s, argmax of the logits):", loaded ? "loaded weights" : "untrained");
@@ -79,6 +82,39 @@ static void print_tokens(const model_batch *b, const ts_model_config *c) {
     printf("\n");
 }
 
+/* Greedy decoding (ts_task_greedy): b->tgt_ids become what the decoder wrote
+ * and read back, b->tgt_pad the positions after its <eos>. The traced pass
+ * that follows, over these ids, is the decoding itself. */
+static ts_status decode_greedy(ts_model *m, model_batch *b, ts_model_input *in) {
+    uint8_t *pad = calloc((size_t)m->cfg.batch * m->T, 1);
+    if (!pad) return ts_fail(TS_ERR_NOMEM, "out of memory for greedy decoding");
+    bool padded;
+    ts_status st = ts_task_greedy(m, in, b->tgt_ids, NULL, pad, &padded);
+    free(b->tgt_pad);
+    b->tgt_pad = padded ? pad : NULL;
+    if (!padded) free(pad);
+    in->tgt_pad = b->tgt_pad;
+    return st;
+}
+
+/* What greedy decoding wrote for sequence 0: the decoder's input after <bos>,
+ * then what its last position wrote (<eos>, or the word it would add). */
+static void report_greedy(const model_batch *b, const ts_tensor *out) {
+    int64_t T = out->shape[1], V = out->shape[2], t = 1;
+    printf("decoded greedily (each word fed back as the next input):");
+    for (; t < T && !(b->tgt_pad && b->tgt_pad[t]); t++) printf(" %s", ts_tokenizer_word(&b->tok, b->tgt_ids[t]));
+    const float *row = out->data + (t - 1) * V; /* the last position read */
+    int64_t best = 0;
+    for (int64_t v = 1; v < V; v++)
+        if (row[v] > row[best]) best = v;
+    if (t < T)
+        printf(" %s\n(stopped at <eos>: positions %lld to %lld are padding)\n", ts_tokenizer_word(&b->tok, (int32_t)best),
+               (long long)t, (long long)T - 1);
+    else
+        printf("\n(no <eos> within the decoder's %lld positions; the last would write %s next)\n", (long long)T,
+               ts_tokenizer_word(&b->tok, (int32_t)best));
+}
+
 /* Pairs of run's own flags that cannot work, before any file is read. */
 static int flag_pairs(const run_opts *o) {
     if (o->target && !o->input) return ts_cli_error("run", "--target feeds the decoder; give --input X.npy too");
@@ -91,6 +127,13 @@ static int flag_pairs(const run_opts *o) {
         if (masks[i] && !o->input)
             return ts_cli_error("run", "%s marks padded positions of --input vectors; give --input X.npy (--text "
                                        "pads and masks by itself)", names[i]);
+    if (o->greedy && (o->input || o->backward))
+        return ts_cli_error("run", "--greedy decodes token ids at inference; %s",
+                            o->input ? "--input vectors have no words to write back" :
+                                       "--backward trains against given labels: run them apart");
+    if (o->greedy && o->tgt_mask && strcmp(o->tgt_mask, "none") == 0)
+        return ts_cli_error("run", "--greedy needs the causal decoder: with --tgt-mask none every position would see "
+                                   "words not yet written");
     if ((o->tgt_kpm || o->mem_kpm) && !o->target)
         return ts_cli_error("run", "%s is for the decoder; give --target Y.npy too",
                             o->tgt_kpm ? names[1] : names[2]);
@@ -183,6 +226,19 @@ static int run(const model_flags *mf, const run_opts *o) {
             printf("# skipped %d tensor%s with no place in the model (--ignore-extra): %s\n", loaded.skipped,
                    loaded.skipped == 1 ? "" : "s", loaded.skipped_names);
     }
+    if (o->greedy) {
+        if (cfg.arch != TS_ARCH_ENCODER_DECODER || cfg.head != TS_HEAD_LM || !batch.tgt_ids)
+            st = ts_fail(TS_ERR_ARG, "--greedy decodes with an encoder-decoder that writes words (a vocabulary "
+                                     "head); this model is %s", cfg.arch == TS_ARCH_ENCODER_DECODER ?
+                                     "an encoder-decoder with no vocabulary head" : "not an encoder-decoder");
+        else if (cfg.train_mode)
+            st = ts_fail(TS_ERR_ARG, "--greedy decodes at inference; --train-mode's dropout would change every pass");
+        if (!st) st = decode_greedy(&m, &batch, &in);
+        if (st) {
+            rc = ts_cli_error("run", "%s", ts_last_error());
+            goto out;
+        }
+    }
     char desc[256];
     model_config_describe(&cfg, desc, sizeof desc);
     printf("# %s\n", desc);
@@ -214,7 +270,8 @@ static int run(const model_flags *mf, const run_opts *o) {
         trace_cli_close(&o->trace, tracer, "run"); /* the steps before the failure stay readable */
         goto out;
     }
-    report(&m, &batch, &out, t1 - t0, o->load != NULL);
+    report(&m, &batch, &out, t1 - t0, o->load != NULL, o->greedy);
+    if (o->greedy) report_greedy(&batch, &out);
     if (o->backward && (rc = run_backward(&m, &in, o->labels, &hook))) {
         trace_cli_close(&o->trace, tracer, "run");
         goto out;
@@ -234,7 +291,7 @@ out:
 int ts_cmd_run(int argc, char **argv) {
     model_flags mf;
     run_opts o = {0};
-    ts_flag flags[MODEL_FLAGS_COUNT + 14 + TRACE_CLI_FLAGS];
+    ts_flag flags[MODEL_FLAGS_COUNT + 15 + TRACE_CLI_FLAGS];
     int n = model_flags_table(flags, 0, &mf);
     n = trace_cli_table(flags, n, &o.trace);
     o.argc = argc;
@@ -273,6 +330,9 @@ int ts_cmd_run(int argc, char **argv) {
     flags[n++] = (ts_flag){"--scores", TS_FLAG_BOOL, &o.scores, NULL,
                            "with a language model's --load: each head's previous-token, induction and copying "
                            "scores on random sequences written twice (docs/training.md)", NULL, NULL, NULL};
+    flags[n++] = (ts_flag){"--greedy", TS_FLAG_BOOL, &o.greedy, NULL,
+                           "an encoder-decoder writes its own answer: from <bos>, each argmax fed back as the next "
+                           "input until <eos>; the trace is the pass over what it wrote", NULL, NULL, NULL};
     flags[n++] = (ts_flag){"--labels", TS_FLAG_STRING, &o.labels, "L.npy",
                            "the backward's targets: ids (B, T) (default: the source, copied), class ids (B), or "
                            "d loss/d out", NULL, NULL, NULL};

@@ -57,6 +57,7 @@ static const keydef setup_keys[] = {
     {"keep-batch", V_INT, NULL, 0, BIG, false, false},
     {"backward", V_BOOL, NULL, 0, 0, false, false},
     {"train-mode", V_BOOL, NULL, 0, 0, false, false},
+    {"greedy", V_BOOL, NULL, 0, 0, false, false},
     {"variant", V_WORDS, "no-scale|seed000-reshape|seed001-layernorm|seed004-residual|seed003-mask|seed001-softmax", 0, 0, false, false},
     {"pe-variant", V_CHOICE, "paper|seed001-sin-only|seed001-odd-exponent", 0, 0, false, false},
     {"mask", V_CHOICE, "none|causal|padding|padding-both", 0, 0, false, false},

@@ -28,7 +28,8 @@
 /* Keys that are switches: "true" gives the bare flag, "false" leaves it out
  * (so a named setup can turn off what the main one turns on). */
 static bool is_switch(const char *key) {
-    return strcmp(key, "final-norm") == 0 || strcmp(key, "backward") == 0 || strcmp(key, "train-mode") == 0;
+    return strcmp(key, "final-norm") == 0 || strcmp(key, "backward") == 0 || strcmp(key, "train-mode") == 0 ||
+           strcmp(key, "greedy") == 0;
 }
 
 /* Keys whose value is a file, looked up next to the lesson, then in the tree. */

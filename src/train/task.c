@@ -1,5 +1,6 @@
 /* task: copy, reverse and sort data, greedy decoding and scores (train.h, "task"). */
 #include "tscope/train.h"
+#include "tscope/tokenizer.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -51,31 +52,48 @@ void ts_task_batch(ts_task_kind kind, int vocab, int B, int S, uint64_t seed, ui
     }
 }
 
-ts_status ts_task_greedy(ts_model *m, const int32_t *src, int32_t *out) {
+/* The argmax of one row of V logits. */
+static int32_t argmax(const float *row, int V) {
+    int32_t best = 0;
+    for (int32_t v = 1; v < V; v++)
+        if (row[v] > row[best]) best = v;
+    return best;
+}
+
+ts_status ts_task_greedy(ts_model *m, ts_model_input *in, int32_t *tgt, int32_t *out, uint8_t *eos_pad, bool *padded) {
     const ts_model_config *c = &m->cfg;
+    if (padded) *padded = false;
     if (c->arch != TS_ARCH_ENCODER_DECODER || c->head != TS_HEAD_LM || c->input != TS_INPUT_TOKENS)
         return ts_fail(TS_ERR_ARG, "greedy decoding needs an encoder-decoder over token ids with a vocabulary head");
     int B = c->batch, T = m->T, V = c->vocab;
-    int32_t *tgt = calloc((size_t)B * T, sizeof *tgt);
-    if (!tgt) return ts_fail(TS_ERR_NOMEM, "task: out of memory");
-    for (int b = 0; b < B; b++) tgt[(int64_t)b * T] = 1;
-    ts_model_input in = {.src_ids = src, .tgt_ids = tgt};
+    int *stop = calloc((size_t)B, sizeof *stop); /* 0, or 1 + the position that wrote <eos>: the first not read */
+    if (!stop) return ts_fail(TS_ERR_NOMEM, "task: out of memory");
+    memset(tgt, 0, sizeof *tgt * (size_t)B * T);
+    for (int b = 0; b < B; b++) tgt[(int64_t)b * T] = TS_TOK_BOS;
+    in->tgt_ids = tgt;
+    in->tgt_pad = NULL;
     ts_status st = TS_OK;
     /* Position t only sees positions <= t (the causal mask), so the ids not
      * yet predicted (0 for now) change nothing. */
-    for (int t = 0; t < T && !st; t++) {
+    for (int t = 0, stopped = 0; t < T && stopped < B && !st; t++) {
         ts_tensor logits;
-        st = ts_model_forward(m, &in, NULL, &logits);
+        st = ts_model_forward(m, in, NULL, &logits);
         for (int b = 0; !st && b < B; b++) {
-            const float *row = logits.data + ((int64_t)b * T + t) * V;
-            int best = 0;
-            for (int v = 1; v < V; v++)
-                if (row[v] > row[best]) best = v;
-            out[(int64_t)b * T + t] = best;
+            if (stop[b]) continue;
+            int32_t best = argmax(logits.data + ((int64_t)b * T + t) * V, V);
+            if (out) out[(int64_t)b * T + t] = best;
             if (t + 1 < T) tgt[(int64_t)b * T + t + 1] = best;
+            if (eos_pad && best == TS_TOK_EOS) stop[b] = t + 1, stopped++;
         }
     }
-    free(tgt);
+    for (int b = 0; eos_pad && b < B; b++) /* <eos> is written, never read: padding from there on */
+        for (int t = 0; t < T; t++) {
+            bool after = stop[b] && t >= stop[b];
+            eos_pad[(int64_t)b * T + t] = after;
+            if (after) tgt[(int64_t)b * T + t] = TS_TOK_PAD;
+            if (after && padded) *padded = true;
+        }
+    free(stop);
     return st;
 }
 

@@ -82,14 +82,16 @@ ts_status ts_task_data_evaluate(ts_task_data *d, ts_model *m, ts_task_score *sco
     ts_model_set_training(m, false);
     memset(score, 0, sizeof *score);
     int32_t *pred = malloc(sizeof(int32_t) * (size_t)d->B * d->T);
-    ts_status st = pred ? TS_OK : ts_fail(TS_ERR_NOMEM, "out of memory");
+    int32_t *tgt = malloc(sizeof(int32_t) * (size_t)d->B * d->T);
+    ts_status st = pred && tgt ? TS_OK : ts_fail(TS_ERR_NOMEM, "out of memory");
     for (int i = 0; i < d->n_held && !st; i++) {
         const int32_t *src = d->hsrc + (size_t)i * d->B * d->S, *lab = d->hlab + (size_t)i * d->B * d->T;
-        if ((st = ts_task_greedy(m, src, pred))) break;
+        ts_model_input in = {.src_ids = src};
+        if ((st = ts_task_greedy(m, &in, tgt, pred, NULL, NULL))) break;
         ts_task_score_add(score, pred, lab, d->B, d->T);
         if (first && i == 0) memcpy(first, pred, sizeof(int32_t) * (size_t)d->B * d->T);
     }
-    free(pred);
+    free(pred), free(tgt);
     ts_model_set_training(m, was);
     return st;
 }

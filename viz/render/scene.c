@@ -302,8 +302,8 @@ static const unsigned char *mask_for(ts_scene *job, const char *name, const ts_t
  * padded queries, which PyTorch computes but leaves unspecified, are padding
  * and drawn as such (the run traced src_/tgt_key_padding_mask, 1 = pad).
  * NULL when the run had none. */
-static const float *padded_rows(ts_scene *job, const char *name, int64_t rows) {
-    const char *pads = strncmp(name, "decoder.", 8) == 0 ? "tgt_key_padding_mask" : "src_key_padding_mask";
+static const float *padded_rows(ts_scene *job, ts_trace_side side, int64_t rows) {
+    const char *pads = side == TS_TRACE_TARGET ? "tgt_key_padding_mask" : "src_key_padding_mask";
     int64_t i = ts_trace_find(job->t, pads);
     if (i < 0) return NULL;
     const ts_trace_step *s = ts_trace_step_at(job->t, i);
@@ -317,7 +317,7 @@ static const float *padded_rows(ts_scene *job, const char *name, int64_t rows) {
 static const unsigned char *attention_mask(ts_scene *job, const char *name, const ts_tensor *t, int h) {
     const unsigned char *cells = mask_for(job, name, t, h);
     int64_t rows = t->shape[2], cols = t->shape[3];
-    const float *pad = padded_rows(job, name, rows);
+    const float *pad = padded_rows(job, query_side(name), rows);
     bool any = false;
     for (int64_t r = 0; pad && r < rows; r++) any |= pad[r] != 0.0f;
     if (!any) return cells;
@@ -326,6 +326,21 @@ static const unsigned char *attention_mask(ts_scene *job, const char *name, cons
     for (int64_t r = 0; r < rows; r++)
         for (int64_t c = 0; c < cols; c++)
             mask[r * cols + c] = pad[r] != 0.0f || (cells && cells[r * cols + c]);
+    return mask;
+}
+
+/* Rows of a (positions x anything) picture whose position is padding, as a
+ * cell mask: a padded position's numbers are computed but stand for no token
+ * (a greedy decoder's rows after <eos>, a short sentence's tail). NULL when
+ * no row is padding. */
+static const unsigned char *padded_position_rows(ts_scene *job, ts_trace_side side, int64_t rows, int64_t cols) {
+    const float *pad = padded_rows(job, side, rows);
+    bool any = false;
+    for (int64_t r = 0; pad && r < rows; r++) any |= pad[r] != 0.0f;
+    if (!any) return NULL;
+    unsigned char *mask = own(job, (size_t)(rows * cols));
+    if (!mask) return NULL;
+    for (int64_t r = 0; r < rows; r++) memset(mask + r * cols, pad[r] != 0.0f, (size_t)cols);
     return mask;
 }
 
@@ -775,7 +790,11 @@ static ts_status build_tensor(ts_scene *job, int64_t i) {
                       (s->rank == 4 && r == 2 && strcmp(axis_name(s, &t, r, false), "position") == 0));
     /* keys and values of a cross-attention are the source's positions */
     bool keyed = ends_with(s->name, ".k") || ends_with(s->name, ".v");
-    if (positions) p->m[0].row_labels = tokens_for(job, keyed ? key_side(s->name) : query_side(s->name), t.shape[r]);
+    if (positions) {
+        ts_trace_side side = keyed ? key_side(s->name) : query_side(s->name);
+        p->m[0].row_labels = tokens_for(job, side, t.shape[r]);
+        if (!p->m[0].mask) p->m[0].mask = padded_position_rows(job, side, p->m[0].rows, p->m[0].cols);
+    }
     /* a language model's logits (or draws): the last dim is the vocabulary */
     if (c >= 0 && c == t.rank - 1) p->m[0].col_labels = vocab_labels(job, t.shape[c]);
     bool logits = s->tag == TS_TAG_LOGITS || strcmp(s->name, "logits") == 0 || strcmp(s->name, "grad.logits") == 0;
