@@ -77,7 +77,10 @@ refuse "--seed 3 picks random parameters, random input and dropout" run $EIN --s
 refuse "--seed 3 picks random parameters" run --load $A --seed 3
 refuse "qkv [2, 6, 48] to [2, 6, 3, 16]" run --input $E/x.npy --dec-layers 0 --heads 3
 refuse "--labels is the backward pass's target; add --backward" run --labels $E/x.npy
-refuse "--backward runs through the correct model only" run --input $E/x.npy --dec-layers 0 --backward --labels $E/x.npy --variant no-scale
+refuse "--backward runs through the correct model (or --variant no-residual) only; --variant no-scale" run --input $E/x.npy --dec-layers 0 --backward --labels $E/x.npy --variant no-scale
+refuse "--variant no-residual takes the skips out of an encoder's (or a GPT's) layers: it needs --dec-layers 0" run --variant no-residual
+refuse "--variant no-residual and seed004-residual rewire the same block" run --preset seed004 --variant no-residual,seed004-residual
+works run --dec-layers 0 --head lm --variant no-residual --backward
 refuse "--print-shapes takes =torch or nothing" run --print-shapes=yaml
 refuse "--level, --only and --keep-batch need --trace FILE" run --level values
 refuse "--keep-batch 5 is not a batch element" run --trace "$tmp/k.tstrace" --keep-batch 5

@@ -88,6 +88,9 @@ void ref_setup_from_fixture(ref_setup *s, const char *dir) {
             fail();
         }
     }
+    /* tscope's teaching variants the fixture script wrote in PyTorch (no-residual) */
+    const char *variant = ts_safetensors_meta(&f, "variant");
+    if (variant) assert_ok(ts_model_variant_parse(variant, &c->variants));
     ts_safetensors_close(&f);
 }
 

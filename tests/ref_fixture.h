@@ -29,6 +29,8 @@
     X("enc_pre_gelu_nonorm"), \
     X("enc_post_relu_norm_kpm"), \
     X("enc_pre_gelu_norm_kpm"), \
+    X("enc_post_relu_nores"), \
+    X("enc_pre_gelu_nores"), \
     X("dec_layer_post_relu"), \
     X("dec_layer_pre_gelu_kpm"), \
     X("transformer_post_relu"), \

@@ -48,11 +48,12 @@ static void variant_words_parse_and_print(void **state) {
     unsigned bits = 0;
     assert_ok(ts_model_variant_parse("no-scale, seed000-reshape", &bits));
     assert_int_equal(bits, TS_VARIANT_NO_SCALE | TS_VARIANT_SEED000_RESHAPE);
-    assert_ok(ts_model_variant_parse("  seed004-residual seed001-layernorm seed003-mask seed001-softmax", &bits));
+    assert_ok(ts_model_variant_parse("  seed004-residual seed001-layernorm seed003-mask seed001-softmax,no-residual", &bits));
     assert_int_equal(bits, TS_VARIANT_ALL);
-    char names[128];
+    char names[160];
     ts_model_variant_names(bits, names, sizeof names);
-    assert_string_equal(names, "no-scale seed000-reshape seed001-layernorm seed004-residual seed003-mask seed001-softmax");
+    assert_string_equal(names, "no-scale seed000-reshape seed001-layernorm seed004-residual seed003-mask seed001-softmax "
+                               "no-residual");
     assert_int_equal(ts_model_variant_parse("no-scale noscale", &bits), TS_ERR_ARG);
     assert_non_null(strstr(ts_last_error(), "'noscale'"));
     ts_pe_variant pv;
@@ -417,6 +418,49 @@ static void seed004_residual_drops_the_attention(void **state) {
     capture_free(&r);
 }
 
+/* no-residual: each sublayer's output replaces the stream, post-LN and
+ * pre-LN; refused where it would leave some layers with their skips. */
+static void no_residual_replaces_the_stream(void **state) {
+    (void)state;
+    int B = 1, S = 5, D = 8;
+    float *x = fixture_randn((int64_t)B * S * D, 4);
+    ts_model_input in = {.src_embedded = x};
+    for (int pre = 0; pre < 2; pre++) {
+        ts_model_config c = fixture_encoder(B, S, D, 2, 1, 3);
+        c.norm = pre ? TS_NORM_PRE : TS_NORM_POST;
+        c.variants = TS_VARIANT_NO_RESIDUAL;
+        const char *keep[] = {"encoder.layers.0.self_attn.out", "encoder.layers.0.norm1.in",
+                              "encoder.layers.0.norm2.in", "encoder.layers.0.ffn.out",   "encoder.layers.0.out",
+                              NULL};
+        capture r;
+        capture_init(&r, MAX_STEPS, keep);
+        float *o;
+        int64_t n;
+        forward(&c, &in, &r, &o, &n, NULL);
+        const float *att = capture_values(&r, "encoder.layers.0.self_attn.out");
+        const float *after_att = capture_values(&r, pre ? "encoder.layers.0.norm2.in" : "encoder.layers.0.norm1.in");
+        const float *ff = capture_values(&r, "encoder.layers.0.ffn.out"), *out = capture_values(&r, "encoder.layers.0.out");
+        for (int i = 0; i < B * S * D; i++) assert_float_equal(after_att[i], att[i], 0); /* no x + */
+        if (pre)
+            for (int i = 0; i < B * S * D; i++) assert_float_equal(out[i], ff[i], 0);
+        assert_int_equal(capture_find(&r, pre ? "encoder.layers.0.out" : "encoder.layers.0.norm1.in")->op,
+                         TS_OP_DROPOUT); /* traced as what it is: no sum, so no skip in the dataflow graph */
+        free(o);
+        capture_free(&r);
+    }
+    free(x);
+    ts_model_config c;
+    assert_ok(ts_model_config_preset(&c, "tiny")); /* an encoder-decoder: its decoder layers keep their skips */
+    c.vocab = 16, c.seq = c.tgt_seq = 4; /* the text decides them on the command line */
+    c.variants = TS_VARIANT_NO_RESIDUAL;
+    assert_int_equal(ts_model_config_check(&c), TS_ERR_ARG);
+    assert_non_null(strstr(ts_last_error(), "--dec-layers 0"));
+    c.dec_layers = 0, c.arch = TS_ARCH_ENCODER;
+    assert_ok(ts_model_config_check(&c));
+    c.norm = TS_NORM_PRE, c.variants |= TS_VARIANT_SEED004_RESIDUAL;
+    assert_int_equal(ts_model_config_check(&c), TS_ERR_ARG);
+}
+
 /* ---- masks --------------------------------------------------------------------------------------------- */
 
 static void padding_both_hides_pad_rows_with_zeros(void **state) {
@@ -654,6 +698,7 @@ int main(void) {
         cmocka_unit_test(seed001_layernorm_matches_the_seeds_example),
         cmocka_unit_test(seed001_layernorm_shares_statistics_across_the_batch),
         cmocka_unit_test(seed004_residual_drops_the_attention),
+        cmocka_unit_test(no_residual_replaces_the_stream),
         cmocka_unit_test(padding_both_hides_pad_rows_with_zeros),
         cmocka_unit_test(seed003_mask_adds_minus_1e9),
         cmocka_unit_test(seed001_softmax_overflows_past_88),

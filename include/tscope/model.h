@@ -59,8 +59,9 @@ typedef enum ts_variant {
     TS_VARIANT_SEED004_RESIDUAL = 1 << 3,  /* pre-LN block adds dropout(x), not the attention */
     TS_VARIANT_SEED003_MASK = 1 << 4,      /* masks add -1e9 to the scores instead of writing -inf */
     TS_VARIANT_SEED001_SOFTMAX = 1 << 5,   /* softmax as exp(x) / sum(exp(x)), no max subtracted */
+    TS_VARIANT_NO_RESIDUAL = 1 << 6,       /* a layer's sublayers replace the stream instead of adding to it */
 } ts_variant;
-#define TS_VARIANT_ALL 0x3Fu
+#define TS_VARIANT_ALL 0x7Fu
 
 /* The sinusoidal table's formula (ts_pe_kind TS_PE_SINUSOIDAL only). */
 typedef enum ts_pe_variant {

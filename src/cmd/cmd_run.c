@@ -182,11 +182,11 @@ static int run(const model_flags *mf, const run_opts *o) {
     if (!st && o->target && !(st = ts_model_read_vectors(o->target, "--target", &y))) g.target = &y;
     if (!st && o->ids && !(st = ts_npy_read_labels(&ids, o->ids))) g.ids = &ids;
     if (!st) st = model_flags_resolve_given(mf, &g, &cfg, &batch);
-    if (!st && o->backward && cfg.variants) {
+    if (!st && o->backward && (cfg.variants & ~(unsigned)TS_VARIANT_NO_RESIDUAL)) {
         char names[128];
-        ts_model_variant_names(cfg.variants, names, sizeof names);
-        st = ts_fail(TS_ERR_ARG, "--backward runs through the correct model only; --variant %s is for forward passes "
-                                 "that show a seed's mistake", names);
+        ts_model_variant_names(cfg.variants & ~(unsigned)TS_VARIANT_NO_RESIDUAL, names, sizeof names);
+        st = ts_fail(TS_ERR_ARG, "--backward runs through the correct model (or --variant no-residual) only; "
+                                 "--variant %s is for forward passes that show a seed's mistake", names);
     }
     if (!st && o->tgt_mask) {
         if (cfg.arch != TS_ARCH_ENCODER_DECODER)

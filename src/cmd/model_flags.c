@@ -41,8 +41,8 @@ int model_flags_table(ts_flag *t, int n, model_flags *mf) {
          "input sentence; repeat for a padded batch (tiny: \"My name is Goro\")", NULL, NULL, &s[F_TEXT]},
         /* The lessons' comparisons (model_variants.c); each changes one step and keeps its name. */
         {"--variant", TS_FLAG_LIST, &mf->variant, "WORDS",
-         "a seed's mistake on purpose: no-scale, seed000-reshape, seed001-layernorm, seed004-residual, seed003-mask, seed001-softmax "
-         "(several: spaces, commas or repeats; default none)",
+         "a seed's mistake on purpose: no-scale, seed000-reshape, seed001-layernorm, seed004-residual, seed003-mask, seed001-softmax; "
+         "or no-residual, the layers without their skips (several: spaces, commas or repeats; default none)",
          NULL, NULL, &s[F_VARIANT]},
         {"--pe-variant", TS_FLAG_CHOICE, &mf->pe_variant, NULL,
          "sinusoidal formula: the paper's, or seed 001's two tries (paper)",

@@ -245,6 +245,16 @@ static void add(fwd *f, float *out, const float *a, const float *b, int64_t n) {
     if (!f->dry) ts_add(out, a, b, n);
 }
 
+/* The residual add of an encoder (or GPT) layer, out = stream + sub; with
+ * the no-residual variant the sublayer's output alone goes on. */
+static void skip_add(fwd *f, float *out, const float *stream, const float *sub, int64_t n) {
+    if (!(f->c->variants & TS_VARIANT_NO_RESIDUAL)) add(f, out, stream, sub, n);
+    else if (!f->dry && out != sub) memcpy(out, sub, sizeof(float) * (size_t)n);
+}
+
+/* What skip_add made, for the trace: a sum, or the sublayer's dropout. */
+static ts_op skip_op(const fwd *f) { return f->c->variants & TS_VARIANT_NO_RESIDUAL ? TS_OP_DROPOUT : TS_OP_ADD; }
+
 /* Inverted dropout with a counter-based stream: element i of call k keeps its
  * value when hash(seed, k, i) >= p, the same on any number of threads. */
 static void dropout(fwd *f, float *x, int64_t n) {
@@ -658,12 +668,12 @@ static ts_status encoder_layer(fwd *f, int i, const ts_enc_layer_weights *w, con
     if (c->norm == TS_NORM_POST) {
         TS_TRY(self_attention(f, nm.attn, nm.attnp, &w->self_attn, in, D, S, mask, c->causal, tmp));
         dropout(f, tmp, n);
-        add(f, tmp, tmp, in, n);
-        TS_TRY(norm(f, nm.n1, nm.n1p, tmp, out, S, &w->norm1, c->eps, TS_OP_ADD, false));
+        skip_add(f, tmp, in, tmp, n);
+        TS_TRY(norm(f, nm.n1, nm.n1p, tmp, out, S, &w->norm1, c->eps, skip_op(f), false));
         TS_TRY(ffn(f, nm.ff, nm.lin, &w->ffn, out, S, tmp));
         dropout(f, tmp, n);
-        add(f, tmp, tmp, out, n);
-        TS_TRY(norm(f, nm.n2, nm.n2p, tmp, out, S, &w->norm2, c->eps, TS_OP_ADD, false));
+        skip_add(f, tmp, out, tmp, n);
+        TS_TRY(norm(f, nm.n2, nm.n2p, tmp, out, S, &w->norm2, c->eps, skip_op(f), false));
         t = view3(out, f->B, S, D);
         return emit(f, nm.p, "out", TS_OP_LAYERNORM, &t, TS_TAG_PLAIN, true);
     }
@@ -671,13 +681,13 @@ static ts_status encoder_layer(fwd *f, int i, const ts_enc_layer_weights *w, con
     TS_TRY(norm(f, nm.n1, nm.n1p, in, tmp, S, &w->norm1, c->eps, TS_OP_INPUT, true));
     TS_TRY(self_attention(f, nm.attn, nm.attnp, &w->self_attn, tmp, D, S, mask, c->causal, tmp));
     dropout(f, tmp, n);
-    add(f, out, in, tmp, n);
-    TS_TRY(norm(f, nm.n2, nm.n2p, out, tmp, S, &w->norm2, c->eps, TS_OP_ADD, false));
+    skip_add(f, out, in, tmp, n);
+    TS_TRY(norm(f, nm.n2, nm.n2p, out, tmp, S, &w->norm2, c->eps, skip_op(f), false));
     TS_TRY(ffn(f, nm.ff, nm.lin, &w->ffn, tmp, S, tmp));
     dropout(f, tmp, n);
-    add(f, out, out, tmp, n);
+    skip_add(f, out, out, tmp, n);
     t = view3(out, f->B, S, D);
-    return emit(f, nm.p, "out", TS_OP_ADD, &t, TS_TAG_PLAIN, false);
+    return emit(f, nm.p, "out", skip_op(f), &t, TS_TAG_PLAIN, false);
 }
 
 /* One decoder layer: masked self-attention, cross-attention over the memory,
@@ -844,7 +854,8 @@ static ts_status head(fwd *f, const float *x, int S, ts_tensor *out) {
 
 /* What made a stack's last output: a LayerNorm, unless pre-LN ends on a residual add. */
 static ts_op stack_op(const ts_model_config *c) {
-    return c->final_norm || c->norm == TS_NORM_POST ? TS_OP_LAYERNORM : TS_OP_ADD;
+    if (c->final_norm || c->norm == TS_NORM_POST) return TS_OP_LAYERNORM;
+    return c->variants & TS_VARIANT_NO_RESIDUAL ? TS_OP_DROPOUT : TS_OP_ADD;
 }
 
 static ts_status check_ids(const int32_t *ids, int64_t n, int vocab, const char *what) {

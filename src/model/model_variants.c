@@ -29,6 +29,11 @@
  *   max subtracted, in every attention. The same weights while the scores
  *   stay below ~88.7; above, exp overflows float32, the row's sum is inf and
  *   its weights NaN and 0: the values it mixes are NaN.
+ * - no-residual: no seed's mistake, a teaching one: each sublayer's output
+ *   replaces the stream instead of being added to it (post-LN y =
+ *   norm(drop(f(x))), pre-LN y = drop(f(norm(x)))), in the layers of an
+ *   encoder or a GPT's one stack. The backward pass follows it, so a lesson
+ *   can show what the skips do for the gradient of a deep stack.
  * - pe-variant: seed 001's first table (sin in odd dims too) and its class
  *   (cos in odd dims), both with exponent (2i+1)/D in the odd dims.
  * - mask (the encoder's self-attention): padding (default) masks pad keys;
@@ -46,7 +51,8 @@
 /* ---- names ----------------------------------------------------------------- */
 
 static const char *const variant_names[] = {"no-scale",         "seed000-reshape", "seed001-layernorm",
-                                            "seed004-residual", "seed003-mask",    "seed001-softmax"};
+                                            "seed004-residual", "seed003-mask",    "seed001-softmax",
+                                            "no-residual"};
 #define N_VARIANTS ((int)(sizeof variant_names / sizeof variant_names[0]))
 _Static_assert(TS_VARIANT_ALL == (1u << N_VARIANTS) - 1, "one name per variant bit");
 
@@ -64,7 +70,8 @@ ts_status ts_model_variant_parse(const char *words, unsigned *bits) {
         if (k == N_VARIANTS)
             return ts_fail(TS_ERR_ARG,
                            "unknown --variant '%.*s' (any of no-scale, seed000-reshape, seed001-layernorm, "
-                           "seed004-residual, seed003-mask, seed001-softmax, separated by spaces or commas)",
+                           "seed004-residual, seed003-mask, seed001-softmax, no-residual, separated by spaces or "
+                           "commas)",
                            (int)n, p);
         *bits |= 1u << k;
         p += n;
@@ -127,6 +134,11 @@ ts_status ts_model_variants_check(const ts_model_config *c) {
     if ((c->variants & TS_VARIANT_SEED004_RESIDUAL) && (!norms || c->layers < 1 || c->norm != TS_NORM_PRE))
         return ts_fail(TS_ERR_ARG, "--variant seed004-residual changes seed 004's pre-LN encoder block: it needs "
                                    "encoder layers and --norm pre (preset seed004 or copy)");
+    if ((c->variants & TS_VARIANT_NO_RESIDUAL) && (!norms || c->layers < 1 || c->dec_layers > 0))
+        return ts_fail(TS_ERR_ARG, "--variant no-residual takes the skips out of an encoder's (or a GPT's) layers: "
+                                   "it needs --dec-layers 0 or --arch decoder");
+    if ((c->variants & TS_VARIANT_NO_RESIDUAL) && (c->variants & TS_VARIANT_SEED004_RESIDUAL))
+        return ts_fail(TS_ERR_ARG, "--variant no-residual and seed004-residual rewire the same block: give one");
     return TS_OK;
 }
 

@@ -125,12 +125,12 @@ ts_status ts_train_init(ts_train *tr, ts_model *m) {
     memset(tr, 0, sizeof *tr);
     if (m->dry || !m->block) return ts_fail(TS_ERR_ARG, "train: the model has no parameters (a shapes-only model)");
     const ts_model_config *c = &m->cfg;
-    if (c->variants) {
+    if (c->variants & ~(unsigned)TS_VARIANT_NO_RESIDUAL) { /* no-residual is rewiring, which backprop follows */
         char names[128];
-        ts_model_variant_names(c->variants, names, sizeof names);
+        ts_model_variant_names(c->variants & ~(unsigned)TS_VARIANT_NO_RESIDUAL, names, sizeof names);
         return ts_fail(TS_ERR_UNSUPPORTED,
-                       "train: backprop runs through the correct model only; --variant %s is for forward passes "
-                       "that show a seed's mistake",
+                       "train: backprop runs through the correct model (or no-residual) only; --variant %s is for "
+                       "forward passes that show a seed's mistake",
                        names);
     }
     tr->m = m;
@@ -303,7 +303,14 @@ static void sub_f(fctx *f, tr_layer *l, tr_sub *sub, const sub_args *s, const fl
     }
 }
 
-/* post-LN: y = norm(x + drop(f(x))); pre-LN: y = x + drop(f(norm(x))). Returns y. */
+/* res = x + fo, or fo alone with the no-residual variant (encoder stacks only). */
+static void skip_fwd(const fctx *f, float *res, const float *x, const float *fo, int64_t n) {
+    if (f->c->variants & TS_VARIANT_NO_RESIDUAL) memcpy(res, fo, sizeof(float) * (size_t)n);
+    else ts_bwd_residual_forward(res, x, fo, n);
+}
+
+/* post-LN: y = norm(x + drop(f(x))); pre-LN: y = x + drop(f(norm(x))) (no x
+ * in either with the no-residual variant). Returns y. */
 static const float *sublayer_fwd(fctx *f, tr_layer *l, tr_sub *sub, const sub_args *s, const float *x) {
     int64_t rows = (int64_t)f->B * s->S, n = rows * f->D;
     float *fo = f->a->fout;
@@ -312,14 +319,14 @@ static const float *sublayer_fwd(fctx *f, tr_layer *l, tr_sub *sub, const sub_ar
     if (f->c->norm == TS_NORM_POST) {
         sub_f(f, l, sub, s, x, fo);
         ts_bwd_dropout_forward(fo, fo, f->p, sub->key, n);
-        ts_bwd_residual_forward(sub->res, x, fo, n);
+        skip_fwd(f, sub->res, x, fo, n);
         norm_fwd(f, &sub->norm, sub->res, s->norm, rows, f->c->eps);
         return sub->norm.out;
     }
     norm_fwd(f, &sub->norm, x, s->norm, rows, f->c->eps);
     sub_f(f, l, sub, s, sub->norm.out, fo);
     ts_bwd_dropout_forward(fo, fo, f->p, sub->key, n);
-    ts_bwd_residual_forward(sub->res, x, fo, n);
+    skip_fwd(f, sub->res, x, fo, n);
     return sub->res;
 }
 

@@ -9,6 +9,7 @@
  *   pre-LN   y = x + drop(f(n)), n = norm(x):
  *            gx = gy                        (the residual branch)
  *            gx += norm_bwd(f_bwd(drop_bwd(gy)))
+ * With the no-residual variant the residual branch is 0: gx starts at 0.
  * Cross-attention also adds into the memory's gradient (gmem), which the
  * encoder's backward starts from once every decoder layer has added its share.
  */
@@ -157,6 +158,7 @@ static ts_status sub_bwd(bctx *b, const sub_args *s, const tr_sub *sub, const fl
     tr_acts *a = b->a;
     const ts_norm_weights *w = s->norm;
     ts_norm_weights *gw = s->gnorm;
+    bool skip = !(b->c->variants & TS_VARIANT_NO_RESIDUAL); /* without it only f's path reaches x */
     if (b->c->norm == TS_NORM_POST) {
         zero(gx, n);
         ts_bwd_layernorm_backward(gx, gw->gamma, gw->beta, gy, sub->res, w->gamma, sub->norm.mean, sub->norm.rstd,
@@ -165,9 +167,11 @@ static ts_status sub_bwd(bctx *b, const sub_args *s, const tr_sub *sub, const fl
         zero(a->gsub, n);
         ts_bwd_dropout_backward(a->gsub, gx, b->p, sub->key, n);
         TS_TRY(emit3(b, s->name, "out", a->gsub, b->B, s->S, b->D));
+        if (!skip) zero(gx, n);
         return f_bwd(b, s, sub, x, gx, a->gsub);
     }
-    memcpy(gx, gy, sizeof(float) * (size_t)n);
+    if (skip) memcpy(gx, gy, sizeof(float) * (size_t)n);
+    else zero(gx, n);
     zero(a->gsub, n);
     ts_bwd_dropout_backward(a->gsub, gy, b->p, sub->key, n);
     TS_TRY(emit3(b, s->name, "out", a->gsub, b->B, s->S, b->D));

@@ -25,6 +25,7 @@ import sys
 import numpy as np
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 D = 16    # d_model of every case
@@ -227,6 +228,38 @@ def case_encoder(norm_first, activation, final_norm, kpm, seed):
     c.grads(enc, (out, torch.randn(out.shape, generator=gen), {"x": x}))
 
 
+def case_encoder_no_residual(norm_first, activation, seed):
+    """tscope's no-residual variant: each sublayer's output replaces the stream
+    (post-LN x = norm(f(x)), pre-LN x = f(norm(x))), written with the
+    submodules of an nn.TransformerEncoder so the state_dict names are its."""
+    name = "enc_%s_%s_nores" % ("pre" if norm_first else "post", activation)
+    c, gen = Case(name), torch.Generator().manual_seed(seed)
+    S, H, L = 6, 2, 3
+    torch.manual_seed(seed)
+    layer = nn.TransformerEncoderLayer(D, H, FFN, dropout=0.0, activation=activation, batch_first=True,
+                                       norm_first=norm_first)
+    enc = nn.TransformerEncoder(layer, L, enable_nested_tensor=False)
+    randomize(enc, gen)
+    enc.eval()
+    act = F.relu if activation == "relu" else F.gelu
+    (x,) = inputs(gen, (B, S, D))
+    h = x
+    for lay in enc.layers:
+        attn = lambda t: lay.self_attn(t, t, t, need_weights=False)[0]  # noqa: E731
+        ffn = lambda t: lay.linear2(act(lay.linear1(t)))  # noqa: E731
+        if norm_first:
+            h = ffn(lay.norm2(attn(lay.norm1(h))))
+        else:
+            h = lay.norm2(ffn(lay.norm1(attn(h))))
+    out = h
+    c.weights(enc, module="nn.TransformerEncoder", d_model=D, heads=H, ffn=FFN, layers=L,
+              norm="pre" if norm_first else "post", activation=activation, final_norm=False,
+              eps=1e-5, batch_first=True, key_padding_mask=False, variant="no-residual")
+    c.npy("x", x)
+    c.npy("out", out)
+    c.grads(enc, (out, torch.randn(out.shape, generator=gen), {"x": x}))
+
+
 def case_decoder_layer(name, norm_first, activation, masks, seed):
     c, gen = Case(name), torch.Generator().manual_seed(seed)
     T, S, H = 6, 7, 4
@@ -411,7 +444,7 @@ def case_load_transformer(seed):
 
 
 def main():
-    keep = {"bpe", "bridge"}  # cases with their own generators (tests/ref/bpe, tests/ref/bridge)
+    keep = {"bpe", "bridge", "gpt"}  # cases with their own generators (tests/ref/bpe, bridge, gpt)
     for entry in os.listdir(HERE):  # rebuild from nothing so no stale case survives
         path = os.path.join(HERE, entry)
         if os.path.isdir(path) and not entry.startswith((".", "__")) and entry not in keep:
@@ -429,6 +462,8 @@ def main():
                 seed += 1
     case_encoder(False, "relu", True, True, 310)
     case_encoder(True, "gelu", True, True, 311)
+    case_encoder_no_residual(False, "relu", 320)
+    case_encoder_no_residual(True, "gelu", 321)
     case_decoder_layer("dec_layer_post_relu", False, "relu", False, 400)
     case_decoder_layer("dec_layer_pre_gelu_kpm", True, "gelu", True, 401)
     case_transformer("transformer_post_relu", False, "relu", False, 500)
@@ -438,7 +473,7 @@ def main():
     case_load_encoder(900)
     case_load_transformer(901)
     total = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(HERE) for f in fs
-                if not f.endswith((".py", ".md")) and "/bpe" not in d and "/bridge" not in d)
+                if not f.endswith((".py", ".md")) and "/bpe" not in d and "/bridge" not in d and "/gpt" not in d)
     print("fixtures written to %s: %d bytes" % (HERE, total))
     return 0
 
