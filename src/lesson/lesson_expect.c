@@ -36,16 +36,22 @@ static int64_t record_of(ts_trace *t, const char *name, int which) {
 typedef struct panel {
     const char *run, *tensor;
     int which;
+    char layered[256]; /* a `layers.*` name at the step's layer */
 } panel;
 
-/* The left panel is the step's own tensor; "right" is its comparison. */
-static panel panel_of(const ts_lesson_step *st, bool right) {
-    panel p = {st->run, st->tensor, st->train_step};
-    if (!right) return p;
-    if (st->compare_run) p.run = st->compare_run;
-    if (st->compare_with) p.tensor = st->compare_with;
-    if (st->compare_step != TS_LESSON_UNSET) p.which = st->compare_step;
-    return p;
+/* The left panel is the step's own tensor; "right" is its comparison. A
+ * `layers.*` name is read at the step's `layer` (0 when none), the layer a
+ * page of one step draws and the first point of a per-layer plot. */
+static void panel_of(panel *p, const ts_lesson_step *st, bool right) {
+    *p = (panel){.run = st->run, .tensor = st->tensor, .which = st->train_step};
+    if (right) {
+        if (st->compare_run) p->run = st->compare_run;
+        if (st->compare_with) p->tensor = st->compare_with;
+        if (st->compare_step != TS_LESSON_UNSET) p->which = st->compare_step;
+    }
+    if (strstr(p->tensor, "layers.*") &&
+        ts_name_with_layer(p->layered, sizeof p->layered, p->tensor, st->layer >= 0 ? st->layer : 0))
+        p->tensor = p->layered;
 }
 
 /* Half a unit of the last digit written: "0.19" -> 0.005, "3" -> 0.5. */
@@ -106,7 +112,8 @@ static ts_status check_item(const ts_lessonrun *r, const ts_lesson_step *st, con
             return ts_lesson_fail_at(l, kv->line, "expect '%s': 'right' is the comparison, and the step has none", item);
         item += 6 + strspn(item + 6, " ");
     }
-    panel pn = panel_of(st, right);
+    panel pn;
+    panel_of(&pn, st, right);
     int k = ts_lesson_find_setup(l, pn.run);
     ts_trace *t = k >= 0 ? r->traces[k] : NULL;
     int64_t rec = t ? record_of(t, pn.tensor, pn.which) : -1;

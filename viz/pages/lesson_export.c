@@ -64,6 +64,11 @@ typedef struct pane {
     const char *tick_ptr[MAX_LAYERS];
     ts_render_series series[5];
     char title[NAME_MAX_LEN + 40], subtitle[320];
+    /* `overlay: true` of two per-layer plots: the other run's curves joined to these,
+     * mean and std of both above, min and max of both below */
+    bool overlaid;
+    ts_render_series both[8];
+    char both_labels[8][128];
 } pane;
 
 struct ts_lesson_page {
@@ -238,13 +243,38 @@ static ts_status share_scale(ts_scene *a, ts_scene *b) {
     return TS_OK;
 }
 
+/* Two per-layer plots on one pair of axes each: a's and b's mean and std
+ * above, min and max below; a solid, b dashed in the same colour, so a stat
+ * keeps its colour and a run its line. b's values stay in b's pane. */
+static ts_status overlay_layer_plots(pane *a, const pane *b, const char *la, const char *lb) {
+    if (a->n_layers != b->n_layers)
+        return ts_fail(TS_ERR_ARG, "overlay: the runs have %d and %d layers; one pair of axes needs the same", a->n_layers,
+                       b->n_layers);
+    static const int order[4] = {0, 1, 2, 3}; /* mean, std | min, max */
+    for (int half = 0; half < 2; half++)
+        for (int side = 0; side < 2; side++)
+            for (int j = 0; j < 2; j++) {
+                int k = order[half * 2 + j], at = half * 4 + side * 2 + j;
+                const pane *from = side ? b : a;
+                a->both[at] = from->series[k];
+                a->both[at].color = k;
+                a->both[at].dashed = side == 1;
+                snprintf(a->both_labels[at], sizeof a->both_labels[at], "%.20s, %.100s", from->series[k].label,
+                         side ? lb : la);
+                a->both[at].label = a->both_labels[at];
+            }
+    a->overlaid = true;
+    return TS_OK;
+}
+
 /* `overlay: true`: the comparison's curves drawn into the step's own plot,
  * one pair of axes, each side named in the legend. The right pane stays
  * alive (its values are drawn) but is not drawn itself. */
 static ts_status overlay(ts_lesson_page *p) {
     const ts_lesson_step *st = p->st;
     pane *a = &p->view[0], *b = &p->view[1];
-    if (!a->sc || !b->sc) return ts_fail(TS_ERR_ARG, "overlay: the curves of a layer glob cannot be overlaid");
+    if (a->layer_plot != b->layer_plot)
+        return ts_fail(TS_ERR_ARG, "overlay: a layer-by-layer plot and a single step's curves do not share axes");
     char la[sizeof a->label], lb[sizeof b->label];
     if (a->label[0] && b->label[0]) { /* what tells the two runs or records apart */
         snprintf(la, sizeof la, "%s", a->label);
@@ -253,7 +283,8 @@ static ts_status overlay(ts_lesson_page *p) {
         snprintf(la, sizeof la, "%s", st->tensor);
         snprintf(lb, sizeof lb, "%s", st->compare_with ? st->compare_with : st->tensor);
     }
-    TS_TRY(ts_scene_overlay(a->sc, b->sc, la, lb));
+    if (a->layer_plot) TS_TRY(overlay_layer_plots(a, b, la, lb));
+    else TS_TRY(ts_scene_overlay(a->sc, b->sc, la, lb));
     a->label[0] = '\0';
     p->n_views = 1;
     return TS_OK;
@@ -459,10 +490,12 @@ static ts_status draw_pane(cairo_t *cr, const ts_lesson_page *p, const pane *v, 
         bottom.h = area.h - top.h;
         ts_render_plot_opts o = {.title = v->title, .subtitle = v->subtitle, .x_label = "layer",
                                  .markers = true, .x_tick_labels = v->tick_ptr, .n_x_tick_labels = v->n_layers};
-        st = ts_render_plot(cr, top, v->series, 2, &o);
+        const ts_render_series *s_top = v->overlaid ? v->both : v->series;
+        int per_plot = v->overlaid ? 4 : 2;
+        st = ts_render_plot(cr, top, s_top, per_plot, &o);
         o.title = "min and max";
         o.subtitle = NULL;
-        if (!st) st = ts_render_plot(cr, bottom, v->series + 2, 2, &o);
+        if (!st) st = ts_render_plot(cr, bottom, s_top + per_plot, per_plot, &o);
     } else {
         ts_render_layout layout;
         st = ts_scene_draw(v->sc, cr, area, NULL, &layout);
