@@ -416,4 +416,8 @@ ts_status ts_model_decode_step(const ts_model *m, ts_kv_cache *kv, int32_t id, c
  * top k; with temperature 0, 1 at the argmax. */
 int32_t ts_model_sample(const float *logits, int V, float temperature, int top_k, double u, float *probs);
 
+/* The largest of one row of logits (V): its index, the first of equal ones
+ * (what ts_model_sample draws at temperature 0, and greedy decoding writes). */
+int32_t ts_model_argmax(const float *logits, int V);
+
 #endif

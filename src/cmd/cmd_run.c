@@ -56,13 +56,8 @@ static void report(const ts_model *m, const model_batch *b, const ts_tensor *out
         /* The model's guess at each position of the first sequence. */
         int64_t T = out->shape[1], V = out->shape[2];
         printf("predicted (%s, argmax of the logits):", loaded ? "loaded weights" : "untrained");
-        for (int64_t t = 0; t < T; t++) {
-            const float *row = out->data + t * V;
-            int64_t best = 0;
-            for (int64_t v = 1; v < V; v++)
-                if (row[v] > row[best]) best = v;
-            printf(" %s", ts_tokenizer_word(&b->tok, (int32_t)best));
-        }
+        for (int64_t t = 0; t < T; t++)
+            printf(" %s", ts_tokenizer_word(&b->tok, ts_model_argmax(out->data + t * V, (int)V)));
         printf("\n");
     } else if (c->head == TS_HEAD_CLS) {
         printf("class logits of sequence 0:");
@@ -103,16 +98,11 @@ static void report_greedy(const model_batch *b, const ts_tensor *out) {
     int64_t T = out->shape[1], V = out->shape[2], t = 1;
     printf("decoded greedily (each word fed back as the next input):");
     for (; t < T && !(b->tgt_pad && b->tgt_pad[t]); t++) printf(" %s", ts_tokenizer_word(&b->tok, b->tgt_ids[t]));
-    const float *row = out->data + (t - 1) * V; /* the last position read */
-    int64_t best = 0;
-    for (int64_t v = 1; v < V; v++)
-        if (row[v] > row[best]) best = v;
+    const char *last = ts_tokenizer_word(&b->tok, ts_model_argmax(out->data + (t - 1) * V, (int)V)); /* the last read */
     if (t < T)
-        printf(" %s\n(stopped at <eos>: positions %lld to %lld are padding)\n", ts_tokenizer_word(&b->tok, (int32_t)best),
-               (long long)t, (long long)T - 1);
+        printf(" %s\n(stopped at <eos>: positions %lld to %lld are padding)\n", last, (long long)t, (long long)T - 1);
     else
-        printf("\n(no <eos> within the decoder's %lld positions; the last would write %s next)\n", (long long)T,
-               ts_tokenizer_word(&b->tok, (int32_t)best));
+        printf("\n(no <eos> within the decoder's %lld positions; the last would write %s next)\n", (long long)T, last);
 }
 
 /* Pairs of run's own flags that cannot work, before any file is read. */

@@ -84,13 +84,11 @@ static int pad_to(const char *label, int width) {
 
 /* The most likely next token after row (V logits), and its probability. */
 static int32_t argmax_row(const float *row, int64_t V, double *p_best, double *z_out) {
-    int64_t best = 0;
-    for (int64_t v = 1; v < V; v++)
-        if (row[v] > row[best]) best = v;
+    int32_t best = ts_model_argmax(row, (int)V);
     double z = 0;
     for (int64_t v = 0; v < V; v++) z += exp((double)row[v] - row[best]);
     *p_best = 1.0 / z, *z_out = z;
-    return (int32_t)best;
+    return best;
 }
 
 /* Each position's most likely next token, and how sure the model is; the

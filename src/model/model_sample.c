@@ -21,10 +21,15 @@ static float kth_largest(const float *x, int V, int k) {
     return best;
 }
 
-int32_t ts_model_sample(const float *logits, int V, float temperature, int top_k, double u, float *probs) {
+int32_t ts_model_argmax(const float *logits, int V) {
     int32_t arg = 0;
     for (int v = 1; v < V; v++)
         if (logits[v] > logits[arg]) arg = v;
+    return arg;
+}
+
+int32_t ts_model_sample(const float *logits, int V, float temperature, int top_k, double u, float *probs) {
+    int32_t arg = ts_model_argmax(logits, V);
     if (!(temperature > 0)) {
         if (probs) {
             memset(probs, 0, sizeof(float) * (size_t)V);

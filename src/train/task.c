@@ -52,14 +52,6 @@ void ts_task_batch(ts_task_kind kind, int vocab, int B, int S, uint64_t seed, ui
     }
 }
 
-/* The argmax of one row of V logits. */
-static int32_t argmax(const float *row, int V) {
-    int32_t best = 0;
-    for (int32_t v = 1; v < V; v++)
-        if (row[v] > row[best]) best = v;
-    return best;
-}
-
 ts_status ts_task_greedy(ts_model *m, ts_model_input *in, int32_t *tgt, int32_t *out, uint8_t *eos_pad, bool *padded) {
     const ts_model_config *c = &m->cfg;
     if (padded) *padded = false;
@@ -80,7 +72,7 @@ ts_status ts_task_greedy(ts_model *m, ts_model_input *in, int32_t *tgt, int32_t 
         st = ts_model_forward(m, in, NULL, &logits);
         for (int b = 0; !st && b < B; b++) {
             if (stop[b]) continue;
-            int32_t best = argmax(logits.data + ((int64_t)b * T + t) * V, V);
+            int32_t best = ts_model_argmax(logits.data + ((int64_t)b * T + t) * V, V);
             if (out) out[(int64_t)b * T + t] = best;
             if (t + 1 < T) tgt[(int64_t)b * T + t + 1] = best;
             if (eos_pad && best == TS_TOK_EOS) stop[b] = t + 1, stopped++;

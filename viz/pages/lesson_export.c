@@ -250,11 +250,10 @@ static ts_status overlay_layer_plots(pane *a, const pane *b, const char *la, con
     if (a->n_layers != b->n_layers)
         return ts_fail(TS_ERR_ARG, "overlay: the runs have %d and %d layers; one pair of axes needs the same", a->n_layers,
                        b->n_layers);
-    static const int order[4] = {0, 1, 2, 3}; /* mean, std | min, max */
-    for (int half = 0; half < 2; half++)
+    for (int half = 0; half < 2; half++) /* mean, std above; min, max below */
         for (int side = 0; side < 2; side++)
             for (int j = 0; j < 2; j++) {
-                int k = order[half * 2 + j], at = half * 4 + side * 2 + j;
+                int k = half * 2 + j, at = half * 4 + side * 2 + j;
                 const pane *from = side ? b : a;
                 a->both[at] = from->series[k];
                 a->both[at].color = k;
