@@ -83,6 +83,28 @@ case "$rc $(cat "$tmp/err")" in *"1 $tmp/right_wrong.md:12: expect 'at 0,0,1,1 0
 case "$rc $(cat "$tmp/err")" in *"1 "*"'right' is the comparison, and the step has none"*) ok ;;
     *) bad "'right' with no comparison: exit $rc: $(cat "$tmp/err")" ;; esac
 
+# a layers.* name: its plot draws every layer; expect: reads the step's layer (0 when none)
+mk_layers() { # FILE EXTRA: tiny's per-layer plot of encoder.layers.*.out, with EXTRA step keys
+    printf '# Layers\n\n```tscope setup\npreset: tiny\n```\n\n```tscope setup other\nseed: 1\n```\n\n```tscope step\ntensor: encoder.layers.*.out\nview: curves\n%s```\n\nText.\n' "$2" >"$1"
+}
+mk_layers "$tmp/lay0.md" "expect: min -2.25
+"
+mk_layers "$tmp/lay1.md" "layer: 1
+expect: min -2.11
+"
+mk_layers "$tmp/lay1_wrong.md" "layer: 1
+expect: min -2.25
+"
+mk_layers "$tmp/lay_over.md" "compare-run: other
+overlay: true
+"
+expect 0 "expect: on a layers.* name reads layer 0" -- "$bin" lesson "$tmp/lay0.md" --export "$tmp/lay0" --quiet
+expect 0 "expect: on a layers.* name reads the step's layer" -- "$bin" lesson "$tmp/lay1.md" --export "$tmp/lay1" --quiet
+expect 1 "expect: a figure of another layer" -- "$bin" lesson "$tmp/lay1_wrong.md" --export "$tmp/lay1w" --quiet
+case $err in *"encoder.layers.1.out"*) ok ;; *) bad "a wrong layer's figure does not name the layer read: $err" ;; esac
+expect 0 "overlay: two runs' per-layer plots" -- "$bin" lesson "$tmp/lay_over.md" --export "$tmp/lay_over" --quiet
+[ -s "$tmp/lay_over/step01.png" ] && ok || bad "the overlaid per-layer plot wrote no page"
+
 # without: and colour-scale: are checked when the lesson is parsed
 mk_lesson() { # FILE BODY: a lesson on tiny with BODY after the main setup
     printf '# L\n\n```tscope setup\npreset: tiny\ntext: a b\n```\n\n%s\n\nText.\n' "$2" >"$1"
