@@ -119,6 +119,15 @@ case $out in *"decoded greedily (each word fed back as the next input): was it a
 case $out in *"no <eos> within the decoder's 10 positions"*) ok ;; *) bad "greedy reverse: no word on <eos>: $out" ;; esac
 # (that one traced pass is the decoding: tests/test_decode.c checks each row's argmax)
 "$bin" info "$tmp/greedy.tstrace" | grep -q " decoder.input .*\[1, 10\]" && ok || bad "greedy: no decoder.input in the trace"
+# Ids in, ids out: a source given as --ids has no words to print.
+{ # (1, 10) int64 in .npy 1.0: magic, header length 118 (so the data starts at byte 128), the header, the ids
+    printf '\x93NUMPY\x01\x00\x76\x00'
+    printf '%-117s\n' "{'descr': '<i8', 'fortran_order': False, 'shape': (1, 10), }"
+    for id in 1 5 6 7 8 9 10 11 12 13; do printf "\\x$(printf %02x $id)\\x00\\x00\\x00\\x00\\x00\\x00\\x00"; done
+} >"$tmp/ids.npy"
+out=$("$bin" run --preset tiny --vocab 16 --load assets/tiny-reverse.safetensors --ids "$tmp/ids.npy" --greedy 2>&1)
+case $out in *"decoded greedily (each id fed back as the next input): 13 12 11 10 9 8 7 6"*"would write 5 next"*) ok ;;
+    *) bad "greedy from --ids: $out" ;; esac
 # An untrained model stops at the <eos> it writes; the positions after it are padding.
 out=$("$bin" run --preset tiny --vocab 16 --text "go the cat sat on a mat and it was" --greedy 2>&1)
 case $out in *"decoded greedily (each word fed back as the next input): a sat a <eos>"*) ok ;;

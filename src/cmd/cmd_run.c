@@ -92,13 +92,21 @@ static ts_status decode_greedy(ts_model *m, model_batch *b, ts_model_input *in) 
     return st;
 }
 
+/* A decoded token: its word, or its id when the input came as ids (--ids). */
+static const char *token_text(const model_batch *b, int32_t id, char *buf, size_t size) {
+    if (b->have_tok) return ts_tokenizer_word(&b->tok, id);
+    snprintf(buf, size, "%d", (int)id);
+    return buf;
+}
+
 /* What greedy decoding wrote for sequence 0: the decoder's input after <bos>,
  * then what its last position wrote (<eos>, or the word it would add). */
 static void report_greedy(const model_batch *b, const ts_tensor *out) {
     int64_t T = out->shape[1], V = out->shape[2], t = 1;
-    printf("decoded greedily (each word fed back as the next input):");
-    for (; t < T && !(b->tgt_pad && b->tgt_pad[t]); t++) printf(" %s", ts_tokenizer_word(&b->tok, b->tgt_ids[t]));
-    const char *last = ts_tokenizer_word(&b->tok, ts_model_argmax(out->data + (t - 1) * V, (int)V)); /* the last read */
+    char buf[16];
+    printf("decoded greedily (each %s fed back as the next input):", b->have_tok ? "word" : "id");
+    for (; t < T && !(b->tgt_pad && b->tgt_pad[t]); t++) printf(" %s", token_text(b, b->tgt_ids[t], buf, sizeof buf));
+    const char *last = token_text(b, ts_model_argmax(out->data + (t - 1) * V, (int)V), buf, sizeof buf); /* the last read */
     if (t < T)
         printf(" %s\n(stopped at <eos>: positions %lld to %lld are padding)\n", last, (long long)t, (long long)T - 1);
     else
