@@ -313,27 +313,11 @@ static const float *padded_rows(ts_scene *job, ts_trace_side side, int64_t rows)
     return pt.data;
 }
 
-/* The -inf cells of the `masked` sibling and the padded query rows, as one mask. */
-static const unsigned char *attention_mask(ts_scene *job, const char *name, const ts_tensor *t, int h) {
-    const unsigned char *cells = mask_for(job, name, t, h);
-    int64_t rows = t->shape[2], cols = t->shape[3];
-    const float *pad = padded_rows(job, query_side(name), rows);
-    bool any = false;
-    for (int64_t r = 0; pad && r < rows; r++) any |= pad[r] != 0.0f;
-    if (!any) return cells;
-    unsigned char *mask = own(job, (size_t)(rows * cols));
-    if (!mask) return cells;
-    for (int64_t r = 0; r < rows; r++)
-        for (int64_t c = 0; c < cols; c++)
-            mask[r * cols + c] = pad[r] != 0.0f || (cells && cells[r * cols + c]);
-    return mask;
-}
-
 /* Rows of a (positions x anything) picture whose position is padding, as a
  * cell mask: a padded position's numbers are computed but stand for no token
- * (a greedy decoder's rows after <eos>, a short sentence's tail). NULL when
- * no row is padding. */
-static const unsigned char *padded_position_rows(ts_scene *job, ts_trace_side side, int64_t rows, int64_t cols) {
+ * (padded queries, a greedy decoder's rows after <eos>, a short sentence's
+ * tail). NULL when no row is padding. */
+static unsigned char *padded_position_rows(ts_scene *job, ts_trace_side side, int64_t rows, int64_t cols) {
     const float *pad = padded_rows(job, side, rows);
     bool any = false;
     for (int64_t r = 0; pad && r < rows; r++) any |= pad[r] != 0.0f;
@@ -341,6 +325,16 @@ static const unsigned char *padded_position_rows(ts_scene *job, ts_trace_side si
     unsigned char *mask = own(job, (size_t)(rows * cols));
     if (!mask) return NULL;
     for (int64_t r = 0; r < rows; r++) memset(mask + r * cols, pad[r] != 0.0f, (size_t)cols);
+    return mask;
+}
+
+/* The -inf cells of the `masked` sibling and the padded query rows, as one mask. */
+static const unsigned char *attention_mask(ts_scene *job, const char *name, const ts_tensor *t, int h) {
+    const unsigned char *cells = mask_for(job, name, t, h);
+    int64_t rows = t->shape[2], cols = t->shape[3];
+    unsigned char *mask = padded_position_rows(job, query_side(name), rows, cols);
+    if (!mask) return cells;
+    for (int64_t i = 0; cells && i < rows * cols; i++) mask[i] |= cells[i];
     return mask;
 }
 
