@@ -277,6 +277,11 @@ ts_status ts_model_init_dry(ts_model *m, const ts_model_config *cfg);
 
 void ts_model_free(ts_model *m);
 
+/* A single-stack model built for cfg.seq = N runs on S <= N positions from
+ * now on (m->S = S), in the activation memory it has: what `tscope live`
+ * needs as the text grows and shrinks. Weights are untouched. */
+ts_status ts_model_set_length(ts_model *m, int S);
+
 /* Point w at `block`, a buffer of m->n_floats laid out like the parameters
  * (a gradient block, say). w's layer arrays are allocated; free with
  * ts_model_weights_free. */

@@ -111,6 +111,13 @@ typedef struct ts_trace_summary {
 ts_status ts_trace_writer_open(const char *path, const char *metadata_json,
                                const ts_trace_options *opt, ts_trace_writer **out);
 
+/* The same into an open, seekable descriptor the caller owns (emptied
+ * first; the writer works on a dup of it): no file name, no rename. label
+ * names the trace in messages. `tscope live` writes every pass into one
+ * anonymous file and reads it back (ts_trace_open_memory). */
+ts_status ts_trace_writer_open_fd(int fd, const char *label, const char *metadata_json,
+                                  const ts_trace_options *opt, ts_trace_writer **out);
+
 /* The hook the model calls; valid until the writer is closed. Its
  * like_previous takes the model's word that a step is the step before times
  * a factor (ts_hook_like_fn): when t is laid out as that step was and the
@@ -156,6 +163,15 @@ typedef enum ts_trace_side { TS_TRACE_SOURCE, TS_TRACE_TARGET } ts_trace_side;
  * of several sentences). *json is replaced. */
 ts_status ts_trace_metadata_add_batch_tokens(char **json, ts_trace_side side, const char *const *tokens, int B,
                                              int n);
+
+struct ts_model_config;
+struct ts_lmtok;
+
+/* A language model's metadata: its config, the label of each of the B x S
+ * tokens in ids, the tokenizer (it names the logits' vocabulary axis) and
+ * the command line ("tscope" then argv). *out is malloc'd JSON text. */
+ts_status ts_trace_metadata_lm(char **out, const struct ts_model_config *cfg, const struct ts_lmtok *tok,
+                               const int32_t *ids, int B, int S, int argc, char **argv);
 
 /* Add (or replace) item `key` of the metadata: value_json, a JSON text (the
  * tokenizer of a language model, a training run's settings). *json is

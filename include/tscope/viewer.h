@@ -11,7 +11,9 @@
 #include <stdint.h>
 
 #include "tscope/core.h"
+#include "tscope/model.h"
 #include "tscope/render.h"
+#include "tscope/tokenizer.h"
 #include "tscope/trace.h"
 
 /* viewer: `tscope view`, a window that walks through a trace step by step.
@@ -353,5 +355,83 @@ ts_status ts_window_check_script(const char *script, const char *who, int max_wo
  * keys such as + find the cells where they are) and pumping SDL's queue (so
  * the window stays responsive); shot:FILE writes a screenshot. */
 ts_status ts_window_replay(ts_window *w, const ts_window_client *c, const char *script);
+
+/* ---- live: the model answering as the text is typed (viz/viewer/live.c) ----
+ * `tscope live`: a text field, the viewer on the model's pass over that text,
+ * and the next token's distribution. Every edit reruns the model in memory;
+ * the view keeps the step (and head) it was showing. The functions below
+ * work without a window (tests and `tscope bench live` draw into an image
+ * surface); ts_live_run opens one. */
+
+typedef struct ts_live ts_live;
+
+typedef struct ts_live_options {
+    int width, height;      /* points (default 1280 x 800) */
+    const char *text;       /* the text to start with, or NULL */
+    float temperature;      /* of the distribution panel (default 1) */
+    int top_k;              /* 0: every token */
+    const char *script;     /* live script words (ts_live_script), or NULL */
+    const char *screenshot; /* write the last frame here and exit */
+    bool verbose;           /* each pass's and frame's time on stderr */
+} ts_live_options;
+
+/* A live session on m (a language model built for its longest context; the
+ * session changes its length) and tok; both stay the caller's. */
+ts_status ts_live_new(ts_live **out, ts_model *m, ts_lmtok *tok, const ts_live_options *o);
+void ts_live_free(ts_live *l);
+
+/* Edits, each followed by a pass. Insert at the cursor (invalid UTF-8 is
+ * refused with a note, not an error); delete the character before it;
+ * append the rank-th most likely next token (0: the top one). */
+ts_status ts_live_insert(ts_live *l, const char *utf8);
+ts_status ts_live_backspace(ts_live *l);
+ts_status ts_live_append_token(ts_live *l, int rank);
+/* Move the cursor a character (-1, +1) or to the start or end (-2, +2);
+ * true when it moved. */
+bool ts_live_cursor(ts_live *l, int direction);
+/* Run the model again on the text as it is. */
+ts_status ts_live_pass(ts_live *l);
+
+/* A viewer event (keys, mouse in window points): steps, heads, cells. A new
+ * step reruns the pass for its values. *redraw: the frame changed. */
+ts_status ts_live_view_event(ts_live *l, const ts_view_event *ev, bool *redraw);
+/* The bar of the distribution panel at (x, y), or -1; whether (x, y) is on the view. */
+int ts_live_bar_at(const ts_live *l, double x, double y);
+bool ts_live_in_view(const ts_live *l, double x, double y);
+void ts_live_resize(ts_live *l, double w, double h);
+
+/* Paint the whole frame (w x h as given at ts_live_new or ts_live_resize). */
+ts_status ts_live_draw(ts_live *l, cairo_t *cr);
+
+/* What the session shows: the text, the status note, the step on screen,
+ * the rank-th next token (its id; -1 past the last) with its probability
+ * and label, the last pass's and frame's milliseconds. */
+const char *ts_live_text(const ts_live *l);
+const char *ts_live_note(const ts_live *l);
+const char *ts_live_step(const ts_live *l);
+int ts_live_top(const ts_live *l, int rank, float *p, char *label, size_t cap);
+double ts_live_model_ms(const ts_live *l);
+double ts_live_draw_ms(const ts_live *l);
+bool ts_live_quit_wanted(const ts_live *l);
+void ts_live_request_quit(ts_live *l);
+
+/* One word of a live script, applied: type:TEXT (words after it that are
+ * not script words continue the text, after a space), tab, backspace,
+ * left right (cursor), up down (step), pgup pgdn (layer), home end (cursor),
+ * head:N (one head; head:all), pick:N (append the N-th bar's token),
+ * find:NAME, hover:X,Y, click:X,Y, esc. ts_live_script_check checks a whole
+ * script before a window opens; shot:FILE words are left to the caller. */
+ts_status ts_live_script_check(const char *script);
+
+/* Open a window on the session and run until the user quits (or, with a
+ * screenshot, until the script is done). No display: TS_VIEW_NO_DISPLAY. */
+ts_status ts_live_run(ts_live *l, const ts_live_options *opt);
+
+/* Replay a script off-screen (no window), drawing after every word into an
+ * image surface of the session's size; per word, the pass and the frame's
+ * milliseconds go to on_word (may be NULL). shot:FILE writes a PNG. */
+ts_status ts_live_replay(ts_live *l, const char *script,
+                         void (*on_word)(void *ctx, const char *word, double pass_ms, double draw_ms), void *ctx,
+                         int width, int height);
 
 #endif

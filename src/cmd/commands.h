@@ -22,5 +22,10 @@ int ts_cmd_shapes(int argc, char **argv);
 int ts_cmd_tokenize(int argc, char **argv);
 int ts_cmd_train(int argc, char **argv);
 int ts_cmd_view(int argc, char **argv);
+int ts_cmd_live(int argc, char **argv);
+/* live's model: a checkpoint (load) or a preset; -1 when opened, else the exit code (message printed). */
+struct ts_model;
+struct ts_lmtok;
+int live_open_model(const char *who, const char *load, const char *preset, struct ts_model *m, struct ts_lmtok *tok);
 
 #endif

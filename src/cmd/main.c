@@ -17,6 +17,7 @@ const ts_command ts_commands[] = {
     {"export", ts_cmd_export, "a trace's values as a NumPy .npz archive (np.load), named by step"},
     {"diff", ts_cmd_diff, "two traces step by step: largest differences, the first that diverges"},
     {"png", ts_cmd_png, "draw one step of a trace (attention, PE, LayerNorm, any tensor, shapes) as PNG"},
+    {"live", ts_cmd_live, "type a sentence and watch every step of a language model answer (window)"},
     {"view", ts_cmd_view, "step through a trace in a window (keys, mouse, --script, --screenshot)"},
     {"lesson", ts_cmd_lesson, "a guided walkthrough in the viewer, or its pages as PNG (--export DIR); --list"},
     {"tokenize", ts_cmd_tokenize, "GPT-2's byte-level BPE: each line's token ids (--decode, --show labels)"},

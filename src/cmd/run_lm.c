@@ -43,35 +43,10 @@ ts_status lm_cli_trace_open(const trace_cli *tc, const ts_model_config *cfg, con
     if (st) return st;
     for (int i = 0; i < tc->only.count; i++) opt.only[opt.n_only++] = tc->only.items[i];
     opt.keep_batch = tc->keep_batch_seen ? tc->keep_batch : -1;
-    char *labels = malloc((size_t)B * S * 64);
-    const char **lab = malloc(sizeof *lab * (size_t)B * S);
-    char *config = ts_model_config_to_json(cfg), *tokjson = ts_lmtok_to_json(tok);
-    char **line = calloc((size_t)argc + 1, sizeof *line);
     char *meta = NULL;
-    st = labels && lab && config && tokjson && line ? TS_OK : ts_fail(TS_ERR_NOMEM, "trace: no memory");
-    for (int i = 0; !st && i < B * S; i++) {
-        ts_lmtok_label(tok, ids[i], labels + (size_t)i * 64, 64);
-        lab[i] = labels + (size_t)i * 64;
-    }
-    if (!st) {
-        line[0] = "tscope";
-        for (int i = 0; i < argc; i++) line[i + 1] = argv[i];
-        st = ts_trace_metadata_build(&meta, config, lab, S, NULL, 0, argc + 1, line);
-    }
-    if (!st && B > 1) st = ts_trace_metadata_add_batch_tokens(&meta, TS_TRACE_SOURCE, lab, B, S);
-    if (!st) { /* the tokenizer too: it names the logits' vocabulary axis */
-        cJSON *root = cJSON_Parse(meta), *t = cJSON_Parse(tokjson);
-        if (root && t) {
-            cJSON_AddItemToObject(root, "tokenizer", t);
-            char *again = cJSON_PrintUnformatted(root);
-            if (again) free(meta), meta = again;
-        } else {
-            cJSON_Delete(t);
-        }
-        cJSON_Delete(root);
-    }
+    st = ts_trace_metadata_lm(&meta, cfg, tok, ids, B, S, argc, argv);
     if (!st) st = ts_trace_writer_open(tc->path, meta, &opt, out);
-    free(meta), free(line), free(config), free(tokjson), free(lab), free(labels);
+    free(meta);
     return st;
 }
 

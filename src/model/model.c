@@ -318,6 +318,25 @@ ts_status ts_model_init(ts_model *m, const ts_model_config *cfg) {
     return TS_OK;
 }
 
+ts_status ts_model_set_length(ts_model *m, int S) {
+    if (m->dry || !m->acts) return ts_fail(TS_ERR_ARG, "model: a shapes-only model has no activations to resize");
+    if (m->cfg.arch == TS_ARCH_ENCODER_DECODER)
+        return ts_fail(TS_ERR_ARG, "model: only a single stack changes its length between passes");
+    ts_model shorter = *m;
+    shorter.cfg.seq = S;
+    shorter.S = shorter.L = S;
+    ts_model_acts plan;
+    if (S < 1 || ts_model_plan_acts(&shorter, &plan, NULL) > m->arena_bytes)
+        return ts_fail(TS_ERR_ARG, "model: %d positions do not fit the %d it was built for", S, m->S);
+    m->cfg.seq = S;
+    m->S = m->L = S;
+    ts_model_acts *a = m->acts;
+    ts_model_plan_acts(m, a, m->arena.base);
+    /* The buffers moved: a sinusoidal table is laid out again (its rows do not depend on the length). */
+    if (a->pe) ts_model_pe_table(a->pe, m->L, m->cfg.d_model, m->cfg.pe_variant);
+    return TS_OK;
+}
+
 void ts_model_free(ts_model *m) {
     ts_model_weights_free(&m->w);
     free(m->params);

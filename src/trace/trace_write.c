@@ -759,8 +759,9 @@ void ts_trace_writer_abort(ts_trace_writer *w) {
     if (!w) return;
     char *tmp = w->tmp_path;
     w->tmp_path = NULL;
+    bool own_file = w->given_fd < 0;
     free_writer(w);
-    if (tmp) unlink(tmp);
+    if (tmp && own_file) unlink(tmp);
     free(tmp);
 }
 
@@ -782,8 +783,27 @@ static ts_status write_header(ts_trace_writer *w, const char *meta) {
     return s;
 }
 
+/* Both opens: path names the file (PATH.tmp renamed at close), or, with
+ * given_fd >= 0, only the messages (the trace goes into that descriptor). */
+static ts_status writer_open(const char *path, int given_fd, const char *metadata_json,
+                             const ts_trace_options *opt_in, ts_trace_writer **out);
+
 ts_status ts_trace_writer_open(const char *path, const char *metadata_json, const ts_trace_options *opt_in,
                                ts_trace_writer **out) {
+    return writer_open(path, -1, metadata_json, opt_in, out);
+}
+
+ts_status ts_trace_writer_open_fd(int fd, const char *label, const char *metadata_json,
+                                  const ts_trace_options *opt, ts_trace_writer **out) {
+    *out = NULL;
+    if (fd < 0) return ts_fail(TS_ERR_ARG, "trace: no descriptor to write %s into", label ? label : "the trace");
+    if (ftruncate(fd, 0) != 0)
+        return ts_fail(TS_ERR_IO, "trace: cannot empty %s: %s", label ? label : "the trace", strerror(errno));
+    return writer_open(label ? label : "trace", fd, metadata_json, opt, out);
+}
+
+static ts_status writer_open(const char *path, int given_fd, const char *metadata_json,
+                             const ts_trace_options *opt_in, ts_trace_writer **out) {
     *out = NULL;
     ts_trace_options opt;
     if (opt_in)
@@ -804,6 +824,7 @@ ts_status ts_trace_writer_open(const char *path, const char *metadata_json, cons
         return ts_fail(TS_ERR_NOMEM, "trace: no memory for a writer");
     }
     w->fd = -1;
+    w->given_fd = given_fd;
     w->cur = -1;
     w->base.index = -1;
     w->reduced_from = -1;
@@ -828,14 +849,15 @@ ts_status ts_trace_writer_open(const char *path, const char *metadata_json, cons
     /* Auto with a known size decides once, for the whole run. */
     if (opt.level == TS_TRACE_AUTO && opt.expected_bytes > opt.budget) w->reduced = true;
 
-    w->fd = open(w->tmp_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (given_fd >= 0) sprintf(w->tmp_path, "%s", path);
+    w->fd = given_fd >= 0 ? dup(given_fd) : open(w->tmp_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (w->fd < 0) {
         s = ts_fail(TS_ERR_IO, "trace: cannot create %s: %s", w->tmp_path, strerror(errno));
         free_writer(w);
         free(meta);
         return s;
     }
-    if (opt.expected_bytes >= DIRECT_AFTER && !w->reduced && opt.level != TS_TRACE_SHAPES &&
+    if (given_fd < 0 && opt.expected_bytes >= DIRECT_AFTER && !w->reduced && opt.level != TS_TRACE_SHAPES &&
         opt.level != TS_TRACE_STATS)
         trw_maybe_go_direct(w, DIRECT_AFTER);
 
@@ -930,6 +952,7 @@ static ts_status finish_file(ts_trace_writer *w) {
     int fd = w->fd;
     w->fd = -1;
     if (close(fd) != 0) return trw_writer_fail(w, TS_ERR_IO, "trace: closing %s: %s", w->tmp_path, strerror(errno));
+    if (w->given_fd >= 0) return TS_OK;
     if (rename(w->tmp_path, w->path) != 0)
         return trw_writer_fail(w, TS_ERR_IO, "trace: renaming %s to %s: %s", w->tmp_path, w->path, strerror(errno));
     return TS_OK;

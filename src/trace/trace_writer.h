@@ -113,6 +113,7 @@ typedef struct job {
 
 struct ts_trace_writer {
     char *path, *tmp_path;
+    int given_fd; /* >= 0: writing into the caller's descriptor (open_fd): no rename, no unlink */
     int fd;
     ts_trace_options opt;
     char *only[TS_TRACE_ONLY_MAX]; /* owned copies of opt.only */

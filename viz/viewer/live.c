@@ -1,0 +1,661 @@
+/* live: `tscope live`, the model answering as the text is typed.
+ *
+ * The state is the text (and a cursor), the last pass of the model over it
+ * and the viewer's state (tscope/viewer.h, "state and events") on that
+ * pass. Every change of the text reruns the model: the pass goes through the
+ * trace writer, as `tscope run --trace` does, into one anonymous file this
+ * process owns (ts_trace_writer_open_fd), and is read back into memory; the
+ * centre of the frame is then drawn by ts_view_draw, the viewer's one
+ * drawing path. Only the step on screen and the logits keep their values
+ * (the writer's `only` globs), so a pass costs the model and a few
+ * statistics; moving to another step reruns the pass for that step's values.
+ *
+ * Nothing here opens a window: live_window.c does, and `tscope bench live`
+ * drives the same functions into an image surface.
+ *
+ * Token ids come from the model's own tokenizer. A character tokenizer
+ * refuses a character it has never seen: that character is marked in the
+ * field and left out of the pass, so the rest still runs. Text longer than
+ * the model's context slides a window: the model reads the last `capacity`
+ * tokens, and the field shows where that window starts.
+ */
+#define _GNU_SOURCE /* memfd_create */
+#include <glib.h>
+#include <math.h>
+#include <pango/pangocairo.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tscope/viewer.h"
+
+#define FIELD_H 76.0  /* the text field across the top */
+#define PANEL_W 330.0 /* the next-token panel on the right */
+#define TOP_N 10      /* bars in the panel */
+#define NAME_MAX_LEN 256
+
+struct ts_live {
+    ts_model *m;
+    ts_lmtok *tok;
+    int capacity;      /* positions the model was built for */
+    float temperature; /* of the panel's distribution */
+    int top_k;         /* 0: every token */
+    /* the text, UTF-8, and the cursor (a byte offset at a character boundary) */
+    char *text;
+    size_t len, cap, cursor;
+    /* the last pass */
+    int32_t *ids;       /* (n_all) every token of the text */
+    size_t *start;      /* (n_all + 1) byte where each token starts; start[n_all] = len */
+    int n_all, first;   /* the model reads ids[first .. n_all) */
+    unsigned char *bad; /* (len) 1 where a byte belongs to a character the vocabulary lacks */
+    int n_bad;
+    char note[256];     /* one line for the status: what was left out, and why */
+    int fd;             /* the anonymous file every pass is written into */
+    ts_trace *trace;    /* NULL before the first pass or when the text is empty */
+    ts_view_steps steps;
+    ts_view_state st;
+    ts_view_frame frame;
+    bool have_state;
+    char valued[NAME_MAX_LEN]; /* the step whose values the pass kept */
+    /* the next token after the last position */
+    float *probs;      /* (vocab) */
+    int32_t top[TOP_N];
+    int n_top;
+    ts_render_rect bar_at[TOP_N]; /* where the last draw put each bar, for clicks */
+    double w, h;
+    double model_ms, draw_ms; /* the last pass, the last frame */
+    bool quit;
+};
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* ---- the text ------------------------------------------------------------- */
+
+static size_t char_len(const char *p, size_t left) {
+    size_t n = (size_t)(g_utf8_next_char(p) - p);
+    return n > left ? left : n;
+}
+
+static ts_status insert_text(ts_live *l, const char *s, size_t n) {
+    if (l->len + n + 1 > l->cap) {
+        size_t cap = (l->len + n + 1) * 2;
+        char *grown = realloc(l->text, cap);
+        if (!grown) return ts_fail(TS_ERR_NOMEM, "live: out of memory for the text");
+        l->text = grown;
+        l->cap = cap;
+    }
+    memmove(l->text + l->cursor + n, l->text + l->cursor, l->len - l->cursor);
+    memcpy(l->text + l->cursor, s, n);
+    l->len += n;
+    l->cursor += n;
+    l->text[l->len] = '\0';
+    return TS_OK;
+}
+
+/* ---- one pass ------------------------------------------------------------- */
+
+/* ids of the whole text, where each starts, and the characters left out. */
+static ts_status tokenize(ts_live *l) {
+    free(l->ids), free(l->start), free(l->bad);
+    l->ids = NULL, l->start = NULL, l->n_all = 0, l->n_bad = 0;
+    l->bad = calloc(l->len + 1, 1);
+    if (!l->bad) return ts_fail(TS_ERR_NOMEM, "live: out of memory");
+    ts_bpe_ids out = {0};
+    size_t *start = NULL, n_start = 0, cap_start = 0;
+    ts_status st = TS_OK;
+    if (l->tok->kind == TS_LMTOK_CHAR) {
+        /* One character, one token: encode each alone, so one unknown
+         * character costs only itself. */
+        for (size_t i = 0; i < l->len && !st;) {
+            size_t n = char_len(l->text + i, l->len - i);
+            size_t before = out.count;
+            if (ts_lmtok_encode(l->tok, l->text + i, n, &out) != TS_OK || out.count != before + 1) {
+                out.count = before;
+                memset(l->bad + i, 1, n);
+                l->n_bad++;
+            } else {
+                if (n_start + 2 > cap_start) {
+                    cap_start = cap_start ? 2 * cap_start : 256;
+                    size_t *grown = realloc(start, sizeof *start * cap_start);
+                    if (!grown) st = ts_fail(TS_ERR_NOMEM, "live: out of memory");
+                    else start = grown;
+                }
+                if (!st) start[n_start++] = i;
+            }
+            i += n;
+        }
+    } else {
+        st = ts_lmtok_encode(l->tok, l->text, l->len, &out);
+        start = calloc(out.count + 1, sizeof *start);
+        if (!st && !start) st = ts_fail(TS_ERR_NOMEM, "live: out of memory");
+        /* where each token starts: the bytes the tokens before it decode to */
+        size_t at = 0;
+        for (size_t i = 0; !st && i < out.count; i++) {
+            start[i] = at < l->len ? at : l->len;
+            char *piece = NULL;
+            size_t plen = 0;
+            if (ts_lmtok_decode(l->tok, &out.ids[i], 1, &piece, &plen) == TS_OK) at += plen;
+            free(piece);
+        }
+        n_start = out.count;
+    }
+    if (st) {
+        ts_bpe_ids_free(&out);
+        free(start);
+        return st;
+    }
+    if (!start) start = calloc(1, sizeof *start);
+    if (!start) {
+        ts_bpe_ids_free(&out);
+        return ts_fail(TS_ERR_NOMEM, "live: out of memory");
+    }
+    start[n_start] = l->len;
+    l->ids = out.ids; /* ownership moves here */
+    l->n_all = (int)out.count;
+    l->start = start;
+    l->first = l->n_all > l->capacity ? l->n_all - l->capacity : 0;
+    return TS_OK;
+}
+
+static const char *default_step(const ts_live *l, char *buf, size_t n) {
+    snprintf(buf, n, "%s.layers.0.self_attn.weights", ts_model_stack_name(&l->m->cfg));
+    return buf;
+}
+
+/* The next token's distribution after the last position: softmax(logits / T)
+ * over the top_k most likely (all when 0), and the TOP_N largest. */
+static void next_token(ts_live *l, const float *logits, int V) {
+    double T = l->temperature > 0 ? l->temperature : 1.0;
+    float best = logits[0];
+    for (int v = 1; v < V; v++) best = logits[v] > best ? logits[v] : best;
+    /* top-k: the k-th largest logit is the floor */
+    float floor_logit = -INFINITY;
+    if (l->top_k > 0 && l->top_k < V) {
+        float *sorted = malloc(sizeof *sorted * (size_t)V);
+        if (sorted) {
+            memcpy(sorted, logits, sizeof *sorted * (size_t)V);
+            /* partial selection: k passes are fine for the vocabularies here */
+            for (int i = 0; i < l->top_k; i++) {
+                int m = i;
+                for (int j = i + 1; j < V; j++) m = sorted[j] > sorted[m] ? j : m;
+                float t = sorted[i];
+                sorted[i] = sorted[m], sorted[m] = t;
+            }
+            floor_logit = sorted[l->top_k - 1];
+            free(sorted);
+        }
+    }
+    double z = 0;
+    for (int v = 0; v < V; v++) {
+        double p = logits[v] >= floor_logit ? exp(((double)logits[v] - best) / T) : 0.0;
+        l->probs[v] = (float)p;
+        z += p;
+    }
+    for (int v = 0; v < V; v++) l->probs[v] = (float)(l->probs[v] / z);
+    l->n_top = 0;
+    for (int k = 0; k < TOP_N && k < V; k++) {
+        int32_t pick = -1;
+        for (int v = 0; v < V; v++) {
+            bool taken = false;
+            for (int j = 0; j < l->n_top; j++) taken |= l->top[j] == v;
+            if (!taken && (pick < 0 || l->probs[v] > l->probs[pick])) pick = v;
+        }
+        if (pick < 0 || l->probs[pick] <= 0) break;
+        l->top[l->n_top++] = pick;
+    }
+}
+
+/* Run the model on the window of the text into the anonymous file, keeping
+ * the values of `want` and the logits. */
+static ts_status write_pass(ts_live *l, const char *want, ts_tensor *logits) {
+    int n = l->n_all - l->first;
+    const int32_t *ids = l->ids + l->first;
+    TS_TRY(ts_model_set_length(l->m, n));
+    char *meta = NULL;
+    char *line[] = {"live"};
+    TS_TRY(ts_trace_metadata_lm(&meta, &l->m->cfg, l->tok, ids, 1, n, 1, line));
+    ts_trace_options opt;
+    ts_trace_options_default(&opt);
+    opt.level = TS_TRACE_VALUES;
+    opt.only[opt.n_only++] = want;
+    opt.only[opt.n_only++] = "logits";
+    opt.buffer_bytes = 8u << 20;
+    ts_trace_writer *w = NULL;
+    ts_status st = ts_trace_writer_open_fd(l->fd, "the live pass", meta, &opt, &w);
+    free(meta);
+    if (st) return st;
+    ts_hook hook = ts_trace_writer_hook(w);
+    ts_model_input in = {.src_ids = ids};
+    st = ts_model_forward(l->m, &in, &hook, logits);
+    if (st) {
+        ts_trace_writer_abort(w);
+        return st;
+    }
+    return ts_trace_writer_close(w, NULL);
+}
+
+/* Read the pass back from the anonymous file. */
+static ts_status read_pass(ts_live *l, ts_trace **out) {
+    struct stat sb;
+    if (fstat(l->fd, &sb) != 0 || sb.st_size <= 0) return ts_fail(TS_ERR_IO, "live: the pass wrote nothing");
+    void *map = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_SHARED, l->fd, 0);
+    if (map == MAP_FAILED) return ts_fail(TS_ERR_IO, "live: cannot map the pass");
+    ts_status st = ts_trace_open_memory(map, (size_t)sb.st_size, out);
+    munmap(map, (size_t)sb.st_size);
+    return st;
+}
+
+/* Keep looking at the same step: its name in the new pass. */
+static ts_status adopt_pass(ts_live *l, ts_trace *t, const char *want) {
+    ts_view_steps steps;
+    TS_TRY(ts_view_steps_from_trace(&steps, t));
+    /* what the user chose on this step survives the new pass */
+    bool kept = l->have_state;
+    int head = l->st.head, batch = l->st.batch;
+    ts_render_state cells = l->st.cells;
+    bool help = l->st.help;
+    if (l->have_state) {
+        ts_view_state_free(&l->st);
+        l->have_state = false;
+    }
+    ts_view_steps_free(&l->steps);
+    ts_trace_close(l->trace);
+    l->trace = t;
+    l->steps = steps;
+    double vw = l->w - PANEL_W, vh = l->h - FIELD_H;
+    TS_TRY(ts_view_state_init(&l->st, &l->steps, vw, vh));
+    l->have_state = true;
+    int64_t at = ts_view_find(&l->steps, want, -1);
+    if (at >= 0) {
+        ts_view_event ev = {.kind = TS_VIEW_EV_FIND, .text = want};
+        ts_view_update(&l->st, &l->steps, NULL, &ev);
+        l->st.message[0] = '\0';
+    }
+    if (kept && strcmp(want, l->valued) == 0) {
+        l->st.head = head;
+        l->st.batch = batch;
+        l->st.cells = cells;
+        l->st.help = help;
+    }
+    snprintf(l->valued, sizeof l->valued, "%s", want);
+    return TS_OK;
+}
+
+static void clear_pass(ts_live *l) {
+    if (l->have_state) ts_view_state_free(&l->st);
+    l->have_state = false;
+    ts_view_steps_free(&l->steps);
+    memset(&l->steps, 0, sizeof l->steps);
+    ts_trace_close(l->trace);
+    l->trace = NULL;
+    l->n_top = 0;
+}
+
+static void describe_left_out(ts_live *l) {
+    l->note[0] = '\0';
+    if (l->n_bad) {
+        size_t i = 0;
+        while (i < l->len && !l->bad[i]) i++;
+        size_t n = i < l->len ? char_len(l->text + i, l->len - i) : 0;
+        snprintf(l->note, sizeof l->note, "%d character%s the model's vocabulary lacks (first: '%.*s') left out, marked red",
+                 l->n_bad, l->n_bad == 1 ? "" : "s", (int)n, l->text + i);
+    } else if (l->first > 0) {
+        snprintf(l->note, sizeof l->note, "longer than the model's %d positions: it reads the last %d tokens (after the orange mark)",
+                 l->capacity, l->capacity);
+    }
+}
+
+/* The step to keep values for: the one on screen, or the default. */
+static const char *wanted_step(const ts_live *l, char *buf, size_t n) {
+    if (l->have_state && l->st.current >= 0 && l->st.current < l->steps.n) {
+        snprintf(buf, n, "%s", l->steps.entry[l->st.current].name);
+        return buf;
+    }
+    if (l->valued[0]) {
+        snprintf(buf, n, "%s", l->valued);
+        return buf;
+    }
+    return default_step(l, buf, n);
+}
+
+ts_status ts_live_pass(ts_live *l) {
+    double t0 = now_ms();
+    char want[NAME_MAX_LEN];
+    wanted_step(l, want, sizeof want);
+    TS_TRY(tokenize(l));
+    describe_left_out(l);
+    if (l->n_all == l->first) {
+        clear_pass(l);
+        snprintf(l->valued, sizeof l->valued, "%s", want);
+        l->model_ms = now_ms() - t0;
+        return TS_OK;
+    }
+    ts_tensor logits;
+    TS_TRY(write_pass(l, want, &logits));
+    int S = (int)logits.shape[1], V = (int)logits.shape[2];
+    next_token(l, logits.data + (int64_t)(S - 1) * V, V);
+    ts_trace *t = NULL;
+    TS_TRY(read_pass(l, &t));
+    ts_status st = adopt_pass(l, t, want);
+    if (st) ts_trace_close(t);
+    l->model_ms = now_ms() - t0;
+    return st;
+}
+
+/* ---- life cycle ------------------------------------------------------------- */
+
+ts_status ts_live_new(ts_live **out, ts_model *m, ts_lmtok *tok, const ts_live_options *o) {
+    *out = NULL;
+    if (!ts_model_is_lm(&m->cfg) || m->cfg.arch == TS_ARCH_ENCODER_DECODER)
+        return ts_fail(TS_ERR_UNSUPPORTED, "live: only a language model (one causal stack with a vocabulary head) answers as you type");
+    ts_live *l = calloc(1, sizeof *l);
+    if (!l) return ts_fail(TS_ERR_NOMEM, "live: out of memory");
+    l->m = m;
+    l->tok = tok;
+    l->capacity = m->S;
+    l->temperature = o && o->temperature > 0 ? o->temperature : 1.0f;
+    l->top_k = o ? o->top_k : 0;
+    l->w = o && o->width > 0 ? o->width : 1280;
+    l->h = o && o->height > 0 ? o->height : 800;
+    l->probs = malloc(sizeof *l->probs * (size_t)m->cfg.vocab);
+#ifdef __linux__
+    l->fd = memfd_create("tscope-live", MFD_CLOEXEC);
+#else
+    l->fd = -1;
+#endif
+    if (l->fd < 0) { /* elsewhere an unlinked temporary file does the same */
+        FILE *f = tmpfile();
+        l->fd = f ? dup(fileno(f)) : -1;
+        if (f) fclose(f);
+    }
+    ts_status st = l->probs ? TS_OK : ts_fail(TS_ERR_NOMEM, "live: out of memory");
+    if (!st && l->fd < 0) st = ts_fail(TS_ERR_IO, "live: cannot make an anonymous file for the passes");
+    if (!st && o && o->text) st = ts_live_insert(l, o->text);
+    if (!st && !(o && o->text)) st = ts_live_pass(l);
+    if (st) {
+        ts_live_free(l);
+        return st;
+    }
+    *out = l;
+    return TS_OK;
+}
+
+void ts_live_free(ts_live *l) {
+    if (!l) return;
+    clear_pass(l);
+    if (l->fd >= 0) close(l->fd);
+    free(l->text), free(l->ids), free(l->start), free(l->bad), free(l->probs);
+    free(l);
+}
+
+/* ---- edits ------------------------------------------------------------------ */
+
+ts_status ts_live_insert(ts_live *l, const char *utf8) {
+    size_t n = strlen(utf8);
+    if (!g_utf8_validate(utf8, (gssize)n, NULL)) {
+        snprintf(l->note, sizeof l->note, "pasted text is not valid UTF-8: refused");
+        return TS_OK;
+    }
+    TS_TRY(insert_text(l, utf8, n));
+    return ts_live_pass(l);
+}
+
+ts_status ts_live_backspace(ts_live *l) {
+    if (l->cursor == 0) return TS_OK;
+    const char *prev = g_utf8_find_prev_char(l->text, l->text + l->cursor);
+    size_t at = prev ? (size_t)(prev - l->text) : 0, n = l->cursor - at;
+    memmove(l->text + at, l->text + l->cursor, l->len - l->cursor + 1);
+    l->len -= n;
+    l->cursor = at;
+    return ts_live_pass(l);
+}
+
+ts_status ts_live_append_token(ts_live *l, int rank) {
+    if (rank < 0 || rank >= l->n_top) return TS_OK;
+    char *piece = NULL;
+    size_t n = 0;
+    TS_TRY(ts_lmtok_decode(l->tok, &l->top[rank], 1, &piece, &n));
+    l->cursor = l->len;
+    char *z = realloc(piece, n + 1);
+    ts_status st = z ? TS_OK : ts_fail(TS_ERR_NOMEM, "live: out of memory");
+    if (!st) {
+        z[n] = '\0';
+        st = ts_live_insert(l, z);
+    }
+    free(z ? z : piece);
+    return st;
+}
+
+bool ts_live_cursor(ts_live *l, int direction) {
+    size_t before = l->cursor;
+    if (direction == -2) l->cursor = 0;
+    else if (direction == 2) l->cursor = l->len;
+    else if (direction < 0 && l->cursor > 0) {
+        const char *prev = g_utf8_find_prev_char(l->text, l->text + l->cursor);
+        l->cursor = prev ? (size_t)(prev - l->text) : 0;
+    } else if (direction > 0 && l->cursor < l->len)
+        l->cursor += char_len(l->text + l->cursor, l->len - l->cursor);
+    return l->cursor != before;
+}
+
+/* Hand an event to the viewer's state (steps, heads, cells); a new step
+ * reruns the pass for its values. Mouse positions are the window's. */
+ts_status ts_live_view_event(ts_live *l, const ts_view_event *ev, bool *redraw) {
+    *redraw = false;
+    if (!l->have_state) return TS_OK;
+    ts_view_event e = *ev;
+    e.y -= FIELD_H;
+    *redraw = ts_view_update(&l->st, &l->steps, &l->frame, &e);
+    if (l->st.quit) l->quit = true;
+    const char *now = l->steps.entry[l->st.current].name;
+    if (strcmp(now, l->valued) != 0) {
+        TS_TRY(ts_live_pass(l));
+        *redraw = true;
+    }
+    return TS_OK;
+}
+
+int ts_live_bar_at(const ts_live *l, double x, double y) {
+    for (int i = 0; i < l->n_top; i++) {
+        const ts_render_rect *r = &l->bar_at[i];
+        if (x >= r->x && x < r->x + r->w && y >= r->y && y < r->y + r->h) return i;
+    }
+    return -1;
+}
+
+bool ts_live_in_view(const ts_live *l, double x, double y) { return y >= FIELD_H && x < l->w - PANEL_W; }
+
+void ts_live_resize(ts_live *l, double w, double h) {
+    l->w = w;
+    l->h = h;
+    if (l->have_state) {
+        ts_view_event ev = {.kind = TS_VIEW_EV_RESIZE, .x = w - PANEL_W, .y = h - FIELD_H};
+        ts_view_update(&l->st, &l->steps, &l->frame, &ev);
+    }
+}
+
+bool ts_live_quit_wanted(const ts_live *l) { return l->quit; }
+void ts_live_request_quit(ts_live *l) { l->quit = true; }
+double ts_live_model_ms(const ts_live *l) { return l->model_ms; }
+double ts_live_draw_ms(const ts_live *l) { return l->draw_ms; }
+const char *ts_live_text(const ts_live *l) { return l->text ? l->text : ""; }
+const char *ts_live_note(const ts_live *l) { return l->note; }
+
+int ts_live_top(const ts_live *l, int rank, float *p, char *label, size_t cap) {
+    if (rank < 0 || rank >= l->n_top) return -1;
+    if (p) *p = l->probs[l->top[rank]];
+    if (label) ts_lmtok_label(l->tok, l->top[rank], label, cap);
+    return l->top[rank];
+}
+
+const char *ts_live_step(const ts_live *l) {
+    return l->have_state ? l->steps.entry[l->st.current].name : l->valued;
+}
+
+/* ---- drawing ------------------------------------------------------------------ */
+
+static void show(cairo_t *cr, const char *markup, double size, bool bold, double x, double y, double align, double r,
+                 double g, double b, double max_w) {
+    PangoLayout *lay = ts_render_text_layout(cr);
+    PangoFontDescription *fd = pango_font_description_from_string("DejaVu Sans");
+    pango_font_description_set_absolute_size(fd, size * PANGO_SCALE);
+    if (bold) pango_font_description_set_weight(fd, PANGO_WEIGHT_BOLD);
+    pango_layout_set_font_description(lay, fd);
+    pango_layout_set_markup(lay, markup, -1);
+    if (max_w > 0) {
+        pango_layout_set_width(lay, (int)(max_w * PANGO_SCALE));
+        pango_layout_set_ellipsize(lay, PANGO_ELLIPSIZE_START);
+    }
+    int w, h;
+    pango_layout_get_size(lay, &w, &h);
+    cairo_set_source_rgb(cr, r, g, b);
+    cairo_move_to(cr, x - align * w / PANGO_SCALE, y - (double)h / PANGO_SCALE / 2);
+    ts_render_show_layout(cr, lay);
+    pango_font_description_free(fd);
+    g_object_unref(lay);
+}
+
+/* The field's text as markup: the part before the model's window grey, left-out characters red. */
+static char *field_markup(const ts_live *l) {
+    GString *s = g_string_new(NULL);
+    size_t window = l->first > 0 && l->start ? l->start[l->first] : 0;
+    for (size_t i = 0; i < l->len;) {
+        size_t n = char_len(l->text + i, l->len - i);
+        char *esc = g_markup_escape_text(l->text + i, (gssize)n);
+        if (l->bad && l->bad[i])
+            g_string_append_printf(s, "<span foreground=\"#d62728\" underline=\"error\">%s</span>", esc);
+        else if (i < window)
+            g_string_append_printf(s, "<span foreground=\"#9aa3ad\">%s</span>", esc);
+        else
+            g_string_append(s, esc);
+        g_free(esc);
+        i += n;
+    }
+    return g_string_free(s, FALSE);
+}
+
+static void draw_field(ts_live *l, cairo_t *cr) {
+    cairo_set_source_rgb(cr, 0.96, 0.97, 0.98);
+    cairo_rectangle(cr, 0, 0, l->w, FIELD_H);
+    cairo_fill(cr);
+    show(cr, "<b>text</b>", 13, false, 14, 24, 0, 0.35, 0.38, 0.42, 0);
+    double x0 = 64, box_w = l->w - x0 - 14;
+    cairo_set_source_rgb(cr, 1, 1, 1);
+    cairo_rectangle(cr, x0, 8, box_w, 34);
+    cairo_fill_preserve(cr);
+    cairo_set_source_rgb(cr, 0.55, 0.6, 0.68);
+    cairo_set_line_width(cr, 1);
+    cairo_stroke(cr);
+    /* the text, scrolled so the cursor stays in the box */
+    PangoLayout *lay = ts_render_text_layout(cr);
+    PangoFontDescription *fd = pango_font_description_from_string("DejaVu Sans Mono");
+    pango_font_description_set_absolute_size(fd, 17 * PANGO_SCALE);
+    pango_layout_set_font_description(lay, fd);
+    char *markup = field_markup(l);
+    pango_layout_set_markup(lay, markup, -1);
+    g_free(markup);
+    PangoRectangle cur, win;
+    pango_layout_index_to_pos(lay, (int)l->cursor, &cur);
+    double cx = cur.x / (double)PANGO_SCALE, shift = cx > box_w - 24 ? cx - (box_w - 24) : 0;
+    cairo_save(cr);
+    cairo_rectangle(cr, x0 + 1, 9, box_w - 2, 32);
+    cairo_clip(cr);
+    cairo_set_source_rgb(cr, 0.1, 0.12, 0.15);
+    cairo_move_to(cr, x0 + 8 - shift, 13);
+    ts_render_show_layout(cr, lay);
+    cairo_set_source_rgb(cr, 0.1, 0.35, 0.8); /* the cursor */
+    cairo_rectangle(cr, x0 + 8 - shift + cx, 12, 2, 26);
+    cairo_fill(cr);
+    if (l->first > 0 && l->start) { /* where the model's window starts */
+        pango_layout_index_to_pos(lay, (int)l->start[l->first], &win);
+        double wx = x0 + 8 - shift + win.x / (double)PANGO_SCALE;
+        cairo_set_source_rgb(cr, 1.0, 0.5, 0.05);
+        cairo_rectangle(cr, wx - 2, 9, 3, 32);
+        cairo_fill(cr);
+    }
+    cairo_restore(cr);
+    pango_font_description_free(fd);
+    g_object_unref(lay);
+    char line[600];
+    int n_tok = l->n_all - l->first;
+    char *note = g_markup_escape_text(l->note, -1);
+    snprintf(line, sizeof line, "%d token%s to the model (of %d it can read)%s%s%s", n_tok, n_tok == 1 ? "" : "s",
+             l->capacity, l->note[0] ? "   <span foreground=\"#c0580a\">" : "", note, l->note[0] ? "</span>" : "");
+    g_free(note);
+    show(cr, line, 12.5, false, x0, 58, 0, 0.35, 0.38, 0.42, l->w - x0 - 300);
+    snprintf(line, sizeof line, "pass %.1f ms · frame %.1f ms", l->model_ms, l->draw_ms);
+    show(cr, line, 12, false, l->w - 14, 58, 1, 0.5, 0.54, 0.6, 0);
+}
+
+static void draw_panel(ts_live *l, cairo_t *cr) {
+    double x0 = l->w - PANEL_W, y = FIELD_H;
+    cairo_set_source_rgb(cr, 0.985, 0.985, 0.99);
+    cairo_rectangle(cr, x0, y, PANEL_W, l->h - y);
+    cairo_fill(cr);
+    cairo_set_source_rgb(cr, 0.82, 0.84, 0.87);
+    cairo_rectangle(cr, x0, y, 1, l->h - y);
+    cairo_fill(cr);
+    show(cr, "<b>next token</b>", 15, false, x0 + 16, y + 22, 0, 0.12, 0.14, 0.18, 0);
+    char buf[200];
+    if (l->top_k > 0) snprintf(buf, sizeof buf, "temperature %.2g · top-k %d", l->temperature, l->top_k);
+    else snprintf(buf, sizeof buf, "temperature %.2g · every token", l->temperature);
+    show(cr, buf, 12, false, x0 + 16, y + 44, 0, 0.4, 0.44, 0.5, 0);
+    double row_h = 30, label_w = 78, bar_x = x0 + 16 + label_w, bar_w = PANEL_W - label_w - 80;
+    y += 66;
+    if (l->n_top == 0) show(cr, "type a few characters", 13, false, x0 + 16, y + 10, 0, 0.45, 0.48, 0.52, 0);
+    for (int i = 0; i < l->n_top; i++) {
+        char label[64];
+        float p = l->probs[l->top[i]];
+        ts_lmtok_label(l->tok, l->top[i], label, sizeof label);
+        char *esc = g_markup_escape_text(label, -1);
+        snprintf(buf, sizeof buf, "%s", esc);
+        g_free(esc);
+        double cy = y + i * row_h + row_h / 2;
+        show(cr, buf, 15, i == 0, bar_x - 10, cy, 1, 0.1, 0.12, 0.15, label_w - 4);
+        cairo_set_source_rgb(cr, 0.9, 0.91, 0.93);
+        cairo_rectangle(cr, bar_x, cy - 9, bar_w, 18);
+        cairo_fill(cr);
+        cairo_set_source_rgb(cr, i == 0 ? 0.13 : 0.3, i == 0 ? 0.4 : 0.55, i == 0 ? 0.75 : 0.85);
+        cairo_rectangle(cr, bar_x, cy - 9, bar_w * p, 18);
+        cairo_fill(cr);
+        snprintf(buf, sizeof buf, "%.3f", p);
+        show(cr, buf, 13, false, bar_x + bar_w + 8, cy, 0, 0.2, 0.22, 0.26, 0);
+        l->bar_at[i] = (ts_render_rect){x0 + 8, cy - row_h / 2, PANEL_W - 16, row_h};
+    }
+    y += TOP_N * row_h + 16;
+    show(cr, "Tab: append the top token\nclick a bar: append that token\n\xe2\x86\x90 \xe2\x86\x92 cursor · "
+             "\xe2\x86\x91 \xe2\x86\x93 step · PgUp/PgDn layer\nCtrl+1..9: one head · Ctrl+0: all heads · Esc quit",
+         12, false, x0 + 16, y + 34, 0, 0.4, 0.44, 0.5, 0);
+}
+
+ts_status ts_live_draw(ts_live *l, cairo_t *cr) {
+    double t0 = now_ms();
+    cairo_set_source_rgb(cr, 1, 1, 1);
+    cairo_paint(cr);
+    ts_status st = TS_OK;
+    if (l->have_state) {
+        cairo_save(cr);
+        cairo_translate(cr, 0, FIELD_H);
+        cairo_rectangle(cr, 0, 0, l->w - PANEL_W, l->h - FIELD_H);
+        cairo_clip(cr);
+        l->st.width = l->w - PANEL_W;
+        l->st.height = l->h - FIELD_H;
+        st = ts_view_draw(cr, &l->st, &l->steps, l->trace, &l->frame);
+        cairo_restore(cr);
+    } else {
+        show(cr, "Type a sentence: every step of the model is drawn here as you type.", 16, false,
+             (l->w - PANEL_W) / 2, FIELD_H + (l->h - FIELD_H) / 2, 0.5, 0.4, 0.44, 0.5, 0);
+    }
+    draw_panel(l, cr);
+    draw_field(l, cr);
+    l->draw_ms = now_ms() - t0;
+    return st;
+}
