@@ -188,6 +188,8 @@ $(BUILD)/%.o: %.c
 	$(Q)$(CC) $(CFLAGS_ALL) $(call isa_flags,$<) -MMD -MP -c -o $@ $<
 
 $(BUILD)/src/lesson/lesson_find.o: CPPFLAGS += $(LESSON_DIR_FLAG)
+# `tscope bench live` finds the shipped model and its PyTorch peer in this tree.
+$(BUILD)/src/cmd/bench_live.o: CPPFLAGS += -DTSCOPE_SOURCE_DIR='"$(CURDIR)"'
 $(BUILD)/src/tokenizer/bpe.o: CPPFLAGS += $(ASSET_DIR_FLAG)
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -411,6 +411,7 @@ const char *ts_live_note(const ts_live *l);
 const char *ts_live_step(const ts_live *l);
 int ts_live_top(const ts_live *l, int rank, float *p, char *label, size_t cap);
 double ts_live_model_ms(const ts_live *l);
+int ts_live_tokens(const ts_live *l); /* tokens of the text (all, not only the model's window) */
 double ts_live_draw_ms(const ts_live *l);
 bool ts_live_quit_wanted(const ts_live *l);
 void ts_live_request_quit(ts_live *l);

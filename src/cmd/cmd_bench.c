@@ -238,12 +238,14 @@ static int bench_gemm(const bench_opts *o) {
 
 static int bench_forward(const bench_opts *o) { return bench_model_forward(o->reps, o->preset); }
 static int bench_train(const bench_opts *o) { return bench_model_train(o->reps < 3 ? o->reps : 3, o->preset); }
+static int bench_live_case(const bench_opts *o) { return bench_live(o->threads); }
 
 /* New cases (forward, train) go here. */
 static const bench_case bench_cases[] = {
     {"gemm", bench_gemm, "sgemm on the model's shapes against OpenBLAS; softmax and layernorm bandwidth"},
     {"forward", bench_forward, "one forward pass of --preset (seed000), no hook and traced at stats level"},
     {"train", bench_train, "one training step of --preset (copy): forward, backward, Adam; median of 3"},
+    {"live", bench_live_case, "tscope live typed by a script, off-screen: each keystroke's pass and frame"},
 };
 #define N_BENCH_CASES ((int)(sizeof bench_cases / sizeof bench_cases[0]))
 
@@ -286,7 +288,7 @@ int ts_cmd_bench(int argc, char **argv) {
             snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "", bench_cases[i].name);
         return ts_cli_error("bench", "unknown case '%s' (expected %s)", pos[0], names);
     }
-    if (o.preset && strcmp(c->name, "gemm") == 0)
+    if (o.preset && (strcmp(c->name, "gemm") == 0 || strcmp(c->name, "live") == 0))
         return ts_cli_error("bench", "--preset picks the model of forward and train; gemm measures the kernels alone");
     if (ts_kernels_init() != TS_OK) return ts_cli_error("bench", "%s", ts_last_error());
     if (o.threads > 0) ts_kernels_set_threads(o.threads);

@@ -23,6 +23,8 @@ int ts_cmd_tokenize(int argc, char **argv);
 int ts_cmd_train(int argc, char **argv);
 int ts_cmd_view(int argc, char **argv);
 int ts_cmd_live(int argc, char **argv);
+/* `tscope bench live` (bench_live.c): the exit code. */
+int bench_live(int threads);
 /* live's model: a checkpoint (load) or a preset; -1 when opened, else the exit code (message printed). */
 struct ts_model;
 struct ts_lmtok;

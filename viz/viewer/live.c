@@ -485,6 +485,7 @@ void ts_live_resize(ts_live *l, double w, double h) {
 bool ts_live_quit_wanted(const ts_live *l) { return l->quit; }
 void ts_live_request_quit(ts_live *l) { l->quit = true; }
 double ts_live_model_ms(const ts_live *l) { return l->model_ms; }
+int ts_live_tokens(const ts_live *l) { return l->n_all; }
 double ts_live_draw_ms(const ts_live *l) { return l->draw_ms; }
 const char *ts_live_text(const ts_live *l) { return l->text ? l->text : ""; }
 const char *ts_live_note(const ts_live *l) { return l->note; }
