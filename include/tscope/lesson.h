@@ -134,6 +134,7 @@ typedef struct ts_lesson_step {
     int compare_step;    /* the record the comparison comes from, or TS_LESSON_UNSET (same one) */
     bool shared_scale;   /* `colour-scale: shared`: both panels of a comparison on one colour scale */
     bool overlay;        /* `overlay: true`: the comparison's curves drawn into the step's own plot */
+    bool live;           /* `live: true`: in the window, the setup's text can be edited and the step recomputes */
     ts_lesson_mark marks[TS_LESSON_MAX_MARKS]; /* `highlight` */
     int n_marks;
     int dims[TS_LESSON_MAX_DIMS]; /* `dims`: feature dimensions a curves view draws */

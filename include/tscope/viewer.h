@@ -56,6 +56,7 @@ typedef enum ts_view_key {
     TS_VIEW_KEY_ENTER,
     TS_VIEW_KEY_ESCAPE,
     TS_VIEW_KEY_BACKSPACE,
+    TS_VIEW_KEY_TAB,  /* a text field's completion (tscope live) */
     TS_VIEW_KEY_CHAR, /* a printable character: ts_view_event.ch */
 } ts_view_key;
 
@@ -375,6 +376,10 @@ typedef struct ts_live_options {
     bool verbose;           /* each pass's and frame's time on stderr */
 } ts_live_options;
 
+/* A language model's checkpoint (tscope train --task lm --save: its config
+ * and tokenizer inside), built for its longest context, batch 1. */
+ts_status ts_live_open_checkpoint(const char *path, ts_model *m, ts_lmtok *tok);
+
 /* A live session on m (a language model built for its longest context; the
  * session changes its length) and tok; both stay the caller's. */
 ts_status ts_live_new(ts_live **out, ts_model *m, ts_lmtok *tok, const ts_live_options *o);
@@ -423,6 +428,10 @@ void ts_live_request_quit(ts_live *l);
  * find:NAME, hover:X,Y, click:X,Y, esc. ts_live_script_check checks a whole
  * script before a window opens; shot:FILE words are left to the caller. */
 ts_status ts_live_script_check(const char *script);
+
+/* One SDL event in a live window (keys, text, mouse, the window's size);
+ * true when the frame must be drawn again. Esc asks to quit. */
+bool ts_live_handle(ts_live *l, const SDL_Event *e);
 
 /* Open a window on the session and run until the user quits (or, with a
  * screenshot, until the script is done). No display: TS_VIEW_NO_DISPLAY. */

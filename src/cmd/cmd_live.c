@@ -6,7 +6,6 @@
 
 #include "cli.h"
 #include "commands.h"
-#include "lm_cli.h"
 #include "tscope/io.h"
 #include "tscope/viewer.h"
 
@@ -22,9 +21,7 @@ int live_open_model(const char *who, const char *load, const char *preset, ts_mo
     if (load) {
         if (!ts_lm_checkpoint_is(load))
             return ts_cli_error(who, "%s is not a language model's checkpoint (`tscope train --task lm --save` writes one)", load);
-        ts_model_config cfg;
-        st = ts_lm_checkpoint_read(load, &cfg, NULL);
-        if (!st) st = lm_cli_open(load, 1, cfg.pe == TS_PE_LEARNED && cfg.max_pos ? cfg.max_pos : cfg.seq, m, tok);
+        st = ts_live_open_checkpoint(load, m, tok);
         return st ? ts_cli_error(who, "%s", ts_last_error()) : -1;
     }
     ts_model_config cfg;

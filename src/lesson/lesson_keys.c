@@ -99,6 +99,7 @@ static const keydef step_keys[] = {
     {"expect", V_STRING, NULL, 0, 0, false, false}, /* figures the narration quotes (lesson_expect.c) */
     {"colour-scale", V_CHOICE, "own|shared", 0, 0, false, false}, /* a comparison's two panels */
     {"overlay", V_BOOL, NULL, 0, 0, false, false}, /* a comparison's curves in one plot */
+    {"live", V_BOOL, NULL, 0, 0, false, false},    /* the window lets the text be edited (tscope live) */
 };
 
 #define N_SETUP_KEYS (int)(sizeof setup_keys / sizeof setup_keys[0])
@@ -451,6 +452,7 @@ static ts_status fill_step(parser *p, ts_lesson_step *st) {
         } else if (strcmp(k, "highlight") == 0) parse_marks(p, kv->line, v, st);
         else if (strcmp(k, "colour-scale") == 0) st->shared_scale = strcmp(v, "shared") == 0;
         else if (strcmp(k, "overlay") == 0) st->overlay = strcmp(v, "true") == 0;
+        else if (strcmp(k, "live") == 0) st->live = strcmp(v, "true") == 0;
         else if (strcmp(k, "dims") == 0) parse_ints(p, kv->line, k, v, st->dims, &st->n_dims, TS_LESSON_MAX_DIMS);
         else if (strcmp(k, "axes") == 0) {
             if (parse_ints(p, kv->line, k, v, st->axes, &st->n_axes, 2) == TS_OK && st->n_axes != 2)
@@ -482,6 +484,15 @@ static ts_status fill_step(parser *p, ts_lesson_step *st) {
     if (st->overlay && st->shared_scale)
         return lp_fail_line(p, ts_lesson_step_line(st, "overlay"), "'overlay' draws curves, 'colour-scale' colours: not both");
     if (!st->run && !(st->run = strndup("main", 4))) return lp_oom(p);
+    if (st->live) {
+        int setup = ts_lesson_find_setup(p->lesson, st->run);
+        const char *load = setup >= 0 ? ts_lesson_setup_get(p->lesson, setup, "load") : NULL;
+        const char *text = setup >= 0 ? ts_lesson_setup_get(p->lesson, setup, "text") : NULL;
+        if (!load || !text || compare)
+            return lp_fail_line(p, ts_lesson_step_line(st, "live"),
+                                "'live: true' edits the text of a language model's run: the step's setup needs "
+                                "'load:' and 'text:', and the step no comparison");
+    }
     return TS_OK;
 }
 

@@ -30,6 +30,12 @@ typedef struct lview {
     char error[600];      /* why the page could not be built or drawn */
     bool quit;
     ts_window win;
+    /* a `live: true` step being edited: its setup's model answers as the text changes */
+    ts_live *live;
+    ts_model live_model;
+    ts_lmtok live_tok;
+    bool live_loaded;
+    char live_text[256]; /* the setup's text, which the narration's numbers are about */
 } lview;
 
 bool ts_lesson_view_have_display(void) { return ts_window_have_display(); }
@@ -56,6 +62,11 @@ static ts_status open_window(lview *v, const ts_lesson_view_options *o) {
 }
 
 static void lview_free(lview *v) {
+    ts_live_free(v->live);
+    if (v->live_loaded) {
+        ts_model_free(&v->live_model);
+        ts_lmtok_free(&v->live_tok);
+    }
     ts_lesson_page_free(v->page);
     ts_window_close(&v->win);
 }
@@ -97,14 +108,39 @@ static void draw_status(lview *v, cairo_t *cr) {
         g_free(esc);
         text(cr, buf, 12.5, false, v->win.w * 0.5, y + STATUS_H / 2, 0.5, 1.0, 0.62, 0.2);
     }
-    text(cr, "\xe2\x86\x90 \xe2\x86\x92 step   Home/End first/last   q quit", 12.5, false, v->win.w - 14, y + STATUS_H / 2, 1,
-         0.66, 0.70, 0.76);
+    const char *keys = st->live ? "<b>Enter: edit the text live</b>   \xe2\x86\x90 \xe2\x86\x92 step   q quit"
+                                : "\xe2\x86\x90 \xe2\x86\x92 step   Home/End first/last   q quit";
+    text(cr, keys, 12.5, false, v->win.w - 14, y + STATUS_H / 2, 1, 0.66, 0.70, 0.76);
+}
+
+/* The status bar while a step is live: whose numbers the narration quotes. */
+static void draw_live_status(lview *v, cairo_t *cr) {
+    double y = v->win.h - STATUS_H;
+    cairo_set_source_rgb(cr, 0.12, 0.25, 0.42);
+    cairo_rectangle(cr, 0, y, v->win.w, STATUS_H);
+    cairo_fill(cr);
+    char *orig = g_markup_escape_text(v->live_text, -1);
+    char buf[700];
+    snprintf(buf, sizeof buf, "<b>live</b>: edit the text and watch the step recompute; the narration's numbers are for \u201c%s\u201d",
+             orig);
+    g_free(orig);
+    text(cr, buf, 13.5, false, 14, y + STATUS_H / 2, 0, 0.95, 0.96, 0.98);
+    text(cr, "Esc: back to the lesson", 12.5, false, v->win.w - 14, y + STATUS_H / 2, 1, 0.8, 0.86, 0.94);
 }
 
 static ts_status draw(void *ctx) {
     lview *v = ctx;
     ts_status s = ts_window_fit(&v->win, "lesson");
     if (s) return s;
+    if (v->live) {
+        ts_live_resize(v->live, v->win.w, v->win.h - STATUS_H);
+        cairo_t *cr = ts_window_cairo(&v->win);
+        s = ts_live_draw(v->live, cr);
+        draw_live_status(v, cr);
+        cairo_destroy(cr);
+        cairo_surface_flush(v->win.surface);
+        return s;
+    }
     if (!v->page || v->page_step != v->step) {
         ts_lesson_page_free(v->page);
         v->page = NULL;
@@ -126,8 +162,76 @@ static ts_status draw(void *ctx) {
 
 /* ---- events ---------------------------------------------------------------------------- */
 
+/* Open the live session of the current step: its setup's model and text,
+ * on the step's tensor and head. A failure is said in the status bar. */
+static void enter_live(lview *v) {
+    const ts_lesson *lesson = v->r->lesson;
+    const ts_lesson_step *st = &lesson->steps[v->step];
+    int setup = ts_lesson_find_setup(lesson, st->run);
+    const char *load = ts_lesson_setup_get(lesson, setup, "load"), *txt = ts_lesson_setup_get(lesson, setup, "text");
+    char path[4096];
+    ts_status s = ts_lesson_resolve(lesson, load, path, sizeof path);
+    if (!s && !v->live_loaded) {
+        s = ts_live_open_checkpoint(path, &v->live_model, &v->live_tok);
+        v->live_loaded = s == TS_OK;
+    }
+    ts_live_options o = {.width = (int)v->win.w, .height = (int)(v->win.h - STATUS_H), .text = txt};
+    if (!s) s = ts_live_new(&v->live, &v->live_model, &v->live_tok, &o);
+    bool redraw;
+    ts_view_event find = {.kind = TS_VIEW_EV_FIND, .text = st->tensor};
+    if (!s) s = ts_live_view_event(v->live, &find, &redraw);
+    ts_view_event head = {.kind = TS_VIEW_EV_KEY, .key = TS_VIEW_KEY_CHAR, .ch = (char)('1' + st->head)};
+    if (!s && st->head >= 0 && st->head < 9) s = ts_live_view_event(v->live, &head, &redraw);
+    if (s) {
+        snprintf(v->error, sizeof v->error, "live: %s", ts_last_error());
+        ts_live_free(v->live);
+        v->live = NULL;
+        return;
+    }
+    snprintf(v->live_text, sizeof v->live_text, "%s", txt);
+}
+
+static void leave_live(lview *v) {
+    ts_live_free(v->live);
+    v->live = NULL;
+}
+
+static bool said(lview *v, ts_status s) {
+    if (s) snprintf(v->error, sizeof v->error, "live: %s", ts_last_error());
+    return true;
+}
+
+/* A key while the step is live: the text field and the steps. */
+static bool live_key(lview *v, ts_view_key k, char ch) {
+    bool redraw = false;
+    switch (k) {
+    case TS_VIEW_KEY_ESCAPE: leave_live(v); return true;
+    case TS_VIEW_KEY_CHAR: {
+        char one[2] = {ch, 0};
+        return said(v, ts_live_insert(v->live, one));
+    }
+    case TS_VIEW_KEY_BACKSPACE: return said(v, ts_live_backspace(v->live));
+    case TS_VIEW_KEY_TAB: return said(v, ts_live_append_token(v->live, 0));
+    case TS_VIEW_KEY_LEFT: return ts_live_cursor(v->live, -1);
+    case TS_VIEW_KEY_RIGHT: return ts_live_cursor(v->live, 1);
+    case TS_VIEW_KEY_HOME: return ts_live_cursor(v->live, -2);
+    case TS_VIEW_KEY_END: return ts_live_cursor(v->live, 2);
+    case TS_VIEW_KEY_UP:
+    case TS_VIEW_KEY_DOWN: {
+        ts_view_event ev = {.kind = TS_VIEW_EV_KEY, .key = k == TS_VIEW_KEY_UP ? TS_VIEW_KEY_LEFT : TS_VIEW_KEY_RIGHT};
+        return said(v, ts_live_view_event(v->live, &ev, &redraw)) && redraw;
+    }
+    default: return false;
+    }
+}
+
 /* Apply one key; true when the step changed (or the window must redraw). */
 static bool key(lview *v, ts_view_key k, char ch) {
+    if (v->live) return live_key(v, k, ch);
+    if (k == TS_VIEW_KEY_ENTER && v->r->lesson->steps[v->step].live) {
+        enter_live(v);
+        return true;
+    }
     int before = v->step;
     switch (k) {
     case TS_VIEW_KEY_RIGHT:
@@ -154,6 +258,12 @@ static bool key(lview *v, ts_view_key k, char ch) {
 
 static bool handle(void *ctx, const SDL_Event *e) {
     lview *v = ctx;
+    if (v->live && e->type == SDL_KEYDOWN && e->key.keysym.sym == SDLK_ESCAPE) {
+        leave_live(v);
+        return true;
+    }
+    if (v->live && e->type != SDL_QUIT && !(e->type == SDL_WINDOWEVENT && e->window.event == SDL_WINDOWEVENT_EXPOSED))
+        return ts_live_handle(v->live, e);
     switch (e->type) {
     case SDL_QUIT: v->quit = true; return false;
     case SDL_KEYDOWN: {

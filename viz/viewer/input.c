@@ -21,6 +21,7 @@ ts_view_key ts_window_key(SDL_Keycode k) {
     case SDLK_KP_ENTER: return TS_VIEW_KEY_ENTER;
     case SDLK_ESCAPE: return TS_VIEW_KEY_ESCAPE;
     case SDLK_BACKSPACE: return TS_VIEW_KEY_BACKSPACE;
+    case SDLK_TAB: return TS_VIEW_KEY_TAB;
     default: return TS_VIEW_KEY_NONE;
     }
 }
@@ -32,7 +33,7 @@ static const struct {
     {"left", TS_VIEW_KEY_LEFT},   {"right", TS_VIEW_KEY_RIGHT},   {"up", TS_VIEW_KEY_UP},
     {"down", TS_VIEW_KEY_DOWN},   {"pgup", TS_VIEW_KEY_PGUP},     {"pgdn", TS_VIEW_KEY_PGDN},
     {"home", TS_VIEW_KEY_HOME},   {"end", TS_VIEW_KEY_END},       {"enter", TS_VIEW_KEY_ENTER},
-    {"esc", TS_VIEW_KEY_ESCAPE},  {"backspace", TS_VIEW_KEY_BACKSPACE},
+    {"esc", TS_VIEW_KEY_ESCAPE},  {"backspace", TS_VIEW_KEY_BACKSPACE}, {"tab", TS_VIEW_KEY_TAB},
 };
 
 ts_status ts_view_script_word(const char *word, ts_view_event *ev, const char **shot) {
@@ -87,7 +88,7 @@ ts_status ts_view_script_word(const char *word, ts_view_event *ev, const char **
     }
     return ts_fail(TS_ERR_ARG,
                    "unknown key '%s' in the script (keys: left right up down pgup pgdn home end enter esc "
-                   "backspace, one character such as 3 b B e ? [ ], find:NAME, shot:FILE, hover:X,Y, click:X,Y, "
+                   "backspace tab, one character such as 3 b B e ? [ ], find:NAME, shot:FILE, hover:X,Y, click:X,Y, "
                    "press:X,Y, release, wheel:X,Y,DY, resize:W,H)",
                    word);
 }

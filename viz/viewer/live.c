@@ -31,6 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tscope/io.h"
 #include "tscope/viewer.h"
 
 #define FIELD_H 76.0  /* the text field across the top */
@@ -254,9 +255,14 @@ static ts_status read_pass(ts_live *l, ts_trace **out) {
 }
 
 /* Keep looking at the same step: its name in the new pass. */
+/* Takes t, whatever happens. */
 static ts_status adopt_pass(ts_live *l, ts_trace *t, const char *want) {
     ts_view_steps steps;
-    TS_TRY(ts_view_steps_from_trace(&steps, t));
+    ts_status st = ts_view_steps_from_trace(&steps, t);
+    if (st) {
+        ts_trace_close(t);
+        return st;
+    }
     /* what the user chose on this step survives the new pass */
     bool kept = l->have_state;
     int head = l->st.head, batch = l->st.batch;
@@ -279,11 +285,11 @@ static ts_status adopt_pass(ts_live *l, ts_trace *t, const char *want) {
         ts_view_update(&l->st, &l->steps, NULL, &ev);
         l->st.message[0] = '\0';
     }
-    if (kept && strcmp(want, l->valued) == 0) {
+    if (kept) {
         l->st.head = head;
         l->st.batch = batch;
-        l->st.cells = cells;
         l->st.help = help;
+        if (strcmp(want, l->valued) == 0) l->st.cells = cells; /* zoom and pan belong to the step */
     }
     snprintf(l->valued, sizeof l->valued, "%s", want);
     return TS_OK;
@@ -345,12 +351,28 @@ ts_status ts_live_pass(ts_live *l) {
     ts_trace *t = NULL;
     TS_TRY(read_pass(l, &t));
     ts_status st = adopt_pass(l, t, want);
-    if (st) ts_trace_close(t);
     l->model_ms = now_ms() - t0;
     return st;
 }
 
 /* ---- life cycle ------------------------------------------------------------- */
+
+ts_status ts_live_open_checkpoint(const char *path, ts_model *m, ts_lmtok *tok) {
+    memset(m, 0, sizeof *m);
+    ts_model_config cfg;
+    TS_TRY(ts_lm_checkpoint_read(path, &cfg, tok));
+    cfg.batch = 1;
+    cfg.seq = cfg.pe == TS_PE_LEARNED && cfg.max_pos ? cfg.max_pos : cfg.seq; /* the longest context */
+    cfg.dropout = 0;
+    ts_status st = ts_model_config_check(&cfg);
+    if (!st) st = ts_model_init(m, &cfg);
+    if (!st) st = ts_lm_checkpoint_load(m, path);
+    if (st) {
+        ts_model_free(m);
+        ts_lmtok_free(tok);
+    }
+    return st;
+}
 
 ts_status ts_live_new(ts_live **out, ts_model *m, ts_lmtok *tok, const ts_live_options *o) {
     *out = NULL;

@@ -252,41 +252,47 @@ static ts_status draw(void *ctx) {
     return st;
 }
 
-/* A failed pass must not close the window: it is said in the field's line. */
-static bool report(lwin *v, ts_status st) {
+/* A failed pass must not close the window: it is said on stderr. */
+static bool said(ts_status st) {
     if (st) fprintf(stderr, "tscope live: %s\n", ts_last_error());
-    (void)v;
     return true;
 }
 
 static bool handle(void *ctx, const SDL_Event *e) {
     lwin *v = ctx;
-    ts_live *l = v->l;
+    if (e->type == SDL_WINDOWEVENT && e->window.event == SDL_WINDOWEVENT_EXPOSED) {
+        ts_window_present(&v->win);
+        return false;
+    }
+    return ts_live_handle(v->l, e);
+}
+
+bool ts_live_handle(ts_live *l, const SDL_Event *e) {
     bool redraw = false;
     switch (e->type) {
     case SDL_QUIT: ts_live_request_quit(l); return false;
-    case SDL_TEXTINPUT: return report(v, ts_live_insert(l, e->text.text));
+    case SDL_TEXTINPUT: return said(ts_live_insert(l, e->text.text));
     case SDL_KEYDOWN: {
         SDL_Keycode k = e->key.keysym.sym;
         bool ctrl = (e->key.keysym.mod & KMOD_CTRL) != 0;
-        if (ctrl && k >= SDLK_0 && k <= SDLK_9) return report(v, view_key(l, TS_VIEW_KEY_CHAR, (char)('0' + (k - SDLK_0)), &redraw)) && redraw;
+        if (ctrl && k >= SDLK_0 && k <= SDLK_9) return said(view_key(l, TS_VIEW_KEY_CHAR, (char)('0' + (k - SDLK_0)), &redraw)) && redraw;
         if (ctrl && k == SDLK_v) {
             char *clip = SDL_GetClipboardText();
             ts_status st = clip && clip[0] ? ts_live_insert(l, clip) : TS_OK;
             SDL_free(clip);
-            return report(v, st);
+            return said(st);
         }
         switch (k) {
-        case SDLK_TAB: return report(v, ts_live_append_token(l, 0));
-        case SDLK_BACKSPACE: return report(v, ts_live_backspace(l));
+        case SDLK_TAB: return said(ts_live_append_token(l, 0));
+        case SDLK_BACKSPACE: return said(ts_live_backspace(l));
         case SDLK_LEFT: return ts_live_cursor(l, -1);
         case SDLK_RIGHT: return ts_live_cursor(l, 1);
         case SDLK_HOME: return ts_live_cursor(l, -2);
         case SDLK_END: return ts_live_cursor(l, 2);
-        case SDLK_UP: return report(v, view_key(l, TS_VIEW_KEY_LEFT, 0, &redraw)) && redraw;
-        case SDLK_DOWN: return report(v, view_key(l, TS_VIEW_KEY_RIGHT, 0, &redraw)) && redraw;
-        case SDLK_PAGEUP: return report(v, view_key(l, TS_VIEW_KEY_UP, 0, &redraw)) && redraw;
-        case SDLK_PAGEDOWN: return report(v, view_key(l, TS_VIEW_KEY_DOWN, 0, &redraw)) && redraw;
+        case SDLK_UP: return said(view_key(l, TS_VIEW_KEY_LEFT, 0, &redraw)) && redraw;
+        case SDLK_DOWN: return said(view_key(l, TS_VIEW_KEY_RIGHT, 0, &redraw)) && redraw;
+        case SDLK_PAGEUP: return said(view_key(l, TS_VIEW_KEY_UP, 0, &redraw)) && redraw;
+        case SDLK_PAGEDOWN: return said(view_key(l, TS_VIEW_KEY_DOWN, 0, &redraw)) && redraw;
         case SDLK_ESCAPE: ts_live_request_quit(l); return false;
         default: return false;
         }
@@ -294,22 +300,19 @@ static bool handle(void *ctx, const SDL_Event *e) {
     case SDL_MOUSEMOTION: {
         ts_view_event ev = {.kind = TS_VIEW_EV_MOTION, .x = e->motion.x, .y = e->motion.y};
         if (!ts_live_in_view(l, ev.x, ev.y)) ev.kind = TS_VIEW_EV_LEAVE;
-        return report(v, ts_live_view_event(l, &ev, &redraw)) && redraw;
+        return said(ts_live_view_event(l, &ev, &redraw)) && redraw;
     }
     case SDL_MOUSEBUTTONDOWN:
         if (e->button.button != SDL_BUTTON_LEFT) return false;
-        return report(v, click_at(l, e->button.x, e->button.y, &redraw)) && redraw;
+        return said(click_at(l, e->button.x, e->button.y, &redraw)) && redraw;
     case SDL_MOUSEWHEEL: {
         int mx, my;
         SDL_GetMouseState(&mx, &my);
         if (!ts_live_in_view(l, mx, my)) return false;
         ts_view_event ev = {.kind = TS_VIEW_EV_WHEEL, .x = mx, .y = my, .dy = e->wheel.y};
-        return report(v, ts_live_view_event(l, &ev, &redraw)) && redraw;
+        return said(ts_live_view_event(l, &ev, &redraw)) && redraw;
     }
-    case SDL_WINDOWEVENT:
-        if (e->window.event == SDL_WINDOWEVENT_SIZE_CHANGED) return true;
-        if (e->window.event == SDL_WINDOWEVENT_EXPOSED) ts_window_present(&v->win);
-        return false;
+    case SDL_WINDOWEVENT: return e->window.event == SDL_WINDOWEVENT_SIZE_CHANGED;
     default: return false;
     }
 }
@@ -364,6 +367,13 @@ ts_status ts_live_run(ts_live *l, const ts_live_options *opt) {
     SDL_StartTextInput();
     ts_window_client c = client(&v);
     if (opt->script) st = replay_in_window(&v, opt->script);
+    if (!st && opt->script) { /* what the script left, for whoever ran it */
+        char label[64] = "";
+        float p = 0;
+        ts_live_top(l, 0, &p, label, sizeof label);
+        printf("tscope live: text \"%s\"; step %s; next token \"%s\" %.3f\n", ts_live_text(l), ts_live_step(l), label, p);
+        fflush(stdout);
+    }
     if (!st && opt->screenshot) st = ts_window_screenshot(&v.win, &c, opt->screenshot);
     else if (!st) st = ts_window_loop(&v.win, &c);
     ts_window_close(&v.win);

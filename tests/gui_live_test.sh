@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# `tscope live` in a real X server (scripts/run-tests.sh runs this under
+# xvfb-run): the Bible model types "And God sa", Tab twice appends the model's
+# own "id"; the screenshot has the attention view and the next-token panel;
+# picking another head and layer changes the view; a character the vocabulary
+# lacks is said and the rest runs; bad words and no display are one line, exit 2.
+#
+#   TSCOPE=path/to/tscope (default ./tscope)
+. "$(dirname "$0")/lib.sh"
+W=1280 H=800
+kjv=assets/kjv-char.safetensors
+
+if [ -z "${DISPLAY:-}${WAYLAND_DISPLAY:-}" ]; then
+    echo "no display: run under xvfb-run (scripts/run-tests.sh does)"
+    echo "0 passed, 1 failed"
+    exit 1
+fi
+
+# has WHAT NEEDLE: the last session's output holds NEEDLE.
+has() { case "$out" in *"$2"*) ok ;; *) bad "$1: no '$2' in: $out" ;; esac; }
+
+# live SCRIPT SHOT: run a scripted session, its stdout in $out, exit in $rc.
+live() { out=$("$bin" live --load "$kjv" --width $W --height $H --script "$1" --screenshot "$2" 2>&1); rc=$?; }
+
+live "type:And God sa tab tab" "$tmp/said.png"
+[ "$rc" = 0 ] && ok || bad "live exit $rc: $out"
+has "the model types 'id' after 'And God sa'" 'text "And God said"' "$out"
+has "the view starts on layer 0's attention" "step decoder.layers.0.self_attn.weights" "$out"
+[ "$(png_size "$tmp/said.png")" = "${W}x${H}" ] && ok || bad "screenshot size $(png_size "$tmp/said.png")"
+# the attention view (centre) and the panel's bars (right) are pictures, not blanks
+n=$(png_colors "$tmp/said.png" "600x600+300+130"); [ "$n" -gt 20 ] && ok || bad "attention view: $n colours"
+n=$(png_colors "$tmp/said.png" "170x280+1040+140"); [ "$n" -gt 3 ] && ok || bad "next-token bars: $n colours"
+
+live "type:And God sa tab tab head:2 pgdn" "$tmp/head.png"
+has "pgdn moves to layer 1's attention" "step decoder.layers.1.self_attn.weights" "$out"
+png_same "$tmp/said.png" "$tmp/head.png" "600x600+300+130" && bad "another head and layer drew the same view" || ok
+
+live "type:Jesus wept\$ tab" "$tmp/bad.png"
+[ "$rc" = 0 ] && ok || bad "an unknown character stopped the session: $out"
+has "the unknown character is left out, the rest runs" 'text "Jesus wept$' "$out"
+
+# lesson 3's live page (the fourth step): Enter, then the text is edited and the step recomputes
+out=$("$bin" lesson 3 --width $W --height 720 --script "right right right shot:$tmp/page.png enter shot:$tmp/live0.png backspace backspace backspace backspace a t e d" --screenshot "$tmp/lesson-live.png" 2>&1); rc=$?
+[ "$rc" = 0 ] && ok || bad "lesson 3 live: exit $rc: $out"
+png_same "$tmp/page.png" "$tmp/live0.png" "1200x600+40+60" && bad "Enter did not make the page live" || ok
+png_same "$tmp/live0.png" "$tmp/lesson-live.png" "600x500+300+130" && bad "the edited text drew the same weights" || ok
+out=$("$bin" lesson 3 --width $W --height 720 --script "right right right enter esc" --screenshot "$tmp/back.png" 2>&1); rc=$?
+png_same "$tmp/page.png" "$tmp/back.png" "1200x600+40+60" && ok || bad "Esc did not bring the page back"
+
+"$bin" live --load "$kjv" --script "type:x frobnicate" >"$tmp/o" 2>&1 && bad "a bad script word was accepted" || ok
+[ "$(wc -l <"$tmp/o")" = 1 ] && grep -q "unknown word 'frobnicate'" "$tmp/o" && ok || bad "bad word: $(cat "$tmp/o")"
+env -u DISPLAY -u WAYLAND_DISPLAY "$bin" live --load "$kjv" >"$tmp/o" 2>&1; rc=$?
+[ "$rc" = 2 ] && [ "$(wc -l <"$tmp/o")" = 1 ] && grep -q "no display" "$tmp/o" && ok || bad "no display: exit $rc: $(cat "$tmp/o")"
+"$bin" live --load assets/tiny-copy.safetensors >"$tmp/o" 2>&1; rc=$?
+[ "$rc" = 2 ] && [ "$(wc -l <"$tmp/o")" = 1 ] && ok || bad "a copy model: exit $rc: $(cat "$tmp/o")"
+
+finish

@@ -1,0 +1,234 @@
+/* tscope live's session without a window (viz/viewer/live.c): a small
+ * character GPT answers as text is typed. The panel's distribution is the
+ * softmax of the full forward pass's last row; Tab appends its argmax;
+ * characters the vocabulary lacks are left out and said; invalid UTF-8 is
+ * refused; a text longer than the context slides the model's window; the
+ * step on screen stays across edits; a model resized by ts_model_set_length
+ * gives the logits of a model built at that length; scripts are checked. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "tscope/kernels.h"
+#include "tscope/viewer.h"
+
+#define CTX 16
+static const char VOCAB_TEXT[] = "abcdefgh ijklmnop.";
+
+static ts_model_config gpt(int seq) {
+    ts_model_config c = {.arch = TS_ARCH_DECODER, .d_model = 16, .heads = 2, .ffn = 32, .layers = 2, .vocab = 18,
+                         .seq = seq, .batch = 1, .max_pos = CTX, .eps = 1e-5f, .embed_eps = 1e-5f,
+                         .norm = TS_NORM_PRE, .pe = TS_PE_LEARNED, .final_norm = true,
+                         .activation = TS_ACT_GELU_TANH, .head = TS_HEAD_LM, .input = TS_INPUT_TOKENS,
+                         .causal = true, .tie_embed = true, .seed = 5};
+    return c;
+}
+
+typedef struct fixture {
+    ts_model m;
+    ts_lmtok tok;
+    ts_live *l;
+} fixture;
+
+static void open_fixture(fixture *f, const char *text) {
+    ts_model_config c = gpt(CTX);
+    assert_ok(ts_model_init(&f->m, &c));
+    assert_ok(ts_lmtok_build(&f->tok, TS_LMTOK_CHAR, VOCAB_TEXT, strlen(VOCAB_TEXT), 0));
+    assert_int_equal(f->tok.count, c.vocab);
+    ts_live_options o = {.width = 1100, .height = 700, .text = text};
+    assert_ok(ts_live_new(&f->l, &f->m, &f->tok, &o));
+}
+
+static void close_fixture(fixture *f) {
+    ts_live_free(f->l);
+    ts_model_free(&f->m);
+    ts_lmtok_free(&f->tok);
+}
+
+/* The last row's softmax of a model built at exactly this length, on the same weights. */
+static void reference_last_row(const fixture *f, const char *text, float *probs) {
+    int n = (int)strlen(text);
+    ts_model_config c = gpt(n);
+    ts_model ref;
+    assert_ok(ts_model_init(&ref, &c));
+    memcpy(ref.block, f->m.block, sizeof(float) * (size_t)f->m.n_floats);
+    int32_t ids[CTX];
+    ts_lmtok tok = f->tok;
+    ts_bpe_ids out = {0};
+    assert_ok(ts_lmtok_encode(&tok, text, (size_t)n, &out));
+    memcpy(ids, out.ids, sizeof(int32_t) * (size_t)n);
+    ts_bpe_ids_free(&out);
+    ts_model_input in = {.src_ids = ids};
+    ts_tensor logits;
+    assert_ok(ts_model_forward(&ref, &in, NULL, &logits));
+    const float *row = logits.data + (int64_t)(n - 1) * c.vocab;
+    double z = 0, best = row[0];
+    for (int v = 0; v < c.vocab; v++) best = row[v] > best ? row[v] : best;
+    for (int v = 0; v < c.vocab; v++) z += exp(row[v] - best);
+    for (int v = 0; v < c.vocab; v++) probs[v] = (float)(exp(row[v] - best) / z);
+    ts_model_free(&ref);
+}
+
+static void the_panel_is_the_last_rows_softmax(void **state) {
+    (void)state;
+    fixture f;
+    open_fixture(&f, "abc");
+    float want[18];
+    reference_last_row(&f, "abc", want);
+    char label[64];
+    float p, prev = 2;
+    for (int r = 0; r < 10; r++) {
+        int id = ts_live_top(f.l, r, &p, label, sizeof label);
+        assert_true(id >= 0);
+        assert_true(fabsf(p - want[id]) < 1e-5f);
+        assert_true(p <= prev); /* largest first */
+        prev = p;
+    }
+    /* Tab appends the top token, the argmax */
+    int top = ts_live_top(f.l, 0, NULL, NULL, 0);
+    assert_ok(ts_live_append_token(f.l, 0));
+    assert_int_equal(strlen(ts_live_text(f.l)), 4);
+    assert_string_equal(ts_live_text(f.l) + 3, f.tok.piece[top]);
+    assert_int_equal(ts_live_tokens(f.l), 4);
+    close_fixture(&f);
+}
+
+static void edits_at_the_cursor(void **state) {
+    (void)state;
+    fixture f;
+    open_fixture(&f, "abcd");
+    assert_true(ts_live_cursor(f.l, -1));
+    assert_true(ts_live_cursor(f.l, -1));
+    assert_ok(ts_live_insert(f.l, "x"));
+    assert_string_equal(ts_live_text(f.l), "abxcd");
+    assert_ok(ts_live_backspace(f.l));
+    assert_ok(ts_live_backspace(f.l));
+    assert_string_equal(ts_live_text(f.l), "acd");
+    assert_true(ts_live_cursor(f.l, -2));
+    assert_false(ts_live_cursor(f.l, -1)); /* already at the start */
+    assert_ok(ts_live_backspace(f.l));     /* nothing before the cursor */
+    assert_string_equal(ts_live_text(f.l), "acd");
+    float want[18], p;
+    reference_last_row(&f, "acd", want);
+    int id = ts_live_top(f.l, 0, &p, NULL, 0);
+    assert_true(fabsf(p - want[id]) < 1e-5f);
+    close_fixture(&f);
+}
+
+static void unknown_characters_are_left_out_and_said(void **state) {
+    (void)state;
+    fixture f;
+    open_fixture(&f, "ab\xe2\x82\xac" "cZ");
+    assert_int_equal(ts_live_tokens(f.l), 3);
+    assert_non_null(strstr(ts_live_note(f.l), "2 characters"));
+    assert_non_null(strstr(ts_live_note(f.l), "\xe2\x82\xac"));
+    /* the rest still runs: the panel is the pass over "abc" */
+    float want[18], p;
+    reference_last_row(&f, "abc", want);
+    int id = ts_live_top(f.l, 0, &p, NULL, 0);
+    assert_true(fabsf(p - want[id]) < 1e-5f);
+    /* invalid UTF-8 is refused with a note; the text stays */
+    assert_ok(ts_live_insert(f.l, "\xc3("));
+    assert_non_null(strstr(ts_live_note(f.l), "not valid UTF-8"));
+    assert_int_equal(ts_live_tokens(f.l), 3);
+    close_fixture(&f);
+}
+
+static void a_long_text_slides_the_window(void **state) {
+    (void)state;
+    fixture f;
+    open_fixture(&f, "abcdefgh ijklmnop.abcdef");
+    assert_int_equal(ts_live_tokens(f.l), 24);
+    assert_non_null(strstr(ts_live_note(f.l), "last 16"));
+    float want[18], p;
+    reference_last_row(&f, " ijklmnop.abcdef", want); /* the last 16 characters */
+    int id = ts_live_top(f.l, 0, &p, NULL, 0);
+    assert_true(fabsf(p - want[id]) < 1e-5f);
+    close_fixture(&f);
+}
+
+static void the_step_on_screen_stays(void **state) {
+    (void)state;
+    fixture f;
+    open_fixture(&f, "abc");
+    assert_string_equal(ts_live_step(f.l), "decoder.layers.0.self_attn.weights");
+    bool redraw;
+    ts_view_event ev = {.kind = TS_VIEW_EV_FIND, .text = "decoder.layers.1.ffn.act"};
+    assert_ok(ts_live_view_event(f.l, &ev, &redraw));
+    assert_true(redraw);
+    assert_string_equal(ts_live_step(f.l), "decoder.layers.1.ffn.act");
+    assert_ok(ts_live_insert(f.l, "d"));
+    assert_string_equal(ts_live_step(f.l), "decoder.layers.1.ffn.act");
+    /* emptied and typed again: still there */
+    for (int i = 0; i < 4; i++) assert_ok(ts_live_backspace(f.l));
+    assert_int_equal(ts_live_tokens(f.l), 0);
+    assert_ok(ts_live_insert(f.l, "e"));
+    assert_string_equal(ts_live_step(f.l), "decoder.layers.1.ffn.act");
+    close_fixture(&f);
+}
+
+static void scripts_are_checked_and_replayed(void **state) {
+    (void)state;
+    assert_ok(ts_live_script_check("type:And God sa tab tab head:1 head:all up down pick:3 shot:x.png"));
+    assert_int_equal(ts_live_script_check("type:abc tabb"), TS_OK); /* a non-word after type: is more text */
+    assert_int_equal(ts_live_script_check("tab frobnicate"), TS_ERR_ARG);
+    assert_int_equal(ts_live_script_check("head:12"), TS_ERR_ARG);
+    assert_int_equal(ts_live_script_check("click:3"), TS_ERR_ARG);
+    assert_int_equal(ts_live_script_check("shot:"), TS_ERR_ARG);
+    fixture f;
+    open_fixture(&f, NULL);
+    char png[] = "/tmp/tscope-live-XXXXXX";
+    int fd = mkstemp(png);
+    assert_true(fd >= 0);
+    close(fd);
+    char script[128];
+    snprintf(script, sizeof script, "type:ab cd tab backspace shot:%s", png);
+    assert_ok(ts_live_replay(f.l, script, NULL, NULL, 1100, 700));
+    assert_string_equal(ts_live_text(f.l), "ab cd");
+    FILE *in = fopen(png, "rb");
+    assert_non_null(in);
+    unsigned char magic[8] = {0};
+    assert_int_equal(fread(magic, 1, 8, in), 8);
+    fclose(in);
+    assert_memory_equal(magic, "\x89PNG\r\n\x1a\n", 8);
+    unlink(png);
+    close_fixture(&f);
+}
+
+static void set_length_matches_a_model_built_at_that_length(void **state) {
+    (void)state;
+    ts_model_config c = gpt(CTX), c5 = gpt(5);
+    ts_model m, m5;
+    assert_ok(ts_model_init(&m, &c));
+    assert_ok(ts_model_init(&m5, &c5));
+    memcpy(m5.block, m.block, sizeof(float) * (size_t)m.n_floats);
+    int32_t ids[5] = {1, 4, 9, 2, 7};
+    ts_model_input in = {.src_ids = ids};
+    ts_tensor a, b;
+    assert_ok(ts_model_set_length(&m, 5));
+    assert_ok(ts_model_forward(&m, &in, NULL, &a));
+    assert_ok(ts_model_forward(&m5, &in, NULL, &b));
+    assert_shape(&a, 1, 5, 18);
+    assert_floats_close(a.data, b.data, 5 * 18, 0);
+    assert_int_equal(ts_model_set_length(&m, CTX + 1), TS_ERR_ARG);
+    assert_ok(ts_model_set_length(&m, CTX)); /* back to the length it was built for */
+    ts_model_free(&m);
+    ts_model_free(&m5);
+}
+
+int main(void) {
+    assert_ok(ts_kernels_init());
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(the_panel_is_the_last_rows_softmax),
+        cmocka_unit_test(edits_at_the_cursor),
+        cmocka_unit_test(unknown_characters_are_left_out_and_said),
+        cmocka_unit_test(a_long_text_slides_the_window),
+        cmocka_unit_test(the_step_on_screen_stays),
+        cmocka_unit_test(scripts_are_checked_and_replayed),
+        cmocka_unit_test(set_length_matches_a_model_built_at_that_length),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
