@@ -47,7 +47,7 @@ png_same "$tmp/live0.png" "$tmp/lesson-live.png" "600x500+300+130" && bad "the e
 out=$("$bin" lesson 3 --width $W --height 720 --script "right right right enter esc" --screenshot "$tmp/back.png" 2>&1); rc=$?
 png_same "$tmp/page.png" "$tmp/back.png" "1200x600+40+60" && ok || bad "Esc did not bring the page back"
 
-"$bin" live --load "$kjv" --script "type:x frobnicate" >"$tmp/o" 2>&1 && bad "a bad script word was accepted" || ok
+"$bin" live --load "$kjv" --script "tab frobnicate" >"$tmp/o" 2>&1 && bad "a bad script word was accepted" || ok
 [ "$(wc -l <"$tmp/o")" = 1 ] && grep -q "unknown word 'frobnicate'" "$tmp/o" && ok || bad "bad word: $(cat "$tmp/o")"
 env -u DISPLAY -u WAYLAND_DISPLAY "$bin" live --load "$kjv" >"$tmp/o" 2>&1; rc=$?
 [ "$rc" = 2 ] && [ "$(wc -l <"$tmp/o")" = 1 ] && grep -q "no display" "$tmp/o" && ok || bad "no display: exit $rc: $(cat "$tmp/o")"
