@@ -325,6 +325,13 @@ ts_status ts_window_fit(ts_window *w, const char *who);
  * ts_window_present (which flushes the surface). */
 cairo_t *ts_window_cairo(ts_window *w);
 
+/* Pango markup in DejaVu Sans at size points, its left edge at x minus
+ * align times its width (0 left, 0.5 centred, 1 right), centred on y; cut
+ * at the start with an ellipsis past max_w when max_w > 0. For the frames
+ * of windows: status bars, fields, panels. */
+void ts_window_text(cairo_t *cr, const char *markup, double size, bool bold, double x, double y, double align,
+                    double r, double g, double b, double max_w);
+
 /* Upload the surface and show it. */
 void ts_window_present(ts_window *w);
 
@@ -407,6 +414,9 @@ void ts_live_resize(ts_live *l, double w, double h);
 
 /* Paint the whole frame (w x h as given at ts_live_new or ts_live_resize). */
 ts_status ts_live_draw(ts_live *l, cairo_t *cr);
+/* The same into an image surface of the session's own, as a window would:
+ * what `tscope bench live` times. */
+ts_status ts_live_draw_offscreen(ts_live *l);
 
 /* What the session shows: the text, the status note, the step on screen,
  * the rank-th next token (its id; -1 past the last) with its probability

@@ -6,8 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cairo.h>
-
 #include "bench_time.h"
 #include "commands.h"
 #include "tscope/viewer.h"
@@ -46,12 +44,12 @@ static void report(const char *label, keystrokes *k, double peer_ms) {
 }
 
 /* One timed edit: the pass it causes and a frame. */
-static ts_status timed(ts_live *l, cairo_t *cr, keystrokes *k, ts_status (*edit)(ts_live *, const char *),
+static ts_status timed(ts_live *l, keystrokes *k, ts_status (*edit)(ts_live *, const char *),
                        const char *arg) {
     double t0 = bench_now();
     ts_status st = edit(l, arg);
     double t1 = bench_now();
-    if (!st) st = ts_live_draw(l, cr);
+    if (!st) st = ts_live_draw_offscreen(l);
     double t2 = bench_now();
     if (!st && k->n < MAX_KEYS) {
         k->pass[k->n] = (t1 - t0) * 1e3;
@@ -95,23 +93,21 @@ static ts_status session(const char *label, const char *load, const char *preset
     ts_live_options o = {.width = 1280, .height = 800, .text = start};
     ts_live *l = NULL;
     ts_status st = ts_live_new(&l, &m, &tok, &o);
-    cairo_surface_t *surf = cairo_image_surface_create(CAIRO_FORMAT_ARGB32, 1280, 800);
-    cairo_t *cr = cairo_create(surf);
     keystrokes typed = {0}, at_start = {0};
     if (!gpt) {
         /* 256 characters, one keystroke each: the last 128 slide the model's window */
         char one[2] = {0, 0};
         for (int i = 0; !st && i < 256 && GENESIS[i]; i++) {
             one[0] = GENESIS[i];
-            st = timed(l, cr, &typed, type_text, one);
+            st = timed(l, &typed, type_text, one);
         }
         if (!st) report(label, &typed, peer);
     } else {
         /* Tab until 64 tokens, then edits at the start of a 64-token text */
-        while (!st && ts_live_tokens(l) < 64) st = timed(l, cr, &typed, append_top, NULL);
+        while (!st && ts_live_tokens(l) < 64) st = timed(l, &typed, append_top, NULL);
         for (int i = 0; !st && i < 8; i++) {
             ts_live_cursor(l, -2);
-            st = timed(l, cr, &at_start, type_text, i % 2 ? "A" : "The ");
+            st = timed(l, &at_start, type_text, i % 2 ? "A" : "The ");
             ts_live_cursor(l, 2);
             if (!st) st = ts_live_backspace(l); /* keep the length near 64 */
         }
@@ -123,8 +119,6 @@ static ts_status session(const char *label, const char *load, const char *preset
             report(lab, &at_start, peer);
         }
     }
-    cairo_destroy(cr);
-    cairo_surface_destroy(surf);
     ts_live_free(l);
     ts_model_free(&m);
     ts_lmtok_free(&tok);

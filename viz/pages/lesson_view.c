@@ -73,23 +73,6 @@ static void lview_free(lview *v) {
 
 /* ---- the frame ---------------------------------------------------------------------- */
 
-static void text(cairo_t *cr, const char *markup, double size, bool bold, double x, double y, double align,
-                 double r, double g, double b) {
-    PangoLayout *lay = ts_render_text_layout(cr);
-    PangoFontDescription *fd = pango_font_description_from_string("DejaVu Sans");
-    pango_font_description_set_absolute_size(fd, size * PANGO_SCALE);
-    if (bold) pango_font_description_set_weight(fd, PANGO_WEIGHT_BOLD);
-    pango_layout_set_font_description(lay, fd);
-    pango_layout_set_markup(lay, markup, -1);
-    int w, h;
-    pango_layout_get_size(lay, &w, &h);
-    cairo_set_source_rgb(cr, r, g, b);
-    cairo_move_to(cr, x - align * w / PANGO_SCALE, y - (double)h / PANGO_SCALE / 2);
-    ts_render_show_layout(cr, lay);
-    pango_font_description_free(fd);
-    g_object_unref(lay);
-}
-
 static void draw_status(lview *v, cairo_t *cr) {
     double y = v->win.h - STATUS_H;
     cairo_set_source_rgb(cr, 0.15, 0.17, 0.20);
@@ -101,16 +84,16 @@ static void draw_status(lview *v, cairo_t *cr) {
     snprintf(buf, sizeof buf, "<b>step %d / %d</b>   <span foreground=\"#a8b0bc\">%s</span>", v->step + 1, v->n_steps,
              name);
     g_free(name);
-    text(cr, buf, 14, false, 14, y + STATUS_H / 2, 0, 0.93, 0.94, 0.96);
+    ts_window_text(cr, buf, 14, false, 14, y + STATUS_H / 2, 0, 0.93, 0.94, 0.96, 0);
     if (v->error[0]) {
         char *esc = g_markup_escape_text(v->error, -1);
         snprintf(buf, sizeof buf, "%s", esc);
         g_free(esc);
-        text(cr, buf, 12.5, false, v->win.w * 0.5, y + STATUS_H / 2, 0.5, 1.0, 0.62, 0.2);
+        ts_window_text(cr, buf, 12.5, false, v->win.w * 0.5, y + STATUS_H / 2, 0.5, 1.0, 0.62, 0.2, 0);
     }
     const char *keys = st->live ? "<b>Enter: edit the text live</b>   \xe2\x86\x90 \xe2\x86\x92 step   q quit"
                                 : "\xe2\x86\x90 \xe2\x86\x92 step   Home/End first/last   q quit";
-    text(cr, keys, 12.5, false, v->win.w - 14, y + STATUS_H / 2, 1, 0.66, 0.70, 0.76);
+    ts_window_text(cr, keys, 12.5, false, v->win.w - 14, y + STATUS_H / 2, 1, 0.66, 0.70, 0.76, 0);
 }
 
 /* The status bar while a step is live: whose numbers the narration quotes. */
@@ -124,8 +107,8 @@ static void draw_live_status(lview *v, cairo_t *cr) {
     snprintf(buf, sizeof buf, "<b>live</b>: edit the text and watch the step recompute; the narration's numbers are for \u201c%s\u201d",
              orig);
     g_free(orig);
-    text(cr, buf, 13.5, false, 14, y + STATUS_H / 2, 0, 0.95, 0.96, 0.98);
-    text(cr, "Esc: back to the lesson", 12.5, false, v->win.w - 14, y + STATUS_H / 2, 1, 0.8, 0.86, 0.94);
+    ts_window_text(cr, buf, 13.5, false, 14, y + STATUS_H / 2, 0, 0.95, 0.96, 0.98, 0);
+    ts_window_text(cr, "Esc: back to the lesson", 12.5, false, v->win.w - 14, y + STATUS_H / 2, 1, 0.8, 0.86, 0.94, 0);
 }
 
 static ts_status draw(void *ctx) {

@@ -70,6 +70,7 @@ struct ts_live {
     double w, h;
     double model_ms, draw_ms; /* the last pass, the last frame */
     bool quit;
+    cairo_surface_t *offscreen; /* ts_live_draw_offscreen's frame, made on first use */
 };
 
 static double now_ms(void) {
@@ -413,6 +414,7 @@ ts_status ts_live_new(ts_live **out, ts_model *m, ts_lmtok *tok, const ts_live_o
 void ts_live_free(ts_live *l) {
     if (!l) return;
     clear_pass(l);
+    if (l->offscreen) cairo_surface_destroy(l->offscreen);
     if (l->fd >= 0) close(l->fd);
     free(l->text), free(l->ids), free(l->start), free(l->bad), free(l->probs);
     free(l);
@@ -525,27 +527,6 @@ const char *ts_live_step(const ts_live *l) {
 
 /* ---- drawing ------------------------------------------------------------------ */
 
-static void show(cairo_t *cr, const char *markup, double size, bool bold, double x, double y, double align, double r,
-                 double g, double b, double max_w) {
-    PangoLayout *lay = ts_render_text_layout(cr);
-    PangoFontDescription *fd = pango_font_description_from_string("DejaVu Sans");
-    pango_font_description_set_absolute_size(fd, size * PANGO_SCALE);
-    if (bold) pango_font_description_set_weight(fd, PANGO_WEIGHT_BOLD);
-    pango_layout_set_font_description(lay, fd);
-    pango_layout_set_markup(lay, markup, -1);
-    if (max_w > 0) {
-        pango_layout_set_width(lay, (int)(max_w * PANGO_SCALE));
-        pango_layout_set_ellipsize(lay, PANGO_ELLIPSIZE_START);
-    }
-    int w, h;
-    pango_layout_get_size(lay, &w, &h);
-    cairo_set_source_rgb(cr, r, g, b);
-    cairo_move_to(cr, x - align * w / PANGO_SCALE, y - (double)h / PANGO_SCALE / 2);
-    ts_render_show_layout(cr, lay);
-    pango_font_description_free(fd);
-    g_object_unref(lay);
-}
-
 /* The field's text as markup: the part before the model's window grey, left-out characters red. */
 static char *field_markup(const ts_live *l) {
     GString *s = g_string_new(NULL);
@@ -569,7 +550,7 @@ static void draw_field(ts_live *l, cairo_t *cr) {
     cairo_set_source_rgb(cr, 0.96, 0.97, 0.98);
     cairo_rectangle(cr, 0, 0, l->w, FIELD_H);
     cairo_fill(cr);
-    show(cr, "<b>text</b>", 13, false, 14, 24, 0, 0.35, 0.38, 0.42, 0);
+    ts_window_text(cr, "<b>text</b>", 13, false, 14, 24, 0, 0.35, 0.38, 0.42, 0);
     double x0 = 64, box_w = l->w - x0 - 14;
     cairo_set_source_rgb(cr, 1, 1, 1);
     cairo_rectangle(cr, x0, 8, box_w, 34);
@@ -613,9 +594,9 @@ static void draw_field(ts_live *l, cairo_t *cr) {
     snprintf(line, sizeof line, "%d token%s to the model (of %d it can read)%s%s%s", n_tok, n_tok == 1 ? "" : "s",
              l->capacity, l->note[0] ? "   <span foreground=\"#c0580a\">" : "", note, l->note[0] ? "</span>" : "");
     g_free(note);
-    show(cr, line, 12.5, false, x0, 58, 0, 0.35, 0.38, 0.42, l->w - x0 - 300);
+    ts_window_text(cr, line, 12.5, false, x0, 58, 0, 0.35, 0.38, 0.42, l->w - x0 - 300);
     snprintf(line, sizeof line, "pass %.1f ms · frame %.1f ms", l->model_ms, l->draw_ms);
-    show(cr, line, 12, false, l->w - 14, 58, 1, 0.5, 0.54, 0.6, 0);
+    ts_window_text(cr, line, 12, false, l->w - 14, 58, 1, 0.5, 0.54, 0.6, 0);
 }
 
 static void draw_panel(ts_live *l, cairo_t *cr) {
@@ -626,14 +607,14 @@ static void draw_panel(ts_live *l, cairo_t *cr) {
     cairo_set_source_rgb(cr, 0.82, 0.84, 0.87);
     cairo_rectangle(cr, x0, y, 1, l->h - y);
     cairo_fill(cr);
-    show(cr, "<b>next token</b>", 15, false, x0 + 16, y + 22, 0, 0.12, 0.14, 0.18, 0);
+    ts_window_text(cr, "<b>next token</b>", 15, false, x0 + 16, y + 22, 0, 0.12, 0.14, 0.18, 0);
     char buf[200];
     if (l->top_k > 0) snprintf(buf, sizeof buf, "temperature %.2g · top-k %d", l->temperature, l->top_k);
     else snprintf(buf, sizeof buf, "temperature %.2g · every token", l->temperature);
-    show(cr, buf, 12, false, x0 + 16, y + 44, 0, 0.4, 0.44, 0.5, 0);
+    ts_window_text(cr, buf, 12, false, x0 + 16, y + 44, 0, 0.4, 0.44, 0.5, 0);
     double row_h = 30, label_w = 78, bar_x = x0 + 16 + label_w, bar_w = PANEL_W - label_w - 80;
     y += 66;
-    if (l->n_top == 0) show(cr, "type a few characters", 13, false, x0 + 16, y + 10, 0, 0.45, 0.48, 0.52, 0);
+    if (l->n_top == 0) ts_window_text(cr, "type a few characters", 13, false, x0 + 16, y + 10, 0, 0.45, 0.48, 0.52, 0);
     for (int i = 0; i < l->n_top; i++) {
         char label[64];
         float p = l->probs[l->top[i]];
@@ -642,7 +623,7 @@ static void draw_panel(ts_live *l, cairo_t *cr) {
         snprintf(buf, sizeof buf, "%s", esc);
         g_free(esc);
         double cy = y + i * row_h + row_h / 2;
-        show(cr, buf, 15, i == 0, bar_x - 10, cy, 1, 0.1, 0.12, 0.15, label_w - 4);
+        ts_window_text(cr, buf, 15, i == 0, bar_x - 10, cy, 1, 0.1, 0.12, 0.15, label_w - 4);
         cairo_set_source_rgb(cr, 0.9, 0.91, 0.93);
         cairo_rectangle(cr, bar_x, cy - 9, bar_w, 18);
         cairo_fill(cr);
@@ -650,11 +631,11 @@ static void draw_panel(ts_live *l, cairo_t *cr) {
         cairo_rectangle(cr, bar_x, cy - 9, bar_w * p, 18);
         cairo_fill(cr);
         snprintf(buf, sizeof buf, "%.3f", p);
-        show(cr, buf, 13, false, bar_x + bar_w + 8, cy, 0, 0.2, 0.22, 0.26, 0);
+        ts_window_text(cr, buf, 13, false, bar_x + bar_w + 8, cy, 0, 0.2, 0.22, 0.26, 0);
         l->bar_at[i] = (ts_render_rect){x0 + 8, cy - row_h / 2, PANEL_W - 16, row_h};
     }
     y += TOP_N * row_h + 16;
-    show(cr, "Tab: append the top token\nclick a bar: append that token\n\xe2\x86\x90 \xe2\x86\x92 cursor · "
+    ts_window_text(cr, "Tab: append the top token\nclick a bar: append that token\n\xe2\x86\x90 \xe2\x86\x92 cursor · "
              "\xe2\x86\x91 \xe2\x86\x93 step · PgUp/PgDn layer\nCtrl+1..9: one head · Ctrl+0: all heads · Esc quit",
          12, false, x0 + 16, y + 34, 0, 0.4, 0.44, 0.5, 0);
 }
@@ -674,11 +655,27 @@ ts_status ts_live_draw(ts_live *l, cairo_t *cr) {
         st = ts_view_draw(cr, &l->st, &l->steps, l->trace, &l->frame);
         cairo_restore(cr);
     } else {
-        show(cr, "Type a sentence: every step of the model is drawn here as you type.", 16, false,
+        ts_window_text(cr, "Type a sentence: every step of the model is drawn here as you type.", 16, false,
              (l->w - PANEL_W) / 2, FIELD_H + (l->h - FIELD_H) / 2, 0.5, 0.4, 0.44, 0.5, 0);
     }
     draw_panel(l, cr);
     draw_field(l, cr);
     l->draw_ms = now_ms() - t0;
+    return st;
+}
+
+ts_status ts_live_draw_offscreen(ts_live *l) {
+    if (!l->offscreen) {
+        l->offscreen = cairo_image_surface_create(CAIRO_FORMAT_ARGB32, (int)l->w, (int)l->h);
+        if (cairo_surface_status(l->offscreen)) {
+            cairo_surface_destroy(l->offscreen);
+            l->offscreen = NULL;
+            return ts_fail(TS_ERR_NOMEM, "live: no memory for a %.0f x %.0f frame", l->w, l->h);
+        }
+    }
+    cairo_t *cr = cairo_create(l->offscreen);
+    ts_status st = ts_live_draw(l, cr);
+    cairo_destroy(cr);
+    cairo_surface_flush(l->offscreen);
     return st;
 }

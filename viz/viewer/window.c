@@ -1,6 +1,7 @@
 /* window: the SDL window, its cairo frame and its loop (tscope/viewer.h, "window"). */
 #include "tscope/viewer.h"
 
+#include <pango/pangocairo.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -196,4 +197,25 @@ static ts_status replay_word(void *ctx, const char *word) {
 ts_status ts_window_replay(ts_window *w, const ts_window_client *c, const char *script) {
     replay r = {w, c};
     return each_word(script, c->who, 0, replay_word, replay_quit, &r);
+}
+
+void ts_window_text(cairo_t *cr, const char *markup, double size, bool bold, double x, double y, double align,
+                    double r, double g, double b, double max_w) {
+    PangoLayout *lay = ts_render_text_layout(cr);
+    PangoFontDescription *fd = pango_font_description_from_string("DejaVu Sans");
+    pango_font_description_set_absolute_size(fd, size * PANGO_SCALE);
+    if (bold) pango_font_description_set_weight(fd, PANGO_WEIGHT_BOLD);
+    pango_layout_set_font_description(lay, fd);
+    pango_layout_set_markup(lay, markup, -1);
+    if (max_w > 0) {
+        pango_layout_set_width(lay, (int)(max_w * PANGO_SCALE));
+        pango_layout_set_ellipsize(lay, PANGO_ELLIPSIZE_START);
+    }
+    int w, h;
+    pango_layout_get_size(lay, &w, &h);
+    cairo_set_source_rgb(cr, r, g, b);
+    cairo_move_to(cr, x - align * w / PANGO_SCALE, y - (double)h / PANGO_SCALE / 2);
+    ts_render_show_layout(cr, lay);
+    pango_font_description_free(fd);
+    g_object_unref(lay);
 }
