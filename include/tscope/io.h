@@ -475,10 +475,24 @@ ts_status ts_lm_checkpoint_load(ts_model *m, const char *path);
  * buffers are skipped; any other tensor is refused, named. Sizes come from
  * the shapes; heads, eps and the activation from config.json beside the
  * weights (n_head, layer_norm_epsilon, activation_function: gelu_new is
- * GELU's tanh form), whose sizes must agree with the tensors'. */
+ * GELU's tanh form), whose sizes must agree with the tensors'. A directory
+ * may hold pytorch_model.bin or ckpt.pt instead (torch.save files).
+ *
+ * nanoGPT's files use GPT-2's names with nn.Linear weights (out, in): its
+ * ckpt.pt (path, or a directory holding it) brings model_args, which give
+ * n_head, the sizes and bias (bias=False: zeros for every bias); its
+ * activation is exact GELU, its eps 1e-5; "_orig_mod." (torch.compile) before
+ * the names is taken off. The layout is --layout's (ts_gpt2_request_layout),
+ * else nanoGPT's when the file has model_args, else Hugging Face's when
+ * config.json is beside it; else an error asks for --layout. The weights'
+ * shapes must agree with it where they can tell (c_attn). */
 bool ts_gpt2_is(const char *path);
 ts_status ts_gpt2_config(const char *path, ts_model_config *cfg); /* arch decoder, seq = the context */
 ts_status ts_gpt2_load(ts_model *m, const char *path);
+/* --layout hf|nanogpt for every GPT-2-named file read after (NULL: none asked). */
+ts_status ts_gpt2_request_layout(const char *name);
+/* "hf (Conv1D weights, (in, out))" or "nanogpt (...)"; NULL when path cannot be read. */
+const char *ts_gpt2_layout_name(const char *path);
 /* The directory of path's vocabulary (encoder.json or vocab.json beside the
  * weights): true when there is one. */
 bool ts_gpt2_vocab_dir(const char *path, char *dir, size_t size);

@@ -103,6 +103,9 @@ static int generate(const gen_opts *o, int argc, char **argv) {
     ts_model_config cfg;
     ts_status st = ts_kernels_init();
     if (!st) st = ts_lm_checkpoint_read(o->load, &cfg, &tok);
+    if (!st && tok.count == 0)
+        st = ts_fail(TS_ERR_ARG, "%s has no tokenizer (no meta.pkl, encoder.json or vocab.json beside it) to read "
+                     "--prompt with", o->load);
     if (!st) st = ts_lmtok_encode(&tok, o->prompt, strlen(o->prompt), &ids);
     if (!st && ids.count == 0) st = ts_fail(TS_ERR_ARG, "--prompt has no tokens: give some text to continue");
     ts_lmtok_free(&tok);

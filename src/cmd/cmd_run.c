@@ -11,6 +11,7 @@
 #include "model_flags.h"
 #include "model_weights.h"
 #include "run_backward.h"
+#include "run_expect.h"
 #include "trace_cli.h"
 #include "tscope/kernels.h"
 #include "tscope/io.h"
@@ -27,6 +28,10 @@ typedef struct run_opts {
     bool scores;        /* --scores: a language model's per-head scores (run_lm.c) */
     bool greedy;        /* --greedy: the decoder reads what it wrote (decode_greedy) */
     const char *labels; /* --labels L.npy for the backward's loss */
+    const char *layout; /* --layout hf|nanogpt: how a GPT-2-named file stores its linear weights */
+    const char *expect; /* --expect OUT.npy: the final output against a reference */
+    float tol;          /* --tol T for --expect */
+    bool tol_seen;
     trace_cli trace; /* --trace FILE and its flags */
     int argc;        /* the command line, for the trace's metadata */
     char **argv;
@@ -125,6 +130,9 @@ static int flag_pairs(const run_opts *o) {
         if (masks[i] && !o->input)
             return ts_cli_error("run", "%s marks padded positions of --input vectors; give --input X.npy (--text "
                                        "pads and masks by itself)", names[i]);
+    if (o->tol_seen && !o->expect) return ts_cli_error("run", "--tol is --expect's tolerance; add --expect OUT.npy");
+    if (o->layout) return ts_cli_error("run", "--layout is for GPT-2-named checkpoints (h.0.attn.c_attn.weight); %s",
+                                       o->load ? "this file's names are not GPT-2's" : "add --load");
     if (o->greedy && (o->input || o->backward))
         return ts_cli_error("run", "--greedy decodes token ids at inference; %s",
                             o->input ? "--input vectors have no words to write back" :
@@ -270,6 +278,10 @@ static int run(const model_flags *mf, const run_opts *o) {
     }
     report(&m, &batch, &out, t1 - t0, o->load != NULL, o->greedy);
     if (o->greedy) report_greedy(&batch, &out);
+    if (o->expect && (rc = run_expect(o->expect, o->tol, &out))) {
+        trace_cli_close(&o->trace, tracer, "run");
+        goto out;
+    }
     if (o->backward && (rc = run_backward(&m, &in, o->labels, &hook))) {
         trace_cli_close(&o->trace, tracer, "run");
         goto out;
@@ -289,9 +301,10 @@ out:
 int ts_cmd_run(int argc, char **argv) {
     model_flags mf;
     run_opts o = {0};
-    ts_flag flags[MODEL_FLAGS_COUNT + 15 + TRACE_CLI_FLAGS];
+    ts_flag flags[MODEL_FLAGS_COUNT + 18 + TRACE_CLI_FLAGS];
     int n = model_flags_table(flags, 0, &mf);
     n = trace_cli_table(flags, n, &o.trace);
+    o.tol = RUN_EXPECT_TOL;
     o.argc = argc;
     o.argv = argv;
     flags[n++] = (ts_flag){"--print-shapes", TS_FLAG_OPTIONAL, &o.print_shapes, "torch",
@@ -331,6 +344,15 @@ int ts_cmd_run(int argc, char **argv) {
     flags[n++] = (ts_flag){"--greedy", TS_FLAG_BOOL, &o.greedy, NULL,
                            "an encoder-decoder writes its own answer: from <bos>, each argmax fed back as the next "
                            "input until <eos>; the trace is the pass over what it wrote", NULL, NULL, NULL};
+    flags[n++] = (ts_flag){"--layout", TS_FLAG_CHOICE, &o.layout, NULL,
+                           "a GPT-2-named file's linear weights: hf (Conv1D, (in, out)) or nanogpt (nn.Linear, "
+                           "(out, in)), when neither model_args nor config.json says", "hf|nanogpt", NULL, NULL};
+    flags[n++] = (ts_flag){"--expect", TS_FLAG_STRING, &o.expect, "OUT.npy",
+                           "compare the final output (a language model's logits (B, S, V)) with a reference "
+                           "array: the largest differences; exit 1 beyond --tol", NULL, NULL, NULL};
+    flags[n++] = (ts_flag){"--tol", TS_FLAG_FLOAT, &o.tol, "T",
+                           "--expect's tolerance: every |diff| <= T * max(1, |want|) (default 1e-4)", NULL, NULL,
+                           &o.tol_seen};
     flags[n++] = (ts_flag){"--labels", TS_FLAG_STRING, &o.labels, "L.npy",
                            "the backward's targets: ids (B, T) (default: the source, copied), class ids (B), or "
                            "d loss/d out", NULL, NULL, NULL};
@@ -353,8 +375,13 @@ int ts_cmd_run(int argc, char **argv) {
         return ts_cli_error("run", "--print-shapes takes =torch or nothing, not '=%s'", o.print_shapes);
     if (o.labels && !o.backward) return ts_cli_error("run", "--labels is the backward pass's target; add --backward");
     /* a language model's checkpoint brings its config and tokenizer; run_lm refuses the flags it has no use for */
-    if (o.load && ts_lm_checkpoint_is(o.load))
-        return run_lm(o.load, &mf.text, o.ids, flags, n, &o.trace, o.print_shapes, o.backward, o.scores, argc, argv);
+    if (o.layout && ts_gpt2_request_layout(o.layout)) return ts_cli_error("run", "%s", ts_last_error());
+    if (o.tol_seen && !(o.tol >= 0)) return ts_cli_error("run", "--tol %g: a tolerance is 0 or more", (double)o.tol);
+    if (o.load && ts_lm_checkpoint_is(o.load)) {
+        if (o.tol_seen && !o.expect) return ts_cli_error("run", "--tol is --expect's tolerance; add --expect OUT.npy");
+        return run_lm(o.load, &mf.text, o.ids, flags, n, &o.trace, o.print_shapes, o.backward, o.scores, o.expect,
+                      o.tol, argc, argv);
+    }
     if (o.scores) return ts_cli_error("run", "--scores measures a language model's heads: --load one saved by tscope train --task lm");
     return run(&mf, &o);
 }
