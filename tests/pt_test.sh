@@ -64,6 +64,35 @@ cp $G/small/model.safetensors $G/small/config.json "$tmp/notok/"
 expect 0 "no tokenizer files, --ids" -- "$bin" run --load "$tmp/notok" --ids $G/ids.npy
 has "$out" "no tokenizer (ids only), a vocabulary of 258" "ids only"
 
+# ---- set-up mistakes shapes cannot reveal: printed, and named by diff before any value ----
+E="--load tests/ref/pt/encoder.pt --norm pre --activation gelu --level values"
+X=tests/ref/load_encoder
+expect 0 "the right set-up" -- "$bin" run $E --heads 4 --input $X/x.npy --src-key-padding-mask $X/src_key_padding_mask.npy \
+    --trace "$tmp/right.tstrace"
+has "$out" "# settings: heads 4, norm pre, activation gelu, masks: src padding, batch 2, seq 6" "the settings are printed"
+expect 0 "wrong --heads" -- "$bin" run $E --heads 2 --input $X/x.npy --src-key-padding-mask $X/src_key_padding_mask.npy \
+    --trace "$tmp/heads.tstrace"
+expect 1 "diff: heads" -- "$bin" diff "$tmp/right.tstrace" "$tmp/heads.tstrace"
+has "$(printf '%s' "$out" | head -1)" "settings DIFFER: heads 4 vs 2" "diff names the heads first"
+expect 0 "no padding mask" -- "$bin" run $E --heads 4 --input $X/x.npy --trace "$tmp/nopad.tstrace"
+has "$out" "masks: no mask" "no mask is said"
+expect 1 "diff: masks" -- "$bin" diff "$tmp/right.tstrace" "$tmp/nopad.tstrace"
+has "$(printf '%s' "$out" | head -1)" "masks src padding vs no mask" "diff names the missing padding mask"
+expect 0 "seq-first arrays given as batch-first" -- "$bin" run $E --heads 4 --input tests/ref/pt/x_seq_first.npy \
+    --trace "$tmp/seqfirst.tstrace"
+has "$err" "batch 6 > sequence 2: if it is seq-first (S, B, D)" "the seq-first warning"
+expect 1 "diff: batch and seq" -- "$bin" diff "$tmp/nopad.tstrace" "$tmp/seqfirst.tstrace"
+has "$(printf '%s' "$out" | head -1)" "batch 2 vs 6; seq 6 vs 2" "diff names the swapped axes"
+T=tests/ref/load_transformer
+TF="--load $T/weights.safetensors --input $T/src.npy --target $T/tgt.npy --heads 2 --norm post --activation relu --level values"
+expect 0 "causal decoder" -- "$bin" run $TF --trace "$tmp/causal.tstrace"
+has "$out" "masks: tgt causal" "the causal mask is said"
+expect 0 "forgotten causal mask" -- "$bin" run $TF --tgt-mask none --trace "$tmp/nocausal.tstrace"
+expect 1 "diff: causal" -- "$bin" diff "$tmp/causal.tstrace" "$tmp/nocausal.tstrace"
+has "$(printf '%s' "$out" | head -1)" "masks tgt causal vs no mask" "diff names the forgotten causal mask"
+expect 0 "same settings" -- "$bin" diff "$tmp/causal.tstrace" "$tmp/causal.tstrace"
+has "$(printf '%s' "$out" | head -1)" "settings: the same (heads 2, norm post" "equal settings are said"
+
 # ---- torch.save files behind --load, and hostile ones ----
 expect 0 "torch.save state_dict" -- "$bin" run --load tests/ref/pt/checkpoint.pt --input tests/ref/load_encoder/x.npy \
     --heads 4 --norm pre --activation gelu --expect tests/ref/load_encoder/out.npy

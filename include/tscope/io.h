@@ -491,7 +491,7 @@ ts_status ts_gpt2_config(const char *path, ts_model_config *cfg); /* arch decode
 ts_status ts_gpt2_load(ts_model *m, const char *path);
 /* --layout hf|nanogpt for every GPT-2-named file read after (NULL: none asked). */
 ts_status ts_gpt2_request_layout(const char *name);
-/* "hf (Conv1D weights, (in, out))" or "nanogpt (...)"; NULL when path cannot be read. */
+/* The layout path is read in: "hf" (Conv1D) or "nanogpt" (nn.Linear); NULL when it cannot be read. */
 const char *ts_gpt2_layout_name(const char *path);
 /* The directory of path's vocabulary (encoder.json or vocab.json beside the
  * weights): true when there is one. */

@@ -171,6 +171,7 @@ static int run(const model_flags *mf, const run_opts *o) {
     ts_weights_info winfo;
     uint8_t *pads[3] = {NULL, NULL, NULL};
     bool have_wf = false;
+    char *settings = NULL;
     ts_status st = TS_OK;
     int rc = flag_pairs(o);
     if (rc >= 0) return rc;
@@ -248,6 +249,14 @@ static int run(const model_flags *mf, const run_opts *o) {
     char desc[256];
     model_config_describe(&cfg, desc, sizeof desc);
     printf("# %s\n", desc);
+    /* what shapes cannot tell, printed and kept in the trace: a wrong one changes the numbers, not the shapes */
+    char settings_line[256];
+    settings = trace_cli_settings(&cfg, &in, NULL, settings_line, sizeof settings_line);
+    printf("# settings: %s\n", settings_line);
+    if (o->input && cfg.batch > cfg.seq)
+        fprintf(stderr, "tscope run: warning: --input %s has batch %d > sequence %d: if it is seq-first (S, B, D), as "
+                "PyTorch's batch_first=False modules take it, give it transposed to (B, S, D)\n", o->input,
+                cfg.batch, cfg.seq);
     print_tokens(&batch, &cfg);
     shape_printer printer;
     ts_hook hook = {.fn = NULL, .ctx = NULL};
@@ -260,7 +269,9 @@ static int run(const model_flags *mf, const run_opts *o) {
     if ((rc = trace_cli_check(&o->trace, "run", cfg.batch)) >= 0) goto out;
     rc = 0;
     if (o->trace.path) {
-        st = trace_cli_open(&o->trace, &cfg, o->input ? NULL : &batch, o->argc, o->argv, &tracer);
+        trace_cli tcs = o->trace;
+        tcs.settings = settings;
+        st = trace_cli_open(&tcs, &cfg, o->input ? NULL : &batch, o->argc, o->argv, &tracer);
         if (st) {
             rc = ts_cli_error("run", "%s", ts_last_error());
             goto out;
@@ -295,6 +306,7 @@ out:
     ts_npy_free(&ids);
     for (int i = 0; i < 3; i++) free(pads[i]);
     if (have_wf) ts_safetensors_close(&wf);
+    free(settings);
     return rc;
 }
 

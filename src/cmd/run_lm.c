@@ -77,6 +77,7 @@ ts_status lm_cli_trace_open(const trace_cli *tc, const ts_model_config *cfg, con
         }
         cJSON_Delete(root);
     }
+    if (!st && tc->settings) st = ts_trace_metadata_add_json(&meta, "settings", tc->settings);
     if (!st) st = ts_trace_writer_open(tc->path, meta, &opt, out);
     free(meta), free(line), free(config), free(tokjson), free(lab), free(labels);
     return st;
@@ -217,6 +218,7 @@ int run_lm(const char *load, const ts_cli_list *text, const char *ids_path, ts_f
     memset(&m, 0, sizeof m);
     ts_bpe_ids ids = {0};
     ts_trace_writer *w = NULL;
+    char *settings = NULL;
     ts_status st = ts_kernels_init();
     int rc = 0;
     /* the tokenizer first, to know the length */
@@ -234,7 +236,14 @@ int run_lm(const char *load, const ts_cli_list *text, const char *ids_path, ts_f
     if (!st) st = lm_cli_open(load, B, S, &m, &tok);
     if (!st && (rc = trace_cli_check(tc, "run", 1)) >= 0) goto out;
     rc = 0;
-    if (!st && tc->path) st = lm_cli_trace_open(tc, &m.cfg, &tok, ids.ids, B, S, argc, argv, &w);
+    /* what shapes cannot tell, printed and kept in the trace */
+    const char *layout = !st && ts_gpt2_is(load) ? ts_gpt2_layout_name(load) : NULL;
+    ts_model_input in = {.src_ids = ids.ids};
+    char settings_line[256];
+    if (!st) settings = trace_cli_settings(&m.cfg, &in, layout, settings_line, sizeof settings_line);
+    trace_cli tcs = *tc;
+    tcs.settings = settings;
+    if (!st && tc->path) st = lm_cli_trace_open(&tcs, &m.cfg, &tok, ids.ids, B, S, argc, argv, &w);
     if (st) {
         rc = ts_cli_error("run", "%s", ts_last_error());
         goto out;
@@ -244,10 +253,11 @@ int run_lm(const char *load, const ts_cli_list *text, const char *ids_path, ts_f
     printf("# %s\n", desc);
     if (tok.count) printf("# %s: %s tokenizer, %d tokens\n", load, ts_lmtok_kind_name(tok.kind), (int)tok.count);
     else printf("# %s: no tokenizer (ids only), a vocabulary of %d\n", load, m.cfg.vocab);
-    const char *layout = ts_gpt2_is(load) ? ts_gpt2_layout_name(load) : NULL;
-    if (layout) printf("# layout: %s\n", layout);
+    if (layout)
+        printf("# layout: %s\n", strcmp(layout, "nanogpt") == 0 ? "nanogpt (nn.Linear weights, (out, in))"
+                                                                 : "hf (Conv1D weights, (in, out), transposed)");
+    printf("# settings: %s\n", settings_line);
     ts_hook hook = w ? ts_trace_writer_hook(w) : (ts_hook){0};
-    ts_model_input in = {.src_ids = ids.ids};
     ts_tensor out;
     st = ts_model_forward(&m, &in, &hook, &out);
     if (st) {
@@ -267,6 +277,7 @@ int run_lm(const char *load, const ts_cli_list *text, const char *ids_path, ts_f
     if (!rc && scores) rc = print_scores(load);
 out:
     if (w) ts_trace_writer_abort(w);
+    free(settings);
     ts_model_free(&m);
     ts_lmtok_free(&tok);
     ts_bpe_ids_free(&ids);

@@ -471,5 +471,5 @@ const char *ts_gpt2_layout_name(const char *path) {
     gpt2_file g;
     if (open_gpt2(path, &g)) return NULL;
     ts_safetensors_close(&g.f);
-    return g.linear ? "nanogpt (nn.Linear weights, (out, in))" : "hf (Conv1D weights, (in, out))";
+    return g.linear ? "nanogpt" : "hf";
 }

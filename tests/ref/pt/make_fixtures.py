@@ -9,7 +9,8 @@ Written:
   as most checkpoints in the wild are; encoder_views.pt: the same values, some tensors views into
   a larger storage (an offset, transposed strides, two tensors sharing one storage);
   encoder_bf16.pt, encoder_f16.pt: the weights in those dtypes (PyTorch's outputs for them are
-  load_encoder's out_bf16.npy and out_f16.npy); checkpoint.pt: a training checkpoint, the
+  load_encoder's out_bf16.npy and out_f16.npy); x_seq_first.npy: load_encoder's x as (S, B, D);
+  checkpoint.pt: a training checkpoint, the
   state_dict under "model_state_dict" beside an Adam optimizer's state, an epoch and a config.
 - nanogpt/: a small GPT written here after nanoGPT's model.py (Karpathy, 2022): wte, wpe, blocks
   of LayerNorm (optional bias, eps 1e-5), causal self-attention with one nn.Linear c_attn (q, k,
@@ -75,6 +76,9 @@ def encoder_files():
     for k in sd:
         assert torch.equal(views[k], sd[k]), k
     torch.save(views, os.path.join(HERE, "encoder_views.pt"))
+    # load_encoder's input as a seq-first module takes it, (S, B, D): a set-up mistake when given as (B, S, D)
+    x = np.load(os.path.join(REF, "load_encoder", "x.npy"))
+    np.save(os.path.join(HERE, "x_seq_first.npy"), np.ascontiguousarray(x.transpose(1, 0, 2)))
     torch.save(collections.OrderedDict((k, v.to(torch.bfloat16)) for k, v in sd.items()),
                os.path.join(HERE, "encoder_bf16.pt"))
     torch.save(collections.OrderedDict((k, v.to(torch.float16)) for k, v in sd.items()),
