@@ -93,6 +93,32 @@ has "$(printf '%s' "$out" | head -1)" "masks tgt causal vs no mask" "diff names 
 expect 0 "same settings" -- "$bin" diff "$tmp/causal.tstrace" "$tmp/causal.tstrace"
 has "$(printf '%s' "$out" | head -1)" "settings: the same (heads 2, norm post" "equal settings are said"
 
+# ---- the bridge on real model code: diff --common lines it up with tscope's trace ----
+expect 0 "nanoGPT traced by tscope" -- "$bin" run --load $N/ckpt.pt --ids $N/ids.npy --trace "$tmp/nano.tstrace" \
+    --level values
+expect 0 "diff --common nanoGPT" -- "$bin" diff --common --tol 1e-4 $N/bridge.tstrace "$tmp/nano.tstrace"
+has "$(printf '%s' "$out" | head -1)" "settings: the same (heads 4, norm pre, activation gelu, masks causal" \
+    "nanoGPT: the bridge sees the same settings"
+has "$out" "no step differs beyond tol 0.0001" "nanoGPT: every shared step equal"
+for step in decoder.layers.0.self_attn.scores decoder.layers.0.self_attn.masked decoder.layers.1.self_attn.weights \
+    decoder.layers.1.self_attn.values decoder.layers.1.out decoder.norm.out logits; do
+    printf '%s\n' "$out" | grep -q " $step .* ok$" && ok || bad "nanoGPT: $step not compared equal"
+done
+expect 0 "info on nanoGPT's bridge trace" -- "$bin" info $N/bridge.tstrace
+printf '%s\n' "$out" | grep -Eq "decoder\.layers\.0\.norm1\.out +layernorm" && ok ||
+    bad "nanoGPT's own LayerNorm is labelled layernorm"
+expect 0 "png of the bridge's attention" -- "$bin" png $N/bridge.tstrace --tensor decoder.layers.0.self_attn.weights \
+    -o "$tmp/attn.png"
+has "$out" "view grid" "nanoGPT's softmax is drawn as attention"
+W=tests/ref/pt/wlm
+expect 0 "word_language_model traced by tscope" -- "$bin" run --load $W/model.pt --load-prefix encoder. --ignore-extra \
+    --input $W/x.npy --heads 4 --norm post --activation relu --mask causal --trace "$tmp/wlm.tstrace" --level values
+expect 0 "diff --common word_language_model" -- "$bin" diff --common --tol 1e-4 $W/bridge.tstrace "$tmp/wlm.tstrace"
+has "$out" "no step differs beyond tol 0.0001" "word_language_model: every shared step equal"
+has "$out" "only in B: 0 steps" "word_language_model: the bridge records every step of tscope's encoder"
+expect 0 "info on the seq-first bridge trace" -- "$bin" info $W/bridge.tstrace
+has "$out" "seq-first (S, B, D) tensors recorded transposed" "the transposition is said"
+
 # ---- torch.save files behind --load, and hostile ones ----
 expect 0 "torch.save state_dict" -- "$bin" run --load tests/ref/pt/checkpoint.pt --input tests/ref/load_encoder/x.npy \
     --heads 4 --norm pre --activation gelu --expect tests/ref/load_encoder/out.npy

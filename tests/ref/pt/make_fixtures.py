@@ -22,6 +22,13 @@ Written:
   for them (B, S, V); text_logits.npy: the logits of TEXT; compiled.pt: the same checkpoint as
   torch.compile's wrapper names it ("_orig_mod." before each name); nobias/ckpt.pt: bias=False,
   with its ids and logits.
+- nanogpt/bridge.tstrace: python/tscope_trace.py's recording of the nanoGPT model on ids.npy
+  (with targets, so lm_head sees every position), its attention written out as nanoGPT does.
+- wlm/: a TransformerModel written here after pytorch/examples' word_language_model (a subclass
+  of nn.Transformer whose forward embeds ids (S, B), scales by sqrt(d), adds sinusoidal
+  positions, runs self.encoder with a causal float mask log(tril) and a Linear decoder; seq-first
+  as PyTorch's default): model.pt (its state_dict), ids.npy (S, B), x.npy (the encoder's input
+  transposed to (B, S, D)), bridge.tstrace (the bridge's recording of model(ids)).
 - hostile/*.pt: files tscope must refuse with one line (bad zips, pickles outside the subset,
   storages shorter than their tensors, ...), written byte by byte with the standard library.
 """
@@ -32,6 +39,7 @@ import os
 import pickle
 import shutil
 import struct
+import sys
 import zipfile
 
 import numpy as np
@@ -254,6 +262,79 @@ def nanogpt_files():
     compiled["model"] = collections.OrderedDict(("_orig_mod." + k, v) for k, v in checkpoint["model"].items())
     torch.save(compiled, os.path.join(d, "compiled.pt"))
     nanogpt("nanogpt/nobias", False, 31)
+    sys.path.insert(0, os.path.join(os.path.dirname(REF), "..", "python"))
+    import tscope_trace
+    ids = torch.from_numpy(np.load(os.path.join(d, "ids.npy")))
+    with torch.no_grad():
+        tscope_trace.trace(model, os.path.join(d, "bridge.tstrace"), ids, targets=ids)
+
+
+# ---- word_language_model ----
+
+class PositionalEncoding(nn.Module):
+    """Sinusoidal positions added to seq-first (S, B, D) embeddings, as word_language_model adds them."""
+
+    def __init__(self, d_model, dropout=0.1, max_len=5000):
+        super().__init__()
+        self.dropout = nn.Dropout(p=dropout)
+        pe = torch.zeros(max_len, d_model)
+        position = torch.arange(0, max_len, dtype=torch.float).unsqueeze(1)
+        div_term = torch.exp(torch.arange(0, d_model, 2).float() * (-math.log(10000.0) / d_model))
+        pe[:, 0::2] = torch.sin(position * div_term)
+        pe[:, 1::2] = torch.cos(position * div_term)
+        self.register_buffer("pe", pe.unsqueeze(0).transpose(0, 1))  # (max_len, 1, D)
+
+    def forward(self, x):
+        return self.dropout(x + self.pe[:x.size(0), :])
+
+
+class TransformerModel(nn.Transformer):
+    """A subclass of nn.Transformer that replaces forward: embedding, positions, its encoder
+    under a causal mask, a Linear decoder, log_softmax."""
+
+    def __init__(self, ntoken, ninp, nhead, nhid, nlayers, dropout=0.5, max_len=5000):
+        super().__init__(d_model=ninp, nhead=nhead, dim_feedforward=nhid, num_encoder_layers=nlayers)
+        self.model_type = "Transformer"
+        self.src_mask = None
+        self.pos_encoder = PositionalEncoding(ninp, dropout, max_len)  # max_len: only to keep the fixture small
+        self.input_emb = nn.Embedding(ntoken, ninp)
+        self.ninp = ninp
+        self.decoder = nn.Linear(ninp, ntoken)
+
+    def _generate_square_subsequent_mask(self, sz):
+        return torch.log(torch.tril(torch.ones(sz, sz)))
+
+    def forward(self, src, has_mask=True):
+        if has_mask:
+            if self.src_mask is None or self.src_mask.size(0) != len(src):
+                self.src_mask = self._generate_square_subsequent_mask(len(src))
+        else:
+            self.src_mask = None
+        src = self.input_emb(src) * math.sqrt(self.ninp)
+        src = self.pos_encoder(src)
+        output = self.encoder(src, mask=self.src_mask)
+        output = self.decoder(output)
+        return F.log_softmax(output, dim=-1)
+
+
+def wlm_files():
+    d = os.path.join(HERE, "wlm")
+    os.makedirs(d, exist_ok=True)
+    gen = torch.Generator().manual_seed(40)
+    torch.manual_seed(40)
+    model = TransformerModel(ntoken=40, ninp=16, nhead=4, nhid=32, nlayers=2, dropout=0.0, max_len=64)
+    randomize(model, gen)
+    model.eval()
+    torch.save(model.state_dict(), os.path.join(d, "model.pt"))
+    ids = torch.randint(0, 40, (10, 3), generator=gen)  # (S, B): seq-first, as its batchify makes them
+    np.save(os.path.join(d, "ids.npy"), ids.numpy().astype("<i8"))
+    with torch.no_grad():
+        x = model.pos_encoder(model.input_emb(ids) * math.sqrt(model.ninp))
+    np.save(os.path.join(d, "x.npy"), x.transpose(0, 1).contiguous().numpy().astype("<f4"))
+    sys.path.insert(0, os.path.join(os.path.dirname(REF), "..", "python"))
+    import tscope_trace
+    with torch.no_grad():
+        tscope_trace.trace(model, os.path.join(d, "bridge.tstrace"), ids)
 
 
 # ---- hostile files ----
@@ -362,6 +443,7 @@ def hostile_files():
 if __name__ == "__main__":
     encoder_files()
     nanogpt_files()
+    wlm_files()
     hostile_files()
     total = sum(os.path.getsize(os.path.join(dp, f)) for dp, _, fs in os.walk(HERE) for f in fs)
     print("tests/ref/pt: %d bytes" % total)
