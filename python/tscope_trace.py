@@ -454,11 +454,11 @@ class Recorder:
                              batch=int(x.shape[0]), seq=int(x.shape[1]))
 
     def _mask_settings(self, attn_mask, causal_word, key_padding_mask, padding_word):
-        if attn_mask is not None:
+        if attn_mask is not None and not _hides_nothing(attn_mask):
             n = attn_mask.shape[-1]
             self.masks.add(causal_word if _is_causal(attn_mask, attn_mask.shape[-2], n) else
                            causal_word.replace("causal", "mask"))
-        if key_padding_mask is not None:
+        if key_padding_mask is not None and not _hides_nothing(key_padding_mask):
             self.masks.add(padding_word)
 
     def _quietly(self, forward, *args, **kwargs):
@@ -672,6 +672,12 @@ def _gpt_name(path):
 def _standard(module, cls):
     """module is a cls whose forward is cls's own (a subclass may replace it)."""
     return isinstance(module, cls) and type(module).forward is cls.forward
+
+
+def _hides_nothing(mask):
+    """A mask that hides no key (all False, or all 0 added): as good as none."""
+    m = mask.detach()
+    return not bool(m.any()) if m.dtype == torch.bool else bool((m == 0).all())
 
 
 def _mask_kind(mask, shape):
