@@ -374,6 +374,8 @@ typedef struct ts_weights_info {
     bool scale_known;                     /* tscope's config said whether token embeddings are scaled */
     int n_tensors;                        /* in the file */
     int n_mapped;                         /* names the layout reads (the others are extra) */
+    bool has_metadata;                    /* the file has a __metadata__ (a torch.save file has none) */
+    bool torch_pt;                        /* the file is a torch.save archive */
 } ts_weights_info;
 
 /* Read f's names and shapes (and __metadata__) into info. prefix: stripped
