@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <zip.h>
 
 #include "tscope/io.h"
@@ -21,6 +22,7 @@
 
 typedef struct pt_file {
     const char *path;
+    uint64_t file_size;       /* no stored member can be larger */
     zip_t *zip;
     char archive[MEMBER_MAX]; /* "ARCHIVE/" before every member's name */
 } pt_file;
@@ -39,6 +41,9 @@ bool ts_torch_pt_is(const char *path) {
 static ts_status open_zip(pt_file *z, const char *path) {
     int err = 0;
     z->path = path;
+    struct stat sb;
+    if (stat(path, &sb) != 0) return ts_fail(TS_ERR_IO, "cannot open %s: %s", path, strerror(errno));
+    z->file_size = (uint64_t)sb.st_size;
     z->zip = zip_open(path, ZIP_RDONLY | ZIP_CHECKCONS, &err);
     if (!z->zip) {
         zip_error_t e;
@@ -80,6 +85,10 @@ static ts_status read_member(const pt_file *z, const char *rest, uint64_t want, 
         ((s.valid & ZIP_STAT_ENCRYPTION_METHOD) && s.encryption_method != ZIP_EM_NONE))
         return ts_fail(TS_ERR_FORMAT, "%s: member %s is compressed or encrypted; torch.save stores its members as "
                        "they are", z->path, name);
+    /* a stored member's bytes are in the file: a size past it is a lie, not an allocation to make */
+    if (s.size > z->file_size || ((s.valid & ZIP_STAT_COMP_SIZE) && s.comp_size != s.size))
+        return ts_fail(TS_ERR_FORMAT, "%s: member %s claims %llu bytes, more than the file holds", z->path, name,
+                       (unsigned long long)s.size);
     if (want != UINT64_MAX && s.size != want)
         return ts_fail(TS_ERR_FORMAT, "%s: member %s holds %llu bytes, the pickle says its storage has %llu bytes", z->path,
                        name, (unsigned long long)s.size, (unsigned long long)want);
@@ -224,8 +233,11 @@ static ts_status read_storages(const pt_file *z, const ts_pk *sd) {
     return TS_OK;
 }
 
-/* Entries for the state_dict's tensors, their bytes in f->owned. */
-static ts_status make_entries(ts_safetensors *f, const ts_pk *sd) {
+/* Entries for the state_dict's tensors, their bytes in f->owned. Tensors may
+ * share storages (tied weights, views), but a few bytes of pickle naming one
+ * storage a million times must not become a million copies: the copies may
+ * take at most 8 times the file (plus 1 MiB). */
+static ts_status make_entries(ts_safetensors *f, const ts_pk *sd, uint64_t file_size) {
     int64_t n = 0;
     uint64_t total = 0;
     for (int64_t i = 0; i + 1 < sd->n; i += 2) {
@@ -240,8 +252,9 @@ static ts_status make_entries(ts_safetensors *f, const ts_pk *sd) {
         uint64_t numel = 0;
         TS_TRY(tensor_extent(f->path, k->s, t, &numel));
         uint64_t bytes = (numel * (uint64_t)t->storage->elem_size + 7) & ~7ull;
-        if (total > (1ull << 46) - bytes)
-            return ts_fail(TS_ERR_FORMAT, "%s: the tensors add up to more than 64 TiB", f->path);
+        if (total > 8 * file_size + (1u << 20) - bytes || bytes > 8 * file_size + (1u << 20))
+            return ts_fail(TS_ERR_FORMAT, "%s: its tensors would take more than 8 times the file's %llu bytes: the "
+                           "same storage named over and over", f->path, (unsigned long long)file_size);
         total += bytes;
         n++;
     }
@@ -359,7 +372,7 @@ ts_status ts_torch_pt_open(ts_safetensors *f, const char *path) {
     if (!st) st = ts_pickle_parse(&p, pkl, (size_t)pkl_size, what);
     if (!st) st = find_state_dict(path, p.root, &sd, &where);
     if (!st) st = read_storages(&z, sd);
-    if (!st) st = make_entries(f, sd);
+    if (!st) st = make_entries(f, sd, z.file_size);
     if (!st) st = sort_names(f);
     if (!st) st = model_args_meta(f, p.root, where);
     ts_pickle_free(&p);

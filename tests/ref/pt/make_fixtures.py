@@ -434,6 +434,10 @@ def hostile_files():
     pt(p("duplicate_name"), pk_file(pk_dict([(pk_str("w"), pk_tensor()), (pk_str("w"), pk_tensor())])))
     pt(p("int_key"), pk_file(pk_dict([(pk_int(3), pk_tensor())])))
     pt(p("storage_numel_lies"), pk_file(pk_dict([(pk_str("w"), pk_tensor(numel=1 << 40))])))
+    # one 4 KiB storage named 2000 times through the memo: 8 MB of copies from a 30 KB file
+    many = b"".join(pk_str("w%d" % i) + (pk_tensor(numel=1024, size=(1024,), stride=(1,)) + b"q\x01" if i == 0
+                                         else b"h\x01") for i in range(2000))
+    pt(p("storage_named_repeatedly"), pk_file(b"}(" + many + b"u"), data=b"\0" * 4096)
     with open(p("legacy_pickle"), "wb") as f:  # torch.save's format before PyTorch 1.6
         f.write(b"\x80\x02\x8a\x0al\xfc\x9cF\xf9 j\xa8P\x19.")
     names = sorted(os.listdir(d))
