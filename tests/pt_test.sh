@@ -31,6 +31,12 @@ has "$out" "no tokenizer (ids only), a vocabulary of 65" "no meta.pkl: ids only,
 expect 2 "--text with no tokenizer" -- "$bin" run --load $N/nobias/ckpt.pt --text "hi"
 one_line "--text with no tokenizer"
 has "$err" "give the token ids as --ids" "the way out is named"
+expect 0 "generate from nanoGPT" -- "$bin" generate --load $N/ckpt.pt --prompt "First" -n 6 --seed 1
+case $out in First?????*) ok ;; *) bad "generate does not continue the prompt: $out" ;; esac
+expect 2 "generate --layout hf on nanoGPT" -- "$bin" generate --load $N/ckpt.pt --prompt "First" --layout hf
+one_line "generate --layout hf on nanoGPT"
+expect 2 "generate with no tokenizer" -- "$bin" generate --load $N/nobias/ckpt.pt --prompt "First"
+one_line "generate with no tokenizer"
 expect 0 "--trace of a batch" -- "$bin" run --load $N/ckpt.pt --ids $N/ids.npy --trace "$tmp/n.tstrace"
 
 # ---- --expect and --tol ----
