@@ -454,12 +454,15 @@ ts_status ts_model_config_from_json(const char *json, ts_model_config *cfg);
  * "config" (ts_model_config_to_json), "tokenizer" (ts_lmtok_to_json), and
  * "task": "lm", "steps", "heldout_loss", "heldout_bits_per_char", "corpus".
  * Read back: the config and the tokenizer (either pointer may be NULL). A
- * file without them is refused, saying what it lacks. */
+ * file without them is refused, saying what it lacks. GPT-2-named files
+ * (ts_gpt2_is) may have no tokenizer (no meta.pkl or vocabulary beside them,
+ * and not GPT-2's 50257 tokens): tok->count is then 0, and the model reads
+ * ids only. */
 ts_status ts_lm_checkpoint_read(const char *path, ts_model_config *cfg, ts_lmtok *tok);
 
 /* Whether path is a safetensors file whose metadata says "task": "lm", or
- * GPT-2's own checkpoint (ts_gpt2_is): a language model that brings its
- * config and tokenizer (no message when not). */
+ * GPT-2's own checkpoint or nanoGPT's (ts_gpt2_is): a language model that
+ * brings its config (no message when not). */
 bool ts_lm_checkpoint_is(const char *path);
 
 /* The language model's weights into m, built from ts_lm_checkpoint_read's
