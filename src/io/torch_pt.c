@@ -206,6 +206,17 @@ static void gather(const ts_pk *t, unsigned char *dst) {
     int64_t idx[TS_MAX_RANK] = {0};
     uint64_t numel = 1;
     for (int d = 0; d < rank; d++) numel *= (uint64_t)t->shape[d];
+    /* the usual case, a row-major tensor: one copy */
+    bool contiguous = true;
+    int64_t expect = 1;
+    for (int d = rank - 1; d >= 0 && contiguous; d--) {
+        contiguous = t->shape[d] == 1 || t->stride[d] == expect;
+        expect *= t->shape[d];
+    }
+    if (contiguous) {
+        if (numel) memcpy(dst, s->bytes + (uint64_t)t->offset * (uint64_t)es, (size_t)(numel * (uint64_t)es));
+        return;
+    }
     for (uint64_t k = 0; k < numel; k++) {
         int64_t at = t->offset;
         for (int d = 0; d < rank; d++) at += idx[d] * t->stride[d];
