@@ -107,6 +107,10 @@ static int generate(const gen_opts *o, int argc, char **argv) {
     if (!st && tok.count == 0)
         st = ts_fail(TS_ERR_ARG, "%s has no tokenizer (no meta.pkl, encoder.json or vocab.json beside it) to read "
                      "--prompt with", o->load);
+    if (!st && tok.count != cfg.vocab)
+        st = ts_fail(TS_ERR_ARG, "%s: the model's %d ids include %d its %d-token tokenizer lacks (a padded vocabulary): "
+                     "a draw could pick one; use tscope run --text to read a text with it", o->load, cfg.vocab,
+                     cfg.vocab - (int)tok.count, (int)tok.count);
     if (!st) st = ts_lmtok_encode(&tok, o->prompt, strlen(o->prompt), &ids);
     if (!st && ids.count == 0) st = ts_fail(TS_ERR_ARG, "--prompt has no tokens: give some text to continue");
     ts_lmtok_free(&tok);

@@ -14,6 +14,7 @@
 /* A token's label: the tokenizer's, or the id itself when the checkpoint has none. */
 static size_t label(const ts_lmtok *tok, int32_t id, char *buf, size_t cap) {
     if (tok->count == 0) return (size_t)snprintf(buf, cap, "%d", (int)id);
+    if (id >= tok->count) return (size_t)snprintf(buf, cap, "<pad %d>", (int)id); /* a padded vocabulary's */
     return ts_lmtok_label(tok, id, buf, cap);
 }
 
@@ -251,7 +252,11 @@ int run_lm(const char *load, const ts_cli_list *text, const char *ids_path, ts_f
     char desc[256];
     model_config_describe(&m.cfg, desc, sizeof desc);
     printf("# %s\n", desc);
-    if (tok.count) printf("# %s: %s tokenizer, %d tokens\n", load, ts_lmtok_kind_name(tok.kind), (int)tok.count);
+    if (tok.count == m.cfg.vocab)
+        printf("# %s: %s tokenizer, %d tokens\n", load, ts_lmtok_kind_name(tok.kind), (int)tok.count);
+    else if (tok.count)
+        printf("# %s: %s tokenizer, %d tokens (the model's %d: ids from %d on are padding)\n", load,
+               ts_lmtok_kind_name(tok.kind), (int)tok.count, m.cfg.vocab, (int)tok.count);
     else printf("# %s: no tokenizer (ids only), a vocabulary of %d\n", load, m.cfg.vocab);
     if (layout)
         printf("# layout: %s\n", strcmp(layout, "nanogpt") == 0 ? "nanogpt (nn.Linear weights, (out, in))"

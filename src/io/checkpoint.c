@@ -83,7 +83,8 @@ static ts_status meta_pkl_tok(const char *file, int vocab, ts_lmtok *tok) {
 
 /* GPT-2's files: the config from the shapes and config.json (or nanoGPT's
  * model_args). The tokenizer: nanoGPT's meta.pkl beside the weights, else the
- * BPE vocabulary beside them, else the shipped GPT-2 BPE when the sizes agree;
+ * BPE vocabulary beside them, else the shipped GPT-2 BPE when the sizes agree
+ * (or the model's vocabulary is GPT-2's padded, tok->count < cfg->vocab);
  * else none (tok->count 0: the model reads ids only). */
 static ts_status gpt2_read(const char *path, ts_model_config *cfg, ts_lmtok *tok) {
     ts_model_config mine;
@@ -99,11 +100,14 @@ static ts_status gpt2_read(const char *path, ts_model_config *cfg, ts_lmtok *tok
         fclose(fp);
         return meta_pkl_tok(meta, vocab, tok);
     }
+    /* GPT-2's own BPE, also under a vocabulary padded past its 50257 tokens (nanoGPT rounds it up to
+     * 50304): the BPE never writes the padding ids */
+    bool padded = !beside && vocab > 50257 && vocab < 50257 + 128;
     if (!beside) {
-        if (vocab != 50257 || ts_bpe_default_dir(dir, sizeof dir)) return TS_OK; /* no tokenizer: ids only */
+        if ((vocab != 50257 && !padded) || ts_bpe_default_dir(dir, sizeof dir)) return TS_OK; /* ids only */
     }
     st = ts_lmtok_build_bpe(tok, dir);
-    if (!st && tok->count != vocab) {
+    if (!st && tok->count != vocab && !(padded && tok->count == 50257)) {
         st = ts_fail(TS_ERR_FORMAT, "%s: the model has %d tokens, the BPE of %s %d", path, vocab, dir, (int)tok->count);
         ts_lmtok_free(tok);
     }
