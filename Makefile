@@ -16,7 +16,7 @@ endif
 # model, kernels, traces, files, lessons) compiles without the drawing
 # libraries' include paths, so it cannot include cairo, pango or SDL;
 # viz/ (renderers, viewer, lesson pages) gets them.
-CORE_PKGS := zlib libcjson md4c
+CORE_PKGS := zlib libcjson md4c libzip
 VIZ_PKGS := sdl2 cairo cairo-svg cairo-pdf pangocairo
 PKGS := $(VIZ_PKGS) $(CORE_PKGS)
 CORE_PKG_CFLAGS = $(shell pkg-config --cflags $(CORE_PKGS) 2>/dev/null)

@@ -24,10 +24,27 @@ Names. Steps are named as tscope names them wherever the module is one tscope kn
 - nn.TransformerEncoder / nn.TransformerDecoder / nn.Transformer: `input`, `decoder.input`,
   the layers under `encoder.layers.{i}` / `decoder.layers.{i}`, the final norms as
   `encoder.norm.*` / `decoder.norm.*`, `encoder.out`, `decoder.out`.
+  Subclasses of these modules are recorded the same way unless they replace forward (as
+  pytorch/examples' word_language_model TransformerModel does): then the modules it calls
+  (its nn.TransformerEncoder) are. Seq-first modules (batch_first=False, PyTorch's default)
+  are recorded transposed to tscope's (B, S, D), and the metadata says so (`seq_first`).
 - Anything else: each leaf module's output under its module path (`blocks.0.attn.q_proj`),
-  and whatever the model hands over itself with `tscope_trace.step("weights", w, op="softmax",
-  tag="attn_weights")` inside a module's forward (named `<module path>.weights`; a no-op
+  labelled by what the module is (a LayerNorm of one's own is `layernorm`); inside modules
+  with their own attention code the tensor ops are watched (torch's function mode): a
+  matmul giving (B, H, Sq, Sk) is `<module path>.scores`, its scaling `scaled`, a
+  masked_fill of it `masked`, the softmax over keys `weights` (tagged as attention
+  weights, so tscope draws it as attention), the matmul of the weights with v `values`.
+  GPT-2-named models (nanoGPT's GPT, Hugging Face's) have their module paths renamed to
+  tscope's (`transformer.h.0.ln_1` -> `decoder.layers.0.norm1.out`, `attn` -> `self_attn`,
+  `mlp.c_fc` -> `ffn.hidden`, `lm_head` -> `logits`, a block's output
+  `decoder.layers.0.out`), so `tscope diff --common` lines them up with tscope's run.
+  Whatever the model hands over itself with `tscope_trace.step("weights", w, op="softmax",
+  tag="attn_weights")` inside a module's forward is named `<module path>.weights` (a no-op
   when nothing is recording), as TransformerLens's hook points do.
+
+Settings. What shapes cannot tell (heads, norm placement, activation, the masks in force,
+batch and seq) goes into the metadata's `settings` as far as the bridge can see it, in
+tscope run's words, and `tscope diff` compares them before any value.
 
 qkv. tscope's fused projection `qkv` is stored per head: the columns of head h are its q, k
 and v side by side (seed 000's layout, which its `qkv.reshape(B, S, H, 3 * hd)` needs).
@@ -37,14 +54,14 @@ cross-attention's `kv`) in tscope's layout and says so in the metadata (`config.
 
 Only numpy and torch are needed (run with Debian's python3-torch: /usr/bin/python3).
 Attention weights are recorded as (B, H, Sq, Sk) with the tag tscope draws as attention.
-Modules must run with batch_first=True; PyTorch's fused inference fast path is avoided by
-recording with autograd on.
+PyTorch's fused inference fast path is avoided by recording with autograd on.
 """
 
 import contextlib
 import json
 import math
 import os
+import re
 import shutil
 import struct
 import sys
@@ -54,6 +71,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.overrides import TorchFunctionMode
 
 # ---- the op and tag numbers of include/tscope/core.h (append-only) -------------------------
 OPS = ["input", "embedding", "positional_encoding", "add", "linear", "reshape", "permute",
@@ -202,10 +220,32 @@ class Recorder:
         self.stack = []  # module paths whose forward is running
         self.handles, self.patched = [], []
         self.inside_known = 0
+        # GPT-2-named models (nanoGPT, Hugging Face's) get tscope's names
+        self.gpt_names = any(_strip(n).startswith(("transformer.h.0", "h.0")) for n in self.paths.values())
+        self.settings = {}      # what shapes cannot tell, as far as seen (metadata "settings")
+        self.masks = set()      # the masks in force
+        self.seq_first = []     # the seq-first modules recorded transposed
+        self.attn_state = {}    # per attention module call: ids of its scores, scaled, weights
 
     # -- naming
     def name(self, path, leaf):
         return f"{path}.{leaf}" if path else leaf
+
+    def tscope_path(self, path):
+        """A module path under tscope's name (GPT-2-named models), else as it is."""
+        return _gpt_name(path) if self.gpt_names else path
+
+    def metadata_out(self):
+        settings = dict(self.settings)
+        if self.masks or settings:
+            settings["masks"] = ", ".join(m for m in MASK_ORDER if m in self.masks) or "no mask"
+        meta = dict(self.metadata, recomputed=self.recomputed)
+        if settings:
+            meta["settings"] = settings
+        if self.seq_first:
+            meta["seq_first"] = {"modules": self.seq_first,
+                                 "note": "seq-first (S, B, D) tensors recorded transposed to tscope's (B, S, D)"}
+        return meta
 
     def emit(self, name, op, tag, tensor, recomputed=False):
         self.file.step(name, op, tag, tensor.detach().float().cpu().numpy())
@@ -215,13 +255,14 @@ class Recorder:
     # -- hooks
     def install(self):
         for module, path in self.paths.items():
-            if isinstance(module, nn.Transformer):
+            # a subclass that replaces forward is recorded through the modules it calls
+            if _standard(module, nn.Transformer):
                 self._patch(module, self._transformer)
-            elif isinstance(module, nn.TransformerEncoder):
+            elif _standard(module, nn.TransformerEncoder):
                 self._patch(module, self._encoder)
-            elif isinstance(module, nn.TransformerDecoder):
+            elif _standard(module, nn.TransformerDecoder):
                 self._patch(module, self._decoder)
-            elif isinstance(module, (nn.TransformerEncoderLayer, nn.TransformerDecoderLayer)):
+            elif _standard(module, nn.TransformerEncoderLayer) or _standard(module, nn.TransformerDecoderLayer):
                 self._patch(module, self._layer)
             self.handles.append(module.register_forward_pre_hook(self._enter))
             self.handles.append(module.register_forward_hook(self._leave))
@@ -247,19 +288,76 @@ class Recorder:
         self.patched.append((module, original))
 
     def _enter(self, module, args):
-        self.stack.append(self.paths.get(module, ""))
+        path = self.paths.get(module, "")
+        self.stack.append(path)
+        self.attn_state[path] = {}
+        if path == "" and self.gpt_names and not self.inside_known and args and torch.is_tensor(args[0]):
+            self.emit("input", "input", "plain", args[0])  # the token ids, as tscope's first step
+            self.settings.update(batch=int(args[0].shape[0]), seq=int(args[0].shape[-1]))
 
     def _leave(self, module, args, output):
         path = self.stack.pop() if self.stack else ""
         if self.inside_known or isinstance(output, tuple) or not torch.is_tensor(output):
             return
         if list(module.children()):
-            return  # only leaves: a container's output is its last child's
-        self.emit(path or "output", _op_of(module), "plain", output)
+            # only leaves, but a GPT-2-named block's output is its layer's output in tscope
+            if self.gpt_names and re.fullmatch(r"decoder\.layers\.\d+", self.tscope_path(path)):
+                self.emit(self.tscope_path(path) + ".out", "add", "plain", output)
+            return
+        op = _op_of(module)
+        if self.gpt_names and "gelu" in type(module).__name__.lower():
+            self.settings["activation"] = "gelu-tanh" if getattr(module, "approximate", "none") == "tanh" else "gelu"
+        if self.gpt_names and op == "layernorm":
+            self.settings["norm"] = "pre"  # GPT-2's blocks normalise before each sublayer
+        self.emit(self.tscope_path(path) or "output", op, "norm_out" if op == "layernorm" else "plain", output)
+
+    # -- the tensor ops of a module with its own attention code
+    def on_op(self, name, args, out):
+        """Called for every torch function while recording: the attention steps of a module
+        that computes attention itself are recorded under tscope's names."""
+        if self.inside_known or not self.stack or not torch.is_tensor(out) or out.dim() != 4:
+            return
+        path = self.stack[-1]
+        st = self.attn_state.setdefault(path, {})
+        first = args[0] if args and torch.is_tensor(args[0]) else None
+        p = self.tscope_path(path)
+        emitted = st.setdefault("emitted", set())
+
+        def emit(leaf, op, tag, t):
+            emitted.add(leaf)  # a tscope_trace.step of the same leaf in this call is then not repeated
+            self.emit(self.name(p, leaf), op, tag, t)
+        if name == "softmax":
+            st["weights"] = id(out)
+            emit("weights", "softmax", "attn_weights", torch.nan_to_num(out, nan=0.0))
+            self.settings["heads"] = int(out.shape[1])
+            self.settings.setdefault("batch", int(out.shape[0]))
+            self.settings.setdefault("seq", int(out.shape[2]))
+        elif name in ("matmul", "__matmul__", "bmm"):
+            if first is not None and id(first) == st.get("weights"):
+                emit("values", "matmul", "heads", out)
+            elif "scores" not in st:
+                st["scores"] = id(out)
+                emit("scores", "matmul", "attn_scores", out)
+        elif name in ("mul", "__mul__", "div", "__truediv__") and first is not None and id(first) == st.get("scores"):
+            st["scaled"] = id(out)
+            emit("scaled", "scale", "attn_scores", out)
+        elif name == "masked_fill" and first is not None and id(first) in (st.get("scores"), st.get("scaled")):
+            st["masked"] = id(out)
+            emit("masked", "mask", "attn_scores", out)
+            self.masks.add(_mask_kind(args[1] if len(args) > 1 else None, out.shape))
 
     # -- the modules tscope knows
     def _transformer(self, module, forward, src, tgt, src_mask=None, tgt_mask=None, memory_mask=None,
                      src_key_padding_mask=None, tgt_key_padding_mask=None, memory_key_padding_mask=None):
+        bf = self._batch_first(module.encoder.layers[0], self.paths.get(module) or "transformer")
+        real_src, real_tgt = src, tgt
+        if not bf:
+            src, tgt = src.transpose(0, 1), tgt.transpose(0, 1)
+        self._layer_settings(module.encoder.layers[0], src)
+        self.settings["tgt_seq"] = int(tgt.shape[1])
+        self._mask_settings(tgt_mask, "tgt causal", tgt_key_padding_mask, "tgt padding")
+        self._mask_settings(src_mask, "src mask", src_key_padding_mask, "src padding")
+        self._mask_settings(memory_mask, "memory mask", memory_key_padding_mask, "memory padding")
         self.inside_known += 1
         try:
             self.emit("input", "input", "plain", src)
@@ -272,14 +370,20 @@ class Recorder:
                                        memory_key_padding_mask=memory_key_padding_mask), memory=memory)
         finally:
             self.inside_known -= 1
-        real = self._quietly(forward, src, tgt, src_mask=src_mask, tgt_mask=tgt_mask, memory_mask=memory_mask,
-                             src_key_padding_mask=src_key_padding_mask, tgt_key_padding_mask=tgt_key_padding_mask,
-                             memory_key_padding_mask=memory_key_padding_mask)
-        self._check("the transformer's output", out, real)
+        real = self._quietly(forward, real_src, real_tgt, src_mask=src_mask, tgt_mask=tgt_mask,
+                             memory_mask=memory_mask, src_key_padding_mask=src_key_padding_mask,
+                             tgt_key_padding_mask=tgt_key_padding_mask, memory_key_padding_mask=memory_key_padding_mask)
+        self._check("the transformer's output", out, real if bf else real.transpose(0, 1))
         return real
 
     def _encoder(self, module, forward, src, mask=None, src_key_padding_mask=None, **kw):
         prefix = self.paths.get(module) or "encoder"
+        real_src = src
+        bf = self._batch_first(module.layers[0], prefix)
+        if not bf:
+            src = src.transpose(0, 1)
+        self._layer_settings(module.layers[0], src)
+        self._mask_settings(mask, "causal", src_key_padding_mask, "src padding")
         self.inside_known += 1
         try:
             self.emit(self.name(prefix, "input") if prefix != "encoder" else "input", "input", "plain", src)
@@ -287,13 +391,19 @@ class Recorder:
                                   dict(src_mask=mask, src_key_padding_mask=src_key_padding_mask))
         finally:
             self.inside_known -= 1
-        real = self._quietly(forward, src, mask=mask, src_key_padding_mask=src_key_padding_mask, **kw)
-        self._check(f"{prefix}'s output", out, real)
+        real = self._quietly(forward, real_src, mask=mask, src_key_padding_mask=src_key_padding_mask, **kw)
+        self._check(f"{prefix}'s output", out, real if bf else real.transpose(0, 1))
         return real
 
     def _decoder(self, module, forward, tgt, memory, tgt_mask=None, memory_mask=None,
                  tgt_key_padding_mask=None, memory_key_padding_mask=None, **kw):
         prefix = self.paths.get(module) or "decoder"
+        real_tgt, real_memory = tgt, memory
+        bf = self._batch_first(module.layers[0], prefix)
+        if not bf:
+            tgt, memory = tgt.transpose(0, 1), memory.transpose(0, 1)
+        self._mask_settings(tgt_mask, "tgt causal", tgt_key_padding_mask, "tgt padding")
+        self._mask_settings(memory_mask, "memory mask", memory_key_padding_mask, "memory padding")
         self.inside_known += 1
         try:
             self.emit(self.name(prefix, "input"), "input", "plain", tgt)
@@ -303,28 +413,53 @@ class Recorder:
                                        memory_key_padding_mask=memory_key_padding_mask), memory=memory)
         finally:
             self.inside_known -= 1
-        real = self._quietly(forward, tgt, memory, tgt_mask=tgt_mask, memory_mask=memory_mask,
+        real = self._quietly(forward, real_tgt, real_memory, tgt_mask=tgt_mask, memory_mask=memory_mask,
                              tgt_key_padding_mask=tgt_key_padding_mask,
                              memory_key_padding_mask=memory_key_padding_mask, **kw)
-        self._check(f"{prefix}'s output", out, real)
+        self._check(f"{prefix}'s output", out, real if bf else real.transpose(0, 1))
         return real
 
     def _layer(self, module, forward, *args, **kwargs):
         """A layer called on its own (not from a stack the bridge runs)."""
         real = self._quietly(forward, *args, **kwargs)
         path = self.paths.get(module, "layer")
+        bf = self._batch_first(module, path)
+        t = (lambda a: a) if bf else (lambda a: a.transpose(0, 1))
         self.inside_known += 1
         try:
-            x = args[0]
+            x = t(args[0])
             if isinstance(module, nn.TransformerEncoderLayer):
                 out = self._encoder_layer(path, module, x, kwargs.get("src_mask"), kwargs.get("src_key_padding_mask"))
             else:
-                memory = args[1] if len(args) > 1 else kwargs["memory"]
+                memory = t(args[1] if len(args) > 1 else kwargs["memory"])
                 out = self._decoder_layer(path, module, x, memory, kwargs)
         finally:
             self.inside_known -= 1
-        self._check(f"{path}'s output", out, real)
+        self._check(f"{path}'s output", out, t(real))
         return real
+
+    def _batch_first(self, layer, path):
+        """Whether a layer takes (B, S, D); a seq-first one is recorded transposed, and noted."""
+        bf = getattr(layer, "batch_first", None)
+        if bf is None:
+            bf = getattr(getattr(layer, "self_attn", None), "batch_first", True)
+        if not bf and path not in self.seq_first:
+            self.seq_first.append(path)
+        return bool(bf)
+
+    def _layer_settings(self, layer, x):
+        """heads, norm, activation of a standard layer, and the batch-first input's sizes."""
+        self.settings.update(heads=int(layer.self_attn.num_heads), norm="pre" if layer.norm_first else "post",
+                             activation="gelu" if _activation(layer) is F.gelu else "relu",
+                             batch=int(x.shape[0]), seq=int(x.shape[1]))
+
+    def _mask_settings(self, attn_mask, causal_word, key_padding_mask, padding_word):
+        if attn_mask is not None and not _hides_nothing(attn_mask):
+            n = attn_mask.shape[-1]
+            self.masks.add(causal_word if _is_causal(attn_mask, attn_mask.shape[-2], n) else
+                           causal_word.replace("causal", "mask"))
+        if key_padding_mask is not None and not _hides_nothing(key_padding_mask):
+            self.masks.add(padding_word)
 
     def _quietly(self, forward, *args, **kwargs):
         """The module's real forward, its leaves unrecorded (the bridge recorded its steps)."""
@@ -421,9 +556,8 @@ class Recorder:
         return out
 
     def _attention(self, p, mha, xq, xkv, attn_mask, key_padding_mask, fused):
-        """nn.MultiheadAttention step by step; returns its output (as the layer adds it)."""
-        if not mha.batch_first:
-            raise ValueError(f"tscope_trace: {p}: only batch_first=True attention is recorded")
+        """nn.MultiheadAttention step by step on batch-first xq, xkv (the callers transpose a
+        seq-first module's tensors); returns its output (as the layer adds it)."""
         e = lambda leaf, op, tag, t: self.emit(f"{p}.{leaf}", op, tag, t, recomputed=True)
         B, Sq, D = xq.shape
         Sk = xkv.shape[1]
@@ -497,6 +631,107 @@ def _additive_mask(attn_mask, key_padding_mask, B, H, Sq, Sk, dtype):
     return m
 
 
+# the masks in force, in tscope run's words and order (trace_cli_settings)
+MASK_ORDER = ["causal", "tgt causal", "mask", "src mask", "tgt mask", "src padding", "tgt padding", "memory mask",
+              "memory padding"]
+
+# GPT-2's module names (nanoGPT's GPT, Hugging Face's GPT2LMHeadModel) as tscope names its steps
+_GPT_NAMES = [
+    (r"(transformer\.)?wte", "embed.tokens"),
+    (r"(transformer\.)?wpe", "embed.pe"),
+    (r"(transformer\.)?drop", "embed.out"),  # dropout of wte + wpe: the sum (identity at inference)
+    (r"(transformer\.)?h\.(\d+)", r"decoder.layers.\2"),
+    (r"(transformer\.)?h\.(\d+)\.ln_1", r"decoder.layers.\2.norm1.out"),
+    (r"(transformer\.)?h\.(\d+)\.ln_2", r"decoder.layers.\2.norm2.out"),
+    (r"(transformer\.)?h\.(\d+)\.attn", r"decoder.layers.\2.self_attn"),
+    (r"(transformer\.)?h\.(\d+)\.attn\.c_attn", r"decoder.layers.\2.self_attn.c_attn"),
+    (r"(transformer\.)?h\.(\d+)\.attn\.c_proj", r"decoder.layers.\2.self_attn.out"),
+    (r"(transformer\.)?h\.(\d+)\.attn\.(\w+)", r"decoder.layers.\2.self_attn.\3"),
+    (r"(transformer\.)?h\.(\d+)\.mlp\.c_fc", r"decoder.layers.\2.ffn.hidden"),
+    (r"(transformer\.)?h\.(\d+)\.mlp\.(gelu|act)", r"decoder.layers.\2.ffn.act"),
+    (r"(transformer\.)?h\.(\d+)\.mlp\.c_proj", r"decoder.layers.\2.ffn.out"),
+    (r"(transformer\.)?h\.(\d+)\.mlp\.dropout", r"decoder.layers.\2.ffn.resid_dropout"),  # after c_proj
+    (r"(transformer\.)?ln_f", "decoder.norm.out"),
+    (r"lm_head", "logits"),
+]
+
+
+def _strip(path):
+    """A module path without torch.compile's wrapper prefix."""
+    return path[len("_orig_mod."):] if path.startswith("_orig_mod.") else path
+
+
+def _gpt_name(path):
+    path = _strip(path)
+    for pattern, name in _GPT_NAMES:
+        if re.fullmatch(pattern, path):
+            return re.sub(pattern, name, path)
+    return path
+
+
+def _standard(module, cls):
+    """module is a cls whose forward is cls's own (a subclass may replace it)."""
+    return isinstance(module, cls) and type(module).forward is cls.forward
+
+
+def _hides_nothing(mask):
+    """A mask that hides no key (all False, or all 0 added): as good as none."""
+    m = mask.detach()
+    return not bool(m.any()) if m.dtype == torch.bool else bool((m == 0).all())
+
+
+def _mask_kind(mask, shape):
+    """A masked_fill's mask over (B, H, Sq, Sk) scores in tscope run's words: "causal" (the
+    keys after each query), "src padding" (keys per batch element, the same for every query),
+    or "mask"."""
+    if not torch.is_tensor(mask):
+        return "mask"
+    if _is_causal(mask, shape[-2], shape[-1]):
+        return "causal"
+    m = mask
+    while m.dim() < 4:
+        m = m.unsqueeze(0)
+    if m.dim() == 4 and m.shape[1] == 1 and m.shape[2] == 1 and m.shape[3] == shape[-1]:
+        return "src padding"
+    return "mask"
+
+
+def _is_causal(mask, sq, sk):
+    """Whether a mask (bool: True = hidden or kept, float: -inf = hidden) hides exactly the keys
+    after each query: the causal mask, written either way."""
+    m = mask.detach()
+    while m.dim() > 2 and m.shape[0] == 1:
+        m = m[0]
+    if m.dim() != 2:
+        return False
+    m = m[-sq:, :sk] if m.shape[0] >= sq and m.shape[1] >= sk else m
+    if m.shape != (sq, sk):
+        return False
+    upper = torch.ones(sq, sk, dtype=torch.bool).triu(1)
+    if m.dtype == torch.bool:
+        return bool(torch.equal(m, upper) or torch.equal(m, ~upper))
+    hidden = torch.isinf(m) & (m < 0)
+    kept = m == 0
+    if bool(torch.equal(hidden, upper) and torch.equal(kept, ~upper)):
+        return True
+    return bool(torch.equal(m == 0, upper) and torch.equal(m == 1, ~upper))  # a tril buffer of 1s, compared with 0
+
+
+class _OpWatcher(TorchFunctionMode):
+    """Hands every torch function's result to the recorder (Recorder.on_op)."""
+
+    def __init__(self, recorder):
+        super().__init__()
+        self.recorder = recorder
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        name = getattr(func, "__name__", "")
+        if name in ("softmax", "matmul", "__matmul__", "bmm", "mul", "__mul__", "div", "__truediv__", "masked_fill"):
+            self.recorder.on_op(name, args, out)
+        return out
+
+
 def _activation(layer):
     act = layer.activation
     if act is F.relu or isinstance(act, nn.ReLU):
@@ -507,9 +742,16 @@ def _activation(layer):
 
 
 def _op_of(module):
+    """What a leaf module is, by its class, or by its class's name for a model's own (nanoGPT's
+    LayerNorm with an optional bias is a layernorm, not a linear)."""
     for kind, op in ((nn.Linear, "linear"), (nn.LayerNorm, "layernorm"), (nn.ReLU, "relu"), (nn.GELU, "gelu"),
                      (nn.Dropout, "dropout"), (nn.Embedding, "embedding"), (nn.Softmax, "softmax")):
         if isinstance(module, kind):
+            return op
+    name = type(module).__name__.lower()
+    for word, op in (("norm", "layernorm"), ("gelu", "gelu"), ("relu", "relu"), ("dropout", "dropout"),
+                     ("embedding", "embedding"), ("softmax", "softmax"), ("linear", "linear"), ("conv1d", "linear")):
+        if word in name:
             return op
     return "linear" if hasattr(module, "weight") else "add"
 
@@ -525,7 +767,9 @@ def step(leaf, tensor, op="add", tag="plain"):
     if tag not in TAGS:
         raise ValueError(f"tscope_trace.step: tag '{tag}' is not one of {', '.join(TAGS)}")
     path = r.stack[-1] if r.stack else ""
-    r.emit(r.name(path, leaf), op, tag, tensor)
+    if leaf in r.attn_state.get(path, {}).get("emitted", ()):
+        return  # the recorder saw this op itself and recorded it under the same name
+    r.emit(r.name(r.tscope_path(path), leaf), op, tag, tensor)
 
 
 @contextlib.contextmanager
@@ -537,14 +781,14 @@ def record(model, path, source_tokens=(), target_tokens=(), config=None):
     _active.append(r)
     ok = False
     try:
-        with torch.enable_grad():  # no fused fast path: the layers run the documented way
+        with torch.enable_grad(), _OpWatcher(r):  # no fused fast path: the layers run the documented way
             yield r
         ok = True
     finally:
         _active.pop()
         r.remove()
         if ok:
-            r.file.close(dict(r.metadata, recomputed=r.recomputed))
+            r.file.close(r.metadata_out())
         else:
             r.file.abort()
 

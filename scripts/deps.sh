@@ -28,7 +28,7 @@ done
 #   file:PATH    a file                        pkg:        the package is installed (dpkg)
 group_test=(
     cmd:pkg-config:pkg-config
-    module:sdl2:libsdl2-dev module:cairo:libcairo2-dev module:pangocairo:libpango1.0-dev module:zlib:zlib1g-dev
+    module:sdl2:libsdl2-dev module:cairo:libcairo2-dev module:pangocairo:libpango1.0-dev module:zlib:zlib1g-dev module:libzip:libzip-dev
     module:libcjson:libcjson-dev module:md4c:libmd4c-dev module:cmocka:libcmocka-dev
     file:/usr/include/stb/stb_image_write.h:libstb-dev
     cmd:xvfb-run:xvfb cmd:xauth:xauth

@@ -105,6 +105,21 @@ static const cli_case cases[] = {
      TRF_IN " --src-key-padding-mask {D}/src_key_padding_mask.npy --tgt-key-padding-mask "
      "{D}/tgt_key_padding_mask.npy --memory-key-padding-mask {D}/memory_key_padding_mask.npy",
      "decoder.out", "out_all.npy"},
+    /* torch.save files (tests/ref/pt): the same weights, the same answers */
+    {"torch.save state_dict", "pt", "--load {D}/encoder.pt --input {D}/../load_encoder/x.npy " ENC_FLAGS,
+     "encoder.out", "../load_encoder/out.npy"},
+    {"torch.save views (offset, strides, shared)", "pt",
+     "--load {D}/encoder_views.pt --input {D}/../load_encoder/x.npy " ENC_FLAGS, "encoder.out",
+     "../load_encoder/out.npy"},
+    {"torch.save checkpoint with an optimizer", "pt",
+     "--load {D}/checkpoint.pt --input {D}/../load_encoder/x.npy " ENC_FLAGS, "encoder.out",
+     "../load_encoder/out.npy"},
+    {"torch.save in bfloat16", "pt",
+     "--load {D}/encoder_bf16.pt --input {D}/../load_encoder/x.npy " ENC_FLAGS " --src-key-padding-mask "
+     "{D}/../load_encoder/src_key_padding_mask.npy", "encoder.out", "../load_encoder/out_bf16.npy"},
+    {"torch.save in float16", "pt",
+     "--load {D}/encoder_f16.pt --input {D}/../load_encoder/x.npy " ENC_FLAGS " --src-key-padding-mask "
+     "{D}/../load_encoder/src_key_padding_mask.npy", "encoder.out", "../load_encoder/out_f16.npy"},
     /* fixtures with the settings in their __metadata__: no flag at all */
     {"encoder with __metadata__, float 0/1 mask", "enc_post_relu_norm_kpm",
      "--load {D}/weights.safetensors --input {D}/x.npy --src-key-padding-mask {D}/key_padding_mask.npy",

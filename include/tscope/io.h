@@ -183,6 +183,8 @@ typedef struct ts_safetensors {
     ts_st_entry **by_name;      /* the entries sorted by name, for lookup */
     char **meta;                /* __metadata__ as key, value, key, value, ... (owned) */
     int meta_count;             /* pairs */
+    unsigned char *owned;       /* a torch.save file's tensors, copied (map is NULL then) */
+    bool torch_pt;              /* read from a torch.save file (ts_torch_pt_open) */
 } ts_safetensors;
 
 /* Map and validate a file. On failure nothing is left open. */
@@ -214,6 +216,78 @@ const char *ts_safetensors_meta(const ts_safetensors *f, const char *key);
  * a temporary file renamed into place. Names must be unique and non-empty. */
 ts_status ts_safetensors_write(const char *path, int n, const char *const *names,
                                const ts_tensor *tensors, int n_meta, const char *const *meta);
+
+/* pickle: the subset of Python's pickle torch.save writes (src/io/pickle.c).
+ *
+ * Read into a tree of values, never executed: dicts (OrderedDict too),
+ * lists, tuples, strings, bytes, numbers, None, and torch.save's tensors
+ * (_rebuild_tensor_v2 over a storage, with offset, sizes and strides). A call
+ * to any other global is kept as an opaque object named "module.name"; an
+ * opcode outside the subset is a format error naming it and its offset.
+ */
+
+typedef enum ts_pk_kind {
+    TS_PK_NONE, TS_PK_BOOL, TS_PK_INT, TS_PK_FLOAT, TS_PK_STR, TS_PK_BYTES, TS_PK_TUPLE, TS_PK_LIST, TS_PK_DICT,
+    TS_PK_GLOBAL,  /* a global named but not called: s = "module.name" */
+    TS_PK_OBJECT,  /* what calling a global other than torch.save's would build: s = its name */
+    TS_PK_STORAGE, /* a storage: s = its key (member data/<key>), i = elements */
+    TS_PK_TENSOR,
+} ts_pk_kind;
+
+typedef struct ts_pk {
+    ts_pk_kind kind;
+    int64_t i;               /* INT, BOOL; STORAGE: elements */
+    double f;                /* FLOAT */
+    char *s;                 /* STR, BYTES (NUL-terminated too), GLOBAL, OBJECT, STORAGE */
+    size_t len;
+    struct ts_pk **items;    /* TUPLE, LIST; DICT: key, value, key, value, ... */
+    int64_t n, cap;
+    ts_st_dtype dtype;       /* STORAGE */
+    int elem_size;
+    const char *dtype_name;  /* "F32", "BF16", ... */
+    unsigned char *bytes;    /* STORAGE: its data once read (owned) */
+    uint64_t n_bytes;
+    const struct ts_pk *storage; /* TENSOR: element [i, j] is storage[offset + i*stride[0] + j*stride[1]] */
+    int64_t offset;
+    int rank;
+    int64_t shape[TS_MAX_RANK], stride[TS_MAX_RANK];
+    struct ts_pk *next;      /* every value, for freeing */
+} ts_pk;
+
+typedef struct ts_pickle {
+    ts_pk *root;  /* what STOP returned */
+    ts_pk *all;
+} ts_pickle;
+
+/* Parse size bytes; `what` names them in messages. On failure nothing is held. */
+ts_status ts_pickle_parse(ts_pickle *p, const void *bytes, size_t size, const char *what);
+void ts_pickle_free(ts_pickle *p);
+
+/* The value of a dict's string key, or NULL. */
+const ts_pk *ts_pk_get(const ts_pk *dict, const char *key);
+
+/* A value's kind as words: "dict", "int", an object's "module.name". */
+const char *ts_pk_kind_name(const ts_pk *v);
+
+/* torch_pt: torch.save files (.pt, .pth, pytorch_model.bin) read through the
+ * safetensors interface (src/io/torch_pt.c).
+ *
+ * A torch.save file is a zip archive (read with libzip): ARCHIVE/data.pkl, a
+ * pickle of the object saved, and ARCHIVE/data/KEY, each storage's raw
+ * little-endian bytes. ts_safetensors_open hands a file that starts as a zip
+ * to ts_torch_pt_open, which finds the state_dict (the object itself, or a
+ * dict holding it under "model", "state_dict" or "model_state_dict", the rest
+ * of a training checkpoint left alone), and copies each tensor, whatever its
+ * offset and strides, into one contiguous buffer in its stored dtype, so every
+ * reader of ts_safetensors sees it as it sees a safetensors file. Scalar
+ * entries of a "model_args" dict beside the state_dict (nanoGPT's) become
+ * metadata "model_args.KEY"; "torch.state_dict" says where the state_dict was
+ * ("model", or "" for the top level). Anything else, a pickled module, a
+ * storage shorter than its tensors, a compressed or missing member, is one
+ * message naming the file and the problem.
+ */
+bool ts_torch_pt_is(const char *path); /* the file starts as a zip archive */
+ts_status ts_torch_pt_open(ts_safetensors *f, const char *path);
 
 /* model_meta: a model's configuration as JSON, and what a checkpoint's
  * __metadata__ says (src/io/model_meta.c).
@@ -300,6 +374,8 @@ typedef struct ts_weights_info {
     bool scale_known;                     /* tscope's config said whether token embeddings are scaled */
     int n_tensors;                        /* in the file */
     int n_mapped;                         /* names the layout reads (the others are extra) */
+    bool has_metadata;                    /* the file has a __metadata__ (a torch.save file has none) */
+    bool torch_pt;                        /* the file is a torch.save archive */
 } ts_weights_info;
 
 /* Read f's names and shapes (and __metadata__) into info. prefix: stripped
@@ -378,12 +454,15 @@ ts_status ts_model_config_from_json(const char *json, ts_model_config *cfg);
  * "config" (ts_model_config_to_json), "tokenizer" (ts_lmtok_to_json), and
  * "task": "lm", "steps", "heldout_loss", "heldout_bits_per_char", "corpus".
  * Read back: the config and the tokenizer (either pointer may be NULL). A
- * file without them is refused, saying what it lacks. */
+ * file without them is refused, saying what it lacks. GPT-2-named files
+ * (ts_gpt2_is) may have no tokenizer (no meta.pkl or vocabulary beside them,
+ * and not GPT-2's 50257 tokens): tok->count is then 0, and the model reads
+ * ids only. */
 ts_status ts_lm_checkpoint_read(const char *path, ts_model_config *cfg, ts_lmtok *tok);
 
 /* Whether path is a safetensors file whose metadata says "task": "lm", or
- * GPT-2's own checkpoint (ts_gpt2_is): a language model that brings its
- * config and tokenizer (no message when not). */
+ * GPT-2's own checkpoint or nanoGPT's (ts_gpt2_is): a language model that
+ * brings its config (no message when not). */
 bool ts_lm_checkpoint_is(const char *path);
 
 /* The language model's weights into m, built from ts_lm_checkpoint_read's
@@ -401,10 +480,24 @@ ts_status ts_lm_checkpoint_load(ts_model *m, const char *path);
  * buffers are skipped; any other tensor is refused, named. Sizes come from
  * the shapes; heads, eps and the activation from config.json beside the
  * weights (n_head, layer_norm_epsilon, activation_function: gelu_new is
- * GELU's tanh form), whose sizes must agree with the tensors'. */
+ * GELU's tanh form), whose sizes must agree with the tensors'. A directory
+ * may hold pytorch_model.bin or ckpt.pt instead (torch.save files).
+ *
+ * nanoGPT's files use GPT-2's names with nn.Linear weights (out, in): its
+ * ckpt.pt (path, or a directory holding it) brings model_args, which give
+ * n_head, the sizes and bias (bias=False: zeros for every bias); its
+ * activation is exact GELU, its eps 1e-5; "_orig_mod." (torch.compile) before
+ * the names is taken off. The layout is --layout's (ts_gpt2_request_layout),
+ * else nanoGPT's when the file has model_args, else Hugging Face's when
+ * config.json is beside it; else an error asks for --layout. The weights'
+ * shapes must agree with it where they can tell (c_attn). */
 bool ts_gpt2_is(const char *path);
 ts_status ts_gpt2_config(const char *path, ts_model_config *cfg); /* arch decoder, seq = the context */
 ts_status ts_gpt2_load(ts_model *m, const char *path);
+/* --layout hf|nanogpt for every GPT-2-named file read after (NULL: none asked). */
+ts_status ts_gpt2_request_layout(const char *name);
+/* The layout path is read in: "hf" (Conv1D) or "nanogpt" (nn.Linear); NULL when it cannot be read. */
+const char *ts_gpt2_layout_name(const char *path);
 /* The directory of path's vocabulary (encoder.json or vocab.json beside the
  * weights): true when there is one. */
 bool ts_gpt2_vocab_dir(const char *path, char *dir, size_t size);

@@ -5,7 +5,12 @@
  * absolute near zero, relative above one. Exit 1 when any pair differs or a
  * step is missing on one side; with --common (two different programs' traces,
  * such as the PyTorch bridge's and tscope's), only the steps both have count,
- * and the others are listed once at the end. */
+ * and the others are listed once at the end. Before any value, the settings
+ * both traces record (metadata "settings": heads, norm, activation, masks,
+ * layout, batch, seq) are compared, and a mismatch is named ("heads 4 vs 2"):
+ * two set-ups that differ there give different numbers for a reason no step
+ * shows. */
+#include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -95,6 +100,53 @@ static void name_some(char *buf, size_t cap, const char *name, int64_t count) {
     else if (count == 5) snprintf(buf + len, cap - len, ", ...");
 }
 
+/* A setting's value as text: "4", "pre". */
+static void setting_text(const cJSON *v, char *buf, size_t size) {
+    if (cJSON_IsNumber(v)) snprintf(buf, size, "%g", v->valuedouble);
+    else if (cJSON_IsString(v)) snprintf(buf, size, "%s", v->valuestring);
+    else if (cJSON_IsBool(v)) snprintf(buf, size, "%s", cJSON_IsTrue(v) ? "true" : "false");
+    else snprintf(buf, size, "?");
+}
+
+/* The settings both traces record, compared: one line, and the number that differ. */
+static int compare_settings(ts_trace *ta, ts_trace *tb, char *first, size_t size) {
+    static const char *const keys[] = {"heads", "norm", "activation", "masks", "layout", "batch", "seq", "tgt_seq",
+                                       NULL};
+    cJSON *ma = cJSON_Parse(ts_trace_metadata(ta)), *mb = cJSON_Parse(ts_trace_metadata(tb));
+    const cJSON *sa = cJSON_GetObjectItemCaseSensitive(ma, "settings");
+    const cJSON *sb = cJSON_GetObjectItemCaseSensitive(mb, "settings");
+    int differ = 0, same = 0;
+    char line[1024] = "", ok[512] = "";
+    first[0] = '\0';
+    for (int k = 0; keys[k] && cJSON_IsObject(sa) && cJSON_IsObject(sb); k++) {
+        const cJSON *a = cJSON_GetObjectItemCaseSensitive(sa, keys[k]);
+        const cJSON *b = cJSON_GetObjectItemCaseSensitive(sb, keys[k]);
+        if (!a || !b) continue;
+        char ta_[128], tb_[128];
+        setting_text(a, ta_, sizeof ta_);
+        setting_text(b, tb_, sizeof tb_);
+        if (strcmp(ta_, tb_) != 0) {
+            size_t len = strlen(line);
+            snprintf(line + len, sizeof line - len, "%s%s %s vs %s", differ ? "; " : "", keys[k], ta_, tb_);
+            if (!differ) snprintf(first, size, "%s %s vs %s", keys[k], ta_, tb_);
+            differ++;
+        } else {
+            size_t len = strlen(ok);
+            snprintf(ok + len, sizeof ok - len, "%s%s %s", same ? ", " : "", keys[k], ta_);
+            same++;
+        }
+    }
+    if (differ)
+        printf("settings DIFFER: %s (A vs B)\n", line);
+    else if (same)
+        printf("settings: the same (%s)\n", ok);
+    else if (cJSON_IsObject(sa) != cJSON_IsObject(sb))
+        printf("settings: only %s records them\n", cJSON_IsObject(sa) ? "A" : "B");
+    cJSON_Delete(ma);
+    cJSON_Delete(mb);
+    return differ;
+}
+
 static int diff(ts_trace *ta, ts_trace *tb, double tol, bool common) {
     int64_t na = ts_trace_count(ta), nb = ts_trace_count(tb);
     bool *paired = calloc((size_t)nb + 1, sizeof *paired);
@@ -113,6 +165,8 @@ static int diff(ts_trace *ta, ts_trace *tb, double tol, bool common) {
         }
         occ[i] = k;
     }
+    char setting[300];
+    int settings_differ = compare_settings(ta, tb, setting, sizeof setting);
     int name_w = 4;
     for (int64_t i = 0; i < na; i++) {
         int len = (int)strlen(ts_trace_step_at(ta, i)->name);
@@ -175,9 +229,12 @@ static int diff(ts_trace *ta, ts_trace *tb, double tol, bool common) {
     } else {
         printf("%lld steps of B are missing in A\n", (long long)differing);
     }
+    if (settings_differ)
+        printf("the traces come from different settings (%s%s): their values differ for that reason first\n", setting,
+               settings_differ > 1 ? ", ..." : "");
     free(paired);
     free(occ);
-    return differing ? 1 : 0;
+    return differing || settings_differ ? 1 : 0;
 }
 
 int ts_cmd_diff(int argc, char **argv) {

@@ -26,6 +26,7 @@
 
 typedef struct gen_opts {
     const char *load, *prompt;
+    const char *layout; /* --layout hf|nanogpt for a GPT-2-named file that does not say */
     int n, top_k, seed;
     float temperature;
     bool seed_seen, quiet;
@@ -103,6 +104,13 @@ static int generate(const gen_opts *o, int argc, char **argv) {
     ts_model_config cfg;
     ts_status st = ts_kernels_init();
     if (!st) st = ts_lm_checkpoint_read(o->load, &cfg, &tok);
+    if (!st && tok.count == 0)
+        st = ts_fail(TS_ERR_ARG, "%s has no tokenizer (no meta.pkl, encoder.json or vocab.json beside it) to read "
+                     "--prompt with", o->load);
+    if (!st && tok.count != cfg.vocab)
+        st = ts_fail(TS_ERR_ARG, "%s: the model's %d ids include %d its %d-token tokenizer lacks (a padded vocabulary): "
+                     "a draw could pick one; use tscope run --text to read a text with it", o->load, cfg.vocab,
+                     cfg.vocab - (int)tok.count, (int)tok.count);
     if (!st) st = ts_lmtok_encode(&tok, o->prompt, strlen(o->prompt), &ids);
     if (!st && ids.count == 0) st = ts_fail(TS_ERR_ARG, "--prompt has no tokens: give some text to continue");
     ts_lmtok_free(&tok);
@@ -172,7 +180,7 @@ static int generate(const gen_opts *o, int argc, char **argv) {
 
 int ts_cmd_generate(int argc, char **argv) {
     gen_opts o = {.prompt = "And God said", .n = 200, .temperature = 0.8f};
-    ts_flag flags[10 + TRACE_CLI_FLAGS];
+    ts_flag flags[11 + TRACE_CLI_FLAGS];
     int n = trace_cli_table(flags, 0, &o.trace);
     const ts_flag rows[] = {
         {"--load", TS_FLAG_STRING, &o.load, "W.safetensors",
@@ -188,6 +196,9 @@ int ts_cmd_generate(int argc, char **argv) {
         {"--seed", TS_FLAG_INT, &o.seed, "N", "the draws' seed: the same seed gives the same text (0)", NULL, NULL,
          &o.seed_seen},
         {"--quiet", TS_FLAG_BOOL, &o.quiet, NULL, "no summary line on stderr", NULL, NULL, NULL},
+        {"--layout", TS_FLAG_CHOICE, &o.layout, NULL,
+         "a GPT-2-named file's linear weights: hf (Conv1D, (in, out)) or nanogpt (nn.Linear, (out, in)), when "
+         "neither model_args nor config.json says", "hf|nanogpt", NULL, NULL},
     };
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) flags[n++] = rows[i];
     const ts_cli_spec spec = {
@@ -208,6 +219,9 @@ int ts_cmd_generate(int argc, char **argv) {
     if (o.top_k < 0) return ts_cli_error("generate", "--top-k %d must be 0 (all) or more", o.top_k);
     if (o.seed < 0) return ts_cli_error("generate", "--seed %d must not be negative", o.seed);
     if ((rc = trace_cli_check(&o.trace, "generate", 1)) >= 0) return rc;
+    if (o.layout && ts_gpt2_request_layout(o.layout)) return ts_cli_error("generate", "%s", ts_last_error());
+    if (o.layout && !ts_gpt2_is(o.load))
+        return ts_cli_error("generate", "--layout is for GPT-2-named checkpoints; %s is not one", o.load);
     if (!ts_lm_checkpoint_is(o.load)) {
         FILE *f = fopen(o.load, "rb");
         if (!f) return ts_cli_error("generate", "cannot open --load %s", o.load);

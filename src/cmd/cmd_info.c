@@ -25,6 +25,9 @@ static void print_writer(const ts_trace *t) {
             printf("; %d steps recomputed from module weights and checked against the module's output",
                    cJSON_GetArraySize(recomputed));
         printf("\n");
+        const cJSON *seq_first = cJSON_GetObjectItemCaseSensitive(meta, "seq_first");
+        const char *note = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(seq_first, "note"));
+        if (note) printf("%s\n", note);
     }
     cJSON_Delete(meta);
 }

@@ -11,6 +11,7 @@
 #include "model_flags.h"
 #include "model_weights.h"
 #include "run_backward.h"
+#include "run_expect.h"
 #include "trace_cli.h"
 #include "tscope/kernels.h"
 #include "tscope/io.h"
@@ -27,6 +28,10 @@ typedef struct run_opts {
     bool scores;        /* --scores: a language model's per-head scores (run_lm.c) */
     bool greedy;        /* --greedy: the decoder reads what it wrote (decode_greedy) */
     const char *labels; /* --labels L.npy for the backward's loss */
+    const char *layout; /* --layout hf|nanogpt: how a GPT-2-named file stores its linear weights */
+    const char *expect; /* --expect OUT.npy: the final output against a reference */
+    float tol;          /* --tol T for --expect */
+    bool tol_seen;
     trace_cli trace; /* --trace FILE and its flags */
     int argc;        /* the command line, for the trace's metadata */
     char **argv;
@@ -125,6 +130,9 @@ static int flag_pairs(const run_opts *o) {
         if (masks[i] && !o->input)
             return ts_cli_error("run", "%s marks padded positions of --input vectors; give --input X.npy (--text "
                                        "pads and masks by itself)", names[i]);
+    if (o->tol_seen && !o->expect) return ts_cli_error("run", "--tol is --expect's tolerance; add --expect OUT.npy");
+    if (o->layout) return ts_cli_error("run", "--layout is for GPT-2-named checkpoints (h.0.attn.c_attn.weight); %s",
+                                       o->load ? "this file's names are not GPT-2's" : "add --load");
     if (o->greedy && (o->input || o->backward))
         return ts_cli_error("run", "--greedy decodes token ids at inference; %s",
                             o->input ? "--input vectors have no words to write back" :
@@ -163,6 +171,7 @@ static int run(const model_flags *mf, const run_opts *o) {
     ts_weights_info winfo;
     uint8_t *pads[3] = {NULL, NULL, NULL};
     bool have_wf = false;
+    char *settings = NULL;
     ts_status st = TS_OK;
     int rc = flag_pairs(o);
     if (rc >= 0) return rc;
@@ -240,6 +249,14 @@ static int run(const model_flags *mf, const run_opts *o) {
     char desc[256];
     model_config_describe(&cfg, desc, sizeof desc);
     printf("# %s\n", desc);
+    /* what shapes cannot tell, printed and kept in the trace: a wrong one changes the numbers, not the shapes */
+    char settings_line[256];
+    settings = trace_cli_settings(&cfg, &in, NULL, settings_line, sizeof settings_line);
+    printf("# settings: %s\n", settings_line);
+    if (o->input && cfg.batch > cfg.seq)
+        fprintf(stderr, "tscope run: warning: --input %s has batch %d > sequence %d: if it is seq-first (S, B, D), as "
+                "PyTorch's batch_first=False modules take it, give it transposed to (B, S, D)\n", o->input,
+                cfg.batch, cfg.seq);
     print_tokens(&batch, &cfg);
     shape_printer printer;
     ts_hook hook = {.fn = NULL, .ctx = NULL};
@@ -252,7 +269,9 @@ static int run(const model_flags *mf, const run_opts *o) {
     if ((rc = trace_cli_check(&o->trace, "run", cfg.batch)) >= 0) goto out;
     rc = 0;
     if (o->trace.path) {
-        st = trace_cli_open(&o->trace, &cfg, o->input ? NULL : &batch, o->argc, o->argv, &tracer);
+        trace_cli tcs = o->trace;
+        tcs.settings = settings;
+        st = trace_cli_open(&tcs, &cfg, o->input ? NULL : &batch, o->argc, o->argv, &tracer);
         if (st) {
             rc = ts_cli_error("run", "%s", ts_last_error());
             goto out;
@@ -270,6 +289,10 @@ static int run(const model_flags *mf, const run_opts *o) {
     }
     report(&m, &batch, &out, t1 - t0, o->load != NULL, o->greedy);
     if (o->greedy) report_greedy(&batch, &out);
+    if (o->expect && (rc = run_expect(o->expect, o->tol, &out))) {
+        trace_cli_close(&o->trace, tracer, "run");
+        goto out;
+    }
     if (o->backward && (rc = run_backward(&m, &in, o->labels, &hook))) {
         trace_cli_close(&o->trace, tracer, "run");
         goto out;
@@ -283,15 +306,17 @@ out:
     ts_npy_free(&ids);
     for (int i = 0; i < 3; i++) free(pads[i]);
     if (have_wf) ts_safetensors_close(&wf);
+    free(settings);
     return rc;
 }
 
 int ts_cmd_run(int argc, char **argv) {
     model_flags mf;
     run_opts o = {0};
-    ts_flag flags[MODEL_FLAGS_COUNT + 15 + TRACE_CLI_FLAGS];
+    ts_flag flags[MODEL_FLAGS_COUNT + 18 + TRACE_CLI_FLAGS];
     int n = model_flags_table(flags, 0, &mf);
     n = trace_cli_table(flags, n, &o.trace);
+    o.tol = RUN_EXPECT_TOL;
     o.argc = argc;
     o.argv = argv;
     flags[n++] = (ts_flag){"--print-shapes", TS_FLAG_OPTIONAL, &o.print_shapes, "torch",
@@ -331,6 +356,15 @@ int ts_cmd_run(int argc, char **argv) {
     flags[n++] = (ts_flag){"--greedy", TS_FLAG_BOOL, &o.greedy, NULL,
                            "an encoder-decoder writes its own answer: from <bos>, each argmax fed back as the next "
                            "input until <eos>; the trace is the pass over what it wrote", NULL, NULL, NULL};
+    flags[n++] = (ts_flag){"--layout", TS_FLAG_CHOICE, &o.layout, NULL,
+                           "a GPT-2-named file's linear weights: hf (Conv1D, (in, out)) or nanogpt (nn.Linear, "
+                           "(out, in)), when neither model_args nor config.json says", "hf|nanogpt", NULL, NULL};
+    flags[n++] = (ts_flag){"--expect", TS_FLAG_STRING, &o.expect, "OUT.npy",
+                           "compare the final output (a language model's logits (B, S, V)) with a reference "
+                           "array: the largest differences; exit 1 beyond --tol", NULL, NULL, NULL};
+    flags[n++] = (ts_flag){"--tol", TS_FLAG_FLOAT, &o.tol, "T",
+                           "--expect's tolerance: every |diff| <= T * max(1, |want|) (default 1e-4)", NULL, NULL,
+                           &o.tol_seen};
     flags[n++] = (ts_flag){"--labels", TS_FLAG_STRING, &o.labels, "L.npy",
                            "the backward's targets: ids (B, T) (default: the source, copied), class ids (B), or "
                            "d loss/d out", NULL, NULL, NULL};
@@ -353,8 +387,13 @@ int ts_cmd_run(int argc, char **argv) {
         return ts_cli_error("run", "--print-shapes takes =torch or nothing, not '=%s'", o.print_shapes);
     if (o.labels && !o.backward) return ts_cli_error("run", "--labels is the backward pass's target; add --backward");
     /* a language model's checkpoint brings its config and tokenizer; run_lm refuses the flags it has no use for */
-    if (o.load && ts_lm_checkpoint_is(o.load))
-        return run_lm(o.load, &mf.text, o.ids, flags, n, &o.trace, o.print_shapes, o.backward, o.scores, argc, argv);
+    if (o.layout && ts_gpt2_request_layout(o.layout)) return ts_cli_error("run", "%s", ts_last_error());
+    if (o.tol_seen && !(o.tol >= 0)) return ts_cli_error("run", "--tol %g: a tolerance is 0 or more", (double)o.tol);
+    if (o.load && ts_lm_checkpoint_is(o.load)) {
+        if (o.tol_seen && !o.expect) return ts_cli_error("run", "--tol is --expect's tolerance; add --expect OUT.npy");
+        return run_lm(o.load, &mf.text, o.ids, flags, n, &o.trace, o.print_shapes, o.backward, o.scores, o.expect,
+                      o.tol, argc, argv);
+    }
     if (o.scores) return ts_cli_error("run", "--scores measures a language model's heads: --load one saved by tscope train --task lm");
     return run(&mf, &o);
 }

@@ -233,9 +233,11 @@ ts_status model_weights_config(const model_flags *mf, const ts_weights_info *w, 
         missing++;
     }
     if (missing)
-        return ts_fail(TS_ERR_ARG, "%s does not say the model's %s (tensor shapes cannot, and its __metadata__ "
-                                   "does not): give %s (docs/own-model.md: where to find them in PyTorch)",
-                       path, what, need);
+        return ts_fail(TS_ERR_ARG, "%s does not say the model's %s (tensor shapes cannot, and %s): give %s "
+                                   "(docs/own-model.md: where to find them in PyTorch)",
+                       path, what, w->has_metadata ? "its __metadata__ does not"
+                                   : w->torch_pt ? "a torch.save state_dict carries no settings"
+                                                 : "it has no __metadata__", need);
     if (cfg->heads < 1 || cfg->d_model % cfg->heads != 0) {
         char divisors[160] = "";
         for (int d = 1, at = 0; d <= cfg->d_model && at < (int)sizeof divisors - 16; d++)

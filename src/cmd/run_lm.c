@@ -7,8 +7,16 @@
 
 #include "lm_cli.h"
 #include "model_flags.h"
+#include "run_expect.h"
 #include "tscope/kernels.h"
 #include "tscope/train.h"
+
+/* A token's label: the tokenizer's, or the id itself when the checkpoint has none. */
+static size_t label(const ts_lmtok *tok, int32_t id, char *buf, size_t cap) {
+    if (tok->count == 0) return (size_t)snprintf(buf, cap, "%d", (int)id);
+    if (id >= tok->count) return (size_t)snprintf(buf, cap, "<pad %d>", (int)id); /* a padded vocabulary's */
+    return ts_lmtok_label(tok, id, buf, cap);
+}
 
 ts_status lm_cli_open(const char *path, int B, int S, ts_model *m, ts_lmtok *tok) {
     ts_model_config cfg;
@@ -45,6 +53,7 @@ ts_status lm_cli_trace_open(const trace_cli *tc, const ts_model_config *cfg, con
     opt.keep_batch = tc->keep_batch_seen ? tc->keep_batch : -1;
     char *meta = NULL;
     st = ts_trace_metadata_lm(&meta, cfg, tok, ids, B, S, argc, argv);
+    if (!st && tc->settings) st = ts_trace_metadata_add_json(&meta, "settings", tc->settings);
     if (!st) st = ts_trace_writer_open(tc->path, meta, &opt, out);
     free(meta);
     return st;
@@ -67,24 +76,23 @@ static int32_t argmax_row(const float *row, int64_t V, double *p_best, double *z
 }
 
 /* Each position's most likely next token, and how sure the model is; the
- * columns as wide as their longest label. */
-static void report(const ts_lmtok *tok, const int32_t *ids, const ts_tensor *logits) {
-    int64_t S = logits->shape[1], V = logits->shape[2];
+ * columns as wide as their longest label. One sequence: ids (S), logits (S, V). */
+static void report(const ts_lmtok *tok, const int32_t *ids, const float *logits, int64_t S, int64_t V) {
     int w_token = 5, w_next = 13;
     char a[64], b[64];
     double p_best, z, loss = 0;
     for (int64_t i = 0; i < S; i++) {
-        ts_lmtok_label(tok, ids[i], a, sizeof a);
-        ts_lmtok_label(tok, argmax_row(logits->data + i * V, V, &p_best, &z), b, sizeof b);
+        label(tok, ids[i], a, sizeof a);
+        label(tok, argmax_row(logits + i * V, V, &p_best, &z), b, sizeof b);
         if (ts_text_columns(a) > w_token) w_token = ts_text_columns(a);
         if (ts_text_columns(b) > w_next) w_next = ts_text_columns(b);
     }
     printf("position  token%*s  next (argmax)%*s  p(argmax)  p(actual next)\n", w_token - 5, "", w_next - 13, "");
     for (int64_t i = 0; i < S; i++) {
-        const float *row = logits->data + i * V;
+        const float *row = logits + i * V;
         int32_t best = argmax_row(row, V, &p_best, &z);
-        ts_lmtok_label(tok, ids[i], a, sizeof a);
-        ts_lmtok_label(tok, best, b, sizeof b);
+        label(tok, ids[i], a, sizeof a);
+        label(tok, best, b, sizeof b);
         printf("%8lld  %s%*s  %s%*s  %9.3f", (long long)i, a, pad_to(a, w_token), "", b, pad_to(b, w_next), "", p_best);
         if (i + 1 < S) {
             double p = exp((double)row[ids[i + 1]] - row[best]) / z;
@@ -129,13 +137,14 @@ static int print_scores(const char *load) {
     return st ? ts_cli_error("run", "%s", ts_last_error()) : 0;
 }
 
-/* --ids: one sequence of ids (1, S) the vocabulary has. */
-static ts_status read_ids(const char *path, int vocab, ts_bpe_ids *ids) {
+/* --ids: a batch (B, S) of ids, or one sequence (S), that the vocabulary has. */
+static ts_status read_ids(const char *path, int vocab, ts_bpe_ids *ids, int *B) {
     ts_npy x = {0};
     ts_status st = ts_npy_read_labels(&x, path);
-    if (!st && !(x.rank == 2 && x.shape[0] == 1) && !(x.rank == 1))
-        st = ts_fail(TS_ERR_SHAPE, "--ids %s: a language model's checkpoint reads one sequence, (1, S) or (S)", path);
+    if (!st && x.rank != 2 && x.rank != 1)
+        st = ts_fail(TS_ERR_SHAPE, "--ids %s: a language model reads (B, S) ids, or one sequence (S)", path);
     if (!st && x.numel == 0) st = ts_fail(TS_ERR_ARG, "--ids %s holds no ids", path);
+    if (!st && x.rank == 2 && x.shape[0] > 4096) st = ts_fail(TS_ERR_ARG, "--ids %s: a batch of %lld is too large", path, (long long)x.shape[0]);
     if (!st && !(ids->ids = malloc(sizeof(int32_t) * (size_t)x.numel))) st = ts_fail(TS_ERR_NOMEM, "out of memory");
     for (int64_t i = 0; !st && i < x.numel; i++) {
         if (x.i64[i] < 0 || x.i64[i] >= vocab)
@@ -144,16 +153,18 @@ static ts_status read_ids(const char *path, int vocab, ts_bpe_ids *ids) {
         else
             ids->ids[i] = (int32_t)x.i64[i];
     }
-    if (!st) ids->count = ids->cap = (size_t)x.numel;
+    if (!st) ids->count = ids->cap = (size_t)x.numel, *B = x.rank == 2 ? (int)x.shape[0] : 1;
     ts_npy_free(&x);
     return st;
 }
 
 int run_lm(const char *load, const ts_cli_list *text, const char *ids_path, ts_flag *flags, int n, const trace_cli *tc,
-           const char *print_shapes, bool backward, bool scores, int argc, char **argv) {
+           const char *print_shapes, bool backward, bool scores, const char *expect, float tol, int argc,
+           char **argv) {
     /* what a language model's run uses; any other flag given is refused, never ignored */
     static const char *const used[] = {"--load", "--text", "--ids", "--scores", "--backward", "--print-shapes",
-                                       "--trace", "--level", "--only", "--keep-batch", NULL};
+                                       "--trace", "--level", "--only", "--keep-batch", "--layout", "--expect",
+                                       "--tol", NULL};
     for (int i = 0; i < n; i++) {
         bool given = flags[i].seen ? *flags[i].seen : false;
         if (!flags[i].seen) { /* a flag without a seen slot: given when its value is set */
@@ -183,27 +194,50 @@ int run_lm(const char *load, const ts_cli_list *text, const char *ids_path, ts_f
     memset(&m, 0, sizeof m);
     ts_bpe_ids ids = {0};
     ts_trace_writer *w = NULL;
+    char *settings = NULL;
     ts_status st = ts_kernels_init();
     int rc = 0;
     /* the tokenizer first, to know the length */
-    if (!st) st = ts_lm_checkpoint_read(load, NULL, &tok);
-    if (!st && ids_path) st = read_ids(ids_path, (int)tok.count, &ids);
+    ts_model_config cfg;
+    int B = 1;
+    if (!st) st = ts_lm_checkpoint_read(load, &cfg, &tok);
+    if (!st && ids_path) st = read_ids(ids_path, cfg.vocab, &ids, &B);
+    if (!st && !ids_path && tok.count == 0)
+        st = ts_fail(TS_ERR_ARG, "--text: %s has no tokenizer for its %d tokens (no meta.pkl, encoder.json or "
+                     "vocab.json beside it); give the token ids as --ids IDS.npy", load, cfg.vocab);
     if (!st && !ids_path) st = ts_lmtok_encode(&tok, text->items[0], strlen(text->items[0]), &ids);
     if (!st && ids.count == 0) st = ts_fail(TS_ERR_ARG, "--text has no tokens");
     ts_lmtok_free(&tok);
-    if (!st) st = lm_cli_open(load, 1, (int)ids.count, &m, &tok);
+    int S = (int)(ids.count / (size_t)B);
+    if (!st) st = lm_cli_open(load, B, S, &m, &tok);
     if (!st && (rc = trace_cli_check(tc, "run", 1)) >= 0) goto out;
     rc = 0;
-    if (!st && tc->path) st = lm_cli_trace_open(tc, &m.cfg, &tok, ids.ids, 1, (int)ids.count, argc, argv, &w);
+    /* what shapes cannot tell, printed and kept in the trace */
+    const char *layout = !st && ts_gpt2_is(load) ? ts_gpt2_layout_name(load) : NULL;
+    ts_model_input in = {.src_ids = ids.ids};
+    char settings_line[256];
+    if (!st) settings = trace_cli_settings(&m.cfg, &in, layout, settings_line, sizeof settings_line);
+    trace_cli tcs = *tc;
+    tcs.settings = settings;
+    if (!st && tc->path) st = lm_cli_trace_open(&tcs, &m.cfg, &tok, ids.ids, B, S, argc, argv, &w);
     if (st) {
         rc = ts_cli_error("run", "%s", ts_last_error());
         goto out;
     }
     char desc[256];
     model_config_describe(&m.cfg, desc, sizeof desc);
-    printf("# %s\n# %s: %s tokenizer, %d tokens\n", desc, load, ts_lmtok_kind_name(tok.kind), (int)tok.count);
+    printf("# %s\n", desc);
+    if (tok.count == m.cfg.vocab)
+        printf("# %s: %s tokenizer, %d tokens\n", load, ts_lmtok_kind_name(tok.kind), (int)tok.count);
+    else if (tok.count)
+        printf("# %s: %s tokenizer, %d tokens (the model's %d: ids from %d on are padding)\n", load,
+               ts_lmtok_kind_name(tok.kind), (int)tok.count, m.cfg.vocab, (int)tok.count);
+    else printf("# %s: no tokenizer (ids only), a vocabulary of %d\n", load, m.cfg.vocab);
+    if (layout)
+        printf("# layout: %s\n", strcmp(layout, "nanogpt") == 0 ? "nanogpt (nn.Linear weights, (out, in))"
+                                                                 : "hf (Conv1D weights, (in, out), transposed)");
+    printf("# settings: %s\n", settings_line);
     ts_hook hook = w ? ts_trace_writer_hook(w) : (ts_hook){0};
-    ts_model_input in = {.src_ids = ids.ids};
     ts_tensor out;
     st = ts_model_forward(&m, &in, &hook, &out);
     if (st) {
@@ -212,12 +246,18 @@ int run_lm(const char *load, const ts_cli_list *text, const char *ids_path, ts_f
         w = NULL;
         goto out;
     }
-    report(&tok, ids.ids, &out);
-    rc = trace_cli_close(tc, w, "run");
+    for (int b = 0; b < B; b++) {
+        if (B > 1) printf("%ssequence %d of %d\n", b ? "\n" : "", b, B);
+        report(&tok, ids.ids + (size_t)b * S, out.data + (size_t)b * S * out.shape[2], S, out.shape[2]);
+    }
+    rc = expect ? run_expect(expect, tol, &out) : 0;
+    int rc_trace = trace_cli_close(tc, w, "run");
+    if (!rc) rc = rc_trace;
     w = NULL;
     if (!rc && scores) rc = print_scores(load);
 out:
     if (w) ts_trace_writer_abort(w);
+    free(settings);
     ts_model_free(&m);
     ts_lmtok_free(&tok);
     ts_bpe_ids_free(&ids);

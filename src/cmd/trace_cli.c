@@ -56,6 +56,43 @@ char *trace_cli_config_json(const ts_model_config *c) {
     return text;
 }
 
+char *trace_cli_settings(const ts_model_config *c, const ts_model_input *in, const char *layout, char *line,
+                         size_t size) {
+    /* the masks in force, in one order for every program that writes them */
+    bool decoder = c->arch == TS_ARCH_ENCODER_DECODER;
+    char masks[96] = "";
+    const struct { bool on; const char *word; } kinds[] = {
+        {decoder ? !c->tgt_not_causal : c->causal, decoder ? "tgt causal" : "causal"},
+        {in && in->src_pad, "src padding"},
+        {in && in->tgt_pad, "tgt padding"},
+        {in && in->mem_pad, "memory padding"},
+    };
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
+        if (kinds[k].on)
+            snprintf(masks + strlen(masks), sizeof masks - strlen(masks), "%s%s", masks[0] ? ", " : "", kinds[k].word);
+    if (!masks[0]) snprintf(masks, sizeof masks, "no mask");
+    bool blocks = c->arch != TS_ARCH_ATTENTION;
+    snprintf(line, size, "heads %d%s%s%s%s, masks: %s%s%s, batch %d, seq %d", c->heads, blocks ? ", norm " : "",
+             blocks ? ts_model_norm_name(c->norm) : "", blocks ? ", activation " : "",
+             blocks ? ts_model_activation_name(c->activation) : "", masks, layout ? ", layout " : "",
+             layout ? layout : "", c->batch, c->seq);
+    cJSON *o = cJSON_CreateObject();
+    if (!o) return NULL;
+    cJSON_AddNumberToObject(o, "heads", c->heads);
+    if (blocks) {
+        cJSON_AddStringToObject(o, "norm", ts_model_norm_name(c->norm));
+        cJSON_AddStringToObject(o, "activation", ts_model_activation_name(c->activation));
+    }
+    cJSON_AddStringToObject(o, "masks", masks);
+    if (layout) cJSON_AddStringToObject(o, "layout", layout);
+    cJSON_AddNumberToObject(o, "batch", c->batch);
+    cJSON_AddNumberToObject(o, "seq", c->seq);
+    if (decoder) cJSON_AddNumberToObject(o, "tgt_seq", c->tgt_seq);
+    char *text = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    return text;
+}
+
 static const char **words(const model_batch *b, const int32_t *ids, int n) {
     if (!b || !b->have_tok || !ids || n <= 0) return NULL;
     const char **w = calloc((size_t)n, sizeof *w);
@@ -110,6 +147,7 @@ ts_status trace_cli_open(const trace_cli *tc, const ts_model_config *cfg, const 
         s = add_batch_tokens(&meta, batch, TS_TRACE_SOURCE, batch->src_ids, cfg->batch, cfg->seq);
         if (!s && batch->tgt_ids) s = add_batch_tokens(&meta, batch, TS_TRACE_TARGET, batch->tgt_ids, cfg->batch, cfg->tgt_seq);
     }
+    if (!s && tc->settings) s = ts_trace_metadata_add_json(&meta, "settings", tc->settings);
     if (!s) s = ts_trace_writer_open(tc->path, meta, &opt, out);
     free(meta);
     free(line);

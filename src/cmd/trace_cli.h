@@ -25,6 +25,7 @@ typedef struct trace_cli {
     ts_cli_list only;  /* --only GLOB, repeatable */
     int keep_batch;    /* --keep-batch I */
     bool keep_batch_seen;
+    const char *settings; /* the run's settings as JSON (trace_cli_settings), put in the metadata; or NULL */
 } trace_cli;
 
 /* Append the trace flags' rows to table (room for TRACE_CLI_FLAGS more) at n;
@@ -53,5 +54,15 @@ ts_hook trace_cli_tee(trace_tee *tee, ts_hook a, ts_hook b);
 
 /* The config as a JSON object (malloc'd text). */
 char *trace_cli_config_json(const ts_model_config *cfg);
+
+/* What tensor shapes cannot tell about a run, which a wrong set-up changes
+ * without an error: heads, norm placement, activation, the masks in force
+ * ("causal", "src padding", ... or "no mask"), the weights' layout (NULL when
+ * the file has no choice), batch and sequence. Printed by run as
+ * "# settings: heads 4, norm pre, ..." (into line) and kept in the trace's
+ * metadata as "settings" (the JSON returned, malloc'd), which diff compares
+ * before any value. in: the input as the forward gets it (its padding masks). */
+char *trace_cli_settings(const ts_model_config *c, const ts_model_input *in, const char *layout, char *line,
+                         size_t size);
 
 #endif

@@ -1,6 +1,8 @@
 /* checkpoint: a language model's checkpoint read back without flags (io.h,
  * "checkpoint"). */
+#include <cjson/cJSON.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "tscope/io.h"
@@ -22,17 +24,90 @@ bool ts_lm_checkpoint_is(const char *path) {
     return lm;
 }
 
-/* GPT-2's files: the config from the shapes and config.json; the BPE from the
- * vocabulary beside the weights, else the shipped GPT-2 files. */
+/* The whole of a small file (at most `most` bytes), malloc'd. */
+static ts_status slurp(const char *path, size_t most, unsigned char **out, size_t *size) {
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return ts_fail(TS_ERR_IO, "cannot open %s", path);
+    unsigned char *buf = malloc(most);
+    size_t n = buf ? fread(buf, 1, most, fp) : 0;
+    bool more = buf && fgetc(fp) != EOF;
+    fclose(fp);
+    if (!buf) return ts_fail(TS_ERR_NOMEM, "%s: out of memory", path);
+    if (more) {
+        free(buf);
+        return ts_fail(TS_ERR_FORMAT, "%s is larger than %zu bytes", path, most);
+    }
+    *out = buf, *size = n;
+    return TS_OK;
+}
+
+/* nanoGPT's character vocabulary: meta.pkl, a pickle of {"vocab_size": V,
+ * "itos": {id: character}, "stoi": {...}}, as its data folders write it. */
+static ts_status meta_pkl_tok(const char *file, int vocab, ts_lmtok *tok) {
+    unsigned char *bytes = NULL;
+    size_t n = 0;
+    TS_TRY(slurp(file, 64u << 20, &bytes, &n));
+    ts_pickle p;
+    ts_status st = ts_pickle_parse(&p, bytes, n, file);
+    free(bytes);
+    if (st) return st;
+    const ts_pk *itos = ts_pk_get(p.root, "itos");
+    const ts_pk **piece = NULL;
+    if (!itos || itos->kind != TS_PK_DICT)
+        st = ts_fail(TS_ERR_FORMAT, "%s has no itos dict (id to character)", file);
+    else if (itos->n / 2 != vocab)
+        st = ts_fail(TS_ERR_FORMAT, "%s has %lld characters, the model %d tokens", file, (long long)(itos->n / 2),
+                     vocab);
+    else if (!(piece = calloc((size_t)vocab, sizeof *piece)))
+        st = ts_fail(TS_ERR_NOMEM, "%s: out of memory", file);
+    for (int64_t i = 0; !st && i + 1 < itos->n; i += 2) {
+        const ts_pk *k = itos->items[i], *v = itos->items[i + 1];
+        if (k->kind != TS_PK_INT || k->i < 0 || k->i >= vocab || piece[k->i] || v->kind != TS_PK_STR)
+            st = ts_fail(TS_ERR_FORMAT, "%s: itos is not one string for each id 0..%d", file, vocab - 1);
+        else
+            piece[k->i] = v;
+    }
+    cJSON *o = st ? NULL : cJSON_CreateObject();
+    cJSON *a = o ? cJSON_AddArrayToObject(o, "tokens") : NULL;
+    if (o) cJSON_AddStringToObject(o, "kind", "char");
+    for (int i = 0; a && i < vocab; i++) cJSON_AddItemToArray(a, cJSON_CreateString(piece[i]->s));
+    char *json = o ? cJSON_PrintUnformatted(o) : NULL;
+    if (!st && !json) st = ts_fail(TS_ERR_NOMEM, "%s: out of memory", file);
+    if (!st && (st = ts_lmtok_from_json(tok, json))) st = named(st, file);
+    free(json);
+    cJSON_Delete(o);
+    free(piece);
+    ts_pickle_free(&p);
+    return st;
+}
+
+/* GPT-2's files: the config from the shapes and config.json (or nanoGPT's
+ * model_args). The tokenizer: nanoGPT's meta.pkl beside the weights, else the
+ * BPE vocabulary beside them, else the shipped GPT-2 BPE when the sizes agree
+ * (or the model's vocabulary is GPT-2's padded, tok->count < cfg->vocab);
+ * else none (tok->count 0: the model reads ids only). */
 static ts_status gpt2_read(const char *path, ts_model_config *cfg, ts_lmtok *tok) {
     ts_model_config mine;
     ts_status st = ts_gpt2_config(path, cfg ? cfg : &mine);
     if (st || !tok) return st;
-    char dir[4096];
-    if (!ts_gpt2_vocab_dir(path, dir, sizeof dir)) st = ts_bpe_default_dir(dir, sizeof dir);
-    if (!st) st = ts_lmtok_build_bpe(tok, dir);
+    memset(tok, 0, sizeof *tok);
     int vocab = (cfg ? cfg : &mine)->vocab;
-    if (!st && tok->count != vocab) {
+    char dir[4096], meta[4096 + 16];
+    bool beside = ts_gpt2_vocab_dir(path, dir, sizeof dir);
+    snprintf(meta, sizeof meta, "%s/meta.pkl", dir);
+    FILE *fp = fopen(meta, "rb");
+    if (fp) {
+        fclose(fp);
+        return meta_pkl_tok(meta, vocab, tok);
+    }
+    /* GPT-2's own BPE, also under a vocabulary padded past its 50257 tokens (nanoGPT rounds it up to
+     * 50304): the BPE never writes the padding ids */
+    bool padded = !beside && vocab > 50257 && vocab < 50257 + 128;
+    if (!beside) {
+        if ((vocab != 50257 && !padded) || ts_bpe_default_dir(dir, sizeof dir)) return TS_OK; /* ids only */
+    }
+    st = ts_lmtok_build_bpe(tok, dir);
+    if (!st && tok->count != vocab && !(padded && tok->count == 50257)) {
         st = ts_fail(TS_ERR_FORMAT, "%s: the model has %d tokens, the BPE of %s %d", path, vocab, dir, (int)tok->count);
         ts_lmtok_free(tok);
     }

@@ -10,6 +10,16 @@
  * attn.masked_bias are not parameters and are skipped. What shapes cannot
  * tell (heads, LayerNorm eps, the activation) comes from config.json beside
  * the weights, as Hugging Face saves it.
+ *
+ * nanoGPT (Karpathy) uses the same names with nn.Linear layers, whose weights
+ * are (out, in), and saves ckpt.pt: the state_dict under "model" beside its
+ * model_args (n_layer, n_head, n_embd, block_size, bias, vocab_size), which
+ * give what config.json gives for Hugging Face's files; with bias=False its
+ * LayerNorms and linears have no bias (zeros here). torch.compile's wrapper
+ * puts "_orig_mod." before every name. Which layout a file is in comes from
+ * --layout, else from model_args (nanoGPT) or config.json (Hugging Face); it
+ * is never guessed from shapes, which cannot tell a square weight's layout,
+ * but the shapes that can must agree with it.
  */
 #include <cjson/cJSON.h>
 #include <stddef.h>
@@ -34,13 +44,43 @@ static bool exists(const char *path) {
     return stat(path, &s) == 0 && S_ISREG(s.st_mode);
 }
 
-/* The weights file: path itself, or DIR/model.safetensors. */
+/* The weights file: path itself, or the first of DIR/model.safetensors,
+ * DIR/pytorch_model.bin, DIR/ckpt.pt (nanoGPT's out_dir) that exists. */
 static void weights_path(const char *path, char *out, size_t size) {
-    if (is_dir(path))
-        snprintf(out, size, "%s/model.safetensors", path);
-    else
+    static const char *const names[] = {"model.safetensors", "pytorch_model.bin", "ckpt.pt", NULL};
+    if (!is_dir(path)) {
         snprintf(out, size, "%s", path);
+        return;
+    }
+    for (int i = 0; names[i]; i++) {
+        snprintf(out, size, "%s/%s", path, names[i]);
+        if (exists(out)) return;
+    }
+    snprintf(out, size, "%s/model.safetensors", path);
 }
+
+/* ---- the layout ------------------------------------------------------------------- */
+
+typedef enum gpt2_layout { LAYOUT_UNSET, LAYOUT_HF, LAYOUT_NANOGPT } gpt2_layout;
+
+static gpt2_layout requested = LAYOUT_UNSET;
+
+ts_status ts_gpt2_request_layout(const char *name) {
+    if (!name) requested = LAYOUT_UNSET;
+    else if (strcmp(name, "hf") == 0) requested = LAYOUT_HF;
+    else if (strcmp(name, "nanogpt") == 0) requested = LAYOUT_NANOGPT;
+    else return ts_fail(TS_ERR_ARG, "--layout %s: hf (Conv1D weights, (in, out)) or nanogpt (nn.Linear, (out, in))", name);
+    return TS_OK;
+}
+
+/* An open GPT-2-named file: where its names start, and its layout. */
+typedef struct gpt2_file {
+    ts_safetensors f;
+    char prefix[48];  /* before h.0...: "", "transformer.", "_orig_mod.transformer." */
+    char outer[48];   /* before lm_head.weight: the prefix without "transformer." */
+    bool linear;      /* nn.Linear's (out, in); false: Conv1D's (in, out) */
+    const char *layout_why; /* "--layout", "model_args", "config.json" */
+} gpt2_file;
 
 /* The directory that holds the weights (config.json and vocabulary files). */
 static void dir_of(const char *path, char *out, size_t size) {
@@ -55,9 +95,10 @@ static void dir_of(const char *path, char *out, size_t size) {
         snprintf(out, size, "%.*s", (int)(slash - path), path);
 }
 
-/* "" or "transformer.": what stands before h.0.attn.c_attn.weight. */
+/* "", "transformer." or torch.compile's "_orig_mod." before either: what
+ * stands before h.0.attn.c_attn.weight. */
 static bool prefix_of(const ts_safetensors *f, char *prefix, size_t size) {
-    static const char *const prefixes[] = {"", "transformer.", NULL};
+    static const char *const prefixes[] = {"", "transformer.", "_orig_mod.transformer.", "_orig_mod.", NULL};
     for (int i = 0; prefixes[i]; i++) {
         char name[NAME_MAX_LEN];
         snprintf(name, sizeof name, "%sh.0.attn.c_attn.weight", prefixes[i]);
@@ -70,7 +111,7 @@ static bool prefix_of(const ts_safetensors *f, char *prefix, size_t size) {
 }
 
 bool ts_gpt2_is(const char *path) {
-    char file[4096 + 32], prefix[32];
+    char file[4096 + 32], prefix[48];
     weights_path(path, file, sizeof file);
     ts_safetensors f;
     if (!exists(file) || ts_safetensors_open(&f, file)) return false;
@@ -90,14 +131,58 @@ bool ts_gpt2_vocab_dir(const char *path, char *dir, size_t size) {
     return false;
 }
 
-/* Open path's weights and find their prefix; nothing is left open on failure. */
-static ts_status open_gpt2(const char *path, ts_safetensors *f, char *prefix, size_t size) {
-    char file[4096 + 32];
+/* c_attn's weight (D, 3D) in Conv1D's layout or (3D, D) in nn.Linear's: the
+ * one weight whose shape always tells. */
+static ts_status check_layout(gpt2_file *g, const char *dir) {
+    ts_safetensors *f = &g->f;
+    char name[NAME_MAX_LEN + 64];
+    snprintf(name, sizeof name, "%sh.0.attn.c_attn.weight", g->prefix);
+    const ts_st_entry *w = ts_safetensors_find(f, name);
+    bool conv1d_shape = w->rank == 2 && w->shape[1] == 3 * w->shape[0];
+    bool linear_shape = w->rank == 2 && w->shape[0] == 3 * w->shape[1];
+    char cfg_json[4096 + 16];
+    snprintf(cfg_json, sizeof cfg_json, "%s/config.json", dir);
+    if (requested != LAYOUT_UNSET) {
+        g->linear = requested == LAYOUT_NANOGPT;
+        g->layout_why = "--layout";
+    } else if (ts_safetensors_meta(f, "model_args.n_head")) {
+        g->linear = true;
+        g->layout_why = "its model_args (nanoGPT's ckpt.pt)";
+    } else if (exists(cfg_json)) {
+        g->linear = false;
+        g->layout_why = "config.json beside it (Hugging Face's GPT-2)";
+    } else {
+        return ts_fail(TS_ERR_ARG, "%s: GPT-2's names, but no config.json beside it and no model_args in it: nothing "
+                       "says the heads, nor whether its weights are Conv1D's (in, out) as Hugging Face saves GPT-2 "
+                       "or nn.Linear's (out, in) as nanoGPT does (square ones cannot show it); add Hugging Face's "
+                       "config.json, or give --layout hf|nanogpt", f->path);
+    }
+    if (g->linear ? !linear_shape : !conv1d_shape)
+        return ts_fail(TS_ERR_SHAPE, "%s: %s is [%lld, %lld], %s, but %s says %s; if every weight is stored that way, "
+                       "give --layout %s", f->path, name, (long long)w->shape[0], (long long)w->shape[1],
+                       conv1d_shape ? "Conv1D's (in, out)" : linear_shape ? "nn.Linear's (out, in)" : "neither layout's",
+                       g->layout_why, g->linear ? "nn.Linear's (out, in)" : "Conv1D's (in, out)",
+                       g->linear ? "hf" : "nanogpt");
+    return TS_OK;
+}
+
+/* Open path's weights, find their prefix and layout; nothing is left open on failure. */
+static ts_status open_gpt2(const char *path, gpt2_file *g) {
+    char file[4096 + 32], dir[4096];
+    memset(g, 0, sizeof *g);
     weights_path(path, file, sizeof file);
-    TS_TRY(ts_safetensors_open(f, file));
-    if (prefix_of(f, prefix, size)) return TS_OK;
-    ts_safetensors_close(f);
-    return ts_fail(TS_ERR_FORMAT, "%s: not GPT-2's layout (no h.0.attn.c_attn.weight)", file);
+    dir_of(path, dir, sizeof dir);
+    TS_TRY(ts_safetensors_open(&g->f, file));
+    if (!prefix_of(&g->f, g->prefix, sizeof g->prefix)) {
+        ts_safetensors_close(&g->f);
+        return ts_fail(TS_ERR_FORMAT, "%s: not GPT-2's layout (no h.0.attn.c_attn.weight)", file);
+    }
+    snprintf(g->outer, sizeof g->outer, "%s", g->prefix);
+    char *t = strstr(g->outer, "transformer.");
+    if (t) *t = '\0';
+    ts_status st = check_layout(g, dir);
+    if (st) ts_safetensors_close(&g->f);
+    return st;
 }
 
 /* ---- the config ------------------------------------------------------------------- */
@@ -177,21 +262,26 @@ static ts_status read_config_json(const char *dir, const char *weights, ts_model
     return st;
 }
 
-/* Sizes from the tensors: wte (V, D), wpe (P, D), the layers h.{i}, c_fc (D, F). */
-static ts_status sizes_from_tensors(const ts_safetensors *f, const char *prefix, ts_model_config *c, bool *tied) {
+/* Sizes from the tensors: wte (V, D), wpe (P, D), the layers h.{i}, c_fc (D, F)
+ * in Conv1D's layout or (F, D) in nn.Linear's. */
+static ts_status sizes_from_tensors(gpt2_file *g, ts_model_config *c, bool *tied) {
+    const ts_safetensors *f = &g->f;
+    const char *prefix = g->prefix;
     const ts_st_entry *wte = tensor(f, prefix, "wte.weight"), *wpe = tensor(f, prefix, "wpe.weight");
     const ts_st_entry *fc = tensor(f, prefix, "h.0.mlp.c_fc.weight");
     if (!wte) return missing(f, prefix, "wte.weight");
     if (!wpe) return missing(f, prefix, "wpe.weight");
     if (!fc) return missing(f, prefix, "h.0.mlp.c_fc.weight");
+    int in = g->linear ? 1 : 0; /* c_fc's input axis */
     if (wte->rank != 2 || wpe->rank != 2 || fc->rank != 2 || wpe->shape[1] != wte->shape[1] ||
-        fc->shape[0] != wte->shape[1])
-        return ts_fail(TS_ERR_SHAPE, "%s: wte, wpe and h.0.mlp.c_fc do not share a width (GPT-2 stores Conv1D "
-                                     "weights as (in, out))", f->path);
+        fc->shape[in] != wte->shape[1])
+        return ts_fail(TS_ERR_SHAPE, "%s: wte, wpe and h.0.mlp.c_fc do not share a width (read as %s weights, as %s "
+                                     "says)", f->path, g->linear ? "nn.Linear's (out, in)" : "Conv1D's (in, out)",
+                       g->layout_why);
     c->vocab = (int)wte->shape[0];
     c->d_model = (int)wte->shape[1];
     c->max_pos = (int)wpe->shape[0];
-    c->ffn = (int)fc->shape[1];
+    c->ffn = (int)fc->shape[1 - in];
     int layers = 0;
     for (;; layers++) {
         char name[NAME_MAX_LEN];
@@ -199,35 +289,64 @@ static ts_status sizes_from_tensors(const ts_safetensors *f, const char *prefix,
         if (!tensor(f, prefix, name)) break;
     }
     c->layers = layers;
-    const ts_st_entry *head = ts_safetensors_find(f, "lm_head.weight");
+    const ts_st_entry *head = tensor(f, g->outer, "lm_head.weight");
     *tied = true;
     if (head) {
         if (head->rank != 2 || head->shape[0] != wte->shape[0] || head->shape[1] != wte->shape[1])
             return ts_fail(TS_ERR_SHAPE, "%s: lm_head.weight is not the shape of wte.weight [%lld, %lld]", f->path,
                            (long long)wte->shape[0], (long long)wte->shape[1]);
-        /* Hugging Face saves the tied head as a second copy: tied when equal */
+        /* Hugging Face and nanoGPT save the tied head as a second copy: tied when equal */
         ts_safetensors *mf = (ts_safetensors *)f;
         ts_tensor a, b;
-        char wname[NAME_MAX_LEN];
+        char wname[NAME_MAX_LEN], hname[NAME_MAX_LEN];
         snprintf(wname, sizeof wname, "%swte.weight", prefix);
+        snprintf(hname, sizeof hname, "%slm_head.weight", g->outer);
         TS_TRY(ts_safetensors_get(mf, wname, &a));
-        TS_TRY(ts_safetensors_get(mf, "lm_head.weight", &b));
+        TS_TRY(ts_safetensors_get(mf, hname, &b));
         int64_t n = wte->shape[0] * wte->shape[1];
         *tied = memcmp(a.data, b.data, sizeof(float) * (size_t)n) == 0;
     }
     return TS_OK;
 }
 
+/* nanoGPT's model_args (as metadata "model_args.KEY", ts_torch_pt_open): n_head,
+ * and the sizes, which must agree with the tensors'. Its LayerNorm eps is
+ * 1e-5 and its activation nn.GELU's exact form. */
+static ts_status read_model_args(const ts_safetensors *f, ts_model_config *c, bool *bias) {
+    const char *heads = ts_safetensors_meta(f, "model_args.n_head");
+    int h = heads ? atoi(heads) : 0;
+    if (h < 1) return ts_fail(TS_ERR_FORMAT, "%s: model_args has no n_head (the number of attention heads)", f->path);
+    c->heads = h;
+    c->eps = c->embed_eps = 1e-5f;
+    c->activation = TS_ACT_GELU;
+    const char *b = ts_safetensors_meta(f, "model_args.bias");
+    *bias = !b || strcmp(b, "False") != 0;
+    static const struct { const char *key; size_t at; } sizes[] = {
+        {"model_args.n_embd", offsetof(ts_model_config, d_model)},
+        {"model_args.n_layer", offsetof(ts_model_config, layers)},
+        {"model_args.vocab_size", offsetof(ts_model_config, vocab)},
+        {"model_args.block_size", offsetof(ts_model_config, max_pos)},
+    };
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        const char *v = ts_safetensors_meta(f, sizes[i].key);
+        int mine = *(const int *)((const char *)c + sizes[i].at);
+        if (v && atoi(v) != mine)
+            return ts_fail(TS_ERR_FORMAT, "%s: %s is %s but the tensors have %d", f->path, sizes[i].key, v, mine);
+    }
+    return TS_OK;
+}
+
 ts_status ts_gpt2_config(const char *path, ts_model_config *c) {
-    char dir[4096], prefix[32];
+    char dir[4096];
     dir_of(path, dir, sizeof dir);
-    ts_safetensors f;
-    TS_TRY(open_gpt2(path, &f, prefix, sizeof prefix));
+    gpt2_file g;
+    TS_TRY(open_gpt2(path, &g));
     ts_status st = ts_model_config_preset(c, "gpt2");
-    bool tied = true;
-    if (!st) st = sizes_from_tensors(&f, prefix, c, &tied);
-    if (!st) st = read_config_json(dir, f.path, c);
-    ts_safetensors_close(&f);
+    bool tied = true, bias = true;
+    if (!st) st = sizes_from_tensors(&g, c, &tied);
+    if (!st && ts_safetensors_meta(&g.f, "model_args.n_head")) st = read_model_args(&g.f, c, &bias);
+    else if (!st) st = read_config_json(dir, g.f.path, c);
+    ts_safetensors_close(&g.f);
     if (st) return st;
     snprintf(c->preset, sizeof c->preset, "%s", "");
     c->tie_embed = tied;
@@ -238,15 +357,30 @@ ts_status ts_gpt2_config(const char *path, ts_model_config *c) {
 
 /* ---- the weights ------------------------------------------------------------------ */
 
-/* One parameter: the file's tensor, transposed when it is a Conv1D weight. */
-static ts_status load_param(ts_model *m, ts_safetensors *f, const char *prefix, const char *file_name,
-                            const char *model_name, bool conv1d) {
+/* One parameter: the file's tensor, transposed when it is a Conv1D weight; a
+ * bias the file lacks is zeros when the model was saved without biases. */
+static ts_status load_param(ts_model *m, gpt2_file *g, const char *prefix, const char *file_name,
+                            const char *model_name, bool conv1d, bool zeros_if_missing) {
+    ts_safetensors *f = &g->f;
     char full[NAME_MAX_LEN + 64];
     snprintf(full, sizeof full, "%s%s", prefix, file_name);
-    if (!ts_safetensors_find(f, full)) return missing(f, prefix, file_name);
+    if (!ts_safetensors_find(f, full)) {
+        if (!zeros_if_missing) return missing(f, prefix, file_name);
+        int i = ts_model_find_param(m, model_name);
+        if (i < 0) return ts_fail(TS_ERR_ARG, "the model has no parameter %s", model_name);
+        int64_t n = 1;
+        for (int d = 0; d < m->params[i].rank; d++) n *= m->params[i].shape[d];
+        float *zero = calloc((size_t)n, sizeof *zero);
+        if (!zero) return ts_fail(TS_ERR_NOMEM, "out of memory");
+        ts_tensor t;
+        ts_status st = ts_tensor_view(&t, zero, m->params[i].rank, m->params[i].shape);
+        if (!st) st = ts_model_load_param(m, model_name, &t);
+        free(zero);
+        return st;
+    }
     ts_tensor src;
     TS_TRY(ts_safetensors_get(f, full, &src));
-    if (!conv1d) return ts_model_load_param(m, model_name, &src);
+    if (!conv1d || g->linear) return ts_model_load_param(m, model_name, &src);
     if (src.rank != 2) return ts_fail(TS_ERR_SHAPE, "%s: %s is not a matrix", f->path, full);
     /* Conv1D (in, out) is nn.Linear's (out, in) read with swapped strides: a view, no copy */
     ts_tensor t = src;
@@ -258,37 +392,41 @@ static ts_status load_param(ts_model *m, ts_safetensors *f, const char *prefix, 
 }
 
 /* What GPT-2 names a parameter of layer i, for each of tscope's. */
-static ts_status load_layer(ts_model *m, ts_safetensors *f, const char *prefix, int i) {
-    static const struct { const char *file, *model; bool conv1d; } map[] = {
-        {"ln_1.weight", "norm1.weight", false},
-        {"ln_1.bias", "norm1.bias", false},
-        {"attn.c_attn.weight", "self_attn.in_proj_weight", true},
-        {"attn.c_attn.bias", "self_attn.in_proj_bias", false},
-        {"attn.c_proj.weight", "self_attn.out_proj.weight", true},
-        {"attn.c_proj.bias", "self_attn.out_proj.bias", false},
-        {"ln_2.weight", "norm2.weight", false},
-        {"ln_2.bias", "norm2.bias", false},
-        {"mlp.c_fc.weight", "linear1.weight", true},
-        {"mlp.c_fc.bias", "linear1.bias", false},
-        {"mlp.c_proj.weight", "linear2.weight", true},
-        {"mlp.c_proj.bias", "linear2.bias", false},
+static ts_status load_layer(ts_model *m, gpt2_file *g, int i, bool bias) {
+    static const struct { const char *file, *model; bool conv1d, is_bias; } map[] = {
+        {"ln_1.weight", "norm1.weight", false, false},
+        {"ln_1.bias", "norm1.bias", false, true},
+        {"attn.c_attn.weight", "self_attn.in_proj_weight", true, false},
+        {"attn.c_attn.bias", "self_attn.in_proj_bias", false, true},
+        {"attn.c_proj.weight", "self_attn.out_proj.weight", true, false},
+        {"attn.c_proj.bias", "self_attn.out_proj.bias", false, true},
+        {"ln_2.weight", "norm2.weight", false, false},
+        {"ln_2.bias", "norm2.bias", false, true},
+        {"mlp.c_fc.weight", "linear1.weight", true, false},
+        {"mlp.c_fc.bias", "linear1.bias", false, true},
+        {"mlp.c_proj.weight", "linear2.weight", true, false},
+        {"mlp.c_proj.bias", "linear2.bias", false, true},
     };
     for (size_t k = 0; k < sizeof map / sizeof map[0]; k++) {
         char file_name[NAME_MAX_LEN], model_name[NAME_MAX_LEN + 32];
         snprintf(file_name, sizeof file_name, "h.%d.%s", i, map[k].file);
         snprintf(model_name, sizeof model_name, "decoder.layers.%d.%s", i, map[k].model);
-        TS_TRY(load_param(m, f, prefix, file_name, model_name, map[k].conv1d));
+        TS_TRY(load_param(m, g, g->prefix, file_name, model_name, map[k].conv1d, map[k].is_bias && !bias));
     }
     return TS_OK;
 }
 
 /* A tensor of the file that no parameter takes: the mask buffers are
  * expected; anything else means the file is not the model we built. */
-static ts_status check_no_extra(const ts_safetensors *f, const char *prefix, const ts_model_config *c) {
+static ts_status check_no_extra(const gpt2_file *g, const ts_model_config *c) {
+    const ts_safetensors *f = &g->f;
+    const char *prefix = g->prefix;
     size_t pn = strlen(prefix);
+    char head[NAME_MAX_LEN];
+    snprintf(head, sizeof head, "%slm_head.weight", g->outer);
     for (int e = 0; e < f->count; e++) {
         const char *name = f->entries[e].name;
-        if (strcmp(name, "lm_head.weight") == 0) continue;
+        if (strcmp(name, head) == 0) continue;
         const char *rest = strncmp(name, prefix, pn) == 0 ? name + pn : NULL;
         int layer = -1, used = 0;
         char leaf[NAME_MAX_LEN] = "";
@@ -313,17 +451,25 @@ static ts_status check_no_extra(const ts_safetensors *f, const char *prefix, con
 }
 
 ts_status ts_gpt2_load(ts_model *m, const char *path) {
-    char prefix[32];
-    ts_safetensors f;
-    TS_TRY(open_gpt2(path, &f, prefix, sizeof prefix));
+    gpt2_file g;
+    TS_TRY(open_gpt2(path, &g));
     const ts_model_config *c = &m->cfg;
-    ts_status st = check_no_extra(&f, prefix, c);
-    if (!st) st = load_param(m, &f, prefix, "wte.weight", "embed.tokens.weight", false);
-    if (!st) st = load_param(m, &f, prefix, "wpe.weight", "embed.positions.weight", false);
-    for (int i = 0; !st && i < c->layers; i++) st = load_layer(m, &f, prefix, i);
-    if (!st) st = load_param(m, &f, prefix, "ln_f.weight", "decoder.norm.weight", false);
-    if (!st) st = load_param(m, &f, prefix, "ln_f.bias", "decoder.norm.bias", false);
-    if (!st && !c->tie_embed) st = load_param(m, &f, "", "lm_head.weight", "generator.weight", false);
-    ts_safetensors_close(&f);
+    const char *b = ts_safetensors_meta(&g.f, "model_args.bias");
+    bool bias = !b || strcmp(b, "False") != 0;
+    ts_status st = check_no_extra(&g, c);
+    if (!st) st = load_param(m, &g, g.prefix, "wte.weight", "embed.tokens.weight", false, false);
+    if (!st) st = load_param(m, &g, g.prefix, "wpe.weight", "embed.positions.weight", false, false);
+    for (int i = 0; !st && i < c->layers; i++) st = load_layer(m, &g, i, bias);
+    if (!st) st = load_param(m, &g, g.prefix, "ln_f.weight", "decoder.norm.weight", false, false);
+    if (!st) st = load_param(m, &g, g.prefix, "ln_f.bias", "decoder.norm.bias", false, !bias);
+    if (!st && !c->tie_embed) st = load_param(m, &g, g.outer, "lm_head.weight", "generator.weight", false, false);
+    ts_safetensors_close(&g.f);
     return st;
+}
+
+const char *ts_gpt2_layout_name(const char *path) {
+    gpt2_file g;
+    if (open_gpt2(path, &g)) return NULL;
+    ts_safetensors_close(&g.f);
+    return g.linear ? "nanogpt" : "hf";
 }

@@ -453,6 +453,8 @@ ts_status ts_weights_infer(const ts_safetensors *f, const char *prefix, ts_weigh
     memset(info, 0, sizeof *info);
     info->layout = -1;
     info->n_tensors = f->count;
+    info->torch_pt = f->torch_pt;
+    info->has_metadata = !f->torch_pt && f->meta_count > 0;
     if (prefix && strlen(prefix) >= sizeof info->prefix)
         return ts_fail(TS_ERR_ARG, "--load-prefix '%s' is too long", prefix);
     snprintf(info->prefix, sizeof info->prefix, "%s", prefix ? prefix : "");

@@ -251,6 +251,8 @@ static ts_status parse_header(ts_safetensors *f, const char *json, size_t len) {
 }
 
 ts_status ts_safetensors_open(ts_safetensors *f, const char *path) {
+    /* a torch.save file is a zip archive: its own reader fills the same struct */
+    if (ts_torch_pt_is(path)) return ts_torch_pt_open(f, path);
     memset(f, 0, sizeof *f);
     f->path = strdup(path);
     if (!f->path) return ts_fail(TS_ERR_NOMEM, "out of memory");
@@ -277,7 +279,11 @@ ts_status ts_safetensors_open(ts_safetensors *f, const char *path) {
     if (!st) {
         uint64_t header_len = read_u64_le(f->map);
         uint64_t room = (uint64_t)f->map_size - 8;
-        if (header_len > room)
+        if (header_len > room && f->map[0] == 0x80 && f->map[1] <= 5)
+            st = ts_fail(TS_ERR_UNSUPPORTED, "%s is a bare pickle (torch.save's format before PyTorch 1.6, or "
+                         "pickle.dump), not a zip archive: save it again with torch.save in PyTorch 1.6 or later",
+                         path);
+        else if (header_len > room)
             st = ts_fail(TS_ERR_FORMAT, "%s: header length %llu is larger than the rest of the file (%llu "
                          "bytes): truncated, or not a safetensors file", path,
                          (unsigned long long)header_len, (unsigned long long)room);
@@ -304,6 +310,7 @@ void ts_safetensors_close(ts_safetensors *f) {
     for (int i = 0; f->meta && f->meta[i]; i++) free(f->meta[i]);
     free(f->meta);
     if (f->map) munmap(f->map, f->map_size);
+    free(f->owned);
     free(f->path);
     memset(f, 0, sizeof *f);
 }
