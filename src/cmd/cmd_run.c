@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "commands.h"
+#include "experiment_cli.h"
 #include "lm_cli.h"
 #include "model_flags.h"
 #include "model_weights.h"
@@ -28,6 +29,7 @@ typedef struct run_opts {
     bool greedy;        /* --greedy: the decoder reads what it wrote (decode_greedy) */
     const char *labels; /* --labels L.npy for the backward's loss */
     trace_cli trace; /* --trace FILE and its flags */
+    experiment_cli xc; /* --ablate, --patch, --lens */
     int argc;        /* the command line, for the trace's metadata */
     char **argv;
 } run_opts;
@@ -163,6 +165,9 @@ static int run(const model_flags *mf, const run_opts *o) {
     ts_weights_info winfo;
     uint8_t *pads[3] = {NULL, NULL, NULL};
     bool have_wf = false;
+    ts_experiment ex;
+    ts_experiment_init(&ex);
+    char *edits_json = NULL;
     ts_status st = TS_OK;
     int rc = flag_pairs(o);
     if (rc >= 0) return rc;
@@ -212,6 +217,11 @@ static int run(const model_flags *mf, const run_opts *o) {
         ts_load_options lo = {.info = &winfo, .into = NULL, .ignore_extra = o->ignore_extra};
         st = ts_model_load_weights(&m, &wf, &lo, &loaded);
     }
+    if (!st) st = experiment_cli_build(&o->xc, &cfg, &ex);
+    if (!st && ex.n_edits && !(edits_json = ts_experiment_to_json(&ex))) st = ts_fail(TS_ERR_NOMEM, "out of memory");
+    if (!st && ts_experiment_active(&ex) && (o->greedy || o->backward))
+        st = ts_fail(TS_ERR_ARG, "%s runs passes of its own: the experiment flags are for one forward pass",
+                     o->greedy ? "--greedy" : "--backward");
     if (st) {
         rc = ts_cli_error("run", "%s", ts_last_error());
         goto out;
@@ -252,23 +262,27 @@ static int run(const model_flags *mf, const run_opts *o) {
     if ((rc = trace_cli_check(&o->trace, "run", cfg.batch)) >= 0) goto out;
     rc = 0;
     if (o->trace.path) {
-        st = trace_cli_open(&o->trace, &cfg, o->input ? NULL : &batch, o->argc, o->argv, &tracer);
+        st = trace_cli_open(&o->trace, &cfg, o->input ? NULL : &batch, o->argc, o->argv, edits_json, &tracer);
         if (st) {
             rc = ts_cli_error("run", "%s", ts_last_error());
             goto out;
         }
         hook = trace_cli_tee(&tee, hook, ts_trace_writer_hook(tracer));
     }
+    if (ts_experiment_active(&ex)) ts_experiment_attach(&ex, &hook);
     ts_tensor out;
     double t0 = now();
     st = ts_model_forward(&m, &in, &hook, &out);
     double t1 = now();
+    if (!st) st = ts_experiment_lens_finish(&ex, &m, &hook);
     if (st) {
         rc = ts_cli_error("run", "%s", ts_last_error());
         trace_cli_close(&o->trace, tracer, "run"); /* the steps before the failure stay readable */
         goto out;
     }
+    experiment_cli_report(&ex);
     report(&m, &batch, &out, t1 - t0, o->load != NULL, o->greedy);
+    if (ex.lens) experiment_cli_print_lens(&ex, NULL, m.S, cfg.vocab);
     if (o->greedy) report_greedy(&batch, &out);
     if (o->backward && (rc = run_backward(&m, &in, o->labels, &hook))) {
         trace_cli_close(&o->trace, tracer, "run");
@@ -276,6 +290,8 @@ static int run(const model_flags *mf, const run_opts *o) {
     }
     rc = trace_cli_close(&o->trace, tracer, "run");
 out:
+    ts_experiment_free(&ex);
+    free(edits_json);
     ts_model_free(&m);
     model_batch_free(&batch);
     ts_npy_free(&x);
@@ -289,9 +305,10 @@ out:
 int ts_cmd_run(int argc, char **argv) {
     model_flags mf;
     run_opts o = {0};
-    ts_flag flags[MODEL_FLAGS_COUNT + 15 + TRACE_CLI_FLAGS];
+    ts_flag flags[MODEL_FLAGS_COUNT + 15 + TRACE_CLI_FLAGS + EXPERIMENT_CLI_FLAGS];
     int n = model_flags_table(flags, 0, &mf);
     n = trace_cli_table(flags, n, &o.trace);
+    n = experiment_cli_table(flags, n, &o.xc);
     o.argc = argc;
     o.argv = argv;
     flags[n++] = (ts_flag){"--print-shapes", TS_FLAG_OPTIONAL, &o.print_shapes, "torch",
@@ -354,7 +371,8 @@ int ts_cmd_run(int argc, char **argv) {
     if (o.labels && !o.backward) return ts_cli_error("run", "--labels is the backward pass's target; add --backward");
     /* a language model's checkpoint brings its config and tokenizer; run_lm refuses the flags it has no use for */
     if (o.load && ts_lm_checkpoint_is(o.load))
-        return run_lm(o.load, &mf.text, o.ids, flags, n, &o.trace, o.print_shapes, o.backward, o.scores, argc, argv);
+        return run_lm(o.load, &mf.text, o.ids, flags, n, &o.trace, o.print_shapes, o.backward, o.scores, &o.xc, argc,
+                      argv);
     if (o.scores) return ts_cli_error("run", "--scores measures a language model's heads: --load one saved by tscope train --task lm");
     return run(&mf, &o);
 }

@@ -1,0 +1,90 @@
+/* experiment: change one step of the model and see what every later step
+ * does about it.
+ *
+ * An experiment is a list of edits, each naming steps the way a trace names
+ * them: ablations (a step, or one head's slice of an attention's `values`,
+ * set to zero or to its mean over the batch and the positions) and patches
+ * (a step's values, or one position's, taken from another run's trace). It
+ * acts through the hook's edit callback (ts_hook_edit_fn), so every path
+ * that runs the forward gets it and the model knows nothing about it. It
+ * can also watch: the logit lens keeps the residual stream after each layer
+ * and reads it through the final norm and the output head.
+ *
+ * Specs, checked against the model's steps before anything runs:
+ *   decoder.layers.1.self_attn.head0        head 0's slice of values, zeroed
+ *   decoder.layers.1.self_attn.head0=mean   ... replaced by its mean
+ *   decoder.layers.*.ffn.out                globs (fnmatch) over step names
+ *   TRACE:decoder.layers.0.out@27           (patch) position 27 from TRACE
+ */
+#ifndef TSCOPE_EXPERIMENT_H
+#define TSCOPE_EXPERIMENT_H
+
+#include "tscope/model.h"
+
+typedef enum ts_edit_kind { TS_EDIT_ZERO, TS_EDIT_MEAN, TS_EDIT_PATCH } ts_edit_kind;
+
+#define TS_EDIT_SPEC_MAX 512
+
+typedef struct ts_edit {
+    char spec[TS_EDIT_SPEC_MAX]; /* as given, for messages and the trace's metadata */
+    ts_edit_kind kind;
+    char glob[TS_EDIT_SPEC_MAX]; /* the steps it edits (fnmatch) */
+    char heads[32];              /* "" the whole step; else a glob over "head0".."head{H-1}" */
+    int pos;                     /* a patch of one position; -1 all */
+    float *values;               /* a patch's values (row-major, shape), owned */
+    char *trace_config;          /* a patch: the config its trace was made with (JSON), owned */
+    int rank;
+    int64_t shape[TS_MAX_RANK];
+    int64_t applied;             /* steps it changed in the last forward */
+} ts_edit;
+
+typedef struct ts_experiment {
+    ts_edit *edits;
+    int n_edits, cap;
+    /* The logit lens: the stream after each layer of `stack`, kept (layers,
+     * B*S*D) during the forward, then read through the final norm and the
+     * head into probabilities (layers, B, S, V). */
+    bool lens;
+    char stack[16];
+    int lens_layers;
+    int64_t lens_rows; /* B * S */
+    float *lens_x;
+    float *lens_p;
+} ts_experiment;
+
+void ts_experiment_init(ts_experiment *ex);
+void ts_experiment_free(ts_experiment *ex);
+
+/* --ablate SPEC: a step glob or ATTN.headK (a head glob), optionally =zero
+ * or =mean. Only the form is checked here; ts_experiment_check matches it. */
+ts_status ts_experiment_add_ablate(ts_experiment *ex, const char *spec);
+
+/* --patch TRACE:STEP[@POS]: STEP's values (or position POS's) from TRACE,
+ * which must keep that step's values for all of its batch. */
+ts_status ts_experiment_add_patch(ts_experiment *ex, const char *spec);
+
+/* Check every edit against the model of cfg (a dry run lists its steps): a
+ * spec that names no step, a head that does not exist, a patch whose trace
+ * is another model's or whose step has another shape, the lens on a model
+ * without a vocabulary head: each one sentence. */
+ts_status ts_experiment_check(ts_experiment *ex, const ts_model_config *cfg);
+
+/* Whether the experiment changes anything (edits) or watches (lens). */
+static inline bool ts_experiment_active(const ts_experiment *ex) { return ex && (ex->n_edits > 0 || ex->lens); }
+
+/* Put the experiment on hook (its edit callback); hook's fn stays as it is. */
+void ts_experiment_attach(ts_experiment *ex, ts_hook *hook);
+
+/* The edits as JSON for the trace's metadata: [{"spec", "kind", "steps"
+ * (glob), "heads", "pos"}, ...]; malloc'd, NULL when out of memory. */
+char *ts_experiment_to_json(const ts_experiment *ex);
+
+/* After a forward with the lens on: the probabilities of every layer's
+ * stream through the final norm and the head, each handed to hook as
+ * `lens.layers.N` (B, S, V). */
+ts_status ts_experiment_lens_finish(ts_experiment *ex, const ts_model *m, const ts_hook *hook);
+
+/* Layer l's lens probabilities (B*S rows of V), after ts_experiment_lens_finish. */
+const float *ts_experiment_lens_at(const ts_experiment *ex, int l, int vocab);
+
+#endif
