@@ -1257,6 +1257,15 @@ ts_scene_request ts_scene_request_default(const char *name) {
     return rq;
 }
 
+/* A step an experiment edited (tscope run --ablate, --patch) says so in its
+ * title: what it shows is not what the model computed there. */
+static void mark_edited(ts_scene *s) {
+    char edits[200];
+    if (!s->step || !ts_trace_step_edits(s->t, s->step->name, edits, sizeof edits)) return;
+    size_t n = strlen(s->title);
+    snprintf(s->title + n, sizeof s->title - n, " \xc2\xb7 EDITED: %s", edits);
+}
+
 ts_status ts_scene_build(ts_scene **out, ts_trace *t, const ts_scene_request *rq) {
     *out = NULL;
     if (!t || !rq || !rq->name || !rq->name[0]) return ts_fail(TS_ERR_ARG, "scene: no step name to draw");
@@ -1270,6 +1279,7 @@ ts_status ts_scene_build(ts_scene **out, ts_trace *t, const ts_scene_request *rq
         ts_scene_free(s);
         return st;
     }
+    mark_edited(s);
     *out = s;
     return TS_OK;
 }

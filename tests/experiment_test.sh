@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# Experiments (docs/experiments.md) on the shipped induction model, against
+# PyTorch: tests/ref/experiments/make_fixtures.py rebuilt the model in torch
+# and edited it with forward hooks (heads zeroed, heads and a step replaced by
+# their mean, a position of a layer's output patched from a clean run, the
+# logit lens); its traces are committed, so this test needs no torch. Every
+# edited run equals PyTorch's within 1e-4; what cannot work is one line, exit
+# 2, and no file written.
+. "$(dirname "$0")/lib.sh"
+ref=tests/ref/experiments
+model=assets/induction-2l.safetensors
+clean=$(sed -n 1p $ref/texts.txt)
+corrupt=$(sed -n 2p $ref/texts.txt)
+
+has() { case $1 in *"$2"*) ok ;; *) bad "$3: no '$2' in: $(printf '%s' "$1" | head -c 600)" ;; esac; }
+one_line() { [ "$(printf '%s\n' "$err" | grep -c .)" = 1 ] && [ -z "$out" ] && ok || bad "$1: not one line: $err / $out"; }
+# same_as REF TRACE WHAT: every step both have equals PyTorch's within 1e-4
+same_as() {
+    expect 0 "diff $3" -- "$bin" diff --common --tol 1e-4 "$1" "$2"
+    has "$out" "no step differs beyond tol 0.0001" "$3 equals PyTorch"
+}
+
+# ---- nothing edited: the same model as PyTorch's ----
+expect 0 "run clean" -- "$bin" run --load $model --text "$clean" --trace "$tmp/clean.tstrace" --level values
+same_as $ref/plain.tstrace "$tmp/clean.tstrace" "the unedited run"
+
+# ---- two layer-1 heads zeroed ----
+expect 0 "ablate heads" -- "$bin" run --load $model --text "$clean" --ablate decoder.layers.1.self_attn.head0 \
+    --ablate decoder.layers.1.self_attn.head1 --trace "$tmp/zero.tstrace" --level values
+has "$out" "# edit decoder.layers.1.self_attn.head0: zeroed, 1 step" "the edit is reported"
+same_as $ref/zero.tstrace "$tmp/zero.tstrace" "heads 0 and 1 of layer 1 zeroed"
+# a glob over heads is the same edit
+expect 0 "ablate head glob" -- "$bin" run --load $model --text "$clean" \
+    --ablate 'decoder.layers.1.self_attn.head[01]' --trace "$tmp/glob.tstrace" --level values
+same_as $ref/zero.tstrace "$tmp/glob.tstrace" "head[01]"
+# the trace says it was edited, and how
+expect 0 "info zero" -- "$bin" info "$tmp/zero.tstrace"
+has "$out" "edited run: decoder.layers.1.self_attn.head0 zeroed; decoder.layers.1.self_attn.head1 zeroed" \
+    "info names the run's edits"
+printf '%s\n' "$out" | grep -E '^ *[0-9]+ +decoder\.layers\.1\.self_attn\.values .*\[edited: head0 zeroed; head1 zeroed\]$' \
+    >/dev/null && ok || bad "info marks the edited step"
+[ "$(printf '%s\n' "$out" | grep -c 'edited:')" = 1 ] && ok || bad "info marks only the edited step"
+# --scores: the second copy's loss, low with the heads, up with them gone
+expect 0 "scores" -- "$bin" run --load $model --scores
+base=$(printf '%s\n' "$out" | sed -n 's/^loss per token: \([0-9.]*\) in the first half, \([0-9.]*\) in the second.*/\1 \2/p')
+expect 0 "scores ablated" -- "$bin" run --load $model --scores --ablate 'decoder.layers.1.self_attn.head[01]'
+abl=$(printf '%s\n' "$out" | sed -n 's/^loss per token: \([0-9.]*\) in the first half, \([0-9.]*\) in the second.*/\1 \2/p')
+has "$out" "# with zeroed decoder.layers.1.self_attn.head[01]" "the table says what was ablated"
+awk -v b="$base" -v a="$abl" 'BEGIN { split(b, x, " "); split(a, y, " ");
+    exit !(x[2] < 0.5 * x[1] && y[2] > y[1]) }' && ok ||
+    bad "second copy: $base unedited, $abl ablated (want it far below the first, then above it)"
+
+# ---- mean ablation: a head's slice and a whole step ----
+expect 0 "ablate mean" -- "$bin" run --load $model --text "$clean" --ablate decoder.layers.0.self_attn.head2=mean \
+    --ablate decoder.layers.1.ffn.out=mean --trace "$tmp/mean.tstrace" --level values
+same_as $ref/mean.tstrace "$tmp/mean.tstrace" "head 2 of layer 0 and layer 1's ffn.out mean-ablated"
+
+# ---- a position of layer 0's output patched from the clean run ----
+expect 0 "patch" -- "$bin" run --load $model --text "$corrupt" --patch "$tmp/clean.tstrace:decoder.layers.0.out@27" \
+    --trace "$tmp/patch.tstrace" --level values
+same_as $ref/patch.tstrace "$tmp/patch.tstrace" "position 27 of decoder.layers.0.out patched"
+
+# ---- the logit lens ----
+expect 0 "lens" -- "$bin" run --load $model --text "$clean" --lens --trace "$tmp/lens.tstrace" --level values
+has "$out" "layer 1:" "the lens table"
+expect 0 "diff lens" -- "$bin" diff --common --tol 1e-4 $ref/plain.tstrace "$tmp/lens.tstrace"
+has "$out" "no step differs beyond tol 0.0001 (9 steps compared)" "lens.layers.0 and 1 equal PyTorch's"
+
+# ---- what cannot work: one line, exit 2, no trace written ----
+refuse() { # WHAT WANT ARGS...: exit 2, one line naming WANT, no trace
+    local what=$1 want=$2
+    shift 2
+    expect 2 "$what" -- "$bin" run "$@" --trace "$tmp/no.tstrace"
+    one_line "$what"
+    has "$err" "$want" "$what: the problem named"
+    [ ! -e "$tmp/no.tstrace" ] && ok || bad "$what: a trace was written"
+}
+refuse "no such step" "names no step" --load $model --text "$clean" --ablate decoder.layers.1.attn.out
+refuse "no such layer" "layers 0 to 1" --load $model --text "$clean" --ablate decoder.layers.5.self_attn.head0
+refuse "no such head" "heads head0 to head3" --load $model --text "$clean" --ablate decoder.layers.1.self_attn.head7
+refuse "bad =" "zero or mean" --load $model --text "$clean" --ablate decoder.layers.1.out=half
+refuse "a parameter" "names no step" --load $model --text "$clean" --ablate decoder.layers.0.norm1.gamma
+refuse "patch without a step" "TRACE:STEP" --load $model --text "$clean" --patch "$tmp/clean.tstrace"
+refuse "patch from no file" "--patch" --load $model --text "$clean" --patch "$tmp/none.tstrace:decoder.layers.0.out"
+printf 'not a trace' >"$tmp/junk.tstrace"
+refuse "patch from junk" "junk.tstrace" --load $model --text "$clean" --patch "$tmp/junk.tstrace:decoder.layers.0.out"
+refuse "patch step missing" "has no step" --load $model --text "$clean" --patch "$tmp/clean.tstrace:decoder.layers.0.nope"
+refuse "patch a glob" "not a glob" --load $model --text "$clean" --patch "$tmp/clean.tstrace:decoder.layers.*.out"
+refuse "patch shape" "in this run but" --load $model --text "${clean:0:40}" --patch "$tmp/clean.tstrace:decoder.layers.0.out"
+refuse "patch position" "positions 0 to 63" --load $model --text "$clean" --patch "$tmp/clean.tstrace:decoder.layers.0.out@64"
+expect 0 "stats-only trace" -- "$bin" run --load $model --text "$clean" --trace "$tmp/stats.tstrace" --level stats
+refuse "patch without values" "keeps no values" --load $model --text "$clean" --patch "$tmp/stats.tstrace:decoder.layers.0.out"
+expect 0 "another model's trace" -- "$bin" run --load assets/kjv-char.safetensors --text "$clean" --trace "$tmp/kjv.tstrace" --level values
+refuse "patch from another model" "another model" --load $model --text "$clean" --patch "$tmp/kjv.tstrace:decoder.layers.0.out"
+refuse "lens without a vocabulary head" "no vocabulary head" --preset seed004 --lens
+
+finish
