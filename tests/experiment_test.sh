@@ -66,6 +66,17 @@ has "$out" "layer 1:" "the lens table"
 expect 0 "diff lens" -- "$bin" diff --common --tol 1e-4 $ref/plain.tstrace "$tmp/lens.tstrace"
 has "$out" "no step differs beyond tol 0.0001 (9 steps compared)" "lens.layers.0 and 1 equal PyTorch's"
 
+# the lens view: layers down, positions across, in PNG, SVG and PDF
+for ext in png svg pdf; do
+    expect 0 "png lens .$ext" -- "$bin" png "$tmp/lens.tstrace" --tensor lens.layers.0 -o "$tmp/lens.$ext"
+    has "$out" "view lens" "the lens view is chosen for lens.layers.N ($ext)"
+    [ -s "$tmp/lens.$ext" ] && ok || bad "no lens.$ext"
+done
+[ "$(png_colors "$tmp/lens.png" 100x100+100+120)" -gt 20 ] && ok || bad "the lens grid has its colours"
+expect 2 "--view lens on another step" -- "$bin" png "$tmp/lens.tstrace" --tensor logits --view lens -o "$tmp/no.png"
+has "$err" "lens.layers.N" "--view lens on logits is refused"
+[ ! -e "$tmp/no.png" ] && ok || bad "--view lens on logits wrote a file"
+
 # ---- what cannot work: one line, exit 2, no trace written ----
 refuse() { # WHAT WANT ARGS...: exit 2, one line naming WANT, no trace
     local what=$1 want=$2

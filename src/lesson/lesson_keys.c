@@ -83,7 +83,7 @@ static const keydef setup_keys[] = {
 /* Step keys are `tscope png`'s flags, plus what only a lesson needs. */
 static const keydef step_keys[] = {
     {"tensor", V_NAME, NULL, 0, 0, false, false},
-    {"view", V_CHOICE, "heatmap|grid|overview|curves|stats|shapes|auto", 0, 0, false, false},
+    {"view", V_CHOICE, "heatmap|grid|overview|curves|stats|shapes|lens|auto", 0, 0, false, false},
     {"layer", V_INT, NULL, 0, 4096, false, false},
     {"head", V_INT, NULL, 0, 4096, false, false},
     {"batch", V_INT, NULL, 0, BIG, false, false},
