@@ -77,6 +77,29 @@ expect 2 "--view lens on another step" -- "$bin" png "$tmp/lens.tstrace" --tenso
 has "$err" "lens.layers.N" "--view lens on logits is refused"
 [ ! -e "$tmp/no.png" ] && ok || bad "--view lens on logits wrote a file"
 
+# ---- the sweeps ----
+expect 0 "ablate sweep" -- "$bin" ablate --load $model --text "$clean" --positions 33-63 -o "$tmp/ablate.png"
+has "$out" "loss 2.602 nats/token over tokens 1-63, 0.318 over tokens 33-63 (the span)" "the unedited loss"
+# the sweep's row for a head is the loss of run --ablate with that head zeroed (the same edit)
+row=$(printf '%s\n' "$out" | awk '$1 == 1 && $2 == "head" && $3 == 1 { print $4 }')
+[ -n "$row" ] && awk -v d="$row" 'BEGIN { exit !(d > 1) }' && ok || bad "layer 1 head 1 matters to the whole text: $row"
+[ "$(printf '%s\n' "$out" | grep -cE '^ +[01]  (head [0-3]|ffn) ')" = 10 ] && ok || bad "10 rows: 4 heads and the FFN, 2 layers"
+[ "$(png_size "$tmp/ablate.png")" = "760x300" ] && ok || bad "ablate.png is $(png_size "$tmp/ablate.png")"
+[ "$(png_colors "$tmp/ablate.png" 300x80+120+90)" -gt 5 ] && ok || bad "the heatmap has its colours"
+for ext in svg pdf; do
+    expect 0 "ablate -o .$ext" -- "$bin" ablate --load $model --text "$clean" --mean -o "$tmp/ablate.$ext"
+    [ -s "$tmp/ablate.$ext" ] && ok || bad "no ablate.$ext"
+done
+half=qmKfwTzaRbnLpUchVd
+expect 0 "patch sweep" -- "$bin" patch --load $model --clean "$half${half:0:17}" --corrupt "${half:0:17}G${half:0:17}" \
+    --answer d -o "$tmp/patch.png"
+has "$out" "logit(d) - logit(G) at the last position" "the corrupted text's own guess is the wrong answer"
+# the answer sits at position 17 of the first copy until layer 1 moves it to the last position
+printf '%s\n' "$out" | awk '$1 == "embed.out" { exit !($19 == "1.00" && $2 == "0.00") }' && ok || bad "embed.out: all at position 17"
+printf '%s\n' "$out" | awk '$1 == "decoder.layers.1.out" { exit !($NF == "1.00" && $19 == "0.00") }' && ok ||
+    bad "layers.1.out: all at the last position"
+[ -s "$tmp/patch.png" ] && ok || bad "no patch.png"
+
 # ---- what cannot work: one line, exit 2, no trace written ----
 refuse() { # WHAT WANT ARGS...: exit 2, one line naming WANT, no trace
     local what=$1 want=$2
@@ -104,5 +127,23 @@ refuse "patch without values" "keeps no values" --load $model --text "$clean" --
 expect 0 "another model's trace" -- "$bin" run --load assets/kjv-char.safetensors --text "$clean" --trace "$tmp/kjv.tstrace" --level values
 refuse "patch from another model" "another model" --load $model --text "$clean" --patch "$tmp/kjv.tstrace:decoder.layers.0.out"
 refuse "lens without a vocabulary head" "no vocabulary head" --preset seed004 --lens
+# the sweeps: one line, exit 2, no figure
+sweep_refuse() { # WHAT WANT COMMAND ARGS...
+    local what=$1 want=$2
+    shift 2
+    rm -f "$tmp/no.png"
+    expect 2 "$what" -- "$bin" "$@" -o "$tmp/no.png"
+    one_line "$what"
+    has "$err" "$want" "$what: the problem named"
+    [ ! -e "$tmp/no.png" ] && ok || bad "$what: a figure was written"
+}
+sweep_refuse "ablate positions" "1 <= A <= B <= 63" ablate --load $model --text "$clean" --positions 40-70
+sweep_refuse "ablate positions 0" "1 <= A <= B" ablate --load $model --text "$clean" --positions 0-5
+sweep_refuse "ablate not an LM" "language model's checkpoint" ablate --load tests/ref/load_encoder/weights.safetensors --text hi
+sweep_refuse "patch lengths" "tokens and --clean" patch --load $model --clean abcd --corrupt abc --answer d
+sweep_refuse "patch answer" "give one token" patch --load $model --clean abcd --corrupt abce --answer de
+sweep_refuse "patch same guess" "--wrong" patch --load $model --clean "$half${half:0:17}" --corrupt "$half${half:0:17}" --answer d
+expect 2 "ablate -o .jpg" -- "$bin" ablate --load $model --text "$clean" -o "$tmp/a.jpg"
+has "$err" ".png, .svg or .pdf" "a figure's format is named"
 
 finish

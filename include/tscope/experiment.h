@@ -87,4 +87,39 @@ ts_status ts_experiment_lens_finish(ts_experiment *ex, const ts_model *m, const 
 /* Layer l's lens probabilities (B*S rows of V), after ts_experiment_lens_finish. */
 const float *ts_experiment_lens_at(const ts_experiment *ex, int l, int vocab);
 
+/* ---- sweeps: one edit at a time, every head or every position ---- */
+
+/* The loss of each token given the ones before, batch element 0:
+ * loss[j] = -log softmax(logits[j - 1])[ids[j]] for j in 1..S-1; loss[0] NaN. */
+void ts_experiment_token_loss(const float *logits, const int32_t *ids, int S, int V, double *loss);
+
+/* Every head, then every FFN, knocked out one at a time (zeroed, or with
+ * kind TS_EDIT_MEAN replaced by its mean) on ids (1, S): the change in the
+ * mean loss over all tokens and over tokens first..last (the span). */
+typedef struct ts_ablate_sweep {
+    int layers, heads;           /* heads + 1 columns: head 0 .. H-1, then the layer's FFN */
+    double base, base_span;      /* the unedited mean loss, all tokens and the span's */
+    float *delta, *delta_span;   /* (layers, heads + 1) loss with it knocked out, minus base */
+} ts_ablate_sweep;
+
+ts_status ts_experiment_ablate_sweep(ts_model *m, const int32_t *ids, int first, int last, ts_edit_kind kind,
+                                     ts_ablate_sweep *out);
+void ts_ablate_sweep_free(ts_ablate_sweep *s);
+
+/* Activation patching: the residual stream (embed.out, then each layer's
+ * out) at one position taken from the clean run into the corrupted run,
+ * for every layer and position. restored = (d - d_corrupt) / (d_clean -
+ * d_corrupt), d the logit of `answer` minus that of `wrong` at the last
+ * position: 1 when the patch brings the clean answer back in full. */
+typedef struct ts_patch_sweep {
+    int rows, positions;
+    char (*names)[64];           /* (rows) the patched step */
+    double clean_diff, corrupt_diff;
+    float *restored;             /* (rows, positions) */
+} ts_patch_sweep;
+
+ts_status ts_experiment_patch_sweep(ts_model *m, const int32_t *clean, const int32_t *corrupt, int answer, int wrong,
+                                    ts_patch_sweep *out);
+void ts_patch_sweep_free(ts_patch_sweep *s);
+
 #endif

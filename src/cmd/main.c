@@ -13,6 +13,8 @@ const ts_command ts_commands[] = {
     {"shapes", ts_cmd_shapes, "every step's shape, parameters, FLOPs and memory, with nothing computed"},
     {"train", ts_cmd_train, "train on a toy task (copy, reverse, sort) or a text (lm); checkpoint, trace"},
     {"generate", ts_cmd_generate, "continue a prompt with a trained language model: temperature, top-k, seed"},
+    {"ablate", ts_cmd_ablate, "knock out every head and FFN of a language model in turn: the loss each costs, a heatmap"},
+    {"patch", ts_cmd_patch, "activation patching: each layer and position from a clean run, the answer restored"},
     {"info", ts_cmd_info, "one line a step of a trace: name, op, shape, min/max/mean/std, NaN/Inf"},
     {"export", ts_cmd_export, "a trace's values as a NumPy .npz archive (np.load), named by step"},
     {"diff", ts_cmd_diff, "two traces step by step: largest differences, the first that diverges"},
