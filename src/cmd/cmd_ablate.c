@@ -7,11 +7,14 @@
 #include <string.h>
 
 #include "commands.h"
+#include "lm_cli.h"
 #include "sweep_cli.h"
 
 typedef struct ablate_opts {
-    const char *load, *text, *positions, *output;
+    const char *load, *text, *positions, *output, *trace;
     bool mean;
+    int argc; /* the command line, for the trace's metadata */
+    char **argv;
 } ablate_opts;
 
 /* "A-B" (or "A") into first..last. */
@@ -46,6 +49,26 @@ static void print_table(const ts_ablate_sweep *s, bool span) {
         }
 }
 
+/* The sweep as a trace (--trace): ablate.loss_change (layers, heads + 1),
+ * the FFN last, and with --positions ablate.loss_change_span, for a lesson
+ * to draw and quote. */
+static ts_status write_trace(const ablate_opts *o, const ts_model *m, const ts_lmtok *tok, const ts_bpe_ids *ids,
+                             const ts_ablate_sweep *sw) {
+    trace_cli tc = {.path = o->trace, .level = "values"};
+    ts_trace_writer *w;
+    TS_TRY(lm_cli_trace_open(&tc, &m->cfg, tok, ids->ids, 1, (int)ids->count, o->argc, o->argv, NULL, &w));
+    ts_tensor t = {.data = sw->delta, .rank = 2, .shape = {sw->layers, sw->heads + 1},
+                   .stride = {sw->heads + 1, 1}};
+    ts_status st = ts_trace_writer_step(w, "ablate.loss_change", TS_OP_METRIC, &t, TS_TAG_HEAD_SCORES);
+    t.data = sw->delta_span;
+    if (!st && o->positions) st = ts_trace_writer_step(w, "ablate.loss_change_span", TS_OP_METRIC, &t, TS_TAG_HEAD_SCORES);
+    if (st) {
+        ts_trace_writer_abort(w);
+        return st;
+    }
+    return trace_cli_close(&tc, w, "ablate") ? ts_fail(TS_ERR_IO, "%s", ts_last_error()) : TS_OK;
+}
+
 static int run(const ablate_opts *o) {
     ts_status st = o->output ? sweep_cli_check_output(o->output) : TS_OK;
     ts_model m;
@@ -69,6 +92,11 @@ static int run(const ablate_opts *o) {
     if (span) printf(", %.3f over tokens %d-%d (the span)", sw.base_span, first, last);
     printf("\n");
     print_table(&sw, span);
+    if (o->trace && (st = write_trace(o, &m, &tok, &ids, &sw))) {
+        rc = ts_cli_error("ablate", "%s", ts_last_error());
+        goto out;
+    }
+    if (o->trace && !o->output) goto out; /* the figure when asked for, or when there is no trace */
     const char *path = o->output ? o->output : "ablate.png";
     int L = sw.layers, H = sw.heads;
     char rows[16][16], cols[65][16], title[160], sub[300];
@@ -113,12 +141,15 @@ int ts_cmd_ablate(int argc, char **argv) {
          "also the loss on tokens A to B only (e.g. a repeated half), which the figure then shows", NULL, NULL, NULL},
         {"--mean", TS_FLAG_BOOL, &o.mean, NULL, "replace each by its mean over the positions instead of zero", NULL,
          NULL, NULL},
-        {"--output", TS_FLAG_STRING, &o.output, "FILE", "the heatmap, also -o: .png, .svg or .pdf (ablate.png)", NULL,
-         NULL, NULL},
+        {"--output", TS_FLAG_STRING, &o.output, "FILE",
+         "the heatmap, also -o: .png, .svg or .pdf (ablate.png, unless --trace is given)", NULL, NULL, NULL},
+        {"--trace", TS_FLAG_STRING, &o.trace, "FILE",
+         "also the changes as a trace: ablate.loss_change (layers, heads + 1), the FFN last", NULL, NULL, NULL},
     };
+    o.argc = argc, o.argv = argv;
     const ts_cli_spec spec = {
         .command = "ablate",
-        .synopsis = "--load W.safetensors --text T [--positions A-B] [--mean] [-o FIG.png|svg|pdf]",
+        .synopsis = "--load W.safetensors --text T [--positions A-B] [--mean] [-o FIG.png|svg|pdf] [--trace FILE]",
         .description = "Knock out every attention head (its slice of values), then every FFN (its out), one at a\n"
                        "time, and print how much each raises the loss on the text: the heads that matter are\n"
                        "the ones whose loss goes up. Also drawn as a layers x heads heatmap (docs/experiments.md).",

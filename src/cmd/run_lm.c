@@ -172,6 +172,26 @@ static int print_scores(const char *load, const experiment_cli *xc) {
     return st ? ts_cli_error("run", "%s", ts_last_error()) : 0;
 }
 
+/* loss.next (S - 1): at each position the loss of predicting the token that
+ * follows, so a trace shows where a text is predictable (an edited run's
+ * beside the unedited one's). */
+static ts_status trace_next_loss(const ts_hook *hook, const int32_t *ids, const ts_tensor *logits) {
+    int S = (int)logits->shape[1], V = (int)logits->shape[2];
+    if (S < 2) return TS_OK;
+    double *loss = malloc(sizeof(double) * (size_t)S);
+    float *v = malloc(sizeof(float) * (size_t)S);
+    if (!loss || !v) {
+        free(loss), free(v);
+        return ts_fail(TS_ERR_NOMEM, "out of memory");
+    }
+    ts_experiment_token_loss(logits->data, ids, S, V, loss);
+    for (int i = 0; i + 1 < S; i++) v[i] = (float)loss[i + 1];
+    ts_tensor t = {.data = v, .rank = 1, .shape = {S - 1}, .stride = {1}};
+    ts_status st = ts_hook_call(hook, "loss.next", TS_OP_METRIC, &t, TS_TAG_PER_POSITION);
+    free(loss), free(v);
+    return st;
+}
+
 /* --ids: one sequence of ids (1, S) the vocabulary has. */
 static ts_status read_ids(const char *path, int vocab, ts_bpe_ids *ids) {
     ts_npy x = {0};
@@ -258,6 +278,7 @@ int run_lm(const char *load, const ts_cli_list *text, const char *ids_path, ts_f
     ts_tensor out;
     st = ts_model_forward(&m, &in, &hook, &out);
     if (!st) st = ts_experiment_lens_finish(&ex, &m, &hook);
+    if (!st && w) st = trace_next_loss(&hook, ids.ids, &out);
     if (st) {
         rc = ts_cli_error("run", "%s", ts_last_error());
         trace_cli_close(tc, w, "run");

@@ -56,11 +56,14 @@ ts_status ts_render_lens(cairo_t *cr, ts_render_rect area, const ts_render_lens_
                     &note, area.x + pad, y0, 0, 0, 0);
     ts_render__text(&p, "framed in red: it is the token that does come next", &note, area.x + pad, y0 + 16, 0, 0, 0);
     double gx = area.x + pad + LEFT, gy = y0 + 38 + HEAD;
+    /* cells fill the area they are given (a lesson's page), within reason */
+    double cw = fmin(CELL_W * 2, fmax(CELL_W * 0.6, (area.x + area.w - pad - RIGHT - gx) / v->positions));
+    double ch = fmin(CELL_H * 1.6, fmax(CELL_H * 0.6, (area.y + area.h - 30 - gy) / v->layers));
     ts_render__font pos_f = ts_render__font_of(TS_RENDER__TICK_SIZE - 1, 0, ts_render__muted);
     ts_render__font in_f = ts_render__font_of(TS_RENDER__LABEL_SIZE, TS_RENDER__MONO, ts_render__ink);
-    in_f.max_w = CELL_W - 2;
+    in_f.max_w = cw - 2;
     for (int s = 0; s < v->positions; s++) {
-        double cx = gx + (s + 0.5) * CELL_W;
+        double cx = gx + (s + 0.5) * cw;
         char buf[16];
         snprintf(buf, sizeof buf, "%d", s);
         if (v->positions <= 40 || s % 5 == 0) ts_render__text(&p, buf, &pos_f, cx, gy - HEAD + 4, 0.5, 0, 0);
@@ -70,15 +73,15 @@ ts_status ts_render_lens(cairo_t *cr, ts_render_rect area, const ts_render_lens_
     ts_render__font axis_f = ts_render__font_of(TS_RENDER__LABEL_SIZE, TS_RENDER__ITALIC, ts_render__muted);
     ts_render__text(&p, "input", &axis_f, gx - 8, gy - 6, 1, 1, 0);
     for (int l = 0; l < v->layers; l++) {
-        double cy = gy + l * CELL_H;
+        double cy = gy + l * ch;
         char buf[24];
         snprintf(buf, sizeof buf, "layer %d", l);
-        ts_render__text(&p, buf, &row_f, gx - 8, cy + CELL_H / 2, 1, 0.5, 0);
+        ts_render__text(&p, buf, &row_f, gx - 8, cy + ch / 2, 1, 0.5, 0);
         for (int s = 0; s < v->positions; s++) {
             int k = l * v->positions + s;
-            double pr = v->prob[k], cx = gx + s * CELL_W;
+            double pr = v->prob[k], cx = gx + s * cw;
             ts_rgb fill = ts_cmap_eval(TS_CMAP_VIRIDIS, isfinite(pr) ? fmin(fmax(pr, 0), 1) : 0);
-            cairo_rectangle(cr, cx, cy, CELL_W, CELL_H);
+            cairo_rectangle(cr, cx, cy, cw, ch);
             cairo_set_source_rgb(cr, fill.r, fill.g, fill.b);
             cairo_fill(cr);
             char label[64];
@@ -86,13 +89,13 @@ ts_status ts_render_lens(cairo_t *cr, ts_render_rect area, const ts_render_lens_
             else snprintf(label, sizeof label, "%d", v->top[k]);
             ts_render__font tf = ts_render__font_of(TS_RENDER__LABEL_SIZE + 1, TS_RENDER__MONO | TS_RENDER__BOLD,
                                                     text_on(fill));
-            tf.max_w = CELL_W - 3;
-            ts_render__text(&p, label, &tf, cx + CELL_W / 2, cy + CELL_H * 0.38, 0.5, 0.5, 0);
+            tf.max_w = cw - 3;
+            ts_render__text(&p, label, &tf, cx + cw / 2, cy + ch * 0.38, 0.5, 0.5, 0);
             ts_render__font pf = ts_render__font_of(TS_RENDER__TICK_SIZE - 2, 0, text_on(fill));
             snprintf(buf, sizeof buf, "%.2f", pr);
-            ts_render__text(&p, buf, &pf, cx + CELL_W / 2, cy + CELL_H * 0.78, 0.5, 0.5, 0);
+            ts_render__text(&p, buf, &pf, cx + cw / 2, cy + ch * 0.78, 0.5, 0.5, 0);
             if (v->next && v->next[s] >= 0 && v->next[s] == v->top[k]) {
-                cairo_rectangle(cr, cx + 1.5, cy + 1.5, CELL_W - 3, CELL_H - 3);
+                cairo_rectangle(cr, cx + 1.5, cy + 1.5, cw - 3, ch - 3);
                 cairo_set_source_rgb(cr, 0.86, 0.12, 0.10);
                 cairo_set_line_width(cr, 2.5);
                 cairo_stroke(cr);
@@ -103,15 +106,15 @@ ts_status ts_render_lens(cairo_t *cr, ts_render_rect area, const ts_render_lens_
     cairo_set_source_rgb(cr, 1, 1, 1);
     cairo_set_line_width(cr, 0.6);
     for (int s = 1; s < v->positions; s++) {
-        cairo_move_to(cr, gx + s * CELL_W, gy);
-        cairo_line_to(cr, gx + s * CELL_W, gy + v->layers * CELL_H);
+        cairo_move_to(cr, gx + s * cw, gy);
+        cairo_line_to(cr, gx + s * cw, gy + v->layers * ch);
     }
     for (int l = 1; l < v->layers; l++) {
-        cairo_move_to(cr, gx, gy + l * CELL_H);
-        cairo_line_to(cr, gx + v->positions * CELL_W, gy + l * CELL_H);
+        cairo_move_to(cr, gx, gy + l * ch);
+        cairo_line_to(cr, gx + v->positions * cw, gy + l * ch);
     }
     cairo_stroke(cr);
-    color_bar(&p, gx + v->positions * CELL_W + 18, gy, fmax(v->layers * CELL_H, 120));
+    color_bar(&p, gx + v->positions * cw + 18, gy, fmax(v->layers * ch, 120));
     ts_render__pen_free(&p);
     cairo_status_t cs = cairo_status(cr);
     return cs == CAIRO_STATUS_SUCCESS ? TS_OK : ts_fail(TS_ERR_ARG, "render: cairo: %s", cairo_status_to_string(cs));

@@ -673,6 +673,8 @@ static const char *axis_name(const ts_trace_step *s, const ts_tensor *t, int d, 
     if (batched && t->rank == 4 && s->tag == TS_TAG_HEADS) return d == 1 ? "head" : d == 2 ? "position" : "head dim";
     if (batched && t->rank == 4 && is_attention(s)) return d == 1 ? "head" : d == 2 ? "query" : "key";
     if (s->tag == TS_TAG_POSENC && t->rank == 2) return d == 0 ? "position" : "feature"; /* (S, D) */
+    if (s->tag == TS_TAG_HEAD_SCORES && t->rank == 2) /* a sweep's (layers, heads + 1): the FFN last */
+        return d == 0 ? "layer" : strncmp(s->name, "ablate.", 7) == 0 ? "head (the last column: the FFN)" : "head";
     return d == t->rank - 1 ? "last dim" : "dim";
 }
 
@@ -1266,6 +1268,7 @@ static ts_status build(ts_scene *job, ts_render_view view) {
         if (sinusoid) return build_posenc(job, i, PIC_POSENC);
         if (norm) return build_norm(job, s->name);
         if (s->tag == TS_TAG_SCALAR || s->numel == 1) return build_scalar_curves(job, s);
+        if (s->tag == TS_TAG_HEAD_SCORES && strncmp(s->name, "ablate.", 7) == 0) return build_tensor(job, i);
         if (s->tag == TS_TAG_HEAD_SCORES) return build_head_scores(job, s);
         if (s->tag == TS_TAG_PER_POSITION) return build_position_curves(job, s);
         return build_tensor(job, i);
