@@ -140,7 +140,7 @@ def patch_position(source, pos):
     return hook
 
 
-def run(model, ids, path, text, note, extra=None):
+def run(model, ids, path, text, note, lens=False):
     """One forward with whatever hooks are on, recorded under tscope's names."""
     kept = {}
     handles = []
@@ -151,7 +151,8 @@ def run(model, ids, path, text, note, extra=None):
             handles.append(mod.register_forward_hook(lambda m, i_, o, name=name: kept.__setitem__(name, o)))
     with torch.no_grad():
         logits = model(ids)
-        lens = [torch.softmax(model.unembed(kept[f"decoder.layers.{i}.out"]), dim=-1) for i in range(len(model.layers))]
+        lens_p = [torch.softmax(model.unembed(kept[f"decoder.layers.{i}.out"]), dim=-1)
+                  for i in range(len(model.layers))]
     for h in handles:
         h.remove()
     out = tscope_trace.TraceFile(path)
@@ -161,7 +162,7 @@ def run(model, ids, path, text, note, extra=None):
         out.step(p + "ffn.out", "linear", "plain", kept[p + "ffn.out"].numpy())
         out.step(p + "out", "add", "plain", kept[p + "out"].numpy())
     out.step("logits", "linear", "logits", logits.numpy())
-    for i, p in enumerate(lens):
+    for i, p in enumerate(lens_p if lens else []):
         out.step(f"lens.layers.{i}", "softmax", "logits", p.numpy())
     meta = {"config": {"model": "assets/induction-2l.safetensors in PyTorch (tests/ref/experiments)"},
             "source_tokens": [], "target_tokens": [], "command_line": "python: tests/ref/experiments/make_fixtures.py",
@@ -185,7 +186,7 @@ def main():
     enc = lambda s: torch.tensor([[tokens.index(c) for c in s]])
     ids, bad = enc(clean), enc(corrupt)
 
-    kept, _ = run(model, ids, os.path.join(HERE, "plain.tstrace"), clean, "none")
+    kept, _ = run(model, ids, os.path.join(HERE, "plain.tstrace"), clean, "none", lens=True)
     l1 = model.layers[1].self_attn.values
     h = l1.register_forward_hook(zero_heads([0, 1]))
     run(model, ids, os.path.join(HERE, "zero.tstrace"), clean, "decoder.layers.1.self_attn.head0, head1 zeroed")
