@@ -100,6 +100,16 @@ printf '%s\n' "$out" | awk '$1 == "decoder.layers.1.out" { exit !($NF == "1.00" 
     bad "layers.1.out: all at the last position"
 [ -s "$tmp/patch.png" ] && ok || bad "no patch.png"
 
+# direct logit attribution: the shares add up to the model's logit
+expect 0 "attribute" -- "$bin" attribute --load assets/kjv-char.safetensors --text "And God sa" -o "$tmp/dla.svg"
+has "$out" "the logit of 'i' at position 9 ('a')" "the model's top guess, at the last position"
+printf '%s\n' "$out" | awk '/^sum / { s = $2 + 0; l = $NF + 0; exit !(s - l < 1e-3 && l - s < 1e-3 && l > 5) }' && ok ||
+    bad "the shares add up to the logit: $(printf '%s\n' "$out" | grep '^sum')"
+[ "$(printf '%s\n' "$out" | grep -c '^layer [0-3] head [0-3] ')" = 16 ] && ok || bad "a row per head"
+[ -s "$tmp/dla.svg" ] && ok || bad "no dla.svg"
+expect 0 "attribute --token --position" -- "$bin" attribute --load $model --text "$clean" --token I --position 39 -o "$tmp/dla.png"
+has "$out" "the logit of 'I' at position 39" "the token and position asked for"
+
 # ---- what cannot work: one line, exit 2, no trace written ----
 refuse() { # WHAT WANT ARGS...: exit 2, one line naming WANT, no trace
     local what=$1 want=$2
@@ -143,6 +153,8 @@ sweep_refuse "ablate not an LM" "language model's checkpoint" ablate --load test
 sweep_refuse "patch lengths" "tokens and --clean" patch --load $model --clean abcd --corrupt abc --answer d
 sweep_refuse "patch answer" "give one token" patch --load $model --clean abcd --corrupt abce --answer de
 sweep_refuse "patch same guess" "--wrong" patch --load $model --clean "$half${half:0:17}" --corrupt "$half${half:0:17}" --answer d
+sweep_refuse "attribute position" "positions 0 to 9" attribute --load assets/kjv-char.safetensors --text "And God sa" --position 10
+sweep_refuse "attribute token" "give one" attribute --load assets/kjv-char.safetensors --text "And God sa" --token ab
 expect 2 "ablate -o .jpg" -- "$bin" ablate --load $model --text "$clean" -o "$tmp/a.jpg"
 has "$err" ".png, .svg or .pdf" "a figure's format is named"
 

@@ -122,4 +122,24 @@ ts_status ts_experiment_patch_sweep(ts_model *m, const int32_t *clean, const int
                                     ts_patch_sweep *out);
 void ts_patch_sweep_free(ts_patch_sweep *s);
 
+/* Direct logit attribution: a pre-LN model's final stream is the sum of
+ * what each part wrote into it (the embedding, each head through its
+ * columns of the output projection, each attention's bias, each FFN), so
+ * the logit of `token` at position `pos` splits into one share per part,
+ * each through the final norm's scale at that position:
+ * gamma * (part - mean(part)) / std . W_U[token], plus the norm's beta and
+ * the head's bias (`rest`). The shares and rest add up to the logit. */
+typedef struct ts_dla {
+    int layers, heads;
+    double embed;        /* the token and position embeddings */
+    double *head;        /* (layers, heads) */
+    double *attn_bias;   /* (layers) each attention's output-projection bias */
+    double *ffn;         /* (layers) */
+    double rest;         /* beta . W_U[token] + the head's bias */
+    double logit;        /* the model's logit, for the check */
+} ts_dla;
+
+ts_status ts_experiment_dla(ts_model *m, const int32_t *ids, int pos, int token, ts_dla *out);
+void ts_dla_free(ts_dla *d);
+
 #endif

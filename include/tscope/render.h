@@ -289,6 +289,20 @@ ts_status ts_render_lens(cairo_t *cr, ts_render_rect area, const ts_render_lens_
 /* A good size in points for a lens of this many layers and positions. */
 void ts_render_lens_size(int layers, int positions, int *width, int *height);
 
+/* Signed values as horizontal bars, one labelled row each, around a zero
+ * line: positive red to the right, negative blue to the left, the value at
+ * each bar's end (direct logit attribution: each part's share of a logit). */
+typedef struct ts_render_bars_view {
+    const char *const *labels; /* (n) */
+    const double *values;      /* (n) */
+    int n;
+    const char *title, *subtitle, *value_axis;
+} ts_render_bars_view;
+
+ts_status ts_render_bars(cairo_t *cr, ts_render_rect area, const ts_render_bars_view *v);
+/* A good height in points for n bars. */
+int ts_render_bars_height(int n);
+
 /* Any tensor: a 2-D slice as a heatmap beside a statistics panel and a
  * histogram (both of the whole tensor when given, of the slice otherwise). */
 typedef struct ts_render_tensor_view {

@@ -11,6 +11,7 @@ extern const ts_command ts_commands[];
 extern const int ts_n_commands;
 
 int ts_cmd_ablate(int argc, char **argv);
+int ts_cmd_attribute(int argc, char **argv);
 int ts_cmd_bench(int argc, char **argv);
 int ts_cmd_diff(int argc, char **argv);
 int ts_cmd_export(int argc, char **argv);

@@ -15,6 +15,7 @@ const ts_command ts_commands[] = {
     {"generate", ts_cmd_generate, "continue a prompt with a trained language model: temperature, top-k, seed"},
     {"ablate", ts_cmd_ablate, "knock out every head and FFN of a language model in turn: the loss each costs, a heatmap"},
     {"patch", ts_cmd_patch, "activation patching: each layer and position from a clean run, the answer restored"},
+    {"attribute", ts_cmd_attribute, "direct logit attribution: each head's and FFN's share of one logit, a bar chart"},
     {"info", ts_cmd_info, "one line a step of a trace: name, op, shape, min/max/mean/std, NaN/Inf"},
     {"export", ts_cmd_export, "a trace's values as a NumPy .npz archive (np.load), named by step"},
     {"diff", ts_cmd_diff, "two traces step by step: largest differences, the first that diverges"},

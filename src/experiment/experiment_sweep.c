@@ -186,3 +186,116 @@ void ts_patch_sweep_free(ts_patch_sweep *s) {
     free(s->restored);
     memset(s, 0, sizeof *s);
 }
+
+/* ---- direct logit attribution ---- */
+
+typedef struct dla_keep {
+    const ts_model_config *c;
+    const char *stack;
+    int pos;
+    double *embed;   /* (D) */
+    double *values;  /* (L, H, hd) */
+    double *ffn;     /* (L, D) */
+    double *final;   /* (D) the stream after the last layer */
+} dla_keep;
+
+/* Row pos of batch element 0 of a (1, S, D) or (1, H, S, hd) step into dst. */
+static void keep_row(const ts_tensor *t, int pos, double *dst) {
+    if (t->rank == 3)
+        for (int64_t j = 0; j < t->shape[2]; j++) dst[j] = t->data[pos * t->stride[1] + j * t->stride[2]];
+    else
+        for (int64_t h = 0; h < t->shape[1]; h++)
+            for (int64_t j = 0; j < t->shape[3]; j++)
+                dst[h * t->shape[3] + j] = t->data[h * t->stride[1] + pos * t->stride[2] + j * t->stride[3]];
+}
+
+static ts_status dla_step(void *ctx, const char *name, ts_op op, const ts_tensor *t, ts_tag tag) {
+    (void)op, (void)tag;
+    dla_keep *k = ctx;
+    int L = k->c->layers, D = k->c->d_model;
+    if (strcmp(name, "embed.out") == 0) return keep_row(t, k->pos, k->embed), TS_OK;
+    size_t n = strlen(k->stack);
+    if (strncmp(name, k->stack, n) != 0 || strncmp(name + n, ".layers.", 8) != 0) return TS_OK;
+    char *end;
+    long l = strtol(name + n + 8, &end, 10);
+    if (l < 0 || l >= L) return TS_OK;
+    if (strcmp(end, ".self_attn.values") == 0) keep_row(t, k->pos, k->values + l * D);
+    else if (strcmp(end, ".ffn.out") == 0) keep_row(t, k->pos, k->ffn + l * D);
+    else if (strcmp(end, ".out") == 0 && l == L - 1) keep_row(t, k->pos, k->final);
+    return TS_OK;
+}
+
+/* gamma * (v - mean(v)) / std . u */
+static double through_norm(const double *v, const float *gamma, double std, const float *u, int D) {
+    double mean = 0, s = 0;
+    for (int j = 0; j < D; j++) mean += v[j];
+    mean /= D;
+    for (int j = 0; j < D; j++) s += (double)(gamma ? gamma[j] : 1.0f) * (v[j] - mean) / std * u[j];
+    return s;
+}
+
+ts_status ts_experiment_dla(ts_model *m, const int32_t *ids, int pos, int token, ts_dla *out) {
+    memset(out, 0, sizeof *out);
+    TS_TRY(sweep_model_ok(m));
+    const ts_model_config *c = &m->cfg;
+    if (c->norm != TS_NORM_PRE || (c->variants & TS_VARIANT_NO_RESIDUAL))
+        return ts_fail(TS_ERR_ARG, "direct logit attribution needs a pre-LN model, whose stream is the sum of what "
+                                   "each part adds; this one normalises the stream inside each layer");
+    int L = c->layers, H = c->heads, D = c->d_model, S = m->S, V = c->vocab, hd = D / H;
+    if (pos < 0 || pos >= S) return ts_fail(TS_ERR_ARG, "position %d: the text has positions 0 to %d", pos, S - 1);
+    if (token < 0 || token >= V) return ts_fail(TS_ERR_ARG, "token %d is not in the vocabulary of %d", token, V);
+    dla_keep k = {c, stack_of(c), pos, calloc((size_t)D, sizeof(double)), calloc((size_t)L * D, sizeof(double)),
+                  calloc((size_t)L * D, sizeof(double)), calloc((size_t)D, sizeof(double))};
+    out->layers = L, out->heads = H;
+    out->head = calloc((size_t)L * H, sizeof(double));
+    out->attn_bias = calloc((size_t)L, sizeof(double));
+    out->ffn = calloc((size_t)L, sizeof(double));
+    double *part = malloc(sizeof(double) * (size_t)D);
+    ts_status st = k.embed && k.values && k.ffn && k.final && out->head && out->attn_bias && out->ffn && part
+                       ? TS_OK : ts_fail(TS_ERR_NOMEM, "out of memory for the attribution");
+    ts_tensor logits;
+    ts_hook hook = {.fn = dla_step, .ctx = &k};
+    ts_model_input in = {.src_ids = ids};
+    if (!st) st = ts_model_forward(m, &in, &hook, &logits);
+    if (!st) {
+        const ts_model_weights *w = &m->w;
+        const ts_norm_weights *nw = &w->enc_norm; /* a single stack's closing norm */
+        const float *u = w->head_w + (int64_t)token * D;
+        double mean = 0, var = 0;
+        for (int j = 0; j < D; j++) mean += k.final[j];
+        mean /= D;
+        for (int j = 0; j < D; j++) var += (k.final[j] - mean) * (k.final[j] - mean);
+        double std = c->final_norm ? sqrt(var / D + c->eps) : 1.0;
+        const float *gamma = c->final_norm ? nw->gamma : NULL;
+        out->embed = through_norm(k.embed, gamma, std, u, D);
+        for (int l = 0; l < L; l++) {
+            const ts_attn_weights *a = &w->enc[l].self_attn;
+            for (int h = 0; h < H; h++) { /* head h through its columns of out_proj: (D, D) as PyTorch stores it */
+                const double *v = k.values + (int64_t)l * D + h * hd;
+                for (int j = 0; j < D; j++) {
+                    double s = 0;
+                    for (int q = 0; q < hd; q++) s += v[q] * a->out_w[(int64_t)j * D + h * hd + q];
+                    part[j] = s;
+                }
+                out->head[l * H + h] = through_norm(part, gamma, std, u, D);
+            }
+            for (int j = 0; j < D; j++) part[j] = a->out_b ? a->out_b[j] : 0;
+            out->attn_bias[l] = through_norm(part, gamma, std, u, D);
+            out->ffn[l] = through_norm(k.ffn + (int64_t)l * D, gamma, std, u, D);
+        }
+        double rest = w->head_b ? w->head_b[token] : 0;
+        for (int j = 0; c->final_norm && j < D; j++) rest += (double)nw->beta[j] * u[j];
+        out->rest = rest;
+        out->logit = logits.data[(int64_t)pos * V + token];
+    }
+    free(k.embed), free(k.values), free(k.ffn), free(k.final), free(part);
+    if (st) ts_dla_free(out);
+    return st;
+}
+
+void ts_dla_free(ts_dla *d) {
+    free(d->head);
+    free(d->attn_bias);
+    free(d->ffn);
+    memset(d, 0, sizeof *d);
+}
