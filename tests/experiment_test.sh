@@ -154,7 +154,7 @@ sweep_refuse "patch lengths" "tokens and --clean" patch --load $model --clean ab
 sweep_refuse "patch answer" "give one token" patch --load $model --clean abcd --corrupt abce --answer de
 sweep_refuse "patch same guess" "--wrong" patch --load $model --clean "$half${half:0:17}" --corrupt "$half${half:0:17}" --answer d
 sweep_refuse "attribute position" "positions 0 to 9" attribute --load assets/kjv-char.safetensors --text "And God sa" --position 10
-sweep_refuse "attribute token" "give one" attribute --load assets/kjv-char.safetensors --text "And God sa" --token ab
+sweep_refuse "attribute token" "give one token" attribute --load assets/kjv-char.safetensors --text "And God sa" --token ab
 expect 2 "ablate -o .jpg" -- "$bin" ablate --load $model --text "$clean" -o "$tmp/a.jpg"
 has "$err" ".png, .svg or .pdf" "a figure's format is named"
 

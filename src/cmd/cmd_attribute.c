@@ -37,21 +37,13 @@ static int run(const attr_opts *o) {
     int S = (int)ids.count, V = m.cfg.vocab, pos = o->position_seen ? o->position : S - 1, token = -1, rc = 0;
     ts_dla d = {0};
     if (pos < 0 || pos >= S) st = ts_fail(TS_ERR_ARG, "--position %d: the text has positions 0 to %d", pos, S - 1);
-    if (!st && o->token) {
-        ts_bpe_ids t = {0};
-        st = ts_lmtok_encode(&tok, o->token, strlen(o->token), &t);
-        if (!st && t.count != 1)
-            st = ts_fail(TS_ERR_ARG, "--token '%s' is %d tokens for this tokenizer; give one", o->token, (int)t.count);
-        if (!st) token = t.ids[0];
-        ts_bpe_ids_free(&t);
-    }
+    if (!st && o->token) st = sweep_cli_one_token(&tok, "--token", o->token, &token);
     if (!st && token < 0) { /* the model's own top guess there */
         ts_tensor logits;
         ts_hook none = {0};
         ts_model_input in = {.src_ids = ids.ids};
         st = ts_model_forward(&m, &in, &none, &logits);
-        const float *row = st ? NULL : logits.data + (int64_t)pos * V;
-        for (int v = 0; row && v < V; v++) token = token < 0 || row[v] > row[token] ? v : token;
+        if (!st) token = ts_model_argmax(logits.data + (int64_t)pos * V, V);
     }
     if (!st) st = ts_experiment_dla(&m, ids.ids, pos, token, &d);
     if (st) {

@@ -17,23 +17,6 @@ typedef struct patch_opts {
     const char *load, *clean, *corrupt, *answer, *wrong, *output;
 } patch_opts;
 
-/* The one token `text` is, or an error naming the flag. */
-static ts_status one_token(ts_lmtok *tok, const char *flag, const char *text, int *out) {
-    ts_bpe_ids ids = {0};
-    ts_status st = ts_lmtok_encode(tok, text, strlen(text), &ids);
-    if (!st && ids.count != 1)
-        st = ts_fail(TS_ERR_ARG, "%s '%s' is %d tokens for this tokenizer; give one token", flag, text, (int)ids.count);
-    if (!st) *out = ids.ids[0];
-    ts_bpe_ids_free(&ids);
-    return st;
-}
-
-static int argmax(const float *row, int V) {
-    int best = 0;
-    for (int v = 1; v < V; v++) best = row[v] > row[best] ? v : best;
-    return best;
-}
-
 static int run(const patch_opts *o) {
     ts_status st = o->output ? sweep_cli_check_output(o->output) : TS_OK;
     if (!st && (!o->clean || !o->corrupt || !o->answer))
@@ -50,14 +33,14 @@ static int run(const patch_opts *o) {
     if (!st && corrupt.count != clean.count)
         st = ts_fail(TS_ERR_ARG, "--corrupt has %d tokens and --clean %d: patching takes positions one for one",
                      (int)corrupt.count, S);
-    if (!st) st = one_token(&tok, "--answer", o->answer, &answer);
-    if (!st && o->wrong) st = one_token(&tok, "--wrong", o->wrong, &wrong);
+    if (!st) st = sweep_cli_one_token(&tok, "--answer", o->answer, &answer);
+    if (!st && o->wrong) st = sweep_cli_one_token(&tok, "--wrong", o->wrong, &wrong);
     if (!st && !o->wrong) { /* the corrupted text's own guess is the wrong answer */
         ts_tensor logits;
         ts_hook none = {0};
         ts_model_input in = {.src_ids = corrupt.ids};
         st = ts_model_forward(&m, &in, &none, &logits);
-        if (!st) wrong = argmax(logits.data + (int64_t)(S - 1) * V, V);
+        if (!st) wrong = ts_model_argmax(logits.data + (int64_t)(S - 1) * V, V);
         if (!st && wrong == answer)
             st = ts_fail(TS_ERR_ARG, "the corrupted text predicts '%s' too: give --wrong Y to compare it with",
                          o->answer);

@@ -54,8 +54,7 @@ void experiment_cli_print_lens(const ts_experiment *ex, const ts_lmtok *tok, int
         printf("layer %d:", l);
         for (int s = 0; s < S; s++) {
             const float *row = p + (int64_t)s * V;
-            int best = 0;
-            for (int v = 1; v < V; v++) best = row[v] > row[best] ? v : best;
+            int best = ts_model_argmax(row, V);
             char label[64];
             if (tok) ts_lmtok_label(tok, best, label, sizeof label);
             else snprintf(label, sizeof label, "%d", best);

@@ -30,6 +30,16 @@ ts_status sweep_cli_open(const char *load, const char *text, const char *what, t
     return st;
 }
 
+ts_status sweep_cli_one_token(ts_lmtok *tok, const char *flag, const char *text, int *out) {
+    ts_bpe_ids ids = {0};
+    ts_status st = ts_lmtok_encode(tok, text, strlen(text), &ids);
+    if (!st && ids.count != 1)
+        st = ts_fail(TS_ERR_ARG, "%s '%s' is %d tokens for this tokenizer; give one token", flag, text, (int)ids.count);
+    if (!st) *out = ids.ids[0];
+    ts_bpe_ids_free(&ids);
+    return st;
+}
+
 void sweep_cli_short_o(int argc, char **argv, char **args) {
     for (int i = 0; i < argc; i++) args[i] = strcmp(argv[i], "-o") == 0 && i > 0 ? "--output" : argv[i];
     args[argc] = NULL;

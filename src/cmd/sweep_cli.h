@@ -24,6 +24,9 @@ typedef struct sweep_figure {
 
 ts_status sweep_cli_figure(const sweep_figure *f);
 
+/* The one token `text` is for tok, or an error naming flag. */
+ts_status sweep_cli_one_token(ts_lmtok *tok, const char *flag, const char *text, int *out);
+
 /* argv with -o read as --output, into args (argc + 1 entries). */
 void sweep_cli_short_o(int argc, char **argv, char **args);
 
