@@ -99,7 +99,7 @@ static int run(const ablate_opts *o) {
     if (o->trace && !o->output) goto out; /* the figure when asked for, or when there is no trace */
     const char *path = o->output ? o->output : "ablate.png";
     int L = sw.layers, H = sw.heads;
-    char rows[16][16], cols[65][16], title[160], sub[300];
+    char rows[16][24], cols[65][24], title[160], sub[300];
     const char *rl[16], *cl[65];
     if (L > 16 || H + 1 > 65) {
         printf("(no figure: more than 16 layers or 64 heads)\n");

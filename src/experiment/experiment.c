@@ -202,10 +202,11 @@ static void shape_text(char *buf, size_t size, int rank, const int64_t *shape) {
 }
 
 /* Which dim of a step counts positions: the third of per-head tensors and
- * attention matrices (B, H, S, .), else the second (B, S, .). */
+ * attention matrices (B, H, S, .), the second of (B, S, .); none in (B, D)
+ * (a classifier's [CLS] row), whose mean is over the batch alone. */
 static int pos_dim(int rank, ts_tag tag) {
     if (rank >= 4 && (tag == TS_TAG_HEADS || tag == TS_TAG_ATTN_SCORES || tag == TS_TAG_ATTN_WEIGHTS)) return 2;
-    return rank >= 2 ? 1 : -1;
+    return rank >= 3 ? 1 : -1;
 }
 
 static ts_status check_edit(ts_edit *e, const step_list *l, const ts_model_config *cfg) {
