@@ -77,6 +77,17 @@ expect 2 "--view lens on another step" -- "$bin" png "$tmp/lens.tstrace" --tenso
 has "$err" "lens.layers.N" "--view lens on logits is refused"
 [ ! -e "$tmp/no.png" ] && ok || bad "--view lens on logits wrote a file"
 
+# ---- other models: an encoder-decoder's cross-attention, a loaded nn.TransformerEncoder ----
+expect 0 "tiny cross_attn" -- "$bin" run --preset tiny --ablate decoder.layers.0.cross_attn.head1 \
+    --ablate 'encoder.layers.*.ffn.out=mean' --lens --trace "$tmp/tiny.tstrace"
+has "$out" "# edit encoder.layers.*.ffn.out=mean: replaced by its mean, 2 steps" "a glob edits every layer"
+has "$out" "layer 1:" "the lens of an encoder-decoder's decoder"
+expect 0 "info tiny" -- "$bin" info "$tmp/tiny.tstrace"
+has "$out" "[edited: head1 zeroed]" "the cross-attention's values are marked"
+expect 0 "loaded encoder" -- "$bin" run --load tests/ref/load_encoder/weights.safetensors \
+    --input tests/ref/load_encoder/x.npy --heads 4 --norm pre --activation gelu --ablate encoder.layers.1.self_attn.head3
+has "$out" "# edit encoder.layers.1.self_attn.head3: zeroed, 1 step" "a loaded encoder's head"
+
 # ---- the sweeps ----
 expect 0 "ablate sweep" -- "$bin" ablate --load $model --text "$clean" --positions 33-63 -o "$tmp/ablate.png"
 has "$out" "loss 2.602 nats/token over tokens 1-63, 0.318 over tokens 33-63 (the span)" "the unedited loss"
