@@ -16,7 +16,7 @@ declare -A layer=(
     [src/model]=2
     [src/io]=3
     [src/trace]=4
-    [src/train]=5 [src/lesson]=5
+    [src/train]=5 [src/lesson]=5 [src/experiment]=5
     [viz/render]=6
     [viz/viewer]=7
     [viz/pages]=8
@@ -25,7 +25,7 @@ declare -A layer=(
 # public header -> the folder it belongs to
 declare -A header_home=(
     [core]=src/core [kernels]=src/kernels [tokenizer]=src/tokenizer [model]=src/model
-    [io]=src/io [trace]=src/trace [train]=src/train [lesson]=src/lesson
+    [io]=src/io [trace]=src/trace [train]=src/train [lesson]=src/lesson [experiment]=src/experiment
     [render]=viz/render [viewer]=viz/viewer [pages]=viz/pages
 )
 

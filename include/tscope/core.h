@@ -382,13 +382,47 @@ typedef struct ts_hook_step {
  * over; it makes the ReLU afterwards. Otherwise the hook records nothing. */
 typedef ts_status (*ts_hook_group_fn)(void *ctx, const ts_hook_step *steps, int n, bool *done);
 
+/* Called, when set, with a step's memory before anyone sees the step: an
+ * experiment's chance to change its values (zero a head, patch in another
+ * run's values) so that every later step reads the edited ones. Sets *edited
+ * when it changed any value. Never called for parameters or the input. The
+ * model runs step by step when an edit is set (no fused shortcut skips a
+ * step), and the cost of an unset edit is one test per step. */
+typedef ts_status (*ts_hook_edit_fn)(void *ctx, const char *name, ts_op op, ts_tensor *t, ts_tag tag, bool *edited);
+
+/* Told, when set, that t's memory was just changed outside the step that
+ * made it (an edit): a hook that remembers what it saw by memory address (a
+ * trace writer's statistics and views) forgets it, so the edited step and
+ * every later one are recorded as they are, never as they were. */
+typedef void (*ts_hook_overwritten_fn)(void *ctx, const ts_tensor *t);
+
 typedef struct ts_hook {
     ts_hook_fn fn; /* NULL: no hook, nothing is called */
     void *ctx;
     ts_hook_like_fn like_previous; /* optional */
     ts_hook_derive_fn derive_next; /* optional */
     ts_hook_group_fn group;        /* optional */
+    ts_hook_overwritten_fn overwritten; /* optional: with ctx */
+    ts_hook_edit_fn edit;          /* optional: experiments (include/tscope/experiment.h) */
+    void *edit_ctx;
 } ts_hook;
+
+/* Whether the hook edits steps: then the model computes every step where a
+ * hook can see it, and offers none ahead or in a group. */
+static inline bool ts_hook_edits(const ts_hook *hook) { return hook && hook->edit; }
+
+/* Let the hook's edit change the step (ts_hook_edit_fn); when it did, the
+ * recording side is told first (ts_hook_overwritten_fn), and the step must
+ * then be handed over as a plain step, never as like an earlier one. */
+static inline ts_status ts_hook_edit_step(const ts_hook *hook, const char *name, ts_op op, const ts_tensor *t,
+                                          ts_tag tag, bool *edited) {
+    *edited = false;
+    if (!hook || !hook->edit || !t->data || op == TS_OP_PARAM || op == TS_OP_INPUT) return TS_OK;
+    ts_tensor w = *t;
+    ts_status st = hook->edit(hook->edit_ctx, name, op, &w, tag, edited);
+    if (!st && *edited && hook->fn && hook->overwritten) hook->overwritten(hook->ctx, t);
+    return st;
+}
 
 /* Whether multiplying by factor keeps every float as it was but for scale (a
  * positive power of two): then a like step's statistics follow from the

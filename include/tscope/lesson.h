@@ -96,6 +96,7 @@ typedef enum ts_lesson_view {
     TS_LESSON_VIEW_CURVES,
     TS_LESSON_VIEW_STATS,
     TS_LESSON_VIEW_SHAPES,
+    TS_LESSON_VIEW_LENS, /* the logit lens of a run with --lens */
     TS_LESSON_VIEW_COUNT
 } ts_lesson_view;
 

@@ -271,6 +271,38 @@ ts_status ts_render_ids(cairo_t *cr, ts_render_rect area, const ts_render_ids_vi
 /* The height in points that n ids take at this width. */
 int ts_render_ids_height(int n, double width);
 
+/* The logit lens (tscope run --lens): positions across, layers down; each
+ * cell the token the layer's stream would predict next, coloured by its
+ * probability (viridis, 0 to 1). A cell framed in red predicted the token
+ * that does come next. */
+typedef struct ts_render_lens_view {
+    int layers, positions;
+    const int *top;             /* (layers, positions) the most likely next token */
+    const float *prob;          /* (layers, positions) its probability */
+    const char *const *vocab;   /* labels of the vocabulary, or NULL (ids then) */
+    const char *const *tokens;  /* (positions) the input's tokens, or NULL */
+    const int *next;            /* (positions) the token that comes next, -1 unknown; or NULL */
+    const char *title, *subtitle;
+} ts_render_lens_view;
+
+ts_status ts_render_lens(cairo_t *cr, ts_render_rect area, const ts_render_lens_view *v);
+/* A good size in points for a lens of this many layers and positions. */
+void ts_render_lens_size(int layers, int positions, int *width, int *height);
+
+/* Signed values as horizontal bars, one labelled row each, around a zero
+ * line: positive red to the right, negative blue to the left, the value at
+ * each bar's end (direct logit attribution: each part's share of a logit). */
+typedef struct ts_render_bars_view {
+    const char *const *labels; /* (n) */
+    const double *values;      /* (n) */
+    int n;
+    const char *title, *subtitle, *value_axis;
+} ts_render_bars_view;
+
+ts_status ts_render_bars(cairo_t *cr, ts_render_rect area, const ts_render_bars_view *v);
+/* A good height in points for n bars. */
+int ts_render_bars_height(int n);
+
 /* Any tensor: a 2-D slice as a heatmap beside a statistics panel and a
  * histogram (both of the whole tensor when given, of the slice otherwise). */
 typedef struct ts_render_tensor_view {
@@ -341,7 +373,8 @@ ts_status ts_render_training(cairo_t *cr, ts_render_rect area, const ts_render_s
     X(TS_RENDER_VIEW_OVERVIEW, "overview") \
     X(TS_RENDER_VIEW_CURVES, "curves") \
     X(TS_RENDER_VIEW_STATS, "stats")   \
-    X(TS_RENDER_VIEW_SHAPES, "shapes")
+    X(TS_RENDER_VIEW_SHAPES, "shapes") \
+    X(TS_RENDER_VIEW_LENS, "lens")
 
 #define TS_RENDER_VIEW_ENTRY(e, name) e,
 typedef enum ts_render_view { TS_RENDER_VIEW_LIST(TS_RENDER_VIEW_ENTRY) TS_RENDER_VIEW_COUNT } ts_render_view;

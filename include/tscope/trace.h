@@ -267,6 +267,12 @@ const char *ts_trace_token(const ts_trace *t, ts_trace_side side, int i); /* NUL
 int ts_trace_batch_token_count(const ts_trace *t, ts_trace_side side, int b);
 const char *ts_trace_batch_token(const ts_trace *t, ts_trace_side side, int b, int i);
 
+/* An edited run's edits (metadata "edits", written by tscope run --ablate
+ * and --patch) that touch step `name` (NULL: all of them), in words into
+ * buf: "head0 zeroed; head1 zeroed", "mean-ablated", "patched at position
+ * 27". Returns how many; 0 (and "") for a step nothing edited. */
+int ts_trace_step_edits(const ts_trace *t, const char *name, char *buf, size_t size);
+
 /* True when the file was closed properly (trailer and index intact). */
 bool ts_trace_complete(const ts_trace *t);
 /* Why the trace was read by scanning or stopped early; "" when all is well. */

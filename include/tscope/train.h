@@ -409,6 +409,9 @@ void ts_lm_repeat_ids(int32_t *ids, int R, int S, int vocab, uint64_t seed);
  * causal stack with a vocabulary head. out is allocated; free with
  * ts_lm_measures_free. */
 ts_status ts_lm_measure(ts_model *m, const int32_t *ids, ts_lm_measures *out);
+/* The same with edits' edit callback (ts_hook_edit_fn) on the forward: the
+ * measures of a model with some steps changed (an ablated head, say). */
+ts_status ts_lm_measure_edited(ts_model *m, const int32_t *ids, const ts_hook *edits, ts_lm_measures *out);
 void ts_lm_measures_free(ts_lm_measures *out);
 
 /* The copying score of every head (L, H) from the weights alone. */

@@ -56,7 +56,7 @@ static ts_status trace_text(const gen_opts *o, const ts_bpe_ids *ids, size_t pro
     int T = (int)ids->count, n = (int)(ids->count - prompt_len);
     ts_status st = lm_cli_open(o->load, 1, T, &m, &tok);
     if (st) return st;
-    st = lm_cli_trace_open(&o->trace, &m.cfg, &tok, ids->ids, 1, T, argc, argv, &w);
+    st = lm_cli_trace_open(&o->trace, &m.cfg, &tok, ids->ids, 1, T, argc, argv, NULL, &w);
     ts_hook hook = w ? ts_trace_writer_hook(w) : (ts_hook){0};
     ts_model_input in = {.src_ids = ids->ids};
     ts_tensor logits;

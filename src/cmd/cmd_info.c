@@ -124,7 +124,9 @@ static void print_table(const ts_trace *t, const ts_cli_list *only) {
             printf("%11.4g %11.4g %11.4g %11.4g", s->stats.min, s->stats.max, s->stats.mean, s->stats.std);
         else
             printf("%11s %11s %11s %11s", "-", "-", "-", "-");
-        printf("  %-9s %s\n", flags, values);
+        char edits[256];
+        bool edited = ts_trace_step_edits(t, s->name, edits, sizeof edits) > 0;
+        printf("  %-9s %s%s%s%s\n", flags, values, edited ? "  [edited: " : "", edited ? edits : "", edited ? "]" : "");
         any_empty = any_empty || empty_rows(s);
     }
     if (any_empty)
@@ -161,6 +163,8 @@ int ts_cmd_info(int argc, char **argv) {
     printf("%s: %lld steps, %s%s\n", path, (long long)ts_trace_count(t), size,
            ts_trace_complete(t) ? "" : " (incomplete: the run did not finish)");
     print_writer(t);
+    char edits[1024];
+    if (ts_trace_step_edits(t, NULL, edits, sizeof edits)) printf("edited run: %s\n", edits);
     int n_src = ts_trace_token_count(t, TS_TRACE_SOURCE);
     if (n_src > 0) {
         printf("source:");

@@ -133,9 +133,9 @@ int ts_cmd_png(int argc, char **argv) {
     const ts_flag flags[] = {
         {"--tensor", TS_FLAG_STRING, &a.tensor, "NAME", "the step to draw, e.g. encoder.layers.0.self_attn.weights", NULL, NULL, NULL},
         {"--view", TS_FLAG_CHOICE, &a.view, "V",
-         "auto|heatmap|grid|overview|curves|stats|shapes; auto goes by the step's tag: attention -> grid "
-         "(heatmap with --head), PE -> curves + heatmap, norm -> stats, else heatmap (auto)",
-         "auto|heatmap|grid|overview|curves|stats|shapes", NULL, NULL},
+         "auto|heatmap|grid|overview|curves|stats|shapes|lens; auto goes by the step's tag: attention -> grid "
+         "(heatmap with --head), PE -> curves + heatmap, norm -> stats, lens.layers.N -> lens, else heatmap (auto)",
+         "auto|heatmap|grid|overview|curves|stats|shapes|lens", NULL, NULL},
         {"--batch", TS_FLAG_INT, &a.batch, "I", "batch element (0)", NULL, NULL, &a.batch_seen},
         {"--layer", TS_FLAG_INT, &a.layer, "L", "the same step in layer L (replaces layers.N in the name)", NULL, NULL,
          &a.layer_seen},

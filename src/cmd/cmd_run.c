@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "commands.h"
+#include "experiment_cli.h"
 #include "lm_cli.h"
 #include "model_flags.h"
 #include "model_weights.h"
@@ -33,6 +34,7 @@ typedef struct run_opts {
     float tol;          /* --tol T for --expect */
     bool tol_seen;
     trace_cli trace; /* --trace FILE and its flags */
+    experiment_cli xc; /* --ablate, --patch, --lens */
     int argc;        /* the command line, for the trace's metadata */
     char **argv;
 } run_opts;
@@ -172,6 +174,9 @@ static int run(const model_flags *mf, const run_opts *o) {
     uint8_t *pads[3] = {NULL, NULL, NULL};
     bool have_wf = false;
     char *settings = NULL;
+    ts_experiment ex;
+    ts_experiment_init(&ex);
+    char *edits_json = NULL;
     ts_status st = TS_OK;
     int rc = flag_pairs(o);
     if (rc >= 0) return rc;
@@ -221,6 +226,11 @@ static int run(const model_flags *mf, const run_opts *o) {
         ts_load_options lo = {.info = &winfo, .into = NULL, .ignore_extra = o->ignore_extra};
         st = ts_model_load_weights(&m, &wf, &lo, &loaded);
     }
+    if (!st) st = experiment_cli_build(&o->xc, &cfg, &ex);
+    if (!st && ex.n_edits && !(edits_json = ts_experiment_to_json(&ex))) st = ts_fail(TS_ERR_NOMEM, "out of memory");
+    if (!st && ts_experiment_active(&ex) && (o->greedy || o->backward))
+        st = ts_fail(TS_ERR_ARG, "%s runs passes of its own: the experiment flags are for one forward pass",
+                     o->greedy ? "--greedy" : "--backward");
     if (st) {
         rc = ts_cli_error("run", "%s", ts_last_error());
         goto out;
@@ -271,23 +281,27 @@ static int run(const model_flags *mf, const run_opts *o) {
     if (o->trace.path) {
         trace_cli tcs = o->trace;
         tcs.settings = settings;
-        st = trace_cli_open(&tcs, &cfg, o->input ? NULL : &batch, o->argc, o->argv, &tracer);
+        st = trace_cli_open(&tcs, &cfg, o->input ? NULL : &batch, o->argc, o->argv, edits_json, &tracer);
         if (st) {
             rc = ts_cli_error("run", "%s", ts_last_error());
             goto out;
         }
         hook = trace_cli_tee(&tee, hook, ts_trace_writer_hook(tracer));
     }
+    if (ts_experiment_active(&ex)) ts_experiment_attach(&ex, &hook);
     ts_tensor out;
     double t0 = now();
     st = ts_model_forward(&m, &in, &hook, &out);
     double t1 = now();
+    if (!st) st = ts_experiment_lens_finish(&ex, &m, &hook);
     if (st) {
         rc = ts_cli_error("run", "%s", ts_last_error());
         trace_cli_close(&o->trace, tracer, "run"); /* the steps before the failure stay readable */
         goto out;
     }
+    experiment_cli_report(&ex);
     report(&m, &batch, &out, t1 - t0, o->load != NULL, o->greedy);
+    if (ex.lens) experiment_cli_print_lens(&ex, NULL, m.S, cfg.vocab);
     if (o->greedy) report_greedy(&batch, &out);
     if (o->expect && (rc = run_expect(o->expect, o->tol, &out))) {
         trace_cli_close(&o->trace, tracer, "run");
@@ -299,6 +313,8 @@ static int run(const model_flags *mf, const run_opts *o) {
     }
     rc = trace_cli_close(&o->trace, tracer, "run");
 out:
+    ts_experiment_free(&ex);
+    free(edits_json);
     ts_model_free(&m);
     model_batch_free(&batch);
     ts_npy_free(&x);
@@ -313,9 +329,10 @@ out:
 int ts_cmd_run(int argc, char **argv) {
     model_flags mf;
     run_opts o = {0};
-    ts_flag flags[MODEL_FLAGS_COUNT + 18 + TRACE_CLI_FLAGS];
+    ts_flag flags[MODEL_FLAGS_COUNT + 18 + TRACE_CLI_FLAGS + EXPERIMENT_CLI_FLAGS];
     int n = model_flags_table(flags, 0, &mf);
     n = trace_cli_table(flags, n, &o.trace);
+    n = experiment_cli_table(flags, n, &o.xc);
     o.tol = RUN_EXPECT_TOL;
     o.argc = argc;
     o.argv = argv;
@@ -392,7 +409,7 @@ int ts_cmd_run(int argc, char **argv) {
     if (o.load && ts_lm_checkpoint_is(o.load)) {
         if (o.tol_seen && !o.expect) return ts_cli_error("run", "--tol is --expect's tolerance; add --expect OUT.npy");
         return run_lm(o.load, &mf.text, o.ids, flags, n, &o.trace, o.print_shapes, o.backward, o.scores, o.expect,
-                      o.tol, argc, argv);
+                      o.tol, &o.xc, argc, argv);
     }
     if (o.scores) return ts_cli_error("run", "--scores measures a language model's heads: --load one saved by tscope train --task lm");
     return run(&mf, &o);

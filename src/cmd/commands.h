@@ -10,12 +10,15 @@
 extern const ts_command ts_commands[];
 extern const int ts_n_commands;
 
+int ts_cmd_ablate(int argc, char **argv);
+int ts_cmd_attribute(int argc, char **argv);
 int ts_cmd_bench(int argc, char **argv);
 int ts_cmd_diff(int argc, char **argv);
 int ts_cmd_export(int argc, char **argv);
 int ts_cmd_generate(int argc, char **argv);
 int ts_cmd_info(int argc, char **argv);
 int ts_cmd_lesson(int argc, char **argv);
+int ts_cmd_patch(int argc, char **argv);
 int ts_cmd_png(int argc, char **argv);
 int ts_cmd_run(int argc, char **argv);
 int ts_cmd_shapes(int argc, char **argv);

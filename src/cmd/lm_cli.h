@@ -5,6 +5,7 @@
 #ifndef TSCOPE_CMD_LM_CLI_H
 #define TSCOPE_CMD_LM_CLI_H
 
+#include "experiment_cli.h"
 #include "trace_cli.h"
 #include "tscope/io.h"
 #include "tscope/tokenizer.h"
@@ -16,7 +17,7 @@ ts_status lm_cli_open(const char *path, int B, int S, ts_model *m, ts_lmtok *tok
 /* Open a trace of an LM run: the config, the tokenizer and each batch
  * element's token labels (ids: B * S) in the metadata. */
 ts_status lm_cli_trace_open(const trace_cli *tc, const ts_model_config *cfg, const ts_lmtok *tok, const int32_t *ids,
-                            int B, int S, int argc, char **argv, ts_trace_writer **out);
+                            int B, int S, int argc, char **argv, const char *edits_json, ts_trace_writer **out);
 
 /* tscope run with an LM checkpoint: --text (one), or --ids (B, S) with any
  * vocabulary (no tokenizer needed), through the model; what it predicts next
@@ -25,7 +26,7 @@ ts_status lm_cli_trace_open(const trace_cli *tc, const ts_model_config *cfg, con
  * a reference within tol (run_expect). flags (n rows) tell which model flags
  * were given: none may be. Returns the exit code. */
 int run_lm(const char *load, const ts_cli_list *text, const char *ids_path, ts_flag *flags, int n, const trace_cli *tc,
-           const char *print_shapes, bool backward, bool scores, const char *expect, float tol, int argc,
-           char **argv);
+           const char *print_shapes, bool backward, bool scores, const char *expect, float tol,
+           const experiment_cli *xc, int argc, char **argv);
 
 #endif

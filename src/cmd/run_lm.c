@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "experiment_cli.h"
 #include "lm_cli.h"
 #include "model_flags.h"
 #include "run_expect.h"
@@ -43,7 +44,7 @@ ts_status lm_cli_open(const char *path, int B, int S, ts_model *m, ts_lmtok *tok
 }
 
 ts_status lm_cli_trace_open(const trace_cli *tc, const ts_model_config *cfg, const ts_lmtok *tok, const int32_t *ids,
-                            int B, int S, int argc, char **argv, ts_trace_writer **out) {
+                            int B, int S, int argc, char **argv, const char *edits_json, ts_trace_writer **out) {
     *out = NULL;
     ts_trace_options opt;
     ts_trace_options_default(&opt);
@@ -54,6 +55,7 @@ ts_status lm_cli_trace_open(const trace_cli *tc, const ts_model_config *cfg, con
     char *meta = NULL;
     st = ts_trace_metadata_lm(&meta, cfg, tok, ids, B, S, argc, argv);
     if (!st && tc->settings) st = ts_trace_metadata_add_json(&meta, "settings", tc->settings);
+    if (!st && edits_json) st = ts_trace_metadata_add_json(&meta, "edits", edits_json);
     if (!st) st = ts_trace_writer_open(tc->path, meta, &opt, out);
     free(meta);
     return st;
@@ -104,23 +106,38 @@ static void report(const ts_lmtok *tok, const int32_t *ids, const float *logits,
     if (S > 1) printf("loss on this text: %.4f nats/token over %lld predictions\n", loss / (S - 1), (long long)S - 1);
 }
 
-/* Every head's scores on 8 random sequences written twice, as the training trace measures them. */
-static int print_scores(const char *load) {
+/* Every head's scores on 8 random sequences written twice, as the training
+ * trace measures them; with the experiment's edits when xc gives any. */
+static int print_scores(const char *load, const experiment_cli *xc) {
     ts_model m;
     ts_lmtok tok;
     ts_model_config cfg;
+    ts_experiment ex;
+    ts_experiment_init(&ex);
+    if (xc->patch.count || xc->lens)
+        return ts_cli_error("run", "--scores measures on 8 random sequences; %s belongs to one text: give --text too",
+                            xc->patch.count ? "--patch" : "--lens");
     ts_status st = ts_lm_checkpoint_read(load, &cfg, NULL);
     if (!st) st = lm_cli_open(load, 8, cfg.seq, &m, &tok);
     if (st) return ts_cli_error("run", "%s", ts_last_error());
+    if ((st = experiment_cli_build(xc, &m.cfg, &ex))) {
+        ts_model_free(&m);
+        ts_lmtok_free(&tok);
+        return ts_cli_error("run", "%s", ts_last_error());
+    }
+    ts_hook edits = {0};
+    ts_experiment_attach(&ex, &edits);
     int32_t *ids = malloc(sizeof(int32_t) * 8 * (size_t)cfg.seq);
     ts_lm_measures me;
     memset(&me, 0, sizeof me);
     if (!ids) st = ts_fail(TS_ERR_NOMEM, "out of memory");
     if (!st) ts_lm_repeat_ids(ids, 8, cfg.seq, cfg.vocab, 2024);
-    if (!st) st = ts_lm_measure(&m, ids, &me);
+    if (!st) st = ts_lm_measure_edited(&m, ids, ex.n_edits ? &edits : NULL, &me);
     if (!st) {
         printf("# %s: each head on 8 random sequences of %d tokens written twice (docs/training.md)\n", load,
                cfg.seq / 2);
+        for (int i = 0; i < ex.n_edits; i++)
+            printf("# with %s %s\n", ex.edits[i].kind == TS_EDIT_MEAN ? "mean-ablated" : "zeroed", ex.edits[i].spec);
         printf("layer  head  previous-token  induction  copying\n");
         for (int l = 0; l < me.L; l++)
             for (int h = 0; h < me.H; h++)
@@ -131,10 +148,31 @@ static int print_scores(const char *load) {
                me.loss_second, cfg.vocab, log((double)cfg.vocab));
     }
     ts_lm_measures_free(&me);
+    ts_experiment_free(&ex);
     free(ids);
     ts_model_free(&m);
     ts_lmtok_free(&tok);
     return st ? ts_cli_error("run", "%s", ts_last_error()) : 0;
+}
+
+/* loss.next (S - 1): at each position the loss of predicting the token that
+ * follows, so a trace shows where a text is predictable (an edited run's
+ * beside the unedited one's). */
+static ts_status trace_next_loss(const ts_hook *hook, const int32_t *ids, const ts_tensor *logits) {
+    int S = (int)logits->shape[1], V = (int)logits->shape[2];
+    if (S < 2) return TS_OK;
+    double *loss = malloc(sizeof(double) * (size_t)S);
+    float *v = malloc(sizeof(float) * (size_t)S);
+    if (!loss || !v) {
+        free(loss), free(v);
+        return ts_fail(TS_ERR_NOMEM, "out of memory");
+    }
+    ts_experiment_token_loss(logits->data, ids, S, V, loss);
+    for (int i = 0; i + 1 < S; i++) v[i] = (float)loss[i + 1];
+    ts_tensor t = {.data = v, .rank = 1, .shape = {S - 1}, .stride = {1}};
+    ts_status st = ts_hook_call(hook, "loss.next", TS_OP_METRIC, &t, TS_TAG_PER_POSITION);
+    free(loss), free(v);
+    return st;
 }
 
 /* --ids: a batch (B, S) of ids, or one sequence (S), that the vocabulary has. */
@@ -159,12 +197,12 @@ static ts_status read_ids(const char *path, int vocab, ts_bpe_ids *ids, int *B) 
 }
 
 int run_lm(const char *load, const ts_cli_list *text, const char *ids_path, ts_flag *flags, int n, const trace_cli *tc,
-           const char *print_shapes, bool backward, bool scores, const char *expect, float tol, int argc,
-           char **argv) {
+           const char *print_shapes, bool backward, bool scores, const char *expect, float tol,
+           const experiment_cli *xc, int argc, char **argv) {
     /* what a language model's run uses; any other flag given is refused, never ignored */
     static const char *const used[] = {"--load", "--text", "--ids", "--scores", "--backward", "--print-shapes",
                                        "--trace", "--level", "--only", "--keep-batch", "--layout", "--expect",
-                                       "--tol", NULL};
+                                       "--tol", "--ablate", "--patch", "--lens", NULL};
     for (int i = 0; i < n; i++) {
         bool given = flags[i].seen ? *flags[i].seen : false;
         if (!flags[i].seen) { /* a flag without a seen slot: given when its value is set */
@@ -184,7 +222,7 @@ int run_lm(const char *load, const ts_cli_list *text, const char *ids_path, ts_f
     }
     if (backward) return ts_cli_error("run", "--backward is not for a language model's checkpoint yet");
     if (print_shapes) return ts_cli_error("run", "--print-shapes: use tscope shapes --preset lm");
-    if (scores && text->count == 0 && !ids_path && !tc->path) return print_scores(load);
+    if (scores && text->count == 0 && !ids_path && !tc->path) return print_scores(load, xc);
     if (ids_path && text->count) return ts_cli_error("run", "--text and --ids both give the input: choose one");
     if (!ids_path && text->count != 1)
         return ts_cli_error("run", "give one --text (or --ids) to read through the language model %s", load);
@@ -195,6 +233,9 @@ int run_lm(const char *load, const ts_cli_list *text, const char *ids_path, ts_f
     ts_bpe_ids ids = {0};
     ts_trace_writer *w = NULL;
     char *settings = NULL;
+    ts_experiment ex;
+    ts_experiment_init(&ex);
+    char *edits_json = NULL;
     ts_status st = ts_kernels_init();
     int rc = 0;
     /* the tokenizer first, to know the length */
@@ -210,6 +251,8 @@ int run_lm(const char *load, const ts_cli_list *text, const char *ids_path, ts_f
     ts_lmtok_free(&tok);
     int S = (int)(ids.count / (size_t)B);
     if (!st) st = lm_cli_open(load, B, S, &m, &tok);
+    if (!st) st = experiment_cli_build(xc, &m.cfg, &ex);
+    if (!st && ex.n_edits && !(edits_json = ts_experiment_to_json(&ex))) st = ts_fail(TS_ERR_NOMEM, "out of memory");
     if (!st && (rc = trace_cli_check(tc, "run", 1)) >= 0) goto out;
     rc = 0;
     /* what shapes cannot tell, printed and kept in the trace */
@@ -219,7 +262,7 @@ int run_lm(const char *load, const ts_cli_list *text, const char *ids_path, ts_f
     if (!st) settings = trace_cli_settings(&m.cfg, &in, layout, settings_line, sizeof settings_line);
     trace_cli tcs = *tc;
     tcs.settings = settings;
-    if (!st && tc->path) st = lm_cli_trace_open(&tcs, &m.cfg, &tok, ids.ids, B, S, argc, argv, &w);
+    if (!st && tc->path) st = lm_cli_trace_open(&tcs, &m.cfg, &tok, ids.ids, B, S, argc, argv, edits_json, &w);
     if (st) {
         rc = ts_cli_error("run", "%s", ts_last_error());
         goto out;
@@ -238,26 +281,33 @@ int run_lm(const char *load, const ts_cli_list *text, const char *ids_path, ts_f
                                                                  : "hf (Conv1D weights, (in, out), transposed)");
     printf("# settings: %s\n", settings_line);
     ts_hook hook = w ? ts_trace_writer_hook(w) : (ts_hook){0};
+    if (ts_experiment_active(&ex)) ts_experiment_attach(&ex, &hook);
     ts_tensor out;
     st = ts_model_forward(&m, &in, &hook, &out);
+    if (!st) st = ts_experiment_lens_finish(&ex, &m, &hook);
+    if (!st && w && B == 1) st = trace_next_loss(&hook, ids.ids, &out); /* one text's losses */
     if (st) {
         rc = ts_cli_error("run", "%s", ts_last_error());
         trace_cli_close(tc, w, "run");
         w = NULL;
         goto out;
     }
+    experiment_cli_report(&ex);
     for (int b = 0; b < B; b++) {
         if (B > 1) printf("%ssequence %d of %d\n", b ? "\n" : "", b, B);
         report(&tok, ids.ids + (size_t)b * S, out.data + (size_t)b * S * out.shape[2], S, out.shape[2]);
     }
+    if (ex.lens) experiment_cli_print_lens(&ex, &tok, S, m.cfg.vocab);
     rc = expect ? run_expect(expect, tol, &out) : 0;
     int rc_trace = trace_cli_close(tc, w, "run");
     if (!rc) rc = rc_trace;
     w = NULL;
-    if (!rc && scores) rc = print_scores(load);
+    if (!rc && scores) rc = print_scores(load, xc);
 out:
     if (w) ts_trace_writer_abort(w);
     free(settings);
+    ts_experiment_free(&ex);
+    free(edits_json);
     ts_model_free(&m);
     ts_lmtok_free(&tok);
     ts_bpe_ids_free(&ids);

@@ -112,7 +112,7 @@ static ts_status add_batch_tokens(char **meta, const model_batch *b, ts_trace_si
 }
 
 ts_status trace_cli_open(const trace_cli *tc, const ts_model_config *cfg, const model_batch *batch, int argc,
-                         char **argv, ts_trace_writer **out) {
+                         char **argv, const char *edits_json, ts_trace_writer **out) {
     *out = NULL;
     ts_trace_options opt;
     ts_trace_options_default(&opt);
@@ -148,6 +148,7 @@ ts_status trace_cli_open(const trace_cli *tc, const ts_model_config *cfg, const 
         if (!s && batch->tgt_ids) s = add_batch_tokens(&meta, batch, TS_TRACE_TARGET, batch->tgt_ids, cfg->batch, cfg->tgt_seq);
     }
     if (!s && tc->settings) s = ts_trace_metadata_add_json(&meta, "settings", tc->settings);
+    if (!s && edits_json) s = ts_trace_metadata_add_json(&meta, "edits", edits_json);
     if (!s) s = ts_trace_writer_open(tc->path, meta, &opt, out);
     free(meta);
     free(line);
@@ -186,10 +187,16 @@ static ts_status tee_like(void *ctx, const char *name, ts_op op, const ts_tensor
     return s ? s : ts_hook_call_like(&tee->b, name, op, t, tag, of, factor);
 }
 
+static void tee_overwritten(void *ctx, const ts_tensor *t) {
+    trace_tee *tee = ctx;
+    if (tee->a.overwritten) tee->a.overwritten(tee->a.ctx, t);
+    if (tee->b.overwritten) tee->b.overwritten(tee->b.ctx, t);
+}
+
 ts_hook trace_cli_tee(trace_tee *tee, ts_hook a, ts_hook b) {
     if (!a.fn) return b;
     if (!b.fn) return a;
     tee->a = a;
     tee->b = b;
-    return (ts_hook){.fn = tee_step, .ctx = tee, .like_previous = tee_like};
+    return (ts_hook){.fn = tee_step, .ctx = tee, .like_previous = tee_like, .overwritten = tee_overwritten};
 }

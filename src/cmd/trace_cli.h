@@ -7,7 +7,7 @@
  *     ... parse ...
  *     if ((rc = trace_cli_check(&tc, "run", cfg.batch)) >= 0) return rc;
  *     ts_trace_writer *w = NULL;
- *     if (tc.path && trace_cli_open(&tc, &cfg, &batch, argc, argv, &w)) -> error
+ *     if (tc.path && trace_cli_open(&tc, &cfg, &batch, argc, argv, NULL, &w)) -> error
  *     hook = ts_trace_writer_hook(w); forward ...
  *     rc = trace_cli_close(&tc, w, "run");          // prints what it wrote
  */
@@ -37,9 +37,10 @@ int trace_cli_table(ts_flag *table, int n, trace_cli *tc);
 int trace_cli_check(const trace_cli *tc, const char *command, int batch);
 
 /* Open the writer for tc->path: metadata from cfg, the tokens of batch (may
- * be NULL) and argv, the size of a full trace from a dry run of cfg. */
+ * be NULL), argv and the run's edits (ts_experiment_to_json, or NULL), the
+ * size of a full trace from a dry run of cfg. */
 ts_status trace_cli_open(const trace_cli *tc, const ts_model_config *cfg, const model_batch *batch, int argc,
-                         char **argv, ts_trace_writer **out);
+                         char **argv, const char *edits_json, ts_trace_writer **out);
 
 /* Close w and print "trace: FILE: N steps, X MB; <policy>". Returns 0, or 1
  * after printing the error (the run itself went well). w NULL is fine. */

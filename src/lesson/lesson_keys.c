@@ -29,7 +29,7 @@ typedef struct keydef {
 /* Setup keys are the flags of `tscope run` / `tscope train` without their
  * dashes, so a setup turns into a command line one key at a time. */
 static const keydef setup_keys[] = {
-    {"command", V_CHOICE, "run|train|generate", 0, 0, false, false},
+    {"command", V_CHOICE, "run|train|generate|ablate", 0, 0, false, false},
     {"preset", V_CHOICE, "tiny|seed000|seed001|seed004|copy|base|lm|gpt2", 0, 0, false, false},
     {"arch", V_CHOICE, "encoder|encoder-decoder|decoder", 0, 0, false, false},
     {"head", V_CHOICE, "none|lm", 0, 0, false, false},
@@ -59,6 +59,11 @@ static const keydef setup_keys[] = {
     {"backward", V_BOOL, NULL, 0, 0, false, false},
     {"train-mode", V_BOOL, NULL, 0, 0, false, false},
     {"greedy", V_BOOL, NULL, 0, 0, false, false},
+    /* experiments (docs/experiments.md): run --ablate SPEC (one each, separated by spaces), --lens */
+    {"ablate", V_STRING, NULL, 0, 0, false, false},
+    {"lens", V_BOOL, NULL, 0, 0, false, false},
+    /* command: ablate (tscope ablate's --positions A-B) */
+    {"positions", V_STRING, NULL, 0, 0, false, false},
     {"variant", V_WORDS, "no-scale|seed000-reshape|seed001-layernorm|seed004-residual|seed003-mask|seed001-softmax|no-residual", 0, 0, false, false},
     {"pe-variant", V_CHOICE, "paper|seed001-sin-only|seed001-odd-exponent", 0, 0, false, false},
     {"mask", V_CHOICE, "none|causal|padding|padding-both", 0, 0, false, false},
@@ -83,7 +88,7 @@ static const keydef setup_keys[] = {
 /* Step keys are `tscope png`'s flags, plus what only a lesson needs. */
 static const keydef step_keys[] = {
     {"tensor", V_NAME, NULL, 0, 0, false, false},
-    {"view", V_CHOICE, "heatmap|grid|overview|curves|stats|shapes|auto", 0, 0, false, false},
+    {"view", V_CHOICE, "heatmap|grid|overview|curves|stats|shapes|lens|auto", 0, 0, false, false},
     {"layer", V_INT, NULL, 0, 4096, false, false},
     {"head", V_INT, NULL, 0, 4096, false, false},
     {"batch", V_INT, NULL, 0, BIG, false, false},

@@ -29,7 +29,7 @@
  * (so a named setup can turn off what the main one turns on). */
 static bool is_switch(const char *key) {
     return strcmp(key, "final-norm") == 0 || strcmp(key, "backward") == 0 || strcmp(key, "train-mode") == 0 ||
-           strcmp(key, "greedy") == 0;
+           strcmp(key, "greedy") == 0 || strcmp(key, "lens") == 0;
 }
 
 /* Keys whose value is a file, looked up next to the lesson, then in the tree. */
@@ -77,7 +77,7 @@ static ts_status add_key(strv *s, const ts_lesson *l, const char *key, const cha
         if (strcmp(value, "true") == 0) strv_push(s, flag);
         return TS_OK;
     }
-    if (strcmp(key, "only") == 0) { /* globs separated by spaces: one --only each */
+    if (strcmp(key, "only") == 0 || strcmp(key, "ablate") == 0) { /* separated by spaces: one flag each */
         char *copy = strdup(value);
         if (!copy) return ts_fail(TS_ERR_NOMEM, "lesson: out of memory");
         for (char *save = NULL, *g = strtok_r(copy, " \t", &save); g; g = strtok_r(NULL, " \t", &save)) {

@@ -165,9 +165,14 @@ static ts_status emit_like(fwd *f, const char *prefix, const char *leaf, ts_op o
         f->sum->steps++;
         if (!costs_nothing) f->sum->kept_bytes += sizeof(float) * (size_t)ts_tensor_numel(t);
     }
-    if (!f->hook || !f->hook->fn) return TS_OK;
+    if (!f->hook || (!f->hook->fn && !f->hook->edit)) return TS_OK;
     char name[2 * TS_MODEL_NAME_MAX];
     step_name(name, sizeof name, prefix, leaf);
+    if (f->hook->edit && !f->dry) { /* an experiment may change the step before anything reads it */
+        bool edited;
+        TS_TRY(ts_hook_edit_step(f->hook, name, op, t, tag, &edited));
+        if (edited) return ts_hook_call(f->hook, name, op, t, tag); /* no longer like any earlier step */
+    }
     if (factor != 0.0f) return ts_hook_call_like(f->hook, name, op, t, tag, of, factor);
     return ts_hook_call(f->hook, name, op, t, tag);
 }
@@ -184,7 +189,7 @@ static ts_status emit(fwd *f, const char *prefix, const char *leaf, ts_op op, co
 static ts_status emit_ahead(fwd *f, const char *prefix, const char *leaf, ts_op op, const ts_tensor *t, ts_tag tag,
                             float factor, bool *done) {
     *done = false;
-    if (f->dry || !f->hook || !f->hook->derive_next) return TS_OK;
+    if (f->dry || !f->hook || !f->hook->derive_next || ts_hook_edits(f->hook)) return TS_OK;
     char name[2 * TS_MODEL_NAME_MAX];
     step_name(name, sizeof name, prefix, leaf);
     return ts_hook_try_derive(f->hook, name, op, t, tag, factor, done);
@@ -195,7 +200,8 @@ static ts_status emit_ahead(fwd *f, const char *prefix, const char *leaf, ts_op 
  * counts every step. */
 static ts_status emit_group(fwd *f, const char *prefix, const ts_hook_step *leaves, int n, bool *done) {
     *done = false;
-    if (f->dry || f->sum || !f->hook || !f->hook->group || n > TS_HOOK_GROUP_MAX) return TS_OK;
+    if (f->dry || f->sum || !f->hook || !f->hook->group || n > TS_HOOK_GROUP_MAX || ts_hook_edits(f->hook))
+        return TS_OK;
     char names[TS_HOOK_GROUP_MAX][2 * TS_MODEL_NAME_MAX];
     ts_hook_step steps[TS_HOOK_GROUP_MAX];
     for (int i = 0; i < n; i++) {
@@ -990,7 +996,7 @@ static void fwd_setup(fwd *f, ts_model *m, ts_model_acts *a, const ts_hook *hook
     f->a = a;
     f->hook = hook;
     f->dry = m->dry;
-    f->watch = m->dry || (hook && hook->fn);
+    f->watch = m->dry || (hook && (hook->fn || hook->edit)); /* an edit needs every step made where it can act */
     f->train = m->training;
     f->B = m->cfg.batch;
     f->D = m->cfg.d_model;

@@ -392,7 +392,7 @@ static void plan_step(ts_trace_writer *w, const step_in *in, int64_t numel, step
      * same shape. Only factor 1 in the same memory leaves the memory as it
      * was for later views. */
     p->src = in->factor != 0.0f ? recent_step_of(w, in->ahead ? NULL : in->of) : NULL;
-    p->like = p->src && p->src->has_stats && exact_factor(in->factor, &p->exponent) &&
+    p->like = p->src && p->src->has_stats && !p->src->edited_over && exact_factor(in->factor, &p->exponent) &&
               (in->of && !in->ahead ? same_shape(t, &p->src->t) : same_layout(t, &p->src->t));
     p->relu = p->like && in->op == TS_OP_RELU && p->exponent == 0 && !in->ahead;
     bool view_op = ts_op_is_view(in->op) || p->like;
@@ -671,9 +671,31 @@ static ts_status hook_group(void *ctx, const ts_hook_step *steps, int n, bool *d
     return s;
 }
 
+/* An edit changed t's memory (ts_hook_overwritten_fn): nothing recorded
+ * before may lend its statistics or its stored values to a later step
+ * there, since those describe the memory as it was. The edited step then
+ * comes as a plain step and is read afresh. */
+static void hook_overwritten(void *ctx, const ts_tensor *t) {
+    ts_trace_writer *w = ctx;
+    int64_t numel = ts_tensor_numel(t);
+    const float *lo, *hi;
+    extent(t, numel, &lo, &hi);
+    w->base.index = -1;
+    for (int64_t k = oldest_recent(w); k < w->n_recent; k++) {
+        struct recent_step *r = &w->recent[k % RECENT_MAX];
+        const float *a, *b;
+        extent(&r->t, ts_tensor_numel(&r->t), &a, &b);
+        if (a < hi && lo < b) r->intact = false, r->edited_over = true;
+    }
+}
+
 ts_hook ts_trace_writer_hook(ts_trace_writer *w) {
-    return (ts_hook){
-        .fn = hook_fn, .ctx = w, .like_previous = hook_like, .derive_next = hook_derive, .group = hook_group};
+    return (ts_hook){.fn = hook_fn,
+                     .ctx = w,
+                     .like_previous = hook_like,
+                     .derive_next = hook_derive,
+                     .group = hook_group,
+                     .overwritten = hook_overwritten};
 }
 
 ts_status ts_trace_writer_flush(ts_trace_writer *w) {

@@ -164,6 +164,7 @@ struct ts_trace_writer {
         ts_tensor t;   /* as handed over */
         bool computed; /* it wrote t's memory (not a view, not recorded ahead) ... */
         bool intact;   /* ... and no later step has written over it */
+        bool edited_over; /* an edit changed its memory after it was recorded (ts_hook_overwritten_fn) */
         bool values;   /* its record keeps values ... */
         int batch;     /* ... of this batch element, -1 all ... */
         int64_t base;  /* ... which are base's stored values */

@@ -108,6 +108,10 @@ ts_status ts_lm_copying(const ts_model *m, float *out) {
 /* ---- every measure ---------------------------------------------------------------------- */
 
 ts_status ts_lm_measure(ts_model *m, const int32_t *ids, ts_lm_measures *out) {
+    return ts_lm_measure_edited(m, ids, NULL, out);
+}
+
+ts_status ts_lm_measure_edited(ts_model *m, const int32_t *ids, const ts_hook *edits, ts_lm_measures *out) {
     const ts_model_config *c = &m->cfg;
     memset(out, 0, sizeof *out);
     if (!ts_model_is_lm(c))
@@ -127,6 +131,7 @@ ts_status ts_lm_measure(ts_model *m, const int32_t *ids, ts_lm_measures *out) {
     ts_model_set_training(m, false);
     attn_ctx a = {out, R, n};
     ts_hook hook = {.fn = attn_hook, .ctx = &a};
+    if (edits) hook.edit = edits->edit, hook.edit_ctx = edits->edit_ctx; /* the measures of an edited model */
     ts_tensor logits;
     ts_model_input in = {.src_ids = ids};
     ts_status st = ts_model_forward(m, &in, &hook, &logits);

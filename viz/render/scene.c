@@ -27,6 +27,7 @@ typedef enum pic_kind {
     PIC_TENSOR,   /* any tensor: slice, statistics, histogram */
     PIC_SHAPES,   /* the steps of a module */
     PIC_IDS,      /* token ids: categories, not quantities */
+    PIC_LENS,     /* the logit lens: layers x positions of predicted tokens */
 } pic_kind;
 
 struct ts_scene {
@@ -56,6 +57,7 @@ struct ts_scene {
     ts_render_norm norm;
     ts_render_tensor_view tensor;
     ts_render_ids_view ids; /* PIC_IDS */
+    ts_render_lens_view lens; /* PIC_LENS */
     ts_trace_stats stats;
     ts_render_hist hist;
     ts_render_step *steps;
@@ -671,6 +673,8 @@ static const char *axis_name(const ts_trace_step *s, const ts_tensor *t, int d, 
     if (batched && t->rank == 4 && s->tag == TS_TAG_HEADS) return d == 1 ? "head" : d == 2 ? "position" : "head dim";
     if (batched && t->rank == 4 && is_attention(s)) return d == 1 ? "head" : d == 2 ? "query" : "key";
     if (s->tag == TS_TAG_POSENC && t->rank == 2) return d == 0 ? "position" : "feature"; /* (S, D) */
+    if (s->tag == TS_TAG_HEAD_SCORES && t->rank == 2) /* a sweep's (layers, heads + 1): the FFN last */
+        return d == 0 ? "layer" : strncmp(s->name, "ablate.", 7) == 0 ? "head (the last column: the FFN)" : "head";
     return d == t->rank - 1 ? "last dim" : "dim";
 }
 
@@ -852,6 +856,74 @@ static ts_status build_ids(ts_scene *job, int64_t i) {
     p->view = TS_RENDER_VIEW_HEATMAP;
     p->width = 1000;
     p->height = ts_render_ids_height(n, p->width);
+    return TS_OK;
+}
+
+/* ---- the logit lens --------------------------------------------------------- */
+
+static bool is_lens(const char *name) { return strncmp(name, "lens.layers.", 12) == 0; }
+
+/* Every lens.layers.N of the trace (tscope run --lens) for the batch element
+ * asked for: each position's most likely next token and its probability. */
+static ts_status build_lens(ts_scene *job) {
+    ts_scene *p = job;
+    int layers = 0;
+    char name[48];
+    for (;; layers++) {
+        snprintf(name, sizeof name, "lens.layers.%d", layers);
+        if (ts_trace_find(job->t, name) < 0) break;
+    }
+    int64_t i0 = ts_trace_find(job->t, "lens.layers.0");
+    const ts_trace_step *s0 = ts_trace_step_at(job->t, i0);
+    if (s0->rank != 3) return ts_fail(TS_ERR_ARG, "lens.layers.0 is not (B, S, V)");
+    int B = (int)s0->shape[0], S = (int)s0->shape[1], V = (int)s0->shape[2];
+    if (job->rq.batch >= B) return ts_fail(TS_ERR_ARG, "--batch %d: the lens has %d sequences", job->rq.batch, B);
+    int *top = own(job, sizeof(int) * (size_t)layers * S);
+    float *prob = own(job, sizeof(float) * (size_t)layers * S);
+    int *next = own(job, sizeof(int) * (size_t)S);
+    if (!top || !prob || !next) return ts_fail(TS_ERR_NOMEM, "no memory for the lens");
+    for (int l = 0; l < layers; l++) {
+        snprintf(name, sizeof name, "lens.layers.%d", l);
+        int64_t i = ts_trace_find(job->t, name);
+        const ts_trace_step *s = ts_trace_step_at(job->t, i);
+        if (s->rank != 3 || s->shape[1] != S || s->shape[2] != V || s->shape[0] != B)
+            return ts_fail(TS_ERR_ARG, "%s has another shape than lens.layers.0", name);
+        const float *v;
+        TS_TRY(ts_trace_values(job->t, i, &v));
+        if (s->batch_index >= 0 && s->batch_index != job->rq.batch)
+            return ts_fail(TS_ERR_ARG, "%s keeps batch element %d only", name, s->batch_index);
+        const float *rows = v + (s->batch_index >= 0 ? 0 : (int64_t)job->rq.batch * S * V);
+        for (int q = 0; q < S; q++) {
+            const float *row = rows + (int64_t)q * V;
+            int best = 0;
+            for (int k = 1; k < V; k++) best = row[k] > row[best] ? k : best;
+            top[l * S + q] = best;
+            prob[l * S + q] = row[best];
+        }
+        ts_trace_release_values(job->t, i);
+    }
+    /* the token that does come next, from the input's ids */
+    int64_t in = ts_trace_find(job->t, "input");
+    const ts_trace_step *si = in >= 0 ? ts_trace_step_at(job->t, in) : NULL;
+    const float *ids = NULL;
+    if (si && si->rank == 2 && si->shape[1] == S && si->batch_index < 0 && ts_trace_values(job->t, in, &ids) != TS_OK)
+        ids = NULL;
+    for (int q = 0; q < S; q++)
+        next[q] = ids && q + 1 < S ? (int)ids[(int64_t)job->rq.batch * S + q + 1] : -1;
+    snprintf(p->title, sizeof p->title, "logit lens: lens.layers.0 to %d", layers - 1);
+    snprintf(p->subtitle, sizeof p->subtitle, "%d layers \xc3\x97 %d positions \xc2\xb7 batch %d \xc2\xb7 vocabulary of %d",
+             layers, S, job->rq.batch, V);
+    char edits[200];
+    if (ts_trace_step_edits(job->t, NULL, edits, sizeof edits)) { /* the lens of an edited model says so */
+        size_t n = strlen(p->subtitle);
+        snprintf(p->subtitle + n, sizeof p->subtitle - n, " \xc2\xb7 EDITED RUN: %s", edits);
+    }
+    p->lens = (ts_render_lens_view){.layers = layers, .positions = S, .top = top, .prob = prob,
+                                    .vocab = vocab_labels(job, V), .tokens = tokens_for(job, TS_TRACE_SOURCE, S),
+                                    .next = next, .title = p->title, .subtitle = p->subtitle};
+    p->kind = PIC_LENS;
+    p->view = TS_RENDER_VIEW_LENS;
+    ts_render_lens_size(layers, S, &p->width, &p->height);
     return TS_OK;
 }
 
@@ -1184,6 +1256,10 @@ static ts_status build(ts_scene *job, ts_render_view view) {
     /* the sines and cosines; a learned position table is a weight like any other, drawn as one */
     bool sinusoid = s->tag == TS_TAG_POSENC && s->op == TS_OP_POSENC;
     /* token ids are categories in every view that would draw them as numbers on a scale */
+    if ((view == TS_RENDER_VIEW_AUTO || view == TS_RENDER_VIEW_LENS) && is_lens(s->name)) return build_lens(job);
+    if (view == TS_RENDER_VIEW_LENS)
+        return ts_fail(TS_ERR_ARG, "--view lens draws the logit lens, steps lens.layers.N (tscope run --lens); %s is not "
+                                   "one", s->name);
     if ((view == TS_RENDER_VIEW_AUTO || view == TS_RENDER_VIEW_HEATMAP || view == TS_RENDER_VIEW_STATS) &&
         is_token_ids(job->t, i))
         return build_ids(job, i);
@@ -1192,6 +1268,7 @@ static ts_status build(ts_scene *job, ts_render_view view) {
         if (sinusoid) return build_posenc(job, i, PIC_POSENC);
         if (norm) return build_norm(job, s->name);
         if (s->tag == TS_TAG_SCALAR || s->numel == 1) return build_scalar_curves(job, s);
+        if (s->tag == TS_TAG_HEAD_SCORES && strncmp(s->name, "ablate.", 7) == 0) return build_tensor(job, i);
         if (s->tag == TS_TAG_HEAD_SCORES) return build_head_scores(job, s);
         if (s->tag == TS_TAG_PER_POSITION) return build_position_curves(job, s);
         return build_tensor(job, i);
@@ -1242,6 +1319,7 @@ static ts_status draw_kind(ts_scene *p, cairo_t *cr, ts_render_rect area, const 
     case PIC_TENSOR: return ts_render_tensor(cr, area, &p->tensor, st, layout);
     case PIC_SHAPES: return ts_render_shapes(cr, area, p->steps, p->n_steps, p->title, NULL);
     case PIC_IDS: return ts_render_ids(cr, area, &p->ids);
+    case PIC_LENS: return ts_render_lens(cr, area, &p->lens);
     }
     return ts_fail(TS_ERR_ARG, "scene: unknown picture");
 }
@@ -1257,6 +1335,15 @@ ts_scene_request ts_scene_request_default(const char *name) {
     return rq;
 }
 
+/* A step an experiment edited (tscope run --ablate, --patch) says so in its
+ * title: what it shows is not what the model computed there. */
+static void mark_edited(ts_scene *s) {
+    char edits[200];
+    if (!s->step || !ts_trace_step_edits(s->t, s->step->name, edits, sizeof edits)) return;
+    size_t n = strlen(s->title);
+    snprintf(s->title + n, sizeof s->title - n, " \xc2\xb7 EDITED: %s", edits);
+}
+
 ts_status ts_scene_build(ts_scene **out, ts_trace *t, const ts_scene_request *rq) {
     *out = NULL;
     if (!t || !rq || !rq->name || !rq->name[0]) return ts_fail(TS_ERR_ARG, "scene: no step name to draw");
@@ -1270,6 +1357,7 @@ ts_status ts_scene_build(ts_scene **out, ts_trace *t, const ts_scene_request *rq
         ts_scene_free(s);
         return st;
     }
+    mark_edited(s);
     *out = s;
     return TS_OK;
 }

@@ -1,0 +1,145 @@
+/* experiment: change one step of the model and see what every later step
+ * does about it.
+ *
+ * An experiment is a list of edits, each naming steps the way a trace names
+ * them: ablations (a step, or one head's slice of an attention's `values`,
+ * set to zero or to its mean over the batch and the positions) and patches
+ * (a step's values, or one position's, taken from another run's trace). It
+ * acts through the hook's edit callback (ts_hook_edit_fn), so every path
+ * that runs the forward gets it and the model knows nothing about it. It
+ * can also watch: the logit lens keeps the residual stream after each layer
+ * and reads it through the final norm and the output head.
+ *
+ * Specs, checked against the model's steps before anything runs:
+ *   decoder.layers.1.self_attn.head0        head 0's slice of values, zeroed
+ *   decoder.layers.1.self_attn.head0=mean   ... replaced by its mean
+ *   decoder.layers.*.ffn.out                globs (fnmatch) over step names
+ *   TRACE:decoder.layers.0.out@27           (patch) position 27 from TRACE
+ */
+#ifndef TSCOPE_EXPERIMENT_H
+#define TSCOPE_EXPERIMENT_H
+
+#include "tscope/model.h"
+
+typedef enum ts_edit_kind { TS_EDIT_ZERO, TS_EDIT_MEAN, TS_EDIT_PATCH } ts_edit_kind;
+
+#define TS_EDIT_SPEC_MAX 512
+
+typedef struct ts_edit {
+    char spec[TS_EDIT_SPEC_MAX]; /* as given, for messages and the trace's metadata */
+    ts_edit_kind kind;
+    char glob[TS_EDIT_SPEC_MAX]; /* the steps it edits (fnmatch) */
+    char heads[32];              /* "" the whole step; else a glob over "head0".."head{H-1}" */
+    int pos;                     /* a patch of one position; -1 all */
+    float *values;               /* a patch's values (row-major, shape), owned */
+    char *trace_config;          /* a patch: the config its trace was made with (JSON), owned */
+    int rank;
+    int64_t shape[TS_MAX_RANK];
+    int64_t applied;             /* steps it changed in the last forward */
+} ts_edit;
+
+typedef struct ts_experiment {
+    ts_edit *edits;
+    int n_edits, cap;
+    /* The logit lens: the stream after each layer of `stack`, kept (layers,
+     * B*S*D) during the forward, then read through the final norm and the
+     * head into probabilities (layers, B, S, V). */
+    bool lens;
+    char stack[16];
+    int lens_layers;
+    int64_t lens_rows; /* B * S */
+    float *lens_x;
+    float *lens_p;
+} ts_experiment;
+
+void ts_experiment_init(ts_experiment *ex);
+void ts_experiment_free(ts_experiment *ex);
+
+/* --ablate SPEC: a step glob or ATTN.headK (a head glob), optionally =zero
+ * or =mean. Only the form is checked here; ts_experiment_check matches it. */
+ts_status ts_experiment_add_ablate(ts_experiment *ex, const char *spec);
+
+/* --patch TRACE:STEP[@POS]: STEP's values (or position POS's) from TRACE,
+ * which must keep that step's values for all of its batch. */
+ts_status ts_experiment_add_patch(ts_experiment *ex, const char *spec);
+
+/* Check every edit against the model of cfg (a dry run lists its steps): a
+ * spec that names no step, a head that does not exist, a patch whose trace
+ * is another model's or whose step has another shape, the lens on a model
+ * without a vocabulary head: each one sentence. */
+ts_status ts_experiment_check(ts_experiment *ex, const ts_model_config *cfg);
+
+/* Whether the experiment changes anything (edits) or watches (lens). */
+static inline bool ts_experiment_active(const ts_experiment *ex) { return ex && (ex->n_edits > 0 || ex->lens); }
+
+/* Put the experiment on hook (its edit callback); hook's fn stays as it is. */
+void ts_experiment_attach(ts_experiment *ex, ts_hook *hook);
+
+/* The edits as JSON for the trace's metadata: [{"spec", "kind", "steps"
+ * (glob), "heads", "pos"}, ...]; malloc'd, NULL when out of memory. */
+char *ts_experiment_to_json(const ts_experiment *ex);
+
+/* After a forward with the lens on: the probabilities of every layer's
+ * stream through the final norm and the head, each handed to hook as
+ * `lens.layers.N` (B, S, V). */
+ts_status ts_experiment_lens_finish(ts_experiment *ex, const ts_model *m, const ts_hook *hook);
+
+/* Layer l's lens probabilities (B*S rows of V), after ts_experiment_lens_finish. */
+const float *ts_experiment_lens_at(const ts_experiment *ex, int l, int vocab);
+
+/* ---- sweeps: one edit at a time, every head or every position ---- */
+
+/* The loss of each token given the ones before, batch element 0:
+ * loss[j] = -log softmax(logits[j - 1])[ids[j]] for j in 1..S-1; loss[0] NaN. */
+void ts_experiment_token_loss(const float *logits, const int32_t *ids, int S, int V, double *loss);
+
+/* Every head, then every FFN, knocked out one at a time (zeroed, or with
+ * kind TS_EDIT_MEAN replaced by its mean) on ids (1, S): the change in the
+ * mean loss over all tokens and over tokens first..last (the span). */
+typedef struct ts_ablate_sweep {
+    int layers, heads;           /* heads + 1 columns: head 0 .. H-1, then the layer's FFN */
+    double base, base_span;      /* the unedited mean loss, all tokens and the span's */
+    float *delta, *delta_span;   /* (layers, heads + 1) loss with it knocked out, minus base */
+} ts_ablate_sweep;
+
+ts_status ts_experiment_ablate_sweep(ts_model *m, const int32_t *ids, int first, int last, ts_edit_kind kind,
+                                     ts_ablate_sweep *out);
+void ts_ablate_sweep_free(ts_ablate_sweep *s);
+
+/* Activation patching: the residual stream (embed.out, then each layer's
+ * out) at one position taken from the clean run into the corrupted run,
+ * for every layer and position. restored = (d - d_corrupt) / (d_clean -
+ * d_corrupt), d the logit of `answer` minus that of `wrong` at the last
+ * position: 1 when the patch brings the clean answer back in full. */
+typedef struct ts_patch_sweep {
+    int rows, positions;
+    char (*names)[64];           /* (rows) the patched step */
+    double clean_diff, corrupt_diff;
+    float *restored;             /* (rows, positions) */
+} ts_patch_sweep;
+
+ts_status ts_experiment_patch_sweep(ts_model *m, const int32_t *clean, const int32_t *corrupt, int answer, int wrong,
+                                    ts_patch_sweep *out);
+void ts_patch_sweep_free(ts_patch_sweep *s);
+
+/* Direct logit attribution: a pre-LN model's final stream is the sum of
+ * what each part wrote into it (the embedding, each head through its
+ * columns of the output projection, each attention's bias, each FFN), so
+ * the logit of `token` at position `pos` splits into one share per part,
+ * each through the final norm's scale at that position:
+ * gamma * (part - mean(part)) / std . W_U[token], plus the norm's beta and
+ * the head's bias (`rest`). The shares and rest add up to the logit. */
+typedef struct ts_dla {
+    int layers, heads;
+    double embed;        /* the token and position embeddings */
+    double *head;        /* (layers, heads) */
+    double *attn_bias;   /* (layers) each attention's output-projection bias */
+    double *ffn;         /* (layers) */
+    double rest;         /* beta . W_U[token] + the head's bias */
+    double logit;        /* the model's logit, for the check */
+} ts_dla;
+
+ts_status ts_experiment_dla(ts_model *m, const int32_t *ids, int pos, int token, ts_dla *out);
+void ts_dla_free(ts_dla *d);
+
+#endif

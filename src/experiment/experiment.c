@@ -1,0 +1,485 @@
+/* experiment: ablations, patches and the logit lens, through the hook's
+ * edit callback (include/tscope/experiment.h). */
+#include <cjson/cJSON.h>
+#include <ctype.h>
+#include <fnmatch.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tscope/experiment.h"
+#include "tscope/io.h"
+#include "tscope/kernels.h"
+#include "tscope/trace.h"
+
+void ts_experiment_init(ts_experiment *ex) { memset(ex, 0, sizeof *ex); }
+
+void ts_experiment_free(ts_experiment *ex) {
+    for (int i = 0; i < ex->n_edits; i++) {
+        free(ex->edits[i].values);
+        free(ex->edits[i].trace_config);
+    }
+    free(ex->edits);
+    free(ex->lens_x);
+    free(ex->lens_p);
+    memset(ex, 0, sizeof *ex);
+}
+
+static ts_status new_edit(ts_experiment *ex, const char *spec, ts_edit **out) {
+    if (!spec || !spec[0]) return ts_fail(TS_ERR_ARG, "an edit needs a step name");
+    if (strlen(spec) >= TS_EDIT_SPEC_MAX) return ts_fail(TS_ERR_ARG, "edit '%.40s...' is too long", spec);
+    if (ex->n_edits == ex->cap) {
+        int cap = ex->cap ? 2 * ex->cap : 8;
+        ts_edit *grown = realloc(ex->edits, sizeof *grown * (size_t)cap);
+        if (!grown) return ts_fail(TS_ERR_NOMEM, "out of memory for the edits");
+        ex->edits = grown;
+        ex->cap = cap;
+    }
+    ts_edit *e = &ex->edits[ex->n_edits++];
+    memset(e, 0, sizeof *e);
+    snprintf(e->spec, sizeof e->spec, "%s", spec);
+    e->pos = -1;
+    *out = e;
+    return TS_OK;
+}
+
+/* "head3", "head*", "head[01]": a glob over head names. */
+static bool is_head_leaf(const char *leaf) {
+    if (strncmp(leaf, "head", 4) != 0 || !leaf[4]) return false;
+    for (const char *c = leaf + 4; *c; c++)
+        if (!isdigit((unsigned char)*c) && !strchr("*?[]-!", *c)) return false;
+    return true;
+}
+
+ts_status ts_experiment_add_ablate(ts_experiment *ex, const char *spec) {
+    ts_edit *e;
+    TS_TRY(new_edit(ex, spec, &e));
+    char name[TS_EDIT_SPEC_MAX];
+    snprintf(name, sizeof name, "%s", spec);
+    e->kind = TS_EDIT_ZERO;
+    char *eq = strchr(name, '=');
+    if (eq) {
+        *eq = '\0';
+        if (strcmp(eq + 1, "mean") == 0) e->kind = TS_EDIT_MEAN;
+        else if (strcmp(eq + 1, "zero") != 0) {
+            ex->n_edits--;
+            return ts_fail(TS_ERR_ARG, "--ablate %s: after '=' comes zero or mean, not '%s'", spec, eq + 1);
+        }
+    }
+    if (!name[0]) {
+        ex->n_edits--;
+        return ts_fail(TS_ERR_ARG, "--ablate %s: no step named before '='", spec);
+    }
+    char *dot = strrchr(name, '.');
+    if (dot && is_head_leaf(dot + 1)) {
+        snprintf(e->heads, sizeof e->heads, "%.31s", dot + 1);
+        *dot = '\0';
+        snprintf(e->glob, sizeof e->glob, "%.*s.values", (int)sizeof e->glob - 8, name);
+    } else {
+        snprintf(e->glob, sizeof e->glob, "%s", name);
+    }
+    return TS_OK;
+}
+
+/* The "config" object of a trace's metadata, as JSON text (malloc'd), or NULL. */
+static char *trace_config(const ts_trace *t) {
+    cJSON *root = cJSON_Parse(ts_trace_metadata(t));
+    const cJSON *c = cJSON_GetObjectItemCaseSensitive(root, "config");
+    char *text = cJSON_IsObject(c) ? cJSON_PrintUnformatted(c) : NULL;
+    cJSON_Delete(root);
+    return text;
+}
+
+ts_status ts_experiment_add_patch(ts_experiment *ex, const char *spec) {
+    ts_edit *e;
+    TS_TRY(new_edit(ex, spec, &e));
+    e->kind = TS_EDIT_PATCH;
+    char path[TS_EDIT_SPEC_MAX];
+    snprintf(path, sizeof path, "%s", spec);
+    char *colon = strrchr(path, ':');
+    ts_status st = TS_OK;
+    if (!colon || !colon[1])
+        st = ts_fail(TS_ERR_ARG, "--patch %s: give TRACE:STEP[@POS], e.g. clean.tstrace:decoder.layers.0.out@27", spec);
+    char *step = colon ? colon + 1 : NULL;
+    if (!st) {
+        *colon = '\0';
+        char *at = strrchr(step, '@');
+        if (at) {
+            char *end;
+            long pos = strtol(at + 1, &end, 10);
+            if (at[1] == '\0' || *end || pos < 0 || pos > 1 << 30)
+                st = ts_fail(TS_ERR_ARG, "--patch %s: the position after '@' is not a number >= 0", spec);
+            e->pos = (int)pos;
+            *at = '\0';
+        }
+        snprintf(e->glob, sizeof e->glob, "%s", step);
+        if (!st && (strpbrk(step, "*?[") || !step[0]))
+            st = ts_fail(TS_ERR_ARG, "--patch %s: name one step, not a glob", spec);
+    }
+    ts_trace *t = NULL;
+    if (!st && ts_trace_open(path, &t))
+        st = ts_fail(TS_ERR_ARG, "--patch %s: %s", spec, ts_last_error());
+    int64_t i = st ? -1 : ts_trace_find(t, e->glob);
+    if (!st && i < 0) st = ts_fail(TS_ERR_ARG, "--patch %s: %s has no step %s", spec, path, e->glob);
+    const ts_trace_step *s = st ? NULL : ts_trace_step_at(t, i);
+    if (!st && (!s->has_values || s->batch_index >= 0))
+        st = ts_fail(TS_ERR_ARG, "--patch %s: %s keeps no values of %s for its whole batch (record it with --level "
+                                 "values)", spec, path, e->glob);
+    const float *v = NULL;
+    if (!st && ts_trace_values(t, i, &v)) st = ts_fail(TS_ERR_ARG, "--patch %s: %s", spec, ts_last_error());
+    if (!st && !(e->trace_config = trace_config(t)))
+        st = ts_fail(TS_ERR_ARG, "--patch %s: %s does not say which model made it (no config in its metadata)", spec,
+                     path);
+    if (!st && !(e->values = malloc(sizeof(float) * (size_t)(s->numel ? s->numel : 1))))
+        st = ts_fail(TS_ERR_NOMEM, "out of memory for --patch %s", spec);
+    if (!st) {
+        memcpy(e->values, v, sizeof(float) * (size_t)s->numel);
+        e->rank = s->rank;
+        memcpy(e->shape, s->shape, sizeof e->shape);
+    }
+    ts_trace_close(t);
+    if (st) {
+        free(e->values);
+        free(e->trace_config);
+        ex->n_edits--;
+    }
+    return st;
+}
+
+/* ---- checking against the model's steps ---- */
+
+typedef struct step_info {
+    char name[2 * TS_MODEL_NAME_MAX];
+    ts_op op;
+    ts_tag tag;
+    int rank;
+    int64_t shape[TS_MAX_RANK];
+} step_info;
+
+typedef struct step_list {
+    step_info *steps;
+    int n, cap;
+} step_list;
+
+static ts_status collect(void *ctx, const char *name, ts_op op, const ts_tensor *t, ts_tag tag) {
+    step_list *l = ctx;
+    if (l->n == l->cap) {
+        int cap = l->cap ? 2 * l->cap : 256;
+        step_info *grown = realloc(l->steps, sizeof *grown * (size_t)cap);
+        if (!grown) return ts_fail(TS_ERR_NOMEM, "out of memory listing the model's steps");
+        l->steps = grown;
+        l->cap = cap;
+    }
+    step_info *s = &l->steps[l->n++];
+    snprintf(s->name, sizeof s->name, "%s", name);
+    s->op = op;
+    s->tag = tag;
+    s->rank = t->rank;
+    memcpy(s->shape, t->shape, sizeof s->shape);
+    return TS_OK;
+}
+
+static bool editable(const step_info *s) { return s->op != TS_OP_PARAM && s->op != TS_OP_INPUT; }
+
+/* Whether two configs are the same model, whatever the batch and lengths. */
+static bool same_model(const ts_model_config *a, const char *trace_json) {
+    ts_model_config b;
+    if (ts_model_config_from_json(trace_json, &b)) return false;
+    ts_model_config x = *a;
+    b.batch = x.batch, b.seq = x.seq, b.tgt_seq = x.tgt_seq, b.max_pos = x.max_pos, b.seed = x.seed;
+    char *ja = ts_model_config_to_json(&x), *jb = ts_model_config_to_json(&b);
+    bool same = ja && jb && strcmp(ja, jb) == 0;
+    free(ja), free(jb);
+    return same;
+}
+
+static void shape_text(char *buf, size_t size, int rank, const int64_t *shape) {
+    ts_tensor t = {0};
+    t.rank = rank;
+    memcpy(t.shape, shape, sizeof t.shape);
+    ts_tensor_shape_str(buf, size, &t, TS_SHAPE_PLAIN);
+}
+
+/* Which dim of a step counts positions: the third of per-head tensors and
+ * attention matrices (B, H, S, .), the second of (B, S, .); none in (B, D)
+ * (a classifier's [CLS] row), whose mean is over the batch alone. */
+static int pos_dim(int rank, ts_tag tag) {
+    if (rank >= 4 && (tag == TS_TAG_HEADS || tag == TS_TAG_ATTN_SCORES || tag == TS_TAG_ATTN_WEIGHTS)) return 2;
+    return rank >= 3 ? 1 : -1;
+}
+
+static ts_status check_edit(ts_edit *e, const step_list *l, const ts_model_config *cfg) {
+    int matched = 0, heads_matched = 0;
+    const step_info *hit = NULL;
+    for (int i = 0; i < l->n; i++) {
+        const step_info *s = &l->steps[i];
+        if (!editable(s) || fnmatch(e->glob, s->name, 0) != 0) continue;
+        matched++;
+        hit = s;
+        if (e->heads[0]) {
+            if (s->rank != 4 || s->tag != TS_TAG_HEADS)
+                return ts_fail(TS_ERR_ARG, "%s: %s is not a per-head tensor", e->spec, s->name);
+            for (int h = 0; h < s->shape[1]; h++) {
+                char hn[32];
+                snprintf(hn, sizeof hn, "head%d", h);
+                if (fnmatch(e->heads, hn, 0) == 0) heads_matched++;
+            }
+        }
+    }
+    if (matched == 0) {
+        const char *what = e->kind == TS_EDIT_PATCH ? "--patch" : "--ablate";
+        if (e->heads[0])
+            return ts_fail(TS_ERR_ARG, "%s %s: no attention of this model is named so (%s names no step; heads are "
+                                       "ATTN.headK with ATTN like %s.layers.0.self_attn, layers 0 to %d)", what, e->spec,
+                           e->glob, cfg->arch == TS_ARCH_ENCODER ? "encoder" : "decoder",
+                           (cfg->arch == TS_ARCH_ENCODER_DECODER ? cfg->dec_layers : cfg->layers) - 1);
+        return ts_fail(TS_ERR_ARG, "%s %s: names no step of this model (tscope shapes lists them, e.g. %s)", what,
+                       e->spec, l->n > 20 ? l->steps[20].name : "embed.out");
+    }
+    if (e->heads[0] && heads_matched == 0)
+        return ts_fail(TS_ERR_ARG, "--ablate %s: this model's attentions have heads head0 to head%d", e->spec,
+                       cfg->heads - 1);
+    if (e->kind == TS_EDIT_PATCH) {
+        if (!same_model(cfg, e->trace_config))
+            return ts_fail(TS_ERR_ARG, "--patch %s: that trace was made by another model (its config differs from this "
+                                       "one's)", e->spec);
+        bool same = hit->rank == e->rank;
+        for (int d = 0; same && d < e->rank; d++) same = hit->shape[d] == e->shape[d];
+        if (!same) {
+            char a[TS_SHAPE_TEXT_MAX], b[TS_SHAPE_TEXT_MAX];
+            shape_text(a, sizeof a, hit->rank, hit->shape);
+            shape_text(b, sizeof b, e->rank, e->shape);
+            return ts_fail(TS_ERR_SHAPE, "--patch %s: %s is %s in this run but %s in that trace", e->spec, hit->name,
+                           a, b);
+        }
+        int pd = pos_dim(hit->rank, hit->tag);
+        if (e->pos >= 0 && (pd < 0 || e->pos >= hit->shape[pd]))
+            return ts_fail(TS_ERR_ARG, "--patch %s: %s has positions 0 to %lld", e->spec, hit->name,
+                           pd < 0 ? -1LL : (long long)hit->shape[pd] - 1);
+    }
+    return TS_OK;
+}
+
+/* The stack the head reads: an encoder-decoder's decoder, else the one stack. */
+static const char *lens_stack(const ts_model_config *cfg) {
+    return cfg->arch == TS_ARCH_ENCODER_DECODER ? "decoder" : ts_model_stack_name(cfg);
+}
+
+ts_status ts_experiment_check(ts_experiment *ex, const ts_model_config *cfg) {
+    if (ex->lens && cfg->head != TS_HEAD_LM)
+        return ts_fail(TS_ERR_ARG, "--lens reads the stream through the output head; this model has no vocabulary "
+                                   "head");
+    if (ex->lens && cfg->arch == TS_ARCH_ATTENTION)
+        return ts_fail(TS_ERR_ARG, "--lens needs layers to look after; this model is one attention");
+    step_list l = {0};
+    ts_hook hook = {.fn = collect, .ctx = &l};
+    ts_status st = ts_model_dry_run(cfg, &hook, NULL);
+    for (int i = 0; !st && i < ex->n_edits; i++) st = check_edit(&ex->edits[i], &l, cfg);
+    free(l.steps);
+    if (st || !ex->lens) return st;
+    snprintf(ex->stack, sizeof ex->stack, "%s", lens_stack(cfg));
+    ex->lens_layers = cfg->arch == TS_ARCH_ENCODER_DECODER ? cfg->dec_layers : cfg->layers;
+    return TS_OK;
+}
+
+/* ---- the edits, as the forward runs ---- */
+
+/* t's elements are walked in row-major order of t's shape, at their offsets. */
+static int64_t offset_of(const ts_tensor *t, const int64_t *idx) {
+    int64_t off = 0;
+    for (int d = 0; d < t->rank; d++) off += idx[d] * t->stride[d];
+    return off;
+}
+
+static bool next_index(const ts_tensor *t, int64_t *idx) {
+    for (int d = t->rank - 1; d >= 0; d--) {
+        if (++idx[d] < t->shape[d]) return true;
+        idx[d] = 0;
+    }
+    return false;
+}
+
+/* t restricted to index h of dim 1 (a head). */
+static ts_tensor head_slice(const ts_tensor *t, int h) {
+    ts_tensor s = *t;
+    s.data = t->data + h * t->stride[1];
+    s.shape[1] = 1;
+    return s;
+}
+
+/* t's elements set to zero. */
+static void zero_all(const ts_tensor *t) {
+    if (ts_tensor_numel(t) == 0) return;
+    int64_t idx[TS_MAX_RANK] = {0};
+    do t->data[offset_of(t, idx)] = 0.0f;
+    while (next_index(t, idx));
+}
+
+/* t's elements replaced by their mean over dim 0 and dim pd (the batch and
+ * the positions), every other index kept. */
+static ts_status mean_all(const ts_tensor *t, int pd) {
+    int64_t n = ts_tensor_numel(t);
+    if (n == 0) return TS_OK;
+    /* the kept index space: t with dims 0 and pd of size 1 */
+    ts_tensor k = *t;
+    k.shape[0] = 1;
+    if (pd > 0) k.shape[pd] = 1;
+    int64_t nk = ts_tensor_numel(&k);
+    double *sum = calloc((size_t)nk, sizeof *sum);
+    if (!sum) return ts_fail(TS_ERR_NOMEM, "out of memory for a mean ablation");
+    int64_t idx[TS_MAX_RANK] = {0};
+    int64_t per = n / nk;
+    /* the kept index of an element: its row-major number in k's shape */
+    for (int pass = 0; pass < 2; pass++) {
+        memset(idx, 0, sizeof idx);
+        do {
+            int64_t j = 0;
+            for (int d = 0; d < t->rank; d++) j = j * k.shape[d] + (k.shape[d] == 1 ? 0 : idx[d]);
+            float *x = &t->data[offset_of(t, idx)];
+            if (pass == 0) sum[j] += *x;
+            else *x = (float)(sum[j] / (double)per);
+        } while (next_index(t, idx));
+    }
+    free(sum);
+    return TS_OK;
+}
+
+/* The patch's values (row-major, t's shape) into t, all or position pos. */
+static void patch_into(const ts_tensor *t, const float *v, int pd, int pos) {
+    int64_t idx[TS_MAX_RANK] = {0}, i = 0;
+    if (ts_tensor_numel(t) == 0) return;
+    do {
+        if (pos < 0 || idx[pd] == pos) t->data[offset_of(t, idx)] = v[i];
+        i++;
+    } while (next_index(t, idx));
+}
+
+static ts_status apply(ts_edit *e, ts_tensor *t, ts_tag tag) {
+    int pd = pos_dim(t->rank, tag);
+    if (e->kind == TS_EDIT_PATCH) {
+        bool same = t->rank == e->rank;
+        for (int d = 0; same && d < t->rank; d++) same = t->shape[d] == e->shape[d];
+        if (!same) return ts_fail(TS_ERR_SHAPE, "--patch %s: the step's shape in this run is not the trace's", e->spec);
+        patch_into(t, e->values, pd, e->pos);
+        return TS_OK;
+    }
+    if (!e->heads[0]) return e->kind == TS_EDIT_ZERO ? (zero_all(t), TS_OK) : mean_all(t, pd);
+    for (int h = 0; h < t->shape[1]; h++) {
+        char hn[32];
+        snprintf(hn, sizeof hn, "head%d", h);
+        if (fnmatch(e->heads, hn, 0) != 0) continue;
+        ts_tensor s = head_slice(t, h);
+        if (e->kind == TS_EDIT_ZERO) zero_all(&s);
+        else TS_TRY(mean_all(&s, pd));
+    }
+    return TS_OK;
+}
+
+/* The lens's copy of a layer's output, when name is `<stack>.layers.N.out`. */
+static ts_status lens_keep(ts_experiment *ex, const char *name, const ts_tensor *t) {
+    size_t n = strlen(ex->stack);
+    if (strncmp(name, ex->stack, n) != 0 || strncmp(name + n, ".layers.", 8) != 0) return TS_OK;
+    char *end;
+    long l = strtol(name + n + 8, &end, 10);
+    if (end == name + n + 8 || strcmp(end, ".out") != 0 || l < 0 || l >= ex->lens_layers || t->rank != 3)
+        return TS_OK;
+    int64_t rows = t->shape[0] * t->shape[1], D = t->shape[2];
+    if (!ex->lens_x || ex->lens_rows != rows) {
+        free(ex->lens_x);
+        ex->lens_rows = rows;
+        ex->lens_x = calloc((size_t)(ex->lens_layers * rows * D), sizeof(float));
+        if (!ex->lens_x) return ts_fail(TS_ERR_NOMEM, "out of memory for the lens");
+    }
+    float *dst = ex->lens_x + l * rows * D;
+    int64_t idx[TS_MAX_RANK] = {0}, i = 0;
+    do dst[i++] = t->data[offset_of(t, idx)];
+    while (next_index(t, idx));
+    return TS_OK;
+}
+
+static ts_status edit_step(void *ctx, const char *name, ts_op op, ts_tensor *t, ts_tag tag, bool *edited) {
+    (void)op;
+    ts_experiment *ex = ctx;
+    for (int i = 0; i < ex->n_edits; i++) {
+        ts_edit *e = &ex->edits[i];
+        if (fnmatch(e->glob, name, 0) != 0) continue;
+        TS_TRY(apply(e, t, tag));
+        e->applied++;
+        *edited = true;
+    }
+    if (ex->lens) TS_TRY(lens_keep(ex, name, t));
+    return TS_OK;
+}
+
+void ts_experiment_attach(ts_experiment *ex, ts_hook *hook) {
+    for (int i = 0; i < ex->n_edits; i++) ex->edits[i].applied = 0;
+    hook->edit = edit_step;
+    hook->edit_ctx = ex;
+}
+
+char *ts_experiment_to_json(const ts_experiment *ex) {
+    static const char *const kinds[] = {"zero", "mean", "patch"};
+    cJSON *a = cJSON_CreateArray();
+    for (int i = 0; a && i < ex->n_edits; i++) {
+        const ts_edit *e = &ex->edits[i];
+        cJSON *o = cJSON_CreateObject();
+        if (!o) break;
+        cJSON_AddStringToObject(o, "spec", e->spec);
+        cJSON_AddStringToObject(o, "kind", kinds[e->kind]);
+        cJSON_AddStringToObject(o, "steps", e->glob);
+        if (e->heads[0]) cJSON_AddStringToObject(o, "heads", e->heads);
+        if (e->pos >= 0) cJSON_AddNumberToObject(o, "pos", e->pos);
+        cJSON_AddItemToArray(a, o);
+    }
+    char *text = a ? cJSON_PrintUnformatted(a) : NULL;
+    cJSON_Delete(a);
+    return text;
+}
+
+/* ---- the lens ---- */
+
+ts_status ts_experiment_lens_finish(ts_experiment *ex, const ts_model *m, const ts_hook *hook) {
+    if (!ex->lens) return TS_OK;
+    const ts_model_config *c = &m->cfg;
+    int64_t rows = ex->lens_rows, D = c->d_model, V = c->vocab;
+    if (!ex->lens_x) return ts_fail(TS_ERR_ARG, "--lens: the forward handed over no %s layer", ex->stack);
+    /* a single stack (a GPT's "decoder" too) ends on enc_norm; an encoder-decoder's decoder on dec_norm */
+    const ts_norm_weights *nw = c->arch == TS_ARCH_ENCODER_DECODER ? &m->w.dec_norm : &m->w.enc_norm;
+    float *y = malloc(sizeof(float) * (size_t)(rows * D));
+    free(ex->lens_p);
+    ex->lens_p = malloc(sizeof(float) * (size_t)(ex->lens_layers * rows * V));
+    if (!y || !ex->lens_p) {
+        free(y);
+        return ts_fail(TS_ERR_NOMEM, "out of memory for the lens");
+    }
+    ts_status st = TS_OK;
+    for (int l = 0; l < ex->lens_layers && !st; l++) {
+        const float *x = ex->lens_x + l * rows * D;
+        if (c->final_norm) ts_layernorm(y, NULL, NULL, x, nw->gamma, nw->beta, rows, (int)D, c->eps);
+        else memcpy(y, x, sizeof(float) * (size_t)(rows * D));
+        float *p = ex->lens_p + l * rows * V;
+        /* logits (rows, V) = y (rows, D) @ head_w^T (D, V) + head_b */
+        ts_gemm(false, true, (int)rows, (int)V, (int)D, 1.0f, y, (int)D, m->w.head_w, (int)D, 0.0f, p, (int)V,
+                m->w.head_b ? TS_EPI_BIAS : TS_EPI_NONE, m->w.head_b);
+        for (int64_t r = 0; r < rows; r++) {
+            float *row = p + r * V;
+            double top = row[0], z = 0;
+            for (int64_t v = 1; v < V; v++) top = row[v] > top ? row[v] : top;
+            for (int64_t v = 0; v < V; v++) z += exp((double)row[v] - top);
+            for (int64_t v = 0; v < V; v++) row[v] = (float)(exp((double)row[v] - top) / z);
+        }
+        char name[64];
+        snprintf(name, sizeof name, "lens.layers.%d", l);
+        int64_t S = rows / c->batch;
+        ts_tensor t = {.data = p, .rank = 3, .shape = {c->batch, S, V}, .stride = {S * V, V, 1}};
+        st = ts_hook_call(hook, name, TS_OP_SOFTMAX, &t, TS_TAG_LOGITS);
+    }
+    free(y);
+    return st;
+}
+
+const float *ts_experiment_lens_at(const ts_experiment *ex, int l, int vocab) {
+    if (!ex->lens_p || l < 0 || l >= ex->lens_layers) return NULL;
+    return ex->lens_p + (int64_t)l * ex->lens_rows * vocab;
+}
