@@ -47,6 +47,16 @@ png_same "$tmp/live0.png" "$tmp/lesson-live.png" "600x500+300+130" && bad "the e
 out=$("$bin" lesson 3 --width $W --height 720 --script "right right right enter esc" --screenshot "$tmp/back.png" 2>&1); rc=$?
 png_same "$tmp/page.png" "$tmp/back.png" "1200x600+40+60" && ok || bad "Esc did not bring the page back"
 
+# knocking heads out: the induction model's layer-1 heads, by name and by a click on the grid
+ind=assets/induction-2l.safetensors
+out=$("$bin" live --load "$ind" --width $W --height $H --script "type:qwertyuiopasdfqwertyuiopasdf knock:decoder.layers.1.self_attn.head0 knock:decoder.layers.1.self_attn.head1" --screenshot "$tmp/knock.png" 2>&1)
+has "two induction heads out" '2 heads knocked out; largest change "q" 0.936 -> 0.0' "$out"
+out=$("$bin" live --load "$ind" --width $W --height $H --script "type:qwertyuiopasdfqwertyuiopasdf pgdn click:430,300" --screenshot "$tmp/click.png" 2>&1)
+has "a click on head 0's grid knocks it out" "1 head knocked out" "$out"
+png_same "$tmp/said.png" "$tmp/click.png" "300x260+960+440" && bad "the panel did not show the knock-out" || ok
+out=$("$bin" live --load "$ind" --width $W --height $H --script "type:qwertyuiopasdfqwertyuiopasdf pgdn click:430,300 click:430,300" --screenshot "$tmp/back.png" 2>&1)
+case "$out" in *"knocked out"*) bad "a second click did not bring the head back: $out" ;; *) ok ;; esac
+
 "$bin" live --load "$kjv" --script "tab frobnicate" >"$tmp/o" 2>&1 && bad "a bad script word was accepted" || ok
 [ "$(wc -l <"$tmp/o")" = 1 ] && grep -q "unknown word 'frobnicate'" "$tmp/o" && ok || bad "bad word: $(cat "$tmp/o")"
 env -u DISPLAY -u WAYLAND_DISPLAY "$bin" live --load "$kjv" >"$tmp/o" 2>&1; rc=$?

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "tscope/experiment.h"
 #include "tscope/kernels.h"
 #include "tscope/viewer.h"
 
@@ -198,6 +199,56 @@ static void scripts_are_checked_and_replayed(void **state) {
     close_fixture(&f);
 }
 
+/* A head knocked out by a click gives the distribution of the same ablation
+ * run through the experiment module alone; a second knock brings it back. */
+static void knocking_a_head_out(void **state) {
+    (void)state;
+    fixture f;
+    open_fixture(&f, "abcab");
+    float plain[18], p;
+    reference_last_row(&f, "abcab", plain);
+    assert_int_equal(ts_live_change(f.l, NULL, NULL, NULL, 0), -1); /* nothing out yet */
+    assert_ok(ts_live_knock(f.l, "decoder.layers.1.self_attn.head0"));
+    assert_int_equal(ts_live_knocked(f.l), 1);
+    /* the same ablation, by hand */
+    ts_experiment ex;
+    ts_experiment_init(&ex);
+    assert_ok(ts_experiment_add_ablate(&ex, "decoder.layers.1.self_attn.head0"));
+    assert_ok(ts_experiment_check(&ex, &f.m.cfg));
+    ts_hook hook = {0};
+    ts_experiment_attach(&ex, &hook);
+    int32_t ids[5] = {0};
+    ts_bpe_ids out = {0};
+    assert_ok(ts_lmtok_encode(&f.tok, "abcab", 5, &out));
+    memcpy(ids, out.ids, sizeof ids);
+    ts_bpe_ids_free(&out);
+    ts_model_input in = {.src_ids = ids};
+    ts_tensor logits;
+    assert_ok(ts_model_set_length(&f.m, 5));
+    assert_ok(ts_model_forward(&f.m, &in, &hook, &logits));
+    const float *row = logits.data + 4 * 18;
+    double z = 0, best = row[0];
+    for (int v = 0; v < 18; v++) best = row[v] > best ? row[v] : best;
+    for (int v = 0; v < 18; v++) z += exp(row[v] - best);
+    for (int r = 0; r < 10; r++) {
+        int id = ts_live_top(f.l, r, &p, NULL, 0);
+        assert_true(fabsf(p - (float)(exp(row[id] - best) / z)) < 1e-5f);
+    }
+    ts_experiment_free(&ex);
+    float before, after;
+    int moved = ts_live_change(f.l, &before, &after, NULL, 0);
+    assert_true(moved >= 0);
+    assert_true(fabsf(before - plain[moved]) < 1e-5f);
+    /* a spec the model has no step for is refused, and the knock-out stays */
+    assert_int_equal(ts_live_knock(f.l, "decoder.layers.7.self_attn.head0"), TS_ERR_ARG);
+    assert_int_equal(ts_live_knocked(f.l), 1);
+    assert_ok(ts_live_knock(f.l, "decoder.layers.1.self_attn.head0"));
+    assert_int_equal(ts_live_knocked(f.l), 0);
+    int id = ts_live_top(f.l, 0, &p, NULL, 0);
+    assert_true(fabsf(p - plain[id]) < 1e-5f);
+    close_fixture(&f);
+}
+
 static void set_length_matches_a_model_built_at_that_length(void **state) {
     (void)state;
     ts_model_config c = gpt(CTX), c5 = gpt(5);
@@ -228,6 +279,7 @@ int main(void) {
         cmocka_unit_test(a_long_text_slides_the_window),
         cmocka_unit_test(the_step_on_screen_stays),
         cmocka_unit_test(scripts_are_checked_and_replayed),
+        cmocka_unit_test(knocking_a_head_out),
         cmocka_unit_test(set_length_matches_a_model_built_at_that_length),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

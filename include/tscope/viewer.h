@@ -394,15 +394,30 @@ void ts_live_free(ts_live *l);
 
 /* Edits, each followed by a pass. Insert at the cursor (invalid UTF-8 is
  * refused with a note, not an error); delete the character before it;
- * append the rank-th most likely next token (0: the top one). */
+ * append the token of the panel's rank-th bar (the bars are ordered by
+ * probability; with heads knocked out, by the larger of before and after). */
 ts_status ts_live_insert(ts_live *l, const char *utf8);
 ts_status ts_live_backspace(ts_live *l);
 ts_status ts_live_append_token(ts_live *l, int rank);
+/* Tab: append the most likely next token (with any heads knocked out). */
+ts_status ts_live_tab(ts_live *l);
+/* That token: its id (-1 before any pass), probability and label. */
+int ts_live_best(const ts_live *l, float *p, char *label, size_t cap);
 /* Move the cursor a character (-1, +1) or to the start or end (-2, +2);
  * true when it moved. */
 bool ts_live_cursor(ts_live *l, int direction);
 /* Run the model again on the text as it is. */
 ts_status ts_live_pass(ts_live *l);
+
+/* Knock a head out (an ablation spec, experiment.h: "decoder.layers.1.self_attn.head0"),
+ * or bring it back when it is out; the pass reruns with the others. */
+ts_status ts_live_knock(ts_live *l, const char *spec);
+/* The head of the grid on screen at window point (x, y), as a spec. */
+bool ts_live_head_at(const ts_live *l, double x, double y, char *spec, size_t cap);
+int ts_live_knocked(const ts_live *l); /* heads out */
+/* With heads out: the token whose next-token probability moved most, its
+ * probability before and after (its id; -1 with none out). */
+int ts_live_change(const ts_live *l, float *before, float *after, char *label, size_t cap);
 
 /* A viewer event (keys, mouse in window points): steps, heads, cells. A new
  * step reruns the pass for its values. *redraw: the frame changed. */

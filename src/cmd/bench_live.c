@@ -61,7 +61,7 @@ static ts_status timed(ts_live *l, keystrokes *k, ts_status (*edit)(ts_live *, c
 }
 
 static ts_status type_text(ts_live *l, const char *s) { return ts_live_insert(l, s); }
-static ts_status append_top(ts_live *l, const char *s) { return (void)s, ts_live_append_token(l, 0); }
+static ts_status append_top(ts_live *l, const char *s) { return (void)s, ts_live_tab(l); }
 
 /* The PyTorch peer's line for name ("peer NAME: MS ms"), or 0 when it cannot run. */
 static double peer_ms(const char *lines, const char *name) {

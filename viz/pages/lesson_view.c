@@ -194,7 +194,7 @@ static bool live_key(lview *v, ts_view_key k, char ch) {
         return said(v, ts_live_insert(v->live, one));
     }
     case TS_VIEW_KEY_BACKSPACE: return said(v, ts_live_backspace(v->live));
-    case TS_VIEW_KEY_TAB: return said(v, ts_live_append_token(v->live, 0));
+    case TS_VIEW_KEY_TAB: return said(v, ts_live_tab(v->live));
     case TS_VIEW_KEY_LEFT: return ts_live_cursor(v->live, -1);
     case TS_VIEW_KEY_RIGHT: return ts_live_cursor(v->live, 1);
     case TS_VIEW_KEY_HOME: return ts_live_cursor(v->live, -2);

@@ -31,6 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tscope/experiment.h"
 #include "tscope/io.h"
 #include "tscope/viewer.h"
 
@@ -38,6 +39,7 @@
 #define PANEL_W 330.0 /* the next-token panel on the right */
 #define TOP_N 10      /* bars in the panel */
 #define NAME_MAX_LEN 256
+#define TS_LIVE_KNOCK_MAX 64
 
 struct ts_live {
     ts_model *m;
@@ -64,6 +66,11 @@ struct ts_live {
     char valued[NAME_MAX_LEN]; /* the step whose values the pass kept */
     /* the next token after the last position */
     float *probs;      /* (vocab) */
+    float *before;     /* (vocab) the same with no head knocked out, while some are */
+    /* heads knocked out by a click: their specs (experiment.h), and the experiment they make */
+    char knocked[TS_LIVE_KNOCK_MAX][128];
+    int n_knocked;
+    ts_experiment ex;
     int32_t top[TOP_N];
     int n_top;
     ts_render_rect bar_at[TOP_N]; /* where the last draw put each bar, for clicks */
@@ -174,7 +181,7 @@ static const char *default_step(const ts_live *l, char *buf, size_t n) {
 
 /* The next token's distribution after the last position: softmax(logits / T)
  * over the top_k most likely (all when 0), and the TOP_N largest. */
-static void next_token(ts_live *l, const float *logits, int V) {
+static void distribution(const ts_live *l, const float *logits, int V, float *probs) {
     double T = l->temperature > 0 ? l->temperature : 1.0;
     float best = logits[0];
     for (int v = 1; v < V; v++) best = logits[v] > best ? logits[v] : best;
@@ -198,19 +205,30 @@ static void next_token(ts_live *l, const float *logits, int V) {
     double z = 0;
     for (int v = 0; v < V; v++) {
         double p = logits[v] >= floor_logit ? exp(((double)logits[v] - best) / T) : 0.0;
-        l->probs[v] = (float)p;
+        probs[v] = (float)p;
         z += p;
     }
-    for (int v = 0; v < V; v++) l->probs[v] = (float)(l->probs[v] / z);
+    for (int v = 0; v < V; v++) probs[v] = (float)(probs[v] / z);
+}
+
+/* What orders the panel's rows: the probability, or with heads knocked out
+ * the larger of before and after (what the knock-out took away shows too). */
+static float rank_of(const ts_live *l, int v) {
+    return l->n_knocked && l->before[v] > l->probs[v] ? l->before[v] : l->probs[v];
+}
+
+/* The distribution and its TOP_N largest. */
+static void next_token(ts_live *l, const float *logits, int V) {
+    distribution(l, logits, V, l->probs);
     l->n_top = 0;
     for (int k = 0; k < TOP_N && k < V; k++) {
         int32_t pick = -1;
         for (int v = 0; v < V; v++) {
             bool taken = false;
             for (int j = 0; j < l->n_top; j++) taken |= l->top[j] == v;
-            if (!taken && (pick < 0 || l->probs[v] > l->probs[pick])) pick = v;
+            if (!taken && (pick < 0 || rank_of(l, v) > rank_of(l, pick))) pick = v;
         }
-        if (pick < 0 || l->probs[pick] <= 0) break;
+        if (pick < 0 || rank_of(l, pick) <= 0) break;
         l->top[l->n_top++] = pick;
     }
 }
@@ -224,6 +242,14 @@ static ts_status write_pass(ts_live *l, const char *want, ts_tensor *logits) {
     char *meta = NULL;
     char *line[] = {"live"};
     TS_TRY(ts_trace_metadata_lm(&meta, &l->m->cfg, l->tok, ids, 1, n, 1, line));
+    char *edits = l->n_knocked ? ts_experiment_to_json(&l->ex) : NULL;
+    ts_status edit_st = l->n_knocked && !edits ? ts_fail(TS_ERR_NOMEM, "live: out of memory") : TS_OK;
+    if (!edit_st && edits) edit_st = ts_trace_metadata_add_json(&meta, "edits", edits);
+    free(edits);
+    if (edit_st) {
+        free(meta);
+        return edit_st;
+    }
     ts_trace_options opt;
     ts_trace_options_default(&opt);
     opt.level = TS_TRACE_VALUES;
@@ -236,7 +262,14 @@ static ts_status write_pass(ts_live *l, const char *want, ts_tensor *logits) {
     if (st) return st;
     ts_hook hook = ts_trace_writer_hook(w);
     ts_model_input in = {.src_ids = ids};
-    st = ts_model_forward(l->m, &in, &hook, logits);
+    if (l->n_knocked) {
+        /* the distribution with every head in place, for the panel's "before" */
+        ts_tensor plain;
+        st = ts_model_forward(l->m, &in, NULL, &plain);
+        if (!st) distribution(l, plain.data + (int64_t)(n - 1) * plain.shape[2], (int)plain.shape[2], l->before);
+        ts_experiment_attach(&l->ex, &hook);
+    }
+    if (!st) st = ts_model_forward(l->m, &in, &hook, logits);
     if (st) {
         ts_trace_writer_abort(w);
         return st;
@@ -389,6 +422,8 @@ ts_status ts_live_new(ts_live **out, ts_model *m, ts_lmtok *tok, const ts_live_o
     l->w = o && o->width > 0 ? o->width : 1280;
     l->h = o && o->height > 0 ? o->height : 800;
     l->probs = malloc(sizeof *l->probs * (size_t)m->cfg.vocab);
+    l->before = malloc(sizeof *l->before * (size_t)m->cfg.vocab);
+    ts_experiment_init(&l->ex);
 #ifdef __linux__
     l->fd = memfd_create("tscope-live", MFD_CLOEXEC);
 #else
@@ -399,7 +434,7 @@ ts_status ts_live_new(ts_live **out, ts_model *m, ts_lmtok *tok, const ts_live_o
         l->fd = f ? dup(fileno(f)) : -1;
         if (f) fclose(f);
     }
-    ts_status st = l->probs ? TS_OK : ts_fail(TS_ERR_NOMEM, "live: out of memory");
+    ts_status st = l->probs && l->before ? TS_OK : ts_fail(TS_ERR_NOMEM, "live: out of memory");
     if (!st && l->fd < 0) st = ts_fail(TS_ERR_IO, "live: cannot make an anonymous file for the passes");
     if (!st && o && o->text) st = ts_live_insert(l, o->text);
     if (!st && !(o && o->text)) st = ts_live_pass(l);
@@ -416,7 +451,8 @@ void ts_live_free(ts_live *l) {
     clear_pass(l);
     if (l->offscreen) cairo_surface_destroy(l->offscreen);
     if (l->fd >= 0) close(l->fd);
-    free(l->text), free(l->ids), free(l->start), free(l->bad), free(l->probs);
+    ts_experiment_free(&l->ex);
+    free(l->text), free(l->ids), free(l->start), free(l->bad), free(l->probs), free(l->before);
     free(l);
 }
 
@@ -456,6 +492,29 @@ ts_status ts_live_append_token(ts_live *l, int rank) {
     }
     free(z ? z : piece);
     return st;
+}
+
+/* The model's most likely next token now (with any knock-outs), -1 before any pass. */
+static int32_t best_token(const ts_live *l) {
+    if (!l->n_top) return -1;
+    int32_t best = 0;
+    for (int v = 1; v < l->m->cfg.vocab; v++) best = l->probs[v] > l->probs[best] ? v : best;
+    return best;
+}
+
+ts_status ts_live_tab(ts_live *l) {
+    int32_t best = best_token(l);
+    for (int i = 0; best >= 0 && i < l->n_top; i++)
+        if (l->top[i] == best) return ts_live_append_token(l, i);
+    return TS_OK;
+}
+
+int ts_live_best(const ts_live *l, float *p, char *label, size_t cap) {
+    int32_t best = best_token(l);
+    if (best < 0) return -1;
+    if (p) *p = l->probs[best];
+    if (label) ts_lmtok_label(l->tok, best, label, cap);
+    return best;
 }
 
 bool ts_live_cursor(ts_live *l, int direction) {
@@ -523,6 +582,116 @@ int ts_live_top(const ts_live *l, int rank, float *p, char *label, size_t cap) {
 
 const char *ts_live_step(const ts_live *l) {
     return l->have_state ? l->steps.entry[l->st.current].name : l->valued;
+}
+
+/* ---- knocking heads out ---------------------------------------------------------- */
+
+static int knocked_index(const ts_live *l, const char *spec) {
+    for (int i = 0; i < l->n_knocked; i++)
+        if (strcmp(l->knocked[i], spec) == 0) return i;
+    return -1;
+}
+
+ts_status ts_live_knock(ts_live *l, const char *spec) {
+    int at = knocked_index(l, spec);
+    if (at >= 0) { /* a second click restores it */
+        memmove(l->knocked[at], l->knocked[at + 1], sizeof l->knocked[0] * (size_t)(l->n_knocked - at - 1));
+        l->n_knocked--;
+    } else {
+        if (l->n_knocked == TS_LIVE_KNOCK_MAX) return ts_fail(TS_ERR_ARG, "live: at most %d heads knocked out", TS_LIVE_KNOCK_MAX);
+        if (strlen(spec) >= sizeof l->knocked[0]) return ts_fail(TS_ERR_ARG, "live: '%s' is too long a step name", spec);
+        snprintf(l->knocked[l->n_knocked++], sizeof l->knocked[0], "%s", spec);
+    }
+    ts_experiment_free(&l->ex);
+    ts_experiment_init(&l->ex);
+    ts_status st = TS_OK;
+    for (int i = 0; i < l->n_knocked && !st; i++) st = ts_experiment_add_ablate(&l->ex, l->knocked[i]);
+    if (!st && l->n_knocked) st = ts_experiment_check(&l->ex, &l->m->cfg);
+    if (st) { /* a spec the model has no step for: undo it, keep the rest */
+        char why[512];
+        snprintf(why, sizeof why, "%s", ts_last_error());
+        if (at < 0) l->n_knocked--;
+        ts_experiment_free(&l->ex);
+        ts_experiment_init(&l->ex);
+        for (int i = 0; i < l->n_knocked; i++) ts_experiment_add_ablate(&l->ex, l->knocked[i]);
+        if (l->n_knocked) ts_experiment_check(&l->ex, &l->m->cfg);
+        return ts_fail(TS_ERR_ARG, "%s", why);
+    }
+    return ts_live_pass(l);
+}
+
+/* The attention module of the step on screen ("decoder.layers.1.self_attn"),
+ * when it is drawn as a grid of all its heads; NULL otherwise. */
+static const char *head_grid_module(const ts_live *l, char *buf, size_t cap) {
+    if (!l->have_state || l->st.head >= 0 || !l->frame.drawn) return NULL;
+    const ts_view_entry *e = &l->steps.entry[l->st.current];
+    if (ts_view_heads(e) <= 0 || l->frame.panel_head[0] < 0) return NULL;
+    const char *attn = strstr(e->name, ".self_attn.");
+    if (!attn) attn = strstr(e->name, ".cross_attn.");
+    if (!attn) return NULL;
+    size_t n = (size_t)(strchr(attn + 1, '.') - e->name);
+    if (n + 1 > cap) return NULL;
+    memcpy(buf, e->name, n);
+    buf[n] = '\0';
+    return buf;
+}
+
+bool ts_live_head_at(const ts_live *l, double x, double y, char *spec, size_t cap) {
+    char module[NAME_MAX_LEN];
+    if (!head_grid_module(l, module, sizeof module)) return false;
+    int panel, row, col;
+    if (!ts_render_hit(&l->frame.layout, x, y - FIELD_H, &panel, &row, &col) || l->frame.panel_head[panel] < 0)
+        return false;
+    snprintf(spec, cap, "%s.head%d", module, l->frame.panel_head[panel]);
+    return true;
+}
+
+int ts_live_knocked(const ts_live *l) { return l->n_knocked; }
+
+/* The largest change a knock-out made to the next token's probabilities. */
+static int32_t largest_change(const ts_live *l) {
+    int32_t best = -1;
+    float most = -1;
+    for (int v = 0; v < l->m->cfg.vocab; v++) {
+        float d = fabsf(l->probs[v] - l->before[v]);
+        if (d > most) most = d, best = v;
+    }
+    return best;
+}
+
+int ts_live_change(const ts_live *l, float *before, float *after, char *label, size_t cap) {
+    if (!l->n_knocked || !l->n_top) return -1;
+    int32_t v = largest_change(l);
+    if (before) *before = l->before[v];
+    if (after) *after = l->probs[v];
+    if (label) ts_lmtok_label(l->tok, v, label, cap);
+    return v;
+}
+
+/* Knocked-out heads of the grid on screen, struck through. */
+static void strike_knocked(ts_live *l, cairo_t *cr) {
+    char module[NAME_MAX_LEN], spec[NAME_MAX_LEN + 16];
+    if (!l->n_knocked || !head_grid_module(l, module, sizeof module)) return;
+    for (int i = 0; i < l->frame.layout.n_panels; i++) {
+        if (l->frame.panel_head[i] < 0) continue;
+        snprintf(spec, sizeof spec, "%s.head%d", module, l->frame.panel_head[i]);
+        if (knocked_index(l, spec) < 0) continue;
+        ts_render_rect g = l->frame.layout.panel[i].grid;
+        g.y += FIELD_H;
+        cairo_save(cr);
+        cairo_set_source_rgba(cr, 1, 1, 1, 0.55);
+        cairo_rectangle(cr, g.x, g.y, g.w, g.h);
+        cairo_fill(cr);
+        cairo_set_source_rgb(cr, 0.84, 0.15, 0.16);
+        cairo_set_line_width(cr, 4);
+        cairo_move_to(cr, g.x, g.y);
+        cairo_line_to(cr, g.x + g.w, g.y + g.h);
+        cairo_move_to(cr, g.x + g.w, g.y);
+        cairo_line_to(cr, g.x, g.y + g.h);
+        cairo_stroke(cr);
+        cairo_restore(cr);
+        ts_window_text(cr, "<b>knocked out</b>", 15, false, g.x + g.w / 2, g.y + g.h / 2, 0.5, 0.7, 0.1, 0.1, 0);
+    }
 }
 
 /* ---- drawing ------------------------------------------------------------------ */
@@ -615,6 +784,8 @@ static void draw_panel(ts_live *l, cairo_t *cr) {
     double row_h = 30, label_w = 78, bar_x = x0 + 16 + label_w, bar_w = PANEL_W - label_w - 80;
     y += 66;
     if (l->n_top == 0) ts_window_text(cr, "type a few characters", 13, false, x0 + 16, y + 10, 0, 0.45, 0.48, 0.52, 0);
+    bool knocked = l->n_knocked > 0;
+    if (knocked) bar_w -= 14; /* room for "0.94→0.00" */
     for (int i = 0; i < l->n_top; i++) {
         char label[64];
         float p = l->probs[l->top[i]];
@@ -623,21 +794,50 @@ static void draw_panel(ts_live *l, cairo_t *cr) {
         snprintf(buf, sizeof buf, "%s", esc);
         g_free(esc);
         double cy = y + i * row_h + row_h / 2;
-        ts_window_text(cr, buf, 15, i == 0, bar_x - 10, cy, 1, 0.1, 0.12, 0.15, label_w - 4);
+        ts_window_text(cr, buf, 15, l->top[i] == best_token(l), bar_x - 10, cy, 1, 0.1, 0.12, 0.15, label_w - 4);
         cairo_set_source_rgb(cr, 0.9, 0.91, 0.93);
         cairo_rectangle(cr, bar_x, cy - 9, bar_w, 18);
         cairo_fill(cr);
-        cairo_set_source_rgb(cr, i == 0 ? 0.13 : 0.3, i == 0 ? 0.4 : 0.55, i == 0 ? 0.75 : 0.85);
-        cairo_rectangle(cr, bar_x, cy - 9, bar_w * p, 18);
-        cairo_fill(cr);
-        snprintf(buf, sizeof buf, "%.3f", p);
-        ts_window_text(cr, buf, 13, false, bar_x + bar_w + 8, cy, 0, 0.2, 0.22, 0.26, 0);
+        if (knocked) { /* before (grey, above) and after (blue, below), side by side */
+            cairo_set_source_rgb(cr, 0.62, 0.64, 0.68);
+            cairo_rectangle(cr, bar_x, cy - 9, bar_w * l->before[l->top[i]], 8);
+            cairo_fill(cr);
+            cairo_set_source_rgb(cr, 0.13, 0.4, 0.75);
+            cairo_rectangle(cr, bar_x, cy + 1, bar_w * p, 8);
+            cairo_fill(cr);
+            snprintf(buf, sizeof buf, "%.2f\xe2\x86\x92%.2f", l->before[l->top[i]], p);
+            ts_window_text(cr, buf, 11, false, x0 + PANEL_W - 8, cy, 1, 0.2, 0.22, 0.26, 0);
+        } else {
+            cairo_set_source_rgb(cr, i == 0 ? 0.13 : 0.3, i == 0 ? 0.4 : 0.55, i == 0 ? 0.75 : 0.85);
+            cairo_rectangle(cr, bar_x, cy - 9, bar_w * p, 18);
+            cairo_fill(cr);
+            snprintf(buf, sizeof buf, "%.3f", p);
+            ts_window_text(cr, buf, 13, false, bar_x + bar_w + 8, cy, 0, 0.2, 0.22, 0.26, 0);
+        }
         l->bar_at[i] = (ts_render_rect){x0 + 8, cy - row_h / 2, PANEL_W - 16, row_h};
     }
     y += TOP_N * row_h + 16;
-    ts_window_text(cr, "Tab: append the top token\nclick a bar: append that token\n\xe2\x86\x90 \xe2\x86\x92 cursor · "
-             "\xe2\x86\x91 \xe2\x86\x93 step · PgUp/PgDn layer\nCtrl+1..9: one head · Ctrl+0: all heads · Esc quit",
-         12, false, x0 + 16, y + 34, 0, 0.4, 0.44, 0.5, 0);
+    if (knocked) {
+        char label[64], line[400];
+        float b = 0, a = 0;
+        int n = 0;
+        for (int i = 0; i < l->n_knocked; i++)
+            n += snprintf(line + n, sizeof line - (size_t)n, "%s%s", i ? ", " : "", strstr(l->knocked[i], "layers.") ? strstr(l->knocked[i], "layers.") : l->knocked[i]);
+        ts_window_text(cr, "<b>knocked out</b> (grey before, blue after)", 12.5, false, x0 + 16, y, 0, 0.7, 0.1, 0.1, 0);
+        char *esc = g_markup_escape_text(line, -1);
+        ts_window_text(cr, esc, 11.5, false, x0 + 16, y + 18, 0, 0.35, 0.38, 0.42, PANEL_W - 28);
+        g_free(esc);
+        if (ts_live_change(l, &b, &a, label, sizeof label) >= 0) {
+            char *lab = g_markup_escape_text(label, -1);
+            snprintf(line, sizeof line, "largest change: <b>%s</b> %.3f \xe2\x86\x92 %.3f (%+.3f)", lab, b, a, a - b);
+            g_free(lab);
+            ts_window_text(cr, line, 12.5, false, x0 + 16, y + 38, 0, 0.1, 0.12, 0.15, 0);
+        }
+        y += 58;
+    }
+    ts_window_text(cr, "Tab: append the top token\nclick a bar: append that token\nclick a head of a grid: knock it out (again: back)\n"
+             "\xe2\x86\x90 \xe2\x86\x92 cursor · \xe2\x86\x91 \xe2\x86\x93 step · PgUp/PgDn layer\nCtrl+1..9: one head · Ctrl+0: all heads · Esc quit",
+         12, false, x0 + 16, y + 40, 0, 0.4, 0.44, 0.5, 0);
 }
 
 ts_status ts_live_draw(ts_live *l, cairo_t *cr) {
@@ -658,6 +858,7 @@ ts_status ts_live_draw(ts_live *l, cairo_t *cr) {
         ts_window_text(cr, "Type a sentence: every step of the model is drawn here as you type.", 16, false,
              (l->w - PANEL_W) / 2, FIELD_H + (l->h - FIELD_H) / 2, 0.5, 0.4, 0.44, 0.5, 0);
     }
+    strike_knocked(l, cr);
     draw_panel(l, cr);
     draw_field(l, cr);
     l->draw_ms = now_ms() - t0;

@@ -22,7 +22,7 @@
 
 static const char *const plain_words[] = {"tab", "backspace", "left", "right", "up", "down",
                                           "pgup", "pgdn", "home", "end", "esc"};
-static const char *const prefixed_words[] = {"type:", "head:", "pick:", "find:", "hover:", "click:", "shot:"};
+static const char *const prefixed_words[] = {"type:", "head:", "pick:", "find:", "hover:", "click:", "shot:", "knock:"};
 
 static bool is_script_word(const char *w) {
     for (size_t i = 0; i < sizeof plain_words / sizeof plain_words[0]; i++)
@@ -51,7 +51,7 @@ static void script_free(live_script *s) {
 static ts_status bad_word(const char *w) {
     return ts_fail(TS_ERR_ARG,
                    "unknown word '%s' in the live script (type:TEXT tab backspace left right up down pgup pgdn "
-                   "home end esc head:N|all pick:N find:NAME hover:X,Y click:X,Y shot:FILE)",
+                   "home end esc head:N|all pick:N knock:HEAD find:NAME hover:X,Y click:X,Y shot:FILE)",
                    w);
 }
 
@@ -77,6 +77,7 @@ static ts_status check_action(const live_action *a) {
     if (strncmp(w, "pick:", 5) == 0) return number_word(w, "pick:", 0, 9) ? TS_OK : bad_word(w);
     if (strncmp(w, "hover:", 6) == 0 || strncmp(w, "click:", 6) == 0) return point_word(w) ? TS_OK : bad_word(w);
     if ((strncmp(w, "find:", 5) == 0 || strncmp(w, "shot:", 5) == 0) && !w[5]) return bad_word(w);
+    if (strncmp(w, "knock:", 6) == 0 && !w[6]) return bad_word(w);
     return is_script_word(w) ? TS_OK : bad_word(w);
 }
 
@@ -148,6 +149,11 @@ static ts_status click_at(ts_live *l, double x, double y, bool *redraw) {
         return ts_live_append_token(l, bar);
     }
     if (!ts_live_in_view(l, x, y)) return TS_OK;
+    char spec[300];
+    if (ts_live_head_at(l, x, y, spec, sizeof spec)) { /* a head of a grid: knocked out, or back */
+        *redraw = true;
+        return ts_live_knock(l, spec);
+    }
     ts_view_event press = {.kind = TS_VIEW_EV_PRESS, .x = x, .y = y}, release = {.kind = TS_VIEW_EV_RELEASE, .x = x, .y = y};
     bool a = false, b = false;
     TS_TRY(ts_live_view_event(l, &press, &a));
@@ -167,7 +173,8 @@ static ts_status apply(ts_live *l, const live_action *a, bool *redraw, const cha
         *redraw = false;
         return TS_OK;
     }
-    if (strcmp(w, "tab") == 0) return ts_live_append_token(l, 0);
+    if (strcmp(w, "tab") == 0) return ts_live_tab(l);
+    if (strncmp(w, "knock:", 6) == 0) return ts_live_knock(l, w + 6);
     if (strncmp(w, "pick:", 5) == 0) return ts_live_append_token(l, atoi(w + 5));
     if (strcmp(w, "backspace") == 0) return ts_live_backspace(l);
     if (strcmp(w, "left") == 0 || strcmp(w, "right") == 0) {
@@ -283,7 +290,7 @@ bool ts_live_handle(ts_live *l, const SDL_Event *e) {
             return said(st);
         }
         switch (k) {
-        case SDLK_TAB: return said(ts_live_append_token(l, 0));
+        case SDLK_TAB: return said(ts_live_tab(l));
         case SDLK_BACKSPACE: return said(ts_live_backspace(l));
         case SDLK_LEFT: return ts_live_cursor(l, -1);
         case SDLK_RIGHT: return ts_live_cursor(l, 1);
@@ -370,8 +377,12 @@ ts_status ts_live_run(ts_live *l, const ts_live_options *opt) {
     if (!st && opt->script) { /* what the script left, for whoever ran it */
         char label[64] = "";
         float p = 0;
-        ts_live_top(l, 0, &p, label, sizeof label);
+        ts_live_best(l, &p, label, sizeof label);
         printf("tscope live: text \"%s\"; step %s; next token \"%s\" %.3f\n", ts_live_text(l), ts_live_step(l), label, p);
+        float b, a;
+        if (ts_live_change(l, &b, &a, label, sizeof label) >= 0)
+            printf("tscope live: %d head%s knocked out; largest change \"%s\" %.3f -> %.3f\n", ts_live_knocked(l),
+                   ts_live_knocked(l) == 1 ? "" : "s", label, b, a);
         fflush(stdout);
     }
     if (!st && opt->screenshot) st = ts_window_screenshot(&v.win, &c, opt->screenshot);
