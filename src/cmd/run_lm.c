@@ -121,6 +121,20 @@ static void report(const ts_lmtok *tok, const int32_t *ids, const ts_tensor *log
     if (S > 1) printf("loss on this text: %.4f nats/token over %lld predictions\n", loss / (S - 1), (long long)S - 1);
 }
 
+ts_status lm_probs_step(const ts_hook *hook, const ts_tensor *logits, float temperature) {
+    if (!hook->fn || logits->rank != 3) return TS_OK;
+    int64_t rows = logits->shape[0] * logits->shape[1], V = logits->shape[2];
+    float *probs = malloc(sizeof(float) * (size_t)(rows * V));
+    if (!probs) return ts_fail(TS_ERR_NOMEM, "out of memory for the probs step");
+    for (int64_t r = 0; r < rows; r++)
+        ts_model_sample(logits->data + r * V, (int)V, temperature, 0, 0.5, probs + r * V);
+    ts_tensor t;
+    ts_tensor_view(&t, probs, 3, logits->shape);
+    ts_status st = ts_hook_call(hook, "probs", TS_OP_SOFTMAX, &t, TS_TAG_LOGITS);
+    free(probs);
+    return st;
+}
+
 /* Every head's scores on 8 random sequences written twice, as the training trace measures them. */
 static int print_scores(const char *load) {
     ts_model m;
@@ -178,7 +192,7 @@ int run_lm(const char *load, const ts_cli_list *text, const char *ids_path, ts_f
            const char *print_shapes, bool backward, bool scores, int argc, char **argv) {
     /* what a language model's run uses; any other flag given is refused, never ignored */
     static const char *const used[] = {"--load", "--text", "--ids", "--scores", "--backward", "--print-shapes",
-                                       "--trace", "--level", "--only", "--keep-batch", NULL};
+                                       "--trace", "--level", "--only", "--keep-batch", "--temperature", NULL};
     for (int i = 0; i < n; i++) {
         bool given = flags[i].seen ? *flags[i].seen : false;
         if (!flags[i].seen) { /* a flag without a seen slot: given when its value is set */
@@ -238,6 +252,13 @@ int run_lm(const char *load, const ts_cli_list *text, const char *ids_path, ts_f
         goto out;
     }
     report(&tok, ids.ids, &out);
+    st = lm_probs_step(&hook, &out, run_temperature);
+    if (st) {
+        rc = ts_cli_error("run", "%s", ts_last_error());
+        trace_cli_close(tc, w, "run");
+        w = NULL;
+        goto out;
+    }
     rc = trace_cli_close(tc, w, "run");
     w = NULL;
     if (!rc && scores) rc = print_scores(load);
