@@ -529,6 +529,7 @@ typedef struct ts_scene_request {
     int n_dims;             /* up to 16 */
     int position;           /* the distribution view: which position (-1: the last) */
     int top_k;              /* the distribution view: how many tokens (0: 10) */
+    bool lesson_keys;       /* hints in a lesson's setup keys (level:, only:), not run's flags */
 } ts_scene_request;
 
 ts_scene_request ts_scene_request_default(const char *name);

@@ -84,7 +84,7 @@ static void print_outline(const ts_lesson *l) {
 static int list_lessons(void) {
     ts_lesson_entry *e;
     int n;
-    const char *dir = ts_lesson_dir();
+    const char *dir = ts_lesson_user_dir();
     if (ts_lesson_list(dir, &e, &n) != TS_OK) {
         fprintf(stderr, "tscope lesson: %s\n", ts_last_error());
         return 2;
@@ -228,7 +228,10 @@ int ts_cmd_lesson(int argc, char **argv) {
                        "With a lesson, runs its setups (traces are cached) and opens the viewer on its steps:\n"
                        "narration beside the view, right/left to move. --export DIR writes the same pages as PNG\n"
                        "(or SVG or PDF with --format).\n"
-                       "Lessons are read from $TSCOPE_LESSONS, else the source tree's lessons/.\n"
+                       "A lesson named by number or name is looked for in the working directory, then ./lessons,\n"
+                       "then the installed lessons ($TSCOPE_LESSONS instead, when set); its load: paths in the\n"
+                       "working directory, beside the lesson, the folder above it, then the installed tree.\n"
+                       "--check lists every problem of a lesson, each as FILE:LINE: message.\n"
                        "Exit status: 0 good, 1 the lesson has an error (FILE:LINE: message), 2 bad usage or no display.",
         .flags = flags,
         .n_flags = (int)(sizeof flags / sizeof flags[0]),
@@ -270,7 +273,7 @@ int ts_cmd_lesson(int argc, char **argv) {
                             o.height);
     if (n_pos == 0) return ts_cli_error("lesson", "name a lesson (a number, a name or a file) or give --list");
     char path[4096];
-    if (ts_lesson_find(ts_lesson_dir(), pos[0], path, sizeof path) != TS_OK)
+    if (ts_lesson_find_here(pos[0], path, sizeof path) != TS_OK)
         return ts_cli_error("lesson", "%s", ts_last_error());
     ts_lesson l;
     if (ts_lesson_load(&l, path) != TS_OK) {

@@ -218,6 +218,9 @@ static ts_status build_pane(ts_lesson_page *p, pane *v, const char *run, const c
     rq.batch = st->batch >= 0 ? st->batch : 0;
     rq.head = st->head;
     rq.occurrence = record;
+    rq.lesson_keys = true;
+    rq.position = st->position;
+    rq.top_k = st->top;
     rq.axes = st->n_axes == 2 ? p->axes : NULL;
     if (st->n_dims) {
         rq.dims = st->dims;

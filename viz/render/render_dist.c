@@ -82,6 +82,7 @@ ts_status ts_render_dist(cairo_t *cr, ts_render_rect area, const ts_render_dist_
     if (bar_max < 40) bar_max = 40;
     double avail = area.y + area.h - pad - top - (tick_h + 8 + axis_h + 8) - note_h;
     if (k * row_h > avail && avail > 0) row_h = avail / k;
+    else if (k > 0 && avail / k > row_h) row_h = fmin(avail / k, h * 2.6); /* a tall page: bars to fill it */
 
     /* The axis: 0 to the largest probability shown, on nice ticks. */
     double pmax = k > 0 && isfinite(v->probs[idx[0]]) ? v->probs[idx[0]] : 1;

@@ -164,6 +164,9 @@ static ts_status no_values(ts_scene *job, const ts_trace_step *s, const char *gl
     char cl[600];
     command_line(job->t, cl, sizeof cl);
     const char *kept = s->has_stats ? "statistics" : "shapes";
+    if (job->rq.lesson_keys) /* a lesson's own words; its run's command line is a cache's temporary file */
+        return ts_fail(TS_ERR_ARG, "%s kept %s but no values: give the setup 'level: values' (and 'only: %s' to keep "
+                                   "just this step's values)", s->name, kept, glob);
     if (cl[0])
         return ts_fail(TS_ERR_ARG, "%s kept %s but no values in %s; re-run with --level values --only '%s' (the run was: %s%s)",
                     s->name, kept, trace_name(job), glob, strncmp(cl, "tscope ", 7) == 0 ? "" : "tscope ", cl);
