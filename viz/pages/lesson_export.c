@@ -859,7 +859,7 @@ ts_status ts_lesson_export(const ts_lessonrun *r, const char *dir, ts_figure_for
 /* ---- hand-outs ------------------------------------------------------------------------------- */
 
 /* A hand-out page: the lesson's title and the step counter on a line, the
- * view, and the narration at a size read on paper (11 points, down to 8.5
+ * view, and the narration at a size read on paper (11 points, down to 10
  * when a step says much). Views are drawn as on a lesson page, at least 0.8
  * of their size (draw_pane), so their smallest labels stay above 8 points on
  * the printed sheet. Portrait paper: the view above the narration; slides:
@@ -889,33 +889,46 @@ static ts_status draw_handout_page(cairo_t *cr, ts_lesson_page *p, double w, dou
     g_free(foot);
     double bottom = h - m;
 
+    /* The narration at 11 points down to 10 (a subscript in it then stays
+     * above 7); when even that does not fit, the view gives up some of its
+     * height, down to 40% of the page. */
     ts_render_rect fig, text;
-    if (slides) {
-        double col = (w - 2 * m) * 0.34;
-        text = (ts_render_rect){m, top, col, bottom - top};
-        fig = (ts_render_rect){m + col + 18, top, w - 2 * m - col - 18, bottom - top};
-    } else {
-        double fh = floor((bottom - top) * 0.55);
-        fig = (ts_render_rect){m, top, w - 2 * m, fh};
-        text = (ts_render_rect){m, top + fh + 14, w - 2 * m, bottom - top - fh - 14};
+    static const double shares[] = {0.55, 0.48, 0.40};
+    double size = 11;
+    for (int k = 0; k < 3; k++) {
+        if (slides) {
+            double col = (w - 2 * m) * (0.34 + 0.06 * k);
+            text = (ts_render_rect){m, top, col, bottom - top};
+            fig = (ts_render_rect){m + col + 18, top, w - 2 * m - col - 18, bottom - top};
+        } else {
+            double fh = floor((bottom - top) * shares[k]);
+            fig = (ts_render_rect){m, top, w - 2 * m, fh};
+            text = (ts_render_rect){m, top + fh + 14, w - 2 * m, bottom - top - fh - 14};
+        }
+        bool fits = false;
+        for (size = 11; size >= 10 && !fits; size -= 0.5) {
+            prose pr;
+            prose_init(&pr, cr, size, false);
+            fits = prose_page(&pr, p, text.x, text.y, text.w) <= text.h;
+            prose_free(&pr);
+        }
+        size += 0.5;
+        if (fits) break;
     }
     ts_render_rect inner = fig;
     inner.h -= 16;
+    /* a view's smallest text (8.4 units in a histogram's ticks) at 0.8 of its size
+     * would print under 7 points: a quarter larger keeps it above 8 */
+    double fs = ts_render_font_scale();
+    ts_render_set_font_scale(fs * 1.25);
     ts_status st = draw_views(cr, p, inner);
+    ts_render_set_font_scale(fs);
     if (st) return st;
     if (p->note[0]) {
         char *esc = g_markup_escape_text(p->note, -1);
         snprintf(buf, sizeof buf, "<i>Not shown: %s</i>", esc);
         g_free(esc);
         pen_text(cr, buf, 8.5, false, MUTED, fig.x, fig.y + fig.h - 13, fig.w, 0);
-    }
-    double size = 11;
-    for (; size > 8.5; size -= 0.5) {
-        prose pr;
-        prose_init(&pr, cr, size, false);
-        double need = prose_page(&pr, p, text.x, text.y, text.w);
-        prose_free(&pr);
-        if (need <= text.h) break;
     }
     cairo_save(cr);
     cairo_rectangle(cr, text.x, text.y, text.w, text.h);
