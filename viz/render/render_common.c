@@ -532,7 +532,8 @@ static void swatch_row(ts_render__pen *p, double x, double y, const char *label,
 
 void ts_render__colorbar(ts_render__pen *p, ts_render_rect r, const ts_render_scale *s, int seen) {
     cairo_t *cr = p->cr;
-    double legend_h = ((seen & 1) ? 18 : 0) + ((seen & 2) ? 18 : 0);
+    double row = 18 * fmax(1, font_scale); /* a legend row: a swatch and its word */
+    double legend_h = ((seen & 1) ? row : 0) + ((seen & 2) ? row : 0);
     double bar_h = r.h - legend_h - (legend_h > 0 ? 6 : 0);
     if (bar_h < 20) bar_h = fmax(r.h, 20), legend_h = 0;
 
@@ -576,10 +577,10 @@ void ts_render__colorbar(ts_render__pen *p, ts_render_rect r, const ts_render_sc
         ts_render__fmt(buf, sizeof buf, ticks[i], step);
         ts_render__text(p, buf, &f, r.x + BAR_W + 6, y, 0, 0.5, 0);
     }
-    double y = r.y + bar_h + 8;
+    double y = r.y + bar_h + 4 + row / 2 - 6; /* the swatch's centre half a row below the bar's "0" */
     if (seen & 1) {
         swatch_row(p, r.x, y, "masked", 1);
-        y += 18;
+        y += row;
     }
     if (seen & 2) swatch_row(p, r.x, y, "NaN", 2);
 }

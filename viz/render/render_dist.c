@@ -6,10 +6,22 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "render_internal.h"
 
 #define ROW_MIN 26.0 /* a bar's row at font scale 1 */
+
+/* A token's label on a bar: the visible blanks of a character vocabulary
+ * said in words too, for a class that has not met them. */
+static const char *bar_label(const ts_render_dist_view *v, int i, char *buf, size_t size) {
+    const char *t = v->labels && v->labels[i] ? v->labels[i] : NULL;
+    if (!t) snprintf(buf, size, "%d", i);
+    else if (strcmp(t, "\xe2\x86\xb5") == 0) snprintf(buf, size, "%s new line", t);
+    else if (strcmp(t, "\xe2\x90\xa3") == 0) snprintf(buf, size, "%s space", t);
+    else snprintf(buf, size, "%s", t);
+    return buf;
+}
 
 /* The indices of the k largest probabilities, largest first (ties: lower id). */
 static double prob(const float *p, int i) { return isfinite(p[i]) ? p[i] : -1; }
@@ -59,8 +71,7 @@ ts_status ts_render_dist(cairo_t *cr, ts_render_rect area, const ts_render_dist_
     double lab_w = 0, val_w = 0, h, w;
     char buf[96], lg[48];
     for (int r = 0; r < k; r++) {
-        const char *t = v->labels && v->labels[idx[r]] ? v->labels[idx[r]] : NULL;
-        if (!t) snprintf(buf, sizeof buf, "%d", idx[r]), t = buf;
+        const char *t = bar_label(v, idx[r], buf, sizeof buf);
         ts_render__measure(&p, t, &lab, &w, &h);
         lab_w = fmax(lab_w, w);
     }
@@ -117,8 +128,7 @@ ts_status ts_render_dist(cairo_t *cr, ts_render_rect area, const ts_render_dist_
         cairo_rectangle(cr, x_bar, y + (row_h - bh) / 2, fmax(pv / hi * bar_max, 1), bh);
         ts_render__set_rgb(cr, c);
         cairo_fill(cr);
-        const char *t = v->labels && v->labels[i] ? v->labels[i] : NULL;
-        if (!t) snprintf(buf, sizeof buf, "%d", i), t = buf;
+        const char *t = bar_label(v, i, buf, sizeof buf);
         ts_render__font lf = lab;
         if (i == v->actual) lf.style |= TS_RENDER__BOLD;
         ts_render__text(&p, t, &lf, x_bar - 8, y + row_h / 2, 1, 0.5, 0);
