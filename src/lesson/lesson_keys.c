@@ -504,7 +504,9 @@ static ts_status fill_step(parser *p, ts_lesson_step *st) {
     }
     if (p->st != TS_OK) return p->st;
     if (!st->run && !(st->run = strndup("main", 4))) return lp_oom(p);
-    if (!st->tensor) lp_problem(p, st->line, "a step needs 'tensor: NAME' (the trace name to show)");
+    /* a line of the block already reported may be its tensor: one problem, not two */
+    if (!st->tensor && p->n_problems == p->block_problems)
+        lp_problem(p, st->line, "a step needs 'tensor: NAME' (the trace name to show)");
     bool compare = st->compare_with || st->compare_run || st->compare_step != TS_LESSON_UNSET;
     if (st->shared_scale && !compare)
         lp_problem(p, ts_lesson_step_line(st, "colour-scale"),
@@ -525,6 +527,7 @@ static ts_status add_step(parser *p, int first, int last) {
     ts_lesson_step *st = lp_grow(&l->steps, &l->n_steps, sizeof *st);
     if (!st) return lp_oom(p);
     st->line = first;
+    p->block_problems = p->n_problems;
     if (read_pairs(p, first + 1, last - 1, step_keys, N_STEP_KEYS, "step", &st->keys, &st->n_keys) != TS_OK)
         return p->st;
     if (fill_step(p, st) != TS_OK) return p->st;

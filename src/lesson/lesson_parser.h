@@ -60,6 +60,7 @@ typedef struct parser {
     int n_spans;
     ts_text_buf problems; /* every problem found, "PATH:LINE: message" a line */
     int n_problems;
+    int block_problems;   /* n_problems when the current block began */
 } parser;
 
 /* ---- lesson.c: state and lines ---- */
