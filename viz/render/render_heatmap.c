@@ -702,6 +702,10 @@ ts_status ts_render_grid(cairo_t *cr, ts_render_rect area, const ts_render_matri
             flat_w = col_w;
         }
     }
+    /* Labels that will be thinned out need a line under the panels that says so. */
+    bool thinned = labels && (cell < label_h * 1.05 || (flat_w <= 0 && cell * sin(-LABEL_ANGLE) < label_h * 1.05));
+    if (thinned)
+        cell = fmin(cell, (avail_h - label_h - 6 - col_h - gr * title_h - (gr - 1) * gap) / ((double)gr * rows));
     /* Thumbnails may go below a pixel a cell: they are averaged, not dropped. */
     double px = ts_render__pixel(cr);
     if (cell >= px) cell = fit_cell(cr, cell, 1);
@@ -712,7 +716,7 @@ ts_status ts_render_grid(cairo_t *cr, ts_render_rect area, const ts_render_matri
     double x0 = area.x + pad + fmax(0, (area.w - 2 * pad - block_w) / 2) + header_w + row_w;
     double y0 = top + header_h + title_h + col_h; /* the first row's cells */
     bool small = rows <= VALUES_MAX && cols <= VALUES_MAX;
-    int seen = 0;
+    int seen = 0, kr = 1, kc = 1;
     if (layout) {
         memset(layout, 0, sizeof *layout);
         layout->n_panels = n;
@@ -739,8 +743,8 @@ ts_status ts_render_grid(cairo_t *cr, ts_render_rect area, const ts_render_matri
             tf.max_w = pw;
             ts_render__text(&pen, o->panel_titles[i], &tf, c.grid.x, c.grid.y - above - 3, 0, 1, 0);
         }
-        if (labels && gj == 0) row_labels(&pen, &m[i], &c, &lf, label_h, c.grid.x);
-        if (labels && gi == 0) col_labels(&pen, &m[i], &c, &lf, label_h, c.grid.y, flat_w);
+        if (labels && gj == 0) kr = row_labels(&pen, &m[i], &c, &lf, label_h, c.grid.x);
+        if (labels && gi == 0) kc = col_labels(&pen, &m[i], &c, &lf, label_h, c.grid.y, flat_w);
         if (o->row_headers && gj == 0 && gi < gr && o->row_headers[gi])
             ts_render__text(&pen, o->row_headers[gi], &hf, c.grid.x - row_w - 8, c.grid.y + ph / 2, 1, 0.5, 0);
         if (o->col_headers && gi == 0 && gj < gc && o->col_headers[gj])
@@ -748,6 +752,16 @@ ts_status ts_render_grid(cairo_t *cr, ts_render_rect area, const ts_render_matri
         if (layout) layout->panel[i] = c;
     }
     double grid_h = gr * ph + (gr - 1) * (gap + title_h);
+    if (kr > 1 || kc > 1) { /* say that labels were thinned, as a heatmap's axis titles do */
+        char note[160], a[32], b[32];
+        nth(a, sizeof a, kr);
+        nth(b, sizeof b, kc);
+        if (kr == kc) snprintf(note, sizeof note, "%s row and column labelled, and the last", a);
+        else snprintf(note, sizeof note, "rows: %s labelled, columns: %s, and the last of each", kr > 1 ? a : "every one",
+                      kc > 1 ? b : "every one");
+        ts_render__font nf = ts_render__font_of(TS_RENDER__TICK_SIZE, TS_RENDER__ITALIC, ts_render__muted);
+        ts_render__text(&pen, note, &nf, x0, y0 + grid_h + 4, 0, 0, 0);
+    }
     double bar_h = fmin(fmax(grid_h, 160), area.y + area.h - pad - y0);
     ts_render_rect bar = {x0 + gc * pw + (gc - 1) * gap + 26, y0, bar_w - 26, bar_h};
     ts_render__colorbar(&pen, bar, &scale, seen);
