@@ -62,6 +62,10 @@ grep -q "^[0-9.]* [0-9.]* [0-9.]* [0-9.]* $w" "$tmp/log" && ok || bad "the step'
 # every row labelled where it fits; when thinned, the axis says so, and the last row keeps its label
 grep -q " 53 \.$" "$tmp/log" && ok || bad "the last row (53, '.') has no label"
 grep -q "labelled, and the last" "$tmp/log" && ok || bad "thinned labels are not said"
+# chances run from 0 to 1: the colour bar of a softmax has its 1.0 tick, even when no cell reaches it
+rm -f "$tmp/log"
+TSCOPE_TEXT_LOG="$tmp/log" "$bin" png "$tmp/kjv.tstrace" --tensor probs --view heatmap -o "$tmp/ph.png" >/dev/null 2>&1
+grep -q " 1\.0$" "$tmp/log" && ok || bad "the probabilities' colour bar has no 1.0 tick"
 # --highlight frames cells in red; a wrong range names the matrix's
 "$bin" png "$tmp/kjv.tstrace" --tensor $w --head 3 --highlight 40-45,38-45 -o "$tmp/hl.png" >/dev/null 2>&1
 "$bin" png "$tmp/kjv.tstrace" --tensor $w --head 3 -o "$tmp/plain.png" >/dev/null 2>&1

@@ -364,6 +364,15 @@ static void attention_axes(ts_render_heatmap_opts *o, const char *name, bool tok
     }
 }
 
+/* Chances (a softmax's rows, attention weights) run from 0 to 1: their
+ * colour bar does too, so 1.0 has its tick and equal colours in two
+ * pictures are equal chances. */
+static const ts_render_scale probability_scale = {TS_CMAP_VIRIDIS, 0, 1};
+
+static bool is_probability(const ts_trace_step *s) {
+    return s->op == TS_OP_SOFTMAX && s->has_stats && s->stats.min >= 0 && s->stats.max <= 1;
+}
+
 /* Side of a square picture of n x n cells, in user units. */
 static int cells_side(int64_t n, double per_cell, int lo, int hi) {
     double side = (double)n * per_cell;
@@ -394,6 +403,7 @@ static ts_status build_attention_head(ts_scene *job, int64_t i) {
              head, heads, job->rq.batch, ts_op_name(s->op), shape);
     p->hopts.title = p->title;
     p->hopts.subtitle = p->subtitle;
+    if (is_probability(s)) p->hopts.fixed_scale = true, p->hopts.scale = probability_scale;
     attention_axes(&p->hopts, s->name, p->m[0].row_labels != NULL);
     int side = cells_side(t.shape[3] > t.shape[2] ? t.shape[3] : t.shape[2], 56, 300, 820);
     p->width = side + 330;
@@ -428,6 +438,7 @@ static ts_status build_attention_grid(ts_scene *job, int64_t i) {
     p->gopts.title = p->title;
     p->gopts.subtitle = p->subtitle;
     p->gopts.panel_titles = p->panel_titles;
+    if (is_probability(s)) p->gopts.fixed_scale = true, p->gopts.scale = probability_scale;
     /* Panels in rows of up to four. */
     int per_row = heads < 4 ? heads : 4, rows = (heads + per_row - 1) / per_row;
     int side = cells_side(t.shape[3], 40, 220, 330);
@@ -817,6 +828,7 @@ static ts_status build_tensor(ts_scene *job, int64_t i) {
                                         .col_axis = p->m[0].col_labels ? "next token (the vocabulary)" : axis_name(s, &t, c, false),
                                         .stats = s->has_stats ? &p->stats : NULL,
                                         .hist = s->has_stats ? &p->hist : NULL};
+    if (is_probability(s)) p->tensor.fixed_scale = true, p->tensor.scale = probability_scale;
     int cols = p->m[0].cols, rows = p->m[0].rows;
     p->width = (int)fmin(1600, fmax(900, cols * 3 + 560));
     p->height = (int)fmin(1100, fmax(460, rows * 4 + 260));
