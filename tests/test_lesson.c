@@ -142,7 +142,7 @@ static const bad_case bad_cases[] = {
      "bad.md:4: unknown variant 'seed000-bug' (any of no-scale|seed000-reshape|seed001-layernorm|"
      "seed004-residual|seed003-mask|seed001-softmax|no-residual, separated by spaces)"},
     {HEAD "```tscope step\ntensor: input\nview: heatmapp\n```\n",
-     "bad.md:9: unknown view 'heatmapp' (one of heatmap|grid|overview|curves|stats|shapes|lens|auto)"},
+     "bad.md:9: unknown view 'heatmapp' (one of heatmap|grid|overview|curves|stats|shapes|lens|dist|auto)"},
     {HEAD "```tscope step\ntensor: input\nhead: -1\n```\n", "bad.md:9: 'head' is -1, outside 0..4096"},
     {HEAD "```tscope step\ntensor: input\nstep: -2\n```\n", "bad.md:9: 'step' is -2, outside -1..1000000000"},
     {HEAD "```tscope step\ntensor: input\naxes: 1 2 3\n```\n", "bad.md:9: 'axes' lists at most 2 numbers"},
@@ -177,12 +177,36 @@ static const bad_case bad_cases[] = {
     {"# T\n\n```tscope setup\ntext: hi\ninput: x.npy\n```\n" STEP, "bad.md:5: give 'text' or 'input', not both"},
     {HEAD STEP "\nThe scale is $1/\\sqrt{d_k}$.\n", "bad.md:11: a formula is plain text with Unicode symbols (write √ and ·, not \\sqrt or \\cdot)"},
     {HEAD "Only an introduction.\n", "bad.md:7: no step blocks: a lesson needs at least one ```tscope step"},
-    {"# T\n\nNo setup.\n", "bad.md:1: no setup block: a lesson needs ```tscope setup"},
+    {"# T\n\nNo setup.\n", "bad.md:1: no setup block: a lesson needs ```tscope setup\n"
+                         "bad.md:3: no step blocks: a lesson needs at least one ```tscope step"},
     {"#\n\n```tscope setup\n```\n" STEP, "bad.md:1: the title heading is empty"},
     {"# T\r\n\r\n```tscope setup\r\npreset: tiny\r\n```\r\n```tscope step\r\ntensor: input\r\nlayer: x\r\n```\r\n",
      "bad.md:8: 'layer' expects a whole number, not 'x'"},
     {"# T\n\n```tscope setup\ntext: \"unterminated\n```\n" STEP, "bad.md:4: a quoted value must end with '\"'"},
 };
+
+/* --check lists every problem of a lesson in one run, in the order of the
+ * file; past a dozen, the rest are counted. */
+static void every_problem_in_one_parse(void **state) {
+    (void)state;
+    ts_lesson l;
+    ts_status st = parse(&l, "# T\n\n```tscope setup\npreset: tiny\nlevle: values\n```\n\n"
+                             "```tscope step\ntensor: input\nview: heatmapp\n```\n\nText.\n\n"
+                             "```tscope step\ntensor: input\nhead: many\n```\n");
+    assert_int_equal(st, TS_ERR_FORMAT);
+    assert_string_equal(ts_last_error(), "bad.md:5: unknown key 'levle' in a setup block (did you mean 'level'?)\n"
+                                         "bad.md:10: unknown view 'heatmapp' (one of heatmap|grid|overview|curves|stats|shapes|dist|auto)\n"
+                                         "bad.md:17: 'head' expects a whole number, not 'many'");
+    assert_null(l.steps);
+    char text[4096] = "# T\n\n```tscope setup\n";
+    for (int i = 0; i < 40; i++) strcat(text, "bogus-key: 1\n");
+    strcat(text, "```\n" STEP);
+    st = parse(&l, text);
+    assert_int_equal(st, TS_ERR_FORMAT);
+    assert_non_null(strstr(ts_last_error(), "bad.md:4: unknown key 'bogus-key'"));
+    assert_non_null(strstr(ts_last_error(), "(and 28 more)"));
+    assert_null(l.steps);
+}
 
 static void errors_name_file_and_line(void **state) {
     (void)state;
@@ -513,6 +537,7 @@ int main(void) {
         cmocka_unit_test(readme_example_parses),
         cmocka_unit_test(every_lesson_parses),
         cmocka_unit_test(errors_name_file_and_line),
+        cmocka_unit_test(every_problem_in_one_parse),
         cmocka_unit_test(good_variants_parse),
         cmocka_unit_test(narration_blocks),
         cmocka_unit_test(block_text_is_plain),

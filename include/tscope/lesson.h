@@ -97,6 +97,7 @@ typedef enum ts_lesson_view {
     TS_LESSON_VIEW_STATS,
     TS_LESSON_VIEW_SHAPES,
     TS_LESSON_VIEW_LENS, /* the logit lens of a run with --lens */
+    TS_LESSON_VIEW_DIST, /* one position's next-token distribution */
     TS_LESSON_VIEW_COUNT
 } ts_lesson_view;
 
@@ -142,6 +143,8 @@ typedef struct ts_lesson_step {
     int n_dims;
     int axes[2];         /* `axes`: the two dims a heatmap of any tensor shows (n_axes 0 or 2) */
     int n_axes;
+    int position;        /* `position`: the dist view's position (-1: the last, the default) */
+    int top;             /* `top`: the dist view's number of tokens (0: its default) */
     ts_lesson_kv *keys;  /* every key as written, for messages that need a line */
     int n_keys;
     ts_lesson_narration narration;
@@ -223,14 +226,26 @@ typedef struct ts_lesson_entry {
 ts_status ts_lesson_list(const char *dir, ts_lesson_entry **entries, int *n);
 void ts_lesson_list_free(ts_lesson_entry *entries, int n);
 
-/* A path a setup names (`load: assets/tiny-copy.safetensors`): next to the
- * lesson file if it is there, else in the source tree (the directory above the
- * compiled-in lessons/). TS_ERR_IO names both places when neither has it. */
+/* A path a setup names (`load: assets/tiny-copy.safetensors`), looked for in
+ * order: the working directory, the lesson file's folder, the folder above it
+ * (a copy of the repository: lessons/ beside assets/), then the source tree
+ * the binary was built from (the directory above the compiled-in lessons/).
+ * TS_ERR_IO names every place when none has it. */
 ts_status ts_lesson_resolve(const ts_lesson *lesson, const char *rel, char *path, size_t cap);
 
 /* Resolve what a user typed: a number ("3"), a name ("attention" or
  * "03-attention") from `dir`, or a path to a .md file. */
 ts_status ts_lesson_find(const char *dir, const char *what, char *path, size_t cap);
+
+/* The lessons a user means, from where they stand: $TSCOPE_LESSONS when set;
+ * else ./lessons when the working directory has lessons there (a copy of the
+ * repository, a teacher's own folder), else ts_lesson_dir(). */
+const char *ts_lesson_user_dir(void);
+
+/* ts_lesson_find from where the user stands: a path as given; else a
+ * number or name in the working directory, then in ./lessons, then in the
+ * installed lessons (ts_lesson_dir), the first that has it. */
+ts_status ts_lesson_find_here(const char *what, char *path, size_t cap);
 
 /* lessonrun: a lesson's setup blocks turned into traces.
  *

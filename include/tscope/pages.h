@@ -48,6 +48,19 @@ const char *ts_lesson_page_note(const ts_lesson_page *p);
 ts_status ts_lesson_export(const ts_lessonrun *r, const char *dir, ts_figure_format format, double scale,
                            int *written);
 
+/* A hand-out: every step of the run in ONE PDF, a page each, the view and its
+ * narration together, sized to be read on paper (labels at least 8 points).
+ * A4 and letter are portrait, the view above the narration; slides are 16:9,
+ * the narration beside the view. Written atomically. */
+typedef enum ts_lesson_handout {
+    TS_LESSON_HANDOUT_A4,
+    TS_LESSON_HANDOUT_LETTER,
+    TS_LESSON_HANDOUT_SLIDES,
+} ts_lesson_handout;
+
+bool ts_lesson_handout_from_name(const char *name, ts_lesson_handout *out); /* "a4", "letter", "slides" */
+ts_status ts_lesson_handout_write(const ts_lessonrun *r, const char *path, ts_lesson_handout paper);
+
 /* ---- the window ------------------------------------------------------------------ */
 
 typedef struct ts_lesson_view_options {

@@ -319,6 +319,24 @@ typedef struct ts_render_tensor_view {
 ts_status ts_render_tensor(cairo_t *cr, ts_render_rect area, const ts_render_tensor_view *v,
                            const ts_render_state *st, ts_render_layout *layout);
 
+/* One position's next-token distribution: the top_k most likely tokens as
+ * horizontal bars, largest on top, each with its label, its probability and
+ * (when given) its logit; what the others share said under the bars. */
+#define TS_RENDER_DIST_MAX 40
+typedef struct ts_render_dist_view {
+    const float *probs;        /* (n) sums to 1 */
+    const float *logits;       /* optional (n) */
+    const char *const *labels; /* optional (n): the vocabulary */
+    int n;
+    int top_k;  /* 1..TS_RENDER_DIST_MAX; 0: 10 */
+    int actual; /* the token the text has next, drawn in another colour; -1: none */
+    const char *title, *subtitle;
+} ts_render_dist_view;
+
+ts_status ts_render_dist(cairo_t *cr, ts_render_rect area, const ts_render_dist_view *v);
+/* The height in points k bars take at the current font scale. */
+int ts_render_dist_height(int k);
+
 /* A step of a module, for the shape flow. */
 #define TS_RENDER_MAX_INPUTS 4
 #define TS_RENDER_OUTSIDE (-1) /* an input from outside the steps drawn: the module's input */
@@ -374,7 +392,8 @@ ts_status ts_render_training(cairo_t *cr, ts_render_rect area, const ts_render_s
     X(TS_RENDER_VIEW_CURVES, "curves") \
     X(TS_RENDER_VIEW_STATS, "stats")   \
     X(TS_RENDER_VIEW_SHAPES, "shapes") \
-    X(TS_RENDER_VIEW_LENS, "lens")
+    X(TS_RENDER_VIEW_LENS, "lens")     \
+    X(TS_RENDER_VIEW_DIST, "dist")
 
 #define TS_RENDER_VIEW_ENTRY(e, name) e,
 typedef enum ts_render_view { TS_RENDER_VIEW_LIST(TS_RENDER_VIEW_ENTRY) TS_RENDER_VIEW_COUNT } ts_render_view;
@@ -387,6 +406,22 @@ bool ts_render_view_from_name(const char *name, ts_render_view *out);
 
 /* The font family for all text ("DejaVu Sans" by default); NULL resets. */
 void ts_render_set_font(const char *family);
+
+/* Every text drawn `scale` times its size (1 by default; 0.5 to 4): for
+ * figures shown on a projector, where labels must stay large at the export
+ * size. Views lay out around the measured text, so cells shrink, not text. */
+void ts_render_set_font_scale(double scale);
+double ts_render_font_scale(void);
+
+/* A caption under a figure: text wrapped to area's width below a thin
+ * rule; returns the height it takes; draws only when `draw`. */
+double ts_render_caption_block(cairo_t *cr, ts_render_rect area, const char *text, bool draw);
+
+/* Frame the cells rows row0..row1, columns col0..col1 (inclusive) in every
+ * panel of a drawn layout, in red with a white edge, outside the cells. An
+ * error when the view drew no cells or the range is not the matrix's.
+ * row1 or col1 of 1 << 30 or more: to the last. */
+ts_status ts_render_frame_cells(cairo_t *cr, const ts_render_layout *l, int row0, int row1, int col0, int col1);
 
 /* Fill area with the background colour (views do this themselves). */
 void ts_render_clear(cairo_t *cr, ts_render_rect area);
@@ -525,6 +560,9 @@ typedef struct ts_scene_request {
     const char *trace_path; /* only for messages; may be NULL */
     const int *dims;        /* PE curves: the dims to draw (NULL: a choice of the renderer) */
     int n_dims;             /* up to 16 */
+    int position;           /* the distribution view: which position (-1: the last) */
+    int top_k;              /* the distribution view: how many tokens (0: 10) */
+    bool lesson_keys;       /* hints in a lesson's setup keys (level:, only:), not run's flags */
 } ts_scene_request;
 
 ts_scene_request ts_scene_request_default(const char *name);
@@ -556,7 +594,10 @@ const ts_trace_step *ts_scene_step(const ts_scene *s);
  * flag that would change nothing (`png --head` on a LayerNorm's statistics):
  * the batch element (the step has a batch dim), the head (one head drawn, or
  * dim 1 fixed at it), the axes (a tensor heatmap's two dims). */
-enum { TS_SCENE_USED_BATCH = 1u, TS_SCENE_USED_HEAD = 2u, TS_SCENE_USED_AXES = 4u };
+enum { TS_SCENE_USED_BATCH = 1u, TS_SCENE_USED_HEAD = 2u, TS_SCENE_USED_AXES = 4u, TS_SCENE_USED_POSITION = 8u };
+
+/* Replace the title a scene draws (a slide's own words); NULL or "" keeps it. */
+void ts_scene_set_title(ts_scene *s, const char *title);
 unsigned ts_scene_used(const ts_scene *s);
 
 /* The matrix panel `panel` of the layout shows (values, strides, token

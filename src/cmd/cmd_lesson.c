@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "commands.h"
@@ -84,7 +85,7 @@ static void print_outline(const ts_lesson *l) {
 static int list_lessons(void) {
     ts_lesson_entry *e;
     int n;
-    const char *dir = ts_lesson_dir();
+    const char *dir = ts_lesson_user_dir();
     if (ts_lesson_list(dir, &e, &n) != TS_OK) {
         fprintf(stderr, "tscope lesson: %s\n", ts_last_error());
         return 2;
@@ -122,7 +123,7 @@ static const char *self_exe(char *buf, size_t cap) {
 }
 
 typedef struct lesson_opts {
-    const char *export_dir, *script, *screenshot, *cache, *format;
+    const char *export_dir, *script, *screenshot, *cache, *format, *handout;
     float scale;
     int step, width, height;
     bool rerun, quiet;
@@ -163,7 +164,32 @@ static int run_lesson(const ts_lesson *l, const char *what, const lesson_opts *o
         return 1;
     }
     int rc = 0;
-    if (o->export_dir) {
+    if (o->handout) {
+        /* one PDF: --export FILE.pdf, or DIR/NAME-handout.pdf */
+        char path[4096];
+        size_t len = strlen(o->export_dir);
+        const char *base = strrchr(l->path, '/');
+        base = base ? base + 1 : l->path;
+        if (len > 4 && strcmp(o->export_dir + len - 4, ".pdf") == 0)
+            snprintf(path, sizeof path, "%s", o->export_dir);
+        else
+            snprintf(path, sizeof path, "%s/%.*s-handout.pdf", o->export_dir, (int)(strlen(base) - 3), base);
+        ts_lesson_handout paper = TS_LESSON_HANDOUT_A4;
+        ts_lesson_handout_from_name(o->handout, &paper);
+        if (!(len > 4 && strcmp(o->export_dir + len - 4, ".pdf") == 0)) {
+            struct stat sb;
+            if (stat(o->export_dir, &sb) != 0 && mkdir(o->export_dir, 0777) != 0) {
+                ts_lessonrun_close(&run);
+                return ts_cli_error("lesson", "cannot create %s", o->export_dir);
+            }
+        }
+        if (ts_lesson_handout_write(&run, path, paper) != TS_OK) {
+            fprintf(stderr, "%s\n", ts_last_error());
+            rc = strstr(ts_last_error(), ".md:") ? 1 : 2;
+        } else {
+            printf("tscope lesson: %s: hand-out (%s, %d pages) in %s\n", l->title, o->handout, l->n_steps, path);
+        }
+    } else if (o->export_dir) {
         int n = 0;
         ts_figure_format format = TS_FIGURE_PNG;
         ts_figure_format_from_name(o->format, &format);
@@ -206,6 +232,10 @@ int ts_cmd_lesson(int argc, char **argv) {
          "png|svg|pdf", NULL, &format_seen},
         {"--scale", TS_FLAG_FLOAT, &o.scale, "X", "pixels per point of exported PNG pages (1.25)", NULL, NULL,
          &scale_seen},
+        {"--handout", TS_FLAG_CHOICE, &o.handout, "PAPER",
+         "with --export and --format pdf: ONE PDF of every step, narration and view on each page, to print: a4, "
+         "letter (portrait) or slides (16:9); --export names the file (X.pdf) or its folder", "a4|letter|slides",
+         NULL, NULL},
         {"--step", TS_FLAG_INT, &o.step, "N", "open the window at step N (1)", NULL, NULL, &step_seen},
         {"--script", TS_FLAG_STRING, &o.script, "KEYS",
          "replay keys in the window first, e.g. \"right right shot:a.png\" (as tscope view --script)", NULL, NULL,
@@ -228,7 +258,10 @@ int ts_cmd_lesson(int argc, char **argv) {
                        "With a lesson, runs its setups (traces are cached) and opens the viewer on its steps:\n"
                        "narration beside the view, right/left to move. --export DIR writes the same pages as PNG\n"
                        "(or SVG or PDF with --format).\n"
-                       "Lessons are read from $TSCOPE_LESSONS, else the source tree's lessons/.\n"
+                       "A lesson named by number or name is looked for in the working directory, then ./lessons,\n"
+                       "then the installed lessons ($TSCOPE_LESSONS instead, when set); its load: paths in the\n"
+                       "working directory, beside the lesson, the folder above it, then the installed tree.\n"
+                       "--check lists every problem of a lesson, each as FILE:LINE: message.\n"
                        "Exit status: 0 good, 1 the lesson has an error (FILE:LINE: message), 2 bad usage or no display.",
         .flags = flags,
         .n_flags = (int)(sizeof flags / sizeof flags[0]),
@@ -244,7 +277,7 @@ int ts_cmd_lesson(int argc, char **argv) {
     bool window_flags = o.script || o.screenshot || step_seen || width_seen || height_seen;
     bool run_flags = o.cache || o.rerun || o.quiet;
     if (list) {
-        if (n_pos || check || print || o.export_dir || window_flags || run_flags || scale_seen || format_seen)
+        if (n_pos || check || print || o.export_dir || o.handout || window_flags || run_flags || scale_seen || format_seen)
             return ts_cli_error("lesson", "--list takes no lesson and no other flag");
         return list_lessons();
     }
@@ -258,6 +291,8 @@ int ts_cmd_lesson(int argc, char **argv) {
     if (!o.export_dir && scale_seen)
         return ts_cli_error("lesson", "--scale sets the exported pages' pixels per point: add --export DIR (the "
                                       "window follows the screen)");
+    if (o.handout && (!o.export_dir || strcmp(o.format, "pdf") != 0))
+        return ts_cli_error("lesson", "--handout writes one PDF: give --export FILE.pdf (or DIR) and --format pdf");
     if (!o.export_dir && format_seen)
         return ts_cli_error("lesson", "--format sets what --export writes: add --export DIR");
     if (scale_seen && strcmp(o.format, "png") != 0)
@@ -270,7 +305,7 @@ int ts_cmd_lesson(int argc, char **argv) {
                             o.height);
     if (n_pos == 0) return ts_cli_error("lesson", "name a lesson (a number, a name or a file) or give --list");
     char path[4096];
-    if (ts_lesson_find(ts_lesson_dir(), pos[0], path, sizeof path) != TS_OK)
+    if (ts_lesson_find_here(pos[0], path, sizeof path) != TS_OK)
         return ts_cli_error("lesson", "%s", ts_last_error());
     ts_lesson l;
     if (ts_lesson_load(&l, path) != TS_OK) {

@@ -7,6 +7,7 @@
  * written costs nothing. */
 #include <math.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +30,13 @@ typedef struct png_args {
     float scale;
     bool layer_seen, head_seen, batch_seen, scale_seen;
     ts_figure_format format;
+    int position, top; /* the distribution view */
+    bool position_seen, top_seen;
+    const char *title, *caption;
+    ts_cli_list highlight;      /* "R,C" or "R0-R1,C0-C1", each a frame */
+    int hl[TS_CLI_LIST_MAX][4]; /* row0, row1, col0, col1 */
+    float font_scale;
+    bool font_scale_seen, projector;
 } png_args;
 
 static int fail(const char *fmt, ...)
@@ -58,11 +66,65 @@ static void default_output(char *buf, size_t size, const png_args *a, const ts_s
 typedef struct draw_job {
     ts_scene *sc;
     ts_render_layout *layout;
+    const png_args *a;
+    double caption_h; /* the caption's band at the bottom */
 } draw_job;
 
 static ts_status draw_scene(void *ctx, cairo_t *cr, double w, double h) {
     draw_job *job = ctx;
-    return ts_scene_draw(job->sc, cr, (ts_render_rect){0, 0, w, h}, NULL, job->layout);
+    const png_args *a = job->a;
+    ts_status st = ts_scene_draw(job->sc, cr, (ts_render_rect){0, 0, w, h - job->caption_h}, NULL, job->layout);
+    for (int i = 0; !st && i < a->highlight.count; i++)
+        st = ts_render_frame_cells(cr, job->layout, a->hl[i][0], a->hl[i][1], a->hl[i][2], a->hl[i][3]);
+    if (!st && job->caption_h > 0) {
+        ts_render_rect band = {0, h - job->caption_h, w, job->caption_h};
+        ts_render_clear(cr, band);
+        ts_render_caption_block(cr, band, a->caption, true);
+    }
+    return st;
+}
+
+/* The box of what a drawing inks (not the white paper), in points. */
+static bool ink_box(ts_scene *sc, int w, int h, int box[4]) {
+    cairo_surface_t *img = cairo_image_surface_create(CAIRO_FORMAT_RGB24, w, h);
+    cairo_t *cr = cairo_create(img);
+    ts_status st = ts_scene_draw(sc, cr, (ts_render_rect){0, 0, w, h}, NULL, NULL);
+    cairo_destroy(cr);
+    cairo_surface_flush(img);
+    const unsigned char *data = cairo_image_surface_get_data(img);
+    int stride = cairo_image_surface_get_stride(img);
+    box[0] = w, box[1] = h, box[2] = -1, box[3] = -1;
+    for (int y = 0; !st && y < h; y++) {
+        const uint32_t *row = (const uint32_t *)(const void *)(data + (size_t)y * (size_t)stride);
+        for (int x = 0; x < w; x++)
+            if ((row[x] & 0xFFFFFFu) != 0xFFFFFFu) {
+                if (x < box[0]) box[0] = x;
+                if (x > box[2]) box[2] = x;
+                if (y < box[1]) box[1] = y;
+                if (y > box[3]) box[3] = y;
+            }
+    }
+    cairo_surface_destroy(img);
+    return !st && box[2] >= 0;
+}
+
+/* No blank bands: a view laid out in a size its data does not fill (cells
+ * square, panels in a row) leaves paper around the block it centres. Draw,
+ * measure the ink, take the empty margins off beyond the usual padding, and
+ * again, until what is left is the picture. Only for sizes tscope chose. */
+static void trim_blank(ts_scene *sc, int *w, int *h, bool fixed_w, bool fixed_h) {
+    const int keep = 16; /* points of paper kept around the ink */
+    for (int pass = 0; pass < 6; pass++) {
+        int box[4];
+        if (!ink_box(sc, *w, *h, box)) return;
+        int spare_w = fixed_w ? 0 : box[0] - keep + (*w - 1 - box[2]) - keep;
+        int spare_h = fixed_h ? 0 : *h - 1 - box[3] - keep;
+        if (spare_w < 6 && spare_h < 6) return;
+        if (spare_w >= 6) *w -= spare_w;
+        if (spare_h >= 6) *h -= spare_h;
+        if (*w < 64) *w = 64;
+        if (*h < 64) *h = 64;
+    }
 }
 
 /* Cells never go below a pixel, so a wide tensor shows its first columns:
@@ -80,8 +142,14 @@ static void note_partial(const ts_render_layout *l, int w, int h, float scale) {
 static int export(const png_args *a, ts_scene *sc) {
     int w, h;
     ts_scene_size(sc, &w, &h);
+    if (a->projector) { /* a 1920 x 1080 slide: the view's shape, as large as fits */
+        double k = fmin(1920.0 / w, 1080.0 / h);
+        w = (int)floor(w * k);
+        h = (int)floor(h * k);
+    }
     if (a->width > 0) w = a->width;
     if (a->height > 0) h = a->height;
+    trim_blank(sc, &w, &h, a->width > 0, a->height > 0);
     char path[600];
     const char *out = a->out;
     if (!out) {
@@ -90,7 +158,15 @@ static int export(const png_args *a, ts_scene *sc) {
     }
     ts_render_layout *layout = calloc(1, sizeof *layout);
     if (!layout) return fail("out of memory");
-    draw_job job = {sc, layout};
+    draw_job job = {sc, layout, a, 0};
+    if (a->caption) {
+        cairo_surface_t *img = cairo_image_surface_create(CAIRO_FORMAT_RGB24, 8, 8);
+        cairo_t *cr = cairo_create(img);
+        job.caption_h = ceil(ts_render_caption_block(cr, (ts_render_rect){0, 0, w, 0}, a->caption, false));
+        cairo_destroy(cr);
+        cairo_surface_destroy(img);
+        h += (int)job.caption_h;
+    }
     ts_figure_spec spec = {.format = a->format, .width = w, .height = h, .scale = a->scale,
                            .title = ts_scene_step(sc) ? ts_scene_step(sc)->name : a->tensor};
     ts_status st = ts_figure_write(out, &spec, draw_scene, &job);
@@ -116,9 +192,37 @@ static int unused(const png_args *a, const ts_scene *sc) {
                     "(B, H, Sq, Sk), or dim 1 of a (B, H, ...) tensor)", a->head, view, name);
     if (a->batch_seen && !(used & TS_SCENE_USED_BATCH))
         return fail("--batch %d: the %s view of %s has no batch element to choose", a->batch, view, name);
+    if ((a->position_seen || a->top_seen) && !(used & TS_SCENE_USED_POSITION))
+        return fail("%s picks what the distribution view (--view dist) draws; the %s view of %s does not",
+                    a->position_seen ? "--position" : "--top", view, name);
     if (a->axes && !(used & TS_SCENE_USED_AXES))
         return fail("--axes %s picks the two dims of a tensor heatmap; the %s view of %s has its own", a->axes, view,
                     name);
+    return -1;
+}
+
+/* One end of a --highlight range: "4", "2-6", "*" (every one). */
+static bool parse_range(const char *s, size_t len, int out[2]) {
+    char buf[32], extra;
+    if (len == 0 || len >= sizeof buf) return false;
+    memcpy(buf, s, len);
+    buf[len] = '\0';
+    if (strcmp(buf, "*") == 0) {
+        out[0] = 0, out[1] = 1 << 30;
+        return true;
+    }
+    int a, b;
+    if (sscanf(buf, "%d-%d%c", &a, &b, &extra) == 2) out[0] = a, out[1] = b;
+    else if (sscanf(buf, "%d%c", &a, &extra) == 1) out[0] = out[1] = a;
+    else return false;
+    return out[0] >= 0 && out[1] >= out[0];
+}
+
+/* "R,C" or "R0-R1,C0-C1" into row0, row1, col0, col1; -1: parsed. */
+static int parse_highlight(const char *text, int hl[4]) {
+    const char *comma = strchr(text, ',');
+    if (!comma || !parse_range(text, (size_t)(comma - text), hl) || !parse_range(comma + 1, strlen(comma + 1), hl + 2))
+        return fail("--highlight %s: give ROW,COL, or ranges like 3-5,0-2 (* for all), counting from 0", text);
     return -1;
 }
 
@@ -129,13 +233,14 @@ int ts_cmd_png(int argc, char **argv) {
     for (int i = 0; i < argc; i++) args[i] = strcmp(argv[i], "-o") == 0 && i > 0 ? "--output" : argv[i];
     args[argc] = NULL;
 
-    png_args a = {.view = "auto", .batch = 0, .head = 0, .step = 0, .scale = 1};
+    png_args a = {.view = "auto", .batch = 0, .head = 0, .step = 0, .scale = 1, .position = -1, .font_scale = 1};
     const ts_flag flags[] = {
         {"--tensor", TS_FLAG_STRING, &a.tensor, "NAME", "the step to draw, e.g. encoder.layers.0.self_attn.weights", NULL, NULL, NULL},
         {"--view", TS_FLAG_CHOICE, &a.view, "V",
-         "auto|heatmap|grid|overview|curves|stats|shapes|lens; auto goes by the step's tag: attention -> grid "
-         "(heatmap with --head), PE -> curves + heatmap, norm -> stats, lens.layers.N -> lens, else heatmap (auto)",
-         "auto|heatmap|grid|overview|curves|stats|shapes|lens", NULL, NULL},
+         "auto|heatmap|grid|overview|curves|stats|shapes|lens|dist; auto goes by the step's tag: attention -> grid "
+         "(heatmap with --head), PE -> curves + heatmap, norm -> stats, lens.layers.N -> lens, probs -> dist, "
+         "else heatmap (auto)",
+         "auto|heatmap|grid|overview|curves|stats|shapes|lens|dist", NULL, NULL},
         {"--batch", TS_FLAG_INT, &a.batch, "I", "batch element (0)", NULL, NULL, &a.batch_seen},
         {"--layer", TS_FLAG_INT, &a.layer, "L", "the same step in layer L (replaces layers.N in the name)", NULL, NULL,
          &a.layer_seen},
@@ -143,6 +248,21 @@ int ts_cmd_png(int argc, char **argv) {
         {"--step", TS_FLAG_INT, &a.step, "K", "which record of the name, for traces that repeat names (0; -1: last)", NULL,
          NULL, NULL},
         {"--axes", TS_FLAG_STRING, &a.axes, "I,J", "the two dims a heatmap of any tensor shows (the last two)", NULL, NULL, NULL},
+        {"--position", TS_FLAG_INT, &a.position, "P",
+         "the distribution view: the position whose next token is drawn (-1: the last)", NULL, NULL, &a.position_seen},
+        {"--top", TS_FLAG_INT, &a.top, "K", "the distribution view: how many tokens, most likely first (10)", NULL, NULL,
+         &a.top_seen},
+        {"--title", TS_FLAG_STRING, &a.title, "TEXT", "the figure's title, in your words (the step's name moves under it)",
+         NULL, NULL, NULL},
+        {"--caption", TS_FLAG_STRING, &a.caption, "TEXT", "a caption under the figure, wrapped to its width", NULL, NULL,
+         NULL},
+        {"--highlight", TS_FLAG_LIST, &a.highlight, "R,C",
+         "frame cells: ROW,COL or ranges R0-R1,C0-C1 (a * for every row or column); repeatable", NULL, NULL, NULL},
+        {"--font-scale", TS_FLAG_FLOAT, &a.font_scale, "F", "every text F times its size, 0.5 to 4 (1)", NULL, NULL,
+         &a.font_scale_seen},
+        {"--projector", TS_FLAG_BOOL, &a.projector, NULL,
+         "a slide: at most 1920 x 1080 and every label at least 18 pixels (font scale 1.75 unless given)", NULL, NULL,
+         NULL},
         {"--output", TS_FLAG_STRING, &a.out, "FILE",
          "the file to write, also -o FILE: .png, .svg or .pdf (vector, for slides and papers) (NAME.VIEW.png)", NULL,
          NULL, NULL},
@@ -154,7 +274,8 @@ int ts_cmd_png(int argc, char **argv) {
     const ts_cli_spec spec = {
         .command = CMD,
         .synopsis = "TRACE --tensor NAME [--view V] [--batch I] [--layer L] [--head H] [--step K] [-o FILE.png|svg|pdf]\n"
-                    "       [--width W --height H --scale S]",
+                    "       [--width W --height H --scale S] [--title T] [--caption C] [--highlight R,C]...\n"
+                    "       [--font-scale F | --projector] [--position P --top K]",
         .description = "Draw one step of a trace as PNG, SVG or PDF (the extension of -o picks), with no display:\n"
                        "attention heads and grids, the layers x heads overview, positional encoding curves,\n"
                        "LayerNorm statistics, any tensor as a heatmap with its statistics, or the data flow of\n"
@@ -183,6 +304,17 @@ int ts_cmd_png(int argc, char **argv) {
         return fail("--scale sets the pixels of a PNG; %s is in points and scales without loss",
                     a.format == TS_FIGURE_SVG ? "an SVG" : "a PDF");
     if (a.batch < 0) return fail("--batch %d: batch elements count from 0", a.batch);
+    if (a.top_seen && (a.top < 1 || a.top > TS_RENDER_DIST_MAX))
+        return fail("--top %d: draw 1 to %d tokens", a.top, TS_RENDER_DIST_MAX);
+    if (a.font_scale_seen && !(a.font_scale >= 0.5f && a.font_scale <= 4))
+        return fail("--font-scale %g: use a number from 0.5 to 4", (double)a.font_scale);
+    if (a.projector && a.scale_seen)
+        return fail("--projector sets the size in pixels (scale 1); leave out --scale, or use --width/--height");
+    if (a.projector && !a.font_scale_seen) a.font_scale = 1.75f; /* 10.5-point ticks at 18.4 pixels */
+    if (a.title && !a.title[0]) return fail("--title needs some text");
+    if (a.caption && !a.caption[0]) return fail("--caption needs some text");
+    for (int i = 0; i < a.highlight.count; i++)
+        if ((rc = parse_highlight(a.highlight.items[i], a.hl[i])) >= 0) return rc;
     if (a.head_seen && a.head < 0) return fail("--head %d: heads count from 0", a.head);
     ts_render_view view;
     ts_render_view_from_name(a.view, &view);
@@ -211,12 +343,16 @@ int ts_cmd_png(int argc, char **argv) {
     rq.occurrence = a.step;
     rq.axes = a.axes;
     rq.trace_path = a.trace_path;
+    if (a.position_seen) rq.position = a.position;
+    if (a.top_seen) rq.top_k = a.top;
+    ts_render_set_font_scale(a.font_scale);
     ts_scene *sc;
     if (ts_scene_build(&sc, t, &rq) != TS_OK) {
         rc = fail("%s", ts_last_error());
     } else if ((rc = unused(&a, sc)) >= 0) {
         ts_scene_free(sc);
     } else {
+        ts_scene_set_title(sc, a.title);
         rc = export(&a, sc);
         ts_scene_free(sc);
     }

@@ -33,11 +33,14 @@ typedef struct run_opts {
     const char *expect; /* --expect OUT.npy: the final output against a reference */
     float tol;          /* --tol T for --expect */
     bool tol_seen;
+    bool temperature_seen; /* --temperature T: the probs step's (run_temperature) */
     trace_cli trace; /* --trace FILE and its flags */
     experiment_cli xc; /* --ablate, --patch, --lens */
     int argc;        /* the command line, for the trace's metadata */
     char **argv;
 } run_opts;
+
+float run_temperature = 1;
 
 static double now(void) {
     struct timespec ts;
@@ -303,6 +306,11 @@ static int run(const model_flags *mf, const run_opts *o) {
     report(&m, &batch, &out, t1 - t0, o->load != NULL, o->greedy);
     if (ex.lens) experiment_cli_print_lens(&ex, NULL, m.S, cfg.vocab);
     if (o->greedy) report_greedy(&batch, &out);
+    if (cfg.head == TS_HEAD_LM && tracer && (st = lm_probs_step(&hook, &out, run_temperature))) {
+        rc = ts_cli_error("run", "%s", ts_last_error());
+        trace_cli_close(&o->trace, tracer, "run");
+        goto out;
+    }
     if (o->expect && (rc = run_expect(o->expect, o->tol, &out))) {
         trace_cli_close(&o->trace, tracer, "run");
         goto out;
@@ -329,7 +337,7 @@ out:
 int ts_cmd_run(int argc, char **argv) {
     model_flags mf;
     run_opts o = {0};
-    ts_flag flags[MODEL_FLAGS_COUNT + 18 + TRACE_CLI_FLAGS + EXPERIMENT_CLI_FLAGS];
+    ts_flag flags[MODEL_FLAGS_COUNT + 19 + TRACE_CLI_FLAGS + EXPERIMENT_CLI_FLAGS];
     int n = model_flags_table(flags, 0, &mf);
     n = trace_cli_table(flags, n, &o.trace);
     n = experiment_cli_table(flags, n, &o.xc);
@@ -385,6 +393,9 @@ int ts_cmd_run(int argc, char **argv) {
     flags[n++] = (ts_flag){"--labels", TS_FLAG_STRING, &o.labels, "L.npy",
                            "the backward's targets: ids (B, T) (default: the source, copied), class ids (B), or "
                            "d loss/d out", NULL, NULL, NULL};
+    flags[n++] = (ts_flag){"--temperature", TS_FLAG_FLOAT, &run_temperature, "T",
+                           "the trace's probs step, the softmax of the logits, at temperature T (1: the model's own "
+                           "chances)", NULL, NULL, &o.temperature_seen};
     const ts_cli_spec spec = {
         .command = "run",
         .synopsis = "[--preset P | model flags] [--text S | --input X.npy [--target Y.npy] [masks]]\n"
@@ -402,6 +413,10 @@ int ts_cmd_run(int argc, char **argv) {
     if (rc >= 0) return rc;
     if (o.print_shapes && strcmp(o.print_shapes, "plain") != 0 && strcmp(o.print_shapes, "torch") != 0)
         return ts_cli_error("run", "--print-shapes takes =torch or nothing, not '=%s'", o.print_shapes);
+    if (o.temperature_seen && !(run_temperature > 0 && run_temperature <= 100))
+        return ts_cli_error("run", "--temperature %g: use a number in (0, 100]", (double)run_temperature);
+    if (o.temperature_seen && !o.trace.path)
+        return ts_cli_error("run", "--temperature sets the trace's probs step: add --trace FILE");
     if (o.labels && !o.backward) return ts_cli_error("run", "--labels is the backward pass's target; add --backward");
     /* a language model's checkpoint brings its config and tokenizer; run_lm refuses the flags it has no use for */
     if (o.layout && ts_gpt2_request_layout(o.layout)) return ts_cli_error("run", "%s", ts_last_error());

@@ -106,6 +106,20 @@ static void report(const ts_lmtok *tok, const int32_t *ids, const float *logits,
     if (S > 1) printf("loss on this text: %.4f nats/token over %lld predictions\n", loss / (S - 1), (long long)S - 1);
 }
 
+ts_status lm_probs_step(const ts_hook *hook, const ts_tensor *logits, float temperature) {
+    if (!hook->fn || logits->rank != 3) return TS_OK;
+    int64_t rows = logits->shape[0] * logits->shape[1], V = logits->shape[2];
+    float *probs = malloc(sizeof(float) * (size_t)(rows * V));
+    if (!probs) return ts_fail(TS_ERR_NOMEM, "out of memory for the probs step");
+    for (int64_t r = 0; r < rows; r++)
+        ts_model_sample(logits->data + r * V, (int)V, temperature, 0, 0.5, probs + r * V);
+    ts_tensor t;
+    ts_tensor_view(&t, probs, 3, logits->shape);
+    ts_status st = ts_hook_call(hook, "probs", TS_OP_SOFTMAX, &t, TS_TAG_LOGITS);
+    free(probs);
+    return st;
+}
+
 /* Every head's scores on 8 random sequences written twice, as the training
  * trace measures them; with the experiment's edits when xc gives any. */
 static int print_scores(const char *load, const experiment_cli *xc) {
@@ -202,7 +216,7 @@ int run_lm(const char *load, const ts_cli_list *text, const char *ids_path, ts_f
     /* what a language model's run uses; any other flag given is refused, never ignored */
     static const char *const used[] = {"--load", "--text", "--ids", "--scores", "--backward", "--print-shapes",
                                        "--trace", "--level", "--only", "--keep-batch", "--layout", "--expect",
-                                       "--tol", "--ablate", "--patch", "--lens", NULL};
+                                       "--tol", "--ablate", "--patch", "--lens", "--temperature", NULL};
     for (int i = 0; i < n; i++) {
         bool given = flags[i].seen ? *flags[i].seen : false;
         if (!flags[i].seen) { /* a flag without a seen slot: given when its value is set */
@@ -298,6 +312,13 @@ int run_lm(const char *load, const ts_cli_list *text, const char *ids_path, ts_f
         report(&tok, ids.ids + (size_t)b * S, out.data + (size_t)b * S * out.shape[2], S, out.shape[2]);
     }
     if (ex.lens) experiment_cli_print_lens(&ex, &tok, S, m.cfg.vocab);
+    st = lm_probs_step(&hook, &out, run_temperature);
+    if (st) {
+        rc = ts_cli_error("run", "%s", ts_last_error());
+        trace_cli_close(tc, w, "run");
+        w = NULL;
+        goto out;
+    }
     rc = expect ? run_expect(expect, tol, &out) : 0;
     int rc_trace = trace_cli_close(tc, w, "run");
     if (!rc) rc = rc_trace;

@@ -4,7 +4,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 
-static _Thread_local char last_message[1024];
+static _Thread_local char last_message[4096]; /* room for a lesson's list of problems */
 
 static const char *const status_names[] = {
     [TS_OK] = "ok",

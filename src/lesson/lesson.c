@@ -44,6 +44,18 @@ ts_lesson_narration *lp_narration(parser *p, int which) {
     return which < 0 ? &p->lesson->intro : &p->lesson->steps[which].narration;
 }
 
+#define MAX_PROBLEMS 12 /* listed; more are counted */
+
+static void add_problem(parser *p, int line, const char *msg) {
+    if (p->n_problems++ >= MAX_PROBLEMS) return;
+    if (p->problems.len) ts_text_buf_str(&p->problems, "\n");
+    char head[64];
+    snprintf(head, sizeof head, ":%d: ", line);
+    ts_text_buf_str(&p->problems, p->lesson->path);
+    ts_text_buf_str(&p->problems, head);
+    ts_text_buf_str(&p->problems, msg);
+}
+
 ts_status lp_fail_line(parser *p, int line, const char *fmt, ...) {
     if (p->st != TS_OK) return p->st;
     char msg[768];
@@ -51,8 +63,31 @@ ts_status lp_fail_line(parser *p, int line, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    add_problem(p, line, msg);
     p->st = ts_fail(TS_ERR_FORMAT, "%s:%d: %s", p->lesson->path, line, msg);
     return p->st;
+}
+
+ts_status lp_problem(parser *p, int line, const char *fmt, ...) {
+    if (p->st != TS_OK) return TS_ERR_FORMAT;
+    char msg[768];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    add_problem(p, line, msg);
+    return TS_ERR_FORMAT;
+}
+
+/* The parse's answer: every problem found, one a line, when there are any. */
+static ts_status problems_status(parser *p, ts_status st) {
+    if (st == TS_ERR_NOMEM || p->n_problems == 0 || p->problems.oom) return st;
+    if (p->n_problems > MAX_PROBLEMS) {
+        char more[64];
+        snprintf(more, sizeof more, "\n(and %d more)", p->n_problems - MAX_PROBLEMS);
+        ts_text_buf_str(&p->problems, more);
+    }
+    return ts_fail(TS_ERR_FORMAT, "%s", p->problems.s ? p->problems.s : "");
 }
 
 ts_status lp_oom(parser *p) {
@@ -232,44 +267,45 @@ static bool leaves_out(const ts_lesson_setup *s, const char *key) {
  * `command: train`, one input. */
 static ts_status check_cross(parser *p) {
     ts_lesson *l = p->lesson;
-    if (l->n_setups == 0) return lp_fail_line(p, p->title_last, "no setup block: a lesson needs ```tscope setup");
-    if (l->n_steps == 0) return lp_fail_line(p, p->n_lines, "no step blocks: a lesson needs at least one ```tscope step");
+    if (l->n_setups == 0) lp_problem(p, p->title_last, "no setup block: a lesson needs ```tscope setup");
+    if (l->n_steps == 0) lp_problem(p, p->n_lines, "no step blocks: a lesson needs at least one ```tscope step");
+    if (l->n_setups == 0 || l->n_steps == 0) return TS_OK;
     for (int r = 0; r < l->n_setups; r++) {
         const ts_lesson_setup *s = &l->setups[r];
         const char *cmd = ts_lesson_setup_get(l, r, "command");
         bool train = cmd && strcmp(cmd, "train") == 0;
         for (int i = 0; i < s->n_keys; i++) {
             if (lp_setup_key_train_only(s->keys[i].key) && !train)
-                return lp_fail_line(p, s->keys[i].line, "'%s' is a training key: the setup needs 'command: train'",
+                lp_problem(p, s->keys[i].line, "'%s' is a training key: the setup needs 'command: train'",
                                  s->keys[i].key);
         }
         const ts_lesson_kv *without = lp_find_kv(s->keys, s->n_keys, "without");
         if (without && r == 0)
-            return lp_fail_line(p, without->line, "'without:' goes in a named setup: it leaves out keys of the main one");
+            lp_problem(p, without->line, "'without:' goes in a named setup: it leaves out keys of the main one");
         for (int i = 0; without && i < s->n_keys; i++)
             if (leaves_out(s, s->keys[i].key))
-                return lp_fail_line(p, s->keys[i].line, "'%s' is both given and left out ('without:' on line %d)",
+                lp_problem(p, s->keys[i].line, "'%s' is both given and left out ('without:' on line %d)",
                                     s->keys[i].key, without->line);
         const ts_lesson_kv *trace = lp_find_kv(s->keys, s->n_keys, "trace");
         if (trace && s->n_keys > 1)
-            return lp_fail_line(p, trace->line, "a setup with 'trace:' shows that recorded trace: it takes no other key");
+            lp_problem(p, trace->line, "a setup with 'trace:' shows that recorded trace: it takes no other key");
         if (trace && r == 0 && l->n_setups > 1)
-            return lp_fail_line(p, trace->line, "'trace:' goes in a named setup: the others would take its keys");
+            lp_problem(p, trace->line, "'trace:' goes in a named setup: the others would take its keys");
         if (train && !ts_lesson_setup_get(l, r, "task"))
-            return lp_fail_line(p, kv_line(s->keys, s->n_keys, "command", s->line), "a training setup needs 'task:'");
+            lp_problem(p, kv_line(s->keys, s->n_keys, "command", s->line), "a training setup needs 'task:'");
         if (ts_lesson_setup_get(l, r, "text") && ts_lesson_setup_get(l, r, "input")) {
             const ts_lesson_kv *kv = lp_find_kv(s->keys, s->n_keys, "input");
             if (!kv) kv = lp_find_kv(s->keys, s->n_keys, "text");
-            return lp_fail_line(p, kv ? kv->line : s->line, "give 'text' or 'input', not both");
+            lp_problem(p, kv ? kv->line : s->line, "give 'text' or 'input', not both");
         }
     }
     for (int i = 0; i < l->n_steps; i++) {
         const ts_lesson_step *st = &l->steps[i];
         if (ts_lesson_find_setup(l, st->run) < 0)
-            return lp_fail_line(p, kv_line(st->keys, st->n_keys, "run", st->line),
+            lp_problem(p, kv_line(st->keys, st->n_keys, "run", st->line),
                              "no setup named '%s' (add a ```tscope setup %s block)", st->run, st->run);
         if (st->compare_run && ts_lesson_find_setup(l, st->compare_run) < 0)
-            return lp_fail_line(p, kv_line(st->keys, st->n_keys, "compare-run", st->line),
+            lp_problem(p, kv_line(st->keys, st->n_keys, "compare-run", st->line),
                              "no setup named '%s' (add a ```tscope setup %s block)", st->compare_run,
                              st->compare_run);
     }
@@ -368,10 +404,11 @@ ts_status ts_lesson_parse(ts_lesson *l, const char *path, const char *text, size
     }
     p.cur = -1;
     p.open = -1;
-    ts_status st = parse_document(&p);
+    ts_status st = problems_status(&p, parse_document(&p));
     free(p.line_start);
     free(p.spans);
     free(p.title.s);
+    free(p.problems.s);
     if (st != TS_OK) ts_lesson_free(l);
     return st;
 }
@@ -464,6 +501,7 @@ static const char *const view_names[TS_LESSON_VIEW_COUNT] = {
     [TS_LESSON_VIEW_GRID] = "grid",         [TS_LESSON_VIEW_OVERVIEW] = "overview",
     [TS_LESSON_VIEW_CURVES] = "curves",     [TS_LESSON_VIEW_STATS] = "stats",
     [TS_LESSON_VIEW_SHAPES] = "shapes",     [TS_LESSON_VIEW_LENS] = "lens",
+    [TS_LESSON_VIEW_DIST] = "dist",
 };
 
 const char *ts_lesson_view_name(ts_lesson_view v) {

@@ -177,12 +177,47 @@ static bool join(char *out, size_t cap, const char *dir, const char *rel) {
 
 ts_status ts_lesson_resolve(const ts_lesson *lesson, const char *rel, char *path, size_t cap) {
     if (rel[0] == '/') return copy_path(path, cap, rel);
-    char dir[4096], near[4096], tree[4096];
+    char dir[4096], places[4][4096];
+    int n = 0;
+    snprintf(places[n++], sizeof places[0], "%s", rel); /* the working directory */
     dir_of(lesson->path ? lesson->path : ".", dir, sizeof dir);
-    if (!join(near, sizeof near, dir, rel)) return ts_fail(TS_ERR_ARG, "path too long: %s", rel);
-    if (exists(near)) return copy_path(path, cap, near);
+    if (!join(places[n++], sizeof places[0], dir, rel)) return ts_fail(TS_ERR_ARG, "path too long: %s", rel);
+    char above[4096];
+    if (!join(above, sizeof above, dir, "..") || !join(places[n++], sizeof places[0], above, rel))
+        return ts_fail(TS_ERR_ARG, "path too long: %s", rel);
     dir_of(TSCOPE_LESSON_DIR, dir, sizeof dir);
-    if (!join(tree, sizeof tree, dir, rel)) return ts_fail(TS_ERR_ARG, "path too long: %s", rel);
-    if (exists(tree)) return copy_path(path, cap, tree);
-    return ts_fail(TS_ERR_IO, "%s: not found (looked for %s and %s)", rel, near, tree);
+    if (!join(places[n++], sizeof places[0], dir, rel)) return ts_fail(TS_ERR_ARG, "path too long: %s", rel);
+    for (int i = 0; i < n; i++)
+        if (exists(places[i])) return copy_path(path, cap, places[i]);
+    return ts_fail(TS_ERR_IO, "%s: not found (looked in the working directory, then for %s, %s and %s)", rel, places[1],
+                   places[2], places[3]);
+}
+
+/* Whether dir holds at least one lesson file (NN-name.md). */
+static bool has_lessons(const char *dir) {
+    ts_lesson_entry *e;
+    int n;
+    if (ts_lesson_list(dir, &e, &n) != TS_OK) return false;
+    ts_lesson_list_free(e, n);
+    return n > 0;
+}
+
+const char *ts_lesson_user_dir(void) {
+    const char *env = getenv("TSCOPE_LESSONS");
+    if (env && *env) return env;
+    return has_lessons("lessons") ? "lessons" : TSCOPE_LESSON_DIR;
+}
+
+ts_status ts_lesson_find_here(const char *what, char *path, size_t cap) {
+    const char *env = getenv("TSCOPE_LESSONS");
+    size_t n = strlen(what);
+    if ((env && *env) || strchr(what, '/') || (n > 3 && strcmp(what + n - 3, ".md") == 0))
+        return ts_lesson_find(ts_lesson_dir(), what, path, cap);
+    const char *dirs[] = {".", "lessons", TSCOPE_LESSON_DIR};
+    for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
+        if (!has_lessons(dirs[i])) continue;
+        if (ts_lesson_find(dirs[i], what, path, cap) == TS_OK) return TS_OK;
+    }
+    return ts_fail(TS_ERR_ARG, "no lesson '%s' here, in ./lessons or in %s ('tscope lesson --list' shows them)", what,
+                   TSCOPE_LESSON_DIR);
 }

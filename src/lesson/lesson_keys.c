@@ -88,7 +88,9 @@ static const keydef setup_keys[] = {
 /* Step keys are `tscope png`'s flags, plus what only a lesson needs. */
 static const keydef step_keys[] = {
     {"tensor", V_NAME, NULL, 0, 0, false, false},
-    {"view", V_CHOICE, "heatmap|grid|overview|curves|stats|shapes|lens|auto", 0, 0, false, false},
+    {"view", V_CHOICE, "heatmap|grid|overview|curves|stats|shapes|lens|dist|auto", 0, 0, false, false},
+    {"position", V_INT, NULL, -4096, 1 << 20, false, false}, /* the dist view's position (-1: the last) */
+    {"top", V_INT, NULL, 1, 40, false, false},                /* the dist view's number of tokens */
     {"layer", V_INT, NULL, 0, 4096, false, false},
     {"head", V_INT, NULL, 0, 4096, false, false},
     {"batch", V_INT, NULL, 0, BIG, false, false},
@@ -200,55 +202,55 @@ static int split_words(char *v, char **words, int cap) {
 /* "row 3, cell 2 5, diagonal" */
 static ts_status parse_marks(parser *p, int line, const char *value, ts_lesson_step *step) {
     char buf[256];
-    if (strlen(value) >= sizeof buf) return lp_fail_line(p, line, "'highlight' is too long");
+    if (strlen(value) >= sizeof buf) return lp_problem(p, line, "'highlight' is too long");
     strcpy(buf, value);
     char *save = NULL;
     for (char *item = strtok_r(buf, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
         char *w[4];
         int n = split_words(item, w, 3);
-        if (n == 0) return lp_fail_line(p, line, "'highlight' has an empty item (items are separated by ',')");
+        if (n == 0) return lp_problem(p, line, "'highlight' has an empty item (items are separated by ',')");
         int kind = -1;
         for (int k = 0; k < TS_LESSON_MARK_COUNT; k++)
             if (strcmp(w[0], mark_names[k]) == 0) kind = k;
         if (kind < 0)
-            return lp_fail_line(p, line,
+            return lp_problem(p, line,
                              "unknown highlight '%s' (row N, col N, cell R C, token N, dim N, diagonal, "
                              "masked, argmax)",
                              w[0]);
         if (n - 1 != mark_args[kind])
-            return lp_fail_line(p, line, "highlight '%s' takes %d number%s", w[0], mark_args[kind],
+            return lp_problem(p, line, "highlight '%s' takes %d number%s", w[0], mark_args[kind],
                              mark_args[kind] == 1 ? "" : "s");
         if (step->n_marks == TS_LESSON_MAX_MARKS)
-            return lp_fail_line(p, line, "at most %d highlights in a step", TS_LESSON_MAX_MARKS);
+            return lp_problem(p, line, "at most %d highlights in a step", TS_LESSON_MAX_MARKS);
         ts_lesson_mark *m = &step->marks[step->n_marks++];
         m->kind = (ts_lesson_mark_kind)kind;
         m->a = m->b = -1;
         for (int i = 1; i < n; i++) {
             long x;
             if (!parse_long(w[i], &x) || x < 0 || x > 1 << 24)
-                return lp_fail_line(p, line, "highlight '%s' expects a whole number >= 0, not '%s'", w[0], w[i]);
+                return lp_problem(p, line, "highlight '%s' expects a whole number >= 0, not '%s'", w[0], w[i]);
             if (i == 1) m->a = (int)x;
             else m->b = (int)x;
         }
     }
-    if (step->n_marks == 0) return lp_fail_line(p, line, "'highlight' is empty");
+    if (step->n_marks == 0) return lp_problem(p, line, "'highlight' is empty");
     return TS_OK;
 }
 
 /* "0 1, 6": whole numbers >= 0 separated by spaces or commas, at most `cap`. */
 static ts_status parse_ints(parser *p, int line, const char *key, const char *value, int *out, int *n_out, int cap) {
     char buf[256];
-    if (strlen(value) >= sizeof buf) return lp_fail_line(p, line, "'%s' is too long", key);
+    if (strlen(value) >= sizeof buf) return lp_problem(p, line, "'%s' is too long", key);
     strcpy(buf, value);
     for (char *s = buf; *s; s++)
         if (*s == ',') *s = ' ';
     char *w[TS_LESSON_MAX_DIMS + 1];
     int n = split_words(buf, w, cap);
-    if (n > cap) return lp_fail_line(p, line, "'%s' lists at most %d numbers", key, cap);
+    if (n > cap) return lp_problem(p, line, "'%s' lists at most %d numbers", key, cap);
     for (int i = 0; i < n; i++) {
         long x;
         if (!parse_long(w[i], &x) || x < 0 || x > 1 << 20)
-            return lp_fail_line(p, line, "'%s' expects whole numbers >= 0, not '%s'", key, w[i]);
+            return lp_problem(p, line, "'%s' expects whole numbers >= 0, not '%s'", key, w[i]);
         out[(*n_out)++] = (int)x;
     }
     return TS_OK;
@@ -259,9 +261,9 @@ static ts_status check_value(parser *p, const keydef *d, int line, const char *v
     switch (d->kind) {
     case V_INT: {
         long x;
-        if (!parse_long(v, &x)) return lp_fail_line(p, line, "'%s' expects a whole number, not '%s'", d->key, v);
+        if (!parse_long(v, &x)) return lp_problem(p, line, "'%s' expects a whole number, not '%s'", d->key, v);
         if (x < d->min || x > d->max)
-            return lp_fail_line(p, line, "'%s' is %ld, outside %.0f..%.0f", d->key, x, d->min, d->max);
+            return lp_problem(p, line, "'%s' is %ld, outside %.0f..%.0f", d->key, x, d->min, d->max);
         return TS_OK;
     }
     case V_FLOAT: {
@@ -269,15 +271,15 @@ static ts_status check_value(parser *p, const keydef *d, int line, const char *v
         errno = 0;
         double x = strtod(v, &end);
         if (errno || end == v || *end || !isfinite(x))
-            return lp_fail_line(p, line, "'%s' expects a number, not '%s'", d->key, v);
+            return lp_problem(p, line, "'%s' expects a number, not '%s'", d->key, v);
         if (x < d->min || (d->min_open && x == d->min) || x > d->max)
-            return lp_fail_line(p, line, "'%s' is %s, outside %s%g..%g]", d->key, v, d->min_open ? "(" : "[",
+            return lp_problem(p, line, "'%s' is %s, outside %s%g..%g]", d->key, v, d->min_open ? "(" : "[",
                              d->min, d->max);
         return TS_OK;
     }
     case V_CHOICE:
         if (!ts_text_in_choices(d->choices, v, strlen(v)))
-            return lp_fail_line(p, line, "unknown %s '%s' (one of %s)", d->key, v, d->choices);
+            return lp_problem(p, line, "unknown %s '%s' (one of %s)", d->key, v, d->choices);
         return TS_OK;
     case V_WORDS: {
         size_t n = strlen(v);
@@ -286,7 +288,7 @@ static ts_status check_value(parser *p, const keydef *d, int line, const char *v
             size_t j = i;
             while (j < n && v[j] != ' ') j++;
             if (j > i && !ts_text_in_choices(d->choices, v + i, j - i))
-                return lp_fail_line(p, line, "unknown %s '%.*s' (any of %s, separated by spaces)", d->key,
+                return lp_problem(p, line, "unknown %s '%.*s' (any of %s, separated by spaces)", d->key,
                                  (int)(j - i), v + i, d->choices);
             i = j;
         }
@@ -294,27 +296,27 @@ static ts_status check_value(parser *p, const keydef *d, int line, const char *v
     }
     case V_KEYS: {
         char buf[256];
-        if (strlen(v) >= sizeof buf) return lp_fail_line(p, line, "'%s' is too long", d->key);
+        if (strlen(v) >= sizeof buf) return lp_problem(p, line, "'%s' is too long", d->key);
         strcpy(buf, v);
         for (char *w = strtok(buf, " "); w; w = strtok(NULL, " ")) {
             const keydef *k = find_key(setup_keys, N_SETUP_KEYS, w);
             if (!k || k->kind == V_KEYS || strcmp(w, "command") == 0)
-                return lp_fail_line(p, line, "'%s' lists keys of the main setup to leave out; '%s' is not one", d->key,
+                return lp_problem(p, line, "'%s' lists keys of the main setup to leave out; '%s' is not one", d->key,
                                     w);
         }
         return TS_OK;
     }
     case V_BOOL:
         if (strcmp(v, "true") != 0 && strcmp(v, "false") != 0)
-            return lp_fail_line(p, line, "'%s' is true or false, not '%s'", d->key, v);
+            return lp_problem(p, line, "'%s' is true or false, not '%s'", d->key, v);
         return TS_OK;
     case V_NAME:
         if (!valid_tensor_name(v))
-            return lp_fail_line(p, line, "'%s' is not a trace name (like encoder.layers.0.self_attn.weights)", v);
+            return lp_problem(p, line, "'%s' is not a trace name (like encoder.layers.0.self_attn.weights)", v);
         return TS_OK;
     case V_RUN:
         if (!valid_run_name(v))
-            return lp_fail_line(p, line, "'%s' is not a setup name (lowercase letters, digits, '-', '_')", v);
+            return lp_problem(p, line, "'%s' is not a setup name (lowercase letters, digits, '-', '_')", v);
         return TS_OK;
     case V_STRING:
     case V_MARKS:
@@ -356,39 +358,68 @@ static bool key_char(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <
  * key against `defs`. `what` names the block in messages. */
 static ts_status read_pairs(parser *p, int first, int last, const keydef *defs, int n_defs, const char *what,
                             ts_lesson_kv **kvs, int *n_kvs) {
+    bool blank = false; /* a blank line went before: prose after it is narration the block ran into */
     for (int line = first; line <= last && p->st == TS_OK; line++) {
         const char *s;
         size_t n;
         lp_line_text(p, line, &s, &n);
         while (n && (*s == ' ' || *s == '\t')) s++, n--;
         while (n && (s[n - 1] == ' ' || s[n - 1] == '\t')) n--;
+        if (n == 0) blank = true;
+        /* a fence with an info string (```tscope step) or a ## heading inside: this block was never closed */
+        bool fence = n > 3 && (strncmp(s, "```", 3) == 0 || strncmp(s, "~~~", 3) == 0) && s[3] != s[0];
+        if (fence || (blank && n > 2 && strncmp(s, "##", 2) == 0))
+            return lp_fail_line(p, first - 1, "unclosed ```tscope %s block: %s on line %d is inside it ('%.*s'); close "
+                                              "it with ``` before that line",
+                                what, fence ? "a new fence" : "a heading", line, (int)(n > 40 ? 40 : n), s);
         if (n == 0 || s[0] == '#') continue;
-        for (size_t i = 0; i < n; i++)
-            if ((unsigned char)s[i] < 0x20 && s[i] != '\t')
-                return lp_fail_line(p, line, "a control character in a %s block", what);
+        bool control = false;
+        for (size_t i = 0; i < n; i++) control |= (unsigned char)s[i] < 0x20 && s[i] != '\t';
+        if (control) {
+            lp_problem(p, line, "a control character in a %s block", what);
+            continue;
+        }
         const char *colon = memchr(s, ':', n);
-        if (!colon) return lp_fail_line(p, line, "expected 'key: value', not '%.*s'", (int)(n > 40 ? 40 : n), s);
-        size_t klen = (size_t)(colon - s);
+        size_t klen = colon ? (size_t)(colon - s) : 0;
         while (klen && (s[klen - 1] == ' ' || s[klen - 1] == '\t')) klen--;
         char key[40];
-        if (klen == 0 || klen >= sizeof key) return lp_fail_line(p, line, "expected 'key: value', not '%.*s'", (int)(n > 40 ? 40 : n), s);
-        for (size_t i = 0; i < klen; i++)
-            if (!key_char(s[i])) return lp_fail_line(p, line, "'%.*s' is not a key (keys are lowercase words joined by '-')", (int)klen, s);
+        if (!colon || klen == 0 || klen >= sizeof key || memchr(s, ' ', klen)) {
+            if (blank) /* the block's closing fence is missing: the error is where it opened */
+                return lp_fail_line(p, first - 1, "unclosed ```tscope %s block: it runs on into the narration at line %d "
+                                                  "('%.*s'); close it with ``` before that line",
+                                    what, line, (int)(n > 40 ? 40 : n), s);
+            lp_problem(p, line, "expected 'key: value', not '%.*s'", (int)(n > 40 ? 40 : n), s);
+            continue;
+        }
+        bool bad_key = false;
+        for (size_t i = 0; i < klen; i++) bad_key |= !key_char(s[i]);
+        if (bad_key) {
+            lp_problem(p, line, "'%.*s' is not a key (keys are lowercase words joined by '-')", (int)klen, s);
+            continue;
+        }
         memcpy(key, s, klen);
         key[klen] = '\0';
         const keydef *d = find_key(defs, n_defs, key);
         if (!d) {
             const char *near = nearest_key(defs, n_defs, key);
-            if (near) return lp_fail_line(p, line, "unknown key '%s' in a %s block (did you mean '%s'?)", key, what, near);
-            return lp_fail_line(p, line, "unknown key '%s' in a %s block", key, what);
+            if (near) lp_problem(p, line, "unknown key '%s' in a %s block (did you mean '%s'?)", key, what, near);
+            else lp_problem(p, line, "unknown key '%s' in a %s block", key, what);
+            continue;
         }
+        int twice = 0;
         for (int i = 0; i < *n_kvs && !(defs == setup_keys && lp_setup_key_repeats(key)); i++)
-            if (strcmp((*kvs)[i].key, key) == 0)
-                return lp_fail_line(p, line, "'%s' is given twice (first on line %d)", key, (*kvs)[i].line);
+            if (strcmp((*kvs)[i].key, key) == 0) twice = (*kvs)[i].line;
+        if (twice) {
+            lp_problem(p, line, "'%s' is given twice (first on line %d)", key, twice);
+            continue;
+        }
         const char *v = colon + 1;
         size_t vn = (size_t)(s + n - v);
         while (vn && (*v == ' ' || *v == '\t')) v++, vn--;
-        if (vn == 0) return lp_fail_line(p, line, "'%s' needs a value", key);
+        if (vn == 0) {
+            lp_problem(p, line, "'%s' needs a value", key);
+            continue;
+        }
         char *value = unquote(p, line, v, vn);
         if (!value) return p->st != TS_OK ? p->st : lp_oom(p);
         ts_lesson_kv *kv = lp_grow(kvs, n_kvs, sizeof **kvs);
@@ -402,7 +433,7 @@ static ts_status read_pairs(parser *p, int first, int last, const keydef *defs, 
         kv->key = kcopy;
         kv->value = value;
         kv->line = line;
-        if (check_value(p, d, line, value) != TS_OK) return p->st;
+        check_value(p, d, line, value); /* a bad value is a problem listed; the others are still read */
     }
     return p->st;
 }
@@ -440,7 +471,7 @@ static ts_status add_setup(parser *p, const char *name, int first, int last) {
 }
 
 static ts_status fill_step(parser *p, ts_lesson_step *st) {
-    st->layer = st->head = st->batch = -1;
+    st->layer = st->head = st->batch = st->position = -1;
     st->train_step = st->compare_step = TS_LESSON_UNSET;
     for (int i = 0; i < st->n_keys && p->st == TS_OK; i++) {
         const ts_lesson_kv *kv = &st->keys[i];
@@ -461,7 +492,7 @@ static ts_status fill_step(parser *p, ts_lesson_step *st) {
         else if (strcmp(k, "dims") == 0) parse_ints(p, kv->line, k, v, st->dims, &st->n_dims, TS_LESSON_MAX_DIMS);
         else if (strcmp(k, "axes") == 0) {
             if (parse_ints(p, kv->line, k, v, st->axes, &st->n_axes, 2) == TS_OK && st->n_axes != 2)
-                lp_fail_line(p, kv->line, "'axes' is two dims, as 'axes: 1, 2'");
+                lp_problem(p, kv->line, "'axes' is two dims, as 'axes: 1, 2'");
         }
         else {
             int x = atoi(v);
@@ -470,6 +501,8 @@ static ts_status fill_step(parser *p, ts_lesson_step *st) {
             else if (strcmp(k, "batch") == 0) st->batch = x;
             else if (strcmp(k, "step") == 0) st->train_step = x;
             else if (strcmp(k, "compare-step") == 0) st->compare_step = x;
+            else if (strcmp(k, "position") == 0) st->position = x;
+            else if (strcmp(k, "top") == 0) st->top = x;
         }
         if (slot) {
             *slot = strndup(v, strlen(v));
@@ -477,26 +510,29 @@ static ts_status fill_step(parser *p, ts_lesson_step *st) {
         }
     }
     if (p->st != TS_OK) return p->st;
-    if (!st->tensor) return lp_fail_line(p, st->line, "a step needs 'tensor: NAME' (the trace name to show)");
+    if (!st->run && !(st->run = strndup("main", 4))) return lp_oom(p);
+    /* a line of the block already reported may be its tensor: one problem, not two */
+    if (!st->tensor && p->n_problems == p->block_problems)
+        lp_problem(p, st->line, "a step needs 'tensor: NAME' (the trace name to show)");
     bool compare = st->compare_with || st->compare_run || st->compare_step != TS_LESSON_UNSET;
     if (st->shared_scale && !compare)
-        return lp_fail_line(p, ts_lesson_step_line(st, "colour-scale"),
+        lp_problem(p, ts_lesson_step_line(st, "colour-scale"),
                             "'colour-scale: shared' is for two panels: add compare-with, compare-run or compare-step");
     if (st->overlay && !compare)
-        return lp_fail_line(p, ts_lesson_step_line(st, "overlay"),
+        lp_problem(p, ts_lesson_step_line(st, "overlay"),
                             "'overlay: true' draws a comparison's curves in one plot: add compare-with, compare-run or "
                             "compare-step");
     if (st->overlay && st->shared_scale)
-        return lp_fail_line(p, ts_lesson_step_line(st, "overlay"), "'overlay' draws curves, 'colour-scale' colours: not both");
+        lp_problem(p, ts_lesson_step_line(st, "overlay"), "'overlay' draws curves, 'colour-scale' colours: not both");
     if (!st->run && !(st->run = strndup("main", 4))) return lp_oom(p);
     if (st->live) {
         int setup = ts_lesson_find_setup(p->lesson, st->run);
         const char *load = setup >= 0 ? ts_lesson_setup_get(p->lesson, setup, "load") : NULL;
         const char *text = setup >= 0 ? ts_lesson_setup_get(p->lesson, setup, "text") : NULL;
         if (!load || !text || compare)
-            return lp_fail_line(p, ts_lesson_step_line(st, "live"),
-                                "'live: true' edits the text of a language model's run: the step's setup needs "
-                                "'load:' and 'text:', and the step no comparison");
+            lp_problem(p, ts_lesson_step_line(st, "live"),
+                       "'live: true' edits the text of a language model's run: the step's setup needs 'load:' and "
+                       "'text:', and the step no comparison");
     }
     return TS_OK;
 }
@@ -507,6 +543,7 @@ static ts_status add_step(parser *p, int first, int last) {
     ts_lesson_step *st = lp_grow(&l->steps, &l->n_steps, sizeof *st);
     if (!st) return lp_oom(p);
     st->line = first;
+    p->block_problems = p->n_problems;
     if (read_pairs(p, first + 1, last - 1, step_keys, N_STEP_KEYS, "step", &st->keys, &st->n_keys) != TS_OK)
         return p->st;
     if (fill_step(p, st) != TS_OK) return p->st;

@@ -58,6 +58,9 @@ typedef struct parser {
     size_t cursor;      /* end of the last text seen that lies in the document */
     span *spans;
     int n_spans;
+    ts_text_buf problems; /* every problem found, "PATH:LINE: message" a line */
+    int n_problems;
+    int block_problems;   /* n_problems when the current block began */
 } parser;
 
 /* ---- lesson.c: state and lines ---- */
@@ -65,6 +68,14 @@ typedef struct parser {
 ts_lesson_narration *lp_narration(parser *p, int which); /* -1: the introduction, k: step k */
 /* "PATH:LINE: message" as the parser's failure (the first one sticks). */
 ts_status lp_fail_line(parser *p, int line, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+/* A problem that does not stop the parse: recorded with the others, so that
+ * `tscope lesson --check` lists every one in one run; returns TS_ERR_FORMAT
+ * (p->st stays as it was). */
+ts_status lp_problem(parser *p, int line, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 3, 4)))
 #endif

@@ -11,6 +11,7 @@
  * laid out block by block; when it does not fit, the text gets smaller until
  * it does. Export and the lesson mode of the viewer draw the same pages.
  */
+#include <cairo-pdf.h>
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
@@ -218,6 +219,9 @@ static ts_status build_pane(ts_lesson_page *p, pane *v, const char *run, const c
     rq.batch = st->batch >= 0 ? st->batch : 0;
     rq.head = st->head;
     rq.occurrence = record;
+    rq.lesson_keys = true;
+    rq.position = st->position;
+    rq.top_k = st->top;
     rq.axes = st->n_axes == 2 ? p->axes : NULL;
     if (st->n_dims) {
         rq.dims = st->dims;
@@ -850,4 +854,151 @@ ts_status ts_lesson_export(const ts_lessonrun *r, const char *dir, ts_figure_for
         if (written) (*written)++;
     }
     return TS_OK;
+}
+
+/* ---- hand-outs ------------------------------------------------------------------------------- */
+
+/* A hand-out page: the lesson's title and the step counter on a line, the
+ * view, and the narration at a size read on paper (11 points, down to 10
+ * when a step says much). Views are drawn as on a lesson page, at least 0.8
+ * of their size (draw_pane), so their smallest labels stay above 8 points on
+ * the printed sheet. Portrait paper: the view above the narration; slides:
+ * the narration beside it, as on screen. */
+static ts_status draw_handout_page(cairo_t *cr, ts_lesson_page *p, double w, double h, bool slides, int page,
+                                   int pages) {
+    const double m = 36;
+    fill_rect(cr, (ts_render_rect){0, 0, w, h}, PAPER);
+    const ts_lesson *l = p->r->lesson;
+    char *title = g_markup_escape_text(l->title, -1);
+    char buf[640], counter[64];
+    int num = lesson_number(l);
+    if (num > 0) snprintf(buf, sizeof buf, "<span foreground=\"#6b7280\">Lesson %d</span>   %s", num, title);
+    else snprintf(buf, sizeof buf, "%s", title);
+    g_free(title);
+    snprintf(counter, sizeof counter, "step %d / %d", p->step + 1, p->n_steps);
+    pen_text(cr, counter, 11, true, ACCENT, w - m, m - 6, 0, 1);
+    double th = pen_text(cr, buf, 13, true, INK, m, m - 8, w - 2 * m - 90, 0);
+    double top = m - 8 + th + 6;
+    set_rgb(cr, RULE);
+    cairo_rectangle(cr, m, top, w - 2 * m, 0.75);
+    cairo_fill(cr);
+    top += 10;
+    snprintf(buf, sizeof buf, "%s \xc2\xb7 page %d of %d", l->path, page, pages);
+    char *foot = g_markup_escape_text(buf, -1);
+    pen_text(cr, foot, 8, false, MUTED, m, h - m + 10, w - 2 * m, 0);
+    g_free(foot);
+    double bottom = h - m;
+
+    /* The narration at 11 points down to 10 (a subscript in it then stays
+     * above 7); when even that does not fit, the view gives up some of its
+     * height, down to 40% of the page. */
+    ts_render_rect fig, text;
+    static const double shares[] = {0.55, 0.48, 0.40};
+    double size = 11;
+    for (int k = 0; k < 3; k++) {
+        if (slides) {
+            double col = (w - 2 * m) * (0.34 + 0.06 * k);
+            text = (ts_render_rect){m, top, col, bottom - top};
+            fig = (ts_render_rect){m + col + 18, top, w - 2 * m - col - 18, bottom - top};
+        } else {
+            double fh = floor((bottom - top) * shares[k]);
+            fig = (ts_render_rect){m, top, w - 2 * m, fh};
+            text = (ts_render_rect){m, top + fh + 14, w - 2 * m, bottom - top - fh - 14};
+        }
+        bool fits = false;
+        for (size = 11; size >= 10 && !fits; size -= 0.5) {
+            prose pr;
+            prose_init(&pr, cr, size, false);
+            fits = prose_page(&pr, p, text.x, text.y, text.w) <= text.h;
+            prose_free(&pr);
+        }
+        size += 0.5;
+        if (fits) break;
+    }
+    ts_render_rect inner = fig;
+    inner.h -= 16;
+    /* a view's smallest text (8.4 units in a histogram's ticks) at 0.8 of its size
+     * would print under 7 points: a quarter larger keeps it above 8 */
+    double fs = ts_render_font_scale();
+    ts_render_set_font_scale(fs * 1.25);
+    ts_status st = draw_views(cr, p, inner);
+    ts_render_set_font_scale(fs);
+    if (st) return st;
+    if (p->note[0]) {
+        char *esc = g_markup_escape_text(p->note, -1);
+        snprintf(buf, sizeof buf, "<i>Not shown: %s</i>", esc);
+        g_free(esc);
+        pen_text(cr, buf, 8.5, false, MUTED, fig.x, fig.y + fig.h - 13, fig.w, 0);
+    }
+    cairo_save(cr);
+    cairo_rectangle(cr, text.x, text.y, text.w, text.h);
+    cairo_clip(cr);
+    prose pr;
+    prose_init(&pr, cr, size, true);
+    prose_page(&pr, p, text.x, text.y, text.w);
+    prose_free(&pr);
+    cairo_restore(cr);
+    return cairo_status(cr) == CAIRO_STATUS_SUCCESS
+               ? TS_OK
+               : ts_fail(TS_ERR_NOMEM, "lesson: drawing failed: %s", cairo_status_to_string(cairo_status(cr)));
+}
+
+static cairo_status_t handout_write(void *closure, const unsigned char *data, unsigned int length) {
+    return ts_outfile_write(closure, data, length) == TS_OK ? CAIRO_STATUS_SUCCESS : CAIRO_STATUS_WRITE_ERROR;
+}
+
+bool ts_lesson_handout_from_name(const char *name, ts_lesson_handout *out) {
+    static const char *const names[] = {"a4", "letter", "slides"};
+    for (int i = 0; name && i < 3; i++)
+        if (strcmp(name, names[i]) == 0) {
+            *out = (ts_lesson_handout)i;
+            return true;
+        }
+    return false;
+}
+
+ts_status ts_lesson_handout_write(const ts_lessonrun *r, const char *path, ts_lesson_handout paper) {
+    /* points: ISO A4 and US letter, portrait; slides 16:9 */
+    static const double sizes[3][2] = {{595.276, 841.89}, {612, 792}, {960, 540}};
+    if ((unsigned)paper > TS_LESSON_HANDOUT_SLIDES) return ts_fail(TS_ERR_ARG, "lesson: unknown hand-out paper");
+    double w = sizes[paper][0], h = sizes[paper][1];
+    int n = r->lesson->n_steps;
+    /* Every page built first, so a step that cannot be drawn writes nothing. */
+    for (int i = 0; i < n; i++) {
+        ts_lesson_page *p;
+        ts_status st = ts_lesson_page_build(&p, r, i);
+        if (st) return st;
+        ts_lesson_page_free(p);
+    }
+    struct stat sb;
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) return ts_fail(TS_ERR_IO, "cannot write %s: it is a directory", path);
+    ts_outfile file;
+    ts_status st = ts_outfile_open(&file, path);
+    if (st) return st;
+    cairo_surface_t *surf = cairo_pdf_surface_create_for_stream(handout_write, &file, w, h);
+    cairo_pdf_surface_set_metadata(surf, CAIRO_PDF_METADATA_CREATOR, "tscope");
+    cairo_pdf_surface_set_metadata(surf, CAIRO_PDF_METADATA_TITLE, r->lesson->title);
+    cairo_t *cr = cairo_create(surf);
+    for (int i = 0; i < n && !st; i++) {
+        ts_lesson_page *p;
+        st = ts_lesson_page_build(&p, r, i);
+        if (!st) st = draw_handout_page(cr, p, w, h, paper == TS_LESSON_HANDOUT_SLIDES, i + 1, n);
+        if (st && !strstr(ts_last_error(), ".md:")) {
+            char copy[1024];
+            snprintf(copy, sizeof copy, "%s", ts_last_error());
+            st = ts_lesson_fail_at(r->lesson, r->lesson->steps[i].line, "%s", copy);
+        }
+        ts_lesson_page_free(p);
+        if (!st) cairo_show_page(cr);
+    }
+    cairo_destroy(cr);
+    cairo_surface_finish(surf);
+    cairo_status_t cs = cairo_surface_status(surf);
+    cairo_surface_destroy(surf);
+    if (!st && cs != CAIRO_STATUS_SUCCESS) st = ts_fail(TS_ERR_IO, "cannot write %s: %s", path, cairo_status_to_string(cs));
+    if (st) {
+        ts_outfile_abort(&file);
+        return st;
+    }
+    return ts_outfile_commit(&file);
 }

@@ -21,6 +21,12 @@ void ts_render_set_font(const char *family) {
 
 const char *ts_render__family(void) { return font_family; }
 
+static double font_scale = 1;
+
+void ts_render_set_font_scale(double scale) { font_scale = scale >= 0.5 && scale <= 4 ? scale : 1; }
+
+double ts_render_font_scale(void) { return font_scale; }
+
 void ts_render_release_fonts(void) {
     pango_cairo_font_map_set_default(NULL);
     cairo_debug_reset_static_data();
@@ -148,7 +154,7 @@ static void set_text(ts_render__pen *p, const char *text, const ts_render__font 
     pango_font_description_set_family(d, (f->style & TS_RENDER__MONO) ? "DejaVu Sans Mono" : font_family);
     pango_font_description_set_weight(d, (f->style & TS_RENDER__BOLD) ? PANGO_WEIGHT_BOLD : PANGO_WEIGHT_NORMAL);
     pango_font_description_set_style(d, (f->style & TS_RENDER__ITALIC) ? PANGO_STYLE_ITALIC : PANGO_STYLE_NORMAL);
-    pango_font_description_set_absolute_size(d, f->size * PANGO_SCALE);
+    pango_font_description_set_absolute_size(d, f->size * font_scale * PANGO_SCALE);
     pango_layout_set_font_description(p->layout, d);
     pango_font_description_free(d);
     if (f->max_w > 0) {
@@ -334,7 +340,8 @@ double ts_render__snap(cairo_t *cr, double len) {
 }
 
 int ts_render__label_step(double spacing, double need) {
-    static const int base[] = {1, 2, 5, 10, 20, 25, 50};
+    /* every 2nd, 3rd or 4th before every 5th: as many labels as fit */
+    static const int base[] = {1, 2, 3, 4, 5, 10, 20, 25, 50};
     if (!(spacing > 0)) return 1 << 30;
     for (long mult = 1; mult < 100000000L; mult *= 100)
         for (size_t i = 0; i < sizeof base / sizeof base[0]; i++)
@@ -525,7 +532,8 @@ static void swatch_row(ts_render__pen *p, double x, double y, const char *label,
 
 void ts_render__colorbar(ts_render__pen *p, ts_render_rect r, const ts_render_scale *s, int seen) {
     cairo_t *cr = p->cr;
-    double legend_h = ((seen & 1) ? 18 : 0) + ((seen & 2) ? 18 : 0);
+    double row = 18 * fmax(1, font_scale); /* a legend row: a swatch and its word */
+    double legend_h = ((seen & 1) ? row : 0) + ((seen & 2) ? row : 0);
     double bar_h = r.h - legend_h - (legend_h > 0 ? 6 : 0);
     if (bar_h < 20) bar_h = fmax(r.h, 20), legend_h = 0;
 
@@ -569,10 +577,10 @@ void ts_render__colorbar(ts_render__pen *p, ts_render_rect r, const ts_render_sc
         ts_render__fmt(buf, sizeof buf, ticks[i], step);
         ts_render__text(p, buf, &f, r.x + BAR_W + 6, y, 0, 0.5, 0);
     }
-    double y = r.y + bar_h + 8;
+    double y = r.y + bar_h + 4 + row / 2 - 6; /* the swatch's centre half a row below the bar's "0" */
     if (seen & 1) {
         swatch_row(p, r.x, y, "masked", 1);
-        y += 18;
+        y += row;
     }
     if (seen & 2) swatch_row(p, r.x, y, "NaN", 2);
 }
@@ -653,4 +661,67 @@ void ts_render__hist(ts_render__pen *p, ts_render_rect r, const ts_render_hist *
         ts_render__fmt(buf, sizeof buf, ticks[i], step);
         ts_render__text(p, buf, &tf, x, plot.y + plot.h + 5, 0.5, 0, 0);
     }
+}
+
+/* ---- figure furniture for slides ------------------------------------------ */
+
+double ts_render_caption_block(cairo_t *cr, ts_render_rect area, const char *text, bool draw) {
+    if (!text || !*text) return 0;
+    ts_render__pen p;
+    ts_render__pen_init(&p, cr);
+    ts_render__font f = ts_render__font_of(TS_RENDER__SUBTITLE_SIZE + 1, 0, ts_render__ink);
+    set_text(&p, text, &f);
+    double w = area.w - 2 * TS_RENDER__PAD;
+    pango_layout_set_width(p.layout, (int)(fmax(w, 40) * PANGO_SCALE));
+    pango_layout_set_wrap(p.layout, PANGO_WRAP_WORD_CHAR);
+    PangoRectangle logical;
+    pango_layout_get_extents(p.layout, NULL, &logical);
+    double h = (double)logical.height / PANGO_SCALE;
+    if (draw) {
+        cairo_save(cr);
+        ts_render__set_rgb(cr, ts_render__faint);
+        cairo_set_line_width(cr, 1);
+        cairo_move_to(cr, area.x + TS_RENDER__PAD, round(area.y) + 0.5);
+        cairo_line_to(cr, area.x + area.w - TS_RENDER__PAD, round(area.y) + 0.5);
+        cairo_stroke(cr);
+        cairo_move_to(cr, area.x + TS_RENDER__PAD, area.y + TS_RENDER__PAD * 0.6);
+        ts_render__set_rgb(cr, ts_render__ink);
+        ts_render_show_layout(cr, p.layout);
+        cairo_new_path(cr);
+        cairo_restore(cr);
+    }
+    ts_render__pen_free(&p);
+    return h + TS_RENDER__PAD * 1.6;
+}
+
+ts_status ts_render_frame_cells(cairo_t *cr, const ts_render_layout *l, int row0, int row1, int col0, int col1) {
+    if (!l || l->n_panels < 1)
+        return ts_fail(TS_ERR_ARG, "--highlight frames cells; this view draws none (heatmaps and head grids do)");
+    const ts_render_cells *c0 = &l->panel[0];
+    if (row1 >= 1 << 30) row1 = c0->total_rows - 1; /* `*`: to the last */
+    if (col1 >= 1 << 30) col1 = c0->total_cols - 1;
+    if (row0 < 0 || col0 < 0 || row1 < row0 || col1 < col0 || row1 >= c0->total_rows || col1 >= c0->total_cols)
+        return ts_fail(TS_ERR_ARG, "--highlight %d-%d,%d-%d: the cells are rows 0..%d and columns 0..%d", row0, row1, col0,
+                       col1, c0->total_rows - 1, c0->total_cols - 1);
+    double lw = fmax(2.5, ts_render__pixel(cr) * 3);
+    for (int i = 0; i < l->n_panels; i++) {
+        const ts_render_cells *c = &l->panel[i];
+        /* the visible part of the range */
+        int r0 = row0 > c->row0 ? row0 : c->row0, r1 = row1 < c->row0 + c->rows - 1 ? row1 : c->row0 + c->rows - 1;
+        int k0 = col0 > c->col0 ? col0 : c->col0, k1 = col1 < c->col0 + c->cols - 1 ? col1 : c->col0 + c->cols - 1;
+        if (r0 > r1 || k0 > k1) continue;
+        double x = c->grid.x + (k0 - c->col0) * c->cell_w, y = c->grid.y + (r0 - c->row0) * c->cell_h;
+        double w = (k1 - k0 + 1) * c->cell_w, h = (r1 - r0 + 1) * c->cell_h;
+        cairo_save(cr);
+        cairo_set_line_width(cr, lw);
+        cairo_rectangle(cr, x - lw / 2, y - lw / 2, w + lw, h + lw); /* outside the cells: their colours stay seen */
+        cairo_set_source_rgb(cr, 1, 1, 1);
+        cairo_set_line_width(cr, lw + 2);
+        cairo_stroke_preserve(cr);
+        cairo_set_line_width(cr, lw);
+        cairo_set_source_rgb(cr, 0.84, 0.15, 0.16);
+        cairo_stroke(cr);
+        cairo_restore(cr);
+    }
+    return TS_OK;
 }

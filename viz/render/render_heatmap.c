@@ -334,14 +334,29 @@ static double widest_label(ts_render__pen *p, const char *const *labels, int n, 
     return f->max_w > 0 ? fmin(w_max, f->max_w) : w_max;
 }
 
-static void row_labels(ts_render__pen *p, const ts_render_matrix *m, const ts_render_cells *c,
-                       const ts_render__font *f, double label_h, double x_right) {
-    int k = ts_render__label_step(c->cell_h, label_h * 1.3);
+/* Whether index i of n gets its label when every k-th is shown: the
+ * multiples of k and the last (the end of a sentence is what a teacher
+ * points at), dropping a multiple too close to the last to fit. */
+static bool labelled(int i, int n, int k) {
+    if (k <= 1 || i == n - 1) return true;
+    return i % k == 0 && n - 1 - i >= k;
+}
+
+/* "every 2nd", "every 5th": for the note that says labels were thinned. */
+static void nth(char *buf, size_t size, int k) {
+    const char *suffix = k % 100 >= 11 && k % 100 <= 13 ? "th" : k % 10 == 1 ? "st" : k % 10 == 2 ? "nd" : k % 10 == 3 ? "rd" : "th";
+    snprintf(buf, size, "every %d%s", k, suffix);
+}
+
+/* The row labels; returns k (every k-th shown). */
+static int row_labels(ts_render__pen *p, const ts_render_matrix *m, const ts_render_cells *c,
+                      const ts_render__font *f, double label_h, double x_right) {
+    int k = ts_render__label_step(c->cell_h, label_h * 1.05);
     char buf[96];
     cairo_t *cr = p->cr;
     for (int r = 0; r < c->rows; r++) {
         int i = c->row0 + r;
-        if (i % k) continue;
+        if (!labelled(i, m->rows, k)) continue;
         double y = c->grid.y + (r + 0.5) * c->cell_h;
         ts_render__text(p, label_of(m->row_labels, i, k, buf, sizeof buf), f, x_right - (k > 1 ? 5 : 3), y,
                         1, 0.5, 0);
@@ -353,19 +368,20 @@ static void row_labels(ts_render__pen *p, const ts_render_matrix *m, const ts_re
             cairo_stroke(cr);
         }
     }
+    return k;
 }
 
 /* Column labels above the grid: level when the widest fits a cell (`flat_w`
- * > 0 is its width), otherwise turned to read upwards. */
-static void col_labels(ts_render__pen *p, const ts_render_matrix *m, const ts_render_cells *c,
-                       const ts_render__font *f, double label_h, double y_bottom, double flat_w) {
+ * > 0 is its width), otherwise turned to read upwards. Returns k. */
+static int col_labels(ts_render__pen *p, const ts_render_matrix *m, const ts_render_cells *c,
+                      const ts_render__font *f, double label_h, double y_bottom, double flat_w) {
     int k = flat_w > 0 ? ts_render__label_step(c->cell_w, flat_w + 6)
-                       : ts_render__label_step(c->cell_w * sin(-LABEL_ANGLE), label_h * 1.1);
+                       : ts_render__label_step(c->cell_w * sin(-LABEL_ANGLE), label_h * 1.05);
     char buf[96];
     cairo_t *cr = p->cr;
     for (int j = 0; j < c->cols; j++) {
         int i = c->col0 + j;
-        if (i % k) continue;
+        if (!labelled(i, m->cols, k)) continue;
         double x = c->grid.x + (j + 0.5) * c->cell_w;
         const char *text = label_of(m->col_labels, i, k, buf, sizeof buf);
         if (flat_w > 0)
@@ -380,6 +396,17 @@ static void col_labels(ts_render__pen *p, const ts_render_matrix *m, const ts_re
             cairo_stroke(cr);
         }
     }
+    return k;
+}
+
+/* An axis title that also says when its labels were thinned:
+ * "query (every 2nd labelled: too small for all at this size)". */
+static const char *axis_title(char *buf, size_t size, const char *axis, int k) {
+    if (k <= 1) return axis;
+    char every[32];
+    nth(every, sizeof every, k);
+    snprintf(buf, size, "%s \xc2\xb7 %s labelled, and the last", axis ? axis : "", every);
+    return buf;
 }
 
 /* Column groups (q | k | v, or heads): a line between groups, and each
@@ -549,14 +576,23 @@ ts_status ts_render_heatmap(cairo_t *cr, ts_render_rect area, const ts_render_ma
         .hl_col = st ? st->hl_col : -1,
     };
     int seen = ts_render__cells(&pen, m, &scale, &c, &co);
-    row_labels(&pen, m, &c, &lf, label_h, c.grid.x);
-    col_labels(&pen, m, &c, &lf, label_h, c.grid.y, flat_w);
+    int kr = row_labels(&pen, m, &c, &lf, label_h, c.grid.x);
+    int kc = col_labels(&pen, m, &c, &lf, label_h, c.grid.y, flat_w);
     ts_render__font gf = ts_render__font_of(TS_RENDER__LABEL_SIZE, TS_RENDER__BOLD, ts_render__ink);
     col_groups(&pen, m, &c, &gf, c.grid.y - top_h + axis_top);
-    if (o->row_axis)
-        ts_render__text(&pen, o->row_axis, &af, x0 + axis_h / 2, c.grid.y + c.grid.h / 2, 0.5, 0.5, -M_PI / 2);
-    if (o->col_axis)
-        ts_render__text(&pen, o->col_axis, &af, c.grid.x + c.grid.w / 2, c.grid.y - top_h, 0.5, 0, 0);
+    char axis_buf[160];
+    if (o->row_axis) {
+        ts_render__font raf = af;
+        raf.max_w = c.grid.h;
+        ts_render__text(&pen, axis_title(axis_buf, sizeof axis_buf, o->row_axis, kr), &raf, x0 + axis_h / 2,
+                        c.grid.y + c.grid.h / 2, 0.5, 0.5, -M_PI / 2);
+    }
+    if (o->col_axis) {
+        ts_render__font caf = af;
+        caf.max_w = c.grid.w + right;
+        ts_render__text(&pen, axis_title(axis_buf, sizeof axis_buf, o->col_axis, kc), &caf, c.grid.x + c.grid.w / 2,
+                        c.grid.y - top_h, 0.5, 0, 0);
+    }
 
     ts_render_rect bar = {0, 0, 0, 0};
     if (!o->no_colorbar) {
@@ -666,6 +702,10 @@ ts_status ts_render_grid(cairo_t *cr, ts_render_rect area, const ts_render_matri
             flat_w = col_w;
         }
     }
+    /* Labels that will be thinned out need a line under the panels that says so. */
+    bool thinned = labels && (cell < label_h * 1.05 || (flat_w <= 0 && cell * sin(-LABEL_ANGLE) < label_h * 1.05));
+    if (thinned)
+        cell = fmin(cell, (avail_h - label_h - 6 - col_h - gr * title_h - (gr - 1) * gap) / ((double)gr * rows));
     /* Thumbnails may go below a pixel a cell: they are averaged, not dropped. */
     double px = ts_render__pixel(cr);
     if (cell >= px) cell = fit_cell(cr, cell, 1);
@@ -676,7 +716,7 @@ ts_status ts_render_grid(cairo_t *cr, ts_render_rect area, const ts_render_matri
     double x0 = area.x + pad + fmax(0, (area.w - 2 * pad - block_w) / 2) + header_w + row_w;
     double y0 = top + header_h + title_h + col_h; /* the first row's cells */
     bool small = rows <= VALUES_MAX && cols <= VALUES_MAX;
-    int seen = 0;
+    int seen = 0, kr = 1, kc = 1;
     if (layout) {
         memset(layout, 0, sizeof *layout);
         layout->n_panels = n;
@@ -703,8 +743,8 @@ ts_status ts_render_grid(cairo_t *cr, ts_render_rect area, const ts_render_matri
             tf.max_w = pw;
             ts_render__text(&pen, o->panel_titles[i], &tf, c.grid.x, c.grid.y - above - 3, 0, 1, 0);
         }
-        if (labels && gj == 0) row_labels(&pen, &m[i], &c, &lf, label_h, c.grid.x);
-        if (labels && gi == 0) col_labels(&pen, &m[i], &c, &lf, label_h, c.grid.y, flat_w);
+        if (labels && gj == 0) kr = row_labels(&pen, &m[i], &c, &lf, label_h, c.grid.x);
+        if (labels && gi == 0) kc = col_labels(&pen, &m[i], &c, &lf, label_h, c.grid.y, flat_w);
         if (o->row_headers && gj == 0 && gi < gr && o->row_headers[gi])
             ts_render__text(&pen, o->row_headers[gi], &hf, c.grid.x - row_w - 8, c.grid.y + ph / 2, 1, 0.5, 0);
         if (o->col_headers && gi == 0 && gj < gc && o->col_headers[gj])
@@ -712,6 +752,16 @@ ts_status ts_render_grid(cairo_t *cr, ts_render_rect area, const ts_render_matri
         if (layout) layout->panel[i] = c;
     }
     double grid_h = gr * ph + (gr - 1) * (gap + title_h);
+    if (kr > 1 || kc > 1) { /* say that labels were thinned, as a heatmap's axis titles do */
+        char note[160], a[32], b[32];
+        nth(a, sizeof a, kr);
+        nth(b, sizeof b, kc);
+        if (kr == kc) snprintf(note, sizeof note, "%s row and column labelled, and the last", a);
+        else snprintf(note, sizeof note, "rows: %s labelled, columns: %s, and the last of each", kr > 1 ? a : "every one",
+                      kc > 1 ? b : "every one");
+        ts_render__font nf = ts_render__font_of(TS_RENDER__TICK_SIZE, TS_RENDER__ITALIC, ts_render__muted);
+        ts_render__text(&pen, note, &nf, x0, y0 + grid_h + 4, 0, 0, 0);
+    }
     double bar_h = fmin(fmax(grid_h, 160), area.y + area.h - pad - y0);
     ts_render_rect bar = {x0 + gc * pw + (gc - 1) * gap + 26, y0, bar_w - 26, bar_h};
     ts_render__colorbar(&pen, bar, &scale, seen);

@@ -140,8 +140,8 @@ void ts_render__plot_body(ts_render__pen *p, ts_render_rect r, const ts_render_s
 /* A bold caption at the top left of r; returns the height it takes. */
 double ts_render__caption(ts_render__pen *p, ts_render_rect r, const char *text);
 
-/* Which labels to show so they do not overlap: every k-th, k from 1, 2, 5,
- * 10, 20, 25, 50, ... so that k * spacing >= need. */
+/* Which labels to show so they do not overlap: every k-th, k from 1, 2, 3,
+ * 4, 5, 10, 20, 25, 50, ... so that k * spacing >= need. */
 int ts_render__label_step(double spacing, double need);
 
 /* Shape flows (dataflow.c): a parameter (gamma, beta) sits beside the data

@@ -28,6 +28,7 @@ typedef enum pic_kind {
     PIC_SHAPES,   /* the steps of a module */
     PIC_IDS,      /* token ids: categories, not quantities */
     PIC_LENS,     /* the logit lens: layers x positions of predicted tokens */
+    PIC_DIST,     /* one position's next-token distribution as bars */
 } pic_kind;
 
 struct ts_scene {
@@ -58,6 +59,7 @@ struct ts_scene {
     ts_render_tensor_view tensor;
     ts_render_ids_view ids; /* PIC_IDS */
     ts_render_lens_view lens; /* PIC_LENS */
+    ts_render_dist_view dist; /* PIC_DIST */
     ts_trace_stats stats;
     ts_render_hist hist;
     ts_render_step *steps;
@@ -164,6 +166,9 @@ static ts_status no_values(ts_scene *job, const ts_trace_step *s, const char *gl
     char cl[600];
     command_line(job->t, cl, sizeof cl);
     const char *kept = s->has_stats ? "statistics" : "shapes";
+    if (job->rq.lesson_keys) /* a lesson's own words; its run's command line is a cache's temporary file */
+        return ts_fail(TS_ERR_ARG, "%s kept %s but no values: give the setup 'level: values' (and 'only: %s' to keep "
+                                   "just this step's values)", s->name, kept, glob);
     if (cl[0])
         return ts_fail(TS_ERR_ARG, "%s kept %s but no values in %s; re-run with --level values --only '%s' (the run was: %s%s)",
                     s->name, kept, trace_name(job), glob, strncmp(cl, "tscope ", 7) == 0 ? "" : "tscope ", cl);
@@ -235,7 +240,8 @@ static ts_status step_stats(ts_trace *t, int64_t i, ts_trace_stats *st, ts_rende
 /* Whose tokens a step's positions are: the decoder's (and the logits the
  * decoder feeds) are the target's, the rest the source's. */
 static ts_trace_side query_side(const char *name) {
-    return strncmp(name, "decoder.", 8) == 0 || strcmp(name, "logits") == 0 ? TS_TRACE_TARGET : TS_TRACE_SOURCE;
+    return strncmp(name, "decoder.", 8) == 0 || strcmp(name, "logits") == 0 || strcmp(name, "probs") == 0
+               ? TS_TRACE_TARGET : TS_TRACE_SOURCE;
 }
 
 static ts_trace_side key_side(const char *name) {
@@ -360,6 +366,15 @@ static void attention_axes(ts_render_heatmap_opts *o, const char *name, bool tok
     }
 }
 
+/* Chances (a softmax's rows, attention weights) run from 0 to 1: their
+ * colour bar does too, so 1.0 has its tick and equal colours in two
+ * pictures are equal chances. */
+static const ts_render_scale probability_scale = {TS_CMAP_VIRIDIS, 0, 1};
+
+static bool is_probability(const ts_trace_step *s) {
+    return s->op == TS_OP_SOFTMAX && s->has_stats && s->stats.min >= 0 && s->stats.max <= 1;
+}
+
 /* Side of a square picture of n x n cells, in user units. */
 static int cells_side(int64_t n, double per_cell, int lo, int hi) {
     double side = (double)n * per_cell;
@@ -390,6 +405,7 @@ static ts_status build_attention_head(ts_scene *job, int64_t i) {
              head, heads, job->rq.batch, ts_op_name(s->op), shape);
     p->hopts.title = p->title;
     p->hopts.subtitle = p->subtitle;
+    if (is_probability(s)) p->hopts.fixed_scale = true, p->hopts.scale = probability_scale;
     attention_axes(&p->hopts, s->name, p->m[0].row_labels != NULL);
     int side = cells_side(t.shape[3] > t.shape[2] ? t.shape[3] : t.shape[2], 56, 300, 820);
     p->width = side + 330;
@@ -424,6 +440,7 @@ static ts_status build_attention_grid(ts_scene *job, int64_t i) {
     p->gopts.title = p->title;
     p->gopts.subtitle = p->subtitle;
     p->gopts.panel_titles = p->panel_titles;
+    if (is_probability(s)) p->gopts.fixed_scale = true, p->gopts.scale = probability_scale;
     /* Panels in rows of up to four. */
     int per_row = heads < 4 ? heads : 4, rows = (heads + per_row - 1) / per_row;
     int side = cells_side(t.shape[3], 40, 220, 330);
@@ -815,6 +832,7 @@ static ts_status build_tensor(ts_scene *job, int64_t i) {
                                         .col_axis = p->m[0].col_labels ? "next token (the vocabulary)" : axis_name(s, &t, c, false),
                                         .stats = s->has_stats ? &p->stats : NULL,
                                         .hist = s->has_stats ? &p->hist : NULL};
+    if (is_probability(s)) p->tensor.fixed_scale = true, p->tensor.scale = probability_scale;
     int cols = p->m[0].cols, rows = p->m[0].rows;
     p->width = (int)fmin(1600, fmax(900, cols * 3 + 560));
     p->height = (int)fmin(1100, fmax(460, rows * 4 + 260));
@@ -1180,6 +1198,98 @@ static ts_status build_column_curves(ts_scene *job, int64_t i) {
     return TS_OK;
 }
 
+/* ---- a next-token distribution ------------------------------------------------ */
+
+/* A step of scores or chances over a vocabulary: (B, S, V) logits or their
+ * softmax (run's `probs`, generate's `generate.probs`). */
+static bool is_vocab_step(const ts_trace_step *s) {
+    return s->tag == TS_TAG_LOGITS || strcmp(s->name, "logits") == 0 || ends_with(s->name, "probs");
+}
+
+/* The top tokens at one position (rq.position, -1 the last): from the
+ * softmax when the step is one, else the softmax of the logits at
+ * temperature 1; the logits beside them when the trace kept them. */
+static ts_status build_dist(ts_scene *job, int64_t i) {
+    ts_scene *p = job;
+    const ts_trace_step *s = ts_trace_step_at(job->t, i);
+    if (!is_vocab_step(s) || s->rank != 3 || !has_batch_dim(s))
+        return ts_fail(TS_ERR_ARG, "--view dist draws a next-token distribution from (B, S, V) logits or their softmax "
+                                   "(run's probs step); %s is not one", s->name);
+    ts_tensor t;
+    ts_status rc = step_tensor(job, i, s->name, &t);
+    if (rc) return rc;
+    int64_t S = t.shape[1], V = t.shape[2];
+    int64_t pos = job->rq.position < 0 ? S + job->rq.position : job->rq.position;
+    job->used |= TS_SCENE_USED_POSITION;
+    if (pos < 0 || pos >= S)
+        return ts_fail(TS_ERR_ARG, "--position %d: %s has %lld positions (0..%lld, or -1 for the last)", job->rq.position,
+                       s->name, (long long)S, (long long)S - 1);
+    if (job->rq.top_k < 0 || job->rq.top_k > TS_RENDER_DIST_MAX)
+        return ts_fail(TS_ERR_ARG, "--top %d: draw 1 to %d tokens", job->rq.top_k, TS_RENDER_DIST_MAX);
+    float *probs = own(job, sizeof(float) * (size_t)V), *logits = NULL;
+    if (!probs) return ts_fail(TS_ERR_NOMEM, "no memory for the distribution");
+    const float *row = t.data + pos * t.stride[1];
+    bool softmax = s->op == TS_OP_SOFTMAX;
+    for (int64_t v = 0; v < V; v++) probs[v] = row[v * t.stride[2]];
+    if (!softmax) { /* logits: their chances at temperature 1 */
+        logits = own(job, sizeof(float) * (size_t)V);
+        if (!logits) return ts_fail(TS_ERR_NOMEM, "no memory for the distribution");
+        memcpy(logits, probs, sizeof(float) * (size_t)V);
+        double mx = -INFINITY, z = 0;
+        for (int64_t v = 0; v < V; v++) mx = fmax(mx, logits[v]);
+        for (int64_t v = 0; v < V; v++) z += exp(logits[v] - mx);
+        for (int64_t v = 0; v < V; v++) probs[v] = (float)(exp(logits[v] - mx) / z);
+    } else { /* the logits of the same pass, when kept with values and of the same shape */
+        int64_t li = ts_trace_find(job->t, "logits");
+        ts_tensor lt;
+        const ts_trace_step *ls = li >= 0 ? ts_trace_step_at(job->t, li) : NULL;
+        if (strcmp(s->name, "probs") == 0 && ls && ls->has_values && ls->rank == 3 && ls->shape[1] == S &&
+            ls->shape[2] == V && step_tensor(job, li, ls->name, &lt) == TS_OK) {
+            logits = own(job, sizeof(float) * (size_t)V);
+            if (!logits) return ts_fail(TS_ERR_NOMEM, "no memory for the distribution");
+            for (int64_t v = 0; v < V; v++) logits[v] = lt.data[pos * lt.stride[1] + v * lt.stride[2]];
+        }
+    }
+    const char *const *vocab = vocab_labels(job, V);
+    if (!vocab) vocab = words_of_ids(job, V);
+    const char *const *tokens = tokens_for(job, query_side(s->name), S);
+    /* the token the text has next, when the trace's tokens are the vocabulary's */
+    int actual = -1;
+    if (tokens && vocab && pos + 1 < S)
+        for (int64_t v = 0; v < V && actual < 0; v++)
+            if (vocab[v] && tokens[pos + 1] && strcmp(vocab[v], tokens[pos + 1]) == 0) actual = (int)v;
+    p->kind = PIC_DIST;
+    p->view = TS_RENDER_VIEW_DIST;
+    snprintf(p->title, sizeof p->title, "%s", s->name);
+    char after[160] = "";
+    if (tokens) {
+        /* the text up to this position, its end: what the model has read */
+        char text[120] = "";
+        int64_t from = pos;
+        for (size_t len = strlen(tokens[pos] ? tokens[pos] : ""); from > 0; from--) {
+            size_t l = strlen(tokens[from - 1] ? tokens[from - 1] : "");
+            if (len + l > 40) break;
+            len += l;
+        }
+        size_t at = 0;
+        for (int64_t k = from; k <= pos && at + 1 < sizeof text; k++) {
+            const char *w = tokens[k] ? tokens[k] : "";
+            /* a space reads as one in running text: the label's visible blank goes */
+            at += (size_t)snprintf(text + at, sizeof text - at, "%s", strcmp(w, "\xe2\x90\xa3") == 0 ? " " : w);
+        }
+        snprintf(after, sizeof after, " after \xe2\x80\x9c%s%s\xe2\x80\x9d", from > 0 ? "\xe2\x80\xa6" : "", text);
+    }
+    snprintf(p->subtitle, sizeof p->subtitle, "the next token at position %lld of %lld%s \xc2\xb7 %s", (long long)pos,
+             (long long)S, after, softmax ? "probabilities as traced" : "softmax of the logits at temperature 1");
+    int k = job->rq.top_k > 0 ? job->rq.top_k : 10;
+    if (k > V) k = (int)V;
+    p->dist = (ts_render_dist_view){.probs = probs, .logits = logits, .labels = vocab, .n = (int)V, .top_k = k,
+                                    .actual = actual, .title = p->title, .subtitle = p->subtitle};
+    p->width = 900;
+    p->height = ts_render_dist_height(k);
+    return TS_OK;
+}
+
 /* ---- shapes ----------------------------------------------------------------- */
 
 /* Whether the traced model normalizes before each sublayer ("norm": "pre"). */
@@ -1263,7 +1373,9 @@ static ts_status build(ts_scene *job, ts_render_view view) {
     if ((view == TS_RENDER_VIEW_AUTO || view == TS_RENDER_VIEW_HEATMAP || view == TS_RENDER_VIEW_STATS) &&
         is_token_ids(job->t, i))
         return build_ids(job, i);
+    if (view == TS_RENDER_VIEW_DIST) return build_dist(job, i);
     if (view == TS_RENDER_VIEW_AUTO) {
+        if (strcmp(s->name, "probs") == 0 && s->rank == 3) return build_dist(job, i);
         if (attention) return (job->rq.head >= 0) ? build_attention_head(job, i) : build_attention_grid(job, i);
         if (sinusoid) return build_posenc(job, i, PIC_POSENC);
         if (norm) return build_norm(job, s->name);
@@ -1320,6 +1432,7 @@ static ts_status draw_kind(ts_scene *p, cairo_t *cr, ts_render_rect area, const 
     case PIC_SHAPES: return ts_render_shapes(cr, area, p->steps, p->n_steps, p->title, NULL);
     case PIC_IDS: return ts_render_ids(cr, area, &p->ids);
     case PIC_LENS: return ts_render_lens(cr, area, &p->lens);
+    case PIC_DIST: return ts_render_dist(cr, area, &p->dist);
     }
     return ts_fail(TS_ERR_ARG, "scene: unknown picture");
 }
@@ -1331,7 +1444,8 @@ ts_status ts_scene_draw(ts_scene *s, cairo_t *cr, ts_render_rect area, const ts_
 }
 
 ts_scene_request ts_scene_request_default(const char *name) {
-    ts_scene_request rq = {.name = name, .view = TS_RENDER_VIEW_AUTO, .batch = 0, .head = -1, .occurrence = 0};
+    ts_scene_request rq = {.name = name, .view = TS_RENDER_VIEW_AUTO, .batch = 0, .head = -1, .occurrence = 0,
+                           .position = -1, .top_k = 0};
     return rq;
 }
 
@@ -1480,4 +1594,15 @@ ts_status ts_scene_overlay(ts_scene *a, const ts_scene *b, const char *label_a, 
         a->popts.ref_label = a->ref_label, a->popts.ref_y = with_line->popts.ref_y;
     }
     return TS_OK;
+}
+
+void ts_scene_set_title(ts_scene *s, const char *title) {
+    if (!title || !title[0]) return;
+    /* the step's name moves to the front of the subtitle: a slide's title
+     * in its own words, the figure still saying what it is drawn from */
+    char sub[sizeof s->subtitle + sizeof s->title + 8];
+    if (s->subtitle[0]) snprintf(sub, sizeof sub, "%s \xc2\xb7 %s", s->title, s->subtitle);
+    else snprintf(sub, sizeof sub, "%s", s->title);
+    snprintf(s->subtitle, sizeof s->subtitle, "%.599s", sub);
+    snprintf(s->title, sizeof s->title, "%s", title);
 }
