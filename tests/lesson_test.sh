@@ -105,6 +105,38 @@ case $err in *"encoder.layers.1.out"*) ok ;; *) bad "a wrong layer's figure does
 expect 0 "overlay: two runs' per-layer plots" -- "$bin" lesson "$tmp/lay_over.md" --export "$tmp/lay_over" --quiet
 [ -s "$tmp/lay_over/step01.png" ] && ok || bad "the overlaid per-layer plot wrote no page"
 
+# expect: on curves, ranges and rows, read from the shipped training trace (nothing runs). Each kind
+# passes when true; a planted wrong one of each kind stops the export at its line, naming what the run gives.
+mk_curve() { # FILE TENSOR EXTRA EXPECT
+    printf '# Curves\n\n```tscope setup\ntrace: %s/assets/induction-2l.tstrace\n```\n\n```tscope step\ntensor: %s\n%sexpect: %s\n```\n\nText.\n' "$PWD" "$2" "$3" "$4" >"$1"
+}
+ps='lm.score.prev_token'
+attn='decoder.layers.1.self_attn.weights'
+mk_curve "$tmp/curves.md" $ps "" "curve 0,2 at step 1000 0.34; curve 0,2 max 0.36 at step 2100; curve 0,3 min 0.0185 at step 2800; curve 0,2 crosses 0.2 at step 600; curve 1,* above curve lm.chance.prev_token from 200 to 200; curve 0,0 above 0.18 from 1000 to 3000; curve 1,* below 0.06 from 1100 to 3000; curve 0,1 below curve 0,2 from 200 to 3000"
+expect 0 "expect: true sentences about curves" -- "$bin" lesson "$tmp/curves.md" --export "$tmp/curves" --quiet
+mk_curve "$tmp/rows.md" $attn "head: 1
+step: -1
+" "rows 32-63 argmax offset -31 32; rows 32-63 mean offset -31 0.81; rows 0-31 argmax offset 0 25"
+expect 0 "expect: true counts over rows" -- "$bin" lesson "$tmp/rows.md" --export "$tmp/rows" --quiet
+planted() { # NAME TENSOR EXTRA EXPECT WANT: a wrong sentence of one kind stops the export; stderr has WANT
+    mk_curve "$tmp/p_$1.md" "$2" "$3" "$4"
+    "$bin" lesson "$tmp/p_$1.md" --export "$tmp/p_$1" --quiet >/dev/null 2>"$tmp/err"; local rc=$?
+    [ "$rc" = 1 ] && ok || bad "planted $1: exit $rc, want 1 ($(cat "$tmp/err"))"
+    case $(cat "$tmp/err") in "$tmp/p_$1.md:"*": expect '$4': $5"*) ok ;; *) bad "planted $1: $(cat "$tmp/err")" ;; esac
+    [ ! -e "$tmp/p_$1/step01.png" ] && ok || bad "planted $1: the page was written"
+}
+planted value $ps "" "curve 0,2 at step 1000 0.36" "the run gives 0.340"
+planted max $ps "" "curve 0,2 max 0.36 at step 1200" "the run's max is 0.362"
+planted crossing $ps "" "curve 0,2 crosses 0.2 at step 500" "the run first crosses 0.2 at step 600"
+planted range $ps "" "curve 1,* below curve lm.chance.prev_token from 200 to 700" "at step 200 the run gives 0.06757"
+planted count $attn "head: 1
+step: -1
+" "rows 0-31 argmax offset 0 32" "the run has 25 such rows"
+planted mean $attn "head: 1
+step: -1
+" "rows 32-63 mean offset -31 0.7" "the run gives 0.81"
+planted usage $ps "" "curve 0,2 peaks 0.3" "a curve item is"
+
 # without: and colour-scale: are checked when the lesson is parsed
 mk_lesson() { # FILE BODY: a lesson on tiny with BODY after the main setup
     printf '# L\n\n```tscope setup\npreset: tiny\ntext: a b\n```\n\n%s\n\nText.\n' "$2" >"$1"
