@@ -137,6 +137,41 @@ step: -1
 " "rows 32-63 mean offset -31 0.7" "the run gives 0.81"
 planted usage $ps "" "curve 0,2 peaks 0.3" "a curve item is"
 
+# a number the narration quotes must be drawn on the page, checked by expect:, or listed in unchecked:
+mk_quote() { # FILE KEYS TEXT: the tiny model's 4 x 4 weights (values in the cells) beside TEXT
+    printf '# Quotes\n\n```tscope setup\npreset: tiny\nlevel: values\n```\n\n```tscope step\ntensor: encoder.layers.0.self_attn.weights\nhead: 0\n%s```\n\n%s\n' "$2" "$3" >"$1"
+}
+mk_quote "$tmp/q_drawn.md" "" "Row 1 gives 0.33 to its second key."
+mk_quote "$tmp/q_missing.md" "" "Row 1 gives 0.33 to its second key, and 0.77 to nothing drawn."
+mk_quote "$tmp/q_expect.md" "expect: std 0.16
+" "The weights spread with a std of 0.16."
+mk_quote "$tmp/q_unchecked.md" "unchecked: 0.25
+" "Even attention over four keys is 1/4 = 0.25."
+mk_quote "$tmp/q_stale.md" "unchecked: 0.5
+" "Even attention over four keys is 1/4."
+mk_quote "$tmp/q_code.md" "" "The code writes \`1.0 / 4.0\`."
+expect 0 "a quoted number drawn in a cell" -- "$bin" lesson "$tmp/q_drawn.md" --export "$tmp/q_drawn" --quiet
+expect 1 "a quoted number the page does not draw" -- "$bin" lesson "$tmp/q_missing.md" --export "$tmp/q_missing" --quiet
+[ "$err" = "$tmp/q_missing.md:13: step 1 quotes 0.77, which its page does not draw and no expect: item checks (show it, check it with expect:, or list it in unchecked:)" ] && ok ||
+    bad "a quoted number not drawn: $err"
+[ ! -e "$tmp/q_missing/step01.png" ] && ok || bad "a page quoting a number it does not draw was written"
+expect 0 "a quoted number checked by expect:" -- "$bin" lesson "$tmp/q_expect.md" --export "$tmp/q_expect" --quiet
+expect 0 "a quoted number listed in unchecked:" -- "$bin" lesson "$tmp/q_unchecked.md" --export "$tmp/q_unchecked" --quiet
+expect 1 "an unchecked: figure the narration does not quote" -- "$bin" lesson "$tmp/q_stale.md" --export "$tmp/q_stale" --quiet
+case $err in *"q_stale.md:11: unchecked: 0.5 is not quoted by the step's narration"*) ok ;; *) bad "a stale unchecked: $err" ;; esac
+expect 0 "numbers in inline code are not quotes" -- "$bin" lesson "$tmp/q_code.md" --export "$tmp/q_code" --quiet
+
+# zoom: a block of a large matrix, drawn with its values; a bad range is an error at its line
+mk_curve "$tmp/zoom.md" $attn "head: 1
+step: -1
+zoom: rows 34-46 cols 0-15
+" "at 0,1,40,9 0.42"
+expect 0 "zoom: a block of cells" -- "$bin" lesson "$tmp/zoom.md" --export "$tmp/zoom" --quiet
+mk_curve "$tmp/zoom_bad.md" $attn "zoom: rows 46-34
+" "max 1"
+expect 1 "zoom: a backwards range" -- "$bin" lesson "$tmp/zoom_bad.md" --check
+case $err in *"zoom_bad.md:9: zoom rows: a range A-B of whole numbers, A <= B, not '46-34'"*) ok ;; *) bad "zoom backwards: $err" ;; esac
+
 # without: and colour-scale: are checked when the lesson is parsed
 mk_lesson() { # FILE BODY: a lesson on tiny with BODY after the main setup
     printf '# L\n\n```tscope setup\npreset: tiny\ntext: a b\n```\n\n%s\n\nText.\n' "$2" >"$1"

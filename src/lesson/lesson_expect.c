@@ -344,15 +344,16 @@ static const char *check_curve(ts_trace *t, const char *tensor, char **w, int n,
 
 /* The (rows, cols) matrix a step's heatmap shows: its last two dimensions, at
  * the step's batch and head for the ones before (0 when not given). */
-static const char *matrix_of(ts_trace *t, int64_t rec, const ts_lesson_step *st, const float **m, int64_t *R, int64_t *C) {
+static const char *matrix_of(ts_trace *t, int64_t rec, const ts_lesson_step *st, int head, const float **m, int64_t *R,
+                             int64_t *C) {
     const ts_trace_step *s = ts_trace_step_at(t, rec);
     if (s->rank < 2) return "'rows' reads a matrix: the step has fewer than two dimensions";
     if (!s->has_values || s->batch_index >= 0 || ts_trace_values(t, rec, m))
         return "the trace keeps no values of this step (level: values)";
     int64_t lead[TS_MAX_RANK] = {0};
     int nl = s->rank - 2;
-    if (nl >= 1) lead[0] = nl >= 2 ? (st->batch > 0 ? st->batch : 0) : (st->head > 0 ? st->head : 0);
-    if (nl >= 2) lead[1] = st->head > 0 ? st->head : 0;
+    if (nl >= 1) lead[0] = nl >= 2 ? (st->batch > 0 ? st->batch : 0) : head;
+    if (nl >= 2) lead[1] = head;
     int64_t off = 0;
     for (int d = 0; d < nl; d++) {
         if (lead[d] >= s->shape[d]) return "the step's head or batch is outside the step's shape";
@@ -364,12 +365,19 @@ static const char *matrix_of(ts_trace *t, int64_t rec, const ts_lesson_step *st,
     return NULL;
 }
 
-/* `rows [A-B] argmax offset K N`: how many rows (A to B, default all) have
+/* `rows [head H] [A-B] argmax offset K N`: how many rows (A to B, default all) have
  * their largest cell at column row + K (K = 0: the diagonal); `rows [A-B] mean
  * offset K FIG`: the average of the cells at column row + K over those rows
  * (rows whose column row + K is outside the matrix are left out). */
 static const char *check_rows(ts_trace *t, int64_t rec, const ts_lesson_step *st, char **w, int n, char *msg) {
-    static const char *const usage = "a rows item is 'rows [A-B] argmax offset K COUNT' or 'rows [A-B] mean offset K FIG'";
+    static const char *const usage =
+        "a rows item is 'rows [head H] [A-B] argmax offset K COUNT' or 'rows [head H] [A-B] mean offset K FIG'";
+    long head = st->head > 0 ? st->head : 0;
+    if (n >= 3 && strcmp(w[1], "head") == 0) { /* another head than the step's (a grid of heads) */
+        if (!is_whole(w[2], &head) || head < 0) return usage;
+        w += 2;
+        n -= 2;
+    }
     int i = 1;
     long a = 0, b = -1, k;
     if (n == 6) {
@@ -389,7 +397,7 @@ static const char *check_rows(ts_trace *t, int64_t rec, const ts_lesson_step *st
         return count ? "an argmax count is a whole number" : "the last word of an item is the figure quoted, a number";
     const float *m;
     int64_t R, C;
-    const char *bad = matrix_of(t, rec, st, &m, &R, &C);
+    const char *bad = matrix_of(t, rec, st, (int)head, &m, &R, &C);
     if (bad) return bad;
     if (b < 0) b = (long)R - 1;
     if (b >= R) return "rows A-B: B is past the matrix's last row";

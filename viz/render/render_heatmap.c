@@ -307,7 +307,7 @@ int ts_render__cells(ts_render__pen *p, const ts_render_matrix *m, const ts_rend
 static const char *label_of(const char *const *labels, int i, int k, char *buf, size_t size) {
     if (!labels) {
         snprintf(buf, size, "%d", i);
-    } else if (k > 1) {
+    } else if (k != 1) { /* thinned, or a zoomed-in block (k 0): where each token sits */
         snprintf(buf, size, "%d %s", i, labels[i] ? labels[i] : "");
     } else {
         return labels[i] ? labels[i] : "";
@@ -334,16 +334,25 @@ static double widest_label(ts_render__pen *p, const char *const *labels, int n, 
     return f->max_w > 0 ? fmin(w_max, f->max_w) : w_max;
 }
 
+/* Whether a window shows only part of the matrix: its labels then carry
+ * their positions ("40 s"), so "row 40" in a text can be found. */
+static bool windowed(const ts_render_cells *c) { return c->rows < c->total_rows || c->cols < c->total_cols; }
+
+static int row_label_step(const ts_render_cells *c, double label_h) {
+    return ts_render__label_step(c->cell_h, label_h * 1.3);
+}
+
 static void row_labels(ts_render__pen *p, const ts_render_matrix *m, const ts_render_cells *c,
                        const ts_render__font *f, double label_h, double x_right) {
-    int k = ts_render__label_step(c->cell_h, label_h * 1.3);
+    int k = row_label_step(c, label_h);
     char buf[96];
     cairo_t *cr = p->cr;
     for (int r = 0; r < c->rows; r++) {
         int i = c->row0 + r;
         if (i % k) continue;
         double y = c->grid.y + (r + 0.5) * c->cell_h;
-        ts_render__text(p, label_of(m->row_labels, i, k, buf, sizeof buf), f, x_right - (k > 1 ? 5 : 3), y,
+        ts_render__text(p, label_of(m->row_labels, i, k == 1 && windowed(c) ? 0 : k, buf, sizeof buf), f,
+                        x_right - (k > 1 ? 5 : 3), y,
                         1, 0.5, 0);
         if (k > 1) {
             cairo_set_source_rgb(cr, 0.45, 0.45, 0.48);
@@ -357,17 +366,21 @@ static void row_labels(ts_render__pen *p, const ts_render_matrix *m, const ts_re
 
 /* Column labels above the grid: level when the widest fits a cell (`flat_w`
  * > 0 is its width), otherwise turned to read upwards. */
+static int col_label_step(const ts_render_cells *c, double label_h, double flat_w) {
+    return flat_w > 0 ? ts_render__label_step(c->cell_w, flat_w + 6)
+                      : ts_render__label_step(c->cell_w * sin(-LABEL_ANGLE), label_h * 1.1);
+}
+
 static void col_labels(ts_render__pen *p, const ts_render_matrix *m, const ts_render_cells *c,
                        const ts_render__font *f, double label_h, double y_bottom, double flat_w) {
-    int k = flat_w > 0 ? ts_render__label_step(c->cell_w, flat_w + 6)
-                       : ts_render__label_step(c->cell_w * sin(-LABEL_ANGLE), label_h * 1.1);
+    int k = col_label_step(c, label_h, flat_w);
     char buf[96];
     cairo_t *cr = p->cr;
     for (int j = 0; j < c->cols; j++) {
         int i = c->col0 + j;
         if (i % k) continue;
         double x = c->grid.x + (j + 0.5) * c->cell_w;
-        const char *text = label_of(m->col_labels, i, k, buf, sizeof buf);
+        const char *text = label_of(m->col_labels, i, k == 1 && windowed(c) ? 0 : k, buf, sizeof buf);
         if (flat_w > 0)
             ts_render__text(p, text, f, x, y_bottom - (k > 1 ? 4 : 2), 0.5, 1, 0);
         else
@@ -462,6 +475,12 @@ static void window_of(const ts_render_matrix *m, const ts_render_state *st, ts_r
     if (st && st->cols > 0 && st->cols < c->cols) c->cols = st->cols;
 }
 
+/* Whether token labels will be thinned: the line under the grid that says so. */
+static bool needs_note(const ts_render_matrix *m, const ts_render_cells *c, double label_h, double flat_w, bool partial) {
+    if (partial) return false; /* its line is already there */
+    return (m->row_labels && row_label_step(c, label_h) > 1) || (m->col_labels && col_label_step(c, label_h, flat_w) > 1);
+}
+
 ts_status ts_render_heatmap(cairo_t *cr, ts_render_rect area, const ts_render_matrix *m,
                             const ts_render_heatmap_opts *opts, const ts_render_state *st,
                             ts_render_layout *layout) {
@@ -497,8 +516,11 @@ ts_status ts_render_heatmap(cairo_t *cr, ts_render_rect area, const ts_render_ma
     /* Size the cells for turned column labels; when the widest label then
      * fits in a cell, lay them flat and size again (cells only grow). */
     double top_h = 0, right = 0, avail_h = 0, flat_w = 0;
-    bool partial = false;
-    for (int pass = 0; pass < 2; pass++) {
+    bool partial = false, noted = false;
+    /* Two passes (turned labels, then flat when they fit); two more when the
+     * labels turn out thinned, to lay out again with a line for the note. */
+    for (int pass = 0; pass < 2 || (pass < 4 && (noted || needs_note(m, &c, label_h, flat_w, partial))); pass++) {
+        if (pass == 2) noted = true, flat_w = 0;
         top_h = axis_top + group_h + (flat_w > 0 ? label_h + 6 : col_label_height(col_w, label_h));
         right = flat_w > 0 ? bar_w : fmax(bar_w, col_label_overhang(col_w, label_h));
         double avail_w = area.w - 2 * pad - left - right;
@@ -506,7 +528,7 @@ ts_status ts_render_heatmap(cairo_t *cr, ts_render_rect area, const ts_render_ma
         c.rows = want_rows;
         c.cols = want_cols;
         partial = c.cols * px > avail_w || c.rows * px > avail_h;
-        if (partial) avail_h -= label_h + 6;
+        if (partial || noted || (want_rows < m->rows || want_cols < m->cols)) avail_h -= label_h + 6;
         /* Never below one pixel a cell: show fewer cells, and say so. */
         if (avail_w < px) avail_w = px;
         if (avail_h < px) avail_h = px;
@@ -527,7 +549,11 @@ ts_status ts_render_heatmap(cairo_t *cr, ts_render_rect area, const ts_render_ma
         c.cell_h = fit_cell(cr, ch * c.rows, c.rows);
         if (!o->stretch) c.cell_w = c.cell_h = fmin(c.cell_w, c.cell_h);
         /* Index labels (no names given) read best level, thinned. */
-        if (flat_w > 0 || (m->col_labels && col_w + 6 > c.cell_w)) break;
+        if (flat_w > 0 || (m->col_labels && col_w + 6 > c.cell_w)) {
+            if (pass < 2) pass = 1; /* the two passes are done; a third only for the note */
+            if (noted) break;
+            continue;
+        }
         flat_w = col_w;
     }
     c.grid.w = c.cols * c.cell_w;
@@ -540,7 +566,8 @@ ts_status ts_render_heatmap(cairo_t *cr, ts_render_rect area, const ts_render_ma
     c.grid.y = top + top_h + fmax(0, (avail_h - c.grid.h) / 2);
     snap_point(cr, &c.grid.x, &c.grid.y);
 
-    bool small = m->rows <= VALUES_MAX && m->cols <= VALUES_MAX;
+    /* a zoomed-in block of a large matrix is small too: its values fit */
+    bool small = c.rows <= VALUES_MAX && c.cols <= VALUES_MAX;
     ts_render__cell_opts co = {
         .values = o->values == TS_RENDER_VALUES_ALWAYS || (o->values == TS_RENDER_VALUES_AUTO && small),
         .separators = c.cell_w >= 20 && c.cell_h >= 20,
@@ -564,10 +591,19 @@ ts_status ts_render_heatmap(cairo_t *cr, ts_render_rect area, const ts_render_ma
         bar = (ts_render_rect){c.grid.x + c.grid.w + 22, c.grid.y, bar_w - 22, h};
         ts_render__colorbar(&pen, bar, &scale, seen);
     }
-    if (partial) {
-        char note[160];
-        snprintf(note, sizeof note, "showing rows %d\xe2\x80\x93%d of %d, columns %d\xe2\x80\x93%d of %d (one pixel a cell)",
-                 c.row0, c.row0 + c.rows - 1, m->rows, c.col0, c.col0 + c.cols - 1, m->cols);
+    /* Say what is not drawn: a window of the matrix, and token labels thinned
+     * because a cell is smaller than a line of text. */
+    char note[320] = "";
+    size_t at = 0;
+    if (partial || windowed(&c))
+        at += (size_t)snprintf(note, sizeof note, "showing rows %d\xe2\x80\x93%d of %d, columns %d\xe2\x80\x93%d of %d%s",
+                               c.row0, c.row0 + c.rows - 1, m->rows, c.col0, c.col0 + c.cols - 1, m->cols,
+                               partial ? " (one pixel a cell)" : "");
+    int rk = row_label_step(&c, label_h), ck = col_label_step(&c, label_h, flat_w);
+    if ((m->row_labels && rk > 1) || (m->col_labels && ck > 1))
+        snprintf(note + at, sizeof note - at, "%stoo small to label every token: a label every %d rows, %d columns",
+                 at ? "; " : "", rk, ck);
+    if (note[0]) {
         ts_render__font nf = ts_render__font_of(TS_RENDER__TICK_SIZE, TS_RENDER__ITALIC, ts_render__muted);
         ts_render__text(&pen, note, &nf, c.grid.x, c.grid.y + c.grid.h + 4, 0, 0, 0);
     }
