@@ -91,6 +91,17 @@ static const char *value_of(ts_trace *t, int64_t rec, const char *item, double *
             *run = v[k];
             return NULL;
         }
+    long a, b;
+    if (sscanf(what, "mean %ld-%ld", &a, &b) == 2) { /* a stretch of a vector: "mean 32-62" */
+        if (s->rank != 1) return "'mean A-B' averages a stretch of a step of one dimension";
+        if (a < 0 || b < a || b >= s->shape[0]) return "'mean A-B': A <= B, both inside the step";
+        const float *v;
+        if (!s->has_values || ts_trace_values(t, rec, &v)) return "the trace keeps no values of this step (level: values)";
+        double sum = 0;
+        for (long i = a; i <= b; i++) sum += v[i];
+        *run = sum / (double)(b - a + 1);
+        return NULL;
+    }
     if (strncmp(what, "at ", 3) != 0) return "an item is 'min|max|mean|std|nan VALUE' or 'at I,J,... VALUE'";
     int64_t index[TS_MAX_RANK];
     int n = 0;
