@@ -167,6 +167,12 @@ step: -1
 zoom: rows 34-46 cols 0-15
 " "at 0,1,40,9 0.42"
 expect 0 "zoom: a block of cells" -- "$bin" lesson "$tmp/zoom.md" --export "$tmp/zoom" --quiet
+# a zoomed grid of heads prints the block's values: quoting one needs no expect: (the quote check reads the page)
+printf '# G\n\n```tscope setup\ntrace: %s/assets/induction-2l.tstrace\n```\n\n```tscope step\ntensor: %s\nview: grid\nstep: -1\n%s```\n\nHead 1 gives row 40 column 9 0.42.\n' "$PWD" $attn "zoom: rows 37-43 cols 4-12
+" >"$tmp/zoom_grid.md"
+expect 0 "zoom: a grid prints the block's values" -- "$bin" lesson "$tmp/zoom_grid.md" --export "$tmp/zoom_grid" --quiet
+sed '/^zoom:/d' "$tmp/zoom_grid.md" >"$tmp/nozoom_grid.md"
+expect 1 "the whole grid does not print row 40's values" -- "$bin" lesson "$tmp/nozoom_grid.md" --export "$tmp/nozoom_grid" --quiet
 mk_curve "$tmp/zoom_bad.md" $attn "zoom: rows 46-34
 " "max 1"
 expect 1 "zoom: a backwards range" -- "$bin" lesson "$tmp/zoom_bad.md" --check

@@ -804,11 +804,12 @@ static void keep_text(void *ctx, const ts_render_text_info *t) {
     ts_text_buf_str(b, "\n");
 }
 
-ts_status ts_lesson_page_view_text(ts_lesson_page *p, char **out) {
+ts_status ts_lesson_page_view_text(ts_lesson_page *p, double scale, char **out) {
     *out = NULL;
     ts_text_buf b = {0};
     cairo_surface_t *s = cairo_recording_surface_create(CAIRO_CONTENT_COLOR, NULL);
     cairo_t *cr = cairo_create(s);
+    cairo_scale(cr, scale, scale); /* small text is left out below 9 device pixels: draw at the page's scale */
     ts_render_text_probe fn;
     void *ctx;
     ts_render_get_text_probe(&fn, &ctx);
@@ -870,7 +871,7 @@ ts_status ts_lesson_export(const ts_lessonrun *r, const char *dir, ts_figure_for
         ts_status st = ts_lesson_page_build(&p, r, i);
         if (st) return st;
         ts_lesson_page_free(p);
-        TS_TRY(ts_lesson_page_check_quotes(r, i)); /* a quoted number the page does not show */
+        TS_TRY(ts_lesson_page_check_quotes(r, i, scale)); /* a quoted number the page does not show */
     }
     /* mkdir -p: `--export out/lesson-01` works in a fresh tree */
     char buf[4096];

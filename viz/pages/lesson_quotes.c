@@ -126,14 +126,14 @@ static ts_status check_narration(const quotes *q, const ts_lesson_narration *nar
     return TS_OK;
 }
 
-ts_status ts_lesson_page_check_quotes(const ts_lessonrun *r, int step) {
+ts_status ts_lesson_page_check_quotes(const ts_lessonrun *r, int step, double scale) {
     const ts_lesson *l = r->lesson;
     if (step < 0 || step >= l->n_steps) return ts_fail(TS_ERR_ARG, "lesson: no step %d", step + 1);
     const ts_lesson_step *st = &l->steps[step];
     ts_lesson_page *p;
     TS_TRY(ts_lesson_page_build(&p, r, step));
     char *view = NULL;
-    ts_status s = ts_lesson_page_view_text(p, &view);
+    ts_status s = ts_lesson_page_view_text(p, scale, &view);
     ts_lesson_page_free(p);
     if (s) return s;
     quotes q = {.l = l, .st = st, .step = step, .view = view, .unchecked = ""};

@@ -11,6 +11,7 @@
 
 #define MAX_CELL 90.0   /* larger cells only waste the slide */
 #define VALUES_MAX 16   /* print values up to 16 x 16 */
+#define VALUES_MAX_WINDOW 24 /* ... and in a block of a larger matrix up to 24 x 24 */
 #define LABEL_ANGLE (-M_PI / 4) /* key labels read up and to the right */
 
 static const uint32_t MASKED_PX = 0xFFEBEBEBu; /* under the hatching */
@@ -143,11 +144,24 @@ static void draw_values(ts_render__pen *p, const ts_render_matrix *m, const ts_r
                         const ts_render_cells *c, const uint32_t *lut) {
     char buf[32];
     size_t longest = 1;
+    /* The digits suit the values drawn: a zoomed-in block of a matrix whose
+     * largest value elsewhere is 14 still prints its 4.47 with two decimals. */
+    ts_render_scale digits = *s;
+    if (c->rows < c->total_rows || c->cols < c->total_cols) {
+        float amax = 0;
+        for (int r = 0; r < c->rows; r++)
+            for (int k = 0; k < c->cols; k++) {
+                float v = ts_render__at(m, c->row0 + r, c->col0 + k);
+                if (isfinite(v)) amax = fmaxf(amax, fabsf(v));
+            }
+        digits.vmin = -amax, digits.vmax = amax;
+    }
     for (int r = 0; r < c->rows; r++)
         for (int k = 0; k < c->cols; k++) {
             float v = ts_render__at(m, c->row0 + r, c->col0 + k);
-            fmt_cell(buf, sizeof buf, v, s);
-            size_t len = strlen(buf);
+            fmt_cell(buf, sizeof buf, v, &digits);
+            size_t len = 0; /* characters, not bytes: "\xe2\x88\x92" is one minus sign */
+            for (const char *q = buf; *q; q++) len += ((unsigned char)*q & 0xC0) != 0x80;
             if (len > longest) longest = len;
         }
     /* One size for all cells, so the numbers read as a table. */
@@ -168,7 +182,7 @@ static void draw_values(ts_render__pen *p, const ts_render_matrix *m, const ts_r
                            (float)(px & 255) / 255};
             bool dark = ts_rgb_luminance(cell) < 0.33;
             ts_render__font f = ts_render__font_of(size, 0, dark ? (ts_rgb){1, 1, 1} : ts_render__ink);
-            fmt_cell(buf, sizeof buf, v, s);
+            fmt_cell(buf, sizeof buf, v, &digits);
             ts_render__text(p, buf, &f, c->grid.x + (k + 0.5) * c->cell_w, c->grid.y + (r + 0.5) * c->cell_h,
                             0.5, 0.5, 0);
         }
@@ -566,8 +580,10 @@ ts_status ts_render_heatmap(cairo_t *cr, ts_render_rect area, const ts_render_ma
     c.grid.y = top + top_h + fmax(0, (avail_h - c.grid.h) / 2);
     snap_point(cr, &c.grid.x, &c.grid.y);
 
-    /* a zoomed-in block of a large matrix is small too: its values fit */
-    bool small = c.rows <= VALUES_MAX && c.cols <= VALUES_MAX;
+    /* a zoomed-in block of a large matrix is small too: its values fit (a
+     * block a little wider than a whole small matrix, since a page asked for it) */
+    int most = windowed(&c) ? VALUES_MAX_WINDOW : VALUES_MAX;
+    bool small = c.rows <= most && c.cols <= most;
     ts_render__cell_opts co = {
         .values = o->values == TS_RENDER_VALUES_ALWAYS || (o->values == TS_RENDER_VALUES_AUTO && small),
         .separators = c.cell_w >= 20 && c.cell_h >= 20,
@@ -656,7 +672,11 @@ ts_status ts_render_grid(cairo_t *cr, ts_render_rect area, const ts_render_matri
     ts_render_clear(cr, area);
     ts_render_scale scale = o->fixed_scale ? o->scale : ts_render_scale_auto(m, n);
     const double pad = TS_RENDER__PAD, gap = 16;
-    const int rows = m[0].rows, cols = m[0].cols;
+    /* A state's window (a lesson's zoom) shows the same block of every panel. */
+    ts_render_cells win;
+    window_of(&m[0], st, &win);
+    const int rows = win.rows, cols = win.cols;
+    const bool zoomed = rows < m[0].rows || cols < m[0].cols;
 
     double top = area.y + ts_render__title(&pen, area, o->title, o->subtitle);
     if (!o->title && !o->subtitle) top += pad;
@@ -673,7 +693,7 @@ ts_status ts_render_grid(cairo_t *cr, ts_render_rect area, const ts_render_matri
     double header_w = 0, header_h = o->col_headers ? label_h + 6 : 0;
     double bar_w = 26 + ts_render__colorbar_width(&pen, &scale);
     double avail_w = area.w - 2 * pad - bar_w;
-    double avail_h = area.y + area.h - pad - top - header_h;
+    double avail_h = area.y + area.h - pad - top - header_h - (zoomed ? label_h + 6 : 0);
     if (gr <= 0 || gc <= 0) choose_grid(n, rows, cols, avail_w, avail_h, gap, title_h, &gr, &gc);
     if (o->row_headers)
         for (int r = 0; r < gr; r++) {
@@ -711,7 +731,8 @@ ts_status ts_render_grid(cairo_t *cr, ts_render_rect area, const ts_render_matri
     double block_w = header_w + row_w + gc * pw + (gc - 1) * gap + bar_w;
     double x0 = area.x + pad + fmax(0, (area.w - 2 * pad - block_w) / 2) + header_w + row_w;
     double y0 = top + header_h + title_h + col_h; /* the first row's cells */
-    bool small = rows <= VALUES_MAX && cols <= VALUES_MAX;
+    int most = zoomed ? VALUES_MAX_WINDOW : VALUES_MAX;
+    bool small = rows <= most && cols <= most;
     int seen = 0;
     if (layout) {
         memset(layout, 0, sizeof *layout);
@@ -721,7 +742,7 @@ ts_status ts_render_grid(cairo_t *cr, ts_render_rect area, const ts_render_matri
     for (int i = 0; i < n; i++) {
         int gi = i / gc, gj = i % gc;
         ts_render_cells c;
-        window_of(&m[i], NULL, &c);
+        window_of(&m[i], st, &c);
         c.cell_w = c.cell_h = cell;
         c.grid = (ts_render_rect){x0 + gj * (pw + gap), y0 + gi * (ph + title_h + gap), pw, ph};
         snap_point(cr, &c.grid.x, &c.grid.y);
@@ -752,6 +773,13 @@ ts_status ts_render_grid(cairo_t *cr, ts_render_rect area, const ts_render_matri
     ts_render_rect bar = {x0 + gc * pw + (gc - 1) * gap + 26, y0, bar_w - 26, bar_h};
     ts_render__colorbar(&pen, bar, &scale, seen);
     if (layout) layout->colorbar = bar;
+    if (zoomed) {
+        char note[160];
+        snprintf(note, sizeof note, "each panel shows rows %d\xe2\x80\x93%d of %d, columns %d\xe2\x80\x93%d of %d",
+                 win.row0, win.row0 + rows - 1, m[0].rows, win.col0, win.col0 + cols - 1, m[0].cols);
+        ts_render__font nf = ts_render__font_of(TS_RENDER__TICK_SIZE, TS_RENDER__ITALIC, ts_render__muted);
+        ts_render__text(&pen, note, &nf, x0, y0 + grid_h + 4, 0, 0, 0);
+    }
     ts_render__pen_free(&pen);
     return cairo_result(cr);
 }
