@@ -135,6 +135,9 @@ step: -1
 planted mean $attn "head: 1
 step: -1
 " "rows 32-63 mean offset -31 0.7" "the run gives 0.81"
+planted maxrows $attn "head: 1
+step: -1
+" "rows 32-63 max above 0.3 31" "the run has 32 such rows of 32"
 planted usage $ps "" "curve 0,2 peaks 0.3" "a curve item is"
 
 # a number the narration quotes must be drawn on the page, checked by expect:, or listed in unchecked:

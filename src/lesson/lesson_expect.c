@@ -359,14 +359,17 @@ static const char *matrix_of(ts_trace *t, int64_t rec, const ts_lesson_step *st,
                              int64_t *C) {
     const ts_trace_step *s = ts_trace_step_at(t, rec);
     if (s->rank < 2) return "'rows' reads a matrix: the step has fewer than two dimensions";
-    if (!s->has_values || s->batch_index >= 0 || ts_trace_values(t, rec, m))
-        return "the trace keeps no values of this step (level: values)";
+    if (!s->has_values || ts_trace_values(t, rec, m)) return "the trace keeps no values of this step (level: values)";
     int64_t lead[TS_MAX_RANK] = {0};
-    int nl = s->rank - 2;
+    int nl = s->rank - 2, from = 0;
     if (nl >= 1) lead[0] = nl >= 2 ? (st->batch > 0 ? st->batch : 0) : head;
     if (nl >= 2) lead[1] = head;
+    if (s->batch_index >= 0) { /* keep-batch: the values are one batch element's, dim 0 left out */
+        if (nl < 2 || lead[0] != s->batch_index) return "the trace keeps the values of another batch element (keep-batch)";
+        from = 1;
+    }
     int64_t off = 0;
-    for (int d = 0; d < nl; d++) {
+    for (int d = from; d < nl; d++) {
         if (lead[d] >= s->shape[d]) return "the step's head or batch is outside the step's shape";
         off = off * s->shape[d] + lead[d];
     }
@@ -382,7 +385,8 @@ static const char *matrix_of(ts_trace *t, int64_t rec, const ts_lesson_step *st,
  * (rows whose column row + K is outside the matrix are left out). */
 static const char *check_rows(ts_trace *t, int64_t rec, const ts_lesson_step *st, char **w, int n, char *msg) {
     static const char *const usage =
-        "a rows item is 'rows [head H] [A-B] argmax offset K COUNT' or 'rows [head H] [A-B] mean offset K FIG'";
+        "a rows item is 'rows [head H] [A-B] argmax offset K COUNT', 'rows [head H] [A-B] mean offset K FIG' or "
+        "'rows [head H] [A-B] max above|below L COUNT'";
     long head = st->head > 0 ? st->head : 0;
     if (n >= 3 && strcmp(w[1], "head") == 0) { /* another head than the step's (a grid of heads) */
         if (!is_whole(w[2], &head) || head < 0) return usage;
@@ -399,6 +403,28 @@ static const char *check_rows(ts_trace *t, int64_t rec, const ts_lesson_step *st
         i = 2;
     } else if (n != 5) {
         return usage;
+    }
+    if (n - i == 4 && strcmp(w[i], "max") == 0) { /* rows whose largest cell is above (below) a level */
+        bool above = strcmp(w[i + 1], "above") == 0;
+        double level;
+        long want = 0;
+        if ((!above && strcmp(w[i + 1], "below") != 0) || !is_number(w[i + 2], &level) || !is_whole(w[i + 3], &want))
+            return usage;
+        const float *m;
+        int64_t R, C;
+        const char *bad = matrix_of(t, rec, st, (int)head, &m, &R, &C);
+        if (bad) return bad;
+        if (b < 0) b = (long)R - 1;
+        if (b >= R) return "rows A-B: B is past the matrix's last row";
+        long hits = 0;
+        for (long r = a; r <= b; r++) {
+            float best = m[r * C];
+            for (long c = 1; c < C; c++) best = fmaxf(best, m[r * C + c]);
+            hits += above ? best > level : best < level;
+        }
+        if (hits == want) return NULL;
+        snprintf(msg, MSG, "the run has %ld such rows of %ld", hits, b - a + 1);
+        return msg;
     }
     bool count = strcmp(w[i], "argmax") == 0;
     if ((!count && strcmp(w[i], "mean") != 0) || strcmp(w[i + 1], "offset") != 0 || !is_whole(w[i + 2], &k)) return usage;
