@@ -470,6 +470,14 @@ static ts_status check_item(const ts_lessonrun *r, const ts_lesson_step *st, con
     }
     panel pn;
     panel_of(&pn, st, right);
+    if (strncmp(item, "of ", 3) == 0) { /* another step of the same run, that the view also draws */
+        const char *name = item + 3, *end = strchr(name, ' ');
+        if (!end || end == name || (size_t)(end - name) >= sizeof pn.layered)
+            return ts_lesson_fail_at(l, kv->line, "expect '%s': 'of NAME' names a step, then the item", item);
+        snprintf(pn.layered, sizeof pn.layered, "%.*s", (int)(end - name), name);
+        pn.tensor = pn.layered;
+        item = (char *)end + strspn(end, " ");
+    }
     int k = ts_lesson_find_setup(l, pn.run);
     ts_trace *t = k >= 0 ? r->traces[k] : NULL;
     int64_t rec = t ? record_of(t, pn.tensor, pn.which) : -1;
