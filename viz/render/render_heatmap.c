@@ -616,9 +616,14 @@ ts_status ts_render_heatmap(cairo_t *cr, ts_render_rect area, const ts_render_ma
                                c.row0, c.row0 + c.rows - 1, m->rows, c.col0, c.col0 + c.cols - 1, m->cols,
                                partial ? " (one pixel a cell)" : "");
     int rk = row_label_step(&c, label_h), ck = col_label_step(&c, label_h, flat_w);
-    if ((m->row_labels && rk > 1) || (m->col_labels && ck > 1))
-        snprintf(note + at, sizeof note - at, "%stoo small to label every token: a label every %d rows, %d columns",
-                 at ? "; " : "", rk, ck);
+    bool thin_rows = m->row_labels && rk > 1, thin_cols = m->col_labels && ck > 1;
+    if (thin_rows || thin_cols) {
+        char rows_s[32] = "", cols_s[32] = "";
+        if (thin_rows) snprintf(rows_s, sizeof rows_s, "%d rows", rk);
+        if (thin_cols) snprintf(cols_s, sizeof cols_s, "%d columns", ck);
+        snprintf(note + at, sizeof note - at, "%stoo small to label every token: a label every %s%s%s", at ? "; " : "",
+                 rows_s, thin_rows && thin_cols ? ", " : "", cols_s);
+    }
     if (note[0]) {
         ts_render__font nf = ts_render__font_of(TS_RENDER__TICK_SIZE, TS_RENDER__ITALIC, ts_render__muted);
         ts_render__text(&pen, note, &nf, c.grid.x, c.grid.y + c.grid.h + 4, 0, 0, 0);

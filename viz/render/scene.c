@@ -936,7 +936,8 @@ static ts_status build_scalar_curves(ts_scene *job, const ts_trace_step *s) {
     p->series[0].x = steps;
     mark_occurrence(job);
     p->popts = (ts_render_plot_opts){.title = p->title, .subtitle = p->subtitle, .x_label = steps ? "training step" : "record",
-                                     .y_label = s->name, .markers = p->series[0].n <= 30, .no_legend = true};
+                                     .y_label = ends_with(s->name, "loss") ? "loss (nats)" : s->name,
+                                     .markers = p->series[0].n <= 30, .no_legend = true};
     /* the norm the run clipped at: above the line, an update was shortened */
     double clip = strcmp(s->name, "train.grad_norm") == 0 ? training_clip(job->t) : 0;
     if (clip > 0) {
