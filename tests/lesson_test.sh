@@ -140,6 +140,36 @@ step: -1
 " "rows 32-63 max above 0.3 31" "the run has 32 such rows of 32"
 planted usage $ps "" "curve 0,2 peaks 0.3" "a curve item is"
 
+# hostile expect: items and zoom: values: one clear error at the line, no crash, on the sanitized
+# binary too when the build has one (TSCOPE_ASAN, set by scripts/run-tests.sh)
+long=$(printf 'curve 0,2 at step %0300d 0.3' 0)
+bins="$bin"
+[ -n "${TSCOPE_ASAN:-}" ] && [ -x "$TSCOPE_ASAN" ] && bins="$bins $TSCOPE_ASAN"
+n_hostile=0
+for item in "curve" "curve 0,2 at step" "curve ,,, at step 0 1" "curve 0,* max 1 at step 0" "curve 0,2,3 at step 0 1" \
+    "curve 99999999999999999999,0 at step 0 1" "curve -1,0 at step 0 1" "curve 0,2 crosses x at step 0" \
+    "curve 0,2 above curve 1,* from 0 to 100" "curve nosuch.name at step 0 1" "curve train.step at step 0 5" \
+    "rows 5-" "rows -3-4 argmax offset 0 1" "rows 0-99999 mean offset 0 1" "rows head 99 argmax offset 0 1" \
+    "rows max above x 3" "of" "of x" "of lm.score.prev_token" "mean 5-2 1" "right max 1" "$long"; do
+    mk_curve "$tmp/hostile.md" $ps "" "$item"
+    for b in $bins; do
+        ASAN_OPTIONS=detect_leaks=1 "$b" lesson "$tmp/hostile.md" --export "$tmp/hostile" --quiet >/dev/null 2>"$tmp/err"; rc=$?
+        case "$rc $(head -c 300 "$tmp/err")" in
+            "1 $tmp/hostile.md:9: expect '"*) grep -q Sanitizer "$tmp/err" && bad "expect: '$item' ($b): $(cat "$tmp/err")" || n_hostile=$((n_hostile + 1)) ;;
+            *) bad "expect: '$item' ($b): exit $rc: $(head -c 300 "$tmp/err")" ;;
+        esac
+    done
+done
+[ "$n_hostile" -gt 0 ] && ok || bad "no hostile expect: item was refused"
+for z in "rows 1-2 cols" "rows 99999999999-1" "cols 3" "rows a-b" "diagonal" "rows 1-2 rows 3-4 cols 1-2"; do
+    mk_curve "$tmp/hostile_zoom.md" $attn "zoom: $z
+" "max 1"
+    for b in $bins; do
+        ASAN_OPTIONS=detect_leaks=1 "$b" lesson "$tmp/hostile_zoom.md" --check >/dev/null 2>"$tmp/err"; rc=$?
+        case "$rc $(cat "$tmp/err")" in "1 $tmp/hostile_zoom.md:9: "*"zoom"*) ok ;; *) bad "zoom: '$z' ($b): exit $rc: $(cat "$tmp/err")" ;; esac
+    done
+done
+
 # a number the narration quotes must be drawn on the page, checked by expect:, or listed in unchecked:
 mk_quote() { # FILE KEYS TEXT: the tiny model's 4 x 4 weights (values in the cells) beside TEXT
     printf '# Quotes\n\n```tscope setup\npreset: tiny\nlevel: values\n```\n\n```tscope step\ntensor: encoder.layers.0.self_attn.weights\nhead: 0\n%s```\n\n%s\n' "$2" "$3" >"$1"

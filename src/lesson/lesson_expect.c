@@ -157,8 +157,17 @@ static int64_t flat_of(const ts_trace_step *s, const int64_t *index, int rank) {
     return flat;
 }
 
-/* Element `index` of every record of `name`. Returns a message on failure. */
+static const char *series_read(ts_trace *t, const char *name, const int64_t *index, int rank, series *out);
+
+/* Element `index` of every record of `name`. Returns a message on failure,
+ * with *out left empty. */
 static const char *series_of(ts_trace *t, const char *name, const int64_t *index, int rank, series *out) {
+    const char *bad = series_read(t, name, index, rank, out);
+    if (bad) series_free(out);
+    return bad;
+}
+
+static const char *series_read(ts_trace *t, const char *name, const int64_t *index, int rank, series *out) {
     *out = (series){0};
     int n = count_records(t, name);
     if (n == 0) return "the trace has no record of that name";
