@@ -403,7 +403,7 @@ static const char *check_rows(ts_trace *t, int64_t rec, const ts_lesson_step *st
         n -= 2;
     }
     int i = 1;
-    long a = 0, b = -1, k;
+    long a = 0, b = -1, k = 0;
     if (n == 6) {
         char *dash = strchr(w[1] + 1, '-');
         if (!dash) return usage;
@@ -413,18 +413,28 @@ static const char *check_rows(ts_trace *t, int64_t rec, const ts_lesson_step *st
     } else if (n != 5) {
         return usage;
     }
-    if (n - i == 4 && strcmp(w[i], "max") == 0) { /* rows whose largest cell is above (below) a level */
-        bool above = strcmp(w[i + 1], "above") == 0;
-        double level;
-        long want = 0;
+    if (n - i != 4) return usage;
+    /* the kind: max above|below L N, argmax offset K N, mean offset K FIG */
+    bool maxed = strcmp(w[i], "max") == 0, above = maxed && strcmp(w[i + 1], "above") == 0;
+    bool count = strcmp(w[i], "argmax") == 0;
+    double level = 0, fig;
+    long want = 0;
+    if (maxed) {
         if ((!above && strcmp(w[i + 1], "below") != 0) || !is_number(w[i + 2], &level) || !is_whole(w[i + 3], &want))
             return usage;
-        const float *m;
-        int64_t R, C;
-        const char *bad = matrix_of(t, rec, st, (int)head, &m, &R, &C);
-        if (bad) return bad;
-        if (b < 0) b = (long)R - 1;
-        if (b >= R) return "rows A-B: B is past the matrix's last row";
+    } else {
+        if ((!count && strcmp(w[i], "mean") != 0) || strcmp(w[i + 1], "offset") != 0 || !is_whole(w[i + 2], &k))
+            return usage;
+        if (count ? !is_whole(w[i + 3], &want) : !is_number(w[i + 3], &fig))
+            return count ? "an argmax count is a whole number" : "the last word of an item is the figure quoted, a number";
+    }
+    const float *m;
+    int64_t R, C;
+    const char *bad = matrix_of(t, rec, st, (int)head, &m, &R, &C);
+    if (bad) return bad;
+    if (b < 0) b = (long)R - 1;
+    if (b >= R) return "rows A-B: B is past the matrix's last row";
+    if (maxed) { /* rows whose largest cell is above (below) a level */
         long hits = 0;
         for (long r = a; r <= b; r++) {
             float best = m[r * C];
@@ -435,18 +445,6 @@ static const char *check_rows(ts_trace *t, int64_t rec, const ts_lesson_step *st
         snprintf(msg, MSG, "the run has %ld such rows of %ld", hits, b - a + 1);
         return msg;
     }
-    bool count = strcmp(w[i], "argmax") == 0;
-    if ((!count && strcmp(w[i], "mean") != 0) || strcmp(w[i + 1], "offset") != 0 || !is_whole(w[i + 2], &k)) return usage;
-    double fig;
-    long want = 0;
-    if (count ? !is_whole(w[i + 3], &want) : !is_number(w[i + 3], &fig))
-        return count ? "an argmax count is a whole number" : "the last word of an item is the figure quoted, a number";
-    const float *m;
-    int64_t R, C;
-    const char *bad = matrix_of(t, rec, st, (int)head, &m, &R, &C);
-    if (bad) return bad;
-    if (b < 0) b = (long)R - 1;
-    if (b >= R) return "rows A-B: B is past the matrix's last row";
     long hits = 0, used = 0;
     double sum = 0;
     for (long r = a; r <= b; r++) {
