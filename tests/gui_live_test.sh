@@ -39,12 +39,12 @@ live "type:Jesus wept\$ tab" "$tmp/bad.png"
 [ "$rc" = 0 ] && ok || bad "an unknown character stopped the session: $out"
 has "the unknown character is left out, the rest runs" 'text "Jesus wept$' "$out"
 
-# lesson 3's live page (the fourth step): Enter, then the text is edited and the step recomputes
-out=$("$bin" lesson 3 --width $W --height 720 --script "right right right shot:$tmp/page.png enter shot:$tmp/live0.png backspace backspace backspace backspace a t e d" --screenshot "$tmp/lesson-live.png" 2>&1); rc=$?
+# lesson 3's live page (the fifth step): Enter, then the text is edited and the step recomputes
+out=$("$bin" lesson 3 --width $W --height 720 --script "right right right right shot:$tmp/page.png enter shot:$tmp/live0.png backspace backspace backspace backspace a t e d" --screenshot "$tmp/lesson-live.png" 2>&1); rc=$?
 [ "$rc" = 0 ] && ok || bad "lesson 3 live: exit $rc: $out"
 png_same "$tmp/page.png" "$tmp/live0.png" "1200x600+40+60" && bad "Enter did not make the page live" || ok
 png_same "$tmp/live0.png" "$tmp/lesson-live.png" "600x500+300+130" && bad "the edited text drew the same weights" || ok
-out=$("$bin" lesson 3 --width $W --height 720 --script "right right right enter esc" --screenshot "$tmp/back.png" 2>&1); rc=$?
+out=$("$bin" lesson 3 --width $W --height 720 --script "right right right right enter esc" --screenshot "$tmp/back.png" 2>&1); rc=$?
 png_same "$tmp/page.png" "$tmp/back.png" "1200x600+40+60" && ok || bad "Esc did not bring the page back"
 
 # knocking heads out: the induction model's layer-1 heads, by name and by a click on the grid

@@ -105,6 +105,112 @@ case $err in *"encoder.layers.1.out"*) ok ;; *) bad "a wrong layer's figure does
 expect 0 "overlay: two runs' per-layer plots" -- "$bin" lesson "$tmp/lay_over.md" --export "$tmp/lay_over" --quiet
 [ -s "$tmp/lay_over/step01.png" ] && ok || bad "the overlaid per-layer plot wrote no page"
 
+# expect: on curves, ranges and rows, read from the shipped training trace (nothing runs). Each kind
+# passes when true; a planted wrong one of each kind stops the export at its line, naming what the run gives.
+mk_curve() { # FILE TENSOR EXTRA EXPECT
+    printf '# Curves\n\n```tscope setup\ntrace: %s/assets/induction-2l.tstrace\n```\n\n```tscope step\ntensor: %s\n%sexpect: %s\n```\n\nText.\n' "$PWD" "$2" "$3" "$4" >"$1"
+}
+ps='lm.score.prev_token'
+attn='decoder.layers.1.self_attn.weights'
+mk_curve "$tmp/curves.md" $ps "" "curve 0,2 at step 1000 0.34; curve 0,2 max 0.36 at step 2100; curve 0,3 min 0.0185 at step 2800; curve 0,2 crosses 0.2 at step 600; curve 1,* above curve lm.chance.prev_token from 200 to 200; curve 0,0 above 0.18 from 1000 to 3000; curve 1,* below 0.06 from 1100 to 3000; curve 0,1 below curve 0,2 from 200 to 3000"
+expect 0 "expect: true sentences about curves" -- "$bin" lesson "$tmp/curves.md" --export "$tmp/curves" --quiet
+mk_curve "$tmp/rows.md" $attn "head: 1
+step: -1
+" "rows 32-63 argmax offset -31 32; rows 32-63 mean offset -31 0.81; rows 0-31 argmax offset 0 25"
+expect 0 "expect: true counts over rows" -- "$bin" lesson "$tmp/rows.md" --export "$tmp/rows" --quiet
+planted() { # NAME TENSOR EXTRA EXPECT WANT: a wrong sentence of one kind stops the export; stderr has WANT
+    mk_curve "$tmp/p_$1.md" "$2" "$3" "$4"
+    "$bin" lesson "$tmp/p_$1.md" --export "$tmp/p_$1" --quiet >/dev/null 2>"$tmp/err"; local rc=$?
+    [ "$rc" = 1 ] && ok || bad "planted $1: exit $rc, want 1 ($(cat "$tmp/err"))"
+    case $(cat "$tmp/err") in "$tmp/p_$1.md:"*": expect '$4': $5"*) ok ;; *) bad "planted $1: $(cat "$tmp/err")" ;; esac
+    [ ! -e "$tmp/p_$1/step01.png" ] && ok || bad "planted $1: the page was written"
+}
+planted value $ps "" "curve 0,2 at step 1000 0.36" "the run gives 0.340"
+planted max $ps "" "curve 0,2 max 0.36 at step 1200" "the run's max is 0.362"
+planted crossing $ps "" "curve 0,2 crosses 0.2 at step 500" "the run first crosses 0.2 at step 600"
+planted range $ps "" "curve 1,* below curve lm.chance.prev_token from 200 to 700" "at step 200 the run gives 0.06757"
+planted count $attn "head: 1
+step: -1
+" "rows 0-31 argmax offset 0 32" "the run has 25 such rows"
+planted mean $attn "head: 1
+step: -1
+" "rows 32-63 mean offset -31 0.7" "the run gives 0.81"
+planted maxrows $attn "head: 1
+step: -1
+" "rows 32-63 max above 0.3 31" "the run has 32 such rows of 32"
+planted usage $ps "" "curve 0,2 peaks 0.3" "a curve item is"
+
+# hostile expect: items and zoom: values: one clear error at the line, no crash, on the sanitized
+# binary too when the build has one (TSCOPE_ASAN, set by scripts/run-tests.sh)
+long=$(printf 'curve 0,2 at step %0300d 0.3' 0)
+bins="$bin"
+[ -n "${TSCOPE_ASAN:-}" ] && [ -x "$TSCOPE_ASAN" ] && bins="$bins $TSCOPE_ASAN"
+n_hostile=0
+for item in "curve" "curve 0,2 at step" "curve ,,, at step 0 1" "curve 0,* max 1 at step 0" "curve 0,2,3 at step 0 1" \
+    "curve 99999999999999999999,0 at step 0 1" "curve -1,0 at step 0 1" "curve 0,2 crosses x at step 0" \
+    "curve 0,2 above curve 1,* from 0 to 100" "curve nosuch.name at step 0 1" "curve train.step at step 0 5" \
+    "rows 5-" "rows -3-4 argmax offset 0 1" "rows 0-99999 mean offset 0 1" "rows head 99 argmax offset 0 1" \
+    "rows max above x 3" "of" "of x" "of lm.score.prev_token" "mean 5-2 1" "right max 1" "$long"; do
+    mk_curve "$tmp/hostile.md" $ps "" "$item"
+    for b in $bins; do
+        ASAN_OPTIONS=detect_leaks=1 "$b" lesson "$tmp/hostile.md" --export "$tmp/hostile" --quiet >/dev/null 2>"$tmp/err"; rc=$?
+        case "$rc $(head -c 300 "$tmp/err")" in
+            "1 $tmp/hostile.md:9: expect '"*) grep -q Sanitizer "$tmp/err" && bad "expect: '$item' ($b): $(cat "$tmp/err")" || n_hostile=$((n_hostile + 1)) ;;
+            *) bad "expect: '$item' ($b): exit $rc: $(head -c 300 "$tmp/err")" ;;
+        esac
+    done
+done
+[ "$n_hostile" -gt 0 ] && ok || bad "no hostile expect: item was refused"
+for z in "rows 1-2 cols" "rows 99999999999-1" "cols 3" "rows a-b" "diagonal" "rows 1-2 rows 3-4 cols 1-2"; do
+    mk_curve "$tmp/hostile_zoom.md" $attn "zoom: $z
+" "max 1"
+    for b in $bins; do
+        ASAN_OPTIONS=detect_leaks=1 "$b" lesson "$tmp/hostile_zoom.md" --check >/dev/null 2>"$tmp/err"; rc=$?
+        case "$rc $(cat "$tmp/err")" in "1 $tmp/hostile_zoom.md:9: "*"zoom"*) ok ;; *) bad "zoom: '$z' ($b): exit $rc: $(cat "$tmp/err")" ;; esac
+    done
+done
+
+# a number the narration quotes must be drawn on the page, checked by expect:, or listed in unchecked:
+mk_quote() { # FILE KEYS TEXT: the tiny model's 4 x 4 weights (values in the cells) beside TEXT
+    printf '# Quotes\n\n```tscope setup\npreset: tiny\nlevel: values\n```\n\n```tscope step\ntensor: encoder.layers.0.self_attn.weights\nhead: 0\n%s```\n\n%s\n' "$2" "$3" >"$1"
+}
+mk_quote "$tmp/q_drawn.md" "" "Row 1 gives 0.33 to its second key."
+mk_quote "$tmp/q_missing.md" "" "Row 1 gives 0.33 to its second key, and 0.77 to nothing drawn."
+mk_quote "$tmp/q_expect.md" "expect: std 0.16
+" "The weights spread with a std of 0.16."
+mk_quote "$tmp/q_unchecked.md" "unchecked: 0.25
+" "Even attention over four keys is 1/4 = 0.25."
+mk_quote "$tmp/q_stale.md" "unchecked: 0.5
+" "Even attention over four keys is 1/4."
+mk_quote "$tmp/q_code.md" "" "The code writes \`1.0 / 4.0\`."
+expect 0 "a quoted number drawn in a cell" -- "$bin" lesson "$tmp/q_drawn.md" --export "$tmp/q_drawn" --quiet
+expect 1 "a quoted number the page does not draw" -- "$bin" lesson "$tmp/q_missing.md" --export "$tmp/q_missing" --quiet
+[ "$err" = "$tmp/q_missing.md:13: step 1 quotes 0.77, which its page does not draw and no expect: item checks (show it, check it with expect:, or list it in unchecked:)" ] && ok ||
+    bad "a quoted number not drawn: $err"
+[ ! -e "$tmp/q_missing/step01.png" ] && ok || bad "a page quoting a number it does not draw was written"
+expect 0 "a quoted number checked by expect:" -- "$bin" lesson "$tmp/q_expect.md" --export "$tmp/q_expect" --quiet
+expect 0 "a quoted number listed in unchecked:" -- "$bin" lesson "$tmp/q_unchecked.md" --export "$tmp/q_unchecked" --quiet
+expect 1 "an unchecked: figure the narration does not quote" -- "$bin" lesson "$tmp/q_stale.md" --export "$tmp/q_stale" --quiet
+case $err in *"q_stale.md:11: unchecked: 0.5 is not quoted by the step's narration"*) ok ;; *) bad "a stale unchecked: $err" ;; esac
+expect 0 "numbers in inline code are not quotes" -- "$bin" lesson "$tmp/q_code.md" --export "$tmp/q_code" --quiet
+
+# zoom: a block of a large matrix, drawn with its values; a bad range is an error at its line
+mk_curve "$tmp/zoom.md" $attn "head: 1
+step: -1
+zoom: rows 34-46 cols 0-15
+" "at 0,1,40,9 0.42"
+expect 0 "zoom: a block of cells" -- "$bin" lesson "$tmp/zoom.md" --export "$tmp/zoom" --quiet
+# a zoomed grid of heads prints the block's values: quoting one needs no expect: (the quote check reads the page)
+printf '# G\n\n```tscope setup\ntrace: %s/assets/induction-2l.tstrace\n```\n\n```tscope step\ntensor: %s\nview: grid\nstep: -1\n%s```\n\nHead 1 gives row 40 column 9 0.42.\n' "$PWD" $attn "zoom: rows 37-43 cols 4-12
+" >"$tmp/zoom_grid.md"
+expect 0 "zoom: a grid prints the block's values" -- "$bin" lesson "$tmp/zoom_grid.md" --export "$tmp/zoom_grid" --quiet
+sed '/^zoom:/d' "$tmp/zoom_grid.md" >"$tmp/nozoom_grid.md"
+expect 1 "the whole grid does not print row 40's values" -- "$bin" lesson "$tmp/nozoom_grid.md" --export "$tmp/nozoom_grid" --quiet
+mk_curve "$tmp/zoom_bad.md" $attn "zoom: rows 46-34
+" "max 1"
+expect 1 "zoom: a backwards range" -- "$bin" lesson "$tmp/zoom_bad.md" --check
+case $err in *"zoom_bad.md:9: zoom rows: a range A-B of whole numbers, A <= B, not '46-34'"*) ok ;; *) bad "zoom backwards: $err" ;; esac
+
 # without: and colour-scale: are checked when the lesson is parsed
 mk_lesson() { # FILE BODY: a lesson on tiny with BODY after the main setup
     printf '# L\n\n```tscope setup\npreset: tiny\ntext: a b\n```\n\n%s\n\nText.\n' "$2" >"$1"

@@ -141,6 +141,8 @@ typedef struct ts_lesson_step {
     int n_marks;
     int dims[TS_LESSON_MAX_DIMS]; /* `dims`: feature dimensions a curves view draws */
     int n_dims;
+    bool zoomed;         /* `zoom`: a heatmap draws only these cells, large, with their values */
+    int zoom[4];         /* first row, last row, first column, last column (last -1: to the end) */
     int axes[2];         /* `axes`: the two dims a heatmap of any tensor shows (n_axes 0 or 2) */
     int n_axes;
     int position;        /* `position`: the dist view's position (-1: the last, the default) */

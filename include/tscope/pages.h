@@ -41,6 +41,21 @@ ts_status ts_lesson_page_draw(ts_lesson_page *p, cairo_t *cr, double w, double h
  * messages and tests. */
 const char *ts_lesson_page_note(const ts_lesson_page *p);
 
+/* Every text the page's view draws (cell values, tick labels, legends, the
+ * line above a comparison), one per line, without the narration; *out is
+ * malloc'd. Drawn at `scale` pixels per point, as an export would be (a
+ * cell too small for a readable number at that scale prints none). For
+ * checking the numbers a narration quotes. */
+ts_status ts_lesson_page_view_text(ts_lesson_page *p, double scale, char **out);
+
+/* Every decimal number the narration of page `step` (0-based) quotes (the introduction
+ * too, on the first) must be drawn by its view, or be a figure of one of its
+ * `expect:` items, or be listed in its `unchecked:` key; otherwise
+ * "FILE:LINE: step N quotes 0.36, which ...". An `unchecked:` figure the
+ * narration does not quote is an error too. `scale` as ts_lesson_export's.
+ * ts_lesson_export checks every page before it writes any. */
+ts_status ts_lesson_page_check_quotes(const ts_lessonrun *r, int step, double scale);
+
 /* Write every page of the run as DIR/stepNN.png, .svg or .pdf (a figure,
  * render.h: TS_LESSON_PAGE_W x _H points; a PNG at `scale` pixels per point),
  * each written atomically. `written` (may be NULL) gets the count. DIR is

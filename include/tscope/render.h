@@ -449,6 +449,8 @@ typedef struct ts_render_text_info {
 } ts_render_text_info;
 typedef void (*ts_render_text_probe)(void *ctx, const ts_render_text_info *t);
 void ts_render_set_text_probe(ts_render_text_probe fn, void *ctx);
+/* The probe set now (to put it back after borrowing it). */
+void ts_render_get_text_probe(ts_render_text_probe *fn, void **ctx);
 
 /* Drop the fonts pango and cairo keep for the whole process, so a leak
  * checker sees a clean exit. Call once, last, after all drawing (a later

@@ -107,6 +107,8 @@ static const keydef step_keys[] = {
     {"colour-scale", V_CHOICE, "own|shared", 0, 0, false, false}, /* a comparison's two panels */
     {"overlay", V_BOOL, NULL, 0, 0, false, false}, /* a comparison's curves in one plot */
     {"live", V_BOOL, NULL, 0, 0, false, false},    /* the window lets the text be edited (tscope live) */
+    {"zoom", V_STRING, NULL, 0, 0, false, false},  /* rows A-B cols C-D: the cells a heatmap frames */
+    {"unchecked", V_STRING, NULL, 0, 0, false, false}, /* figures the narration quotes and the page need not draw */
 };
 
 #define N_SETUP_KEYS (int)(sizeof setup_keys / sizeof setup_keys[0])
@@ -470,6 +472,35 @@ static ts_status add_setup(parser *p, const char *name, int first, int last) {
     return read_pairs(p, first + 1, last - 1, setup_keys, N_SETUP_KEYS, "setup", &s->keys, &s->n_keys);
 }
 
+/* `zoom: rows A-B cols C-D` (either part may be left out): the block of
+ * cells a heatmap draws, large enough for the values in them. */
+static ts_status parse_zoom(parser *p, int line, const char *v, ts_lesson_step *st) {
+    char copy[256];
+    snprintf(copy, sizeof copy, "%s", v);
+    char *w[8];
+    int n = 0;
+    for (char *save = NULL, *t = strtok_r(copy, " ,", &save); t && n < 8; t = strtok_r(NULL, " ,", &save)) w[n++] = t;
+    st->zoom[0] = st->zoom[2] = 0;
+    st->zoom[1] = st->zoom[3] = -1;
+    if (n != 2 && n != 4) return lp_fail_line(p, line, "'zoom' is 'rows A-B cols C-D' (either part may be left out)");
+    for (int i = 0; i < n; i += 2) {
+        int k = strcmp(w[i], "rows") == 0 ? 0 : strcmp(w[i], "cols") == 0 ? 2 : -1;
+        long a, b;
+        char *end;
+        if (k < 0) return lp_fail_line(p, line, "'zoom' is 'rows A-B cols C-D', not '%s'", w[i]);
+        a = strtol(w[i + 1], &end, 10);
+        if (end == w[i + 1] || *end != '-') return lp_fail_line(p, line, "zoom %s: a range A-B of whole numbers, not '%s'", w[i], w[i + 1]);
+        char *second = end + 1;
+        b = strtol(second, &end, 10);
+        if (end == second || *end || a < 0 || b < a || b > 1000000)
+            return lp_fail_line(p, line, "zoom %s: a range A-B of whole numbers, A <= B, not '%s'", w[i], w[i + 1]);
+        st->zoom[k] = (int)a;
+        st->zoom[k + 1] = (int)b;
+    }
+    st->zoomed = true;
+    return TS_OK;
+}
+
 static ts_status fill_step(parser *p, ts_lesson_step *st) {
     st->layer = st->head = st->batch = st->position = -1;
     st->train_step = st->compare_step = TS_LESSON_UNSET;
@@ -489,6 +520,7 @@ static ts_status fill_step(parser *p, ts_lesson_step *st) {
         else if (strcmp(k, "colour-scale") == 0) st->shared_scale = strcmp(v, "shared") == 0;
         else if (strcmp(k, "overlay") == 0) st->overlay = strcmp(v, "true") == 0;
         else if (strcmp(k, "live") == 0) st->live = strcmp(v, "true") == 0;
+        else if (strcmp(k, "zoom") == 0) parse_zoom(p, kv->line, v, st);
         else if (strcmp(k, "dims") == 0) parse_ints(p, kv->line, k, v, st->dims, &st->n_dims, TS_LESSON_MAX_DIMS);
         else if (strcmp(k, "axes") == 0) {
             if (parse_ints(p, kv->line, k, v, st->axes, &st->n_axes, 2) == TS_OK && st->n_axes != 2)

@@ -501,7 +501,13 @@ static ts_status draw_pane(cairo_t *cr, const ts_lesson_page *p, const pane *v, 
         if (!st) st = ts_render_plot(cr, bottom, s_top + per_plot, per_plot, &o);
     } else {
         ts_render_layout layout;
-        st = ts_scene_draw(v->sc, cr, area, NULL, &layout);
+        /* `zoom`: the scene draws only that block of cells (its values in them when it is
+         * small enough), and the highlight frames land on them as the layout says. */
+        const ts_lesson_step *ls = p->st;
+        ts_render_state zs = {.row0 = ls->zoom[0], .col0 = ls->zoom[2],
+                              .rows = ls->zoom[1] >= 0 ? ls->zoom[1] - ls->zoom[0] + 1 : 0,
+                              .cols = ls->zoom[3] >= 0 ? ls->zoom[3] - ls->zoom[2] + 1 : 0};
+        st = ts_scene_draw(v->sc, cr, area, ls->zoomed ? &zs : NULL, &layout);
         if (!st && p->st->n_marks) *marked |= draw_marks(cr, p->st, v, &layout);
     }
     cairo_restore(cr);
@@ -793,6 +799,43 @@ ts_status ts_lesson_page_draw(ts_lesson_page *p, cairo_t *cr, double w, double h
                : ts_fail(TS_ERR_NOMEM, "lesson: drawing failed: %s", cairo_status_to_string(cairo_status(cr)));
 }
 
+/* What the view draws, for ts_lesson_page_check_quotes: the views drawn into a
+ * recording surface with a probe that keeps their text (the probe set before,
+ * a text log, is put back and sees none of it). */
+static void keep_text(void *ctx, const ts_render_text_info *t) {
+    ts_text_buf *b = ctx;
+    ts_text_buf_str(b, t->text);
+    ts_text_buf_str(b, "\n");
+}
+
+ts_status ts_lesson_page_view_text(ts_lesson_page *p, double scale, char **out) {
+    *out = NULL;
+    ts_text_buf b = {0};
+    cairo_surface_t *s = cairo_recording_surface_create(CAIRO_CONTENT_COLOR, NULL);
+    cairo_t *cr = cairo_create(s);
+    cairo_scale(cr, scale, scale); /* small text is left out below 9 device pixels: draw at the page's scale */
+    ts_render_text_probe fn;
+    void *ctx;
+    ts_render_get_text_probe(&fn, &ctx);
+    ts_render_set_text_probe(keep_text, &b);
+    char saved[sizeof p->note];
+    memcpy(saved, p->note, sizeof saved);
+    double w = TS_LESSON_PAGE_W, col_w = fmin(560, fmax(360, w * 0.31));
+    ts_render_rect view = {col_w + 16, HEADER_H + 12, w - col_w - 32, TS_LESSON_PAGE_H - HEADER_H - 24 - 22};
+    ts_status st = draw_views(cr, p, view);
+    memcpy(p->note, saved, sizeof saved);
+    ts_render_set_text_probe(fn, ctx);
+    cairo_destroy(cr);
+    cairo_surface_destroy(s);
+    if (!st && b.oom) st = ts_fail(TS_ERR_NOMEM, "lesson: out of memory");
+    if (st) {
+        free(b.s);
+        return st;
+    }
+    *out = ts_text_buf_take(&b);
+    return *out ? TS_OK : ts_fail(TS_ERR_NOMEM, "lesson: out of memory");
+}
+
 /* ---- export ------------------------------------------------------------------------------------ */
 
 static ts_status draw_page(void *ctx, cairo_t *cr, double w, double h) {
@@ -832,6 +875,7 @@ ts_status ts_lesson_export(const ts_lessonrun *r, const char *dir, ts_figure_for
         ts_status st = ts_lesson_page_build(&p, r, i);
         if (st) return st;
         ts_lesson_page_free(p);
+        TS_TRY(ts_lesson_page_check_quotes(r, i, scale)); /* a quoted number the page does not show */
     }
     /* mkdir -p: `--export out/lesson-01` works in a fresh tree */
     char buf[4096];

@@ -101,6 +101,11 @@ void ts_render_set_text_probe(ts_render_text_probe fn, void *ctx) {
     probe_ctx = ctx;
 }
 
+void ts_render_get_text_probe(ts_render_text_probe *fn, void **ctx) {
+    *fn = probe_fn;
+    *ctx = probe_ctx;
+}
+
 /* What the probe sees of a layout about to be shown at the current point:
  * the smallest font any of its runs uses (markup can change sizes) and the
  * smallest logical line height, both in device pixels (user units times the

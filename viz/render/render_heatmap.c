@@ -11,6 +11,7 @@
 
 #define MAX_CELL 90.0   /* larger cells only waste the slide */
 #define VALUES_MAX 16   /* print values up to 16 x 16 */
+#define VALUES_MAX_WINDOW 24 /* ... and in a block of a larger matrix up to 24 x 24 */
 #define LABEL_ANGLE (-M_PI / 4) /* key labels read up and to the right */
 
 static const uint32_t MASKED_PX = 0xFFEBEBEBu; /* under the hatching */
@@ -143,11 +144,24 @@ static void draw_values(ts_render__pen *p, const ts_render_matrix *m, const ts_r
                         const ts_render_cells *c, const uint32_t *lut) {
     char buf[32];
     size_t longest = 1;
+    /* The digits suit the values drawn: a zoomed-in block of a matrix whose
+     * largest value elsewhere is 14 still prints its 4.47 with two decimals. */
+    ts_render_scale digits = *s;
+    if (c->rows < c->total_rows || c->cols < c->total_cols) {
+        float amax = 0;
+        for (int r = 0; r < c->rows; r++)
+            for (int k = 0; k < c->cols; k++) {
+                float v = ts_render__at(m, c->row0 + r, c->col0 + k);
+                if (isfinite(v)) amax = fmaxf(amax, fabsf(v));
+            }
+        digits.vmin = -amax, digits.vmax = amax;
+    }
     for (int r = 0; r < c->rows; r++)
         for (int k = 0; k < c->cols; k++) {
             float v = ts_render__at(m, c->row0 + r, c->col0 + k);
-            fmt_cell(buf, sizeof buf, v, s);
-            size_t len = strlen(buf);
+            fmt_cell(buf, sizeof buf, v, &digits);
+            size_t len = 0; /* characters, not bytes: "\xe2\x88\x92" is one minus sign */
+            for (const char *q = buf; *q; q++) len += ((unsigned char)*q & 0xC0) != 0x80;
             if (len > longest) longest = len;
         }
     /* One size for all cells, so the numbers read as a table. */
@@ -168,7 +182,7 @@ static void draw_values(ts_render__pen *p, const ts_render_matrix *m, const ts_r
                            (float)(px & 255) / 255};
             bool dark = ts_rgb_luminance(cell) < 0.33;
             ts_render__font f = ts_render__font_of(size, 0, dark ? (ts_rgb){1, 1, 1} : ts_render__ink);
-            fmt_cell(buf, sizeof buf, v, s);
+            fmt_cell(buf, sizeof buf, v, &digits);
             ts_render__text(p, buf, &f, c->grid.x + (k + 0.5) * c->cell_w, c->grid.y + (r + 0.5) * c->cell_h,
                             0.5, 0.5, 0);
         }
@@ -307,7 +321,7 @@ int ts_render__cells(ts_render__pen *p, const ts_render_matrix *m, const ts_rend
 static const char *label_of(const char *const *labels, int i, int k, char *buf, size_t size) {
     if (!labels) {
         snprintf(buf, size, "%d", i);
-    } else if (k > 1) {
+    } else if (k != 1) { /* thinned, or a zoomed-in block (k 0): where each token sits */
         snprintf(buf, size, "%d %s", i, labels[i] ? labels[i] : "");
     } else {
         return labels[i] ? labels[i] : "";
@@ -348,17 +362,26 @@ static void nth(char *buf, size_t size, int k) {
     snprintf(buf, size, "every %d%s", k, suffix);
 }
 
+/* Whether a window shows only part of the matrix: its labels then carry
+ * their positions ("40 s"), so "row 40" in a text can be found. */
+static bool windowed(const ts_render_cells *c) { return c->rows < c->total_rows || c->cols < c->total_cols; }
+
+static int row_label_step(const ts_render_cells *c, double label_h) {
+    return ts_render__label_step(c->cell_h, label_h * 1.05);
+}
+
 /* The row labels; returns k (every k-th shown). */
 static int row_labels(ts_render__pen *p, const ts_render_matrix *m, const ts_render_cells *c,
                       const ts_render__font *f, double label_h, double x_right) {
-    int k = ts_render__label_step(c->cell_h, label_h * 1.05);
+    int k = row_label_step(c, label_h);
     char buf[96];
     cairo_t *cr = p->cr;
     for (int r = 0; r < c->rows; r++) {
         int i = c->row0 + r;
         if (!labelled(i, m->rows, k)) continue;
         double y = c->grid.y + (r + 0.5) * c->cell_h;
-        ts_render__text(p, label_of(m->row_labels, i, k, buf, sizeof buf), f, x_right - (k > 1 ? 5 : 3), y,
+        ts_render__text(p, label_of(m->row_labels, i, k == 1 && windowed(c) ? 0 : k, buf, sizeof buf), f,
+                        x_right - (k > 1 ? 5 : 3), y,
                         1, 0.5, 0);
         if (k > 1) {
             cairo_set_source_rgb(cr, 0.45, 0.45, 0.48);
@@ -372,18 +395,23 @@ static int row_labels(ts_render__pen *p, const ts_render_matrix *m, const ts_ren
 }
 
 /* Column labels above the grid: level when the widest fits a cell (`flat_w`
- * > 0 is its width), otherwise turned to read upwards. Returns k. */
+ * > 0 is its width), otherwise turned to read upwards. */
+static int col_label_step(const ts_render_cells *c, double label_h, double flat_w) {
+    return flat_w > 0 ? ts_render__label_step(c->cell_w, flat_w + 6)
+                      : ts_render__label_step(c->cell_w * sin(-LABEL_ANGLE), label_h * 1.05);
+}
+
+/* Returns k (every k-th shown). */
 static int col_labels(ts_render__pen *p, const ts_render_matrix *m, const ts_render_cells *c,
                       const ts_render__font *f, double label_h, double y_bottom, double flat_w) {
-    int k = flat_w > 0 ? ts_render__label_step(c->cell_w, flat_w + 6)
-                       : ts_render__label_step(c->cell_w * sin(-LABEL_ANGLE), label_h * 1.05);
+    int k = col_label_step(c, label_h, flat_w);
     char buf[96];
     cairo_t *cr = p->cr;
     for (int j = 0; j < c->cols; j++) {
         int i = c->col0 + j;
         if (!labelled(i, m->cols, k)) continue;
         double x = c->grid.x + (j + 0.5) * c->cell_w;
-        const char *text = label_of(m->col_labels, i, k, buf, sizeof buf);
+        const char *text = label_of(m->col_labels, i, k == 1 && windowed(c) ? 0 : k, buf, sizeof buf);
         if (flat_w > 0)
             ts_render__text(p, text, f, x, y_bottom - (k > 1 ? 4 : 2), 0.5, 1, 0);
         else
@@ -524,8 +552,11 @@ ts_status ts_render_heatmap(cairo_t *cr, ts_render_rect area, const ts_render_ma
     /* Size the cells for turned column labels; when the widest label then
      * fits in a cell, lay them flat and size again (cells only grow). */
     double top_h = 0, right = 0, avail_h = 0, flat_w = 0;
-    bool partial = false;
-    for (int pass = 0; pass < 2; pass++) {
+    bool partial = false, noted = false;
+    /* Two passes (turned labels, then flat when they fit); two more when the
+     * labels turn out thinned, to lay out again with a line for the note. */
+    for (int pass = 0; pass < 2 || (pass < 4 && noted); pass++) {
+        if (pass == 2) noted = true, flat_w = 0;
         top_h = axis_top + group_h + (flat_w > 0 ? label_h + 6 : col_label_height(col_w, label_h));
         right = flat_w > 0 ? bar_w : fmax(bar_w, col_label_overhang(col_w, label_h));
         double avail_w = area.w - 2 * pad - left - right;
@@ -533,7 +564,7 @@ ts_status ts_render_heatmap(cairo_t *cr, ts_render_rect area, const ts_render_ma
         c.rows = want_rows;
         c.cols = want_cols;
         partial = c.cols * px > avail_w || c.rows * px > avail_h;
-        if (partial) avail_h -= label_h + 6;
+        if (partial || noted || (want_rows < m->rows || want_cols < m->cols)) avail_h -= label_h + 6;
         /* Never below one pixel a cell: show fewer cells, and say so. */
         if (avail_w < px) avail_w = px;
         if (avail_h < px) avail_h = px;
@@ -554,7 +585,11 @@ ts_status ts_render_heatmap(cairo_t *cr, ts_render_rect area, const ts_render_ma
         c.cell_h = fit_cell(cr, ch * c.rows, c.rows);
         if (!o->stretch) c.cell_w = c.cell_h = fmin(c.cell_w, c.cell_h);
         /* Index labels (no names given) read best level, thinned. */
-        if (flat_w > 0 || (m->col_labels && col_w + 6 > c.cell_w)) break;
+        if (flat_w > 0 || (m->col_labels && col_w + 6 > c.cell_w)) {
+            if (pass < 2) pass = 1; /* the two passes are done; a third only for the note */
+            if (noted) break;
+            continue;
+        }
         flat_w = col_w;
     }
     c.grid.w = c.cols * c.cell_w;
@@ -567,7 +602,10 @@ ts_status ts_render_heatmap(cairo_t *cr, ts_render_rect area, const ts_render_ma
     c.grid.y = top + top_h + fmax(0, (avail_h - c.grid.h) / 2);
     snap_point(cr, &c.grid.x, &c.grid.y);
 
-    bool small = m->rows <= VALUES_MAX && m->cols <= VALUES_MAX;
+    /* a zoomed-in block of a large matrix is small too: its values fit (a
+     * block a little wider than a whole small matrix, since a page asked for it) */
+    int most = windowed(&c) ? VALUES_MAX_WINDOW : VALUES_MAX;
+    bool small = c.rows <= most && c.cols <= most;
     ts_render__cell_opts co = {
         .values = o->values == TS_RENDER_VALUES_ALWAYS || (o->values == TS_RENDER_VALUES_AUTO && small),
         .separators = c.cell_w >= 20 && c.cell_h >= 20,
@@ -600,10 +638,14 @@ ts_status ts_render_heatmap(cairo_t *cr, ts_render_rect area, const ts_render_ma
         bar = (ts_render_rect){c.grid.x + c.grid.w + 22, c.grid.y, bar_w - 22, h};
         ts_render__colorbar(&pen, bar, &scale, seen);
     }
-    if (partial) {
-        char note[160];
-        snprintf(note, sizeof note, "showing rows %d\xe2\x80\x93%d of %d, columns %d\xe2\x80\x93%d of %d (one pixel a cell)",
-                 c.row0, c.row0 + c.rows - 1, m->rows, c.col0, c.col0 + c.cols - 1, m->cols);
+    /* Say what is not drawn: a window of the matrix (thinned token labels
+     * are said in the axis titles). */
+    char note[320] = "";
+    if (partial || windowed(&c))
+        snprintf(note, sizeof note, "showing rows %d\xe2\x80\x93%d of %d, columns %d\xe2\x80\x93%d of %d%s",
+                               c.row0, c.row0 + c.rows - 1, m->rows, c.col0, c.col0 + c.cols - 1, m->cols,
+                               partial ? " (one pixel a cell)" : "");
+    if (note[0]) {
         ts_render__font nf = ts_render__font_of(TS_RENDER__TICK_SIZE, TS_RENDER__ITALIC, ts_render__muted);
         ts_render__text(&pen, note, &nf, c.grid.x, c.grid.y + c.grid.h + 4, 0, 0, 0);
     }
@@ -656,7 +698,11 @@ ts_status ts_render_grid(cairo_t *cr, ts_render_rect area, const ts_render_matri
     ts_render_clear(cr, area);
     ts_render_scale scale = o->fixed_scale ? o->scale : ts_render_scale_auto(m, n);
     const double pad = TS_RENDER__PAD, gap = 16;
-    const int rows = m[0].rows, cols = m[0].cols;
+    /* A state's window (a lesson's zoom) shows the same block of every panel. */
+    ts_render_cells win;
+    window_of(&m[0], st, &win);
+    const int rows = win.rows, cols = win.cols;
+    const bool zoomed = rows < m[0].rows || cols < m[0].cols;
 
     double top = area.y + ts_render__title(&pen, area, o->title, o->subtitle);
     if (!o->title && !o->subtitle) top += pad;
@@ -673,7 +719,7 @@ ts_status ts_render_grid(cairo_t *cr, ts_render_rect area, const ts_render_matri
     double header_w = 0, header_h = o->col_headers ? label_h + 6 : 0;
     double bar_w = 26 + ts_render__colorbar_width(&pen, &scale);
     double avail_w = area.w - 2 * pad - bar_w;
-    double avail_h = area.y + area.h - pad - top - header_h;
+    double avail_h = area.y + area.h - pad - top - header_h - (zoomed ? label_h + 6 : 0);
     if (gr <= 0 || gc <= 0) choose_grid(n, rows, cols, avail_w, avail_h, gap, title_h, &gr, &gc);
     if (o->row_headers)
         for (int r = 0; r < gr; r++) {
@@ -715,7 +761,8 @@ ts_status ts_render_grid(cairo_t *cr, ts_render_rect area, const ts_render_matri
     double block_w = header_w + row_w + gc * pw + (gc - 1) * gap + bar_w;
     double x0 = area.x + pad + fmax(0, (area.w - 2 * pad - block_w) / 2) + header_w + row_w;
     double y0 = top + header_h + title_h + col_h; /* the first row's cells */
-    bool small = rows <= VALUES_MAX && cols <= VALUES_MAX;
+    int most = zoomed ? VALUES_MAX_WINDOW : VALUES_MAX;
+    bool small = rows <= most && cols <= most;
     int seen = 0, kr = 1, kc = 1;
     if (layout) {
         memset(layout, 0, sizeof *layout);
@@ -725,7 +772,7 @@ ts_status ts_render_grid(cairo_t *cr, ts_render_rect area, const ts_render_matri
     for (int i = 0; i < n; i++) {
         int gi = i / gc, gj = i % gc;
         ts_render_cells c;
-        window_of(&m[i], NULL, &c);
+        window_of(&m[i], st, &c);
         c.cell_w = c.cell_h = cell;
         c.grid = (ts_render_rect){x0 + gj * (pw + gap), y0 + gi * (ph + title_h + gap), pw, ph};
         snap_point(cr, &c.grid.x, &c.grid.y);
@@ -762,10 +809,18 @@ ts_status ts_render_grid(cairo_t *cr, ts_render_rect area, const ts_render_matri
         ts_render__font nf = ts_render__font_of(TS_RENDER__TICK_SIZE, TS_RENDER__ITALIC, ts_render__muted);
         ts_render__text(&pen, note, &nf, x0, y0 + grid_h + 4, 0, 0, 0);
     }
+    double note_y = y0 + grid_h + 4 + (kr > 1 || kc > 1 ? TS_RENDER__TICK_SIZE * 1.5 : 0); /* the next line */
     double bar_h = fmin(fmax(grid_h, 160), area.y + area.h - pad - y0);
     ts_render_rect bar = {x0 + gc * pw + (gc - 1) * gap + 26, y0, bar_w - 26, bar_h};
     ts_render__colorbar(&pen, bar, &scale, seen);
     if (layout) layout->colorbar = bar;
+    if (zoomed) {
+        char note[160];
+        snprintf(note, sizeof note, "each panel shows rows %d\xe2\x80\x93%d of %d, columns %d\xe2\x80\x93%d of %d",
+                 win.row0, win.row0 + rows - 1, m[0].rows, win.col0, win.col0 + cols - 1, m[0].cols);
+        ts_render__font nf = ts_render__font_of(TS_RENDER__TICK_SIZE, TS_RENDER__ITALIC, ts_render__muted);
+        ts_render__text(&pen, note, &nf, x0, note_y, 0, 0, 0);
+    }
     ts_render__pen_free(&pen);
     return cairo_result(cr);
 }

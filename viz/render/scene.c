@@ -1026,7 +1026,8 @@ static ts_status build_scalar_curves(ts_scene *job, const ts_trace_step *s) {
     p->series[0].x = steps;
     mark_occurrence(job);
     p->popts = (ts_render_plot_opts){.title = p->title, .subtitle = p->subtitle, .x_label = steps ? "training step" : "record",
-                                     .y_label = s->name, .markers = p->series[0].n <= 30, .no_legend = true};
+                                     .y_label = ends_with(s->name, "loss") ? "loss (nats)" : s->name,
+                                     .markers = p->series[0].n <= 30, .no_legend = true};
     /* the norm the run clipped at: above the line, an update was shortened */
     double clip = strcmp(s->name, "train.grad_norm") == 0 ? training_clip(job->t) : 0;
     if (clip > 0) {
@@ -1156,8 +1157,10 @@ static ts_status build_position_curves(ts_scene *job, const ts_trace_step *s) {
     snprintf(p->subtitle, sizeof p->subtitle, "one value per position, at %d of %d snapshots", shown, n);
     p->kind = PIC_PLOT;
     p->view = TS_RENDER_VIEW_CURVES;
+    /* a loss is in nats (cross-entropy with the natural log): say so on the axis */
     p->popts = (ts_render_plot_opts){.title = p->title, .subtitle = p->subtitle, .x_label = "position",
-                                     .y_label = s->name, .markers = S <= 30, .y_from_zero = true};
+                                     .y_label = ends_with(s->name, "loss") ? "loss (nats)" : s->name,
+                                     .markers = S <= 30, .y_from_zero = true};
     p->width = 1100;
     p->height = 560;
     return TS_OK;
