@@ -44,6 +44,9 @@ static const ts_kern_ops *ops_for(ts_isa isa) {
     case TS_ISA_AVX2: return &ts_kern_avx2_ops;
     case TS_ISA_AVX512: return &ts_kern_avx512_ops;
 #endif
+#if defined(TS_KERN_HAVE_NEON)
+    case TS_ISA_NEON: return &ts_kern_neon_ops;
+#endif
     default: return NULL;
     }
 }
@@ -58,7 +61,8 @@ bool ts_isa_supported(ts_isa isa) {
                __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
                __builtin_cpu_supports("fma");
 #endif
-    return isa == TS_ISA_SCALAR;
+    /* Compiled in is enough for NEON: ARM64 has it everywhere. */
+    return isa == TS_ISA_SCALAR || isa == TS_ISA_NEON;
 }
 
 static ts_isa best_isa(void) {

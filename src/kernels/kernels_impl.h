@@ -97,6 +97,18 @@ void ts_kern_pack_n_avx2(float *dst, int w, const float *src, int64_t lds, int n
 void ts_kern_pack_t_avx512(float *dst, int w, const float *src, int64_t lds, int m, int kc);
 void ts_kern_pack_n_avx512(float *dst, int w, const float *src, int64_t lds, int n, int kc);
 #endif
+#if defined(__aarch64__) || defined(_M_ARM64)
+/* NEON is part of every ARM64 core's base instruction set. */
+#define TS_KERN_HAVE_NEON 1
+extern const ts_kern_ops ts_kern_neon_ops;
+#define TS_KERN_NEON_MR 8
+#define TS_KERN_NEON_NR 12
+double ts_kern_fma_loop_neon(int64_t iters, float *sink);
+void ts_kern_ukernel_neon(int kc, const float *pa, const float *pb, float *c, int64_t ldc, int m, int n,
+                          float alpha, float beta, ts_epilogue epi, const float *bias);
+void ts_kern_pack_t_neon(float *dst, int w, const float *src, int64_t lds, int m, int kc);
+void ts_kern_pack_n_neon(float *dst, int w, const float *src, int64_t lds, int n, int kc);
+#endif
 
 /* The table in use (initialises on first call). */
 const ts_kern_ops *ts_kern_ops_current(void);
