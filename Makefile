@@ -3,7 +3,9 @@
 CC ?= cc
 BUILD ?= build
 ASAN_BUILD ?= $(BUILD)-asan
-NO_OMP ?=
+# NO_OMP=1: no OpenMP; the kernels share work with POSIX threads instead. The
+# default on macOS, whose clang has no OpenMP of its own.
+NO_OMP ?= $(if $(filter Darwin,$(shell uname -s)),1)
 # The target's architecture, as the compiler names it (so that CC=aarch64-linux-gnu-gcc
 # cross-builds): x86_64, aarch64 (Linux) or arm64 (macOS).
 ARCH := $(shell $(CC) -dumpmachine 2>/dev/null | cut -d- -f1)
@@ -25,7 +27,10 @@ CORE_PKGS := zlib libcjson md4c
 VIZ_PKGS := $(if $(CORE_ONLY),,sdl2 cairo cairo-svg cairo-pdf pangocairo)
 PKGS := $(VIZ_PKGS) $(CORE_PKGS)
 CORE_PKG_CFLAGS = $(shell $(PKG_CONFIG) --cflags $(CORE_PKGS) 2>/dev/null)
-PKG_CFLAGS = $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)
+# stb's single-file headers: Debian's libstb-dev, or STB_INCLUDE=DIR holding
+# stb_image.h and stb_image_write.h where no package has them (Homebrew).
+STB_INCLUDE ?= /usr/include/stb
+PKG_CFLAGS = $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null) -I$(STB_INCLUDE)
 PKG_LIBS = $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null)
 TEST_LIBS = $(shell $(PKG_CONFIG) --libs cmocka 2>/dev/null)
 
@@ -127,7 +132,7 @@ asan:
 
 # deps: check the system packages and install the missing ones (apt-get)
 deps:
-	@scripts/deps.sh
+	@scripts/deps.sh test $(if $(findstring clang,$(CC)),clang)
 
 # clean: remove everything the build made
 clean:

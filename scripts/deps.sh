@@ -6,7 +6,8 @@
 # GROUP: test (the default: build, tests, `make run`), bench (the peers `make
 # bench` measures against), fuzz (`make fuzz`), train (the corpus of `make
 # train-lm`), cross (`make cross-check`: an ARM64 cross compiler, qemu, and the
-# compute side's libraries for arm64 through Debian's multiarch). --check only
+# compute side's libraries for arm64 through Debian's multiarch), clang (`make
+# CC=clang`). --check only
 # reports (exit 1 when something is missing); --list prints every package of
 # the groups, one a line, installed or not.
 # A new Debian/Ubuntu machine has gcc, make and apt; tests/tools_test.sh checks
@@ -20,8 +21,8 @@ for arg in "$@"; do
     case $arg in
         --check) check_only=1 ;;
         --list) list_only=1 ;;
-        test | bench | fuzz | train | cross) groups+=("$arg") ;;
-        *) echo "deps: unknown argument '$arg' (groups: test bench fuzz train cross; --check, --list)" >&2; exit 2 ;;
+        test | bench | fuzz | train | cross | clang) groups+=("$arg") ;;
+        *) echo "deps: unknown argument '$arg' (groups: test bench fuzz train cross clang; --check, --list)" >&2; exit 2 ;;
     esac
 done
 [ ${#groups[@]} -eq 0 ] && groups=(test)
@@ -44,6 +45,8 @@ group_test=(
 group_bench=(pkg::libopenblas0-pthread pkg::python3-torch pkg::python3-numpy)
 # libFuzzer comes with clang's runtime.
 group_fuzz=(cmd:clang:clang pkg::libclang-rt-14-dev)
+# `make CC=clang` (the Makefile asks for it): clang and its OpenMP runtime.
+group_clang=(cmd:clang:clang pkg::libomp-dev)
 # The King James Bible, the default corpus of `tscope train --task lm`.
 group_train=(cmd:bible:bible-kjv)
 # `make cross-check`: src/ and its unit tests for ARM64, run under qemu-user.
@@ -75,6 +78,7 @@ if [ "$(uname -s)" = Darwin ]; then
             test) formulas+=("${brew_test[@]}") ;;
             bench) formulas+=("${brew_bench[@]}") ;;
             fuzz) formulas+=("${brew_fuzz[@]}") ;;
+            clang) ;; # Apple's clang is the compiler there; libomp is in the test group
             train) echo "deps: no Homebrew formula has the King James Bible (Debian's bible-kjv); train on your own --corpus" >&2; exit 1 ;;
             cross) echo "deps: make cross-check runs on a Debian host (an ARM64 Mac builds and tests natively)" >&2; exit 1 ;;
         esac

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +14,7 @@
 #include <omp.h>
 #endif
 
+#include "core/platform.h"
 #include "kernels_impl.h"
 
 /* Element counts below which one thread does the whole job. */
@@ -75,15 +77,12 @@ static int all_cores(void) {
 #if defined(_OPENMP)
     return omp_get_num_procs();
 #else
-    return 1; /* built with threads off */
+    return ts_platform_cpus();
 #endif
 }
 
 void ts_kernels_set_threads(int n) {
     if (n <= 0) n = all_cores();
-#if !defined(_OPENMP)
-    n = 1;
-#endif
     g_threads = n < MAX_THREADS ? n : MAX_THREADS;
 }
 
@@ -147,12 +146,91 @@ int ts_kernels_threads(void) {
     return g_threads;
 }
 
+#if !defined(_OPENMP)
+static _Thread_local bool tl_in_team; /* this thread runs a share of ts_kern_parallel */
+#endif
+
 int ts_kern_threads_here(void) {
 #if defined(_OPENMP)
     if (omp_in_parallel()) return 1; /* called from the caller's own threads: stay on this one */
+#else
+    if (tl_in_team) return 1;
 #endif
     return ts_kernels_threads();
 }
+
+#if defined(_OPENMP)
+void ts_kern_parallel(int n, ts_kern_task_fn fn, void *ctx) {
+    if (n <= 1) {
+        fn(ctx, 0, 1);
+        return;
+    }
+#pragma omp parallel num_threads(n)
+    fn(ctx, omp_get_thread_num(), omp_get_num_threads());
+}
+#else
+/* A team of POSIX threads started on first use and kept (each keeps its
+ * packing buffer, as OpenMP's do): workers wait for a new generation, run
+ * share t of it, and the last one done wakes the caller. One team at a time;
+ * a second caller meanwhile runs every share itself. */
+static struct team {
+    pthread_mutex_t busy, mu;
+    pthread_cond_t go, done;
+    int workers;       /* started, numbered 1.. */
+    unsigned long gen; /* bumped for each job */
+    ts_kern_task_fn fn;
+    void *ctx;
+    int n, pending;
+} g_team = {.busy = PTHREAD_MUTEX_INITIALIZER, .mu = PTHREAD_MUTEX_INITIALIZER,
+            .go = PTHREAD_COND_INITIALIZER, .done = PTHREAD_COND_INITIALIZER};
+
+static void *team_worker(void *arg) {
+    const int t = (int)(intptr_t)arg;
+    unsigned long seen = 0;
+    tl_in_team = true;
+    pthread_mutex_lock(&g_team.mu);
+    for (;;) {
+        while (g_team.gen == seen) pthread_cond_wait(&g_team.go, &g_team.mu);
+        seen = g_team.gen;
+        if (t >= g_team.n) continue; /* not in this job */
+        ts_kern_task_fn fn = g_team.fn;
+        void *ctx = g_team.ctx;
+        int n = g_team.n;
+        pthread_mutex_unlock(&g_team.mu);
+        fn(ctx, t, n);
+        pthread_mutex_lock(&g_team.mu);
+        if (--g_team.pending == 0) pthread_cond_signal(&g_team.done);
+    }
+    return NULL;
+}
+
+void ts_kern_parallel(int n, ts_kern_task_fn fn, void *ctx) {
+    n = n < 1 ? 1 : n > MAX_THREADS ? MAX_THREADS : n;
+    if (n == 1 || pthread_mutex_trylock(&g_team.busy) != 0) {
+        for (int t = 0; t < n; t++) fn(ctx, t, n);
+        return;
+    }
+    pthread_mutex_lock(&g_team.mu);
+    while (g_team.workers < n - 1) {
+        pthread_t id;
+        if (pthread_create(&id, NULL, team_worker, (void *)(intptr_t)(g_team.workers + 1)) != 0) break;
+        pthread_detach(id);
+        g_team.workers++;
+    }
+    int team_n = g_team.workers + 1 < n ? g_team.workers + 1 : n;
+    g_team.fn = fn, g_team.ctx = ctx, g_team.n = team_n, g_team.pending = team_n - 1;
+    g_team.gen++;
+    pthread_cond_broadcast(&g_team.go);
+    pthread_mutex_unlock(&g_team.mu);
+    tl_in_team = true;
+    fn(ctx, 0, team_n);
+    tl_in_team = false;
+    pthread_mutex_lock(&g_team.mu);
+    while (g_team.pending > 0) pthread_cond_wait(&g_team.done, &g_team.mu);
+    pthread_mutex_unlock(&g_team.mu);
+    pthread_mutex_unlock(&g_team.busy);
+}
+#endif
 
 ts_status ts_kernels_force(ts_isa isa) {
     if (!ts_isa_supported(isa))

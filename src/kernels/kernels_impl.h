@@ -117,6 +117,13 @@ const ts_kern_ops *ts_kern_ops_current(void);
  * region (its threads already share the work), else ts_kernels_threads(). */
 int ts_kern_threads_here(void);
 
+/* fn(ctx, t, n) for every t < n, on n threads at once (the caller's is one of
+ * them): an OpenMP team where the build has OpenMP, POSIX threads where it
+ * has not (make NO_OMP=1, or Apple's clang). n may come out smaller under
+ * OpenMP; fn is handed the n in force. */
+typedef void (*ts_kern_task_fn)(void *ctx, int t, int n);
+void ts_kern_parallel(int n, ts_kern_task_fn fn, void *ctx);
+
 /* The portable C micro-kernel of the scalar path (gemm.c), MR x NR. */
 #define TS_KERN_SCALAR_MR 4
 #define TS_KERN_SCALAR_NR 16
