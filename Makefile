@@ -3,8 +3,13 @@
 CC ?= cc
 BUILD ?= build
 ASAN_BUILD ?= $(BUILD)-asan
-NO_OMP ?=
-ARCH := $(shell uname -m)
+# NO_OMP=1: no OpenMP; the kernels share work with POSIX threads instead. The
+# default on macOS, whose clang has no OpenMP of its own.
+NO_OMP ?= $(if $(filter Darwin,$(shell uname -s)),1)
+# The target's architecture, as the compiler names it (so that CC=aarch64-linux-gnu-gcc
+# cross-builds): x86_64, aarch64 (Linux) or arm64 (macOS).
+ARCH := $(shell $(CC) -dumpmachine 2>/dev/null | cut -d- -f1)
+PKG_CONFIG ?= pkg-config
 MAKEFLAGS += --no-print-directory
 ifeq ($(V),1)
 Q :=
@@ -16,13 +21,18 @@ endif
 # model, kernels, traces, files, lessons) compiles without the drawing
 # libraries' include paths, so it cannot include cairo, pango or SDL;
 # viz/ (renderers, viewer, lesson pages) gets them.
+# CORE_ONLY=1 builds src/ and the unit tests that draw nothing, without the
+# drawing libraries (what `make cross-check` builds for ARM64).
 CORE_PKGS := zlib libcjson md4c libzip
-VIZ_PKGS := sdl2 cairo cairo-svg cairo-pdf pangocairo
+VIZ_PKGS := $(if $(CORE_ONLY),,sdl2 cairo cairo-svg cairo-pdf pangocairo)
 PKGS := $(VIZ_PKGS) $(CORE_PKGS)
-CORE_PKG_CFLAGS = $(shell pkg-config --cflags $(CORE_PKGS) 2>/dev/null)
-PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-PKG_LIBS = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
-TEST_LIBS = $(shell pkg-config --libs cmocka 2>/dev/null)
+CORE_PKG_CFLAGS = $(shell $(PKG_CONFIG) --cflags $(CORE_PKGS) 2>/dev/null)
+# stb's single-file headers: Debian's libstb-dev, or STB_INCLUDE=DIR holding
+# stb_image.h and stb_image_write.h where no package has them (Homebrew).
+STB_INCLUDE ?= /usr/include/stb
+PKG_CFLAGS = $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null) -I$(STB_INCLUDE)
+PKG_LIBS = $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null)
+TEST_LIBS = $(shell $(PKG_CONFIG) --libs cmocka 2>/dev/null)
 
 WARN := -std=c11 -Wall -Wextra -Wpedantic -Wshadow -Wstrict-prototypes -Werror
 OPT ?= -O2 -g
@@ -38,25 +48,34 @@ CFLAGS_ALL = $(CFLAGS_BASE) $(PKG_CFLAGS)
 LDLIBS_ALL = $(PKG_LIBS) $(OMP) -lm -lpthread -ldl $(LDLIBS)
 SAN := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
-# Kernels for one instruction set live in files named *_avx2.c / *_avx512.c and
-# are built with that set enabled; the dispatcher picks one at run time.
+# Kernels for one instruction set live in files named *_avx2.c / *_avx512.c /
+# *_neon.c and are built with that set enabled; the dispatcher picks one at run
+# time. Only the target architecture's files are built (NEON is part of ARM64's
+# base set: no flag needed).
+X86_SRCS := $(wildcard src/*/*_avx2.c src/*/*_avx512.c)
+NEON_SRCS := $(wildcard src/*/*_neon.c)
 ifeq ($(ARCH),x86_64)
 ISA_avx2 := -mavx2 -mfma -mf16c
 ISA_avx512 := -mavx512f -mavx512bw -mavx512dq -mavx512vl -mfma -mf16c
-ISA_SRCS :=
+OTHER_ISA_SRCS := $(NEON_SRCS)
+else ifneq ($(filter aarch64 arm64,$(ARCH)),)
+OTHER_ISA_SRCS := $(X86_SRCS)
 else
-ISA_SRCS := $(wildcard src/*/*_avx2.c src/*/*_avx512.c)
+OTHER_ISA_SRCS := $(X86_SRCS) $(NEON_SRCS)
 endif
 
 CMD_SRCS := $(wildcard src/cmd/*.c)
-CORE_SRCS := $(filter-out $(ISA_SRCS) $(CMD_SRCS),$(wildcard src/*/*.c))
+CORE_SRCS := $(filter-out $(OTHER_ISA_SRCS) $(CMD_SRCS),$(wildcard src/*/*.c))
 VIZ_SRCS := $(wildcard viz/*/*.c)
-TEST_SRCS := $(wildcard tests/test_*.c)
-TEST_SUPPORT := $(filter-out $(TEST_SRCS),$(wildcard tests/*.c))
+# Unit tests of the drawing side (they include a viz/ header) or of the whole
+# tscope binary (they run it).
+VIZ_TESTS := $(shell grep -l 'tscope/\(render\|viewer\|pages\)\.h\|getenv("TSCOPE")' tests/test_*.c)
+TEST_SRCS := $(filter-out $(if $(CORE_ONLY),$(VIZ_TESTS)),$(wildcard tests/test_*.c))
+TEST_SUPPORT := $(filter-out $(wildcard tests/test_*.c),$(wildcard tests/*.c))
 
 CORE_LIB := $(BUILD)/libtscope-core.a
 VIZ_LIB := $(BUILD)/libtscope-viz.a
-LIBS := $(VIZ_LIB) $(CORE_LIB)
+LIBS := $(if $(CORE_ONLY),,$(VIZ_LIB)) $(CORE_LIB)
 # The default build puts tscope at the top; other build dirs keep their own copy.
 BIN := $(if $(filter build,$(BUILD)),tscope,$(BUILD)/tscope)
 RUN_BIN := $(if $(findstring /,$(BIN)),$(BIN),./$(BIN))
@@ -114,11 +133,11 @@ asan:
 
 # deps: check the system packages and install the missing ones (apt-get)
 deps:
-	@scripts/deps.sh
+	@scripts/deps.sh test $(if $(findstring clang,$(CC)),clang)
 
 # clean: remove everything the build made
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD) tscope
+	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD) $(CROSS_BUILD) tscope
 
 # help: this list
 help:
@@ -126,7 +145,7 @@ help:
 
 # tests: every unit test binary and the shell tests' PNG helper (build only)
 PNGTOOL := $(BUILD)/tests/tools/pngtool
-tests: $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRCS)) $(PNGTOOL)
+tests: $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRCS)) $(if $(CORE_ONLY),,$(PNGTOOL))
 
 $(PNGTOOL): $(BUILD)/tests/tools/pngtool.o
 	@echo "  LD  $@"
@@ -149,6 +168,17 @@ $(BUILD)/fuzz/%: $(BUILD)/tests/fuzz/%.o $(LIBS)
 	@echo "  LD  $@"
 	$(Q)$(CC) $(CFLAGS_ALL) -fsanitize=fuzzer,address -o $@ $^ $(LDLIBS_ALL)
 
+
+# cross-check: src/ and its unit tests built for ARM64 (the NEON kernels) and run under qemu-aarch64
+CROSS ?= aarch64-linux-gnu
+CROSS_BUILD ?= build-$(CROSS)
+CROSS_PKG_CONFIG := env PKG_CONFIG_LIBDIR=/usr/lib/$(CROSS)/pkgconfig:/usr/share/pkgconfig pkg-config
+.PHONY: cross-check
+cross-check:
+	@scripts/deps.sh cross
+	@$(MAKE) -j$$(nproc) BUILD=$(CROSS_BUILD) CORE_ONLY=1 CC=$(CROSS)-gcc AR=$(CROSS)-ar \
+	    PKG_CONFIG="$(CROSS_PKG_CONFIG)" CFLAGS=-DTSCOPE_EMULATED tests
+	@scripts/cross-check.sh $(CROSS_BUILD) $(CROSS)
 
 # Colour maps are data (assets/colormaps/*.csv); the library embeds them as C
 # arrays generated here, never copied by hand.
@@ -173,7 +203,7 @@ $(VIZ_LIB): $(call objs,$(BUILD),$(VIZ_SRCS)) $(CMAP_OBJ)
 	$(Q)$(AR) rcs $@ $^
 
 # The computing side sees only its own libraries' include paths.
-$(call objs,$(BUILD),$(CORE_SRCS) $(ISA_SRCS)): PKG_CFLAGS = $(CORE_PKG_CFLAGS)
+$(call objs,$(BUILD),$(CORE_SRCS)): PKG_CFLAGS = $(CORE_PKG_CFLAGS)
 
 $(BIN): $(call objs,$(BUILD),$(CMD_SRCS)) $(LIBS)
 	@echo "  LD  $@"

@@ -164,10 +164,14 @@ if [ -f "$t" ]; then
         # Mesa's GL driver is loaded and unloaded inside SDL; kept loaded
         # (after the sanitizer runtime, which must come first), LSan can name
         # its frames instead of reporting an <unknown module> (tests/lsan.supp).
+        # clang links its runtime into the binary (it comes first by itself);
+        # gcc's is a library, preloaded here.
         preload=""
-        asan_rt=$(gcc -print-file-name=libasan.so 2>/dev/null)
+        asan_rt=""
+        ldd "$TSCOPE_ASAN" 2>/dev/null | grep -q libasan && asan_rt=$(gcc -print-file-name=libasan.so 2>/dev/null)
         for lib in /usr/lib/*/dri/swrast_dri.so; do
-            [ -e "$lib" ] && [ -e "$asan_rt" ] && preload="$asan_rt $lib"
+            if [ -e "$lib" ] && [ -z "$asan_rt" ]; then preload="$lib"; fi
+            if [ -e "$lib" ] && [ -e "$asan_rt" ]; then preload="$asan_rt $lib"; fi
         done
         out=$(LD_PRELOAD="$preload" LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp:print_suppressions=0" \
             ASAN_OPTIONS=detect_leaks=1 "$TSCOPE_ASAN" view "$t" \

@@ -1,10 +1,11 @@
-/* Kernels: every path this CPU has (scalar, avx2, avx512) against the scalar
- * reference, which itself is checked against double-precision sums.
+/* Kernels: every path this CPU has (scalar, avx2, avx512, neon) against the
+ * scalar reference, which itself is checked against double-precision sums.
  *
  * Tolerances: gemm results are compared relative to max(1, |want|) within
  * 1e-5 * sqrt(K) (float sums of K terms in a different order); softmax,
  * layernorm and the element-wise kernels within 2e-6 of a double computation.
- * Under AddressSanitizer (-O1) the large cases shrink so the run stays short.
+ * Under AddressSanitizer (-O1), and under emulation (make cross-check builds
+ * with TSCOPE_EMULATED), the large cases shrink so the run stays short.
  */
 #include <math.h>
 #include <stdio.h>
@@ -15,15 +16,15 @@
 #include "check.h"
 #include "tscope/kernels.h"
 
-#if defined(__SANITIZE_ADDRESS__)
-#define SANITIZED 1
+#if defined(__SANITIZE_ADDRESS__) || defined(TSCOPE_EMULATED)
+#define SMALL 1
 #else
-#define SANITIZED 0
+#define SMALL 0
 #endif
 
 #define ELT_TOL 2e-6
 
-static const ts_isa all_paths[] = {TS_ISA_SCALAR, TS_ISA_AVX2, TS_ISA_AVX512};
+static const ts_isa all_paths[] = {TS_ISA_SCALAR, TS_ISA_AVX2, TS_ISA_AVX512, TS_ISA_NEON};
 #define N_PATHS ((int)(sizeof all_paths / sizeof all_paths[0]))
 
 /* Deterministic values in [-1, 1). */
@@ -122,7 +123,7 @@ static void gemm_every_path_op_and_size(void **state) {
         if (!use_path(all_paths[p])) continue;
         for (int c = 0; c < n_cases; c++) {
             const gemm_case *g = &gemm_cases[c];
-            if (SANITIZED && (int64_t)g->M * g->N * g->K > 1000000) continue;
+            if (SMALL && (int64_t)g->M * g->N * g->K > 1000000) continue;
             for (int t = 0; t < 4; t++)
                 check_gemm(ts_isa_name(all_paths[p]), t & 1, t & 2, g->M, g->N, g->K, 1.0f, 0.0f,
                            TS_EPI_NONE, c % 2 ? 0 : 3, NULL);
@@ -155,6 +156,9 @@ static void gemm_small_blocks_cover_every_loop(void **state) {
 #if defined(TS_KERN_HAVE_X86)
         &ts_kern_avx2_ops, &ts_kern_avx512_ops,
 #endif
+#if defined(TS_KERN_HAVE_NEON)
+        &ts_kern_neon_ops,
+#endif
     };
     for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++) {
         if (!ts_isa_supported(tables[i]->isa)) continue;
@@ -186,7 +190,7 @@ static void gemm_empty_and_degenerate(void **state) {
 /* Splitting the work across threads must not change a single bit. */
 static void gemm_threads_agree_bitwise(void **state) {
     (void)state;
-    int M = SANITIZED ? 70 : 300, N = SANITIZED ? 90 : 301, K = SANITIZED ? 100 : 257;
+    int M = SMALL ? 70 : 300, N = SMALL ? 90 : 301, K = SMALL ? 100 : 257;
     for (int p = 0; p < N_PATHS; p++) {
         if (!use_path(all_paths[p])) continue;
         for (int t = 0; t < 4; t++) {
@@ -215,7 +219,7 @@ static void gemm_threads_agree_bitwise(void **state) {
 /* The two attention products, as the model calls them, with gaps between matrices. */
 static void gemm_batched_matches_each_product(void **state) {
     (void)state;
-    const int batch = SANITIZED ? 3 : 9, S = 37, hd = 16;
+    const int batch = SMALL ? 3 : 9, S = 37, hd = 16;
     for (int p = 0; p < N_PATHS; p++) {
         if (!use_path(all_paths[p])) continue;
         for (int t = 0; t < 4; t++) {
@@ -353,7 +357,7 @@ static void softmax_mask_causal_and_fully_masked(void **state) {
 /* Many rows: the threaded split gives what one row at a time gives. */
 static void softmax_many_rows_threaded(void **state) {
     (void)state;
-    int rows = SANITIZED ? 100 : 2000, cols = 200;
+    int rows = SMALL ? 100 : 2000, cols = 200;
     int64_t n = (int64_t)rows * cols;
     float *x = alloc(n), *y = alloc(n), *ref = alloc(n);
     fill(x, n);
@@ -427,7 +431,7 @@ static void eltwise_match_double(void **state) {
         if (!use_path(all_paths[p])) continue;
         for (int si = 0; si < 7; si++) {
             int64_t n = elt_sizes[si];
-            if (SANITIZED && n > 100000) n = 4099;
+            if (SMALL && n > 100000) n = 4099;
             float *a = alloc(n), *b = alloc(n), *y = alloc(n), *want = alloc(n);
             fill(a, n);
             fill(b, n);
@@ -526,18 +530,39 @@ static void init_reads_environment(void **state) {
     assert_true(ts_kernels_threads() >= 1);
     assert_true(ts_isa_supported(ts_kernels_isa()));
     assert_true(ts_kernels_peak_gflops() > 0);
-    ts_kernels_set_threads(3);
-#if defined(_OPENMP)
+    ts_kernels_set_threads(3); /* OpenMP's threads, or POSIX threads without it */
     assert_int_equal(ts_kernels_threads(), 3);
-#else
-    assert_int_equal(ts_kernels_threads(), 1);
-#endif
     ts_kernels_set_threads(0);
+}
+
+/* On ARM64 the NEON path is compiled in, chosen by default and by
+ * TSCOPE_KERNELS=neon, and nowhere else is it claimed: a build that lost
+ * its NEON files would otherwise pass every test on the scalar path. */
+static void neon_is_there_exactly_on_arm64(void **state) {
+    (void)state;
+    setenv("TSCOPE_KERNELS", "neon", 1);
+#if defined(__aarch64__)
+    assert_true(ts_isa_supported(TS_ISA_NEON));
+    assert_ok(ts_kernels_init());
+    assert_int_equal(ts_kernels_isa(), TS_ISA_NEON);
+    assert_int_equal(ts_kern_ops_current()->isa, TS_ISA_NEON);
+    assert_int_equal(ts_kern_ops_current()->mr, TS_KERN_NEON_MR);
+    unsetenv("TSCOPE_KERNELS");
+    assert_ok(ts_kernels_init());
+    assert_int_equal(ts_kernels_isa(), TS_ISA_NEON); /* the default */
+#else
+    assert_false(ts_isa_supported(TS_ISA_NEON));
+    assert_int_equal(ts_kernels_init(), TS_ERR_UNSUPPORTED);
+    assert_non_null(strstr(ts_last_error(), "TSCOPE_KERNELS=neon"));
+    unsetenv("TSCOPE_KERNELS");
+    assert_ok(ts_kernels_init());
+#endif
 }
 
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(init_reads_environment),
+        cmocka_unit_test(neon_is_there_exactly_on_arm64),
         cmocka_unit_test(gemm_ref_matches_hand_values),
         cmocka_unit_test(gemm_every_path_op_and_size),
         cmocka_unit_test(gemm_alpha_beta_and_epilogues),

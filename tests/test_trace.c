@@ -82,7 +82,7 @@ static void crc_matches_zlib(void **state) {
     enum { N = 70000 };
     unsigned char *b = malloc(N);
     assert_non_null(b);
-    for (int i = 0; i < N; i++) b[i] = (unsigned char)(frand() * 255);
+    for (int i = 0; i < N; i++) b[i] = (unsigned char)(int)(frand() * 255); /* frand may be negative: wrap, as bytes do */
     for (size_t n = 0; n < 2100; n += 7)
         for (int off = 0; off < 3; off++)
             assert_int_equal(trf_crc32(0x1234u, b + off, n), (uint32_t)crc32(0x1234u, b + off, (uInt)n));
@@ -169,7 +169,10 @@ static void stats_match_reference_on_every_isa(void **state) {
     const trf_stats_ops *isas[] = {&trf_stats_scalar,
 #if defined(TRF_HAVE_X86)
                                    ts_isa_supported(TS_ISA_AVX2) ? &trf_stats_avx2 : NULL,
-                                   ts_isa_supported(TS_ISA_AVX512) ? &trf_stats_avx512 : NULL
+                                   ts_isa_supported(TS_ISA_AVX512) ? &trf_stats_avx512 : NULL,
+#endif
+#if defined(TRF_HAVE_NEON)
+                                   &trf_stats_neon,
 #endif
     };
     ts_trace_stats ref_x, ref_y;
@@ -212,6 +215,10 @@ static void stats_match_reference_on_every_isa(void **state) {
             }
         }
     }
+#if defined(TRF_HAVE_NEON)
+    /* The trace follows the kernels' choice on ARM64 too (test_kernels checks that it is NEON). */
+    if (ts_kernels_isa() == TS_ISA_NEON) assert_ptr_equal(trf_stats_current(), &trf_stats_neon);
+#endif
     /* Hand-checked: 0..63 puts one element in each bin; constants go to bin 0. */
     float ramp[65];
     for (int i = 0; i < 65; i++) ramp[i] = (float)i;
@@ -238,7 +245,10 @@ static void assert_hist_like_trf_bin(const float *x, int64_t n, float lo, float 
     const trf_stats_ops *isas[] = {&trf_stats_scalar,
 #if defined(TRF_HAVE_X86)
                                    ts_isa_supported(TS_ISA_AVX2) ? &trf_stats_avx2 : NULL,
-                                   ts_isa_supported(TS_ISA_AVX512) ? &trf_stats_avx512 : NULL
+                                   ts_isa_supported(TS_ISA_AVX512) ? &trf_stats_avx512 : NULL,
+#endif
+#if defined(TRF_HAVE_NEON)
+                                   &trf_stats_neon,
 #endif
     };
     for (size_t k = 0; k < sizeof isas / sizeof isas[0]; k++) {

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "commands.h"
+#include "core/platform.h"
 #include "tscope/lesson.h"
 #include "tscope/pages.h"
 #include "tscope/viewer.h"
@@ -114,13 +115,6 @@ static int list_lessons(void) {
     return bad ? 1 : 0;
 }
 
-/* The binary that runs a lesson's setups: this one. */
-static const char *self_exe(char *buf, size_t cap) {
-    ssize_t n = readlink("/proc/self/exe", buf, cap - 1);
-    if (n <= 0) return NULL;
-    buf[n] = '\0';
-    return buf;
-}
 
 typedef struct lesson_opts {
     const char *export_dir, *script, *screenshot, *cache, *format, *handout;
@@ -147,7 +141,8 @@ static bool script_ok(const char *script) {
 /* Run the setups (or reuse their traces), then export or open the window. */
 static int run_lesson(const ts_lesson *l, const char *what, const lesson_opts *o) {
     char exe[4096];
-    if (!self_exe(exe, sizeof exe)) return ts_cli_error("lesson", "cannot find the tscope binary (/proc/self/exe)");
+    /* The binary that runs a lesson's setups: this one. */
+    if (!ts_platform_self_exe(exe, sizeof exe)) return ts_cli_error("lesson", "cannot find the tscope binary's path");
     if (!o->export_dir && !ts_lesson_view_have_display())
         return ts_cli_error("lesson", "no display to open a window on; write the pages as PNG instead: "
                                       "tscope lesson %s --export DIR", what);

@@ -20,6 +20,7 @@ typedef __m256 vf;
 #define V_ABS(v) _mm256_and_ps((v), _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff)))
 #define V_STREAM(p, v) _mm256_stream_ps((p), (v))     /* p aligned to V_ALIGN bytes */
 #define V_ALIGN 32
+#define V_STREAM_FENCE() _mm_sfence() /* streamed stores are ordered before later ones */
 #define V_COUNT_ZEROS(v) __builtin_popcount((unsigned)_mm256_movemask_ps(_mm256_cmp_ps((v), _mm256_setzero_ps(), _CMP_EQ_OQ)))
 #define V_REDUCE_ADD(v) ts256_reduce_add(v)
 #define V_REDUCE_MAX(v) ts256_reduce_max(v)

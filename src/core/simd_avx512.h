@@ -20,6 +20,7 @@ typedef __m512 vf;
 #define V_ABS(v) _mm512_abs_ps(v)
 #define V_STREAM(p, v) _mm512_stream_ps((p), (v))     /* p aligned to V_ALIGN bytes */
 #define V_ALIGN 64
+#define V_STREAM_FENCE() _mm_sfence() /* streamed stores are ordered before later ones */
 #define V_COUNT_ZEROS(v) __builtin_popcount(_mm512_cmp_ps_mask((v), _mm512_setzero_ps(), _CMP_EQ_OQ))
 #define V_REDUCE_ADD(v) _mm512_reduce_add_ps(v)
 #define V_REDUCE_MAX(v) _mm512_reduce_max_ps(v)

@@ -5,16 +5,13 @@
  * micro-kernel reads both with unit stride from cache. Each thread takes a
  * contiguous share of the rows (or columns) of C and runs the whole blocked
  * product on it with its own packing buffer, allocated on its first call and
- * reused after: no barriers, nothing allocated per call.
+ * reused after: no barriers, nothing allocated per call. The threads are
+ * ts_kern_parallel's: OpenMP's, or a POSIX team without it.
  */
 #include <stdlib.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
-
-#if defined(_OPENMP)
-#include <omp.h>
-#endif
 
 #include "kernels_impl.h"
 
@@ -270,6 +267,54 @@ static int gemm_threads(const ts_kern_ops *ops, const gemm_job *g) {
     return imin(nth, tiles);
 }
 
+typedef struct gemm_team {
+    const ts_kern_ops *ops;
+    const gemm_job *g;
+} gemm_team;
+
+/* Thread t of n: its share of C (ts_kern_parallel's task). */
+static void gemm_share_task(void *ctx, int t, int n) {
+    const gemm_team *k = ctx;
+    gemm_job s = gemm_share(k->ops, k->g, t, n);
+    gemm_serial(k->ops, &s, NULL);
+}
+
+/* A batch: runs of BATCH_RUN products handed out from next_run. */
+typedef struct batch_team {
+    const ts_kern_ops *ops;
+    gemm_job first;
+    int64_t stride_a, stride_b, stride_c;
+    int batch, runs;
+    atomic_int next_run;
+} batch_team;
+
+/* Runs of BATCH_RUN products handed out as threads come free (one thread
+ * slowed by other work on the machine does not hold the rest back). Each
+ * product fetches the next one's inputs while it computes; a thread claims
+ * its next run while on the last product of this one, so that run's first
+ * product does not start cold either. */
+static void batch_task(void *ctx, int t, int n) {
+    (void)t, (void)n;
+    batch_team *k = ctx;
+    const int batch = k->batch, runs = k->runs;
+    int r = atomic_fetch_add(&k->next_run, 1);
+    while (r < runs) {
+        int b1 = (r + 1) * BATCH_RUN < batch ? (r + 1) * BATCH_RUN : batch, r_next = runs;
+        for (int b = r * BATCH_RUN; b < b1; b++) {
+            int nb = b + 1;
+            if (nb == b1) {
+                r_next = atomic_fetch_add(&k->next_run, 1);
+                nb = r_next < runs ? r_next * BATCH_RUN : batch;
+            }
+            gemm_job g = k->first, next = k->first;
+            g.A += b * k->stride_a, g.B += b * k->stride_b, g.C += b * k->stride_c;
+            if (nb < batch) next.A += nb * k->stride_a, next.B += nb * k->stride_b, next.C += nb * k->stride_c;
+            gemm_serial(k->ops, &g, nb < batch ? &next : NULL);
+        }
+        r = r_next;
+    }
+}
+
 void ts_kern_gemm(const ts_kern_ops *ops, bool trans_a, bool trans_b, int M, int N, int K, float alpha,
                   const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc,
                   ts_epilogue epi, const float *bias) {
@@ -281,16 +326,8 @@ void ts_kern_gemm(const ts_kern_ops *ops, bool trans_a, bool trans_b, int M, int
         gemm_serial(ops, &g, NULL);
         return;
     }
-    TS_OMP(parallel num_threads(nth))
-    {
-#if defined(_OPENMP)
-        int t = omp_get_thread_num(), n = omp_get_num_threads();
-#else
-        int t = 0, n = 1;
-#endif
-        gemm_job s = gemm_share(ops, &g, t, n);
-        gemm_serial(ops, &s, NULL);
-    }
+    gemm_team team = {ops, &g};
+    ts_kern_parallel(nth, gemm_share_task, &team);
 }
 
 void ts_kern_gemm_batched(const ts_kern_ops *ops, bool trans_a, bool trans_b, int M, int N, int K,
@@ -307,35 +344,14 @@ void ts_kern_gemm_batched(const ts_kern_ops *ops, bool trans_a, bool trans_b, in
     }
     double flops = 2.0 * M * N * K * batch;
     while (nth > 1 && flops / nth < GEMM_MIN_FLOPS_PER_THREAD) nth--;
-    const gemm_job first = {.ta = trans_a, .tb = trans_b, .M = M, .N = N, .K = K, .alpha = alpha,
-                            .beta = beta, .A = A, .B = B, .lda = lda, .ldb = ldb, .ldc = ldc, .C = C,
-                            .epi = TS_EPI_NONE};
-    /* Runs of BATCH_RUN products handed out as threads come free (one thread
-     * slowed by other work on the machine does not hold the rest back). Each
-     * product fetches the next one's inputs while it computes; a thread claims
-     * its next run while on the last product of this one, so that run's first
-     * product does not start cold either. */
-    const int runs = (batch + BATCH_RUN - 1) / BATCH_RUN;
-    atomic_int run_counter = 0;
-    TS_OMP(parallel num_threads(nth))
-    {
-        int r = atomic_fetch_add(&run_counter, 1);
-        while (r < runs) {
-            int b1 = (r + 1) * BATCH_RUN < batch ? (r + 1) * BATCH_RUN : batch, r_next = runs;
-            for (int b = r * BATCH_RUN; b < b1; b++) {
-                int nb = b + 1;
-                if (nb == b1) {
-                    r_next = atomic_fetch_add(&run_counter, 1);
-                    nb = r_next < runs ? r_next * BATCH_RUN : batch;
-                }
-                gemm_job g = first, next = first;
-                g.A += b * stride_a, g.B += b * stride_b, g.C += b * stride_c;
-                if (nb < batch) next.A += nb * stride_a, next.B += nb * stride_b, next.C += nb * stride_c;
-                gemm_serial(ops, &g, nb < batch ? &next : NULL);
-            }
-            r = r_next;
-        }
-    }
+    batch_team team = {.ops = ops,
+                       .first = {.ta = trans_a, .tb = trans_b, .M = M, .N = N, .K = K, .alpha = alpha,
+                                 .beta = beta, .A = A, .B = B, .lda = lda, .ldb = ldb, .ldc = ldc, .C = C,
+                                 .epi = TS_EPI_NONE},
+                       .stride_a = stride_a, .stride_b = stride_b, .stride_c = stride_c,
+                       .batch = batch, .runs = (batch + BATCH_RUN - 1) / BATCH_RUN};
+    atomic_init(&team.next_run, 0);
+    ts_kern_parallel(nth, batch_task, &team);
 }
 
 void ts_kern_ukernel_scalar(int kc, const float *pa, const float *pb, float *c, int64_t ldc, int m,

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +14,7 @@
 #include <omp.h>
 #endif
 
+#include "core/platform.h"
 #include "kernels_impl.h"
 
 /* Element counts below which one thread does the whole job. */
@@ -44,6 +46,9 @@ static const ts_kern_ops *ops_for(ts_isa isa) {
     case TS_ISA_AVX2: return &ts_kern_avx2_ops;
     case TS_ISA_AVX512: return &ts_kern_avx512_ops;
 #endif
+#if defined(TS_KERN_HAVE_NEON)
+    case TS_ISA_NEON: return &ts_kern_neon_ops;
+#endif
     default: return NULL;
     }
 }
@@ -58,7 +63,8 @@ bool ts_isa_supported(ts_isa isa) {
                __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
                __builtin_cpu_supports("fma");
 #endif
-    return isa == TS_ISA_SCALAR;
+    /* Compiled in is enough for NEON: ARM64 has it everywhere. */
+    return isa == TS_ISA_SCALAR || isa == TS_ISA_NEON;
 }
 
 static ts_isa best_isa(void) {
@@ -71,15 +77,12 @@ static int all_cores(void) {
 #if defined(_OPENMP)
     return omp_get_num_procs();
 #else
-    return 1; /* built with threads off */
+    return ts_platform_cpus();
 #endif
 }
 
 void ts_kernels_set_threads(int n) {
     if (n <= 0) n = all_cores();
-#if !defined(_OPENMP)
-    n = 1;
-#endif
     g_threads = n < MAX_THREADS ? n : MAX_THREADS;
 }
 
@@ -143,12 +146,91 @@ int ts_kernels_threads(void) {
     return g_threads;
 }
 
+#if !defined(_OPENMP)
+static _Thread_local bool tl_in_team; /* this thread runs a share of ts_kern_parallel */
+#endif
+
 int ts_kern_threads_here(void) {
 #if defined(_OPENMP)
     if (omp_in_parallel()) return 1; /* called from the caller's own threads: stay on this one */
+#else
+    if (tl_in_team) return 1;
 #endif
     return ts_kernels_threads();
 }
+
+#if defined(_OPENMP)
+void ts_kern_parallel(int n, ts_kern_task_fn fn, void *ctx) {
+    if (n <= 1) {
+        fn(ctx, 0, 1);
+        return;
+    }
+#pragma omp parallel num_threads(n)
+    fn(ctx, omp_get_thread_num(), omp_get_num_threads());
+}
+#else
+/* A team of POSIX threads started on first use and kept (each keeps its
+ * packing buffer, as OpenMP's do): workers wait for a new generation, run
+ * share t of it, and the last one done wakes the caller. One team at a time;
+ * a second caller meanwhile runs every share itself. */
+static struct team {
+    pthread_mutex_t busy, mu;
+    pthread_cond_t go, done;
+    int workers;       /* started, numbered 1.. */
+    unsigned long gen; /* bumped for each job */
+    ts_kern_task_fn fn;
+    void *ctx;
+    int n, pending;
+} g_team = {.busy = PTHREAD_MUTEX_INITIALIZER, .mu = PTHREAD_MUTEX_INITIALIZER,
+            .go = PTHREAD_COND_INITIALIZER, .done = PTHREAD_COND_INITIALIZER};
+
+static void *team_worker(void *arg) {
+    const int t = (int)(intptr_t)arg;
+    unsigned long seen = 0;
+    tl_in_team = true;
+    pthread_mutex_lock(&g_team.mu);
+    for (;;) {
+        while (g_team.gen == seen) pthread_cond_wait(&g_team.go, &g_team.mu);
+        seen = g_team.gen;
+        if (t >= g_team.n) continue; /* not in this job */
+        ts_kern_task_fn fn = g_team.fn;
+        void *ctx = g_team.ctx;
+        int n = g_team.n;
+        pthread_mutex_unlock(&g_team.mu);
+        fn(ctx, t, n);
+        pthread_mutex_lock(&g_team.mu);
+        if (--g_team.pending == 0) pthread_cond_signal(&g_team.done);
+    }
+    return NULL;
+}
+
+void ts_kern_parallel(int n, ts_kern_task_fn fn, void *ctx) {
+    n = n < 1 ? 1 : n > MAX_THREADS ? MAX_THREADS : n;
+    if (n == 1 || pthread_mutex_trylock(&g_team.busy) != 0) {
+        for (int t = 0; t < n; t++) fn(ctx, t, n);
+        return;
+    }
+    pthread_mutex_lock(&g_team.mu);
+    while (g_team.workers < n - 1) {
+        pthread_t id;
+        if (pthread_create(&id, NULL, team_worker, (void *)(intptr_t)(g_team.workers + 1)) != 0) break;
+        pthread_detach(id);
+        g_team.workers++;
+    }
+    int team_n = g_team.workers + 1 < n ? g_team.workers + 1 : n;
+    g_team.fn = fn, g_team.ctx = ctx, g_team.n = team_n, g_team.pending = team_n - 1;
+    g_team.gen++;
+    pthread_cond_broadcast(&g_team.go);
+    pthread_mutex_unlock(&g_team.mu);
+    tl_in_team = true;
+    fn(ctx, 0, team_n);
+    tl_in_team = false;
+    pthread_mutex_lock(&g_team.mu);
+    while (g_team.pending > 0) pthread_cond_wait(&g_team.done, &g_team.mu);
+    pthread_mutex_unlock(&g_team.mu);
+    pthread_mutex_unlock(&g_team.busy);
+}
+#endif
 
 ts_status ts_kernels_force(ts_isa isa) {
     if (!ts_isa_supported(isa))
@@ -165,19 +247,31 @@ static double now_seconds(void) {
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
+typedef struct peak_job {
+    const ts_kern_ops *ops;
+    int64_t iters;
+    double flops[MAX_THREADS];
+} peak_job;
+
+static void peak_task(void *ctx, int t, int n) {
+    (void)n;
+    peak_job *j = ctx;
+    float sink;
+    j->flops[t] = j->ops->fma_loop(j->iters, &sink);
+}
+
 double ts_kernels_peak_gflops(void) {
-    const ts_kern_ops *ops = ts_kern_ops_current();
+    peak_job job = {.ops = ts_kern_ops_current()};
     int nth = ts_kernels_threads();
-    (void)nth;
     double best = 0;
     for (int rep = -1; rep < 5; rep++) { /* rep -1 wakes the threads and the clocks up */
+        memset(job.flops, 0, sizeof job.flops);
+        job.iters = rep < 0 ? 2000000 : 4000000;
         double flops = 0, t0 = now_seconds();
-        TS_OMP(parallel num_threads(nth) reduction(+ : flops))
-        {
-            float sink;
-            flops += ops->fma_loop(rep < 0 ? 2000000 : 4000000, &sink);
-        }
-        double rate = flops / (now_seconds() - t0);
+        ts_kern_parallel(nth, peak_task, &job);
+        double dt = now_seconds() - t0;
+        for (int t = 0; t < nth; t++) flops += job.flops[t];
+        double rate = flops / dt;
         if (rep >= 0 && rate > best) best = rate;
     }
     return best * 1e-9;

@@ -97,6 +97,18 @@ void ts_kern_pack_n_avx2(float *dst, int w, const float *src, int64_t lds, int n
 void ts_kern_pack_t_avx512(float *dst, int w, const float *src, int64_t lds, int m, int kc);
 void ts_kern_pack_n_avx512(float *dst, int w, const float *src, int64_t lds, int n, int kc);
 #endif
+#if defined(__aarch64__) || defined(_M_ARM64)
+/* NEON is part of every ARM64 core's base instruction set. */
+#define TS_KERN_HAVE_NEON 1
+extern const ts_kern_ops ts_kern_neon_ops;
+#define TS_KERN_NEON_MR 8
+#define TS_KERN_NEON_NR 12
+double ts_kern_fma_loop_neon(int64_t iters, float *sink);
+void ts_kern_ukernel_neon(int kc, const float *pa, const float *pb, float *c, int64_t ldc, int m, int n,
+                          float alpha, float beta, ts_epilogue epi, const float *bias);
+void ts_kern_pack_t_neon(float *dst, int w, const float *src, int64_t lds, int m, int kc);
+void ts_kern_pack_n_neon(float *dst, int w, const float *src, int64_t lds, int n, int kc);
+#endif
 
 /* The table in use (initialises on first call). */
 const ts_kern_ops *ts_kern_ops_current(void);
@@ -104,6 +116,13 @@ const ts_kern_ops *ts_kern_ops_current(void);
 /* Threads a kernel may start from here: 1 inside the caller's own parallel
  * region (its threads already share the work), else ts_kernels_threads(). */
 int ts_kern_threads_here(void);
+
+/* fn(ctx, t, n) for every t < n, on n threads at once (the caller's is one of
+ * them): an OpenMP team where the build has OpenMP, POSIX threads where it
+ * has not (make NO_OMP=1, or Apple's clang). n may come out smaller under
+ * OpenMP; fn is handed the n in force. */
+typedef void (*ts_kern_task_fn)(void *ctx, int t, int n);
+void ts_kern_parallel(int n, ts_kern_task_fn fn, void *ctx);
 
 /* The portable C micro-kernel of the scalar path (gemm.c), MR x NR. */
 #define TS_KERN_SCALAR_MR 4

@@ -1,7 +1,8 @@
 /* trace_block_simd: the statistics block kernel of trace_stats_<isa>.c
  * written once over the instruction set's vectors. Included by
- * trace_stats_avx512.c and trace_stats_avx2.c after their mapping header
- * (simd_<isa>.h: vf, VW, V_LOAD, V_STORE, V_STREAM, V_ALIGN, V_SET1, V_ADD,
+ * trace_stats_avx512.c, trace_stats_avx2.c and trace_stats_neon.c after their
+ * mapping header (simd_<isa>.h: vf, VW, V_LOAD, V_STORE, V_STREAM,
+ * V_STREAM_FENCE, V_ALIGN, V_SET1, V_ADD,
  * V_SUB, V_FMA, V_MIN, V_MAX, V_ABS, V_COUNT_ZEROS, V_REDUCE_ADD/MIN/MAX,
  * V_LOAD_PART, V_STORE_PART). Everything here is static, compiled once per
  * instruction set. */
@@ -47,7 +48,7 @@ static void block_simd(trf_acc *acc, const float *x, float *dst, int64_t n) {
         mx = V_MAX(mx, V_MAX(a, b));
         zeros += (uint64_t)V_COUNT_ZEROS(a) + (uint64_t)V_COUNT_ZEROS(b);
     }
-    if (stream) _mm_sfence(); /* streamed stores are seen by the writer thread before the slot is handed over */
+    if (stream) V_STREAM_FENCE(); /* streamed stores are seen by the writer thread before the slot is handed over */
     /* The rest a vector at a time, lanes past the end loaded as what changes
      * nothing: the shift for the moments, 0 for |x| (then not counted as
      * zeros), +-Inf for the extremes. */

@@ -171,6 +171,10 @@ extern const trf_stats_ops trf_stats_scalar;
 extern const trf_stats_ops trf_stats_avx2;
 extern const trf_stats_ops trf_stats_avx512;
 #endif
+#if defined(__aarch64__)
+#define TRF_HAVE_NEON 1
+extern const trf_stats_ops trf_stats_neon;
+#endif
 /* The kernels for the instruction set the kernels module chose. */
 const trf_stats_ops *trf_stats_current(void);
 

@@ -186,6 +186,9 @@ const trf_stats_ops *trf_stats_current(void) {
     }
     if (ops && ops->block) return ops;
 #endif
+#if defined(TRF_HAVE_NEON)
+    if (ts_kernels_isa() == TS_ISA_NEON) return &trf_stats_neon;
+#endif
     return &trf_stats_scalar;
 }
 

@@ -2,7 +2,6 @@
  * in order; a writer thread puts full ones on disk (O_DIRECT for large
  * traces) while the model runs on. See trace_writer.h for how the writer's
  * three files share the work. */
-#define _GNU_SOURCE /* O_DIRECT */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -14,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/platform.h"
 #include "trace_writer.h"
 
 double trw_now_seconds(void) {
@@ -43,12 +43,9 @@ static int write_at(ts_trace_writer *w, const unsigned char *buf, size_t n, uint
         ssize_t got = pwrite(w->fd, buf, n, (off_t)offset);
         if (got < 0) {
             if (errno == EINTR) continue;
-            if (errno == EINVAL && w->direct) {
-                int flags = fcntl(w->fd, F_GETFL);
-                if (flags >= 0 && fcntl(w->fd, F_SETFL, flags & ~O_DIRECT) == 0) {
-                    w->direct = false;
-                    continue;
-                }
+            if (errno == EINVAL && w->direct && ts_platform_uncached_writes(w->fd, false)) {
+                w->direct = false;
+                continue;
             }
             return errno;
         }
@@ -62,8 +59,7 @@ static int write_at(ts_trace_writer *w, const unsigned char *buf, size_t n, uint
 
 void trw_maybe_go_direct(ts_trace_writer *w, uint64_t offset) {
     if (w->direct || offset < DIRECT_AFTER) return;
-    int flags = fcntl(w->fd, F_GETFL);
-    if (flags >= 0 && fcntl(w->fd, F_SETFL, flags | O_DIRECT) == 0) w->direct = true;
+    if (ts_platform_uncached_writes(w->fd, true)) w->direct = true;
 }
 
 /* A new slot, 2 MB aligned and backed by huge pages where the kernel allows:

@@ -29,11 +29,11 @@ static unsigned char *png_deflate(unsigned char *data, int data_len, int *out_le
 #pragma GCC diagnostic ignored "-Wtype-limits"
 #define STB_IMAGE_WRITE_STATIC
 #define STB_IMAGE_WRITE_IMPLEMENTATION
-#include <stb/stb_image_write.h>
+#include <stb_image_write.h>
 #define STB_IMAGE_STATIC
 #define STB_IMAGE_IMPLEMENTATION
 #define STBI_ONLY_PNG
-#include <stb/stb_image.h>
+#include <stb_image.h>
 #pragma GCC diagnostic pop
 
 static unsigned char *png_deflate(unsigned char *data, int data_len, int *out_len, int quality) {

@@ -1,0 +1,20 @@
+/* kernels_neon: the ARM64 NEON table: its gemm micro-kernel (gemm_neon.c),
+ * the row and element-wise kernels of kernels_simd.h over simd_neon.h. */
+#include "kernels_impl.h"
+#include "core/simd_neon.h"
+#include "kernels_simd.h"
+
+/* Blocks for cores with 64-128 KB of L1 and 1 MB or more of L2: a packed B
+ * panel (kc x 12) is 24 KB at kc = 512, an A panel 16 KB. */
+const ts_kern_ops ts_kern_neon_ops = {
+    .isa = TS_ISA_NEON,
+    .mr = TS_KERN_NEON_MR, .nr = TS_KERN_NEON_NR,
+    .kc_max = 512, .a_floats = 96 * 512, .b_floats = 1 << 20,
+    .ukernel = ts_kern_ukernel_neon,
+    .pack_t = ts_kern_pack_t_neon,
+    .pack_n = ts_kern_pack_n_neon,
+    .softmax_row = simd_softmax_row,
+    .layernorm_row = simd_layernorm_row,
+    .add = simd_add, .scale = simd_scale, .relu = simd_relu, .gelu = simd_gelu,
+    .fma_loop = ts_kern_fma_loop_neon,
+};
