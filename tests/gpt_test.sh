@@ -74,7 +74,7 @@ cp $ref/small/* "$tmp/wrongconfig/"
 sed 's/"n_embd": 32/"n_embd": 64/' $ref/small/config.json >"$tmp/wrongconfig/config.json"
 expect 2 "config.json disagrees" -- "$bin" run --load "$tmp/wrongconfig" --text "$text"
 one_line "config.json disagrees"
-has "$err" "n_embd 64 but" "the disagreement names both values"
+has "$err" "\"n_embd\": 64 but" "the disagreement names both values"
 expect 2 "a text longer than the context" -- "$bin" run --load $ref/small --text "$text$text"
 one_line "a text longer than the context"
 

@@ -401,7 +401,9 @@ ts_status ts_lm_checkpoint_load(ts_model *m, const char *path);
  * buffers are skipped; any other tensor is refused, named. Sizes come from
  * the shapes; heads, eps and the activation from config.json beside the
  * weights (n_head, layer_norm_epsilon, activation_function: gelu_new is
- * GELU's tanh form), whose sizes must agree with the tensors'. */
+ * GELU's tanh form), whose sizes must agree with the tensors'; each value of
+ * config.json is checked by type (ts_json_*). ts_gpt2_is is true for any
+ * directory, so that the loader, not a guess, says what is wrong in it. */
 bool ts_gpt2_is(const char *path);
 ts_status ts_gpt2_config(const char *path, ts_model_config *cfg); /* arch decoder, seq = the context */
 ts_status ts_gpt2_load(ts_model *m, const char *path);

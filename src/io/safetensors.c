@@ -233,6 +233,11 @@ static ts_status parse_header(ts_safetensors *f, const char *json, size_t len) {
                          f->path, (size_t)(p - json));
     if (!st && !cJSON_IsObject(root))
         st = ts_fail(TS_ERR_FORMAT, "%s: the JSON header is not an object", f->path);
+    if (!st) { /* a key twice, in a tensor's entry or the metadata: Python's json keeps the last */
+        char what[4096 + 16];
+        snprintf(what, sizeof what, "%s: the JSON header", f->path);
+        st = ts_json_check_unique(root, what);
+    }
     int n = st ? 0 : cJSON_GetArraySize(root);
     if (!st && !(f->entries = calloc((size_t)n + 1, sizeof *f->entries)))
         st = ts_fail(TS_ERR_NOMEM, "%s: out of memory", f->path);
