@@ -112,7 +112,7 @@ if [ $rc = 0 ] && grep -q 'stopped by Ctrl-C' "$tmp/stop.out" && [ -f "$tmp/stop
 else
     bad "Ctrl-C: exit $rc, $(tail -n 2 "$tmp/stop.out"); checkpoint: $(ls "$tmp"/stop* 2>&1)"
 fi
-ls "$tmp"/stop.safetensors.* >/dev/null 2>&1 && bad "a temporary checkpoint was left behind" || ok
+ls "$tmp"/stop.safetensors.* 2>/dev/null | grep -qv '\.state$' && bad "a temporary checkpoint was left behind" || ok
 
 # 6. bad input: one line, exit 2
 printf 'ab\377cd' >"$tmp/bad.txt"
@@ -121,7 +121,7 @@ refuses "no corpus file" "cannot open --corpus" "$bin" train --task lm --corpus 
 refuses "--text" "--text is for tscope run" "$bin" train --task lm "${small[@]}" --text hi
 refuses "--vocab with char" "--vocab is the word tokenizer's size" "$bin" train --task lm "${small[@]}" --vocab 50
 refuses "--corpus with copy" "--corpus is for --task lm" "$bin" train --task copy --corpus "$corpus"
-refuses "short corpus" "use a longer text or a shorter --ctx" "$bin" train --task lm --corpus "$corpus" --seq 4000 \
+refuses "short corpus" "use a longer text or a shorter --seq" "$bin" train --task lm --corpus "$corpus" --seq 4000 \
     --layers 1 --d-model 32 --heads 2 --ffn 64 --batch 2
 refuses "generate, no --load" "--load W.safetensors is required" "$bin" generate
 refuses "generate a copy model" "is not a language model" "$bin" generate --load assets/tiny-copy.safetensors

@@ -11,6 +11,7 @@
 #include <stdio.h>
 
 #include "tscope/core.h"
+#include "tscope/kernels.h"
 #include "tscope/model.h"
 #include "tscope/tokenizer.h"
 
@@ -389,6 +390,16 @@ bool ts_lm_checkpoint_is(const char *path);
 /* The language model's weights into m, built from ts_lm_checkpoint_read's
  * config: tscope's names, or GPT-2's layout (ts_gpt2_load). */
 ts_status ts_lm_checkpoint_load(ts_model *m, const char *path);
+
+/* A run's training state, in a file beside its checkpoint (PATH.state, a
+ * safetensors file): the optimizer's moments "optim.m" and "optim.v", its
+ * step count, and the caller's key/value pairs (the step reached, the
+ * schedule, the data's fingerprint), so that `train --resume` goes on exactly
+ * where the run stopped. Written to a temporary file, then renamed. */
+ts_status ts_optim_state_save(const char *path, const ts_optim *opt, int n_meta, const char *const *meta);
+/* Read the state file f (opened by the caller, who reads its own pairs with
+ * ts_safetensors_meta) into opt, initialised with the same config and size. */
+ts_status ts_optim_state_load(ts_safetensors *f, ts_optim *opt);
 
 /* ---- GPT-2 checkpoints (src/io/gpt2_load.c) ----------------------------------
  *
