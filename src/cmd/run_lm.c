@@ -158,6 +158,7 @@ static int print_scores(const char *load) {
 static ts_status read_ids(const char *path, int vocab, ts_bpe_ids *ids) {
     ts_npy x = {0};
     ts_status st = ts_npy_read_labels(&x, path);
+    if (st) st = ts_fail(st, "--ids: %s", ts_last_error()); /* the flag, before the reader's message */
     if (!st && !(x.rank == 2 && x.shape[0] == 1) && !(x.rank == 1))
         st = ts_fail(TS_ERR_SHAPE, "--ids %s: a language model's checkpoint reads one sequence, (1, S) or (S)", path);
     if (!st && x.numel == 0) st = ts_fail(TS_ERR_ARG, "--ids %s holds no ids", path);

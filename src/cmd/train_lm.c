@@ -75,9 +75,15 @@ static ts_status read_stream(FILE *f, const char *what, char **out, size_t *len)
 /* The text to learn: --corpus FILE, or the Bible from `bible`. */
 static ts_status read_corpus(const train_opts *o, char **text, size_t *len, char *name, size_t name_size) {
     if (o->corpus) {
+        struct stat sb;
+        if (stat(o->corpus, &sb) == 0 && !S_ISREG(sb.st_mode))
+            return ts_fail(TS_ERR_IO, "--corpus %s is %s, not a text file", o->corpus,
+                           S_ISDIR(sb.st_mode) ? "a folder" : "not a regular file");
         FILE *f = fopen(o->corpus, "rb");
-        if (!f) return ts_fail(TS_ERR_IO, "cannot open --corpus %s", o->corpus);
-        ts_status st = read_stream(f, o->corpus, text, len);
+        if (!f) return ts_fail(TS_ERR_IO, "cannot open --corpus %s: %s", o->corpus, strerror(errno));
+        char what[4200];
+        snprintf(what, sizeof what, "--corpus %s", o->corpus);
+        ts_status st = read_stream(f, what, text, len);
         fclose(f);
         snprintf(name, name_size, "%s", o->corpus);
         return st;

@@ -60,6 +60,9 @@ ts_status ts_json_check_unique(const cJSON *o, const char *what) {
 
 ts_status ts_json_parse(const char *text, size_t len, const char *what, cJSON **out) {
     *out = NULL;
+    /* cJSON stops a string at a NUL and reads on: a key or value would be cut short unseen */
+    const char *nul = memchr(text, '\0', len);
+    if (nul) return ts_fail(TS_ERR_FORMAT, "%s: a NUL byte at byte %zu of %zu: not JSON text", what, (size_t)(nul - text), len);
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, false);
     if (!root) {
