@@ -130,7 +130,8 @@ static ts_status resolve(const train_opts *o, const model_flags *mf, ts_flag *fl
     /* the preset's flag row says it was given; the copy says so too */
     for (int i = 0; i < n; i++)
         if (strcmp(flags[i].name, "--preset") == 0 && flags[i].seen) copy.seen[flags[i].seen - mf->seen] = true;
-    ts_status st = model_flags_resolve(&copy, cfg, NULL);
+    model_given g = {.trains = true}; /* training: --dropout acts, no --train-mode needed */
+    ts_status st = model_flags_resolve_given(&copy, &g, cfg, NULL);
     if (st) return st;
     cfg->input = TS_INPUT_TOKENS;
     cfg->head = TS_HEAD_LM;
@@ -651,14 +652,20 @@ int train_lm(const train_opts *o, const model_flags *mf, ts_flag *flags, int n) 
     if (!st) fingerprint(ids.ids, ids.count, run.corpus_hash, sizeof run.corpus_hash);
     if (!st && o->resume) {
         const char *want = ts_safetensors_meta(&state, "corpus_hash");
+        char how[96];
+        if ((int64_t)ids.count != resumed_tokens)
+            snprintf(how, sizeof how, "%zu tokens; it learnt from %lld", ids.count, (long long)resumed_tokens);
+        else
+            snprintf(how, sizeof how, "as many tokens, %zu, but not the same ones", ids.count);
         if (!want || strcmp(want, run.corpus_hash) != 0 || (int64_t)ids.count != resumed_tokens)
-            st = ts_fail(TS_ERR_ARG, "%s%s is not the text the run of --resume %s was trained on (%zu tokens; it "
-                                     "learnt from %lld): give the same --corpus",
-                         mine.corpus ? "--corpus " : "", corpus_name, o->resume, ids.count, (long long)resumed_tokens);
+            st = ts_fail(TS_ERR_ARG, "%s%s is not the text the run of --resume %s was trained on (%s): give the same "
+                                     "--corpus", mine.corpus ? "--corpus " : "", corpus_name, o->resume, how);
     }
     if (!st && !o->resume) st = resolve(o, mf, flags, n, tok.count, &cfg);
     dop.batch = cfg.batch, dop.ctx = cfg.seq, dop.vocab = cfg.vocab, dop.seed = cfg.seed;
-    if (!st) st = ts_lm_data_init(&d, ids.ids, (int64_t)ids.count, &dop);
+    if (!st && (st = ts_lm_data_init(&d, ids.ids, (int64_t)ids.count, &dop)) &&
+        strncmp(ts_last_error(), "the text (", 10) == 0) /* too short: say which text */
+        st = named(st, mine.corpus ? "--corpus %s" : "%s", corpus_name);
     if (!st && o->trace.path) st = make_probes(o, &tok, &d, cfg.seq, cfg.vocab, cfg.seed, &probe, &P);
     if (!st && probe) st = ts_lm_data_set_probe(&d, probe, P);
     if (!st) st = ts_model_init(&m, &cfg);

@@ -123,6 +123,9 @@ static ts_status missing(const ts_safetensors *f, const char *prefix, const char
 static ts_status read_config_json(const char *dir, const char *weights, ts_model_config *c) {
     char path[4096 + 16];
     snprintf(path, sizeof path, "%s/config.json", dir);
+    struct stat sb;
+    if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode))
+        return ts_fail(TS_ERR_FORMAT, "%s is %s, not a file", path, S_ISDIR(sb.st_mode) ? "a folder" : "not a regular file");
     FILE *fp = fopen(path, "rb");
     if (!fp)
         return ts_fail(TS_ERR_ARG, "%s: GPT-2 weights need config.json beside them for what shapes cannot tell "
@@ -152,6 +155,9 @@ static ts_status read_config_json(const char *dir, const char *weights, ts_model
     double eps = c->eps;
     const char *act = NULL;
     st = ts_json_int(o, "n_head", path, true, 1, 1 << 20, &heads);
+    if (!st && c->d_model % heads != 0) /* in the file's words, not --heads: no flag gave it */
+        st = ts_fail(TS_ERR_FORMAT, "%s: \"n_head\": %lld does not divide the width %d of %s's tensors: each head "
+                                    "needs a whole number of dimensions", path, (long long)heads, c->d_model, weights);
     if (!st) c->heads = (int)heads;
     if (!st) st = ts_json_number(o, "layer_norm_epsilon", path, false, &eps);
     if (!st && !(eps > 0 && eps < 1)) st = ts_fail(TS_ERR_FORMAT, "%s: \"layer_norm_epsilon\" is %g, not in (0, 1)", path, eps);

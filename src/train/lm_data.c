@@ -57,7 +57,7 @@ ts_status ts_lm_data_init(ts_lm_data *d, const int32_t *ids, int64_t n, const ts
         int64_t nt = d->n_train, nh = d->n_held;
         ts_lm_data_free(d);
         return ts_fail(TS_ERR_ARG,
-                       "train: the corpus (%lld tokens) gives %lld to train on and %lld held out; each needs a "
+                       "the text (%lld tokens) gives %lld to train on and %lld held out; each needs a "
                        "window of %d (--seq + 1): use a longer text or a shorter --seq",
                        (long long)n, (long long)nt, (long long)nh, S + 1);
     }

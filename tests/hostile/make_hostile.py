@@ -172,7 +172,7 @@ config_damage = [
     ("n_head true", cfg_with(n_head=True), '"n_head" is true'),
     ("n_head an array", cfg_with(n_head=[4]), '"n_head" is [4]'),
     ("n_head 1e300", cfg_with(n_head=1e300), '"n_head" is 1e+300, outside'),
-    ("n_head 3 (does not divide 32)", cfg_with(n_head=3), "head"),
+    ("n_head 3 (does not divide 32)", cfg_with(n_head=3), '"n_head": 3 does not divide the width 32'),
     ("no n_head", cfg_without("n_head"), 'no "n_head"'),
     ("n_head twice", config_text.replace('"n_head": 4', '"n_head": 4, "n_head": 2'), '"n_head" appears twice'),
     ("a key twice deeper in", cfg_with(task_specific_params={"x": {}})[:-1].replace('"x": {}', '"x": {"a": 1, "a": 2}') + "}",
@@ -213,7 +213,7 @@ d = f"{out}/cfgdir"
 os.makedirs(f"{d}/config.json")
 for f in ("model.safetensors", "encoder.json", "vocab.bpe"):
     shutil.copy(f"{gpt}/{f}", d)
-case("config.json is a folder", "config.json", "run", "--load", d, "--text", "Hello")
+case("config.json is a folder", "config.json is a folder, not a file", "run", "--load", d, "--text", "Hello")
 os.makedirs(f"{out}/noweights")
 shutil.copy(f"{gpt}/config.json", f"{out}/noweights")
 case("a folder without model.safetensors", "model.safetensors", "run", "--load", f"{out}/noweights", "--text", "Hello")
@@ -404,7 +404,7 @@ corpora = [
     ("a character cut at the end", ("ab" * 300).encode() + b"\xe2\x82", "not UTF-8"),
     ("one character", b"a", "one distinct character ('a')"),
     ("one character many times", b"a" * 5000, "one distinct character"),
-    ("too short for a window", b"abcdefgh", "use a longer text or a shorter --seq"),
+    ("too short for a window", b"abcdefgh", "corpus09.txt: the text (8 tokens) gives"),
 ]
 for i, (name, data, want) in enumerate(corpora):
     p = f"{out}/corpus{i:02d}.txt"
@@ -428,7 +428,7 @@ case("--resume with --trace", "--trace: a training trace follows one run", "trai
      "--trace", "@W/t.tstrace")
 case("--resume past its steps", "the run has done", "train", "--task", "lm", "--resume", base_lm, "--corpus", ok,
      "--steps", "1", "--save", "@W/x.safetensors")
-case("--resume on another corpus", "is not the text the run", "train", "--task", "lm", "--resume", base_lm, "--corpus",
+case("--resume on another corpus", "as many tokens, 4800, but not the same ones", "train", "--task", "lm", "--resume", base_lm, "--corpus",
      f"{out}/corpus-other.txt", "--steps", "5", "--save", "@W/x.safetensors")
 write(f"{out}/corpus-other.txt", "the mat sat on the cat. " * 200)
 case("--resume on a GPT-2 folder", "no training state", "train", "--task", "lm", "--resume", gpt, "--corpus", ok,
