@@ -75,6 +75,19 @@ sed 's/"n_embd": 32/"n_embd": 64/' $ref/small/config.json >"$tmp/wrongconfig/con
 expect 2 "config.json disagrees" -- "$bin" run --load "$tmp/wrongconfig" --text "$text"
 one_line "config.json disagrees"
 has "$err" "\"n_embd\": 64 but" "the disagreement names both values"
+# a whole number written 4.0 is still a whole number (Python's json reads it as 4.0; so does tscope)
+mkdir -p "$tmp/floatheads"
+cp $ref/small/* "$tmp/floatheads/"
+sed 's/"n_head": 4/"n_head": 4.0/' $ref/small/config.json >"$tmp/floatheads/config.json"
+expect 0 "n_head 4.0" -- "$bin" run --load "$tmp/floatheads" --text "$text"
+has "$out" "4 heads" "n_head 4.0 is 4 heads"
+# a folder whose model.safetensors is broken says what is wrong with it, not that the folder is not a file
+mkdir -p "$tmp/broken"
+cp $ref/small/* "$tmp/broken/"
+head -c 1000 $ref/small/model.safetensors >"$tmp/broken/model.safetensors"
+expect 2 "a folder with a truncated model.safetensors" -- "$bin" run --load "$tmp/broken" --text "$text"
+one_line "a folder with a truncated model.safetensors"
+has "$err" "broken/model.safetensors: header length" "the safetensors reader's own message"
 expect 2 "a text longer than the context" -- "$bin" run --load $ref/small --text "$text$text"
 one_line "a text longer than the context"
 

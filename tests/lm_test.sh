@@ -177,7 +177,7 @@ grep -q 'or --clip 1$' "$tmp/nan.err" && ok || bad "NaN advice without clipping:
     ok || bad "generate's default prompt: $(cat "$tmp/gd" "$tmp/gerr")"
 printf 'the cat sat on the mat. %.0s' $(seq 100) >"$tmp/lower.txt"
 if "$bin" train --task lm --corpus "$tmp/lower.txt" --layers 1 --d-model 16 --heads 2 --ffn 32 --seq 16 --batch 4 --heldout 4 \
-    --steps 3 --sample 10 --save "$tmp/lower.safetensors" >"$tmp/lower.out" 2>&1; then
+    --steps 3 --sample 10 --save "$tmp/lower.safetensors" --trace "$tmp/lower.tstrace" --every 3 >"$tmp/lower.out" 2>&1; then
     grep -q 'tokens after the 48 of the prompt' "$tmp/lower.out" && grep -q '^the cat sat on the mat' "$tmp/lower.out" && ok ||
         bad "the sample does not start from the corpus: $(tail -n 3 "$tmp/lower.out")"
     "$bin" generate --load "$tmp/lower.safetensors" -n 3 --quiet >"$tmp/lg" 2>&1 && grep -q '^the cat sat' "$tmp/lg" && ok ||
@@ -185,6 +185,9 @@ if "$bin" train --task lm --corpus "$tmp/lower.txt" --layers 1 --d-model 16 --he
 else
     bad "train on a lowercase corpus: $(tail -n 3 "$tmp/lower.out")"
 fi
+# the trace follows the corpus's own held-out text, not Genesis
+"$bin" info "$tmp/lower.tstrace" 2>&1 | grep '^source:' | grep -q '[tcsm] [ahe]' && ok ||
+    bad "the trace's probe is not the corpus's text: $("$bin" info "$tmp/lower.tstrace" 2>&1 | grep '^source:' | head -c 200)"
 # generate -n N shows where it is (a line each tenth when stderr is not a terminal)
 "$bin" generate --load "$tmp/lower.safetensors" -n 1000 >/dev/null 2>"$tmp/gp"
 [ "$(grep -c '^# [0-9]*/1000 tokens$' "$tmp/gp")" = 10 ] && ok || bad "generate -n 1000 progress: $(head -n 3 "$tmp/gp")"
