@@ -146,6 +146,17 @@ else
     bad "--resume: $(tail -n 3 "$tmp/resumed.out")"
 fi
 
+# a SIGTERM as soon as the run has started, with a trace open: saved, closed, no temporary file
+"$bin" train --task lm "${small[@]}" --steps 100000 --save "$tmp/early.safetensors" --trace "$tmp/early.tstrace" \
+    >"$tmp/early.out" 2>&1 &
+pid=$!
+for _ in $(seq 100); do grep -q '^# corpus' "$tmp/early.out" 2>/dev/null && break; sleep 0.02; done
+kill -TERM $pid
+wait $pid
+rc=$?
+[ $rc = 0 ] && [ -f "$tmp/early.safetensors" ] && [ -f "$tmp/early.tstrace" ] && ok || bad "an early SIGTERM: exit $rc; $(tail -n 2 "$tmp/early.out")"
+ls "$tmp"/early.* | grep -qvE '\.(safetensors|state|tstrace)$' && bad "an early SIGTERM left $(ls "$tmp"/early.*)" || ok
+
 # 5c. a long run without --save saves to a name it says at the start (here stopped at once)
 mkdir -p "$tmp/cwd"
 corpus_abs=$(abs "$corpus")
@@ -205,7 +216,7 @@ refuses "generate, no --load" "--load W.safetensors is required" "$bin" generate
 refuses "generate a copy model" "is not a language model" "$bin" generate --load assets/tiny-copy.safetensors
 refuses "unknown character" "is not in the model's vocabulary" "$bin" generate --load "$tmp/m.safetensors" --prompt "Zzz~"
 refuses "negative -n" "-n -1 must not be negative" "$bin" generate --load "$tmp/m.safetensors" -n -1
-refuses "model flags with an LM checkpoint" "--d-model: the checkpoint" \
+refuses "model flags with an LM checkpoint" "--d-model: --load" \
     "$bin" run --load "$tmp/m.safetensors" --text hi --d-model 64
 refuses "trace too long" "--trace shows the text in one pass" \
     "$bin" generate --load "$tmp/m.safetensors" -n 100 --trace "$tmp/x.tstrace"

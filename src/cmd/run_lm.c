@@ -193,8 +193,9 @@ int run_lm(const char *load, const ts_cli_list *text, const char *ids_path, ts_f
         bool ok = false;
         for (int k = 0; used[k] && !ok; k++) ok = strcmp(flags[i].name, used[k]) == 0;
         if (given && !ok)
-            return ts_cli_error("run", "%s: the checkpoint %s is a language model whose config and tokenizer are in "
-                                       "its metadata; give it only --text or --ids (and the trace's flags)",
+            return ts_cli_error("run", "%s: --load %s is read as a language model (a GPT-2 folder, or a checkpoint of "
+                                       "train --task lm), whose config and tokenizer come with it; give it only --text "
+                                       "or --ids (and the trace's flags)",
                                 flags[i].name, load);
     }
     if (backward) return ts_cli_error("run", "--backward is not for a language model's checkpoint yet");

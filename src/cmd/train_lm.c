@@ -601,6 +601,10 @@ int train_lm(const train_opts *o, const model_flags *mf, ts_flag *flags, int n) 
     int64_t forwards = 0, resumed_tokens = 0;
     struct run run = {0};
     char prompt_text[64] = "", default_name[160] = "";
+    /* from here on a signal only asks to stop: a trace opened below is then
+     * closed or removed, never left as a temporary file */
+    stop_flag = 0;
+    void (*was_int)(int) = signal(SIGINT, on_stop), (*was_term)(int) = signal(SIGTERM, on_stop);
     const char *save = o->save ? o->save : o->resume;
     train_opts mine = *o; /* a resumed run reads the corpus the state names unless --corpus says */
     ts_status st = ts_kernels_init();
@@ -736,8 +740,6 @@ int train_lm(const train_opts *o, const model_flags *mf, ts_flag *flags, int n) 
     lo.trace = w ? &hook : NULL;
     lo.progress = progress;
     lo.progress_ctx = &ps;
-    stop_flag = 0;
-    void (*was_int)(int) = signal(SIGINT, on_stop), (*was_term)(int) = signal(SIGTERM, on_stop);
     ts_train_loop_result r;
     memset(&r, 0, sizeof r);
     if (!st) st = ts_train_loop(&tr, &opt, &src, &lo, &r);
@@ -789,11 +791,11 @@ int train_lm(const train_opts *o, const model_flags *mf, ts_flag *flags, int n) 
         printf("held-out loss %.4f nats/token, %.3f bits/char (%s; %d windows of %d tokens from the %lld held out)\n",
                heldout, heldout * bpc_factor, ts_lmtok_kind_name(kind), d.n_windows, cfg.seq, (long long)d.n_held);
 restore:
-    signal(SIGINT, was_int == SIG_ERR ? SIG_DFL : was_int);
-    signal(SIGTERM, was_term == SIG_ERR ? SIG_DFL : was_term);
     free(config), free(tokjson), free(command);
 out:
     if (w) ts_trace_writer_abort(w);
+    signal(SIGINT, was_int == SIG_ERR ? SIG_DFL : was_int);
+    signal(SIGTERM, was_term == SIG_ERR ? SIG_DFL : was_term);
     free(text);
     free(probe);
     ts_optim_free(&opt);
