@@ -155,7 +155,7 @@ kill -TERM $pid
 wait $pid
 rc=$?
 [ $rc = 0 ] && [ -f "$tmp/early.safetensors" ] && [ -f "$tmp/early.tstrace" ] && ok || bad "an early SIGTERM: exit $rc; $(tail -n 2 "$tmp/early.out")"
-ls "$tmp"/early.* | grep -qvE '\.(safetensors|state|tstrace)$' && bad "an early SIGTERM left $(ls "$tmp"/early.*)" || ok
+ls "$tmp"/early.* | grep -qvE "\.(safetensors|state|tstrace|out)$" && bad "an early SIGTERM left $(ls "$tmp"/early.*)" || ok
 
 # 5c. a long run without --save saves to a name it says at the start (here stopped at once)
 mkdir -p "$tmp/cwd"
