@@ -134,12 +134,9 @@ static int generate(const gen_opts *o, int argc, char **argv) {
     const char *prompt = o->prompt_seen ? o->prompt : saved[0] ? saved : o->prompt;
     if (!st) st = ts_lmtok_encode(&tok, prompt, strlen(prompt), &ids);
     if (!st && ids.count == 0) st = ts_fail(TS_ERR_ARG, "it has no tokens: give some text to continue");
-    if (st && tok.count) {
-        char msg[1024];
-        snprintf(msg, sizeof msg, "%s", ts_last_error());
-        st = ts_fail(st, "%s \"%.200s\": %s%s", o->prompt_seen ? "--prompt" : "the default prompt", prompt, msg,
-                     o->prompt_seen ? "" : " (give --prompt TEXT)");
-    }
+    if (st && tok.count)
+        st = ts_fail(st, "%s \"%.200s\": %s%s", o->prompt_seen ? "--prompt" : "the default prompt", prompt,
+                     ts_last_error(), o->prompt_seen ? "" : " (give --prompt TEXT)");
     ts_lmtok_free(&tok);
     int S = cfg.seq;
     /* a trace shows the whole text in one pass: it must fit the positions the model learnt */

@@ -162,12 +162,11 @@ static ts_status decay_matrices(ts_optim *opt, const ts_model *m) {
 /* ---- probes ------------------------------------------------------------------------- */
 
 /* The last message again after a prefix naming where its text came from
- * (the flag), copied first: ts_last_error's buffer is the one being written. */
+ * (the flag and its value, fmt with one %s). */
 static ts_status named(ts_status st, const char *fmt, const char *arg) {
-    char msg[1024], head[600];
-    snprintf(msg, sizeof msg, "%s", ts_last_error());
+    char head[600];
     snprintf(head, sizeof head, fmt, arg);
-    return ts_fail(st, "%s: %s", head, msg);
+    return ts_fail(st, "%s: %s", head, ts_last_error());
 }
 
 /* P probes of S ids: each --probe text (by default a held-out window of
@@ -529,6 +528,21 @@ static void default_save(const train_opts *o, char *out, size_t size) {
 
 #define LONG_RUN 1000 /* steps: below this, forgetting --save loses little */
 
+/* Whether a checkpoint can be written at path, asked before the training it
+ * would otherwise find out after: its folder exists and takes new files. */
+static ts_status check_writable(const char *flag, const char *path) {
+    char dir[4096];
+    const char *slash = strrchr(path, '/');
+    if (!slash) snprintf(dir, sizeof dir, ".");
+    else snprintf(dir, sizeof dir, "%.*s", slash == path ? 1 : (int)(slash - path), path);
+    struct stat sb;
+    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
+        return ts_fail(TS_ERR_IO, "%s %s: the folder %s is not there", flag, path, dir);
+    if (access(dir, W_OK) != 0) return ts_fail(TS_ERR_IO, "%s %s: cannot write in %s: %s", flag, path, dir, strerror(errno));
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) return ts_fail(TS_ERR_IO, "%s %s is a folder", flag, path);
+    return TS_OK;
+}
+
 int train_lm(const train_opts *o, const model_flags *mf, ts_flag *flags, int n) {
     const char *cmd = "train";
     if (o->trace.level || o->trace.only.count || o->trace.keep_batch_seen)
@@ -608,6 +622,7 @@ int train_lm(const train_opts *o, const model_flags *mf, ts_flag *flags, int n) 
     const char *save = o->save ? o->save : o->resume;
     train_opts mine = *o; /* a resumed run reads the corpus the state names unless --corpus says */
     ts_status st = ts_kernels_init();
+    if (!st && save) st = check_writable(o->save ? "--save" : "--resume", save);
     if (!st && o->resume) {
         char path[4096 + 8];
         snprintf(path, sizeof path, "%s.state", o->resume);
@@ -689,6 +704,10 @@ int train_lm(const train_opts *o, const model_flags *mf, ts_flag *flags, int n) 
     if (!save && lo.steps >= LONG_RUN) { /* a long run is not lost for a forgotten flag */
         default_save(o, default_name, sizeof default_name);
         save = default_name;
+        if ((st = check_writable("the default save", save))) {
+            rc = ts_cli_error(cmd, "%s (give --save FILE)", ts_last_error());
+            goto out;
+        }
     }
 
     /* characters per token on the held-out targets: bits/char = loss / ln 2 / that */

@@ -142,12 +142,9 @@ ts_status ts_model_load_safetensors(ts_model *m, const char *path, const char *p
 
 /* ---- inputs ------------------------------------------------------------------ */
 
-/* The reader's message after the flag that named the file. */
-static ts_status flag_named(ts_status st, const char *flag) {
-    char msg[1024];
-    snprintf(msg, sizeof msg, "%s", ts_last_error());
-    return ts_fail(st, "%s: %s", flag, msg);
-}
+/* The reader's message after the flag that named the file (ts_fail formats
+ * aside, so the last message may be one of its arguments). */
+static ts_status flag_named(ts_status st, const char *flag) { return ts_fail(st, "%s: %s", flag, ts_last_error()); }
 
 ts_status ts_model_read_vectors(const char *path, const char *flag, ts_npy *out) {
     ts_status st = ts_npy_read(out, path);

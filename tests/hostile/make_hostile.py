@@ -418,6 +418,9 @@ small = ["--corpus", ok, "--layers", "1", "--d-model", "8", "--heads", "2", "--f
          "--heldout", "2", "--save", "@W/x.safetensors"]
 case("--prompt the corpus cannot spell", '--prompt "Zebra"', "train", "--task", "lm", *small, "--prompt", "Zebra")
 case("--probe the corpus cannot spell", '--probe "Q?"', "train", "--task", "lm", *small, "--probe", "Q?", "--trace", "@W/t.tstrace")
+case("--save into a folder that is not there", "the folder /nonexistent is not there", "train", "--task", "lm",
+     *small[:-2], "--save", "/nonexistent/x.safetensors")
+case("--save that is a folder", "is a folder", "train", "--task", "lm", *small[:-2], "--save", out)
 case("--prompt with --sample 0", "--sample 0", "train", "--task", "lm", *small, "--prompt", "the", "--sample", "0")
 case("--probe without --trace", "--probe chooses what the trace follows", "train", "--task", "lm", *small, "--probe", "the")
 case("--patience that can never act", "--patience 5 needs more", "train", "--task", "lm", *small, "--steps", "100",
