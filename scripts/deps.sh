@@ -39,6 +39,7 @@ group_test=(
     cmd:xvfb-run:xvfb cmd:xauth:xauth
     file:/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf:fonts-dejavu-core
     cmd:rsvg-convert:librsvg2-bin cmd:pdftoppm:poppler-utils
+    cmd:python3:python3
 )
 # OpenBLAS for `tscope bench gemm` (opened with dlopen); PyTorch for the peer
 # scripts, and OpenBLAS so that PyTorch does not fall back to the reference BLAS.

@@ -57,7 +57,7 @@ refuse "--greedy decodes token ids at inference; --backward trains against given
 refuse "--greedy needs the causal decoder" run --greedy --tgt-mask none
 refuse "--greedy decodes with an encoder-decoder that writes words (a vocabulary head); this model is not an encoder-decoder" run --preset seed000 --greedy
 refuse "--greedy decodes at inference; --train-mode's dropout" run --greedy --train-mode
-refuse "--greedy: the checkpoint assets/kjv-char.safetensors is a language model" run --load assets/kjv-char.safetensors --text "And" --greedy
+refuse "--greedy: --load assets/kjv-char.safetensors is read as a language model" run --load assets/kjv-char.safetensors --text "And" --greedy
 works run --load $A --preset tiny --text "go the cat" --greedy
 refuse "--text and --input both give the encoder's input" run --input $E/x.npy --dec-layers 0 --text "a b"
 refuse "--seq 9 disagrees with $E/x.npy: it holds sequences of length 6" run --input $E/x.npy --dec-layers 0 --seq 9

@@ -112,7 +112,96 @@ if [ $rc = 0 ] && grep -q 'stopped by Ctrl-C' "$tmp/stop.out" && [ -f "$tmp/stop
 else
     bad "Ctrl-C: exit $rc, $(tail -n 2 "$tmp/stop.out"); checkpoint: $(ls "$tmp"/stop* 2>&1)"
 fi
-ls "$tmp"/stop.safetensors.* >/dev/null 2>&1 && bad "a temporary checkpoint was left behind" || ok
+ls "$tmp"/stop.safetensors.* 2>/dev/null | grep -qv '\.state$' && bad "a temporary checkpoint was left behind" || ok
+
+# 5b. --resume: a run stopped by SIGTERM at whatever step, then resumed, ends with the same
+#     weights, bit for bit, as the same run never stopped (dropout on: its stream resumes too)
+data_bytes() { # the tensors' bytes of a safetensors file (its metadata says when it was made)
+    python3 -c 'import struct,sys; b=open(sys.argv[1],"rb").read(); n=struct.unpack("<Q",b[:8])[0]; sys.stdout.buffer.write(b[8+n:])' "$1"
+}
+resume=("${small[@]}" --dropout 0.1 --steps 200 --eval-every 50 --sample 0)
+"$bin" train --task lm "${resume[@]}" --save "$tmp/whole.safetensors" --quiet >"$tmp/whole.out" 2>&1 || bad "the whole run: $(tail -n 2 "$tmp/whole.out")"
+"$bin" train --task lm "${resume[@]}" --save "$tmp/part.safetensors" >"$tmp/part.out" 2>&1 &
+pid=$!
+for _ in $(seq 100); do grep -q '^step ' "$tmp/part.out" 2>/dev/null && break; sleep 0.05; done
+kill -TERM $pid
+wait $pid
+rc=$?
+k=$(sed -n 's/.*stopped by SIGTERM at step \([0-9]*\) of 200$/\1/p' "$tmp/part.out")
+if [ $rc = 0 ] && [ -n "$k" ] && grep -q "^to go on from step $k: tscope train --task lm --resume $tmp/part.safetensors$" "$tmp/part.out" &&
+    [ -f "$tmp/part.safetensors.state" ]; then ok; else bad "SIGTERM: exit $rc; $(tail -n 3 "$tmp/part.out")"; fi
+ls "$tmp"/part.safetensors.* 2>/dev/null | grep -qv '\.state$' && bad "SIGTERM left a temporary file" || ok
+if "$bin" train --task lm --resume "$tmp/part.safetensors" --sample 0 --quiet >"$tmp/resumed.out" 2>&1; then
+    grep -q "^# resuming $tmp/part.safetensors at step $k of 200" "$tmp/resumed.out" && ok || bad "no resuming line: $(head -n 5 "$tmp/resumed.out")"
+    if cmp -s <(data_bytes "$tmp/whole.safetensors") <(data_bytes "$tmp/part.safetensors"); then
+        ok
+        echo "ok: stopped at step $k of 200 and resumed: the same weights, bit for bit, as the run never stopped"
+    else
+        bad "resumed from step $k: the weights differ from the run never stopped"
+    fi
+    # and its held-out loss is the whole run's
+    [ "$(tail -n 1 "$tmp/resumed.out")" = "$(tail -n 1 "$tmp/whole.out")" ] && ok ||
+        bad "held-out lines differ: $(tail -n 1 "$tmp/resumed.out") / $(tail -n 1 "$tmp/whole.out")"
+else
+    bad "--resume: $(tail -n 3 "$tmp/resumed.out")"
+fi
+
+# a SIGTERM as soon as the run has started, with a trace open: saved, closed, no temporary file
+"$bin" train --task lm "${small[@]}" --steps 100000 --save "$tmp/early.safetensors" --trace "$tmp/early.tstrace" \
+    >"$tmp/early.out" 2>&1 &
+pid=$!
+for _ in $(seq 100); do grep -q '^# corpus' "$tmp/early.out" 2>/dev/null && break; sleep 0.02; done
+kill -TERM $pid
+wait $pid
+rc=$?
+[ $rc = 0 ] && [ -f "$tmp/early.safetensors" ] && [ -f "$tmp/early.tstrace" ] && ok || bad "an early SIGTERM: exit $rc; $(tail -n 2 "$tmp/early.out")"
+ls "$tmp"/early.* | grep -qvE "\.(safetensors|state|tstrace|out)$" && bad "an early SIGTERM left $(ls "$tmp"/early.*)" || ok
+
+# 5c. a long run without --save saves to a name it says at the start (here stopped at once)
+mkdir -p "$tmp/cwd"
+corpus_abs=$(abs "$corpus")
+(cd "$tmp/cwd" && exec "$bin" train --task lm --corpus "$corpus_abs" --layers 1 --d-model 32 --heads 2 --ffn 64 --seq 32 \
+    --batch 8 --heldout 16 --steps 1000 >"$tmp/nosave.out" 2>&1) &
+pid=$!
+for _ in $(seq 100); do grep -q '^step ' "$tmp/nosave.out" 2>/dev/null && break; sleep 0.05; done
+kill -INT $pid
+wait $pid
+grep -q '^# no --save given: a run of 1000 steps is saved to lm-genesis-1-2.safetensors when it ends or is stopped$' \
+    "$tmp/nosave.out" && [ -f "$tmp/cwd/lm-genesis-1-2.safetensors" ] &&
+    grep -q '^to go on from step [0-9]*: tscope train --task lm --resume lm-genesis-1-2.safetensors$' "$tmp/nosave.out" && ok ||
+    bad "no default save: $(cat "$tmp/nosave.out" | head -n 4; ls "$tmp/cwd")"
+
+# 5d. the header and the last line count the same held-out tokens
+h1=$(sed -n 's/^# corpus .*, \([0-9]*\) held out (\([0-9]*\) windows of \([0-9]*\) measured)$/\1 \2 \3/p' "$tmp/train.out")
+h2=$(sed -n 's/^held-out loss .*(char; \([0-9]*\) windows of \([0-9]*\) tokens from the \([0-9]*\) held out)$/\3 \1 \2/p' "$tmp/train.out")
+[ -n "$h1" ] && [ "$h1" = "$h2" ] && ok || bad "held-out counts: header '$h1', last line '$h2'"
+
+# 5e. a NaN's advice fits the run: with --clip 1 already, it does not suggest it
+"$bin" train --task lm "${small[@]}" --steps 30 --warmup 0 --lr 1e30 --sample 0 --quiet >/dev/null 2>"$tmp/nan.err"
+grep -q 'try a smaller --lr (it is 1e+30)$' "$tmp/nan.err" && ok || bad "NaN advice: $(cat "$tmp/nan.err")"
+"$bin" train --task lm "${small[@]}" --steps 30 --warmup 0 --lr 1e30 --clip 0 --sample 0 --quiet >/dev/null 2>"$tmp/nan.err"
+grep -q 'or --clip 1$' "$tmp/nan.err" && ok || bad "NaN advice without clipping: $(cat "$tmp/nan.err")"
+
+# 5f. defaults follow the corpus: generate with no --prompt starts from the corpus's first
+#     line (Genesis here; a lowercase corpus's model never meets "And God said")
+"$bin" generate --load "$tmp/m.safetensors" -n 5 --quiet >"$tmp/gd" 2>"$tmp/gerr" && grep -q '^Ge1:1 In the beginning' "$tmp/gd" &&
+    ok || bad "generate's default prompt: $(cat "$tmp/gd" "$tmp/gerr")"
+printf 'the cat sat on the mat. %.0s' $(seq 100) >"$tmp/lower.txt"
+if "$bin" train --task lm --corpus "$tmp/lower.txt" --layers 1 --d-model 16 --heads 2 --ffn 32 --seq 16 --batch 4 --heldout 4 \
+    --steps 3 --sample 10 --save "$tmp/lower.safetensors" --trace "$tmp/lower.tstrace" --every 3 >"$tmp/lower.out" 2>&1; then
+    grep -q 'tokens after the 48 of the prompt' "$tmp/lower.out" && grep -q '^the cat sat on the mat' "$tmp/lower.out" && ok ||
+        bad "the sample does not start from the corpus: $(tail -n 3 "$tmp/lower.out")"
+    "$bin" generate --load "$tmp/lower.safetensors" -n 3 --quiet >"$tmp/lg" 2>&1 && grep -q '^the cat sat' "$tmp/lg" && ok ||
+        bad "generate on a lowercase model: $(cat "$tmp/lg")"
+else
+    bad "train on a lowercase corpus: $(tail -n 3 "$tmp/lower.out")"
+fi
+# the trace follows the corpus's own held-out text, not Genesis
+"$bin" info "$tmp/lower.tstrace" 2>&1 | grep '^source:' | grep -q '[tcsm] [ahe]' && ok ||
+    bad "the trace's probe is not the corpus's text: $("$bin" info "$tmp/lower.tstrace" 2>&1 | grep '^source:' | head -c 200)"
+# generate -n N shows where it is (a line each tenth when stderr is not a terminal)
+"$bin" generate --load "$tmp/lower.safetensors" -n 1000 >/dev/null 2>"$tmp/gp"
+[ "$(grep -c '^# [0-9]*/1000 tokens$' "$tmp/gp")" = 10 ] && ok || bad "generate -n 1000 progress: $(head -n 3 "$tmp/gp")"
 
 # 6. bad input: one line, exit 2
 printf 'ab\377cd' >"$tmp/bad.txt"
@@ -121,13 +210,13 @@ refuses "no corpus file" "cannot open --corpus" "$bin" train --task lm --corpus 
 refuses "--text" "--text is for tscope run" "$bin" train --task lm "${small[@]}" --text hi
 refuses "--vocab with char" "--vocab is the word tokenizer's size" "$bin" train --task lm "${small[@]}" --vocab 50
 refuses "--corpus with copy" "--corpus is for --task lm" "$bin" train --task copy --corpus "$corpus"
-refuses "short corpus" "use a longer text or a shorter --ctx" "$bin" train --task lm --corpus "$corpus" --seq 4000 \
+refuses "short corpus" "use a longer text or a shorter --seq" "$bin" train --task lm --corpus "$corpus" --seq 4000 \
     --layers 1 --d-model 32 --heads 2 --ffn 64 --batch 2
 refuses "generate, no --load" "--load W.safetensors is required" "$bin" generate
 refuses "generate a copy model" "is not a language model" "$bin" generate --load assets/tiny-copy.safetensors
 refuses "unknown character" "is not in the model's vocabulary" "$bin" generate --load "$tmp/m.safetensors" --prompt "Zzz~"
 refuses "negative -n" "-n -1 must not be negative" "$bin" generate --load "$tmp/m.safetensors" -n -1
-refuses "model flags with an LM checkpoint" "--d-model: the checkpoint" \
+refuses "model flags with an LM checkpoint" "--d-model: --load" \
     "$bin" run --load "$tmp/m.safetensors" --text hi --d-model 64
 refuses "trace too long" "--trace shows the text in one pass" \
     "$bin" generate --load "$tmp/m.safetensors" -n 100 --trace "$tmp/x.tstrace"

@@ -403,7 +403,7 @@ static void load_refuses_bad_files(void **state) {
     ts_bpe_ids_free(&ids);
     ts_bpe_free(bpe);
 
-    char *dup = small_vocab(", \"x\": 5");
+    char *dup = small_vocab(", \"xz\": 5");
     char *gap = small_vocab(", \"xy\": 300");
     char *alien = small_vocab(", \"\xe2\x96\x81x\": 258"); /* ▁ stands for no byte (SentencePiece) */
     char *strid = small_vocab(", \"xy\": \"258\"");
@@ -415,17 +415,17 @@ static void load_refuses_bad_files(void **state) {
         {NULL, "#version: 0.2\na b\n", "no encoder.json or vocab.json"},
         {"{}", NULL, "no vocab.bpe or merges.txt"},
         {"{\"a\": 0,", "a b\n", "not valid JSON"},
-        {"[1, 2]", "a b\n", "not a JSON object"},
+        {"[1, 2]", "a b\n", "a JSON object {...} was expected"},
         {"{\"a\": 0}", "a b\n", "256 to"},
         {NULL, "a b\n", "id 5 is given twice"},
-        {NULL, "a b\n", "ids must run from 0 to 258"},
+        {NULL, "a b\n", "has id 300, not a whole number from 0 to 258"},
         {NULL, "a b\n", "stands for no byte"},
-        {NULL, "a b\n", "that is not a number"},
+        {NULL, "a b\n", "has id \"258\", not a whole number"},
         {NULL, "#version: 0.2\na b c\n", "line 2 has 3 fields"},
         {NULL, "#version: 0.2\nab\n", "line 2 has 1 fields"},
         {NULL, "#version: 0.2\na b\nb c\n", "line 3 merges \"b\" and \"c\", but \"bc\" is not in the vocabulary"},
         {NULL, "#version: 0.2\n\n", "holds no merges"},
-        {NULL, "a b\n", "spells the same bytes as another token"},
+        {NULL, "a b\n", "the key \"Q\" appears twice"}, /* before its bytes are compared */
         {NULL, "a b\n", "no token for the byte 0x41"},
     };
     const char *vocabs[] = {vocab, vocab, NULL, NULL, NULL, dup, gap, alien, strid, vocab, vocab, vocab, vocab, twice, nobyte};

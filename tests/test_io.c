@@ -14,6 +14,8 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <cjson/cJSON.h>
+
 #include "check.h"
 #include "tscope/io.h"
 
@@ -219,10 +221,10 @@ static void st_malformed_headers(void **state) {
          "the last 8 bytes of the file belong to no tensor"},
         {"{\"a\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [0, 4]}, "
          "\"a\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [4, 8]}}", 8, TS_ERR_FORMAT,
-         "tensor a appears twice"},
+         "the key \"a\" appears twice"},
         {"{\"__metadata__\": {\"k\": 1}}", 0, TS_ERR_FORMAT, "value of \"k\" is not a string"},
         {"{\"__metadata__\": [\"k\"]}", 0, TS_ERR_FORMAT, "__metadata__ must be an object"},
-        {"{\"__metadata__\": {}, \"__metadata__\": {}}", 0, TS_ERR_FORMAT, "__metadata__ appears twice"},
+        {"{\"__metadata__\": {}, \"__metadata__\": {}}", 0, TS_ERR_FORMAT, "the key \"__metadata__\" appears twice"},
         {"{\"\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [0, 4]}}", 4, TS_ERR_FORMAT,
          "empty name"},
     };
@@ -893,6 +895,66 @@ static void npz_errors_leave_nothing(void **state) {
     assert_error_has("no/dir/x.npz");
 }
 
+/* JSON by type (core.h, "json"): what Python's json reads one way, tscope
+ * never reads another. */
+static void json_reads_by_type(void **state) {
+    (void)state;
+    struct cJSON *o = NULL;
+    const char *text = "{\"a\": 4.0, \"b\": 4.5, \"c\": \"4\", \"d\": true, \"e\": 1e300, \"f\": -2}";
+    assert_ok(ts_json_parse(text, strlen(text), "t.json", &o));
+    int64_t v = 0;
+    assert_ok(ts_json_int(o, "a", "t.json", true, 0, 10, &v)); /* 4.0 is a whole number */
+    assert_int_equal(v, 4);
+    assert_int_equal(ts_json_int(o, "b", "t.json", true, 0, 10, &v), TS_ERR_FORMAT);
+    assert_non_null(strstr(ts_last_error(), "t.json: \"b\" is 4.5, not a whole number"));
+    assert_int_equal(ts_json_int(o, "c", "t.json", true, 0, 10, &v), TS_ERR_FORMAT); /* a string is not a number */
+    assert_non_null(strstr(ts_last_error(), "\"c\" is \"4\""));
+    assert_int_equal(ts_json_int(o, "e", "t.json", true, 0, INT64_MAX, &v), TS_ERR_FORMAT);
+    assert_int_equal(ts_json_int(o, "f", "t.json", true, 0, 10, &v), TS_ERR_FORMAT);
+    assert_non_null(strstr(ts_last_error(), "\"f\" is -2, outside [0, 10]"));
+    assert_int_equal(v, 4); /* untouched by a refusal */
+    assert_ok(ts_json_int(o, "none", "t.json", false, 0, 10, &v)); /* absent, not required: untouched */
+    assert_int_equal(ts_json_int(o, "none", "t.json", true, 0, 10, &v), TS_ERR_FORMAT);
+    const char *str = NULL;
+    assert_int_equal(ts_json_string(o, "a", "t.json", true, &str), TS_ERR_FORMAT);
+    assert_non_null(strstr(ts_last_error(), "\"a\" is 4, not a string"));
+    assert_ok(ts_json_string(o, "c", "t.json", true, &str));
+    assert_string_equal(str, "4");
+    bool b = false;
+    assert_ok(ts_json_bool(o, "d", "t.json", true, &b));
+    assert_true(b);
+    assert_int_equal(ts_json_bool(o, "a", "t.json", true, &b), TS_ERR_FORMAT);
+    double d = 0;
+    assert_int_equal(ts_json_number(o, "c", "t.json", true, &d), TS_ERR_FORMAT);
+    cJSON_Delete(o);
+    /* refused whole: a key twice (at any depth), a NUL, text after the value, not an object */
+    const struct {
+        const char *text;
+        size_t len;
+        const char *want;
+    } bad[] = {
+        {"{\"a\": 1, \"a\": 2}", 0, "the key \"a\" appears twice"},
+        {"{\"x\": [{\"k\": 1, \"k\": 1}]}", 0, "the key \"k\" appears twice"},
+        {"{\"a\": \"x\0y\"}", 11, "a NUL byte at byte 8"},
+        {"{} {}", 0, "more after the JSON value"},
+        {"[1]", 0, "a JSON object {...} was expected, not [1]"},
+        {"{\"a\": ", 0, "not valid JSON"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        size_t len = bad[i].len ? bad[i].len : strlen(bad[i].text);
+        assert_int_equal(ts_json_parse(bad[i].text, len, "t.json", &o), TS_ERR_FORMAT);
+        assert_null(o);
+        if (!strstr(ts_last_error(), bad[i].want)) fail_msg("case %zu: %s", i, ts_last_error());
+    }
+    /* a key twice among many (the sorted path a BPE vocabulary takes) */
+    char many[4096];
+    int n = snprintf(many, sizeof many, "{");
+    for (int i = 0; i < 100; i++) n += snprintf(many + n, sizeof many - (size_t)n, "\"k%d\": %d, ", i, i);
+    snprintf(many + n, sizeof many - (size_t)n, "\"k57\": 0}");
+    assert_int_equal(ts_json_parse(many, strlen(many), "t.json", &o), TS_ERR_FORMAT);
+    assert_non_null(strstr(ts_last_error(), "\"k57\" appears twice"));
+}
+
 static void outfile_is_atomic(void **state) {
     (void)state;
     const char *path = tmp("atomic.bin");
@@ -954,6 +1016,7 @@ int main(void) {
         cmocka_unit_test(npz_many_members),
         cmocka_unit_test(npz_errors_leave_nothing),
         cmocka_unit_test(outfile_is_atomic),
+        cmocka_unit_test(json_reads_by_type),
     };
     return cmocka_run_group_tests_name("io", tests, make_tmpdir, remove_tmpdir);
 }

@@ -130,7 +130,7 @@ static void config_survives_json(void **state) {
     snprintf(edited, sizeof edited, "%.*s\"arch\":\"rnn\"%s", (int)(at - json), json, at + strlen("\"arch\":\"decoder\""));
     free(json);
     assert_int_equal(ts_model_config_from_json(edited, &c), TS_ERR_FORMAT);
-    assert_non_null(strstr(ts_last_error(), "\"arch\" is rnn"));
+    assert_non_null(strstr(ts_last_error(), "\"arch\" is \"rnn\""));
     assert_int_equal(ts_model_config_from_json("{\"preset\": \"lm\"}", &c), TS_ERR_FORMAT);
     assert_non_null(strstr(ts_last_error(), "no \"arch\""));
 }

@@ -219,6 +219,30 @@ void ts_text_buf_printf(ts_text_buf *b, const char *fmt, ...)
  * caller's to free; b is empty again. */
 char *ts_text_buf_take(ts_text_buf *b);
 
+/* json: every JSON file tscope reads, read by type (src/core/json.c). A
+ * reader parses with ts_json_parse, which refuses what Python's json would
+ * read differently (a key given twice: Python keeps the last, cJSON the
+ * first) and anything but an object; then takes each value through a typed
+ * getter, which refuses a value of the wrong type instead of coercing it.
+ * Every message starts with `what` (the file, or the file and the part of
+ * it) and quotes the key and the value found: `config.json: "n_head" is 8.5,
+ * not a whole number`. An absent key is TS_OK with *out untouched unless
+ * required. */
+struct cJSON;
+ts_status ts_json_parse(const char *text, size_t len, const char *what, struct cJSON **out);
+/* A key given twice in o or in any object below it: an error naming it. */
+ts_status ts_json_check_unique(const struct cJSON *o, const char *what);
+bool ts_json_has(const struct cJSON *o, const char *key);
+/* A whole number in [lo, hi] (1.0 is one, 1.5 is not). */
+ts_status ts_json_int(const struct cJSON *o, const char *key, const char *what, bool required, int64_t lo,
+                      int64_t hi, int64_t *out);
+ts_status ts_json_number(const struct cJSON *o, const char *key, const char *what, bool required, double *out);
+ts_status ts_json_string(const struct cJSON *o, const char *key, const char *what, bool required,
+                         const char **out);
+ts_status ts_json_bool(const struct cJSON *o, const char *key, const char *what, bool required, bool *out);
+/* The value as the file spells it, cut to fit buf with "...": for messages. */
+char *ts_json_quote(const struct cJSON *v, char *buf, size_t size);
+
 /* version: tscope's version, written into every trace it makes. */
 
 #define TSCOPE_VERSION "0.1.0"

@@ -11,6 +11,7 @@
 #include <stdio.h>
 
 #include "tscope/core.h"
+#include "tscope/kernels.h"
 #include "tscope/model.h"
 #include "tscope/tokenizer.h"
 
@@ -469,6 +470,16 @@ bool ts_lm_checkpoint_is(const char *path);
  * config: tscope's names, or GPT-2's layout (ts_gpt2_load). */
 ts_status ts_lm_checkpoint_load(ts_model *m, const char *path);
 
+/* A run's training state, in a file beside its checkpoint (PATH.state, a
+ * safetensors file): the optimizer's moments "optim.m" and "optim.v", its
+ * step count, and the caller's key/value pairs (the step reached, the
+ * schedule, the data's fingerprint), so that `train --resume` goes on exactly
+ * where the run stopped. Written to a temporary file, then renamed. */
+ts_status ts_optim_state_save(const char *path, const ts_optim *opt, int n_meta, const char *const *meta);
+/* Read the state file f (opened by the caller, who reads its own pairs with
+ * ts_safetensors_meta) into opt, initialised with the same config and size. */
+ts_status ts_optim_state_load(ts_safetensors *f, ts_optim *opt);
+
 /* ---- GPT-2 checkpoints (src/io/gpt2_load.c) ----------------------------------
  *
  * GPT-2's own files, loaded as they come: path is a .safetensors file or a
@@ -480,8 +491,11 @@ ts_status ts_lm_checkpoint_load(ts_model *m, const char *path);
  * buffers are skipped; any other tensor is refused, named. Sizes come from
  * the shapes; heads, eps and the activation from config.json beside the
  * weights (n_head, layer_norm_epsilon, activation_function: gelu_new is
- * GELU's tanh form), whose sizes must agree with the tensors'. A directory
- * may hold pytorch_model.bin or ckpt.pt instead (torch.save files).
+ * GELU's tanh form), whose sizes must agree with the tensors'; each value of
+ * config.json is checked by type (ts_json_*). A directory may hold
+ * pytorch_model.bin or ckpt.pt instead (torch.save files). ts_gpt2_is is
+ * true for any directory, so that the loader, not a guess, says what is
+ * wrong in it.
  *
  * nanoGPT's files use GPT-2's names with nn.Linear weights (out, in): its
  * ckpt.pt (path, or a directory holding it) brings model_args, which give

@@ -261,6 +261,8 @@ typedef struct ts_train_loop_opts {
     const ts_hook *trace;  /* NULL: no trace; else a snapshot every `every` steps */
     int every;
     const volatile sig_atomic_t *stop; /* may be NULL; nonzero: stop after the step under way */
+    int64_t first_step;    /* a resumed run: the steps already done; the loop starts after them
+                              (the model, optimizer and trainer hold their state) */
     void (*progress)(void *ctx, const ts_train_progress *p); /* may be NULL */
     void *progress_ctx;
 } ts_train_loop_opts;

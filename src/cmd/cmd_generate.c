@@ -19,6 +19,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "commands.h"
 #include "lm_cli.h"
@@ -29,7 +31,7 @@ typedef struct gen_opts {
     const char *layout; /* --layout hf|nanogpt for a GPT-2-named file that does not say */
     int n, top_k, seed;
     float temperature;
-    bool seed_seen, quiet;
+    bool seed_seen, quiet, prompt_seen;
     trace_cli trace;
 } gen_opts;
 
@@ -92,6 +94,28 @@ static ts_status trace_text(const gen_opts *o, const ts_bpe_ids *ids, size_t pro
     return st;
 }
 
+/* The prompt a checkpoint of tscope train --task lm was sampled with ("" if none). */
+static void saved_prompt(const char *path, char *out, size_t size) {
+    ts_safetensors f;
+    if (ts_gpt2_is(path) || ts_safetensors_open(&f, path)) return;
+    const char *p = ts_safetensors_meta(&f, "prompt");
+    if (p) snprintf(out, size, "%s", p);
+    ts_safetensors_close(&f);
+}
+
+/* Where a long generation is: a bar on a terminal, else a line each tenth. */
+static void progress(const gen_opts *o, int k, bool tty, double *last) {
+    if (o->quiet || o->n < 1000) return;
+    if (tty) {
+        double t = (double)clock() / CLOCKS_PER_SEC;
+        if (t - *last < 0.2 && k != o->n) return;
+        *last = t;
+        fprintf(stderr, "\r# %d/%d tokens%s", k, o->n, k == o->n ? "\n" : "");
+    } else if (k % (o->n / 10) == 0 || k == o->n) {
+        fprintf(stderr, "# %d/%d tokens\n", k, o->n);
+    }
+}
+
 static int generate(const gen_opts *o, int argc, char **argv) {
     ts_lmtok tok;
     ts_model m;
@@ -111,8 +135,17 @@ static int generate(const gen_opts *o, int argc, char **argv) {
         st = ts_fail(TS_ERR_ARG, "%s: the model's %d ids include %d its %d-token tokenizer lacks (a padded vocabulary): "
                      "a draw could pick one; use tscope run --text to read a text with it", o->load, cfg.vocab,
                      cfg.vocab - (int)tok.count, (int)tok.count);
-    if (!st) st = ts_lmtok_encode(&tok, o->prompt, strlen(o->prompt), &ids);
-    if (!st && ids.count == 0) st = ts_fail(TS_ERR_ARG, "--prompt has no tokens: give some text to continue");
+    /* the prompt: --prompt, else the one the model was trained with (its
+     * corpus's first line), else the Bible's; a failure says which it was */
+    char saved[256] = "";
+    if (!st && !o->prompt_seen) saved_prompt(o->load, saved, sizeof saved);
+    const char *prompt = o->prompt_seen ? o->prompt : saved[0] ? saved : o->prompt;
+    bool tok_ok = !st;
+    if (!st) st = ts_lmtok_encode(&tok, prompt, strlen(prompt), &ids);
+    if (!st && ids.count == 0) st = ts_fail(TS_ERR_ARG, "it has no tokens: give some text to continue");
+    if (st && tok_ok)
+        st = ts_fail(st, "%s \"%.200s\": %s%s", o->prompt_seen ? "--prompt" : "the default prompt", prompt,
+                     ts_last_error(), o->prompt_seen ? "" : " (give --prompt TEXT)");
     ts_lmtok_free(&tok);
     int S = cfg.seq;
     /* a trace shows the whole text in one pass: it must fit the positions the model learnt */
@@ -134,6 +167,8 @@ static int generate(const gen_opts *o, int argc, char **argv) {
     const float *row = NULL;
     if (cached) st = ts_kv_cache_init(&kv, &m);
     for (size_t i = 0; cached && !st && i < ids.count; i++) st = ts_model_decode_step(&m, &kv, ids.ids[i], &row);
+    bool tty = isatty(fileno(stderr));
+    double last = 0;
     for (int k = 0; k < o->n && !st; k++) {
         size_t n = ids.count;
         if (cached && k > 0) {
@@ -154,6 +189,7 @@ static int generate(const gen_opts *o, int argc, char **argv) {
         }
         ids.ids[ids.count++] =
             ts_model_sample(row, V, o->temperature, o->top_k, ts_u01(key, (uint64_t)k), probs + (size_t)k * V);
+        progress(o, k + 1, tty, &last);
     }
     ts_kv_cache_free(&kv);
     char *text = NULL;
@@ -185,7 +221,9 @@ int ts_cmd_generate(int argc, char **argv) {
     const ts_flag rows[] = {
         {"--load", TS_FLAG_STRING, &o.load, "W.safetensors",
          "a language model saved by tscope train --task lm (required)", NULL, NULL, NULL},
-        {"--prompt", TS_FLAG_STRING, &o.prompt, "S", "the text to continue (\"And God said\")", NULL, NULL, NULL},
+        {"--prompt", TS_FLAG_STRING, &o.prompt, "S",
+         "the text to continue (the prompt the model was trained with: its corpus's first line; else \"And God said\")",
+         NULL, NULL, &o.prompt_seen},
         {"-n", TS_FLAG_INT, &o.n, "N", "tokens to add (200)", NULL, NULL, NULL},
         {"--tokens", TS_FLAG_INT, &o.n, "N", "the same as -n", NULL, NULL, NULL},
         {"--temperature", TS_FLAG_FLOAT, &o.temperature, "T",
@@ -223,9 +261,9 @@ int ts_cmd_generate(int argc, char **argv) {
     if (o.layout && !ts_gpt2_is(o.load))
         return ts_cli_error("generate", "--layout is for GPT-2-named checkpoints; %s is not one", o.load);
     if (!ts_lm_checkpoint_is(o.load)) {
-        FILE *f = fopen(o.load, "rb");
-        if (!f) return ts_cli_error("generate", "cannot open --load %s", o.load);
-        fclose(f);
+        ts_safetensors f; /* a file that does not open says why, not that it is some other model */
+        if (ts_safetensors_open(&f, o.load)) return ts_cli_error("generate", "--load: %s", ts_last_error());
+        ts_safetensors_close(&f);
         return ts_cli_error("generate", "%s is not a language model saved by tscope train --task lm (no \"task\": "
                                         "\"lm\" in its metadata)",
                             o.load);

@@ -195,7 +195,8 @@ static int run(const model_flags *mf, const run_opts *o) {
     }
     if (!st && o->input && !(st = ts_model_read_vectors(o->input, "--input", &x))) g.input = &x;
     if (!st && o->target && !(st = ts_model_read_vectors(o->target, "--target", &y))) g.target = &y;
-    if (!st && o->ids && !(st = ts_npy_read_labels(&ids, o->ids))) g.ids = &ids;
+    if (!st && o->ids && (st = ts_npy_read_labels(&ids, o->ids))) st = ts_fail(st, "--ids: %s", ts_last_error());
+    if (!st && o->ids) g.ids = &ids;
     if (!st) st = model_flags_resolve_given(mf, &g, &cfg, &batch);
     if (!st && o->backward && (cfg.variants & ~(unsigned)TS_VARIANT_NO_RESIDUAL)) {
         char names[128];

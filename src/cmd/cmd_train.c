@@ -379,23 +379,27 @@ int ts_cmd_train(int argc, char **argv) {
          "linear warm-up steps, then lr * sqrt(N / step), the paper's schedule; 0 = constant lr (100)", NULL, NULL,
          &o.warmup_seen},
         {"--label-smoothing", TS_FLAG_FLOAT, &o.smoothing, "X", "label smoothing of the cross-entropy (0; the paper: 0.1)",
-         NULL, NULL, NULL},
+         NULL, NULL, &o.smoothing_seen},
         {"--weight-decay", TS_FLAG_FLOAT, &o.weight_decay, "X", "AdamW's decoupled weight decay (0; with AdamW 0.01)",
          NULL, NULL, &o.wd_seen},
         {"--optimizer", TS_FLAG_CHOICE, &o.optimizer, NULL,
          "Adam (the paper's betas 0.9, 0.98, eps 1e-9) or AdamW (default: adamw when --weight-decay is given)",
-         "adam|adamw", NULL, NULL},
+         "adam|adamw", NULL, &o.optimizer_seen},
         {"--clip", TS_FLAG_FLOAT, &o.clip, "X", "clip the global gradient norm to X; 0 = no clipping (1)", NULL, NULL,
-         NULL},
+         &o.clip_seen},
         {"--eval-every", TS_FLAG_INT, &o.eval_every, "N", "held-out loss every N steps (100; lm 250)", NULL, NULL,
          &o.eval_every_seen},
         {"--patience", TS_FLAG_INT, &o.patience, "N",
          "early stopping: stop after N held-out evaluations without a 1% better loss and keep the best weights "
          "(0 = off)",
-         NULL, NULL, NULL},
-        {"--heldout", TS_FLAG_INT, &o.heldout, "N", "held-out sequences, never trained on (256)", NULL, NULL, NULL},
+         NULL, NULL, &o.patience_seen},
+        {"--heldout", TS_FLAG_INT, &o.heldout, "N", "held-out sequences, never trained on (256)", NULL, NULL,
+         &o.heldout_seen},
         {"--save", TS_FLAG_STRING, &o.save, "W.safetensors",
-         "write the trained weights (PyTorch names; written to a temporary file, then renamed)", NULL, NULL, NULL},
+         "write the trained weights (PyTorch names; written to a temporary file, then renamed); lm: and the "
+         "training state beside them, W.safetensors.state, for --resume (lm runs of 1000 steps or more save to "
+         "a default name, said at the start, when --save is not given)",
+         NULL, NULL, NULL},
         {"--trace", TS_FLAG_STRING, &o.trace.path, "FILE",
          "a training trace: train.loss, train.grad_norm.<layer>, attention weights of 4 held-out sequences", NULL,
          NULL, NULL},
@@ -419,8 +423,8 @@ int ts_cmd_train(int argc, char **argv) {
          "lm: this share of the training windows is a random sequence repeated, to grow induction heads (0)", NULL,
          NULL, &o.repeat_frac_seen},
         {"--probe", TS_FLAG_LIST, &o.probe, "TEXT",
-         "lm: a text the trace follows (repeatable; repeated to fill the context; default: Genesis 1:1-3 and a "
-         "random string written twice)",
+         "lm: a text the trace follows (repeatable; repeated to fill the context; default: a held-out window of "
+         "the corpus, for the Bible Genesis 1:1-3, and a random string written twice)",
          NULL, NULL, &o.probe_seen},
         {"--no-text-probe", TS_FLAG_BOOL, &o.no_text_probe, NULL,
          "lm: the trace follows only the random string written twice (a smaller trace)", NULL, NULL, NULL},
@@ -428,8 +432,13 @@ int ts_cmd_train(int argc, char **argv) {
          NULL, NULL, &o.save_every_seen},
         {"--sample", TS_FLAG_INT, &o.sample, "N", "lm: print N sampled tokens at the end (300)", NULL, NULL,
          &o.sample_seen},
-        {"--prompt", TS_FLAG_STRING, &o.prompt, "S", "lm: the sample's start (\"And God said\")", NULL, NULL,
-         &o.prompt_seen},
+        {"--prompt", TS_FLAG_STRING, &o.prompt, "S",
+         "lm: the sample's start (the corpus's first line; the Bible: \"And God said\"); checked before training",
+         NULL, NULL, &o.prompt_seen},
+        {"--resume", TS_FLAG_STRING, &o.resume, "W.safetensors",
+         "lm: go on with a run saved by --save (or stopped by Ctrl-C): its weights, optimizer state, step, schedule "
+         "and data, as if it had not stopped; saves back to it unless --save; --steps may raise the total",
+         NULL, NULL, &o.resume_seen},
     };
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) flags[n++] = rows[i];
     const ts_cli_spec spec = {
@@ -447,8 +456,9 @@ int ts_cmd_train(int argc, char **argv) {
             "--task lm trains a language model on a text (--corpus, by default the King James Bible) to\n"
             "predict each next token: preset lm (a causal stack of 4 layers of width 128, a context of 128\n"
             "characters) unless model flags say otherwise, AdamW with warm-up and a cosine, 5% of the text\n"
-            "held out. Ctrl-C stops it cleanly: the checkpoint (--save) and the trace are written. The last\n"
-            "line is the held-out loss and bits per character. docs/training.md explains the measures.",
+            "held out. Ctrl-C or SIGTERM stops it cleanly: the checkpoint (--save), its training state and the\n"
+            "trace are written, and --resume goes on from there. The last line is the held-out loss and bits\n"
+            "per character. docs/training.md explains the measures.",
         .flags = flags,
         .n_flags = n,
     };
@@ -463,7 +473,7 @@ int ts_cmd_train(int argc, char **argv) {
                    {"--repeat-frac", o.repeat_frac_seen},
                    {"--probe", o.probe_seen},           {"--save-every", o.save_every_seen},
                    {"--sample", o.sample_seen},         {"--prompt", o.prompt_seen},
-                   {"--no-text-probe", o.no_text_probe}};
+                   {"--no-text-probe", o.no_text_probe}, {"--resume", o.resume_seen}};
     for (size_t i = 0; i < sizeof lm_only / sizeof lm_only[0]; i++)
         if (lm_only[i].seen) return ts_cli_error("train", "%s is for --task lm", lm_only[i].flag);
     ts_task_kind kind;

@@ -193,6 +193,7 @@ static ts_status trace_next_loss(const ts_hook *hook, const int32_t *ids, const 
 static ts_status read_ids(const char *path, int vocab, ts_bpe_ids *ids, int *B) {
     ts_npy x = {0};
     ts_status st = ts_npy_read_labels(&x, path);
+    if (st) st = ts_fail(st, "--ids: %s", ts_last_error()); /* the flag, before the reader's message */
     if (!st && x.rank != 2 && x.rank != 1)
         st = ts_fail(TS_ERR_SHAPE, "--ids %s: a language model reads (B, S) ids, or one sequence (S)", path);
     if (!st && x.numel == 0) st = ts_fail(TS_ERR_ARG, "--ids %s holds no ids", path);
@@ -230,8 +231,9 @@ int run_lm(const char *load, const ts_cli_list *text, const char *ids_path, ts_f
         bool ok = false;
         for (int k = 0; used[k] && !ok; k++) ok = strcmp(flags[i].name, used[k]) == 0;
         if (given && !ok)
-            return ts_cli_error("run", "%s: the checkpoint %s is a language model whose config and tokenizer are in "
-                                       "its metadata; give it only --text or --ids (and the trace's flags)",
+            return ts_cli_error("run", "%s: --load %s is read as a language model (a GPT-2 folder, or a checkpoint of "
+                                       "train --task lm), whose config and tokenizer come with it; give it only --text "
+                                       "or --ids (and the trace's flags)",
                                 flags[i].name, load);
     }
     if (backward) return ts_cli_error("run", "--backward is not for a language model's checkpoint yet");

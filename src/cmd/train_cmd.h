@@ -13,13 +13,13 @@ typedef struct train_opts {
     float lr, smoothing, weight_decay, clip;
     bool steps_seen, warmup_seen, lr_seen, wd_seen, every_seen, eval_every_seen, quiet;
     /* --task lm only */
-    const char *corpus, *tokenizer, *schedule, *prompt;
+    const char *corpus, *tokenizer, *schedule, *prompt, *resume;
     float min_lr, repeat_frac;
     int save_every, sample;
     bool no_text_probe;
     ts_cli_list probe;
     bool corpus_seen, tokenizer_seen, schedule_seen, prompt_seen, min_lr_seen, repeat_frac_seen, save_every_seen,
-        sample_seen, probe_seen;
+        sample_seen, probe_seen, resume_seen, patience_seen, heldout_seen, clip_seen, smoothing_seen, optimizer_seen;
     trace_cli trace;
     int argc;
     char **argv;

@@ -1,13 +1,16 @@
 /* train_lm: tscope train --task lm, a language model of a text. Reads the
  * corpus, builds its tokenizer, hands the loop (src/train) a data source,
  * prints progress and a sample, and saves a checkpoint that reloads without
- * flags (config and tokenizer in its metadata). Ctrl-C stops after the step
- * under way; what was asked for is still saved. docs/training.md explains. */
+ * flags (config and tokenizer in its metadata) with its training state
+ * beside it, for --resume. Ctrl-C or SIGTERM stops after the step under way;
+ * the run is saved and says how to go on. docs/training.md explains. */
+#include <errno.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "train_cmd.h"
@@ -31,9 +34,10 @@
 
 static volatile sig_atomic_t stop_flag;
 
-/* The first Ctrl-C asks the loop to stop; the next one kills as usual. */
-static void on_sigint(int sig) {
-    stop_flag = 1;
+/* The first Ctrl-C or SIGTERM asks the loop to stop (the run is then saved,
+ * and no temporary file is left); the next one kills as usual. */
+static void on_stop(int sig) {
+    stop_flag = sig;
     signal(sig, SIG_DFL);
 }
 
@@ -71,9 +75,15 @@ static ts_status read_stream(FILE *f, const char *what, char **out, size_t *len)
 /* The text to learn: --corpus FILE, or the Bible from `bible`. */
 static ts_status read_corpus(const train_opts *o, char **text, size_t *len, char *name, size_t name_size) {
     if (o->corpus) {
+        struct stat sb;
+        if (stat(o->corpus, &sb) == 0 && !S_ISREG(sb.st_mode))
+            return ts_fail(TS_ERR_IO, "--corpus %s is %s, not a text file", o->corpus,
+                           S_ISDIR(sb.st_mode) ? "a folder" : "not a regular file");
         FILE *f = fopen(o->corpus, "rb");
-        if (!f) return ts_fail(TS_ERR_IO, "cannot open --corpus %s", o->corpus);
-        ts_status st = read_stream(f, o->corpus, text, len);
+        if (!f) return ts_fail(TS_ERR_IO, "cannot open --corpus %s: %s", o->corpus, strerror(errno));
+        char what[4200];
+        snprintf(what, sizeof what, "--corpus %s", o->corpus);
+        ts_status st = read_stream(f, what, text, len);
         fclose(f);
         snprintf(name, name_size, "%s", o->corpus);
         return st;
@@ -120,7 +130,8 @@ static ts_status resolve(const train_opts *o, const model_flags *mf, ts_flag *fl
     /* the preset's flag row says it was given; the copy says so too */
     for (int i = 0; i < n; i++)
         if (strcmp(flags[i].name, "--preset") == 0 && flags[i].seen) copy.seen[flags[i].seen - mf->seen] = true;
-    ts_status st = model_flags_resolve(&copy, cfg, NULL);
+    model_given g = {.trains = true}; /* training: --dropout acts, no --train-mode needed */
+    ts_status st = model_flags_resolve_given(&copy, &g, cfg, NULL);
     if (st) return st;
     cfg->input = TS_INPUT_TOKENS;
     cfg->head = TS_HEAD_LM;
@@ -150,24 +161,34 @@ static ts_status decay_matrices(ts_optim *opt, const ts_model *m) {
 
 /* ---- probes ------------------------------------------------------------------------- */
 
-/* P probes of S ids: each --probe text (or Genesis 1:1-3), repeated to fill
- * the context and cut there; then a random string written twice. */
-static ts_status make_probes(const train_opts *o, ts_lmtok *tok, int S, int vocab, uint64_t seed, int32_t **out,
-                             int *P) {
+/* The last message again after a prefix naming where its text came from
+ * (the flag and its value, fmt with one %s). */
+static ts_status named(ts_status st, const char *fmt, const char *arg) {
+    char head[600];
+    snprintf(head, sizeof head, fmt, arg);
+    return ts_fail(st, "%s: %s", head, ts_last_error());
+}
+
+/* P probes of S ids: each --probe text (by default a held-out window of
+ * --corpus, or Genesis 1:1-3 for the Bible), repeated to fill the context and
+ * cut there; then a random string written twice. */
+static ts_status make_probes(const train_opts *o, ts_lmtok *tok, const ts_lm_data *d, int S, int vocab,
+                             uint64_t seed, int32_t **out, int *P) {
     int n_text = o->no_text_probe ? 0 : o->probe.count ? o->probe.count : 1;
     *P = n_text + 1;
     int32_t *ids = malloc(sizeof(int32_t) * (size_t)*P * S);
     if (!ids) return ts_fail(TS_ERR_NOMEM, "out of memory");
     ts_status st = TS_OK;
     for (int p = 0; p < n_text && !st; p++) {
+        if (!o->probe.count && o->corpus) { /* the user's own text, never trained on */
+            memcpy(ids + (int64_t)p * S, d->held, sizeof(int32_t) * (size_t)S);
+            continue;
+        }
         const char *text = o->probe.count ? o->probe.items[p] : KJV_PROBE;
         ts_bpe_ids enc = {0};
         st = ts_lmtok_encode(tok, text, strlen(text), &enc);
-        if (!st && enc.count == 0) st = ts_fail(TS_ERR_ARG, "--probe \"%s\" has no tokens", text);
-        if (st && !o->probe.count) /* the default probe, on another corpus: its own start instead */
-            st = ts_fail(TS_ERR_ARG, "the default probe (Genesis 1:1) does not fit this corpus's vocabulary: give "
-                                     "--probe TEXT (%s)",
-                         ts_last_error());
+        if (!st && enc.count == 0) st = ts_fail(TS_ERR_ARG, "it has no tokens");
+        if (st) st = named(st, o->probe.count ? "--probe \"%.200s\"" : "the default probe (%.20s...)", text);
         for (int i = 0; !st && i < S; i++) ids[(int64_t)p * S + i] = enc.ids[(size_t)i % enc.count];
         ts_bpe_ids_free(&enc);
     }
@@ -217,11 +238,11 @@ typedef struct lm_progress {
     int ln;
     /* --save-every */
     const train_opts *o;
-    const ts_model *m;
-    const char *const *meta;
-    int n_meta;
+    struct run *run;
     ts_status save_st;
 } lm_progress;
+
+static ts_status save_run(struct run *r, int64_t step);
 
 static void format_eta(char *buf, size_t size, double s) {
     if (!(s >= 0) || s > 360000) s = 0;
@@ -238,7 +259,7 @@ static void progress(void *ctx, const ts_train_progress *p) {
     if (!isnan(p->heldout)) ps->heldout = p->heldout;
     bool last = p->step == p->steps || p->stopping;
     if (ps->o->save_every > 0 && p->step % ps->o->save_every == 0 && !last && !ps->save_st)
-        ps->save_st = ts_train_save(ps->m, ps->o->save, ps->n_meta, ps->meta);
+        ps->save_st = save_run(ps->run, p->step);
     char eta[16], held[64] = "";
     format_eta(eta, sizeof eta, p->eta);
     if (!isnan(ps->heldout))
@@ -265,27 +286,20 @@ static void progress(void *ctx, const ts_train_progress *p) {
 
 /* ---- sampling ------------------------------------------------------------------------ */
 
-/* n tokens after the prompt, at temperature 0.8, printed as text: a look at
- * what the model learnt. The model reads the last S tokens each time. */
-static ts_status print_sample(const train_opts *o, int n_sample, const ts_model_config *cfg, const ts_model *trained, ts_lmtok *tok,
-                              const ts_lm_data *d) {
+/* n tokens after the prompt (its ids, checked before training), at
+ * temperature 0.8, printed as text: a look at what the model learnt. The
+ * model reads the last S tokens each time. */
+static ts_status print_sample(int n_sample, const ts_model_config *cfg, const ts_model *trained, ts_lmtok *tok,
+                              const ts_bpe_ids *prompt) {
     ts_model_config c = *cfg;
     c.batch = 1;
     ts_model m;
     ts_status st = ts_model_init(&m, &c);
     if (st) return st;
     memcpy(m.block, trained->block, sizeof(float) * (size_t)m.n_floats);
-    const char *prompt = o->prompt ? o->prompt : "And God said";
     ts_bpe_ids ids = {0};
-    st = ts_lmtok_encode(tok, prompt, strlen(prompt), &ids);
-    if (st && !o->prompt) { /* another corpus: start from its held-out text */
-        ts_bpe_ids_free(&ids);
-        st = TS_OK;
-        ids.ids = malloc(sizeof(int32_t) * 16);
-        ids.cap = 16;
-        if (!ids.ids) st = ts_fail(TS_ERR_NOMEM, "out of memory");
-        for (int i = 0; !st && i < 16 && i < d->n_held; i++) ids.ids[ids.count++] = d->held[i];
-    }
+    if (!(ids.ids = malloc(sizeof(int32_t) * (prompt->count + 1)))) st = ts_fail(TS_ERR_NOMEM, "out of memory");
+    else memcpy(ids.ids, prompt->ids, sizeof(int32_t) * prompt->count), ids.count = ids.cap = prompt->count;
     int S = c.seq, V = c.vocab;
     int32_t *window = calloc((size_t)S, sizeof *window);
     size_t start = ids.count;
@@ -321,7 +335,213 @@ static ts_status print_sample(const train_opts *o, int n_sample, const ts_model_
     return st;
 }
 
+/* ---- saving and resuming ------------------------------------------------------------ */
+
+/* What a save needs: the checkpoint's metadata, and what the state file
+ * beside it records so that --resume goes on exactly where the run was. */
+struct run {
+    const char *save;      /* the checkpoint's path */
+    ts_model *m;
+    ts_train *tr;
+    ts_optim *opt;
+    const ts_train_loop_opts *lo;
+    const ts_lm_data_opts *dop;
+    const char *const *meta; /* the checkpoint's pairs */
+    int n_meta;
+    char corpus[4096];     /* --corpus's path; "" for the Bible */
+    char corpus_hash[32];  /* the corpus's tokens, fingerprinted */
+    int64_t corpus_tokens;
+};
+
+/* FNV-1a over the ids: the same text through the same tokenizer, the same number. */
+static void fingerprint(const int32_t *ids, size_t n, char *out, size_t size) {
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++)
+        for (int b = 0; b < 4; b++) h = (h ^ (((uint32_t)ids[i] >> (8 * b)) & 0xFF)) * 1099511628211ull;
+    snprintf(out, size, "%016llx", (unsigned long long)h);
+}
+
+/* The weights at `step`, then the training state beside them (PATH.state). */
+static ts_status save_run(struct run *r, int64_t step) {
+    const ts_train_loop_opts *lo = r->lo;
+    const ts_optim_config *oc = &r->opt->cfg;
+    char v[24][40];
+    int k = 0;
+#define PUT(fmt, x) snprintf(v[k++], sizeof v[0], fmt, x)
+    PUT("%lld", (long long)step);
+    PUT("%lld", (long long)lo->steps);
+    PUT("%.9g", (double)lo->lr);
+    PUT("%.9g", (double)lo->min_lr);
+    PUT("%d", lo->warmup);
+    PUT("%s", lo->schedule == TS_LR_COSINE ? "cosine" : "inv-sqrt");
+    PUT("%.9g", (double)lo->clip);
+    PUT("%.9g", (double)lo->smoothing);
+    PUT("%d", lo->eval_every);
+    PUT("%s", oc->kind == TS_OPTIM_ADAMW ? "adamw" : "adam");
+    PUT("%.9g", (double)oc->beta1);
+    PUT("%.9g", (double)oc->beta2);
+    PUT("%.9g", (double)oc->eps);
+    PUT("%.9g", (double)oc->weight_decay);
+    PUT("%llu", (unsigned long long)r->tr->forwards);
+    PUT("%d", r->dop->heldout);
+    PUT("%.9g", (double)r->dop->repeat_frac);
+    PUT("%lld", (long long)r->corpus_tokens);
+    PUT("%d", lo->patience);
+#undef PUT
+    const char *meta[] = {"format", "tscope-train-state", "step", v[0], "steps", v[1], "lr", v[2], "min_lr", v[3],
+                          "warmup", v[4], "schedule", v[5], "clip", v[6], "label_smoothing", v[7],
+                          "eval_every", v[8], "optimizer", v[9], "beta1", v[10], "beta2", v[11], "eps", v[12],
+                          "weight_decay", v[13], "forwards", v[14], "heldout", v[15], "repeat_frac", v[16],
+                          "corpus_tokens", v[17], "patience", v[18], "corpus", r->corpus,
+                          "corpus_hash", r->corpus_hash};
+    TS_TRY(ts_train_save(r->m, r->save, r->n_meta, r->meta));
+    char state[4096 + 8];
+    snprintf(state, sizeof state, "%s.state", r->save);
+    return ts_optim_state_save(state, r->opt, (int)(sizeof meta / sizeof meta[0]) / 2, meta);
+}
+
+/* A value of the state file: a whole number, or a float as written. */
+static ts_status state_int(const ts_safetensors *f, const char *key, int64_t lo, int64_t hi, int64_t *out) {
+    const char *v = ts_safetensors_meta(f, key);
+    char *end = NULL;
+    errno = 0;
+    long long x = v ? strtoll(v, &end, 10) : 0;
+    if (!v || end == v || *end || errno || x < lo || x > hi)
+        return ts_fail(TS_ERR_FORMAT, "%s: \"%s\" is %s%.40s%s, not a whole number from %lld to %lld", f->path, key,
+                       v ? "\"" : "", v ? v : "missing", v ? "\"" : "", (long long)lo, (long long)hi);
+    *out = x;
+    return TS_OK;
+}
+
+static ts_status state_float(const ts_safetensors *f, const char *key, float *out) {
+    const char *v = ts_safetensors_meta(f, key);
+    char *end = NULL;
+    float x = v ? strtof(v, &end) : 0;
+    if (!v || end == v || *end || !isfinite(x) || x < 0)
+        return ts_fail(TS_ERR_FORMAT, "%s: \"%s\" is %s%.40s%s, not a number of 0 or more", f->path, key,
+                       v ? "\"" : "", v ? v : "missing", v ? "\"" : "");
+    *out = x;
+    return TS_OK;
+}
+
+/* The loop's, the optimizer's and the data's settings of the run to resume,
+ * from its state file f. */
+static ts_status read_state(const ts_safetensors *f, ts_train_loop_opts *lo, ts_optim_config *oc,
+                            ts_lm_data_opts *dop, int64_t *forwards, int64_t *corpus_tokens) {
+    const char *format = ts_safetensors_meta(f, "format");
+    if (!format || strcmp(format, "tscope-train-state") != 0)
+        return ts_fail(TS_ERR_FORMAT, "%s: no \"format\": \"tscope-train-state\" in its metadata: not a training "
+                                      "state written by tscope train --task lm", f->path);
+    int64_t x;
+    TS_TRY(state_int(f, "step", 1, INT64_MAX / 2, &lo->first_step));
+    TS_TRY(state_int(f, "steps", 1, INT64_MAX / 2, &lo->steps));
+    TS_TRY(state_float(f, "lr", &lo->lr));
+    TS_TRY(state_float(f, "min_lr", &lo->min_lr));
+    TS_TRY(state_int(f, "warmup", 0, INT32_MAX, &x));
+    lo->warmup = (int)x;
+    const char *sched = ts_safetensors_meta(f, "schedule"), *optim = ts_safetensors_meta(f, "optimizer");
+    if (!sched || (strcmp(sched, "cosine") != 0 && strcmp(sched, "inv-sqrt") != 0))
+        return ts_fail(TS_ERR_FORMAT, "%s: \"schedule\" is not cosine or inv-sqrt", f->path);
+    lo->schedule = strcmp(sched, "cosine") == 0 ? TS_LR_COSINE : TS_LR_INV_SQRT;
+    TS_TRY(state_float(f, "clip", &lo->clip));
+    TS_TRY(state_float(f, "label_smoothing", &lo->smoothing));
+    TS_TRY(state_int(f, "eval_every", 1, INT32_MAX, &x));
+    lo->eval_every = (int)x;
+    if (!optim || (strcmp(optim, "adam") != 0 && strcmp(optim, "adamw") != 0))
+        return ts_fail(TS_ERR_FORMAT, "%s: \"optimizer\" is not adam or adamw", f->path);
+    ts_optim_config_default(oc, strcmp(optim, "adamw") == 0 ? TS_OPTIM_ADAMW : TS_OPTIM_ADAM);
+    TS_TRY(state_float(f, "beta1", &oc->beta1));
+    TS_TRY(state_float(f, "beta2", &oc->beta2));
+    TS_TRY(state_float(f, "eps", &oc->eps));
+    TS_TRY(state_float(f, "weight_decay", &oc->weight_decay));
+    TS_TRY(state_int(f, "forwards", 0, INT64_MAX, forwards));
+    TS_TRY(state_int(f, "heldout", 1, INT32_MAX, &x));
+    dop->heldout = (int)x;
+    TS_TRY(state_float(f, "repeat_frac", &dop->repeat_frac));
+    TS_TRY(state_int(f, "corpus_tokens", 1, INT64_MAX, corpus_tokens));
+    TS_TRY(state_int(f, "patience", 0, INT32_MAX, &x));
+    if (x > 0) /* early stopping's memory (the best weights so far) is not in the state */
+        return ts_fail(TS_ERR_UNSUPPORTED, "%s: the run used --patience %lld, whose best weights are not saved: it "
+                                           "cannot be resumed exactly", f->path, (long long)x);
+    return TS_OK;
+}
+
+/* Flags a resumed run cannot take: its model and settings are the saved run's. */
+static int resume_refuses(const train_opts *o, const model_flags *mf, ts_flag *flags, int n) {
+    const char *cmd = "train";
+    for (int i = 0; i < n; i++) {
+        bool *seen = flags[i].seen;
+        if (seen && *seen && seen >= mf->seen && seen < mf->seen + MODEL_FLAGS_COUNT)
+            return ts_cli_error(cmd, "%s: a resumed run's model is the one --resume %s saved", flags[i].name,
+                                o->resume);
+    }
+    const struct {
+        const char *flag;
+        bool seen;
+    } kept[] = {{"--lr", o->lr_seen},           {"--warmup", o->warmup_seen},     {"--schedule", o->schedule_seen},
+                {"--min-lr", o->min_lr_seen},   {"--clip", o->clip_seen},         {"--label-smoothing", o->smoothing_seen},
+                {"--weight-decay", o->wd_seen}, {"--optimizer", o->optimizer_seen}, {"--eval-every", o->eval_every_seen},
+                {"--heldout", o->heldout_seen}, {"--repeat-frac", o->repeat_frac_seen}, {"--tokenizer", o->tokenizer_seen},
+                {"--patience", o->patience_seen}};
+    for (size_t i = 0; i < sizeof kept / sizeof kept[0]; i++)
+        if (kept[i].seen)
+            return ts_cli_error(cmd, "%s: a resumed run keeps the settings of the run --resume %s saved (they are in "
+                                     "%s.state)", kept[i].flag, o->resume, o->resume);
+    if (o->trace.path)
+        return ts_cli_error(cmd, "--trace: a training trace follows one run from step 0; a resumed run cannot add to "
+                                 "it (trace a run from the start)");
+    return -1;
+}
+
 /* ---- the run -------------------------------------------------------------------------- */
+
+/* The sample's default start: the corpus's first non-empty line, cut to 48
+ * bytes at a character's edge; the Bible's "And God said". */
+static void default_prompt(const train_opts *o, const char *text, size_t len, char *out, size_t size) {
+    if (!o->corpus) {
+        snprintf(out, size, "And God said");
+        return;
+    }
+    size_t at = 0;
+    while (at < len && (text[at] == '\n' || text[at] == '\r')) at++;
+    size_t end = at;
+    while (end < len && text[end] != '\n' && text[end] != '\r' && end - at < 48) end++;
+    while (end > at && end < len && ((unsigned char)text[end] & 0xC0) == 0x80) end--; /* not inside a character */
+    snprintf(out, size, "%.*s", (int)(end - at), text + at);
+}
+
+/* A name of our own when --save is not given on a long run: never an existing file. */
+static void default_save(const train_opts *o, char *out, size_t size) {
+    const char *base = o->corpus ? strrchr(o->corpus, '/') : NULL;
+    base = o->corpus ? (base ? base + 1 : o->corpus) : "kjv";
+    int stem = (int)strcspn(base, ".");
+    if (stem == 0 || stem > 40) stem = stem ? 40 : 0;
+    struct stat sb;
+    for (int i = 1; i < 1000; i++) {
+        if (i == 1)
+            snprintf(out, size, "lm-%.*s.safetensors", stem ? stem : 6, stem ? base : "corpus");
+        else
+            snprintf(out, size, "lm-%.*s-%d.safetensors", stem ? stem : 6, stem ? base : "corpus", i);
+        if (stat(out, &sb) != 0) return;
+    }
+}
+
+#define LONG_RUN 1000 /* steps: below this, forgetting --save loses little */
+
+/* Whether a checkpoint can be written at path, asked before the training it
+ * would otherwise find out after: its folder exists and takes new files. */
+static ts_status check_writable(const char *flag, const char *path) {
+    char dir[4096];
+    const char *slash = strrchr(path, '/');
+    if (!slash) snprintf(dir, sizeof dir, ".");
+    else snprintf(dir, sizeof dir, "%.*s", slash == path ? 1 : (int)(slash - path), path);
+    struct stat sb;
+    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
+        return ts_fail(TS_ERR_IO, "%s %s: the folder %s is not there", flag, path, dir);
+    if (access(dir, W_OK) != 0) return ts_fail(TS_ERR_IO, "%s %s: cannot write in %s: %s", flag, path, dir, strerror(errno));
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) return ts_fail(TS_ERR_IO, "%s %s is a folder", flag, path);
+    return TS_OK;
+}
 
 int train_lm(const train_opts *o, const model_flags *mf, ts_flag *flags, int n) {
     const char *cmd = "train";
@@ -329,10 +549,19 @@ int train_lm(const train_opts *o, const model_flags *mf, ts_flag *flags, int n) 
         return ts_cli_error(cmd, "a training trace keeps its own selection: --level, --only and --keep-batch are for "
                                  "tscope run");
     if (o->trace.path == NULL && o->every_seen) return ts_cli_error(cmd, "--every needs --trace FILE");
-    if (o->save_every_seen && (o->save_every < 0 || !o->save))
+    if (o->save_every_seen && (o->save_every < 0 || !(o->save || o->resume)))
         return ts_cli_error(cmd, "--save-every N needs N >= 0 and --save W.safetensors");
     if (o->sample_seen && o->sample < 0) return ts_cli_error(cmd, "--sample %d must not be negative", o->sample);
+    if (o->sample_seen && o->sample == 0 && o->prompt_seen)
+        return ts_cli_error(cmd, "--prompt starts the sample, and --sample 0 asks for none");
     if (o->no_text_probe && o->probe.count) return ts_cli_error(cmd, "--probe gives a text to follow; --no-text-probe says none");
+    if (!o->trace.path && (o->probe_seen || o->no_text_probe))
+        return ts_cli_error(cmd, "%s chooses what the trace follows: give --trace FILE too",
+                            o->probe_seen ? "--probe" : "--no-text-probe");
+    if (o->resume) {
+        int rc = resume_refuses(o, mf, flags, n);
+        if (rc >= 0) return rc;
+    }
     ts_lmtok_kind kind = TS_LMTOK_CHAR;
     if (o->tokenizer && ts_lmtok_kind_parse(o->tokenizer, &kind)) return ts_cli_error(cmd, "%s", ts_last_error());
     int word_vocab = 0;
@@ -355,13 +584,21 @@ int train_lm(const train_opts *o, const model_flags *mf, ts_flag *flags, int n) 
     lo.every = o->every_seen ? o->every : 100;
     lo.ignore_index = -1; /* every id is a real token */
     lo.stop = &stop_flag;
-    if (ts_train_loop_opts_check(&lo)) return ts_cli_error(cmd, "%s", ts_last_error());
+    ts_optim_config oc;
+    ts_optim_config_default(&oc, TS_OPTIM_ADAMW);
+    oc.beta2 = 0.99f; /* small models on small data, as nanoGPT's character models */
+    oc.weight_decay = o->wd_seen ? o->weight_decay : 0.1f;
+    if (o->optimizer && strcmp(o->optimizer, "adam") == 0) oc.kind = TS_OPTIM_ADAM, oc.weight_decay = o->wd_seen ? o->weight_decay : 0;
+    ts_lm_data_opts dop;
+    ts_lm_data_opts_default(&dop);
+    dop.heldout = o->heldout, dop.repeat_frac = o->repeat_frac;
+    if (!o->resume && ts_train_loop_opts_check(&lo)) return ts_cli_error(cmd, "%s", ts_last_error());
 
-    char *text = NULL, corpus_name[512];
+    char *text = NULL, corpus_name[4200] = "";
     size_t len = 0;
     ts_lmtok tok;
     memset(&tok, 0, sizeof tok);
-    ts_bpe_ids ids = {0};
+    ts_bpe_ids ids = {0}, prompt = {0};
     ts_model_config cfg;
     ts_lm_data d;
     memset(&d, 0, sizeof d);
@@ -369,36 +606,109 @@ int train_lm(const train_opts *o, const model_flags *mf, ts_flag *flags, int n) 
     ts_train tr;
     ts_optim opt;
     memset(&m, 0, sizeof m), memset(&tr, 0, sizeof tr), memset(&opt, 0, sizeof opt);
+    ts_safetensors state;
+    memset(&state, 0, sizeof state);
+    bool state_open = false;
     ts_trace_writer *w = NULL;
     int32_t *probe = NULL;
     int P = 0, rc = 0;
+    int64_t forwards = 0, resumed_tokens = 0;
+    struct run run = {0};
+    char prompt_text[64] = "", default_name[160] = "";
+    /* from here on a signal only asks to stop: a trace opened below is then
+     * closed or removed, never left as a temporary file */
+    stop_flag = 0;
+    void (*was_int)(int) = signal(SIGINT, on_stop), (*was_term)(int) = signal(SIGTERM, on_stop);
+    const char *save = o->save ? o->save : o->resume;
+    train_opts mine = *o; /* a resumed run reads the corpus the state names unless --corpus says */
     ts_status st = ts_kernels_init();
-    if (!st) st = read_corpus(o, &text, &len, corpus_name, sizeof corpus_name);
-    if (!st) st = ts_lmtok_build(&tok, kind, text, len, word_vocab);
-    if (!st) st = ts_lmtok_encode(&tok, text, len, &ids);
-    if (!st) st = resolve(o, mf, flags, n, tok.count, &cfg);
-    ts_lm_data_opts dop;
-    ts_lm_data_opts_default(&dop);
-    dop.batch = cfg.batch, dop.ctx = cfg.seq, dop.vocab = cfg.vocab, dop.seed = cfg.seed, dop.heldout = o->heldout;
-    dop.repeat_frac = o->repeat_frac;
-    if (!st) st = ts_lm_data_init(&d, ids.ids, (int64_t)ids.count, &dop);
-    if (!st) st = make_probes(o, &tok, cfg.seq, cfg.vocab, cfg.seed, &probe, &P);
-    if (!st) st = ts_lm_data_set_probe(&d, probe, P);
+    if (!st && save) st = check_writable(o->save ? "--save" : "--resume", save);
+    if (!st && o->resume) {
+        char path[4096 + 8];
+        snprintf(path, sizeof path, "%s.state", o->resume);
+        st = ts_lm_checkpoint_read(o->resume, &cfg, &tok);
+        if (st) {
+            st = named(st, "--resume %s", o->resume);
+        } else if (access(path, F_OK) != 0) {
+            st = ts_fail(TS_ERR_ARG, "--resume %s: no training state %s beside it (tscope train --task lm --save "
+                                     "writes one): without the optimizer's state the run cannot go on as it was",
+                         o->resume, path);
+        } else {
+            st = ts_safetensors_open(&state, path);
+            state_open = !st;
+        }
+        if (!st) st = read_state(&state, &lo, &oc, &dop, &forwards, &resumed_tokens);
+        const char *c = state_open ? ts_safetensors_meta(&state, "corpus") : NULL;
+        if (!st && !o->corpus && c && c[0]) mine.corpus = c;
+        if (!st && o->steps_seen) lo.steps = o->steps;
+        if (!st) st = ts_train_loop_opts_check(&lo);
+        kind = tok.kind;
+    }
+    if (!st && !(st = read_corpus(&mine, &text, &len, corpus_name, sizeof corpus_name))) {
+        if (!o->resume) st = ts_lmtok_build(&tok, kind, text, len, word_vocab);
+        if (!st) st = ts_lmtok_encode(&tok, text, len, &ids);
+        if (st) st = named(st, mine.corpus ? "--corpus %s" : "%s", corpus_name); /* the text's fault: say which */
+    }
+    if (!st && !o->resume && tok.count < 2) {
+        char one[64];
+        ts_lmtok_label(&tok, 0, one, sizeof one);
+        st = ts_fail(TS_ERR_ARG, "%s%s has one distinct %s ('%s'): a model of it has nothing to predict",
+                     mine.corpus ? "--corpus " : "", corpus_name, kind == TS_LMTOK_CHAR ? "character" : "token", one);
+    }
+    /* the sample's start: checked now, not after the training it would waste */
+    if (!st) {
+        const char *pt = o->prompt;
+        if (!pt) {
+            default_prompt(&mine, text, len, prompt_text, sizeof prompt_text);
+            pt = prompt_text;
+        } else {
+            snprintf(prompt_text, sizeof prompt_text, "%.63s", pt);
+        }
+        st = ts_lmtok_encode(&tok, pt, strlen(pt), &prompt);
+        if (!st && prompt.count == 0) st = ts_fail(TS_ERR_ARG, "it has no tokens: give some text to continue");
+        if (st) st = named(st, o->prompt ? "--prompt \"%.200s\"" : "the default prompt \"%.200s\"", pt);
+    }
+    if (!st) fingerprint(ids.ids, ids.count, run.corpus_hash, sizeof run.corpus_hash);
+    if (!st && o->resume) {
+        const char *want = ts_safetensors_meta(&state, "corpus_hash");
+        char how[96];
+        if ((int64_t)ids.count != resumed_tokens)
+            snprintf(how, sizeof how, "%zu tokens; it learnt from %lld", ids.count, (long long)resumed_tokens);
+        else
+            snprintf(how, sizeof how, "as many tokens, %zu, but not the same ones", ids.count);
+        if (!want || strcmp(want, run.corpus_hash) != 0 || (int64_t)ids.count != resumed_tokens)
+            st = ts_fail(TS_ERR_ARG, "%s%s is not the text the run of --resume %s was trained on (%s): give the same "
+                                     "--corpus", mine.corpus ? "--corpus " : "", corpus_name, o->resume, how);
+    }
+    if (!st && !o->resume) st = resolve(o, mf, flags, n, tok.count, &cfg);
+    dop.batch = cfg.batch, dop.ctx = cfg.seq, dop.vocab = cfg.vocab, dop.seed = cfg.seed;
+    if (!st && (st = ts_lm_data_init(&d, ids.ids, (int64_t)ids.count, &dop)) &&
+        strncmp(ts_last_error(), "the text (", 10) == 0) /* too short: say which text */
+        st = named(st, mine.corpus ? "--corpus %s" : "%s", corpus_name);
+    if (!st && o->trace.path) st = make_probes(o, &tok, &d, cfg.seq, cfg.vocab, cfg.seed, &probe, &P);
+    if (!st && probe) st = ts_lm_data_set_probe(&d, probe, P);
     if (!st) st = ts_model_init(&m, &cfg);
+    if (!st && o->resume && (st = ts_lm_checkpoint_load(&m, o->resume))) st = named(st, "--resume %s", o->resume);
     if (!st) st = ts_train_init(&tr, &m);
-    ts_optim_config oc;
-    ts_optim_config_default(&oc, TS_OPTIM_ADAMW);
-    oc.beta2 = 0.99f; /* small models on small data, as nanoGPT's character models */
-    oc.weight_decay = o->wd_seen ? o->weight_decay : 0.1f;
-    if (o->optimizer && strcmp(o->optimizer, "adam") == 0) oc.kind = TS_OPTIM_ADAM, oc.weight_decay = o->wd_seen ? o->weight_decay : 0;
+    if (!st) tr.forwards = (uint64_t)forwards;
     if (!st) st = ts_optim_init(&opt, &oc, m.n_floats);
     if (!st && oc.kind == TS_OPTIM_ADAMW) st = decay_matrices(&opt, &m);
+    if (!st && o->resume) st = ts_optim_state_load(&state, &opt);
     if (!st && o->trace.path) st = open_trace(o, &cfg, &tok, probe, P, &w);
+    if (state_open) ts_safetensors_close(&state);
     if (st) {
         rc = ts_cli_error(cmd, "%s", ts_last_error());
         goto out;
     }
     free(text), text = NULL;
+    if (!save && lo.steps >= LONG_RUN) { /* a long run is not lost for a forgotten flag */
+        default_save(o, default_name, sizeof default_name);
+        save = default_name;
+        if ((st = check_writable("the default save", save))) {
+            rc = ts_cli_error(cmd, "%s (give --save FILE)", ts_last_error());
+            goto out;
+        }
+    }
 
     /* characters per token on the held-out targets: bits/char = loss / ln 2 / that */
     double chars = (double)ts_lmtok_chars(&tok, d.hy, (size_t)d.n_windows * cfg.seq);
@@ -408,14 +718,21 @@ int train_lm(const train_opts *o, const model_flags *mf, ts_flag *flags, int n) 
     char desc[256];
     model_config_describe(&cfg, desc, sizeof desc);
     printf("# %s\n", desc);
-    printf("# corpus %s: %zu tokens (%s, vocabulary %d), %lld to train on, %lld held out (%d windows)\n", corpus_name,
-           ids.count, ts_lmtok_kind_name(kind), (int)tok.count, (long long)d.n_train, (long long)d.n_held, d.n_windows);
-    printf("# %lld parameters; %d windows of %d tokens a step%s; AdamW lr %g, warm-up %d then %s, weight decay %g, "
+    printf("# corpus %s: %zu tokens (%s, vocabulary %d), %lld to train on, %lld held out (%d windows of %d measured)\n",
+           corpus_name, ids.count, ts_lmtok_kind_name(kind), (int)tok.count, (long long)d.n_train, (long long)d.n_held,
+           d.n_windows, cfg.seq);
+    printf("# %lld parameters; %d windows of %d tokens a step%s; %s lr %g, warm-up %d then %s, weight decay %g, "
            "clip %g; %d thread%s\n",
-           (long long)params, cfg.batch, cfg.seq,
-           o->repeat_frac > 0 ? " (some repeated random sequences)" : "", (double)lo.lr, lo.warmup,
+           (long long)params, cfg.batch, cfg.seq, dop.repeat_frac > 0 ? " (some repeated random sequences)" : "",
+           oc.kind == TS_OPTIM_ADAMW ? "AdamW" : "Adam", (double)lo.lr, lo.warmup,
            lo.schedule == TS_LR_COSINE ? "a cosine" : "1/sqrt(step)", (double)oc.weight_decay, (double)lo.clip,
            ts_kernels_threads(), ts_kernels_threads() == 1 ? "" : "s");
+    if (o->resume)
+        printf("# resuming %s at step %lld of %lld (its optimizer state, schedule and data position)\n", o->resume,
+               (long long)lo.first_step, (long long)lo.steps);
+    if (default_name[0])
+        printf("# no --save given: a run of %lld steps is saved to %s when it ends or is stopped\n",
+               (long long)lo.steps, default_name);
     fflush(stdout);
 
     char *config = ts_model_config_to_json(&cfg), *tokjson = ts_lmtok_to_json(&tok);
@@ -427,10 +744,14 @@ int train_lm(const train_opts *o, const model_flags *mf, ts_flag *flags, int n) 
     const char *meta[] = {"format", "tscope", "task", "lm", "steps", steps_s, "heldout_loss", loss_s,
                           "heldout_bits_per_char", bpc_s, "corpus", corpus_name, "config", config ? config : "{}",
                           "tokenizer", tokjson ? tokjson : "{}", "command_line", command ? command : "",
-                          "train_seconds", seconds_s};
+                          "train_seconds", seconds_s, "prompt", prompt_text};
+    run = (struct run){.save = save, .m = &m, .tr = &tr, .opt = &opt, .lo = &lo, .dop = &dop, .meta = meta,
+                       .n_meta = 11, .corpus_tokens = (int64_t)ids.count};
+    snprintf(run.corpus, sizeof run.corpus, "%s", mine.corpus ? mine.corpus : "");
+    fingerprint(ids.ids, ids.count, run.corpus_hash, sizeof run.corpus_hash);
     lm_progress ps = {.tty = isatty(fileno(stdout)) && !o->quiet, .quiet = o->quiet,
                       .log_every = lo.steps >= 20 ? lo.steps / 20 : 1, .heldout = NAN, .bpc_factor = bpc_factor,
-                      .o = o, .m = &m, .meta = meta, .n_meta = 10};
+                      .o = o, .run = &run};
     if (!config || !tokjson || !command) st = ts_fail(TS_ERR_NOMEM, "out of memory");
     ts_train_data src;
     ts_lm_data_source(&d, &src);
@@ -438,53 +759,62 @@ int train_lm(const train_opts *o, const model_flags *mf, ts_flag *flags, int n) 
     lo.trace = w ? &hook : NULL;
     lo.progress = progress;
     lo.progress_ctx = &ps;
-    stop_flag = 0;
-    void (*was)(int) = signal(SIGINT, on_sigint);
     ts_train_loop_result r;
     memset(&r, 0, sizeof r);
     if (!st) st = ts_train_loop(&tr, &opt, &src, &lo, &r);
-    signal(SIGINT, was == SIG_ERR ? SIG_DFL : was);
+    int64_t done = r.steps > lo.first_step ? r.steps - lo.first_step : 0; /* in this session */
     if (ps.tty) printf("\n");
     if (!st && ps.save_st) st = ps.save_st;
     if (st) {
         rc = ts_cli_error(cmd, "%s", ts_last_error());
-        free(config), free(tokjson), free(command);
-        goto out;
+        goto restore;
     }
     double heldout = r.last_heldout;
     if (isnan(heldout) && (st = ts_lm_data_heldout(&d, &m, &heldout))) {
         rc = ts_cli_error(cmd, "%s", ts_last_error());
-        free(config), free(tokjson), free(command);
-        goto out;
+        goto restore;
     }
-    printf("trained %lld steps in %.1f s (%.1f ms/step, %.1fk tokens/s)%s\n", (long long)r.steps, r.seconds,
-           r.steps ? 1e3 * r.seconds / r.steps : 0.0, r.steps ? r.steps * (double)src.tokens_per_step / r.seconds / 1000 : 0.0,
-           r.interrupted ? "; stopped by Ctrl-C" : r.early_stop ? "; early stop: back to the best held-out loss" : "");
+    const char *by = stop_flag == SIGTERM ? "SIGTERM" : "Ctrl-C";
+    printf("trained %lld steps in %.1f s (%.1f ms/step, %.1fk tokens/s)", (long long)done, r.seconds,
+           done ? 1e3 * r.seconds / done : 0.0, done ? done * (double)src.tokens_per_step / r.seconds / 1000 : 0.0);
+    if (r.interrupted)
+        printf("; stopped by %s at step %lld of %lld", by, (long long)r.steps, (long long)lo.steps);
+    else if (r.early_stop)
+        printf("; early stop: back to the best held-out loss");
+    printf("\n");
     snprintf(steps_s, sizeof steps_s, "%lld", (long long)r.steps);
     snprintf(loss_s, sizeof loss_s, "%.4f", heldout);
     snprintf(bpc_s, sizeof bpc_s, "%.4f", heldout * bpc_factor);
     snprintf(seconds_s, sizeof seconds_s, "%.0f", r.seconds);
-    if (o->save) {
-        if ((st = ts_train_save(&m, o->save, 10, meta))) {
+    if (save) {
+        if ((st = save_run(&run, r.steps))) {
             rc = ts_cli_error(cmd, "%s", ts_last_error());
         } else {
-            printf("saved %s (%lld parameters; config and tokenizer in its metadata)\n", o->save, (long long)params);
+            printf("saved %s (%lld parameters; config and tokenizer in its metadata) and its training state %s.state\n",
+                   save, (long long)params, save);
+            if (r.interrupted || r.steps < lo.steps)
+                printf("to go on from step %lld: tscope train --task lm --resume %s\n", (long long)r.steps, save);
         }
+    } else if (r.interrupted) {
+        printf("nothing saved (no --save): this run cannot be resumed\n");
     }
-    free(config), free(tokjson), free(command);
     if (!rc && w) {
         printf("trace: %d snapshots of loss, head scores and attention\n", r.records);
         rc = trace_cli_close(&o->trace, w, cmd);
         w = NULL;
     }
     int sample = o->sample_seen ? o->sample : 300;
-    if (!rc && sample > 0 && !r.interrupted && (st = print_sample(o, sample, &cfg, &m, &tok, &d)))
+    if (!rc && sample > 0 && !r.interrupted && (st = print_sample(sample, &cfg, &m, &tok, &prompt)))
         rc = ts_cli_error(cmd, "%s", ts_last_error());
     if (!rc)
-        printf("held-out loss %.4f nats/token, %.3f bits/char (%s, %lld tokens held out)\n", heldout,
-               heldout * bpc_factor, ts_lmtok_kind_name(kind), (long long)d.n_windows * cfg.seq);
+        printf("held-out loss %.4f nats/token, %.3f bits/char (%s; %d windows of %d tokens from the %lld held out)\n",
+               heldout, heldout * bpc_factor, ts_lmtok_kind_name(kind), d.n_windows, cfg.seq, (long long)d.n_held);
+restore:
+    free(config), free(tokjson), free(command);
 out:
     if (w) ts_trace_writer_abort(w);
+    signal(SIGINT, was_int == SIG_ERR ? SIG_DFL : was_int);
+    signal(SIGTERM, was_term == SIG_ERR ? SIG_DFL : was_term);
     free(text);
     free(probe);
     ts_optim_free(&opt);
@@ -492,6 +822,7 @@ out:
     ts_model_free(&m);
     ts_lm_data_free(&d);
     ts_bpe_ids_free(&ids);
+    ts_bpe_ids_free(&prompt);
     ts_lmtok_free(&tok);
     return rc;
 }

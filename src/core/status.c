@@ -3,6 +3,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 static _Thread_local char last_message[4096]; /* room for a lesson's list of problems */
 
@@ -19,10 +20,14 @@ _Static_assert(sizeof status_names / sizeof status_names[0] == TS_STATUS_COUNT,
                "every status needs a name");
 
 ts_status ts_fail(ts_status s, const char *fmt, ...) {
+    /* formatted aside first: a caller may pass ts_last_error() itself, to put
+     * a prefix before the message (writing in place would garble it) */
+    char msg[sizeof last_message];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(last_message, sizeof last_message, fmt, ap);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    memcpy(last_message, msg, sizeof msg);
     return s;
 }
 

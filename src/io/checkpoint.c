@@ -1,6 +1,7 @@
 /* checkpoint: a language model's checkpoint read back without flags (io.h,
  * "checkpoint"). */
 #include <cjson/cJSON.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -137,4 +138,46 @@ ts_status ts_lm_checkpoint_read(const char *path, ts_model_config *cfg, ts_lmtok
     }
     ts_safetensors_close(&f);
     return st;
+}
+
+/* ---- a run's training state ---------------------------------------------------------- */
+
+ts_status ts_optim_state_save(const char *path, const ts_optim *opt, int n_meta, const char *const *meta) {
+    const char **all = calloc((size_t)(2 * n_meta + 2), sizeof *all);
+    if (!all) return ts_fail(TS_ERR_NOMEM, "out of memory saving %s", path);
+    char steps[32];
+    snprintf(steps, sizeof steps, "%lld", (long long)opt->steps);
+    all[0] = "optim_steps", all[1] = steps;
+    for (int i = 0; i < 2 * n_meta; i++) all[2 + i] = meta[i];
+    ts_tensor t[2];
+    int64_t n = opt->n;
+    ts_status st = ts_tensor_view(&t[0], opt->m, 1, &n);
+    if (!st) st = ts_tensor_view(&t[1], opt->v, 1, &n);
+    const char *names[2] = {"optim.m", "optim.v"};
+    if (!st) st = ts_safetensors_write(path, 2, names, t, n_meta + 1, all);
+    free(all);
+    return st;
+}
+
+ts_status ts_optim_state_load(ts_safetensors *f, ts_optim *opt) {
+    const char *steps = ts_safetensors_meta(f, "optim_steps");
+    char *end = NULL;
+    errno = 0;
+    long long k = steps ? strtoll(steps, &end, 10) : -1;
+    if (!steps || end == steps || *end || errno || k < 0)
+        return ts_fail(TS_ERR_FORMAT, "%s: \"optim_steps\" is %s%.40s%s, not a step count: not a training state "
+                                      "written by tscope train",
+                       f->path, steps ? "\"" : "", steps ? steps : "missing", steps ? "\"" : "");
+    const char *names[2] = {"optim.m", "optim.v"};
+    float *into[2] = {opt->m, opt->v};
+    for (int i = 0; i < 2; i++) {
+        ts_tensor t;
+        TS_TRY(ts_safetensors_get(f, names[i], &t));
+        if (t.rank != 1 || t.shape[0] != opt->n)
+            return ts_fail(TS_ERR_SHAPE, "%s: %s has %lld values; the model has %lld parameters", f->path, names[i],
+                           (long long)ts_tensor_numel(&t), (long long)opt->n);
+        memcpy(into[i], t.data, sizeof(float) * (size_t)opt->n);
+    }
+    opt->steps = k;
+    return TS_OK;
 }

@@ -1,5 +1,6 @@
 /* config_json: a model config as JSON and back (io.h, "config_json"), so a
  * checkpoint says everything needed to build its model again. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,45 +51,35 @@ typedef struct reader {
     ts_status st;
 } reader;
 
-static const cJSON *item(reader *r, const char *key) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(r->o, key);
-    if (!v && !r->st) r->st = ts_fail(TS_ERR_FORMAT, "config: no \"%s\"", key);
-    return v;
-}
+static const char *const WHAT = "config";
 
 static int int_of(reader *r, const char *key) {
-    const cJSON *v = item(r, key);
-    if (!v) return 0;
-    if (!cJSON_IsNumber(v) || v->valuedouble != (double)(int)v->valuedouble || v->valuedouble < 0) {
-        if (!r->st) r->st = ts_fail(TS_ERR_FORMAT, "config: \"%s\" is not a whole number >= 0", key);
-        return 0;
-    }
-    return (int)v->valuedouble;
+    int64_t v = 0;
+    if (!r->st) r->st = ts_json_int(r->o, key, WHAT, true, 0, INT32_MAX, &v);
+    return (int)v;
 }
 
 static float float_of(reader *r, const char *key) {
-    const cJSON *v = item(r, key);
-    if (v && !cJSON_IsNumber(v) && !r->st) r->st = ts_fail(TS_ERR_FORMAT, "config: \"%s\" is not a number", key);
-    return v && cJSON_IsNumber(v) ? (float)v->valuedouble : 0.0f;
+    double v = 0;
+    if (!r->st) r->st = ts_json_number(r->o, key, WHAT, true, &v);
+    return (float)v;
 }
 
 static bool bool_of(reader *r, const char *key) {
-    const cJSON *v = item(r, key);
-    if (v && !cJSON_IsBool(v) && !r->st) r->st = ts_fail(TS_ERR_FORMAT, "config: \"%s\" is not true or false", key);
-    return v && cJSON_IsTrue(v);
+    bool v = false;
+    if (!r->st) r->st = ts_json_bool(r->o, key, WHAT, true, &v);
+    return v;
 }
 
 /* The value whose name(value) is the string at key; the names run from 0
  * until a name is "?" (each setting's words are spelled once, in the model). */
 static int word_of(reader *r, const char *key, const char *(*name)(int)) {
-    const cJSON *v = item(r, key);
-    if (!v) return 0;
-    if (cJSON_IsString(v))
-        for (int i = 0; i < 64 && strcmp(name(i), "?") != 0; i++)
-            if (strcmp(name(i), v->valuestring) == 0) return i;
-    if (!r->st)
-        r->st = ts_fail(TS_ERR_FORMAT, "config: \"%s\" is %s, which this tscope does not know", key,
-                        cJSON_IsString(v) ? v->valuestring : "not a string");
+    const char *v = NULL;
+    if (!r->st) r->st = ts_json_string(r->o, key, WHAT, true, &v);
+    if (r->st) return 0;
+    for (int i = 0; i < 64 && strcmp(name(i), "?") != 0; i++)
+        if (strcmp(name(i), v) == 0) return i;
+    r->st = ts_fail(TS_ERR_FORMAT, "config: \"%s\" is \"%.60s\", which this tscope does not know", key, v);
     return 0;
 }
 
@@ -103,14 +94,12 @@ static const char *mask_name(int i) { return ts_model_mask_name((ts_mask_kind)i)
 
 ts_status ts_model_config_from_json(const char *json, ts_model_config *c) {
     memset(c, 0, sizeof *c);
-    cJSON *o = cJSON_Parse(json);
-    if (!cJSON_IsObject(o)) {
-        cJSON_Delete(o);
-        return ts_fail(TS_ERR_FORMAT, "config: not a JSON object");
-    }
+    cJSON *o = NULL;
+    TS_TRY(ts_json_parse(json, strlen(json), WHAT, &o));
     reader r = {o, TS_OK};
-    const cJSON *preset = item(&r, "preset");
-    if (cJSON_IsString(preset)) snprintf(c->preset, sizeof c->preset, "%s", preset->valuestring);
+    const char *preset = "";
+    r.st = ts_json_string(o, "preset", WHAT, true, &preset);
+    snprintf(c->preset, sizeof c->preset, "%s", preset);
     c->arch = (ts_arch)word_of(&r, "arch", arch_name);
     c->d_model = int_of(&r, "d_model");
     c->heads = int_of(&r, "heads");
@@ -136,13 +125,15 @@ ts_status ts_model_config_from_json(const char *json, ts_model_config *c) {
     c->causal = bool_of(&r, "causal");
     c->scale_embed = bool_of(&r, "scale_embed");
     c->tie_embed = bool_of(&r, "tie_embed");
-    const cJSON *v = item(&r, "variant");
-    if (!r.st && (!cJSON_IsString(v) || ts_model_variant_parse(v->valuestring, &c->variants)))
-        r.st = ts_fail(TS_ERR_FORMAT, "config: \"variant\" is not a list of variants");
+    const char *variants = NULL;
+    if (!r.st) r.st = ts_json_string(o, "variant", WHAT, true, &variants);
+    if (!r.st && ts_model_variant_parse(variants, &c->variants))
+        r.st = ts_fail(TS_ERR_FORMAT, "config: \"variant\" is \"%.60s\", not a list of variants", variants);
     c->pe_variant = (ts_pe_variant)word_of(&r, "pe_variant", pe_variant_name);
     c->mask = (ts_mask_kind)word_of(&r, "mask", mask_name);
-    const cJSON *seed = item(&r, "seed");
-    if (cJSON_IsNumber(seed)) c->seed = (uint64_t)seed->valuedouble;
+    int64_t seed = 0;
+    if (!r.st) r.st = ts_json_int(o, "seed", WHAT, true, 0, INT64_MAX, &seed);
+    c->seed = (uint64_t)seed;
     cJSON_Delete(o);
     if (!r.st) r.st = ts_model_config_check(c);
     return r.st;

@@ -23,6 +23,7 @@
  */
 #include <cjson/cJSON.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +32,7 @@
 #include "tscope/io.h"
 
 #define NAME_MAX_LEN 256
+#define CONFIG_MAX (1 << 20)
 
 /* ---- finding the files ------------------------------------------------------------ */
 
@@ -111,6 +113,10 @@ static bool prefix_of(const ts_safetensors *f, char *prefix, size_t size) {
 }
 
 bool ts_gpt2_is(const char *path) {
+    /* a folder is read only as GPT-2's (model.safetensors, pytorch_model.bin,
+     * ckpt.pt, config.json): its loader then says what is wrong with the
+     * files, rather than the folder being taken for a file that is not one */
+    if (is_dir(path)) return true;
     char file[4096 + 32], prefix[48];
     weights_path(path, file, sizeof file);
     ts_safetensors f;
@@ -202,6 +208,9 @@ static ts_status missing(const ts_safetensors *f, const char *prefix, const char
 static ts_status read_config_json(const char *dir, const char *weights, ts_model_config *c) {
     char path[4096 + 16];
     snprintf(path, sizeof path, "%s/config.json", dir);
+    struct stat sb;
+    if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode))
+        return ts_fail(TS_ERR_FORMAT, "%s is %s, not a file", path, S_ISDIR(sb.st_mode) ? "a folder" : "not a regular file");
     FILE *fp = fopen(path, "rb");
     if (!fp)
         return ts_fail(TS_ERR_ARG, "%s: GPT-2 weights need config.json beside them for what shapes cannot tell "
@@ -210,29 +219,35 @@ static ts_status read_config_json(const char *dir, const char *weights, ts_model
     fseek(fp, 0, SEEK_END);
     long n = ftell(fp);
     fseek(fp, 0, SEEK_SET);
+    if (n > CONFIG_MAX) {
+        fclose(fp);
+        return ts_fail(TS_ERR_FORMAT, "%s is %ld bytes; a config.json is a few hundred", path, n);
+    }
     char *text = n >= 0 ? malloc((size_t)n + 1) : NULL;
     size_t got = text ? fread(text, 1, (size_t)n, fp) : 0;
     fclose(fp);
-    if (!text || got != (size_t)n) {
+    if (!text || got != (size_t)n || n < 0) {
         free(text);
-        return ts_fail(TS_ERR_IO, "%s: cannot read", path);
+        return ts_fail(TS_ERR_IO, "%s: cannot read it", path);
     }
-    text[n] = '\0';
-    cJSON *o = cJSON_Parse(text);
+    cJSON *o = NULL;
+    ts_status st = ts_json_parse(text, (size_t)n, path, &o);
     free(text);
-    if (!cJSON_IsObject(o)) {
-        cJSON_Delete(o);
-        return ts_fail(TS_ERR_FORMAT, "%s: not a JSON object", path);
-    }
-    ts_status st = TS_OK;
-    const cJSON *heads = cJSON_GetObjectItemCaseSensitive(o, "n_head");
-    if (!cJSON_IsNumber(heads) || heads->valueint < 1)
-        st = ts_fail(TS_ERR_FORMAT, "%s: no n_head (the number of attention heads)", path);
-    else
-        c->heads = heads->valueint;
-    const cJSON *eps = cJSON_GetObjectItemCaseSensitive(o, "layer_norm_epsilon");
-    if (!st && cJSON_IsNumber(eps)) c->eps = c->embed_eps = (float)eps->valuedouble;
-    const char *act = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, "activation_function"));
+    if (st) return st;
+    /* each value by its type: a fractional n_head or a quoted epsilon is the
+     * file's mistake, not something to round or skip */
+    int64_t heads = 0;
+    double eps = c->eps;
+    const char *act = NULL;
+    st = ts_json_int(o, "n_head", path, true, 1, 1 << 20, &heads);
+    if (!st && c->d_model % heads != 0) /* in the file's words, not --heads: no flag gave it */
+        st = ts_fail(TS_ERR_FORMAT, "%s: \"n_head\": %lld does not divide the width %d of %s's tensors: each head "
+                                    "needs a whole number of dimensions", path, (long long)heads, c->d_model, weights);
+    if (!st) c->heads = (int)heads;
+    if (!st) st = ts_json_number(o, "layer_norm_epsilon", path, false, &eps);
+    if (!st && !(eps > 0 && eps < 1)) st = ts_fail(TS_ERR_FORMAT, "%s: \"layer_norm_epsilon\" is %g, not in (0, 1)", path, eps);
+    if (!st) c->eps = c->embed_eps = (float)eps;
+    if (!st) st = ts_json_string(o, "activation_function", path, false, &act);
     if (!st && act) {
         if (strcmp(act, "gelu_new") == 0 || strcmp(act, "gelu_pytorch_tanh") == 0 || strcmp(act, "gelu_fast") == 0)
             c->activation = TS_ACT_GELU_TANH;
@@ -241,8 +256,8 @@ static ts_status read_config_json(const char *dir, const char *weights, ts_model
         else if (strcmp(act, "relu") == 0)
             c->activation = TS_ACT_RELU;
         else
-            st = ts_fail(TS_ERR_UNSUPPORTED, "%s: activation_function \"%s\" is not one tscope has (gelu_new, gelu, "
-                                             "relu)", path, act);
+            st = ts_fail(TS_ERR_UNSUPPORTED, "%s: \"activation_function\" is \"%.60s\", not one tscope has (gelu_new, "
+                                             "gelu, relu)", path, act);
     }
     /* sizes config.json repeats: a disagreement means the files do not belong together */
     static const struct { const char *key; size_t at; } sizes[] = {
@@ -252,12 +267,20 @@ static ts_status read_config_json(const char *dir, const char *weights, ts_model
         {"n_positions", offsetof(ts_model_config, max_pos)},
     };
     for (size_t i = 0; !st && i < sizeof sizes / sizeof sizes[0]; i++) {
-        const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, sizes[i].key);
+        int64_t v = -1;
         int mine = *(const int *)((const char *)c + sizes[i].at);
-        if (cJSON_IsNumber(v) && v->valueint != mine)
-            st = ts_fail(TS_ERR_FORMAT, "%s says %s %d but %s's tensors have %d", path, sizes[i].key, v->valueint,
-                         weights, mine);
+        st = ts_json_int(o, sizes[i].key, path, false, 0, INT32_MAX, &v);
+        if (!st && v >= 0 && v != mine)
+            st = ts_fail(TS_ERR_FORMAT, "%s says \"%s\": %lld but %s's tensors have %d", path, sizes[i].key,
+                         (long long)v, weights, mine);
     }
+    /* n_inner: null means 4 * n_embd, which the tensors already say */
+    const cJSON *inner = cJSON_GetObjectItemCaseSensitive(o, "n_inner");
+    int64_t ffn = -1;
+    if (!st && inner && !cJSON_IsNull(inner)) st = ts_json_int(o, "n_inner", path, false, 1, INT32_MAX, &ffn);
+    if (!st && ffn >= 0 && ffn != c->ffn)
+        st = ts_fail(TS_ERR_FORMAT, "%s says \"n_inner\": %lld but %s's tensors have %d", path, (long long)ffn,
+                     weights, c->ffn);
     cJSON_Delete(o);
     return st;
 }

@@ -3,6 +3,7 @@
  * (under the file's own names, not tscope's) and the flag that would help. */
 #include "tscope/io.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -141,9 +142,13 @@ ts_status ts_model_load_safetensors(ts_model *m, const char *path, const char *p
 
 /* ---- inputs ------------------------------------------------------------------ */
 
+/* The reader's message after the flag that named the file (ts_fail formats
+ * aside, so the last message may be one of its arguments). */
+static ts_status flag_named(ts_status st, const char *flag) { return ts_fail(st, "%s: %s", flag, ts_last_error()); }
+
 ts_status ts_model_read_vectors(const char *path, const char *flag, ts_npy *out) {
     ts_status st = ts_npy_read(out, path);
-    if (st) return st;
+    if (st) return flag_named(st, flag);
     char s[TS_SHAPE_TEXT_MAX];
     if (out->rank != 3 || out->shape[0] < 1 || out->shape[1] < 1 || out->shape[2] < 1) {
         st = ts_fail(TS_ERR_SHAPE, "%s %s has shape %s; it must be (B, S, D) vectors, one row of width D per "
@@ -152,6 +157,12 @@ ts_status ts_model_read_vectors(const char *path, const char *flag, ts_npy *out)
         st = ts_fail(TS_ERR_SHAPE, "%s %s: shape %s is too large", flag, path,
                      ts_shape_format(s, sizeof s, out->rank, out->shape, TS_SHAPE_PLAIN));
     }
+    /* a NaN or an infinity would run through every step and show as a result */
+    for (int64_t i = 0; !st && i < out->numel; i++)
+        if (!isfinite(out->f32[i]))
+            st = ts_fail(TS_ERR_ARG, "%s %s: element %lld (position %lld, feature %lld) is %g; vectors are finite "
+                         "numbers", flag, path, (long long)i, (long long)(i / out->shape[2] % out->shape[1]),
+                         (long long)(i % out->shape[2]), (double)out->f32[i]);
     if (st) ts_npy_free(out);
     return st;
 }
@@ -160,7 +171,7 @@ ts_status ts_model_read_pad_mask(const char *path, const char *flag, int B, int 
     *pads = NULL;
     ts_npy a;
     ts_status st = ts_npy_read(&a, path);
-    if (st) return st;
+    if (st) return flag_named(st, flag);
     char s[TS_SHAPE_TEXT_MAX];
     bool lengths = a.rank == 1 && a.shape[0] == B;
     if (!lengths && !(a.rank == 2 && a.shape[0] == B && a.shape[1] == S))

@@ -109,6 +109,12 @@ static ts_status read_setting(const meta_src *m, ts_model_setting s, ts_model_co
     }
     *found = v != NULL;
     if (!v) return TS_OK;
+    if (m->config) { /* the JSON says its type: a number quoted, or a word as a number, is refused */
+        const cJSON *item = cJSON_GetObjectItemCaseSensitive(m->config, key);
+        bool number = s == TS_SETTING_HEADS || s == TS_SETTING_EPS;
+        if (number && !cJSON_IsNumber(item)) return bad_meta(m, key, v, "a JSON number");
+        if (!number && !cJSON_IsString(item)) return bad_meta(m, key, v, "a JSON string");
+    }
     char *end = NULL;
     switch (s) {
     case TS_SETTING_HEADS: {
@@ -155,20 +161,22 @@ ts_status ts_model_meta_settings(const ts_safetensors *f, ts_model_config *cfg, 
     cJSON *root = NULL;
     const char *format = ts_safetensors_meta(f, "format"), *config = ts_safetensors_meta(f, "config");
     if (format && strcmp(format, "tscope") == 0 && config) {
-        root = cJSON_Parse(config);
-        if (!cJSON_IsObject(root)) {
-            cJSON_Delete(root);
-            return ts_fail(TS_ERR_FORMAT, "%s: __metadata__ config is not a JSON object", f->path);
-        }
+        char what[4096 + 32];
+        snprintf(what, sizeof what, "%s: __metadata__ config", f->path);
+        TS_TRY(ts_json_parse(config, strlen(config), what, &root));
         m.config = root;
     }
     ts_status st = TS_OK;
     for (int s = 0; s < TS_SETTING_COUNT && !st; s++) st = read_setting(&m, (ts_model_setting)s, cfg, &from_meta[s]);
     if (!st && root) { /* what tscope also records: the embedding's scale and its LayerNorm's eps */
-        const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "scale_embed");
-        if (cJSON_IsBool(v)) cfg->scale_embed = cJSON_IsTrue(v), *scale_known = true;
-        v = cJSON_GetObjectItemCaseSensitive(root, "embed_eps");
-        if (cJSON_IsNumber(v) && v->valuedouble > 0) cfg->embed_eps = (float)v->valuedouble;
+        char what[4096 + 32];
+        snprintf(what, sizeof what, "%s: __metadata__ config", f->path);
+        double eps = cfg->embed_eps;
+        *scale_known = ts_json_has(root, "scale_embed");
+        st = ts_json_bool(root, "scale_embed", what, false, &cfg->scale_embed);
+        if (!st) st = ts_json_number(root, "embed_eps", what, false, &eps);
+        if (!st && ts_json_has(root, "embed_eps") && !(eps > 0)) st = ts_fail(TS_ERR_FORMAT, "%s: \"embed_eps\" is %g, not a positive number", what, eps);
+        if (!st) cfg->embed_eps = (float)eps;
     }
     cJSON_Delete(root);
     return st;

@@ -219,20 +219,31 @@ static ts_status parse_header(ts_safetensors *f, const char *json, size_t len) {
     if (len < 2 || json[0] != '{')
         return ts_fail(TS_ERR_FORMAT, "%s: the header does not start with '{': not a safetensors file",
                        f->path);
+    /* a NUL would end a name early, unseen: only the padding after the JSON may hold one */
+    const char *nul = memchr(json, '\0', len);
+    size_t body = nul ? (size_t)(nul - json) : len;
+    for (size_t i = body; i < len; i++)
+        if (json[i] != '\0' && json[i] != ' ')
+            return ts_fail(TS_ERR_FORMAT, "%s: the JSON header has a NUL byte at byte %zu of %zu", f->path, body, len);
     const char *end = NULL;
-    cJSON *root = cJSON_ParseWithLengthOpts(json, len, &end, false);
+    cJSON *root = cJSON_ParseWithLengthOpts(json, body, &end, false);
     if (!root) {
         size_t at = end && end >= json && end <= json + len ? (size_t)(end - json) : 0;
         return ts_fail(TS_ERR_FORMAT, "%s: the JSON header is malformed near byte %zu of %zu", f->path,
                        at, len);
     }
     ts_status st = TS_OK;
-    for (const char *p = end; p && p < json + len && !st; p++)
+    for (const char *p = end; p && p < json + body && !st; p++)
         if (*p != ' ' && *p != '\t' && *p != '\n' && *p != '\r' && *p != '\0')
             st = ts_fail(TS_ERR_FORMAT, "%s: unexpected bytes after the JSON header (at byte %zu)",
                          f->path, (size_t)(p - json));
     if (!st && !cJSON_IsObject(root))
         st = ts_fail(TS_ERR_FORMAT, "%s: the JSON header is not an object", f->path);
+    if (!st) { /* a key twice, in a tensor's entry or the metadata: Python's json keeps the last */
+        char what[4096 + 16];
+        snprintf(what, sizeof what, "%s: the JSON header", f->path);
+        st = ts_json_check_unique(root, what);
+    }
     int n = st ? 0 : cJSON_GetArraySize(root);
     if (!st && !(f->entries = calloc((size_t)n + 1, sizeof *f->entries)))
         st = ts_fail(TS_ERR_NOMEM, "%s: out of memory", f->path);

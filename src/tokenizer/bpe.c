@@ -222,13 +222,10 @@ static ts_status load_vocab(ts_bpe *bpe, const char *path, const int16_t *lookup
     size_t len;
     ts_status st = read_all(path, &text, &len);
     if (st != TS_OK) return st;
-    cJSON *root = cJSON_ParseWithLength(text, len);
+    cJSON *root = NULL;
+    st = ts_json_parse(text, len, path, &root); /* an object, each token once */
     free(text);
-    if (!root) return ts_fail(TS_ERR_FORMAT, "%s: not valid JSON", path);
-    if (!cJSON_IsObject(root)) {
-        cJSON_Delete(root);
-        return ts_fail(TS_ERR_FORMAT, "%s: not a JSON object of token -> id", path);
-    }
+    if (st != TS_OK) return st;
     int n = cJSON_GetArraySize(root);
     if (n < 256 || n > MAX_VOCAB) {
         cJSON_Delete(root);
@@ -250,8 +247,11 @@ static ts_status load_vocab(ts_bpe *bpe, const char *path, const int16_t *lookup
     for (cJSON *e = root->child; e && st == TS_OK; e = e->next) {
         double v = e->valuedouble;
         if (!cJSON_IsNumber(e) || v < 0 || v >= n || v != (double)(int32_t)v)
-            st = ts_fail(TS_ERR_FORMAT, "%s: token \"%.40s\" has id %s; ids must run from 0 to %d", path, e->string,
-                         cJSON_IsNumber(e) ? "out of range" : "that is not a number", n - 1);
+        {
+            char q[80];
+            st = ts_fail(TS_ERR_FORMAT, "%s: token \"%.40s\" has id %s, not a whole number from 0 to %d", path,
+                         e->string, ts_json_quote(e, q, sizeof q), n - 1);
+        }
         else if (key_of[(int32_t)v])
             st = ts_fail(TS_ERR_FORMAT, "%s: id %d is given twice (\"%.40s\" and \"%.40s\")", path, (int)v,
                          key_of[(int32_t)v], e->string);

@@ -1,5 +1,6 @@
 /* lm_tok: a language model's tokenizer, characters, words or GPT-2's BPE
  * (tokenizer.h, "a language model's tokenizer"). */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -250,7 +251,7 @@ static ts_status build_chars(ts_lmtok *t, const char *text, size_t len) {
         if (!(t->piece[id++] = strdup(one))) st = ts_fail(TS_ERR_NOMEM, "tokenizer: out of memory");
     }
     if (!st) {
-        qsort(other, (size_t)n_other, sizeof *other, by_code_point);
+        if (n_other) qsort(other, (size_t)n_other, sizeof *other, by_code_point); /* NULL when ASCII only */
         for (int k = 0; k < n_other; k++) t->piece[id++] = other[k], other[k] = NULL;
     }
     for (int k = 0; k < n_other; k++) free(other[k]);
@@ -277,6 +278,9 @@ ts_status ts_lmtok_build(ts_lmtok *t, ts_lmtok_kind kind, const char *text, size
     }
     if ((st = check_utf8(text, len))) return st;
     if (len == 0) return ts_fail(TS_ERR_ARG, "the text is empty: there is nothing to build a vocabulary from");
+    const char *nul = memchr(text, '\0', len);
+    if (nul) /* a piece is a C string: a NUL would be a token that can never be spelled */
+        return ts_fail(TS_ERR_FORMAT, "the text has a NUL byte at offset %zu: it is binary, not text", (size_t)(nul - text));
     st = kind == TS_LMTOK_CHAR ? build_chars(t, text, len) : build_words(t, text, len, max_vocab);
     if (!st) st = index_pieces(t);
     if (st) ts_lmtok_free(t);
@@ -374,17 +378,19 @@ char *ts_lmtok_to_json(const ts_lmtok *t) {
 
 ts_status ts_lmtok_from_json(ts_lmtok *t, const char *json) {
     memset(t, 0, sizeof *t);
-    cJSON *o = cJSON_Parse(json);
-    const cJSON *kind = cJSON_GetObjectItemCaseSensitive(o, "kind");
-    ts_status st = cJSON_IsString(kind) ? ts_lmtok_kind_parse(kind->valuestring, &t->kind)
-                                        : ts_fail(TS_ERR_FORMAT, "tokenizer: the JSON has no \"kind\"");
+    cJSON *o = NULL;
+    const char *kind = NULL;
+    ts_status st = ts_json_parse(json, strlen(json), "tokenizer", &o);
+    if (!st) st = ts_json_string(o, "kind", "tokenizer", true, &kind);
+    if (!st) st = ts_lmtok_kind_parse(kind, &t->kind);
     if (!st && t->kind == TS_LMTOK_BPE) {
-        const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "vocab");
-        st = ts_lmtok_build(t, TS_LMTOK_BPE, NULL, 0, 0);
-        if (!st && cJSON_IsNumber(v) && (int32_t)v->valuedouble != t->count) {
-            st = ts_fail(TS_ERR_FORMAT, "tokenizer: the checkpoint was trained with a BPE of %d tokens; the shipped "
+        int64_t v = -1;
+        st = ts_json_int(o, "vocab", "tokenizer", false, 1, INT32_MAX, &v);
+        if (!st) st = ts_lmtok_build(t, TS_LMTOK_BPE, NULL, 0, 0);
+        if (!st && v >= 0 && v != t->count) {
+            st = ts_fail(TS_ERR_FORMAT, "tokenizer: the checkpoint was trained with a BPE of %lld tokens; the shipped "
                                         "one has %d",
-                         (int)v->valuedouble, (int)t->count);
+                         (long long)v, (int)t->count);
             ts_lmtok_free(t);
         }
     } else if (!st) {

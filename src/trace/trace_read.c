@@ -452,11 +452,8 @@ static ts_status read_header(ts_trace *t, uint64_t *records) {
     if (!t->meta) return ts_fail(TS_ERR_NOMEM, "trace: no memory for the metadata");
     memcpy(t->meta, d + meta_offset, (size_t)meta_size);
     t->meta[meta_size] = '\0';
-    cJSON *root = cJSON_ParseWithLength(t->meta, (size_t)meta_size);
-    if (!cJSON_IsObject(root)) {
-        cJSON_Delete(root);
-        return ts_fail(TS_ERR_FORMAT, "trace: the metadata is not a JSON object");
-    }
+    cJSON *root = NULL;
+    TS_TRY(ts_json_parse(t->meta, strlen(t->meta), "trace: the metadata", &root));
     t->tokens[TS_TRACE_SOURCE] = token_list(root, "source_tokens", &t->n_tokens[TS_TRACE_SOURCE]);
     t->tokens[TS_TRACE_TARGET] = token_list(root, "target_tokens", &t->n_tokens[TS_TRACE_TARGET]);
     batch_token_lists(t, TS_TRACE_SOURCE, cJSON_GetObjectItemCaseSensitive(root, "source_tokens_batch"));

@@ -22,7 +22,8 @@ ts_status ts_lm_data_init(ts_lm_data *d, const int32_t *ids, int64_t n, const ts
     memset(d, 0, sizeof *d);
     d->o = *o;
     int B = o->batch, S = o->ctx;
-    if (B < 1 || S < 2) return ts_fail(TS_ERR_ARG, "train: a batch of %d windows of %d tokens cannot be", B, S);
+    if (B < 1) return ts_fail(TS_ERR_ARG, "--batch %d: a step needs at least one window", B);
+    if (S < 2) return ts_fail(TS_ERR_ARG, "--seq %d: a window needs at least 2 tokens, one to read and one to predict", S);
     if (o->vocab < 2) return ts_fail(TS_ERR_ARG, "train: a vocabulary of %d tokens has nothing to predict", o->vocab);
     if (o->heldout < 1) return ts_fail(TS_ERR_ARG, "--heldout %d must be at least 1", o->heldout);
     if (o->heldout_every < 2) return ts_fail(TS_ERR_ARG, "train: one piece in %d held out leaves none to train on", o->heldout_every);
@@ -56,8 +57,8 @@ ts_status ts_lm_data_init(ts_lm_data *d, const int32_t *ids, int64_t n, const ts
         int64_t nt = d->n_train, nh = d->n_held;
         ts_lm_data_free(d);
         return ts_fail(TS_ERR_ARG,
-                       "train: the corpus (%lld tokens) gives %lld to train on and %lld held out; each needs a "
-                       "window of %d (--ctx + 1): use a longer text or a shorter --ctx",
+                       "the text (%lld tokens) gives %lld to train on and %lld held out; each needs a "
+                       "window of %d (--seq + 1): use a longer text or a shorter --seq",
                        (long long)n, (long long)nt, (long long)nh, S + 1);
     }
     d->n_windows = (o->heldout + B - 1) / B * B;

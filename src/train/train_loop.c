@@ -62,6 +62,17 @@ ts_status ts_train_loop_opts_check(const ts_train_loop_opts *o) {
         return ts_fail(TS_ERR_ARG, "--label-smoothing %g must be at least 0 and below 1", (double)o->smoothing);
     if (o->eval_every < 1) return ts_fail(TS_ERR_ARG, "--eval-every %d must be at least 1", o->eval_every);
     if (o->trace && o->every < 1) return ts_fail(TS_ERR_ARG, "--every %d must be at least 1", o->every);
+    if (o->patience < 0) return ts_fail(TS_ERR_ARG, "--patience %d must be 0 (off) or more", o->patience);
+    if (o->first_step < 0 || (o->steps > 0 && o->first_step >= o->steps))
+        return ts_fail(TS_ERR_ARG, "--steps %lld: the run has done %lld already", (long long)o->steps,
+                       (long long)o->first_step);
+    /* early stopping counts held-out evaluations: too few, and it could never act */
+    int64_t left = o->steps - o->first_step;
+    int64_t evals = left / o->eval_every + (left % o->eval_every != 0);
+    if (o->patience > 0 && evals <= o->patience)
+        return ts_fail(TS_ERR_ARG, "--patience %d needs more than %d held-out evaluations, but --steps %lld with "
+                                   "--eval-every %d makes %lld: it could never stop the run",
+                       o->patience, o->patience, (long long)o->steps, o->eval_every, (long long)evals);
     return TS_OK;
 }
 
@@ -95,12 +106,12 @@ ts_status ts_train_loop(ts_train *tr, ts_optim *opt, ts_train_data *d, const ts_
     double t0 = now(), tsum = 0; /* losses since the last snapshot */
     int tn = 0, since_best = 0;
     bool stopping = false;
-    if (o->trace) { /* the untrained model: loss, gradients and attention before any step */
+    if (o->trace && o->first_step == 0) { /* the untrained model: loss, gradients and attention before any step */
         double l0 = 0;
         st = measure(tr, d, o, &l0);
         if (!st) st = tr_recorder_snapshot(&rec, tr, d, 0, l0, 0.0f, sqrt(ts_train_grad_sumsq(tr, NULL)));
     }
-    for (int64_t step = 1; step <= o->steps && !st && !stopping; step++) {
+    for (int64_t step = o->first_step + 1; step <= o->steps && !st && !stopping; step++) {
         ts_model_input in;
         const int32_t *labels;
         if ((st = d->batch(d->ctx, step, &in, &labels))) break;
@@ -108,8 +119,9 @@ ts_status ts_train_loop(ts_train *tr, ts_optim *opt, ts_train_data *d, const ts_
         if ((st = ts_train_step(tr, opt, &in, labels, &so, &sr))) break;
         r->steps = step;
         if (!isfinite(sr.loss)) {
-            st = ts_fail(TS_ERR_ARG, "the loss became %g at step %lld: try a smaller --lr or --clip 1", sr.loss,
-                         (long long)step);
+            bool clipped = o->clip > 0 && o->clip <= 1;
+            st = ts_fail(TS_ERR_ARG, "the loss became %g at step %lld: try a smaller --lr (it is %g)%s", sr.loss,
+                         (long long)step, (double)o->lr, clipped ? "" : " or --clip 1");
             break;
         }
         tsum += sr.loss, tn++;
@@ -121,8 +133,9 @@ ts_status ts_train_loop(ts_train *tr, ts_optim *opt, ts_train_data *d, const ts_
             if (st) break;
         }
         double el = now() - t0;
+        int64_t done = step - o->first_step; /* in this session */
         ts_train_progress p = {step, o->steps, sr.loss, NAN, so.lr, sr.grad_norm, el,
-                               (double)step * (double)d->tokens_per_step / el, el / step * (o->steps - step), false};
+                               (double)done * (double)d->tokens_per_step / el, el / done * (o->steps - step), false};
         if (step % o->eval_every == 0 || last) {
             if ((st = d->heldout(d->ctx, m, &p.heldout))) break;
             r->last_heldout = p.heldout;
