@@ -17,7 +17,7 @@ endif
 # libraries' include paths, so it cannot include cairo, pango or SDL;
 # viz/ (renderers, viewer, lesson pages) gets them.
 CORE_PKGS := zlib libcjson md4c
-VIZ_PKGS := sdl2 cairo cairo-svg cairo-pdf pangocairo
+VIZ_PKGS := sdl2 cairo cairo-svg cairo-pdf pangocairo md4c-html
 PKGS := $(VIZ_PKGS) $(CORE_PKGS)
 CORE_PKG_CFLAGS = $(shell pkg-config --cflags $(CORE_PKGS) 2>/dev/null)
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
@@ -77,8 +77,8 @@ run: deps all
 	@if [ -n "$$DISPLAY$$WAYLAND_DISPLAY" ]; then $(RUN_BIN) lesson 1; \
 	else $(RUN_BIN) lesson 1 --export out/lesson-01 && echo "no display: lesson 1 is in out/lesson-01/ (step01.png first)"; fi
 
-# test: install what is missing, build with warnings as errors, run every test (plain and sanitized)
-test: deps
+# test: install what is missing, build with warnings as errors, run every test (plain and sanitized, and in chromium)
+test: deps-test
 	@$(MAKE) -j$$(nproc) all tests
 	@$(MAKE) -j$$(nproc) asan
 	@scripts/run-tests.sh $(BUILD) $(ASAN_BUILD)
@@ -114,6 +114,11 @@ asan:
 # deps: check the system packages and install the missing ones (apt-get)
 deps:
 	@scripts/deps.sh
+
+# deps-test: deps, and the browser tests' chromium, node and puppeteer-core (scripts/deps.sh web)
+.PHONY: deps-test
+deps-test:
+	@scripts/deps.sh test web
 
 # clean: remove everything the build made
 clean:

@@ -454,6 +454,9 @@ typedef struct ts_figure_spec {
     double scale;         /* PNG: pixels per point, in (0, 8]; unused by SVG and PDF */
     const char *title;    /* PDF metadata, the SVG's <title>; may be NULL */
     const char *desc;     /* SVG only: a <desc>, the figure's text alternative; may be NULL */
+    bool svg_pixelated;   /* SVG for browsers: cell images kept at one pixel a cell, shown with
+                           * image-rendering: pixelated (other SVG readers may blur them; without this
+                           * they are enlarged in the file, which any reader shows sharp) */
 } ts_figure_spec;
 
 /* While a figure is drawn into an SVG: add raw SVG markup (tooltips: a

@@ -19,6 +19,7 @@ int ts_cmd_lesson(int argc, char **argv);
 int ts_cmd_png(int argc, char **argv);
 int ts_cmd_run(int argc, char **argv);
 int ts_cmd_shapes(int argc, char **argv);
+int ts_cmd_site(int argc, char **argv);
 int ts_cmd_tokenize(int argc, char **argv);
 int ts_cmd_train(int argc, char **argv);
 int ts_cmd_view(int argc, char **argv);

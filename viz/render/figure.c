@@ -76,10 +76,13 @@ static ts_status write_svg(ts_outfile *file, const ts_text_buf *svg, const ts_te
         free(head.s);
         return ts_fail(TS_ERR_NOMEM, "figure: no memory for the SVG's title");
     }
-    ts_status st = ts_outfile_write(file, s, (size_t)(open_end + 1 - s));
+    /* For browsers, cells are images of one pixel a cell: enlarged, they stay blocks. */
+    ts_status st = ts_outfile_write(file, s, (size_t)(open_end - s));
+    const char *crisp = spec->svg_pixelated ? " style=\"image-rendering:pixelated\">" : ">";
+    if (!st) st = ts_outfile_write(file, crisp, strlen(crisp));
     if (!st && head.len) st = ts_outfile_write(file, head.s, head.len);
     if (!st) st = ts_outfile_write(file, open_end + 1, (size_t)(close - open_end - 1));
-    if (!st && layer->len) st = ts_outfile_write(file, "<g class=\"text\" xml:space=\"preserve\">\n", 38);
+    if (!st && layer->len) st = ts_outfile_write(file, "<g class=\"text\" xml:space=\"preserve\" text-rendering=\"geometricPrecision\">\n", 74);
     if (!st && layer->len) st = ts_outfile_write(file, layer->s, layer->len);
     if (!st && layer->len) st = ts_outfile_write(file, "</g>\n", 5);
     if (!st) st = ts_outfile_write(file, close, strlen(close));
@@ -129,7 +132,7 @@ ts_status ts_figure_write(const char *path, const ts_figure_spec *spec, ts_figur
     cairo_t *cr = cairo_create(surf);
     /* A PNG has `scale` pixels per point; SVG and PDF are in points. */
     if (spec->format == TS_FIGURE_PNG) cairo_scale(cr, spec->scale, spec->scale);
-    if (spec->format == TS_FIGURE_SVG) ts_render__svg_layer_begin(surf, &layer);
+    if (spec->format == TS_FIGURE_SVG) ts_render__svg_layer_begin(surf, &layer, spec->svg_pixelated);
     st = draw(ctx, cr, spec->width, spec->height);
     ts_render__svg_layer_end();
     if (st == TS_OK && layer.oom) st = ts_fail(TS_ERR_NOMEM, "figure: no memory for the SVG's text");

@@ -21,11 +21,13 @@
 static _Thread_local cairo_surface_t *layer_surface;
 static _Thread_local ts_text_buf *layer_buf;
 static _Thread_local int layer_clips;
+static _Thread_local bool layer_pixelated;
 
-void ts_render__svg_layer_begin(cairo_surface_t *surface, ts_text_buf *buf) {
+void ts_render__svg_layer_begin(cairo_surface_t *surface, ts_text_buf *buf, bool pixelated) {
     layer_surface = surface;
     layer_buf = buf;
     layer_clips = 0;
+    layer_pixelated = pixelated;
 }
 
 void ts_render__svg_layer_end(void) {
@@ -40,6 +42,8 @@ void ts_render_svg_add(cairo_t *cr, const char *svg) {
 }
 
 bool ts_render_svg_recording(cairo_t *cr) { return layer_active(cr); }
+
+bool ts_render__svg_pixelated(cairo_t *cr) { return layer_active(cr) && layer_pixelated; }
 
 void ts_render_svg_escape(ts_text_buf *b, const char *s, size_t n) {
     for (size_t i = 0; i < n && s[i]; i++) {

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# The lessons on the web, in a real browser: `tscope site` writes lessons 2-4
+# (WEB_LESSONS overrides: "all", or a list as --lessons takes it), then
+# tests/web/site_test.js opens every page in Debian's headless chromium
+# through puppeteer-core (scripts/deps.sh web installs both): no console
+# error, no request leaving the folder, relative links, text in the figures,
+# arrow keys, Home and End, a heatmap cell's tooltip under the mouse, one
+# printed page a step. Each lesson's first figure as the browser draws it is
+# compared with the PNG export of the same figure (thumb.png) with the
+# tolerance of the SVG/PDF figure test. Reports the site's size, build time
+# and page load times (budgets: 40 MB and a minute for every lesson, 300 ms a
+# page; scripts/site-budget.sh measures the whole site). Bad requests: one line, exit 2.
+. "$(dirname "$0")/lib.sh"
+export TSCOPE_CACHE="$tmp/cache"
+
+TOL=64      # as tests/figure_test.sh: a pixel differs when a channel is off by more than this
+SHOT_MAX=2.0 # percent of pixels that may differ, browser screenshot against PNG (figure_test's SVG_MAX)
+
+if [ ! -d tests/web/node_modules/puppeteer-core ] || [ ! -x /usr/bin/chromium ]; then
+    echo "FAIL: the browser tests need chromium and puppeteer-core: run scripts/deps.sh web"
+    echo "0 passed, 1 failed"
+    exit 1
+fi
+
+lessons=${WEB_LESSONS:-2,3,4}
+args=()
+[ "$lessons" = all ] || args=(--lessons "$lessons")
+start=$(date +%s.%N)
+expect 0 "tscope site" -- "$bin" site "$tmp/site" "${args[@]}" --quiet
+secs=$(echo "$start $(date +%s.%N)" | awk '{ printf "%.1f", $2 - $1 }')
+kb=$(du -sk "$tmp/site" | cut -f1)
+echo "site of lessons $lessons: $(find "$tmp/site" -name 'step*.html' | wc -l) pages, $((kb / 1024)).$(((kb % 1024) * 10 / 1024)) MB, built in $secs s"
+[ -f "$tmp/site/index.html" ] && ok || bad "no index.html"
+leftover=$(find "$tmp/site" -name '.*' -type f | wc -l)
+[ "$leftover" = 0 ] && ok || bad "$leftover temporary files left in the site"
+
+node tests/web/site_test.js "$tmp/site" "$tmp/shots" >"$tmp/node.log" 2>&1
+rc=$?
+cat "$tmp/node.log" | grep -v '^[0-9]* passed, [0-9]* failed$'
+p=$(sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed$/\1/p' "$tmp/node.log" | tail -1)
+f=$(sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed$/\2/p' "$tmp/node.log" | tail -1)
+passed=$((passed + ${p:-0})) failed=$((failed + ${f:-0}))
+[ "$rc" = 0 ] || [ "${f:-0}" != 0 ] || bad "site_test.js exited $rc"
+
+# the browser's drawing of each first figure against the PNG of the same figure
+for d in "$tmp/site"/*/; do
+    name=$(basename "$d")
+    shot=$tmp/shots/$name.png
+    [ -f "$shot" ] || { bad "$name: no screenshot of its first figure"; continue; }
+    size=$(png_size "$d/thumb.png")
+    [ "$(png_size "$shot")" = "$size" ] || { bad "$name: screenshot $(png_size "$shot"), PNG $size"; continue; }
+    n=$("$pngtool" diff "$shot" "$d/thumb.png" "$size+0+0" $TOL 2>/dev/null) || n=999999999
+    pct=$(echo "$n ${size%x*} ${size#*x}" | awk '{ printf "%.2f", 100 * $1 / ($2 * $3) }')
+    echo "$name: the browser's first figure differs from the PNG in $pct% of pixels (at most $SHOT_MAX%)"
+    awk -v p="$pct" -v m="$SHOT_MAX" 'BEGIN { exit !(p <= m) }' && ok || bad "$name: browser figure differs in $pct% of pixels"
+done
+# the comparison can fail: another lesson's figure is far off
+set -- "$tmp/site"/*/
+if [ $# -ge 2 ]; then
+    a=$(basename "$1") b=$(basename "$2")
+    size=$(png_size "$tmp/site/$a/thumb.png")
+    n=$("$pngtool" diff "$tmp/shots/$a.png" "$tmp/site/$b/thumb.png" "$size+0+0" $TOL 2>/dev/null) || n=999999999
+    pct=$(echo "$n ${size%x*} ${size#*x}" | awk '{ printf "%.2f", 100 * $1 / ($2 * $3) }')
+    awk -v p="$pct" 'BEGIN { exit !(p > 4) }' && ok || bad "another lesson's figure differs in only $pct%: the comparison cannot fail"
+fi
+
+# the page's narration: md4c's HTML, math as MathML
+grep -q '<math' "$tmp/site/03-attention/step01.html" && ok || bad "lesson 3's first page has no MathML"
+grep -q '<msqrt>' "$tmp/site/03-attention/step01.html" && ok || bad "lesson 3's √d_k is not a MathML root"
+grep -q '<code>' "$tmp/site/03-attention/step01.html" && ok || bad "lesson 3's inline code is not <code>"
+
+# bad requests
+expect 2 "site without a folder" -- "$bin" site
+expect 2 "an unknown lesson" -- "$bin" site "$tmp/x" --lessons 99
+case $err in *99*) ok ;; *) bad "an unknown lesson: $err" ;; esac
+expect 2 "site into a file" -- "$bin" site /dev/null/x --quiet
+finish
