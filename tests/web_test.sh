@@ -34,13 +34,19 @@ echo "site of lessons $lessons: $(find "$tmp/site" -name 'step*.html' | wc -l) p
 leftover=$(find "$tmp/site" -name '.*' -type f | wc -l)
 [ "$leftover" = 0 ] && ok || bad "$leftover temporary files left in the site"
 
-node tests/web/site_test.js "$tmp/site" "$tmp/shots" >"$tmp/node.log" 2>&1
-rc=$?
-cat "$tmp/node.log" | grep -v '^[0-9]* passed, [0-9]* failed$'
-p=$(sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed$/\1/p' "$tmp/node.log" | tail -1)
-f=$(sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed$/\2/p' "$tmp/node.log" | tail -1)
-passed=$((passed + ${p:-0})) failed=$((failed + ${f:-0}))
-[ "$rc" = 0 ] || [ "${f:-0}" != 0 ] || bad "site_test.js exited $rc"
+# browser SCRIPT ARGS...: run a node test, show its lines, add its counts
+browser() {
+    local script=$1 rc p f
+    shift
+    node "tests/web/$script" "$@" >"$tmp/node.log" 2>&1
+    rc=$?
+    grep -v '^[0-9]* passed, [0-9]* failed$' "$tmp/node.log"
+    p=$(sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed$/\1/p' "$tmp/node.log" | tail -1)
+    f=$(sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed$/\2/p' "$tmp/node.log" | tail -1)
+    passed=$((passed + ${p:-0})) failed=$((failed + ${f:-0}))
+    [ "$rc" = 0 ] || [ "${f:-0}" != 0 ] || bad "$script exited $rc"
+}
+browser site_test.js "$tmp/site" "$tmp/shots"
 
 # the browser's drawing of each first figure against the PNG of the same figure
 for d in "$tmp/site"/*/; do
@@ -69,7 +75,24 @@ grep -q '<math' "$tmp/site/03-attention/step01.html" && ok || bad "lesson 3's fi
 grep -q '<msqrt>' "$tmp/site/03-attention/step01.html" && ok || bad "lesson 3's √d_k is not a MathML root"
 grep -q '<code>' "$tmp/site/03-attention/step01.html" && ok || bad "lesson 3's inline code is not <code>"
 
+# tscope html on the Bible GPT's training trace (31 snapshots): tree, search, slider, heads
+expect 0 "tscope html" -- "$bin" html assets/induction-2l.tstrace -o "$tmp/html"
+echo "$out"
+case $out in *"527 steps"*"index.html"*) ok ;; *) bad "tscope html said: $out" ;; esac
+[ "$(find "$tmp/html/s" -name '*.svg' | wc -l)" -ge 527 ] && ok || bad "fewer figures than records in $tmp/html/s"
+echo "tscope html: $(du -sh "$tmp/html" | cut -f1) for a $(du -sh assets/induction-2l.tstrace | cut -f1) trace"
+browser html_test.js "$tmp/html"
+
 # bad requests
+expect 2 "html without -o" -- "$bin" html assets/induction-2l.tstrace
+expect 2 "html of a missing trace" -- "$bin" html "$tmp/missing.tstrace" -o "$tmp/h2"
+head -c 3000 assets/induction-2l.tstrace >"$tmp/cut.tstrace"
+"$bin" html "$tmp/cut.tstrace" -o "$tmp/h3" >/dev/null 2>"$tmp/cut.err"
+rc=$?
+{ [ "$rc" = 2 ] || [ "$rc" = 0 ]; } && [ "$(wc -l <"$tmp/cut.err")" -le 2 ] && ok || bad "a cut trace: exit $rc, $(cat "$tmp/cut.err")"
+printf 'not a trace at all' >"$tmp/junk.tstrace"
+expect 2 "html of a file that is not a trace" -- "$bin" html "$tmp/junk.tstrace" -o "$tmp/h4"
+[ -e "$tmp/h4/index.html" ] && bad "html of junk wrote a page" || ok
 expect 2 "site without a folder" -- "$bin" site
 expect 2 "an unknown lesson" -- "$bin" site "$tmp/x" --lessons 99
 case $err in *99*) ok ;; *) bad "an unknown lesson: $err" ;; esac

@@ -76,6 +76,16 @@ ts_status ts_site_close(ts_site *s);
 /* Free s without writing the index (after a failure). */
 void ts_site_abort(ts_site *s);
 
+/* ---- a trace as a web page (viz/pages/trace_html.c) ---------------------------------- */
+
+/* Write DIR/index.html, an explorer of trace t (opened from trace_path): the
+ * steps as a tree folded by layer and module, a search box, the chosen step's
+ * figure and statistics, batch and head choices where the view has them, a
+ * training trace's snapshots on a slider. Figures are SVG files in DIR/s/,
+ * one per step, record, batch and head, loaded by the page when shown.
+ * `figures` (may be NULL) gets how many were written. */
+ts_status ts_trace_html_write(ts_trace *t, const char *trace_path, const char *dir, int *figures);
+
 /* ---- the window ------------------------------------------------------------------ */
 
 typedef struct ts_lesson_view_options {

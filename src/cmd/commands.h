@@ -14,6 +14,7 @@ int ts_cmd_bench(int argc, char **argv);
 int ts_cmd_diff(int argc, char **argv);
 int ts_cmd_export(int argc, char **argv);
 int ts_cmd_generate(int argc, char **argv);
+int ts_cmd_html(int argc, char **argv);
 int ts_cmd_info(int argc, char **argv);
 int ts_cmd_lesson(int argc, char **argv);
 int ts_cmd_png(int argc, char **argv);

@@ -19,6 +19,7 @@ const ts_command ts_commands[] = {
     {"png", ts_cmd_png, "draw one step of a trace (attention, PE, LayerNorm, any tensor, shapes) as PNG"},
     {"view", ts_cmd_view, "step through a trace in a window (keys, mouse, --script, --screenshot)"},
     {"lesson", ts_cmd_lesson, "a guided walkthrough in the viewer, or its pages as PNG (--export DIR); --list"},
+    {"html", ts_cmd_html, "a trace as a web page in DIR: step tree, search, figures, snapshots on a slider"},
     {"site", ts_cmd_site, "every lesson as a static web site in DIR: opens from disk or any static host"},
     {"tokenize", ts_cmd_tokenize, "GPT-2's byte-level BPE: each line's token ids (--decode, --show labels)"},
     {"bench", ts_cmd_bench, "time kernels (against OpenBLAS), the forward pass and a training step"},

@@ -29,7 +29,11 @@ async function watchedPage(browser, root) {
   page.problems = [];
   page.on('console', m => { if (m.type() === 'error') page.problems.push('console error: ' + m.text()); });
   page.on('pageerror', e => page.problems.push('page error: ' + e.message));
-  page.on('requestfailed', r => page.problems.push('request failed: ' + r.url()));
+  // a figure replaced before it loaded is aborted, not failed
+  page.on('requestfailed', r => {
+    const why = r.failure() ? r.failure().errorText : '';
+    if (why !== 'net::ERR_ABORTED') page.problems.push('request failed: ' + r.url() + ' ' + why);
+  });
   await page.setRequestInterception(true);
   page.on('request', r => {
     const u = r.url();

@@ -4,5 +4,6 @@
 
 extern const char ts_site_css[]; /* style.css */
 extern const char ts_site_js[];  /* site.js: arrow keys, Home, End */
+extern const char ts_explorer_js[]; /* explorer.js: tscope html's step tree, search, choices, slider */
 
 #endif

@@ -12,7 +12,7 @@
 #include "render_internal.h"
 
 #define TIP_MAX_CELLS (64 * 64)
-#define TIP_MAX_FIGURE (16 * 64 * 64) /* every panel of a figure together */
+#define TIP_MAX_FIGURE (64 * 64) /* every panel of a figure together: a grid of heads says so, one head has them */
 
 static void label(ts_text_buf *b, const char *what, int i, const char *const *labels) {
     ts_text_buf_printf(b, "%s %d", what, i);
@@ -50,9 +50,15 @@ void ts_render__svg_tips(cairo_t *cr, const ts_render_layout *l, const ts_render
                 ts_render_svg_escape(&b, head, (size_t)-1);
                 ts_text_buf_str(&b, ": ");
             }
-            ts_text_buf_printf(&b, "%d x %d cells, too many for a tooltip each (up to 64 x 64 have one); "
-                                   "tscope view shows every cell's value</title></rect>\n",
-                               c->total_rows, c->total_cols);
+            if (total > TIP_MAX_FIGURE && (long)c->rows * c->cols <= TIP_MAX_CELLS)
+                ts_text_buf_printf(&b, "%d panels of %d x %d cells, too many for a tooltip each (one panel of up "
+                                       "to 64 x 64 has them: pick one head); tscope view shows every cell's value"
+                                       "</title></rect>\n",
+                                   l->n_panels, c->total_rows, c->total_cols);
+            else
+                ts_text_buf_printf(&b, "%d x %d cells, too many for a tooltip each (up to 64 x 64 have one); "
+                                       "tscope view shows every cell's value</title></rect>\n",
+                                   c->total_rows, c->total_cols);
             continue;
         }
         for (int r = 0; r < c->rows; r++)
