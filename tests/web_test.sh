@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The lessons on the web, in a real browser: `tscope site` writes lessons 2-4
+# The lessons on the web, in a real browser: `tscope site` writes lessons 2-4 and 13 (a masked head)
 # (WEB_LESSONS overrides: "all", or a list as --lessons takes it), then
 # tests/web/site_test.js opens every page in Debian's headless chromium
 # through puppeteer-core (scripts/deps.sh web installs both): no console
@@ -22,7 +22,7 @@ if [ ! -d tests/web/node_modules/puppeteer-core ] || [ ! -x /usr/bin/chromium ];
     exit 1
 fi
 
-lessons=${WEB_LESSONS:-2,3,4}
+lessons=${WEB_LESSONS:-2,3,4,13}
 args=()
 [ "$lessons" = all ] || args=(--lessons "$lessons")
 start=$(date +%s.%N)

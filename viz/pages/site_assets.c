@@ -17,7 +17,7 @@ const char ts_site_css[] =
     "header .home { font-size: 0.9em; }\n"
     ".num { color: var(--muted); margin-right: 0.4em; }\n"
     ".count { color: var(--accent); font-weight: bold; white-space: nowrap; }\n"
-    "main.step { display: grid; grid-template-columns: minmax(16em, 30em) minmax(0, 1fr); gap: 1.6em; padding: 1.2em; align-items: start; }\n"
+    "main.step { display: grid; grid-template-columns: minmax(16em, 26em) minmax(0, 1fr); gap: 1.6em; padding: 1.2em; align-items: start; }\n"
     "@media (max-width: 60em) { main.step { grid-template-columns: minmax(0, 1fr); } }\n"
     ".narration h2 { font-size: 1.2em; margin: 0 0 0.6em; }\n"
     ".narration h3 { font-size: 1.05em; }\n"
