@@ -22,9 +22,38 @@ if [ ! -d tests/web/node_modules/puppeteer-core ] || [ ! -x /usr/bin/chromium ];
     exit 1
 fi
 
+# and a lesson of hostile Markdown: raw HTML, a link off the site, formulas cut short or nested deep
+mkdir -p "$tmp/own"
+cat >"$tmp/own/90-hostile.md" <<'MD'
+# Hostile <b>narration</b> & "quotes"
+
+<script>alert("raw HTML")</script> An intro with [a link](https://example.com/x) and $x_$, $^{$ and $√$.
+
+```tscope setup
+trace: assets/induction-2l.tstrace
+```
+
+```tscope step
+tensor: decoder.layers.0.self_attn.weights
+head: 0
+step: 0
+```
+
+## Deep $a^{b^{c^{d^{e^{f^{g^{h^{i^{j^{k^{l^{m^{n^{o^{p^{q^{r^{s}}}}}}}}}}}}}}}}}}$
+
+$$√(√(√(x_{1_{2_{3}}})$$ and $<tag>$ and $&amp;$ and `<code>`.
+
+```tscope step
+tensor: decoder.layers.0.self_attn.weights
+head: 1
+step: 0
+```
+
+No heading, a table: | a | b |
+MD
 lessons=${WEB_LESSONS:-2,3,4,13}
 args=()
-[ "$lessons" = all ] || args=(--lessons "$lessons")
+[ "$lessons" = all ] || args=(--lessons "$lessons,$tmp/own/90-hostile.md")
 start=$(date +%s.%N)
 expect 0 "tscope site" -- "$bin" site "$tmp/site" "${args[@]}" --quiet
 secs=$(echo "$start $(date +%s.%N)" | awk '{ printf "%.1f", $2 - $1 }')
@@ -68,6 +97,20 @@ if [ $# -ge 2 ]; then
     n=$("$pngtool" diff "$tmp/shots/$a.png" "$tmp/site/$b/thumb.png" "$size+0+0" $TOL 2>/dev/null) || n=999999999
     pct=$(echo "$n ${size%x*} ${size#*x}" | awk '{ printf "%.2f", 100 * $1 / ($2 * $3) }')
     awk -v p="$pct" 'BEGIN { exit !(p > 4) }' && ok || bad "another lesson's figure differs in only $pct%: the comparison cannot fail"
+fi
+
+# the hostile lesson: its HTML shown as text (its link to a web page stays a link to read, never loaded), its formulas well formed
+h=$tmp/site/90-hostile
+if [ -d "$h" ]; then
+    grep -q '<script>alert' "$h"/*.html && bad "a lesson's raw <script> reached the page" || ok
+    grep -q '&lt;script&gt;alert' "$h/step01.html" && ok || bad "a lesson's raw HTML is not shown as text"
+    grep -q 'Hostile &lt;b&gt;narration&lt;/b&gt; &amp; &quot;quotes&quot;' "$h/step01.html" && ok || bad "the lesson's title is not escaped"
+    n_open=$(cat "$h"/*.html | grep -o '<math' | wc -l) n_close=$(cat "$h"/*.html | grep -o '</math>' | wc -l)
+    [ "$n_open" -ge 5 ] && [ "$n_open" = "$n_close" ] && ok || bad "the hostile math: $n_open <math> for $n_close </math>"
+    n_open=$(grep -o '<msqrt>' "$h/step01.html" | wc -l) n_close=$(grep -o '</msqrt>' "$h/step01.html" | wc -l)
+    [ "$n_open" -ge 3 ] && [ "$n_open" = "$n_close" ] && ok || bad "the hostile roots: $n_open <msqrt> for $n_close </msqrt>"
+else
+    bad "no pages for the hostile lesson"
 fi
 
 # the page's narration: md4c's HTML, math as MathML
