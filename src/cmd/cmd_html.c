@@ -40,6 +40,7 @@ int ts_cmd_html(int argc, char **argv) {
     ts_status st = ts_trace_html_write(t, pos[0], out, &figures);
     long steps = (long)ts_trace_count(t);
     ts_trace_close(t);
+    ts_render_release_fonts(); /* a clean exit for leak checkers */
     if (st != TS_OK) {
         fprintf(stderr, "tscope html: %s\n", ts_last_error());
         return st == TS_ERR_NOMEM ? 1 : 2;

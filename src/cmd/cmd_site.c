@@ -132,5 +132,6 @@ int ts_cmd_site(int argc, char **argv) {
                now_s() - t0);
     for (int i = 0; i < n_paths; i++) free(paths[i]);
     free(paths);
+    ts_render_release_fonts(); /* a clean exit for leak checkers */
     return rc;
 }
