@@ -136,6 +136,16 @@ rc=$?
 printf 'not a trace at all' >"$tmp/junk.tstrace"
 expect 2 "html of a file that is not a trace" -- "$bin" html "$tmp/junk.tstrace" -o "$tmp/h4"
 [ -e "$tmp/h4/index.html" ] && bad "html of junk wrote a page" || ok
+# the same hostile inputs through the sanitized binary (run-tests.sh sets TSCOPE_ASAN): no report
+if [ -n "${TSCOPE_ASAN:-}" ]; then
+    export LSAN_OPTIONS=suppressions=$PWD/tests/lsan.supp ASAN_OPTIONS=detect_leaks=1
+    expect 0 "asan: site of the hostile lesson" -- "$TSCOPE_ASAN" site "$tmp/asan-site" --lessons "$tmp/own/90-hostile.md" --quiet
+    case $err in *ERROR:*Sanitizer* | *"runtime error"*) bad "asan: site: $err" ;; *) ok ;; esac
+    "$TSCOPE_ASAN" html "$tmp/cut.tstrace" -o "$tmp/asan-cut" >/dev/null 2>"$tmp/asan.err"
+    grep -qE 'ERROR: .*Sanitizer|runtime error' "$tmp/asan.err" && bad "asan: html of a cut trace: $(cat "$tmp/asan.err")" || ok
+    expect 2 "asan: html of junk" -- "$TSCOPE_ASAN" html "$tmp/junk.tstrace" -o "$tmp/asan-junk"
+    case $err in *ERROR:*Sanitizer* | *"runtime error"*) bad "asan: html of junk: $err" ;; *) ok ;; esac
+fi
 expect 2 "site without a folder" -- "$bin" site
 expect 2 "an unknown lesson" -- "$bin" site "$tmp/x" --lessons 99
 case $err in *99*) ok ;; *) bad "an unknown lesson: $err" ;; esac
