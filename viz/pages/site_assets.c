@@ -234,6 +234,6 @@ const char ts_explorer_js[] =
     "  });\n"
     "  var start = 0, want = decodeURIComponent(location.hash.slice(1));\n"
     "  steps.forEach(function (s, i) { if (s.name === want) start = i; });\n"
+    "  state.step = start;\n"
     "  setSnap(0);\n"
-    "  show(start);\n"
     "})();\n";
