@@ -128,6 +128,8 @@ browser html_test.js "$tmp/html"
 
 # bad requests
 expect 2 "html without -o" -- "$bin" html assets/induction-2l.tstrace
+expect 2 "html -o an empty name" -- "$bin" html assets/induction-2l.tstrace -o ""
+expect 2 "site into an empty name" -- "$bin" site "" --quiet
 expect 2 "html of a missing trace" -- "$bin" html "$tmp/missing.tstrace" -o "$tmp/h2"
 head -c 3000 assets/induction-2l.tstrace >"$tmp/cut.tstrace"
 "$bin" html "$tmp/cut.tstrace" -o "$tmp/h3" >/dev/null 2>"$tmp/cut.err"

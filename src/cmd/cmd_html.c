@@ -32,7 +32,7 @@ int ts_cmd_html(int argc, char **argv) {
     int n_pos = 0;
     int rc = ts_cli_parse(&spec, argc, argv, pos, &n_pos);
     if (rc >= 0) return rc;
-    if (!out) return ts_cli_error("html", "say where to write the page: -o DIR");
+    if (!out || !out[0]) return ts_cli_error("html", "say where to write the page: -o DIR");
     ts_trace *t;
     if (ts_trace_open(pos[0], &t) != TS_OK) return ts_cli_error("html", "%s", ts_last_error());
     if (ts_trace_warning(t)[0]) fprintf(stderr, "tscope html: warning: %s\n", ts_trace_warning(t));

@@ -37,37 +37,9 @@ struct ts_site {
 
 /* ---- files ---------------------------------------------------------------------------------- */
 
-static ts_status mkdir_p(const char *dir) {
-    char buf[4096];
-    if (snprintf(buf, sizeof buf, "%s", dir) >= (int)sizeof buf) return ts_fail(TS_ERR_ARG, "path too long: %s", dir);
-    for (char *p = buf + 1;; p++) {
-        if (*p != '/' && *p != '\0') continue;
-        char c = *p;
-        *p = '\0';
-        if (mkdir(buf, 0777) != 0 && errno != EEXIST) return ts_fail(TS_ERR_IO, "cannot create %s: %s", buf, strerror(errno));
-        *p = c;
-        if (c == '\0') break;
-    }
-    struct stat sb;
-    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) return ts_fail(TS_ERR_IO, "%s is not a directory", dir);
-    return TS_OK;
-}
-
-static ts_status write_file(const char *path, const char *data, size_t len) {
-    ts_outfile f;
-    ts_status st = ts_outfile_open(&f, path);
-    if (st) return st;
-    st = ts_outfile_write(&f, data, len);
-    if (st) {
-        ts_outfile_abort(&f);
-        return st;
-    }
-    return ts_outfile_commit(&f);
-}
-
 static ts_status write_buf(const char *path, ts_text_buf *b) {
     if (b->oom) return ts_fail(TS_ERR_NOMEM, "site: out of memory writing %s", path);
-    ts_status st = write_file(path, b->s ? b->s : "", b->len);
+    ts_status st = ts_pages__write_file(path, b->s ? b->s : "", b->len);
     free(b->s);
     memset(b, 0, sizeof *b);
     return st;
@@ -386,16 +358,16 @@ static ts_status write_step(ts_site *site, const ts_lessonrun *r, const site_les
 ts_status ts_site_open(ts_site **out, const char *dir) {
     *out = NULL;
     if (strlen(dir) >= sizeof ((ts_site *)0)->dir) return ts_fail(TS_ERR_ARG, "site: the folder's path is too long: %s", dir);
-    ts_status st = mkdir_p(dir);
+    ts_status st = ts_pages__mkdir_p(dir);
     if (st) return st;
     ts_site *s = calloc(1, sizeof *s);
     if (!s) return ts_fail(TS_ERR_NOMEM, "site: out of memory");
     snprintf(s->dir, sizeof s->dir, "%s", dir);
     char path[4096];
     snprintf(path, sizeof path, "%s/style.css", dir);
-    st = write_file(path, ts_site_css, strlen(ts_site_css));
+    st = ts_pages__write_file(path, ts_site_css, strlen(ts_site_css));
     snprintf(path, sizeof path, "%s/site.js", dir);
-    if (!st) st = write_file(path, ts_site_js, strlen(ts_site_js));
+    if (!st) st = ts_pages__write_file(path, ts_site_js, strlen(ts_site_js));
     if (st) {
         free(s);
         return st;
@@ -419,7 +391,7 @@ ts_status ts_site_add_lesson(ts_site *s, const ts_lessonrun *r) {
     if (l->n_steps == 0) return ts_fail(TS_ERR_ARG, "%s: a lesson without steps has no pages", l->path);
     char ldir[sizeof s->dir + sizeof sl.slug + 8]; /* files in it still fit a 4096-byte path */
     snprintf(ldir, sizeof ldir, "%s/%s", s->dir, sl.slug);
-    ts_status st = mkdir_p(ldir);
+    ts_status st = ts_pages__mkdir_p(ldir);
     for (int i = 0; !st && i < l->n_steps; i++) st = write_step(s, r, &sl, ldir, i);
     if (st) return st;
     site_lesson *grown = realloc(s->lessons, (size_t)(s->n + 1) * sizeof *grown);

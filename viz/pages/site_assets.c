@@ -1,7 +1,45 @@
-/* site_assets: the style sheet and scripts the pages of `tscope site` and
- * `tscope html` share, written into their folders (site.c, trace_html.c).
- * Kept here as text so the binary needs no data files. */
+/* site_assets: what the pages of `tscope site` and `tscope html` share: the
+ * style sheet and scripts written into their folders (kept here as text, so
+ * the binary needs no data files) and the two helpers that write them. */
 #include "pages/site_assets.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "tscope/io.h"
+
+/* mkdir -p: DIR and its parents. */
+ts_status ts_pages__mkdir_p(const char *dir) {
+    char buf[4096];
+    if (!dir[0]) return ts_fail(TS_ERR_ARG, "an empty folder name");
+    if (snprintf(buf, sizeof buf, "%s", dir) >= (int)sizeof buf) return ts_fail(TS_ERR_ARG, "path too long: %s", dir);
+    for (char *p = buf + 1;; p++) {
+        if (*p != '/' && *p != '\0') continue;
+        char c = *p;
+        *p = '\0';
+        if (mkdir(buf, 0777) != 0 && errno != EEXIST) return ts_fail(TS_ERR_IO, "cannot create %s: %s", buf, strerror(errno));
+        *p = c;
+        if (c == '\0') break;
+    }
+    struct stat sb;
+    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) return ts_fail(TS_ERR_IO, "%s is not a directory", dir);
+    return TS_OK;
+}
+
+/* One whole file, under a temporary name renamed into place. */
+ts_status ts_pages__write_file(const char *path, const char *data, size_t len) {
+    ts_outfile f;
+    ts_status st = ts_outfile_open(&f, path);
+    if (st) return st;
+    st = ts_outfile_write(&f, data, len);
+    if (st) {
+        ts_outfile_abort(&f);
+        return st;
+    }
+    return ts_outfile_commit(&f);
+}
 
 /* Whole files as one string each: longer than C99 promises, fine for gcc and clang. */
 #pragma GCC diagnostic ignored "-Woverlength-strings"

@@ -22,18 +22,6 @@
 #define MAX_BATCH_CHOICES 8 /* batch elements offered, when the trace keeps several */
 #define MAX_HEAD_CHOICES 16
 
-static ts_status write_text(const char *path, const char *data, size_t len) {
-    ts_outfile f;
-    ts_status st = ts_outfile_open(&f, path);
-    if (st) return st;
-    st = ts_outfile_write(&f, data, len);
-    if (st) {
-        ts_outfile_abort(&f);
-        return st;
-    }
-    return ts_outfile_commit(&f);
-}
-
 static void js_str(ts_text_buf *b, const char *s) {
     ts_text_buf_str(b, "\"");
     for (; s && *s; s++) {
@@ -121,11 +109,10 @@ static double scalar_at(ts_trace *t, int64_t i) {
 ts_status ts_trace_html_write(ts_trace *t, const char *trace_path, const char *dir, int *figures) {
     if (figures) *figures = 0;
     char sub[4096];
-    if (mkdir(dir, 0777) != 0 && errno != EEXIST) return ts_fail(TS_ERR_IO, "cannot create %s: %s", dir, strerror(errno));
-    snprintf(sub, sizeof sub, "%s/s", dir);
-    if (mkdir(sub, 0777) != 0 && errno != EEXIST) return ts_fail(TS_ERR_IO, "cannot create %s: %s", sub, strerror(errno));
-    struct stat sb;
-    if (stat(sub, &sb) != 0 || !S_ISDIR(sb.st_mode)) return ts_fail(TS_ERR_IO, "%s is not a directory", sub);
+    if (!dir[0]) return ts_fail(TS_ERR_ARG, "an empty folder name");
+    if (snprintf(sub, sizeof sub, "%s/s", dir) >= (int)sizeof sub - 64) return ts_fail(TS_ERR_ARG, "path too long: %s", dir);
+    ts_status made = ts_pages__mkdir_p(sub);
+    if (made) return made;
 
     int64_t n = ts_trace_count(t);
     /* names in order of their first record; each name's records */
@@ -224,12 +211,12 @@ ts_status ts_trace_html_write(ts_trace *t, const char *trace_path, const char *d
 
     char path[4096];
     snprintf(path, sizeof path, "%s/trace.js", dir);
-    ts_status st = write_text(path, js.s, js.len);
+    ts_status st = ts_pages__write_file(path, js.s, js.len);
     free(js.s);
     snprintf(path, sizeof path, "%s/style.css", dir);
-    if (!st) st = write_text(path, ts_site_css, strlen(ts_site_css));
+    if (!st) st = ts_pages__write_file(path, ts_site_css, strlen(ts_site_css));
     snprintf(path, sizeof path, "%s/explorer.js", dir);
-    if (!st) st = write_text(path, ts_explorer_js, strlen(ts_explorer_js));
+    if (!st) st = ts_pages__write_file(path, ts_explorer_js, strlen(ts_explorer_js));
     ts_text_buf h = {0};
     ts_text_buf_str(&h, "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
                         "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>");
@@ -249,7 +236,7 @@ ts_status ts_trace_html_write(ts_trace *t, const char *trace_path, const char *d
                         "\xc2\xb7 / find</p>\n</section>\n</main>\n<script src=\"trace.js\"></script>\n"
                         "<script src=\"explorer.js\"></script>\n</body>\n</html>\n");
     snprintf(path, sizeof path, "%s/index.html", dir);
-    if (!st) st = h.oom ? ts_fail(TS_ERR_NOMEM, "html: out of memory") : write_text(path, h.s, h.len);
+    if (!st) st = h.oom ? ts_fail(TS_ERR_NOMEM, "html: out of memory") : ts_pages__write_file(path, h.s, h.len);
     free(h.s);
     if (!st && figures) *figures = written;
     return st;
