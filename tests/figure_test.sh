@@ -73,6 +73,22 @@ done
 # PDF text is text; SVG is SVG in points
 pdftotext "$tmp/encoder.layers.0.self_attn.weights.grid.pdf" - 2>/dev/null | grep -q "encoder.layers.0.self_attn.weights" && ok || bad "pdftotext finds no step name in the PDF"
 head -c 400 "$tmp/embed.pe.auto.svg" | grep -q '<svg.*width="[0-9.]*pt"' && ok || bad "the SVG does not start with an <svg> in points"
+# SVG text is text: every label, title and number a <text> element (no glyph
+# outlines), tokens escaped, rotated labels turned by a transform, the step's
+# name as the figure's <title>
+svg_texts() { grep -o '<text [^>]*>[^<]*</text>' "$1" | sed 's/<text [^>]*>//; s/<\/text>//'; }
+g=$tmp/decoder.layers.0.self_attn.weights.heatmap.svg
+svg_texts "$g" | grep -qx "decoder.layers.0.self_attn.weights" && ok || bad "the heatmap's SVG has no <text> with the step's name"
+svg_texts "$g" | grep -qx '&lt;bos&gt;' && ok || bad "the heatmap's SVG has no token label <bos> as text"
+n=$(svg_texts "$g" | grep -cx '[0-9]\.[0-9][0-9]')
+[ "$n" -ge 10 ] && ok || bad "the heatmap's SVG has $n cell values as text (at least 10 expected)"
+grep -q '<title>decoder.layers.0.self_attn.weights</title>' "$g" && ok || bad "the heatmap's SVG has no <title>"
+for f in "$tmp"/*.svg; do
+    grep -q 'glyph' "$f" && bad "$(basename "$f"): glyph outlines in place of text"
+    [ "$(grep -c '<text' "$f")" -ge 3 ] && ok || bad "$(basename "$f"): fewer than 3 <text> elements"
+done
+grep -q '<text transform="matrix([0-9.e-]* -1 1 ' "$tmp/embed.pe.auto.svg" && ok || bad "the PE figure's y-axis label is not turned text"
+
 # the comparison can fail: a figure of another view is far from this PNG
 p=$(percent "$tmp/embed.pe.auto.png" "$tmp/embed.pe.auto.png")
 [ "$p" = 0.00 ] && ok || bad "a PNG differs from itself in $p% of pixels"
@@ -95,6 +111,7 @@ for png in "$tmp/l4-png"/step0[1-3].png; do
     same_picture "lesson 4 $s" "$png" "$tmp/l4-pdf/$s.pdf"
 done
 pdftotext "$tmp/l4-pdf/step01.pdf" - 2>/dev/null | grep -q "Masks" && ok || bad "pdftotext finds no lesson title in page 1"
+svg_texts "$tmp/l4-svg/step01.svg" | grep -q "Masks" && ok || bad "no lesson title as <text> in page 1's SVG"
 
 # every lesson in the two vector formats: one page a step, each a real file of its kind
 for f in lessons/[0-9]*-*.md; do

@@ -14,7 +14,7 @@
 
 stock=tests/stock-packages.txt
 # every package deps.sh installs, in any of its groups
-deps_packages() { scripts/deps.sh --list test bench fuzz train cross clang; }
+deps_packages() { scripts/deps.sh --list test web bench fuzz train cross clang; }
 
 builtins=" alias bg bind break builtin caller case cd command compgen complete continue declare dirs disown do done
  echo elif else enable esac eval exec exit export false fc fg fi for function getopts hash help history if in jobs

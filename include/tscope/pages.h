@@ -37,6 +37,14 @@ void ts_lesson_page_free(ts_lesson_page *p); /* NULL is fine */
  * what was left out. */
 ts_status ts_lesson_page_draw(ts_lesson_page *p, cairo_t *cr, double w, double h);
 
+/* The page's view alone (and its comparison), on paper, into (0, 0, w, h):
+ * the figure of a step on the lessons' web pages (tscope site). */
+ts_status ts_lesson_page_draw_figure(ts_lesson_page *p, cairo_t *cr, double w, double h);
+
+/* A text alternative of the figure, from what its views draw: each view's
+ * kind, step name, op and shape, and what the page could not show. */
+void ts_lesson_page_caption(const ts_lesson_page *p, char *buf, size_t cap);
+
 /* What the page could not draw as the step asked ("" when nothing): for
  * messages and tests. */
 const char *ts_lesson_page_note(const ts_lesson_page *p);
@@ -75,6 +83,35 @@ typedef enum ts_lesson_handout {
 
 bool ts_lesson_handout_from_name(const char *name, ts_lesson_handout *out); /* "a4", "letter", "slides" */
 ts_status ts_lesson_handout_write(const ts_lessonrun *r, const char *path, ts_lesson_handout paper);
+/* ---- the lessons as a web site (viz/pages/site.c) ---------------------------------- */
+
+/* A static site: DIR/index.html (each lesson's title, first sentence and a
+ * thumbnail), DIR/NN-name/stepKK.html (narration as HTML, math as MathML,
+ * the figure as inline SVG with real text and cell tooltips), stepKK.svg,
+ * thumb.png, and the shared style.css and site.js. Relative links only.
+ *
+ *     ts_site *s; ts_site_open(&s, dir); ts_site_add_lesson(s, &run) ...; ts_site_close(s);
+ */
+typedef struct ts_site ts_site;
+
+/* Create DIR (with parents) and write the shared files. */
+ts_status ts_site_open(ts_site **out, const char *dir);
+/* Write every page of a lesson whose setups have run. */
+ts_status ts_site_add_lesson(ts_site *s, const ts_lessonrun *r);
+/* Write the index of the lessons added, and free s. */
+ts_status ts_site_close(ts_site *s);
+/* Free s without writing the index (after a failure). */
+void ts_site_abort(ts_site *s);
+
+/* ---- a trace as a web page (viz/pages/trace_html.c) ---------------------------------- */
+
+/* Write DIR/index.html, an explorer of trace t (opened from trace_path): the
+ * steps as a tree folded by layer and module, a search box, the chosen step's
+ * figure and statistics, batch and head choices where the view has them, a
+ * training trace's snapshots on a slider. Figures are SVG files in DIR/s/,
+ * one per step, record, batch and head, loaded by the page when shown.
+ * `figures` (may be NULL) gets how many were written. */
+ts_status ts_trace_html_write(ts_trace *t, const char *trace_path, const char *dir, int *figures);
 
 /* ---- the window ------------------------------------------------------------------ */
 

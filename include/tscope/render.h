@@ -499,8 +499,10 @@ ts_status ts_png_read(const char *path, cairo_surface_t **out);
  * `scale` pixels per point (PNG), or cairo's SVG or PDF surface (sizes in
  * points). So a vector figure is drawn by the same code as the PNG, never by
  * a second path. Text in a PDF is text (embedded font subsets, selectable and
- * searchable); cairo's SVG surface writes each glyph once as a <symbol> path
- * and places it with <use>, so SVG text looks the same but is not searchable.
+ * searchable). Text in an SVG is text too: every layout the views show is
+ * written as a <text> element (font, size, colour, each character's x as
+ * pango placed it) in place of cairo's glyph outlines, so labels, titles and
+ * numbers can be selected, searched and edited (viz/render/svg_text.c).
  * The file is written under a temporary name and renamed into place.
  */
 
@@ -520,8 +522,21 @@ typedef struct ts_figure_spec {
     ts_figure_format format;
     double width, height; /* points */
     double scale;         /* PNG: pixels per point, in (0, 8]; unused by SVG and PDF */
-    const char *title;    /* PDF metadata; may be NULL */
+    const char *title;    /* PDF metadata, the SVG's <title>; may be NULL */
+    const char *desc;     /* SVG only: a <desc>, the figure's text alternative; may be NULL */
+    bool svg_pixelated;   /* SVG for browsers: cell images kept at one pixel a cell, shown with
+                           * image-rendering: pixelated (other SVG readers may blur them; without this
+                           * they are enlarged in the file, which any reader shows sharp) */
 } ts_figure_spec;
+
+/* While a figure is drawn into an SVG: add raw SVG markup (tooltips: a
+ * <rect> with a <title> over a cell) to the layer written on top of the
+ * drawing, in cr's user units at scale 1; nothing for other surfaces.
+ * ts_render_svg_recording says whether cr is such an SVG. */
+void ts_render_svg_add(cairo_t *cr, const char *svg);
+bool ts_render_svg_recording(cairo_t *cr);
+/* s (n bytes at most, or up to its NUL) escaped for XML text and attributes. */
+void ts_render_svg_escape(ts_text_buf *b, const char *s, size_t n);
 
 /* Paint the figure into (0, 0, w, h) of cr. */
 typedef ts_status (*ts_figure_draw_fn)(void *ctx, cairo_t *cr, double w, double h);

@@ -23,6 +23,8 @@ const ts_command ts_commands[] = {
     {"live", ts_cmd_live, "type a sentence and watch every step of a language model answer (window)"},
     {"view", ts_cmd_view, "step through a trace in a window (keys, mouse, --script, --screenshot)"},
     {"lesson", ts_cmd_lesson, "a guided walkthrough in the viewer, or its pages as PNG (--export DIR); --list"},
+    {"html", ts_cmd_html, "a trace as a web page in DIR: step tree, search, figures, snapshots on a slider"},
+    {"site", ts_cmd_site, "every lesson as a static web site in DIR: opens from disk or any static host"},
     {"tokenize", ts_cmd_tokenize, "GPT-2's byte-level BPE: each line's token ids (--decode, --show labels)"},
     {"bench", ts_cmd_bench, "time kernels (against OpenBLAS), the forward pass and a training step"},
     {NULL, NULL, NULL}, /* sentinel: keeps the array non-empty */

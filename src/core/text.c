@@ -70,7 +70,22 @@ void ts_text_buf_printf(ts_text_buf *b, const char *fmt, ...) {
     va_start(ap, fmt);
     int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
     va_end(ap);
-    if (n > 0) ts_text_buf_add(b, tmp, (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
+    if (n <= 0) return;
+    if ((size_t)n < sizeof tmp) {
+        ts_text_buf_add(b, tmp, (size_t)n);
+        return;
+    }
+    /* longer than tmp: format again into a buffer of the right size, never cut */
+    char *big = malloc((size_t)n + 1);
+    if (!big) {
+        b->oom = true;
+        return;
+    }
+    va_start(ap, fmt);
+    vsnprintf(big, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    ts_text_buf_add(b, big, (size_t)n);
+    free(big);
 }
 
 char *ts_text_buf_take(ts_text_buf *b) {

@@ -1046,3 +1046,42 @@ ts_status ts_lesson_handout_write(const ts_lessonrun *r, const char *path, ts_le
     }
     return ts_outfile_commit(&file);
 }
+
+/* ---- the figure alone (tscope site) ------------------------------------------------------------ */
+
+ts_status ts_lesson_page_draw_figure(ts_lesson_page *p, cairo_t *cr, double w, double h) {
+    cairo_save(cr);
+    fill_rect(cr, (ts_render_rect){0, 0, w, h}, PAPER);
+    ts_status st = draw_views(cr, p, (ts_render_rect){8, 8, w - 16, h - 16});
+    cairo_restore(cr);
+    if (st) return st;
+    return cairo_status(cr) == CAIRO_STATUS_SUCCESS
+               ? TS_OK
+               : ts_fail(TS_ERR_NOMEM, "lesson: drawing failed: %s", cairo_status_to_string(cairo_status(cr)));
+}
+
+void ts_lesson_page_caption(const ts_lesson_page *p, char *buf, size_t cap) {
+    size_t n = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < p->n_views && n + 1 < cap; i++) {
+        const pane *v = &p->view[i];
+        const ts_trace_step *s = v->sc ? ts_scene_step(v->sc) : NULL;
+        int k;
+        if (s) {
+            char shape[128] = "";
+            size_t m = 0;
+            for (int d = 0; d < s->rank && m + 24 < sizeof shape; d++)
+                m += (size_t)snprintf(shape + m, sizeof shape - m, "%s%lld", d ? ", " : "", (long long)s->shape[d]);
+            k = snprintf(buf + n, cap - n, "%s%s%s%s: %s (%s, shape [%s])", i ? "; beside it, " : "",
+                         v->label[0] ? v->label : "", v->label[0] ? ", " : "", ts_scene_view_name(v->sc), s->name,
+                         ts_op_name(s->op), shape);
+        } else {
+            k = snprintf(buf + n, cap - n, "%s%s: %s", i ? "; beside it, " : "",
+                         v->layer_plot ? "statistics layer by layer" : ts_scene_view_name(v->sc),
+                         v->layer_plot ? v->title : v->name);
+        }
+        if (k < 0) break;
+        n += (size_t)k < cap - n ? (size_t)k : cap - n - 1;
+    }
+    if (p->note[0] && n + 1 < cap) snprintf(buf + n, cap - n, ". Not shown: %s", p->note);
+}

@@ -3,7 +3,9 @@
  * cairo surface is under it (an image surface, cairo's SVG surface or its PDF
  * surface), so a vector figure is drawn by exactly the code that draws the
  * PNG. Output goes to a temporary file renamed into place (ts_outfile). */
-#include "tscope/render.h"
+#include <stdlib.h>
+
+#include "render_internal.h"
 
 #include <cairo-pdf.h>
 #include <cairo-svg.h>
@@ -42,12 +44,58 @@ static cairo_status_t to_outfile(void *closure, const unsigned char *data, unsig
     return ts_outfile_write(closure, data, length) == TS_OK ? CAIRO_STATUS_SUCCESS : CAIRO_STATUS_WRITE_ERROR;
 }
 
-static cairo_surface_t *make_surface(const ts_figure_spec *spec, ts_outfile *file) {
+/* An SVG is first written to memory: its text layer is spliced in at the end. */
+static cairo_status_t to_buf(void *closure, const unsigned char *data, unsigned int length) {
+    ts_text_buf *b = closure;
+    ts_text_buf_add(b, (const char *)data, length);
+    return b->oom ? CAIRO_STATUS_NO_MEMORY : CAIRO_STATUS_SUCCESS;
+}
+
+/* cairo's SVG with a <title> and <desc> after its opening tag and the text
+ * layer before its closing one, written to file. */
+static ts_status write_svg(ts_outfile *file, const ts_text_buf *svg, const ts_text_buf *layer,
+                           const ts_figure_spec *spec) {
+    const char *s = svg->s ? svg->s : "";
+    const char *open = strstr(s, "<svg");
+    const char *open_end = open ? strchr(open, '>') : NULL;
+    const char *close = NULL;
+    for (const char *p = s; (p = strstr(p, "</svg>")); p++) close = p;
+    if (!open_end || !close || close < open_end) return ts_fail(TS_ERR_IO, "figure: cairo wrote no <svg> element");
+    ts_text_buf head = {0};
+    if (spec->title) {
+        ts_text_buf_str(&head, "\n<title>");
+        ts_render_svg_escape(&head, spec->title, (size_t)-1);
+        ts_text_buf_str(&head, "</title>");
+    }
+    if (spec->desc) {
+        ts_text_buf_str(&head, "\n<desc>");
+        ts_render_svg_escape(&head, spec->desc, (size_t)-1);
+        ts_text_buf_str(&head, "</desc>");
+    }
+    if (head.oom) {
+        free(head.s);
+        return ts_fail(TS_ERR_NOMEM, "figure: no memory for the SVG's title");
+    }
+    /* For browsers, cells are images of one pixel a cell: enlarged, they stay blocks. */
+    ts_status st = ts_outfile_write(file, s, (size_t)(open_end - s));
+    const char *crisp = spec->svg_pixelated ? " style=\"image-rendering:pixelated\">" : ">";
+    if (!st) st = ts_outfile_write(file, crisp, strlen(crisp));
+    if (!st && head.len) st = ts_outfile_write(file, head.s, head.len);
+    if (!st) st = ts_outfile_write(file, open_end + 1, (size_t)(close - open_end - 1));
+    if (!st && layer->len) st = ts_outfile_write(file, "<g class=\"text\" xml:space=\"preserve\" text-rendering=\"geometricPrecision\">\n", 74);
+    if (!st && layer->len) st = ts_outfile_write(file, layer->s, layer->len);
+    if (!st && layer->len) st = ts_outfile_write(file, "</g>\n", 5);
+    if (!st) st = ts_outfile_write(file, close, strlen(close));
+    free(head.s);
+    return st;
+}
+
+static cairo_surface_t *make_surface(const ts_figure_spec *spec, ts_outfile *file, ts_text_buf *svg) {
     switch (spec->format) {
     case TS_FIGURE_PNG:
         return cairo_image_surface_create(CAIRO_FORMAT_ARGB32, (int)lround(spec->width * spec->scale),
                                           (int)lround(spec->height * spec->scale));
-    case TS_FIGURE_SVG: return cairo_svg_surface_create_for_stream(to_outfile, file, spec->width, spec->height);
+    case TS_FIGURE_SVG: return cairo_svg_surface_create_for_stream(to_buf, svg, spec->width, spec->height);
     case TS_FIGURE_PDF: {
         cairo_surface_t *s = cairo_pdf_surface_create_for_stream(to_outfile, file, spec->width, spec->height);
         cairo_pdf_surface_set_metadata(s, CAIRO_PDF_METADATA_CREATOR, "tscope");
@@ -72,9 +120,11 @@ ts_status ts_figure_write(const char *path, const ts_figure_spec *spec, ts_figur
     ts_outfile file;
     ts_status st = ts_outfile_open(&file, path);
     if (st) return st;
-    cairo_surface_t *surf = make_surface(spec, &file);
+    ts_text_buf svg = {0}, layer = {0};
+    cairo_surface_t *surf = make_surface(spec, &file, &svg);
     if (!surf || cairo_surface_status(surf) != CAIRO_STATUS_SUCCESS) {
         if (surf) cairo_surface_destroy(surf);
+        free(svg.s);
         ts_outfile_abort(&file);
         return ts_fail(TS_ERR_NOMEM, "figure: cannot make a %g x %g %s surface", spec->width, spec->height,
                        ts_figure_format_name(spec->format));
@@ -82,7 +132,10 @@ ts_status ts_figure_write(const char *path, const ts_figure_spec *spec, ts_figur
     cairo_t *cr = cairo_create(surf);
     /* A PNG has `scale` pixels per point; SVG and PDF are in points. */
     if (spec->format == TS_FIGURE_PNG) cairo_scale(cr, spec->scale, spec->scale);
+    if (spec->format == TS_FIGURE_SVG) ts_render__svg_layer_begin(surf, &layer, spec->svg_pixelated);
     st = draw(ctx, cr, spec->width, spec->height);
+    ts_render__svg_layer_end();
+    if (st == TS_OK && layer.oom) st = ts_fail(TS_ERR_NOMEM, "figure: no memory for the SVG's text");
     cairo_status_t cs = cairo_status(cr);
     cairo_destroy(cr);
     if (st == TS_OK && cs != CAIRO_STATUS_SUCCESS)
@@ -105,6 +158,9 @@ ts_status ts_figure_write(const char *path, const ts_figure_spec *spec, ts_figur
     cairo_surface_destroy(surf);
     if (st == TS_OK && cs != CAIRO_STATUS_SUCCESS)
         st = ts_fail(TS_ERR_IO, "cannot write %s: %s", path, cairo_status_to_string(cs));
+    if (st == TS_OK && spec->format == TS_FIGURE_SVG) st = write_svg(&file, &svg, &layer, spec);
+    free(svg.s);
+    free(layer.s);
     if (st != TS_OK) {
         ts_outfile_abort(&file);
         return st;

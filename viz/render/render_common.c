@@ -144,6 +144,7 @@ static void probe_layout(cairo_t *cr, PangoLayout *layout) {
 
 void ts_render_show_layout(cairo_t *cr, PangoLayout *layout) {
     if (probe_fn) probe_layout(cr, layout);
+    if (ts_render__svg_text(cr, layout)) return; /* an SVG figure: real text */
     pango_cairo_show_layout(cr, layout);
 }
 

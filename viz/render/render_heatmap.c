@@ -66,7 +66,11 @@ static void paint_scaled(cairo_t *cr, cairo_surface_t *img, const ts_render_cell
      * enlarge, blurring 4 x 4 cells into a gradient. So a vector target gets
      * the image enlarged here, a cell a block of at least 12 pixels (at most
      * ~2400 pixels a side): smoothing then only softens a cell's edge. */
-    if (cairo_surface_get_type(cairo_get_target(cr)) != CAIRO_SURFACE_TYPE_IMAGE) {
+    /* An SVG for browsers (ts_figure_spec.svg_pixelated) says image-rendering: pixelated and needs none of
+     * this for colours; a mask is enlarged still (browsers smooth a <mask>'s image), which costs little:
+     * it is one bit a cell. */
+    if (cairo_surface_get_type(cairo_get_target(cr)) != CAIRO_SURFACE_TYPE_IMAGE &&
+        (as_mask || !ts_render__svg_pixelated(cr))) {
         int w = cairo_image_surface_get_width(img), h = cairo_image_surface_get_height(img);
         int kx = (int)fmin(ceil(fmax(c->cell_w, 1) * 4), fmax(1, floor(2400.0 / w)));
         int ky = (int)fmin(ceil(fmax(c->cell_h, 1) * 4), fmax(1, floor(2400.0 / h)));

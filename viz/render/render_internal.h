@@ -53,6 +53,23 @@ void ts_render__measure(ts_render__pen *p, const char *text, const ts_render__fo
 void ts_render__text(ts_render__pen *p, const char *text, const ts_render__font *f, double x, double y,
                      double ax, double ay, double angle);
 
+/* The SVG text layer (svg_text.c): while it is open for an SVG surface,
+ * ts_render_show_layout records layouts shown on that surface as <text>
+ * elements into buf instead of drawing their glyphs (figure.c opens it). */
+void ts_render__svg_layer_begin(cairo_surface_t *surface, ts_text_buf *buf, bool pixelated);
+/* Whether cr draws into an open layer whose SVG says image-rendering: pixelated. */
+bool ts_render__svg_pixelated(cairo_t *cr);
+void ts_render__svg_layer_end(void);
+/* Record layout as <text> when cr draws into the open layer's surface;
+ * false (nothing done) otherwise. */
+bool ts_render__svg_text(cairo_t *cr, PangoLayout *layout);
+
+/* An SVG figure's cell tooltips (svg_tips.c): for each panel of l, m[panel]
+ * its matrix (NULL: none), panel_titles (may be NULL) its name ("head 3").
+ * Nothing unless cr draws into an SVG figure. */
+void ts_render__svg_tips(cairo_t *cr, const ts_render_layout *l, const ts_render_matrix *const *m,
+                         const char *const *panel_titles);
+
 /* Fonts used everywhere. */
 ts_render__font ts_render__font_of(double size, int style, ts_rgb color);
 extern const ts_rgb ts_render__ink;   /* body text */

@@ -12,6 +12,7 @@
 #include "tscope/core.h"
 #include "tscope/model.h"
 #include "tscope/tokenizer.h"
+#include "render_internal.h" /* ts_render__svg_tips */
 
 #define MAX_SERIES 16
 #define MAX_SHAPE_STEPS 160
@@ -1440,10 +1441,22 @@ static ts_status draw_kind(ts_scene *p, cairo_t *cr, ts_render_rect area, const 
     return ts_fail(TS_ERR_ARG, "scene: unknown picture");
 }
 
+/* An SVG's cell tooltips (svg_tips.c), with the grid's panel titles. */
+static void svg_tips(const ts_scene *s, cairo_t *cr, const ts_render_layout *l) {
+    const ts_render_matrix *m[TS_RENDER_MAX_PANELS];
+    for (int i = 0; i < l->n_panels; i++) m[i] = ts_scene_matrix(s, i);
+    ts_render__svg_tips(cr, l, m, s->kind == PIC_GRID ? s->gopts.panel_titles : NULL);
+}
+
 ts_status ts_scene_draw(ts_scene *s, cairo_t *cr, ts_render_rect area, const ts_render_state *st,
                         ts_render_layout *layout) {
+    ts_render_layout *own = NULL;
+    if (!layout && ts_render_svg_recording(cr)) layout = own = calloc(1, sizeof *own);
     if (layout) memset(layout, 0, sizeof *layout);
-    return draw_kind(s, cr, area, st, layout);
+    ts_status r = draw_kind(s, cr, area, st, layout);
+    if (r == TS_OK && layout && layout->n_panels > 0 && ts_render_svg_recording(cr)) svg_tips(s, cr, layout);
+    free(own);
+    return r;
 }
 
 ts_scene_request ts_scene_request_default(const char *name) {
