@@ -191,7 +191,7 @@ static const float *sub_input(const bctx *b, const tr_layer *l, int k) {
 
 /* *g: the gradient at the layer's output in, at its input out. */
 static ts_status enc_layer_bwd(bctx *b, int i, const float **g) {
-    tr_layer *l = &b->a->enc[i];
+    tr_layer *l = &b->a->k.enc[i];
     const ts_enc_layer_weights *w = &b->tr->m->w.enc[i];
     ts_enc_layer_weights *gw = &b->tr->gw.enc[i];
     char p[64], at[80], ff[80], n1[80], n2[80];
@@ -216,7 +216,7 @@ static ts_status enc_layer_bwd(bctx *b, int i, const float **g) {
 }
 
 static ts_status dec_layer_bwd(bctx *b, int i, const float **g) {
-    tr_layer *l = &b->a->dec[i];
+    tr_layer *l = &b->a->k.dec[i];
     const ts_dec_layer_weights *w = &b->tr->m->w.dec[i];
     ts_dec_layer_weights *gw = &b->tr->gw.dec[i];
     char p[64], sa[80], ca[80], ff[80], nn[3][80];
@@ -232,7 +232,7 @@ static ts_status dec_layer_bwd(bctx *b, int i, const float **g) {
          .norm = &w->norm1, .gnorm = &gw->norm1, .at = &l->attn[0], .S = T, .din = b->D},
         {.kind = SUB_CROSS, .name = ca, .norm_name = nn[1], .attn = &w->cross_attn, .gattn = &gw->cross_attn,
          .norm = &w->norm2, .gnorm = &gw->norm2, .at = &l->attn[1], .S = T, .Sk = b->tr->m->S, .din = b->D,
-         .mem = b->a->enc_out},
+         .mem = b->a->k.enc_out},
         {.kind = SUB_FFN, .name = ff, .norm_name = nn[2], .ffn = &w->ffn, .gffn = &gw->ffn, .norm = &w->norm3,
          .gnorm = &gw->norm3, .ff = &l->ffn, .S = T},
     };
@@ -312,10 +312,10 @@ static ts_status head_bwd(bctx *b, const float *gtop, const float *x, int S, con
     } else {
         TS_TRY(emit(b, NULL, "logits", gtop, 2, (int64_t[]){B, c->n_labels}));
         zero(a->gcls, B * D);
-        ts_bwd_linear_backward(a->gcls, gw->head_w, gw->head_b, gtop, a->cls, w->head_w, B, (int)D, c->n_labels);
+        ts_bwd_linear_backward(a->gcls, gw->head_w, gw->head_b, gtop, a->k.cls, w->head_w, B, (int)D, c->n_labels);
         TS_TRY(emit(b, NULL, "cls", a->gcls, 2, (int64_t[]){B, D}));
         zero(a->gsub, B * D);
-        ts_bwd_dropout_backward(a->gsub, a->gcls, b->p, a->cls_key, B * D);
+        ts_bwd_dropout_backward(a->gsub, a->gcls, b->p, a->k.cls_key, B * D);
         for (int64_t i = 0; i < B; i++)
             for (int64_t j = 0; j < D; j++) a->g0[i * S * D + j] += a->gsub[i * D + j];
     }
@@ -331,18 +331,18 @@ static ts_status encoder_bwd(bctx *b, const float *g) {
     char stack_out[16];
     snprintf(stack_out, sizeof stack_out, "%s.out", stack);
     TS_TRY(emit3(b, NULL, stack_out, g, b->B, S, b->D));
-    TS_TRY(final_norm_bwd(b, stack, &a->enc_norm, &m->w.enc_norm, &b->tr->gw.enc_norm, a->enc_top, S, &g));
+    TS_TRY(final_norm_bwd(b, stack, &a->k.enc_norm, &m->w.enc_norm, &b->tr->gw.enc_norm, a->k.enc_top, S, &g));
     for (int i = b->c->layers - 1; i >= 0; i--) TS_TRY(enc_layer_bwd(b, i, &g));
-    return embed_bwd(b, &a->src, &m->w.embed, &b->tr->gw.embed, "embed", "input", a->gsrc, S, g);
+    return embed_bwd(b, &a->k.src, &m->w.embed, &b->tr->gw.embed, "embed", "input", a->gsrc, S, g);
 }
 
 static ts_status lone_bwd(bctx *b, const float *gtop) {
     const ts_model *m = b->tr->m;
     int din = b->c->in_dim ? b->c->in_dim : b->D;
     sub_args s = {.kind = SUB_SELF, .name = "self_attn", .attn = &m->w.attn, .gattn = &b->tr->gw.attn,
-                  .at = &b->a->lone, .S = m->S, .din = din};
+                  .at = &b->a->k.lone, .S = m->S, .din = din};
     TS_TRY(emit3(b, "self_attn", "out", gtop, b->B, m->S, b->D));
-    TS_TRY(attn_bwd(b, &s, b->a->src.vecs, b->a->gsrc, gtop));
+    TS_TRY(attn_bwd(b, &s, b->a->k.src.vecs, b->a->gsrc, gtop));
     return emit3(b, NULL, "input", b->a->gsrc, b->B, m->S, din);
 }
 
@@ -351,7 +351,7 @@ ts_status ts_train_backward(ts_train *tr, const float *dout, const ts_hook *hook
     const ts_model *m = tr->m;
     const ts_model_config *c = &m->cfg;
     tr_acts *a = tr->acts;
-    bctx b = {tr, c, a, hook, c->batch, c->d_model, c->heads, c->d_model / c->heads, c->ffn, a->dropout};
+    bctx b = {tr, c, a, hook, c->batch, c->d_model, c->heads, c->d_model / c->heads, c->ffn, a->k.dropout};
     int64_t B = c->batch, D = c->d_model;
     int S = m->S, T = m->T;
     const float *gtop = dout ? dout : a->gout;
@@ -366,20 +366,20 @@ ts_status ts_train_backward(ts_train *tr, const float *dout, const ts_hook *hook
     }
     const float *g;
     if (c->arch == TS_ARCH_ENCODER_DECODER) {
-        TS_TRY(head_bwd(&b, gtop, a->dec_out, T, &g));
+        TS_TRY(head_bwd(&b, gtop, a->k.dec_out, T, &g));
         TS_TRY(emit3(&b, NULL, "decoder.out", g, B, T, D));
-        TS_TRY(final_norm_bwd(&b, "decoder", &a->dec_norm, &m->w.dec_norm, &tr->gw.dec_norm, a->dec_top, T, &g));
+        TS_TRY(final_norm_bwd(&b, "decoder", &a->k.dec_norm, &m->w.dec_norm, &tr->gw.dec_norm, a->k.dec_top, T, &g));
         for (int i = c->dec_layers - 1; i >= 0; i--) TS_TRY(dec_layer_bwd(&b, i, &g));
-        TS_TRY(embed_bwd(&b, &a->tgt, &m->w.dec_embed, &tr->gw.dec_embed, "decoder.embed", "decoder.input", a->gtgt, T,
+        TS_TRY(embed_bwd(&b, &a->k.tgt, &m->w.dec_embed, &tr->gw.dec_embed, "decoder.embed", "decoder.input", a->gtgt, T,
                       g));
-        tr->d_tgt = a->tgt.ids ? NULL : a->gtgt;
+        tr->d_tgt = a->k.tgt.ids ? NULL : a->gtgt;
         tr->d_memory = a->gmem;
-        if (!a->memory_given) TS_TRY(encoder_bwd(&b, a->gmem));
+        if (!a->k.memory_given) TS_TRY(encoder_bwd(&b, a->gmem));
     } else {
-        TS_TRY(head_bwd(&b, gtop, a->enc_out, S, &g));
+        TS_TRY(head_bwd(&b, gtop, a->k.enc_out, S, &g));
         TS_TRY(encoder_bwd(&b, g));
     }
-    if (a->src.used && !a->src.ids) tr->d_src = a->gsrc;
+    if (a->k.src.used && !a->k.src.ids) tr->d_src = a->gsrc;
     return TS_OK;
 }
 
