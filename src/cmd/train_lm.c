@@ -96,30 +96,19 @@ static ts_status read_corpus(const train_opts *o, char **text, size_t *len, char
 
 /* The preset (lm unless --preset), the model flags given, the tokenizer's
  * vocabulary. A preset's sentence is not used: the corpus makes the data. */
-static ts_status resolve(const train_opts *o, const model_flags *mf, ts_flag *flags, int n, int vocab,
-                         ts_model_config *cfg) {
+static ts_status resolve(const train_opts *o, const model_flags *mf, int vocab, ts_model_config *cfg) {
     model_flags copy = *mf;
-    int seq = 0;
-    for (int i = 0; i < n; i++) {
-        bool *seen = flags[i].seen;
-        if (!seen || !*seen) continue;
-        if (strcmp(flags[i].name, "--text") == 0)
-            return ts_fail(TS_ERR_ARG, "--text is for tscope run; the language model reads --corpus");
-        if (strcmp(flags[i].name, "--vocab") == 0) {
-            if (strcmp(o->tokenizer ? o->tokenizer : "char", "word") != 0)
-                return ts_fail(TS_ERR_ARG, "--vocab is the word tokenizer's size; a %s vocabulary comes from the text",
-                               o->tokenizer ? o->tokenizer : "char");
-            copy.seen[seen - mf->seen] = false; /* applied already */
-        }
-        if (strcmp(flags[i].name, "--seq") == 0) { /* the context: the position table follows it */
-            seq = *(int *)flags[i].value;
-            copy.seen[seen - mf->seen] = false;
-        }
+    if (mf->seen[F_TEXT]) return ts_fail(TS_ERR_ARG, "--text is for tscope run; the language model reads --corpus");
+    if (mf->seen[F_VOCAB]) {
+        if (strcmp(o->tokenizer ? o->tokenizer : "char", "word") != 0)
+            return ts_fail(TS_ERR_ARG, "--vocab is the word tokenizer's size; a %s vocabulary comes from the text",
+                           o->tokenizer ? o->tokenizer : "char");
+        copy.seen[F_VOCAB] = false; /* applied already */
     }
+    int seq = mf->seen[F_SEQ] ? mf->seq : 0; /* the context: the position table follows it */
+    copy.seen[F_SEQ] = false;
     if (!mf->preset) copy.preset = "lm";
-    /* the preset's flag row says it was given; the copy says so too */
-    for (int i = 0; i < n; i++)
-        if (strcmp(flags[i].name, "--preset") == 0 && flags[i].seen) copy.seen[flags[i].seen - mf->seen] = true;
+    copy.seen[F_PRESET] = true; /* the preset given, or lm */
     ts_status st = model_flags_resolve(&copy, cfg, NULL);
     if (st) return st;
     cfg->input = TS_INPUT_TOKENS;
@@ -323,7 +312,7 @@ static ts_status print_sample(const train_opts *o, int n_sample, const ts_model_
 
 /* ---- the run -------------------------------------------------------------------------- */
 
-int train_lm(const train_opts *o, const model_flags *mf, ts_flag *flags, int n) {
+int train_lm(const train_opts *o, const model_flags *mf) {
     const char *cmd = "train";
     if (o->trace.level || o->trace.only.count || o->trace.keep_batch_seen)
         return ts_cli_error(cmd, "a training trace keeps its own selection: --level, --only and --keep-batch are for "
@@ -335,9 +324,7 @@ int train_lm(const train_opts *o, const model_flags *mf, ts_flag *flags, int n) 
     if (o->no_text_probe && o->probe.count) return ts_cli_error(cmd, "--probe gives a text to follow; --no-text-probe says none");
     ts_lmtok_kind kind = TS_LMTOK_CHAR;
     if (o->tokenizer && ts_lmtok_kind_parse(o->tokenizer, &kind)) return ts_cli_error(cmd, "%s", ts_last_error());
-    int word_vocab = 0;
-    for (int i = 0; i < n; i++)
-        if (strcmp(flags[i].name, "--vocab") == 0 && flags[i].seen && *flags[i].seen) word_vocab = mf->vocab;
+    int word_vocab = mf->seen[F_VOCAB] ? mf->vocab : 0;
     if (kind == TS_LMTOK_WORD && !word_vocab) word_vocab = 4096;
 
     ts_train_loop_opts lo;
@@ -376,7 +363,7 @@ int train_lm(const train_opts *o, const model_flags *mf, ts_flag *flags, int n) 
     if (!st) st = read_corpus(o, &text, &len, corpus_name, sizeof corpus_name);
     if (!st) st = ts_lmtok_build(&tok, kind, text, len, word_vocab);
     if (!st) st = ts_lmtok_encode(&tok, text, len, &ids);
-    if (!st) st = resolve(o, mf, flags, n, tok.count, &cfg);
+    if (!st) st = resolve(o, mf, tok.count, &cfg);
     ts_lm_data_opts dop;
     ts_lm_data_opts_default(&dop);
     dop.batch = cfg.batch, dop.ctx = cfg.seq, dop.vocab = cfg.vocab, dop.seed = cfg.seed, dop.heldout = o->heldout;
@@ -430,7 +417,7 @@ int train_lm(const train_opts *o, const model_flags *mf, ts_flag *flags, int n) 
                           "train_seconds", seconds_s};
     lm_progress ps = {.tty = isatty(fileno(stdout)) && !o->quiet, .quiet = o->quiet,
                       .log_every = lo.steps >= 20 ? lo.steps / 20 : 1, .heldout = NAN, .bpc_factor = bpc_factor,
-                      .o = o, .m = &m, .meta = meta, .n_meta = 10};
+                      .o = o, .m = &m, .meta = meta, .n_meta = (int)(sizeof meta / sizeof meta[0] / 2)};
     if (!config || !tokjson || !command) st = ts_fail(TS_ERR_NOMEM, "out of memory");
     ts_train_data src;
     ts_lm_data_source(&d, &src);
@@ -465,7 +452,7 @@ int train_lm(const train_opts *o, const model_flags *mf, ts_flag *flags, int n) 
     snprintf(bpc_s, sizeof bpc_s, "%.4f", heldout * bpc_factor);
     snprintf(seconds_s, sizeof seconds_s, "%.0f", r.seconds);
     if (o->save) {
-        if ((st = ts_train_save(&m, o->save, 10, meta))) {
+        if ((st = ts_train_save(&m, o->save, ps.n_meta, meta))) {
             rc = ts_cli_error(cmd, "%s", ts_last_error());
         } else {
             printf("saved %s (%lld parameters; config and tokenizer in its metadata)\n", o->save, (long long)params);
