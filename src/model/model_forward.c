@@ -506,54 +506,74 @@ static int64_t attention_fused(fwd *f, const attn_job *j, float scale, bool mask
     return empty;
 }
 
+/* The scaled scores, or their offer: with no mask to add, scaled scores a
+ * hook can record from the scores (a trace writer's scaled view) are left
+ * unmade here (*later) and scaled per head in attention_steps' last pass,
+ * in cache, instead of in a pass of their own over all of them. */
+static ts_status scale_step(fwd *f, const char *prefix, const attn_job *j, ts_tensor *tatt, float scale, bool masked,
+                            bool *later) {
+    *later = false;
+    if (!masked) TS_TRY(emit_ahead(f, prefix, "scaled", TS_OP_SCALE, tatt, TS_TAG_ATTN_SCORES, scale, later));
+    if (*later) return TS_OK;
+    if (!f->dry) ts_scale(j->att, j->att, scale, (int64_t)f->B * f->H * j->Sq * j->Sk);
+    return emit_like(f, prefix, "scaled", TS_OP_SCALE, tatt, TS_TAG_ATTN_SCORES, false, NULL, scale);
+}
+
+/* Attention as the paper writes it, one step at a time, each handed to the
+ * hook before the next overwrites it in att:
+ *   scores  = q k^T                  (B, H, Sq, Sk)
+ *   scaled  = scores / sqrt(hd)
+ *   masked  = scaled + mask          (only with a mask)
+ *   weights = softmax(masked), values = weights v
+ * Seed 001's unshifted softmax and seed 003's -1e9 change their step here. */
+static ts_status attention_steps(fwd *f, const char *prefix, const attn_job *j, float scale, bool masked,
+                                 int64_t *empty) {
+    int64_t BH = (int64_t)f->B * f->H;
+    int Sq = j->Sq, Sk = j->Sk;
+    bool unshifted = f->c->variants & TS_VARIANT_SEED001_SOFTMAX;
+    ts_tensor tatt = view(j->att, 4, (int64_t[]){f->B, f->H, Sq, Sk}, NULL);
+    if (!f->dry) {
+        TS_MODEL_OMP(parallel for num_threads(f->threads) if(f->par) schedule(dynamic, 1))
+        for (int64_t bh = 0; bh < BH; bh++) head_scores(j, bh, 1.0f);
+    }
+    TS_TRY(emit(f, prefix, "scores", TS_OP_MATMUL, &tatt, TS_TAG_ATTN_SCORES, false));
+    bool scale_later;
+    TS_TRY(scale_step(f, prefix, j, &tatt, scale, masked, &scale_later));
+    if (masked) {
+        if (!f->dry) apply_mask(f, j, f->row_mask);
+        TS_TRY(emit(f, prefix, "masked", TS_OP_MASK, &tatt, TS_TAG_ATTN_SCORES, false));
+    }
+    if (f->dry) return TS_OK;
+    int64_t hidden = 0; /* the mask is in the scores now */
+    TS_MODEL_OMP(parallel for num_threads(f->threads) if(f->par) schedule(dynamic, 1) reduction(+:hidden))
+    for (int64_t bh = 0; bh < BH; bh++) {
+        if (scale_later) ts_scale(att_of(j, bh), att_of(j, bh), scale, (int64_t)Sq * Sk);
+        if (unshifted) ts_model_softmax_unshifted(att_of(j, bh), Sq, Sk);
+        else hidden += head_softmax(j, bh, false);
+        head_values(j, bh);
+    }
+    *empty = hidden;
+    return TS_OK;
+}
+
 /* values (B, H, Sq, hd) = softmax(q k^T / sqrt(hd) + mask) v, written into
  * ctx in (B, Sq, H, hd) order; att (B, H, Sq, Sk) ends holding the weights.
- * Step by step (scores, scaled, masked, then weights and values) when someone
- * watches or a seed's variant changes a stage; fused otherwise, with the
- * same numbers. */
+ * Step by step when someone watches or a seed's variant changes a stage
+ * (attention_steps); fused otherwise (attention_fused), with the same
+ * numbers. */
 static ts_status sdpa(fwd *f, const char *prefix, const attn_job *j) {
     int B = f->B, H = f->H, hd = f->hd, D = f->D, Sq = j->Sq, Sk = j->Sk;
     float scale = ts_model_attn_scale(f->c, hd);
-    int64_t BH = (int64_t)B * H, empty = 0;
+    int64_t empty = 0;
     f->flops += 2.0 * 2.0 * (double)B * H * Sq * Sk * hd;
-    ts_tensor tatt = view(j->att, 4, (int64_t[]){B, H, Sq, Sk}, NULL);
-    const float *row_mask = f->row_mask;
-    bool masked = j->key_mask || j->causal || row_mask;
-    bool unshifted = f->c->variants & TS_VARIANT_SEED001_SOFTMAX;
+    bool masked = j->key_mask || j->causal || f->row_mask;
     /* hidden rows, seed 003's -1e9 and seed 001's softmax go into the scores, as a watcher sees them */
-    bool staged = f->watch || row_mask || (masked && (f->c->variants & TS_VARIANT_SEED003_MASK)) || unshifted;
-    if (!staged) {
-        if (!f->dry) empty = attention_fused(f, j, scale, masked);
-    } else {
-        if (!f->dry) {
-            TS_MODEL_OMP(parallel for num_threads(f->threads) if(f->par) schedule(dynamic, 1))
-            for (int64_t bh = 0; bh < BH; bh++) head_scores(j, bh, 1.0f);
-        }
-        TS_TRY(emit(f, prefix, "scores", TS_OP_MATMUL, &tatt, TS_TAG_ATTN_SCORES, false));
-        /* With no mask to add to them, scaled scores a hook can record from
-         * the scores (a trace writer's scaled view) are scaled per head below,
-         * in cache, instead of in a pass of their own over all of them. */
-        bool scale_later = false;
-        if (!masked) TS_TRY(emit_ahead(f, prefix, "scaled", TS_OP_SCALE, &tatt, TS_TAG_ATTN_SCORES, scale, &scale_later));
-        if (!scale_later) {
-            if (!f->dry) ts_scale(j->att, j->att, scale, BH * Sq * Sk);
-            TS_TRY(emit_like(f, prefix, "scaled", TS_OP_SCALE, &tatt, TS_TAG_ATTN_SCORES, false, NULL, scale));
-        }
-        if (masked) {
-            if (!f->dry) apply_mask(f, j, row_mask);
-            TS_TRY(emit(f, prefix, "masked", TS_OP_MASK, &tatt, TS_TAG_ATTN_SCORES, false));
-        }
-        if (!f->dry) { /* the mask is in the scores now */
-            TS_MODEL_OMP(parallel for num_threads(f->threads) if(f->par) schedule(dynamic, 1) reduction(+:empty))
-            for (int64_t bh = 0; bh < BH; bh++) {
-                if (scale_later) ts_scale(att_of(j, bh), att_of(j, bh), scale, (int64_t)Sq * Sk);
-                if (unshifted) ts_model_softmax_unshifted(att_of(j, bh), Sq, Sk);
-                else empty += head_softmax(j, bh, false);
-                head_values(j, bh);
-            }
-        }
-    }
+    bool staged = f->watch || f->row_mask || (masked && (f->c->variants & TS_VARIANT_SEED003_MASK)) ||
+                  (f->c->variants & TS_VARIANT_SEED001_SOFTMAX);
+    if (staged) TS_TRY(attention_steps(f, prefix, j, scale, masked, &empty));
+    else if (!f->dry) empty = attention_fused(f, j, scale, masked);
     f->m->empty_rows += empty;
+    ts_tensor tatt = view(j->att, 4, (int64_t[]){B, H, Sq, Sk}, NULL);
     heads_at vals = {j->ctx, (int64_t)Sq * D, hd, D};
     ts_tensor tv = heads_view(f, &vals, Sq);
     TS_TRY(emit(f, prefix, "weights", TS_OP_SOFTMAX, &tatt, TS_TAG_ATTN_WEIGHTS, false));
