@@ -835,12 +835,7 @@ static ts_status layer(fwd *f, const char *name, sub_step *subs, int n, ts_kept_
     return emit(f, name, "out", skip_op(f), &t, TS_TAG_PLAIN, false);
 }
 
-/* The trace names of layer i's parts and their parameters' (state_dict) prefixes. */
-typedef struct layer_names {
-    char p[64], self[80], self_p[80], cross[80], cross_p[80], ffn[80], lin[80], norm[3][80], norm_p[3][80];
-} layer_names;
-
-static void layer_names_of(layer_names *nm, const char *stack, int i) {
+void ts_layer_names_of(ts_layer_names *nm, const char *stack, int i) {
     snprintf(nm->p, sizeof nm->p, "%s.layers.%d", stack, i);
     snprintf(nm->self, sizeof nm->self, "%s.self_attn", nm->p);
     snprintf(nm->self_p, sizeof nm->self_p, "%s.self_attn.", nm->p);
@@ -854,12 +849,12 @@ static void layer_names_of(layer_names *nm, const char *stack, int i) {
     }
 }
 
-static norm_step layer_norm_step(const fwd *f, const layer_names *nm, int k, const ts_norm_weights *w) {
+static norm_step layer_norm_step(const fwd *f, const ts_layer_names *nm, int k, const ts_norm_weights *w) {
     norm_step n = {nm->norm[k], nm->norm_p[k], w, f->c->eps, TS_OP_ADD, false, NULL, NULL, NULL};
     return n;
 }
 
-static sub_step ffn_sub(fwd *f, const layer_names *nm, const ts_ffn_weights *w, ts_kept_layer *kept, int S) {
+static sub_step ffn_sub(fwd *f, const ts_layer_names *nm, const ts_ffn_weights *w, ts_kept_layer *kept, int S) {
     (void)S;
     sub_step s = {.kind = SUB_FFN, .ffn_name = nm->ffn, .ffn_params = nm->lin, .ffn = w};
     if (kept) s.ffn_buf = kept->ffn;
@@ -875,7 +870,7 @@ static const float *enc_key_mask(const fwd *f) { return f->c->mask == TS_MASK_NO
  * h = norm1(x); attn(h) is computed and dropped; x = x + dropout(x);
  * x = norm2(x); x = x + ffn(x); x = dropout(x). Same step names as pre-LN.
  * Inference only (training runs the correct model). */
-static ts_status self_attn_layer_seed004(fwd *f, const layer_names *nm, const ts_enc_layer_weights *w,
+static ts_status self_attn_layer_seed004(fwd *f, const ts_layer_names *nm, const ts_enc_layer_weights *w,
                                          const float *in, float *out) {
     int S = f->S;
     int64_t n = (int64_t)f->B * S * f->D;
@@ -906,8 +901,8 @@ static ts_status self_attn_layer_seed004(fwd *f, const layer_names *nm, const ts
  * self-attention and FFN, in -> *y (out may be in). */
 static ts_status self_attn_layer(fwd *f, int i, const ts_enc_layer_weights *w, const float *in, float *out,
                                  const float **y) {
-    layer_names nm;
-    layer_names_of(&nm, ts_model_stack_name(f->c), i);
+    ts_layer_names nm;
+    ts_layer_names_of(&nm, ts_model_stack_name(f->c), i);
     int S = f->S;
     if (f->c->norm == TS_NORM_PRE && (f->c->variants & TS_VARIANT_SEED004_RESIDUAL)) {
         *y = out;
@@ -934,8 +929,8 @@ static ts_status self_attn_layer(fwd *f, int i, const ts_enc_layer_weights *w, c
  * cross-attention over the memory, FFN. */
 static ts_status cross_attn_layer(fwd *f, int i, const ts_dec_layer_weights *w, const float *in, const float *mem,
                                   float *out, const float **y) {
-    layer_names nm;
-    layer_names_of(&nm, "decoder", i);
+    ts_layer_names nm;
+    ts_layer_names_of(&nm, "decoder", i);
     int T = f->T, S = f->S;
     ts_kept_layer *kept = f->keep ? &f->keep->dec[i] : NULL;
     sub_step s[3];

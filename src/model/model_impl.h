@@ -117,11 +117,58 @@ typedef struct ts_kept {
     uint64_t site;                   // dropout sites drawn so far
 } ts_kept;
 
+/* What a training step needs beside the parameters: the activations the
+ * forward keeps and the backward's scratch; src/train/ carves them. */
+typedef struct ts_backprop_bufs {
+    ts_kept k;        // what the forward (ts_model_forward_keep) keeps
+    /* backward scratch */
+    float *g0, *g1;   // (B, L, D) the stream's gradient, ping-pong
+    float *gsub;      // (B, L, D) at a sublayer's output
+    float *gn;        // (B, L, D) at a pre-LN norm's output
+    float *gctx;      // (B, L, D)
+    float *gqkv;      // max(B L 3D, B T D + B S 2D)
+    float *gatt;      // (B, H, Sq, Sk), the largest
+    float *gh1, *gh2; // (B, L, F)
+    float *gmem;      // (B, S, D)
+    float *gsrc;      // (B, S, in_dim) vector input
+    float *gtgt;      // (B, T, D)
+    float *gout;      // like the output
+    int64_t out_numel;
+    float *gcls;      // (B, D)
+} ts_backprop_bufs;
+
+/* The gradients ts_model_backward leaves at the model's inputs, or NULL
+ * where there are none (token ids, a memory that was not given). */
+typedef struct ts_input_grads {
+    float *src;    // (B, S, in_dim) given vectors
+    float *tgt;    // (B, T, D) the decoder's vectors
+    float *memory; // (B, S, D) the memory cross-attention read
+} ts_input_grads;
+
+/* The backward pass (model_backward.c): from gtop, the gradient at the
+ * model's output (its logits, or the last stack's output without a head),
+ * back through the steps the last ts_model_forward_keep into a->k ran, adding
+ * every parameter's gradient into gw (zeroed by the caller). hook (may be
+ * NULL) sees each activation's gradient as grad.<step>. */
+ts_status ts_model_backward(const ts_model *m, ts_backprop_bufs *a, ts_model_weights *gw, const float *gtop,
+                            const ts_hook *hook, ts_input_grads *d);
+
 /* The forward pass of ts_model_forward, keeping every activation the backward
  * reads in `keep` (dropout with probability m->training ? dropout : 0, keys
  * drawn from keep->stream). hook may be NULL; *out is the model's output. */
 ts_status ts_model_forward_keep(ts_model *m, const ts_model_input *in, const ts_hook *hook, ts_kept *keep,
                                 ts_tensor *out);
+
+/* The step names of layer i of a stack ("encoder", "decoder") and its
+ * parameters' state_dict prefixes, for the forward and the backward. */
+typedef struct ts_layer_names {
+    char p[64];                   // "decoder.layers.0"
+    char self[80], self_p[80];    // "....self_attn", "....self_attn."
+    char cross[80], cross_p[80];  // "....cross_attn", "....multihead_attn."
+    char ffn[80], lin[80];        // "....ffn", "....linear"
+    char norm[3][80], norm_p[3][80]; // "....norm1", "....norm1."
+} ts_layer_names;
+void ts_layer_names_of(ts_layer_names *nm, const char *stack, int i);
 
 /* Decoding: the n new positions ids (batch 1) from kv->len on, over the
  * keys and values cached before them, with a's buffers

@@ -23,13 +23,13 @@ static float *take(size_t *cursor, unsigned char *base, int64_t floats) {
 
 static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
 
-static void plan_norm(tr_norm *n, size_t *cur, unsigned char *base, int64_t rows, int64_t D) {
+static void plan_norm(ts_kept_norm *n, size_t *cur, unsigned char *base, int64_t rows, int64_t D) {
     n->out = take(cur, base, rows * D);
     n->mean = take(cur, base, rows);
     n->rstd = take(cur, base, rows);
 }
 
-static void plan_embed(const ts_model_config *c, tr_embed *e, size_t *cur, unsigned char *base, int64_t B,
+static void plan_embed(const ts_model_config *c, ts_kept_embed *e, size_t *cur, unsigned char *base, int64_t B,
                        int64_t S) {
     int64_t D = c->d_model;
     bool tokens = c->input == TS_INPUT_TOKENS;
@@ -42,7 +42,7 @@ static void plan_embed(const ts_model_config *c, tr_embed *e, size_t *cur, unsig
 }
 
 /* One layer over Sq positions; cross-attention reads Sk memory positions. */
-static void plan_layer(const ts_model_config *c, tr_layer *l, size_t *cur, unsigned char *base, int64_t B,
+static void plan_layer(const ts_model_config *c, ts_kept_layer *l, size_t *cur, unsigned char *base, int64_t B,
                        int64_t Sq, int64_t Sk, bool decoder) {
     int64_t D = c->d_model, H = c->heads, F = c->ffn, rows = B * Sq;
     int n_sub = decoder ? 3 : 2;
@@ -70,7 +70,7 @@ size_t tr_plan(const ts_model *m, tr_acts *a, unsigned char *base) {
     int64_t din = c->in_dim ? c->in_dim : D;
     bool encdec = c->arch == TS_ARCH_ENCODER_DECODER, lone = c->arch == TS_ARCH_ATTENTION;
     size_t cur = 0;
-    tr_layer *enc = a->k.enc, *dec = a->k.dec;
+    ts_kept_layer *enc = a->k.enc, *dec = a->k.dec;
     memset(a, 0, sizeof *a);
     a->k.enc = enc;
     a->k.dec = dec;
