@@ -193,7 +193,7 @@ static const float *sub_input(const bctx *b, const ts_kept_layer *l, int k) {
 }
 
 /* *g: the gradient at the layer's output in, at its input out. */
-static ts_status enc_layer_bwd(bctx *b, int i, const float **g) {
+static ts_status self_attn_layer_bwd(bctx *b, int i, const float **g) {
     ts_kept_layer *l = &b->a->k.enc[i];
     const ts_enc_layer_weights *w = &b->m->w.enc[i];
     ts_enc_layer_weights *gw = &b->gw->enc[i];
@@ -214,7 +214,7 @@ static ts_status enc_layer_bwd(bctx *b, int i, const float **g) {
     return TS_OK;
 }
 
-static ts_status dec_layer_bwd(bctx *b, int i, const float **g) {
+static ts_status cross_attn_layer_bwd(bctx *b, int i, const float **g) {
     ts_kept_layer *l = &b->a->k.dec[i];
     const ts_dec_layer_weights *w = &b->m->w.dec[i];
     ts_dec_layer_weights *gw = &b->gw->dec[i];
@@ -318,7 +318,7 @@ static ts_status head_bwd(bctx *b, const float *gtop, const float *x, int S, con
     return TS_OK;
 }
 
-static ts_status encoder_bwd(bctx *b, const float *g) {
+static ts_status self_attn_stack_bwd(bctx *b, const float *g) {
     const ts_model *m = b->m;
     ts_backprop_bufs *a = b->a;
     int S = m->S;
@@ -327,7 +327,7 @@ static ts_status encoder_bwd(bctx *b, const float *g) {
     snprintf(stack_out, sizeof stack_out, "%s.out", stack);
     TS_TRY(emit3(b, NULL, stack_out, g, b->B, S, b->D));
     TS_TRY(final_norm_bwd(b, stack, &a->k.enc_norm, &m->w.enc_norm, &b->gw->enc_norm, a->k.enc_top, S, &g));
-    for (int i = b->c->layers - 1; i >= 0; i--) TS_TRY(enc_layer_bwd(b, i, &g));
+    for (int i = b->c->layers - 1; i >= 0; i--) TS_TRY(self_attn_layer_bwd(b, i, &g));
     return embed_bwd(b, &a->k.src, &m->w.embed, &b->gw->embed, "embed", "input", a->gsrc, S, g);
 }
 
@@ -361,15 +361,15 @@ ts_status ts_model_backward(const ts_model *m, ts_backprop_bufs *a, ts_model_wei
         TS_TRY(head_bwd(&b, gtop, a->k.dec_out, T, &g));
         TS_TRY(emit3(&b, NULL, "decoder.out", g, B, T, D));
         TS_TRY(final_norm_bwd(&b, "decoder", &a->k.dec_norm, &m->w.dec_norm, &gw->dec_norm, a->k.dec_top, T, &g));
-        for (int i = c->dec_layers - 1; i >= 0; i--) TS_TRY(dec_layer_bwd(&b, i, &g));
+        for (int i = c->dec_layers - 1; i >= 0; i--) TS_TRY(cross_attn_layer_bwd(&b, i, &g));
         TS_TRY(embed_bwd(&b, &a->k.tgt, &m->w.dec_embed, &gw->dec_embed, "decoder.embed", "decoder.input", a->gtgt, T,
                          g));
         d->tgt = a->k.tgt.ids ? NULL : a->gtgt;
         d->memory = a->gmem;
-        if (!a->k.memory_given) TS_TRY(encoder_bwd(&b, a->gmem));
+        if (!a->k.memory_given) TS_TRY(self_attn_stack_bwd(&b, a->gmem));
     } else {
         TS_TRY(head_bwd(&b, gtop, a->k.enc_out, S, &g));
-        TS_TRY(encoder_bwd(&b, g));
+        TS_TRY(self_attn_stack_bwd(&b, g));
     }
     if (a->k.src.used && !a->k.src.ids) d->src = a->gsrc;
     return TS_OK;
