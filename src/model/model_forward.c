@@ -837,15 +837,15 @@ static ts_status layer(fwd *f, const char *name, sub_step *subs, int n, ts_kept_
 
 void ts_layer_names_of(ts_layer_names *nm, const char *stack, int i) {
     snprintf(nm->p, sizeof nm->p, "%s.layers.%d", stack, i);
-    snprintf(nm->self, sizeof nm->self, "%s.self_attn", nm->p);
-    snprintf(nm->self_p, sizeof nm->self_p, "%s.self_attn.", nm->p);
-    snprintf(nm->cross, sizeof nm->cross, "%s.cross_attn", nm->p);
-    snprintf(nm->cross_p, sizeof nm->cross_p, "%s.multihead_attn.", nm->p);
-    snprintf(nm->ffn, sizeof nm->ffn, "%s.ffn", nm->p);
-    snprintf(nm->lin, sizeof nm->lin, "%s.linear", nm->p);
+    snprintf(nm->self, sizeof nm->self, "%s.layers.%d.self_attn", stack, i);
+    snprintf(nm->self_p, sizeof nm->self_p, "%s.layers.%d.self_attn.", stack, i);
+    snprintf(nm->cross, sizeof nm->cross, "%s.layers.%d.cross_attn", stack, i);
+    snprintf(nm->cross_p, sizeof nm->cross_p, "%s.layers.%d.multihead_attn.", stack, i);
+    snprintf(nm->ffn, sizeof nm->ffn, "%s.layers.%d.ffn", stack, i);
+    snprintf(nm->lin, sizeof nm->lin, "%s.layers.%d.linear", stack, i);
     for (int k = 0; k < 3; k++) {
-        snprintf(nm->norm[k], sizeof nm->norm[k], "%s.norm%d", nm->p, k + 1);
-        snprintf(nm->norm_p[k], sizeof nm->norm_p[k], "%s.norm%d.", nm->p, k + 1);
+        snprintf(nm->norm[k], sizeof nm->norm[k], "%s.layers.%d.norm%d", stack, i, k + 1);
+        snprintf(nm->norm_p[k], sizeof nm->norm_p[k], "%s.layers.%d.norm%d.", stack, i, k + 1);
     }
 }
 
