@@ -1,5 +1,13 @@
 /* model_forward: every step of the forward pass, each handed to the hook.
  *
+ * The model's steps are written here once and every pass runs them (run()):
+ * inference and tracing (ts_model_forward), training keeping what the
+ * backward reads (ts_model_forward_keep: each activation to its own buffer in
+ * ts_kept instead of the shared ones below) and decoding new positions over
+ * cached keys and values (ts_model_forward_cached, from model_decode.c).
+ * Every step reaches the hook through emit_like: the one place to watch, or
+ * change, what the model computes.
+ *
  * How it stays fast and small. Activations live in a few buffers carved once
  * (ts_model_acts): the stream x, a sublayer output tmp, the attention values
  * ctx, and one scratch area `big` that holds qkv and the (B, H, S, S) scores
