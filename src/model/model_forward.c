@@ -862,8 +862,7 @@ static norm_step layer_norm_step(const fwd *f, const ts_layer_names *nm, int k, 
     return n;
 }
 
-static sub_step ffn_sub(fwd *f, const ts_layer_names *nm, const ts_ffn_weights *w, ts_kept_layer *kept, int S) {
-    (void)S;
+static sub_step ffn_sub(fwd *f, const ts_layer_names *nm, const ts_ffn_weights *w, ts_kept_layer *kept) {
     sub_step s = {.kind = SUB_FFN, .ffn_name = nm->ffn, .ffn_params = nm->lin, .ffn = w};
     if (kept) s.ffn_buf = kept->ffn;
     else s.ffn_buf = (ts_kept_ffn){f->a->big, f->a->big};
@@ -896,7 +895,7 @@ static ts_status self_attn_layer_seed004(fwd *f, const ts_layer_names *nm, const
     dropout(f, tmp, tmp, n);
     if (!f->dry) ts_add(out, in, tmp, n);
     TS_TRY(norm(f, &n2, out, S));
-    sub_step ff = ffn_sub(f, nm, &w->ffn, NULL, S);
+    sub_step ff = ffn_sub(f, nm, &w->ffn, NULL);
     uint64_t key;
     TS_TRY(ffn(f, ff.ffn_name, ff.ffn_params, ff.ffn, out, S, ff.ffn_buf, tmp, &key));
     if (!f->dry) ts_add(out, out, tmp, n);
@@ -928,7 +927,7 @@ static ts_status self_attn_layer(fwd *f, int i, const ts_enc_layer_weights *w, c
         s[0].attn.cache_k = f->cache->k + at_layer;
         s[0].attn.cache_v = f->cache->v + at_layer;
     }
-    s[1] = ffn_sub(f, &nm, &w->ffn, kept, S);
+    s[1] = ffn_sub(f, &nm, &w->ffn, kept);
     s[1].norm = layer_norm_step(f, &nm, 1, &w->norm2);
     return layer(f, nm.p, s, 2, kept, in, S, out, y);
 }
@@ -950,7 +949,7 @@ static ts_status cross_attn_layer(fwd *f, int i, const ts_dec_layer_weights *w, 
                       .attn = {nm.cross, nm.cross_p, &w->cross_attn, f->mem_mask, false, f->D, mem, S,
                                kept ? kept->attn[1] : scratch_attn(f, true, T, S), NULL, NULL},
                       .norm = layer_norm_step(f, &nm, 1, &w->norm2)};
-    s[2] = ffn_sub(f, &nm, &w->ffn, kept, T);
+    s[2] = ffn_sub(f, &nm, &w->ffn, kept);
     s[2].norm = layer_norm_step(f, &nm, 2, &w->norm3);
     return layer(f, nm.p, s, 3, kept, in, T, out, y);
 }
