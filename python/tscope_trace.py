@@ -73,25 +73,29 @@ import torch.nn.functional as F
 from torch import nn
 from torch.overrides import TorchFunctionMode
 
-# ---- the op and tag numbers of include/tscope/core.h (append-only) -------------------------
-OPS = ["input", "embedding", "positional_encoding", "add", "linear", "reshape", "permute",
-       "chunk", "matmul", "scale", "mask", "softmax", "concat", "mean", "std", "layernorm",
-       "relu", "gelu", "dropout", "cross_entropy", "grad", "parameter", "metric"]
-TAGS = ["plain", "attn_scores", "attn_weights", "posenc", "norm_stat", "norm_in", "norm_out",
-        "heads", "logits", "scalar", "grad", "param", "head_scores", "per_position"]
+# The file's layout and the op and tag numbers come from the C headers, through
+# python/tscope_format.py (made by scripts/gen-trace-format-py.sh; tests/bridge_test.sh
+# checks it is up to date): no offset is copied here by hand.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import tscope_format as fmt  # noqa: E402
 
-FORMAT_VERSION = 2
-MAX_RANK = 6
-SUFFIX_SIZE = 640
-CONTENT_STATS, CONTENT_VALUES, CONTENT_HIST_FROM_VALUES = 1, 2, 8
+OPS, TAGS = fmt.OPS, fmt.TAGS
+FORMAT_VERSION = fmt.VERSION
+MAX_RANK = fmt.MAX_RANK
 
 
 def _align(n):
-    return (n + 63) // 64 * 64
+    return (n + fmt.ALIGN - 1) // fmt.ALIGN * fmt.ALIGN
 
 
 def _crc(data, crc=0):
     return zlib.crc32(data, crc) & 0xFFFFFFFF
+
+
+def _put(buf, fields):
+    """Little-endian fields into buf: (offset, struct code, value) each."""
+    for offset, code, value in fields:
+        struct.pack_into("<" + code, buf, offset, value)
 
 
 class TraceFile:
@@ -116,25 +120,31 @@ class TraceFile:
         if not 1 <= len(encoded) <= 1024:
             raise ValueError(f"tscope_trace: step name '{name}' must be 1 to 1024 bytes")
         index = len(self.offsets)
-        prefix_size = _align(160 + len(encoded) + 1)
+        prefix_size = _align(fmt.P_NAME + len(encoded) + 1)
         values = a.astype("<f4").tobytes()
         values_area = _align(len(values))
-        record_size = prefix_size + values_area + SUFFIX_SIZE
+        record_size = prefix_size + values_area + fmt.SUFFIX_SIZE
         prefix = bytearray(prefix_size)
-        prefix[0:4] = b"TSTP"
-        struct.pack_into("<IQQHHBBBbiiQ", prefix, 4, prefix_size, record_size, index, OPS.index(op),
-                         TAGS.index(tag), 1, a.ndim, CONTENT_STATS | CONTENT_VALUES | CONTENT_HIST_FROM_VALUES,
-                         0, -1, len(encoded), a.size)
+        prefix[0:len(fmt.PREFIX_MAGIC)] = fmt.PREFIX_MAGIC
+        content = fmt.CONTENT_STATS | fmt.CONTENT_VALUES | fmt.CONTENT_HIST_FROM_VALUES
+        _put(prefix, [(fmt.P_PREFIX_SIZE, "I", prefix_size), (fmt.P_RECORD_SIZE, "Q", record_size),
+                      (fmt.P_INDEX, "Q", index), (fmt.P_OP, "H", OPS.index(op)), (fmt.P_TAG, "H", TAGS.index(tag)),
+                      (fmt.P_DTYPE, "B", fmt.DTYPE_F32), (fmt.P_RANK, "B", a.ndim), (fmt.P_CONTENT, "B", content),
+                      (fmt.P_VIEW_SCALE, "b", 0), (fmt.P_BATCH, "i", -1), (fmt.P_NAME_LEN, "i", len(encoded)),
+                      (fmt.P_VALUES_COUNT, "Q", a.size)])
         shape = list(a.shape) + [0] * (MAX_RANK - a.ndim)
-        struct.pack_into("<6q", prefix, 48, *shape)
-        prefix[160:160 + len(encoded)] = encoded
-        suffix = bytearray(SUFFIX_SIZE)
-        suffix[0:4] = b"TSSF"
-        struct.pack_into("<IQ", suffix, 4, SUFFIX_SIZE, index)
-        struct.pack_into("<5d4Q", suffix, 16, *_statistics(a))
+        struct.pack_into(f"<{MAX_RANK}q", prefix, fmt.P_SHAPE, *shape)
+        prefix[fmt.P_NAME:fmt.P_NAME + len(encoded)] = encoded
+        suffix = bytearray(fmt.SUFFIX_SIZE)
+        suffix[0:len(fmt.SUFFIX_MAGIC)] = fmt.SUFFIX_MAGIC
+        _put(suffix, [(fmt.S_SUFFIX_SIZE, "I", fmt.SUFFIX_SIZE), (fmt.S_INDEX, "Q", index)])
+        stats = _statistics(a)
+        _put(suffix, zip([fmt.S_MIN, fmt.S_MAX, fmt.S_MEAN, fmt.S_STD, fmt.S_MEAN_ABS, fmt.S_FINITE, fmt.S_NAN,
+                          fmt.S_INF, fmt.S_ZEROS], "dddddQQQQ", stats))
         # the histogram is left to the reader, which bins the values (content bit 3)
-        struct.pack_into("<I", suffix, 600, _crc(values))
-        struct.pack_into("<I", suffix, 636, _crc(bytes(suffix[0:636]), _crc(bytes(prefix))))
+        _put(suffix, [(fmt.S_VALUES_CRC, "I", _crc(values))])
+        record_crc = _crc(bytes(suffix[0:fmt.S_RECORD_CRC]), _crc(bytes(prefix)))
+        _put(suffix, [(fmt.S_RECORD_CRC, "I", record_crc)])
         self.f.write(prefix)
         self.f.write(values)
         self.f.write(b"\0" * (values_area - len(values)))
@@ -151,25 +161,30 @@ class TraceFile:
         meta["policy"] = {"level": "values", "only": [], "keep_batch": -1, "budget_bytes": 0,
                           "expected_bytes": 0}
         text = json.dumps(meta, ensure_ascii=False).encode("utf-8")
-        start = _align(64 + len(text))
-        head = bytearray(64)
-        head[0:8] = b"\x89TSTRACE"
-        struct.pack_into("<IIQQQI", head, 8, FORMAT_VERSION, 64, 64, len(text), start, _crc(text))
-        struct.pack_into("<I", head, 60, _crc(bytes(head[0:60])))
+        start = _align(fmt.HEADER_SIZE + len(text))
+        head = bytearray(fmt.HEADER_SIZE)
+        head[0:len(fmt.MAGIC)] = fmt.MAGIC
+        _put(head, [(fmt.H_VERSION, "I", FORMAT_VERSION), (fmt.H_HEADER_SIZE, "I", fmt.HEADER_SIZE),
+                    (fmt.H_META_OFFSET, "Q", fmt.HEADER_SIZE), (fmt.H_META_SIZE, "Q", len(text)),
+                    (fmt.H_RECORDS_OFFSET, "Q", start), (fmt.H_META_CRC, "I", _crc(text))])
+        _put(head, [(fmt.H_CRC, "I", _crc(bytes(head[0:fmt.H_CRC])))])
         offsets = [start + o for o in self.offsets]
-        index = bytearray(b"TSIX" + b"\0" * 4 + struct.pack("<Q", len(offsets)))
+        index = bytearray(fmt.INDEX_HEAD)
+        index[0:len(fmt.INDEX_MAGIC)] = fmt.INDEX_MAGIC
+        _put(index, [(fmt.INDEX_HEAD - 8, "Q", len(offsets))])
         index += struct.pack(f"<{len(offsets)}Q", *offsets)
         for c in self.copies:
             index += c
         index_offset = start + self.pos
-        trailer = bytearray(64)
-        trailer[0:8] = b"TSTRAILR"
-        struct.pack_into("<QQQI", trailer, 8, index_offset, len(index), len(offsets), _crc(bytes(index)))
-        struct.pack_into("<I", trailer, 60, _crc(bytes(trailer[0:60])))
+        trailer = bytearray(fmt.TRAILER_SIZE)
+        trailer[0:len(fmt.TRAILER_MAGIC)] = fmt.TRAILER_MAGIC
+        _put(trailer, [(fmt.T_INDEX_OFFSET, "Q", index_offset), (fmt.T_INDEX_SIZE, "Q", len(index)),
+                       (fmt.T_STEP_COUNT, "Q", len(offsets)), (fmt.T_INDEX_CRC, "I", _crc(bytes(index)))])
+        _put(trailer, [(fmt.T_CRC, "I", _crc(bytes(trailer[0:fmt.T_CRC])))])
         with open(self.tmp, "wb") as out, open(self.records_tmp, "rb") as records:
             out.write(head)
             out.write(text)
-            out.write(b"\0" * (start - 64 - len(text)))
+            out.write(b"\0" * (start - fmt.HEADER_SIZE - len(text)))
             shutil.copyfileobj(records, out, 1 << 22)
             out.write(index)
             out.write(b"\0" * (_align(len(index)) - len(index)))

@@ -76,4 +76,16 @@ expect 0 "png on a bridge trace" -- "$bin" png $t/bridge.tstrace --tensor decode
 expect 0 "export a bridge trace" -- "$bin" export $t/bridge.tstrace --npz "$tmp/b.npz"
 [ -s "$tmp/b.npz" ] && ok || bad "export wrote no npz"
 
+# ---- the bridge's copy of the format is the C headers' ----
+# python/tscope_format.py (the offsets, magics, op and tag names tscope_trace.py
+# writes with) is what scripts/gen-trace-format-py.sh makes from the headers now.
+if scripts/gen-trace-format-py.sh "$tmp/format.py" 2>"$tmp/gen.err"; then
+    cmp -s "$tmp/format.py" python/tscope_format.py && ok ||
+        bad "python/tscope_format.py is out of date: run scripts/gen-trace-format-py.sh"
+else
+    bad "scripts/gen-trace-format-py.sh failed: $(head -c 400 "$tmp/gen.err")"
+fi
+grep -q -E '(pack_into|unpack_from)\([^,]*, *[a-z]+, *[0-9]' python/tscope_trace.py &&
+    bad "tscope_trace.py packs a field at a number, not at a name of tscope_format" || ok
+
 finish

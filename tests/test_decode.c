@@ -47,7 +47,53 @@ static void check_against_forward(const ts_model_config *cfg) {
     const float *got;
     assert_int_equal(ts_model_decode_step(&m, &kv, 0, &got), TS_ERR_ARG);
     ts_kv_cache_free(&kv);
+    /* a range of new positions at once, over what is cached: 5, then 4, then 3 */
+    assert_ok(ts_kv_cache_init(&kv, &m));
+    for (int t = 0, n = 5; t < S; t += n, n--) {
+        assert_ok(ts_model_decode(&m, &kv, ids + t, n, NULL, &got));
+        assert_floats_close(got, want + (size_t)t * V, (size_t)n * V, 1e-4);
+    }
+    assert_int_equal(kv.len, S);
+    ts_kv_cache_free(&kv);
     free(want);
+    ts_model_free(&m);
+}
+
+/* A hook sees a cached pass's steps as in a full pass: the new positions'
+ * queries against every cached key. */
+typedef struct seen {
+    int steps;
+    int64_t weights_shape[4];
+} seen;
+
+static ts_status note(void *ctx, const char *name, ts_op op, const ts_tensor *t, ts_tag tag) {
+    (void)op, (void)tag;
+    seen *s = ctx;
+    s->steps++;
+    if (strcmp(name, "decoder.layers.2.self_attn.weights") == 0)
+        for (int d = 0; d < 4; d++) s->weights_shape[d] = t->shape[d];
+    return TS_OK;
+}
+
+static void a_hook_sees_the_cached_steps(void **state) {
+    (void)state;
+    ts_model_config c = gpt();
+    ts_model m;
+    assert_ok(ts_model_init(&m, &c));
+    int32_t ids[S] = {1, 2, 3, 4, 5, 6};
+    ts_kv_cache kv;
+    assert_ok(ts_kv_cache_init(&kv, &m));
+    const float *got;
+    assert_ok(ts_model_decode(&m, &kv, ids, 4, NULL, &got));
+    seen s = {0};
+    ts_hook hook = {.fn = note, .ctx = &s};
+    assert_ok(ts_model_decode(&m, &kv, ids + 4, 2, &hook, &got));
+    assert_true(s.steps > 50);
+    assert_int_equal(s.weights_shape[0], 1);
+    assert_int_equal(s.weights_shape[1], c.heads);
+    assert_int_equal(s.weights_shape[2], 2); /* the new positions */
+    assert_int_equal(s.weights_shape[3], 6); /* every key so far */
+    ts_kv_cache_free(&kv);
     ts_model_free(&m);
 }
 
@@ -151,6 +197,7 @@ static int setup(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(gpt_matches_the_forward_pass),
+        cmocka_unit_test(a_hook_sees_the_cached_steps),
         cmocka_unit_test(causal_encoder_with_embedding_norm),
         cmocka_unit_test(post_ln_relu),
         cmocka_unit_test(what_cannot_be_cached_is_refused),

@@ -139,7 +139,7 @@ header_list() { sed -n "s/^ *X(TS_${1}_[A-Z_0-9]*, \"\([a-z_]*\)\").*/\1/p" incl
 doc_list() { awk -v h="| $1 | name |" 'index($0, h) == 1 { on = 1; next } on && /^\|---/ { next }
     on && /^\| *[0-9]+ \|/ { split($0, c, "|"); gsub(/[ `]/, "", c[3]); printf "%s ", c[3]; next } on { exit }' docs/trace-format.md; }
 bridge_list() { awk -v n="$1 = [" 'index($0, n) == 1 { on = 1 } on { t = t $0 } on && /\]/ { exit } END {
-    sub(/^[^[]*\[/, "", t); sub(/\].*/, "", t); gsub(/[", ]+/, " ", t); sub(/^ /, "", t); print t }' python/tscope_trace.py; }
+    sub(/^[^[]*\[/, "", t); sub(/\].*/, "", t); gsub(/[", ]+/, " ", t); sub(/^ /, "", t); print t }' python/tscope_format.py; }
 for kind in OP:op TAG:tag; do
     macro=${kind%%:*} col=${kind#*:}
     h=$(header_list "$macro")
@@ -147,7 +147,7 @@ for kind in OP:op TAG:tag; do
     d=$(doc_list "$col")
     [ "$d" = "$h" ] && ok || bad "docs/trace-format.md's ${col} table is not core.h's list: '$d' vs '$h'"
     py=$(bridge_list "${macro}S")
-    [ "$py" = "$h" ] && ok || bad "python/tscope_trace.py's ${macro}S is not core.h's list: '$py' vs '$h'"
+    [ "$py" = "$h" ] && ok || bad "python/tscope_format.py's ${macro}S (the bridge's) is not core.h's list: '$py' vs '$h'"
 done
 
 finish

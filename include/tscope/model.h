@@ -390,16 +390,20 @@ void ts_model_random_ids(int32_t *out, int64_t n, int32_t lo, int32_t hi, uint64
 
 /* ---- decoding with a cache (model_decode.c) ---------------------------------
  *
- * One token at a time through a causal stack (a GPT, or a causal encoder with
- * a vocabulary head), keeping every layer's keys and values so each step
- * computes only the new position: generation is linear in the text, not
- * quadratic. The logits equal a full forward pass's at that position to float
- * rounding. Not traced. */
+ * New tokens through a causal stack (a GPT, or a causal encoder with a
+ * vocabulary head), keeping every layer's keys and values so each step
+ * computes only the new positions: generation is linear in the text, not
+ * quadratic. The steps are the forward pass's own (model_forward.c) over a
+ * range of new positions, so the logits equal a full pass's at those
+ * positions to float rounding, and a hook sees the steps as in a full pass
+ * (shapes: the new positions; k, v and the weights: every cached one). */
 typedef struct ts_kv_cache {
     int capacity;   /* positions the model has (its learned table, or seq) */
     int len;        /* positions decoded so far */
+    int rows;       /* new positions one call takes at most */
     float *k, *v;   /* (layers, capacity, D) */
-    float *scratch; /* one position's activations and the logits */
+    void *acts;     /* the pass's buffers (private) */
+    void *block;    /* their memory */
 } ts_kv_cache;
 
 /* Whether cfg can decode with a cache; *why (may be NULL) says why not. */
@@ -407,9 +411,14 @@ bool ts_model_can_cache(const ts_model_config *cfg, const char **why);
 ts_status ts_kv_cache_init(ts_kv_cache *kv, const ts_model *m); /* empty: len 0 */
 void ts_kv_cache_free(ts_kv_cache *kv);
 
-/* Append token id at position kv->len; *logits (V) is the next token's
- * scores, valid until the next step. Past the model's positions is an error. */
-ts_status ts_model_decode_step(const ts_model *m, ts_kv_cache *kv, int32_t id, const float **logits);
+/* Append n tokens (1 <= n <= kv->rows) at positions kv->len..; *logits
+ * (n, V) are the scores of the token after each, valid until the next call.
+ * hook (may be NULL) sees every step. Past the model's positions is an error. */
+ts_status ts_model_decode(ts_model *m, ts_kv_cache *kv, const int32_t *ids, int n, const ts_hook *hook,
+                          const float **logits);
+
+/* One token: ts_model_decode with n = 1 and no hook; *logits (V). */
+ts_status ts_model_decode_step(ts_model *m, ts_kv_cache *kv, int32_t id, const float **logits);
 
 /* ---- sampling (model_sample.c) ------------------------------------------- */
 

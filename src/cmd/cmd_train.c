@@ -465,7 +465,7 @@ int ts_cmd_train(int argc, char **argv) {
     int rc = ts_cli_parse(&spec, argc, argv, NULL, NULL);
     if (rc >= 0) return rc;
     if (!o.task) return ts_cli_error("train", "--task is required: copy, reverse, sort or lm");
-    if (strcmp(o.task, "lm") == 0) return train_lm(&o, &mf, flags, n);
+    if (strcmp(o.task, "lm") == 0) return train_lm(&o, &mf);
     const struct {
         const char *flag;
         bool seen;

@@ -352,8 +352,6 @@ static ts_status use_vectors(const model_flags *mf, const model_given *g, ts_mod
     return TS_OK;
 }
 
-/* Flags the resolved model has no use for: each is an error saying why,
- * never a setting silently dropped. `padded`: some position is padding. */
 /* Flags the attention-alone model has nothing for: before the config's own
  * checks, whose messages would be about something else. */
 static ts_status unused_by_attention(const model_flags *mf, const ts_model_config *c) {
@@ -370,6 +368,8 @@ static ts_status unused_by_attention(const model_flags *mf, const ts_model_confi
     return TS_OK;
 }
 
+/* Flags the resolved model has no use for: each is an error saying why,
+ * never a setting silently dropped. `padded`: some position is padding. */
 static ts_status unused_flags(const model_flags *mf, const ts_model_config *c, const model_given *g, bool padded,
                               bool random_input) {
     const bool *s = mf->seen;
@@ -550,10 +550,14 @@ static void describe_variants(const ts_model_config *c, char *buf, size_t size) 
 }
 
 void model_config_describe(const ts_model_config *c, char *buf, size_t size) {
-    static const char *const arch[] = {"encoder", "encoder-decoder", "multi-head attention alone",
-                                       "decoder-only (GPT)"};
-    static const char *const pe[] = {"sinusoidal positions", "learned positions", "no positions"};
-    static const char *const head[] = {"", ", vocabulary logits", ", classifier"};
+    static const char *const arch[] = {[TS_ARCH_ENCODER] = "encoder",
+                                       [TS_ARCH_ENCODER_DECODER] = "encoder-decoder",
+                                       [TS_ARCH_ATTENTION] = "multi-head attention alone",
+                                       [TS_ARCH_DECODER] = "decoder-only (GPT)"};
+    static const char *const pe[] = {[TS_PE_SINUSOIDAL] = "sinusoidal positions",
+                                     [TS_PE_LEARNED] = "learned positions", [TS_PE_NONE] = "no positions"};
+    static const char *const head[] = {[TS_HEAD_NONE] = "", [TS_HEAD_LM] = ", vocabulary logits",
+                                       [TS_HEAD_CLS] = ", classifier"};
     char layers[48] = "";
     if (c->arch == TS_ARCH_ENCODER_DECODER)
         snprintf(layers, sizeof layers, " %d+%d layers,", c->layers, c->dec_layers);

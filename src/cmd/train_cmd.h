@@ -25,9 +25,9 @@ typedef struct train_opts {
     char **argv;
 } train_opts;
 
-/* tscope train --task lm: the flags parsed, the model flags with their rows
- * (flags, n) to tell which were given. Returns the exit code. */
-int train_lm(const train_opts *o, const model_flags *mf, ts_flag *flags, int n);
+/* tscope train --task lm: the flags parsed and the model flags (their seen[]
+ * says which were given). Returns the exit code. */
+int train_lm(const train_opts *o, const model_flags *mf);
 
 /* Add the run's "training" settings a reader draws (the clip threshold on
  * the gradient-norm curve) to a trace's metadata; *meta is replaced. */

@@ -106,30 +106,19 @@ static ts_status read_corpus(const train_opts *o, char **text, size_t *len, char
 
 /* The preset (lm unless --preset), the model flags given, the tokenizer's
  * vocabulary. A preset's sentence is not used: the corpus makes the data. */
-static ts_status resolve(const train_opts *o, const model_flags *mf, ts_flag *flags, int n, int vocab,
-                         ts_model_config *cfg) {
+static ts_status resolve(const train_opts *o, const model_flags *mf, int vocab, ts_model_config *cfg) {
     model_flags copy = *mf;
-    int seq = 0;
-    for (int i = 0; i < n; i++) {
-        bool *seen = flags[i].seen;
-        if (!seen || !*seen) continue;
-        if (strcmp(flags[i].name, "--text") == 0)
-            return ts_fail(TS_ERR_ARG, "--text is for tscope run; the language model reads --corpus");
-        if (strcmp(flags[i].name, "--vocab") == 0) {
-            if (strcmp(o->tokenizer ? o->tokenizer : "char", "word") != 0)
-                return ts_fail(TS_ERR_ARG, "--vocab is the word tokenizer's size; a %s vocabulary comes from the text",
-                               o->tokenizer ? o->tokenizer : "char");
-            copy.seen[seen - mf->seen] = false; /* applied already */
-        }
-        if (strcmp(flags[i].name, "--seq") == 0) { /* the context: the position table follows it */
-            seq = *(int *)flags[i].value;
-            copy.seen[seen - mf->seen] = false;
-        }
+    if (mf->seen[F_TEXT]) return ts_fail(TS_ERR_ARG, "--text is for tscope run; the language model reads --corpus");
+    if (mf->seen[F_VOCAB]) {
+        if (strcmp(o->tokenizer ? o->tokenizer : "char", "word") != 0)
+            return ts_fail(TS_ERR_ARG, "--vocab is the word tokenizer's size; a %s vocabulary comes from the text",
+                           o->tokenizer ? o->tokenizer : "char");
+        copy.seen[F_VOCAB] = false; /* applied already */
     }
+    int seq = mf->seen[F_SEQ] ? mf->seq : 0; /* the context: the position table follows it */
+    copy.seen[F_SEQ] = false;
     if (!mf->preset) copy.preset = "lm";
-    /* the preset's flag row says it was given; the copy says so too */
-    for (int i = 0; i < n; i++)
-        if (strcmp(flags[i].name, "--preset") == 0 && flags[i].seen) copy.seen[flags[i].seen - mf->seen] = true;
+    copy.seen[F_PRESET] = true; /* the preset given, or lm */
     model_given g = {.trains = true}; /* training: --dropout acts, no --train-mode needed */
     ts_status st = model_flags_resolve_given(&copy, &g, cfg, NULL);
     if (st) return st;
@@ -467,14 +456,14 @@ static ts_status read_state(const ts_safetensors *f, ts_train_loop_opts *lo, ts_
 }
 
 /* Flags a resumed run cannot take: its model and settings are the saved run's. */
-static int resume_refuses(const train_opts *o, const model_flags *mf, ts_flag *flags, int n) {
+static int resume_refuses(const train_opts *o, const model_flags *mf) {
     const char *cmd = "train";
-    for (int i = 0; i < n; i++) {
-        bool *seen = flags[i].seen;
-        if (seen && *seen && seen >= mf->seen && seen < mf->seen + MODEL_FLAGS_COUNT)
-            return ts_cli_error(cmd, "%s: a resumed run's model is the one --resume %s saved", flags[i].name,
-                                o->resume);
-    }
+    ts_flag rows[MODEL_FLAGS_COUNT];
+    model_flags names; /* a table only for its rows' names, in model_flags' order */
+    model_flags_table(rows, 0, &names);
+    for (int i = 0; i < MODEL_FLAGS_COUNT; i++)
+        if (mf->seen[i])
+            return ts_cli_error(cmd, "%s: a resumed run's model is the one --resume %s saved", rows[i].name, o->resume);
     const struct {
         const char *flag;
         bool seen;
@@ -543,7 +532,7 @@ static ts_status check_writable(const char *flag, const char *path) {
     return TS_OK;
 }
 
-int train_lm(const train_opts *o, const model_flags *mf, ts_flag *flags, int n) {
+int train_lm(const train_opts *o, const model_flags *mf) {
     const char *cmd = "train";
     if (o->trace.level || o->trace.only.count || o->trace.keep_batch_seen)
         return ts_cli_error(cmd, "a training trace keeps its own selection: --level, --only and --keep-batch are for "
@@ -559,14 +548,12 @@ int train_lm(const train_opts *o, const model_flags *mf, ts_flag *flags, int n) 
         return ts_cli_error(cmd, "%s chooses what the trace follows: give --trace FILE too",
                             o->probe_seen ? "--probe" : "--no-text-probe");
     if (o->resume) {
-        int rc = resume_refuses(o, mf, flags, n);
+        int rc = resume_refuses(o, mf);
         if (rc >= 0) return rc;
     }
     ts_lmtok_kind kind = TS_LMTOK_CHAR;
     if (o->tokenizer && ts_lmtok_kind_parse(o->tokenizer, &kind)) return ts_cli_error(cmd, "%s", ts_last_error());
-    int word_vocab = 0;
-    for (int i = 0; i < n; i++)
-        if (strcmp(flags[i].name, "--vocab") == 0 && flags[i].seen && *flags[i].seen) word_vocab = mf->vocab;
+    int word_vocab = mf->seen[F_VOCAB] ? mf->vocab : 0;
     if (kind == TS_LMTOK_WORD && !word_vocab) word_vocab = 4096;
 
     ts_train_loop_opts lo;
@@ -680,7 +667,7 @@ int train_lm(const train_opts *o, const model_flags *mf, ts_flag *flags, int n) 
             st = ts_fail(TS_ERR_ARG, "%s%s is not the text the run of --resume %s was trained on (%s): give the same "
                                      "--corpus", mine.corpus ? "--corpus " : "", corpus_name, o->resume, how);
     }
-    if (!st && !o->resume) st = resolve(o, mf, flags, n, tok.count, &cfg);
+    if (!st && !o->resume) st = resolve(o, mf, tok.count, &cfg);
     dop.batch = cfg.batch, dop.ctx = cfg.seq, dop.vocab = cfg.vocab, dop.seed = cfg.seed;
     if (!st && (st = ts_lm_data_init(&d, ids.ids, (int64_t)ids.count, &dop)) &&
         strncmp(ts_last_error(), "the text (", 10) == 0) /* too short: say which text */
@@ -746,7 +733,7 @@ int train_lm(const train_opts *o, const model_flags *mf, ts_flag *flags, int n) 
                           "tokenizer", tokjson ? tokjson : "{}", "command_line", command ? command : "",
                           "train_seconds", seconds_s, "prompt", prompt_text};
     run = (struct run){.save = save, .m = &m, .tr = &tr, .opt = &opt, .lo = &lo, .dop = &dop, .meta = meta,
-                       .n_meta = 11, .corpus_tokens = (int64_t)ids.count};
+                       .n_meta = (int)(sizeof meta / sizeof meta[0] / 2), .corpus_tokens = (int64_t)ids.count};
     snprintf(run.corpus, sizeof run.corpus, "%s", mine.corpus ? mine.corpus : "");
     fingerprint(ids.ids, ids.count, run.corpus_hash, sizeof run.corpus_hash);
     lm_progress ps = {.tty = isatty(fileno(stdout)) && !o->quiet, .quiet = o->quiet,

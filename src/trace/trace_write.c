@@ -187,34 +187,6 @@ static bool fits_base(const ts_trace_writer *w, const ts_tensor *kept, int64_t c
     return true;
 }
 
-static void put_prefix(unsigned char *p, size_t prefix_size, uint64_t record_size, int64_t index, ts_op op,
-                       ts_tag tag, const ts_tensor *t, unsigned content, int batch, const char *name,
-                       int64_t values_count, int64_t view_base, int64_t view_offset, int view_scale,
-                       const ts_tensor *kept) {
-    size_t len = strlen(name);
-    memset(p, 0, prefix_size);
-    memcpy(p, TRF_PREFIX_MAGIC, 4);
-    trf_put32(p + TRF_P_PREFIX_SIZE, (uint32_t)prefix_size);
-    trf_put64(p + TRF_P_RECORD_SIZE, record_size);
-    trf_put64(p + TRF_P_INDEX, (uint64_t)index);
-    trf_put16(p + TRF_P_OP, (uint16_t)op);
-    trf_put16(p + TRF_P_TAG, (uint16_t)tag);
-    p[TRF_P_DTYPE] = (content & TRF_CONTENT_VALUES) ? TRF_DTYPE_F32 : TRF_DTYPE_NONE;
-    p[TRF_P_RANK] = (unsigned char)t->rank;
-    p[TRF_P_CONTENT] = (unsigned char)content;
-    trf_put32(p + TRF_P_BATCH, (uint32_t)(int32_t)batch);
-    trf_put32(p + TRF_P_NAME_LEN, (uint32_t)len);
-    trf_put64(p + TRF_P_VALUES_COUNT, (uint64_t)values_count);
-    for (int d = 0; d < t->rank; d++) trf_put64(p + TRF_P_SHAPE + 8 * d, (uint64_t)t->shape[d]);
-    if (content & TRF_CONTENT_VIEW) {
-        trf_put64(p + TRF_P_VIEW_BASE, (uint64_t)view_base);
-        trf_put64(p + TRF_P_VIEW_OFFSET, (uint64_t)view_offset);
-        p[TRF_P_VIEW_SCALE] = (unsigned char)(int8_t)view_scale;
-        for (int d = 0; d < kept->rank; d++) trf_put64(p + TRF_P_VIEW_STRIDES + 8 * d, (uint64_t)kept->stride[d]);
-    }
-    memcpy(p + TRF_P_NAME, name, len);
-}
-
 static void put_suffix(unsigned char *s, int64_t index, const ts_trace_stats *st, uint32_t values_crc) {
     memset(s, 0, TRF_SUFFIX_SIZE);
     memcpy(s, TRF_SUFFIX_MAGIC, 4);
@@ -465,6 +437,36 @@ static void step_stats(ts_trace_writer *w, const step_in *in, const step_plan *p
     if (p->hist_later) memset(st->hist, 0, sizeof st->hist);
 }
 
+/* A record's prefix (trace_format.h): the step as the hook handed it over
+ * (in) and what the plan keeps of it (p). */
+static void put_prefix(unsigned char *out, size_t prefix_size, uint64_t record_size, int64_t index,
+                       const step_in *in, const step_plan *p) {
+    const ts_tensor *t = in->t;
+    size_t len = strlen(in->name);
+    memset(out, 0, prefix_size);
+    memcpy(out, TRF_PREFIX_MAGIC, 4);
+    trf_put32(out + TRF_P_PREFIX_SIZE, (uint32_t)prefix_size);
+    trf_put64(out + TRF_P_RECORD_SIZE, record_size);
+    trf_put64(out + TRF_P_INDEX, (uint64_t)index);
+    trf_put16(out + TRF_P_OP, (uint16_t)in->op);
+    trf_put16(out + TRF_P_TAG, (uint16_t)in->tag);
+    out[TRF_P_DTYPE] = (p->content & TRF_CONTENT_VALUES) ? TRF_DTYPE_F32 : TRF_DTYPE_NONE;
+    out[TRF_P_RANK] = (unsigned char)t->rank;
+    out[TRF_P_CONTENT] = (unsigned char)p->content;
+    trf_put32(out + TRF_P_BATCH, (uint32_t)(int32_t)(p->d.values ? p->d.batch : -1));
+    trf_put32(out + TRF_P_NAME_LEN, (uint32_t)len);
+    trf_put64(out + TRF_P_VALUES_COUNT, (uint64_t)p->values_count);
+    for (int d = 0; d < t->rank; d++) trf_put64(out + TRF_P_SHAPE + 8 * d, (uint64_t)t->shape[d]);
+    if (p->content & TRF_CONTENT_VIEW) {
+        trf_put64(out + TRF_P_VIEW_BASE, (uint64_t)p->view_base);
+        trf_put64(out + TRF_P_VIEW_OFFSET, (uint64_t)p->view_offset);
+        out[TRF_P_VIEW_SCALE] = (unsigned char)(int8_t)(p->like ? p->exponent : 0);
+        for (int d = 0; d < p->view_of.rank; d++)
+            trf_put64(out + TRF_P_VIEW_STRIDES + 8 * d, (uint64_t)p->view_of.stride[d]);
+    }
+    memcpy(out + TRF_P_NAME, in->name, len);
+}
+
 /* The record: prefix, values (or none for a view), suffix; a copy of its
  * headers for the index. */
 static ts_status emit_record(ts_trace_writer *w, const step_in *in, const step_plan *p, ts_trace_stats *st) {
@@ -472,9 +474,7 @@ static ts_status emit_record(ts_trace_writer *w, const step_in *in, const step_p
     uint64_t values_area = p->as_view ? 0 : trf_align((uint64_t)p->values_count * sizeof(float));
     uint64_t record_size = prefix_size + values_area + TRF_SUFFIX_SIZE;
     unsigned char prefix[TRF_P_NAME + TRF_NAME_MAX + TRF_ALIGN];
-    put_prefix(prefix, prefix_size, record_size, w->n_steps, in->op, in->tag, in->t, p->content,
-               p->d.values ? p->d.batch : -1, in->name, p->values_count, p->view_base, p->view_offset,
-               p->like ? p->exponent : 0, &p->view_of);
+    put_prefix(prefix, prefix_size, record_size, w->n_steps, in, p);
 
     /* Every record starts on a 64-byte boundary, so values do too. */
     uint64_t offset = trw_stream_pos(w);

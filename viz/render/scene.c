@@ -68,15 +68,35 @@ struct ts_scene {
     void *owned[4 * TS_RENDER_MAX_PANELS + 8];
     int n_owned;
     unsigned used; /* ts_scene_used: the request's batch, head, axes that the picture shows */
+    cJSON *meta;   /* the trace's metadata, parsed once while the scene is built (metadata()) */
+    bool meta_read;
 };
 
 /* A zeroed block the scene frees with itself. */
-static void *own(ts_scene *p, size_t bytes) {
-    if (p->n_owned >= (int)(sizeof p->owned / sizeof p->owned[0])) return NULL;
+static void *own(ts_scene *job, size_t bytes) {
+    if (job->n_owned >= (int)(sizeof job->owned / sizeof job->owned[0])) return NULL;
     void *m = calloc(1, bytes ? bytes : 1);
-    if (m) p->owned[p->n_owned++] = m;
+    if (m) job->owned[job->n_owned++] = m;
     return m;
 }
+
+/* The trace's metadata (JSON), parsed on first use and kept while the scene
+ * is built; NULL when it does not parse. */
+static const cJSON *metadata(ts_scene *job) {
+    if (!job->meta_read) {
+        job->meta = cJSON_Parse(ts_trace_metadata(job->t));
+        job->meta_read = true;
+    }
+    return job->meta;
+}
+
+/* Item `key` of the metadata's object `object` ("config": the traced
+ * model's; "training": a training run's settings), or NULL. */
+static const cJSON *metadata_item(ts_scene *job, const char *object, const char *key) {
+    return cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(metadata(job), object), key);
+}
+
+static const cJSON *config_item(ts_scene *job, const char *key) { return metadata_item(job, "config", key); }
 
 static const char *trace_name(const ts_scene *s) { return s->rq.trace_path ? s->rq.trace_path : "the trace"; }
 
@@ -137,23 +157,18 @@ static ts_status unknown_name(ts_scene *job, const char *name) {
 
 /* ---- values ---------------------------------------------------------------- */
 
-static const char *command_line(ts_trace *t, char *buf, size_t size) {
+static const char *command_line(ts_scene *job, char *buf, size_t size) {
     buf[0] = '\0';
-    cJSON *root = cJSON_Parse(ts_trace_metadata(t));
-    const cJSON *cl = cJSON_GetObjectItemCaseSensitive(root, "command_line");
+    const cJSON *cl = cJSON_GetObjectItemCaseSensitive(metadata(job), "command_line");
     if (cJSON_IsString(cl) && cl->valuestring[0]) snprintf(buf, size, "%s", cl->valuestring);
-    cJSON_Delete(root);
     return buf;
 }
 
 /* The formula the run used (its config's pe_variant), for the PE subtitle. */
-static const char *pe_formula(ts_trace *t) {
-    cJSON *root = cJSON_Parse(ts_trace_metadata(t));
-    const cJSON *cfg = cJSON_GetObjectItemCaseSensitive(root, "config");
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(cfg, "pe_variant");
+static const char *pe_formula(ts_scene *job) {
+    const cJSON *v = config_item(job, "pe_variant");
     ts_pe_variant variant = TS_PE_PAPER;
     if (cJSON_IsString(v) && ts_model_pe_variant_parse(v->valuestring, &variant) != TS_OK) variant = TS_PE_PAPER;
-    cJSON_Delete(root);
     switch (variant) {
     case TS_PE_SEED001_ODD_EXPONENT: return "seed 001's class: PE(pos, 2i+1) = cos(pos / 10000^((2i+1)/d)), odd exponent";
     case TS_PE_SEED001_SIN_ONLY: return "seed 001's first try: PE(pos, j) = sin(pos / 10000^(j/d)) for every column j";
@@ -165,7 +180,7 @@ static const char *pe_formula(ts_trace *t) {
 /* The error for a step that kept no values, naming what to re-run with. */
 static ts_status no_values(ts_scene *job, const ts_trace_step *s, const char *glob) {
     char cl[600];
-    command_line(job->t, cl, sizeof cl);
+    command_line(job, cl, sizeof cl);
     const char *kept = s->has_stats ? "statistics" : "shapes";
     if (job->rq.lesson_keys) /* a lesson's own words; its run's command line is a cache's temporary file */
         return ts_fail(TS_ERR_ARG, "%s kept %s but no values: give the setup 'level: values' (and 'only: %s' to keep "
@@ -273,22 +288,32 @@ static void shape_text(char *buf, size_t size, const ts_trace_step *s) {
 
 /* ---- attention -------------------------------------------------------------- */
 
-static bool is_attention(const ts_trace_step *s) {
-    if (s->rank != 4) return false;
-    if (s->tag == TS_TAG_ATTN_SCORES || s->tag == TS_TAG_ATTN_WEIGHTS) return true;
-    return ends_with(s->name, ".scores") || ends_with(s->name, ".scaled") || ends_with(s->name, ".masked") ||
-           ends_with(s->name, ".weights");
+/* What a step's values are, as the trace says: its tag; a gradient's (tag
+ * grad, named grad.X) is the tag of X, the step it is the gradient of. */
+static ts_tag kind_tag(ts_scene *job, const ts_trace_step *s) {
+    if (s->tag != TS_TAG_GRAD || strncmp(s->name, "grad.", 5) != 0) return s->tag;
+    int64_t i = ts_trace_find(job->t, s->name + 5);
+    return i >= 0 ? ts_trace_step_at(job->t, i)->tag : s->tag;
 }
 
-/* For ".weights", the mask is where the ".masked" step beside it is -inf. */
+/* Scores or weights of attention (B, H, Sq, Sk), or their gradients. */
+static bool is_attention(ts_scene *job, const ts_trace_step *s) {
+    ts_tag tag = kind_tag(job, s);
+    return s->rank == 4 && (tag == TS_TAG_ATTN_SCORES || tag == TS_TAG_ATTN_WEIGHTS);
+}
+
+/* For attention weights, the mask is where the step of op mask beside them
+ * (same module: `masked`) is -inf. */
 static const unsigned char *mask_for(ts_scene *job, const char *name, const ts_tensor *heads, int h) {
-    if (!ends_with(name, ".weights")) return NULL;
+    int64_t at = ts_trace_find(job->t, name);
+    const char *dot = strrchr(name, '.');
+    if (at < 0 || !dot || ts_trace_step_at(job->t, at)->tag != TS_TAG_ATTN_WEIGHTS) return NULL;
     char sibling[300];
-    snprintf(sibling, sizeof sibling, "%.*smasked", (int)(strlen(name) - strlen("weights")), name);
+    snprintf(sibling, sizeof sibling, "%.*s.masked", (int)(dot - name), name);
     int64_t i = ts_trace_find(job->t, sibling);
     if (i < 0) return NULL;
     const ts_trace_step *s = ts_trace_step_at(job->t, i);
-    if (!s->has_values) return NULL;
+    if (s->op != TS_OP_MASK || !s->has_values) return NULL;
     ts_tensor mt;
     if (step_tensor(job, i, sibling, &mt) != TS_OK) return NULL;
     if (mt.rank != 4 || mt.shape[1] != heads->shape[1] || mt.shape[2] != heads->shape[2] ||
@@ -383,7 +408,6 @@ static int cells_side(int64_t n, double per_cell, int lo, int hi) {
 }
 
 static ts_status build_attention_head(ts_scene *job, int64_t i) {
-    ts_scene *p = job;
     const ts_trace_step *s = ts_trace_step_at(job->t, i);
     ts_tensor t;
     ts_status rc = step_tensor(job, i, s->name, &t);
@@ -392,66 +416,64 @@ static ts_status build_attention_head(ts_scene *job, int64_t i) {
     job->used |= TS_SCENE_USED_HEAD;
     if (head >= heads)
         return ts_fail(TS_ERR_ARG, "--head %d: %s has %d heads (0..%d)", head, s->name, heads, heads - 1);
-    p->kind = PIC_HEATMAP;
-    p->view = TS_RENDER_VIEW_HEATMAP;
-    p->n = 1;
-    head_matrix(job, s, &t, head, &p->m[0]);
+    job->kind = PIC_HEATMAP;
+    job->view = TS_RENDER_VIEW_HEATMAP;
+    job->n = 1;
+    head_matrix(job, s, &t, head, &job->m[0]);
     char shape[TS_SHAPE_TEXT_MAX];
     shape_text(shape, sizeof shape, s);
-    snprintf(p->title, sizeof p->title, "%s", s->name);
+    snprintf(job->title, sizeof job->title, "%s", s->name);
     int layer = ts_name_layer(s->name);
     char lay[32] = "";
     if (layer >= 0) snprintf(lay, sizeof lay, "layer %d \xc2\xb7 ", layer);
-    snprintf(p->subtitle, sizeof p->subtitle, "%shead %d of %d \xc2\xb7 batch %d \xc2\xb7 %s %s (B, H, Sq, Sk)", lay,
+    snprintf(job->subtitle, sizeof job->subtitle, "%shead %d of %d \xc2\xb7 batch %d \xc2\xb7 %s %s (B, H, Sq, Sk)", lay,
              head, heads, job->rq.batch, ts_op_name(s->op), shape);
-    p->hopts.title = p->title;
-    p->hopts.subtitle = p->subtitle;
-    if (is_probability(s)) p->hopts.fixed_scale = true, p->hopts.scale = probability_scale;
-    attention_axes(&p->hopts, s->name, p->m[0].row_labels != NULL);
+    job->hopts.title = job->title;
+    job->hopts.subtitle = job->subtitle;
+    if (is_probability(s)) job->hopts.fixed_scale = true, job->hopts.scale = probability_scale;
+    attention_axes(&job->hopts, s->name, job->m[0].row_labels != NULL);
     int side = cells_side(t.shape[3] > t.shape[2] ? t.shape[3] : t.shape[2], 56, 300, 820);
-    p->width = side + 330;
-    p->height = side + 230;
+    job->width = side + 330;
+    job->height = side + 230;
     return TS_OK;
 }
 
 static ts_status build_attention_grid(ts_scene *job, int64_t i) {
-    ts_scene *p = job;
     const ts_trace_step *s = ts_trace_step_at(job->t, i);
     ts_tensor t;
     ts_status rc = step_tensor(job, i, s->name, &t);
     if (rc) return rc;
     int heads = (int)t.shape[1];
     if (heads > TS_RENDER_MAX_PANELS) return ts_fail(TS_ERR_ARG, "%s has %d heads; a grid shows at most %d", s->name, heads, TS_RENDER_MAX_PANELS);
-    p->kind = PIC_GRID;
-    p->view = TS_RENDER_VIEW_GRID;
-    p->n = heads;
+    job->kind = PIC_GRID;
+    job->view = TS_RENDER_VIEW_GRID;
+    job->n = heads;
     for (int h = 0; h < heads; h++) {
-        head_matrix(job, s, &t, h, &p->m[h]);
-        snprintf(p->names[h], sizeof p->names[h], "head %d", h);
-        p->panel_titles[h] = p->names[h];
+        head_matrix(job, s, &t, h, &job->m[h]);
+        snprintf(job->names[h], sizeof job->names[h], "head %d", h);
+        job->panel_titles[h] = job->names[h];
     }
     char shape[TS_SHAPE_TEXT_MAX];
     shape_text(shape, sizeof shape, s);
-    snprintf(p->title, sizeof p->title, "%s", s->name);
+    snprintf(job->title, sizeof job->title, "%s", s->name);
     int layer = ts_name_layer(s->name);
     char lay[32] = "";
     if (layer >= 0) snprintf(lay, sizeof lay, " of layer %d", layer);
-    snprintf(p->subtitle, sizeof p->subtitle, "all %d heads%s \xc2\xb7 batch %d \xc2\xb7 %s %s \xc2\xb7 one colour scale",
+    snprintf(job->subtitle, sizeof job->subtitle, "all %d heads%s \xc2\xb7 batch %d \xc2\xb7 %s %s \xc2\xb7 one colour scale",
              heads, lay, job->rq.batch, ts_op_name(s->op), shape);
-    p->gopts.title = p->title;
-    p->gopts.subtitle = p->subtitle;
-    p->gopts.panel_titles = p->panel_titles;
-    if (is_probability(s)) p->gopts.fixed_scale = true, p->gopts.scale = probability_scale;
+    job->gopts.title = job->title;
+    job->gopts.subtitle = job->subtitle;
+    job->gopts.panel_titles = job->panel_titles;
+    if (is_probability(s)) job->gopts.fixed_scale = true, job->gopts.scale = probability_scale;
     /* Panels in rows of up to four. */
     int per_row = heads < 4 ? heads : 4, rows = (heads + per_row - 1) / per_row;
     int side = cells_side(t.shape[3], 40, 220, 330);
-    p->width = per_row * (side + 18) + 260;
-    p->height = rows * (side + 34) + 170;
+    job->width = per_row * (side + 18) + 260;
+    job->height = rows * (side + 34) + 170;
     return TS_OK;
 }
 
 static ts_status build_overview(ts_scene *job, int64_t i) {
-    ts_scene *p = job;
     const ts_trace_step *s = ts_trace_step_at(job->t, i);
     if (ts_name_layer(s->name) < 0) return ts_fail(TS_ERR_ARG, "--view overview needs a step inside a layer ('…layers.N.…'), not %s", s->name);
     char glob[300];
@@ -476,35 +498,34 @@ static ts_status build_overview(ts_scene *job, int64_t i) {
         if ((l + 1) * heads > TS_RENDER_MAX_PANELS)
             return ts_fail(TS_ERR_ARG, "%d layers x %d heads is more than the %d panels an overview holds", l + 1, heads,
                         TS_RENDER_MAX_PANELS);
-        for (int h = 0; h < heads; h++) head_matrix(job, ls, &t, h, &p->m[l * heads + h]);
-        snprintf(p->headers[l], sizeof p->headers[l], "layer %d", l);
-        p->row_headers[l] = p->headers[l];
+        for (int h = 0; h < heads; h++) head_matrix(job, ls, &t, h, &job->m[l * heads + h]);
+        snprintf(job->headers[l], sizeof job->headers[l], "layer %d", l);
+        job->row_headers[l] = job->headers[l];
         layers++;
     }
     if (layers == 0) return ts_fail(TS_ERR_ARG, "no layer 0 for %s", s->name);
     for (int h = 0; h < heads; h++) {
-        snprintf(p->names[h], sizeof p->names[h], "head %d", h);
-        p->col_headers[h] = p->names[h];
+        snprintf(job->names[h], sizeof job->names[h], "head %d", h);
+        job->col_headers[h] = job->names[h];
     }
-    p->kind = PIC_GRID;
-    p->view = TS_RENDER_VIEW_OVERVIEW;
-    p->n = layers * heads;
-    snprintf(p->title, sizeof p->title, "%s", all_layers);
-    snprintf(p->subtitle, sizeof p->subtitle, "%d layers \xc3\x97 %d heads \xc2\xb7 batch %d \xc2\xb7 one colour scale", layers,
+    job->kind = PIC_GRID;
+    job->view = TS_RENDER_VIEW_OVERVIEW;
+    job->n = layers * heads;
+    snprintf(job->title, sizeof job->title, "%s", all_layers);
+    snprintf(job->subtitle, sizeof job->subtitle, "%d layers \xc3\x97 %d heads \xc2\xb7 batch %d \xc2\xb7 one colour scale", layers,
              heads, job->rq.batch);
-    p->gopts = (ts_render_grid_opts){.title = p->title, .subtitle = p->subtitle, .grid_rows = layers,
-                                     .grid_cols = heads, .row_headers = p->row_headers,
-                                     .col_headers = p->col_headers};
-    int side = cells_side(p->m[0].rows, 12, 110, 170);
-    p->width = heads * (side + 16) + 260;
-    p->height = layers * (side + 16) + 150;
+    job->gopts = (ts_render_grid_opts){.title = job->title, .subtitle = job->subtitle, .grid_rows = layers,
+                                     .grid_cols = heads, .row_headers = job->row_headers,
+                                     .col_headers = job->col_headers};
+    int side = cells_side(job->m[0].rows, 12, 110, 170);
+    job->width = heads * (side + 16) + 260;
+    job->height = layers * (side + 16) + 150;
     return TS_OK;
 }
 
 /* ---- positional encoding ----------------------------------------------------- */
 
 static ts_status build_posenc(ts_scene *job, int64_t i, pic_kind kind) {
-    ts_scene *p = job;
     const ts_trace_step *s = ts_trace_step_at(job->t, i);
     ts_tensor t;
     ts_status rc = step_tensor(job, i, s->name, &t);
@@ -515,28 +536,28 @@ static ts_status build_posenc(ts_scene *job, int64_t i, pic_kind kind) {
     if (t.rank < 2 || lead != 1 || !ts_tensor_is_contiguous(&t))
         return ts_fail(TS_ERR_ARG, "%s is %s: a positional encoding is (positions, d_model)", s->name,
                     ts_tensor_shape_str((char[TS_SHAPE_TEXT_MAX]){0}, TS_SHAPE_TEXT_MAX, &t, TS_SHAPE_PLAIN));
-    p->pe = t.data;
-    p->positions = (int)t.shape[t.rank - 2];
-    p->d_model = (int)t.shape[t.rank - 1];
-    snprintf(p->title, sizeof p->title, "%s", s->name);
-    snprintf(p->subtitle, sizeof p->subtitle, "%d positions \xc3\x97 %d dims \xc2\xb7 %s", p->positions, p->d_model,
-             pe_formula(job->t));
+    job->pe = t.data;
+    job->positions = (int)t.shape[t.rank - 2];
+    job->d_model = (int)t.shape[t.rank - 1];
+    snprintf(job->title, sizeof job->title, "%s", s->name);
+    snprintf(job->subtitle, sizeof job->subtitle, "%d positions \xc3\x97 %d dims \xc2\xb7 %s", job->positions, job->d_model,
+             pe_formula(job));
     if (kind == PIC_HEATMAP) {
-        p->kind = PIC_HEATMAP;
-        p->view = TS_RENDER_VIEW_HEATMAP;
-        p->n = 1;
-        p->m[0] = (ts_render_matrix){.values = p->pe, .rows = p->positions, .cols = p->d_model};
-        p->hopts = (ts_render_heatmap_opts){.title = p->title, .subtitle = p->subtitle, .row_axis = "position",
+        job->kind = PIC_HEATMAP;
+        job->view = TS_RENDER_VIEW_HEATMAP;
+        job->n = 1;
+        job->m[0] = (ts_render_matrix){.values = job->pe, .rows = job->positions, .cols = job->d_model};
+        job->hopts = (ts_render_heatmap_opts){.title = job->title, .subtitle = job->subtitle, .row_axis = "position",
                                             .col_axis = "dimension (even: sin, odd: cos)", .fixed_scale = true,
                                             .scale = {TS_CMAP_COOLWARM, -1, 1}, .stretch = true};
-        p->width = (int)fmin(1400, fmax(700, p->d_model * 6 + 300));
-        p->height = (int)fmin(1100, fmax(500, p->positions * 8 + 250));
+        job->width = (int)fmin(1400, fmax(700, job->d_model * 6 + 300));
+        job->height = (int)fmin(1100, fmax(500, job->positions * 8 + 250));
         return TS_OK;
     }
-    p->kind = kind;
-    p->view = kind == PIC_POSENC ? TS_RENDER_VIEW_AUTO : TS_RENDER_VIEW_CURVES;
-    p->width = 1000;
-    p->height = kind == PIC_POSENC ? 500 + (int)fmin(500, fmax(180, p->positions * 12)) : 560;
+    job->kind = kind;
+    job->view = kind == PIC_POSENC ? TS_RENDER_VIEW_AUTO : TS_RENDER_VIEW_CURVES;
+    job->width = 1000;
+    job->height = kind == PIC_POSENC ? 500 + (int)fmin(500, fmax(180, job->positions * 12)) : 560;
     return TS_OK;
 }
 
@@ -553,7 +574,6 @@ static void norm_prefix(ts_scene *job, const char *name, char *buf, size_t size)
 }
 
 static ts_status build_norm(ts_scene *job, const char *name) {
-    ts_scene *p = job;
     char prefix[300], in_name[320], out_name[320], glob[320];
     norm_prefix(job, name, prefix, sizeof prefix);
     snprintf(in_name, sizeof in_name, "%s.in", prefix);
@@ -570,8 +590,8 @@ static ts_status build_norm(ts_scene *job, const char *name) {
         tin.rank < 2)
         return ts_fail(TS_ERR_ARG, "%s and %s do not have the same (B, S, D) shape", in_name, out_name);
     int64_t dim = tin.shape[tin.rank - 1], seq = ts_tensor_numel(&tin) / dim;
-    p->norm = (ts_render_norm){.in = tin.data, .out = tout.data, .seq = (int)seq, .dim = (int)dim};
-    p->norm.tokens = tokens_for(job, query_side(prefix), seq);
+    job->norm = (ts_render_norm){.in = tin.data, .out = tout.data, .seq = (int)seq, .dim = (int)dim};
+    job->norm.tokens = tokens_for(job, query_side(prefix), seq);
     const char *params[2] = {"gamma", "beta"};
     const float *pv[2] = {NULL, NULL};
     for (int k = 0; k < 2; k++) {
@@ -583,16 +603,16 @@ static ts_status build_norm(ts_scene *job, const char *name) {
         if (ts_trace_tensor(job->t, ip, &tp) != TS_OK || ts_tensor_numel(&tp) != dim) continue;
         pv[k] = tp.data;
     }
-    p->norm.gamma = pv[0];
-    p->norm.beta = pv[0] && pv[1] ? pv[1] : NULL;
-    if (!p->norm.beta) p->norm.gamma = NULL;
-    p->kind = PIC_NORM;
-    p->view = TS_RENDER_VIEW_STATS;
-    snprintf(p->title, sizeof p->title, "%s", prefix);
-    snprintf(p->subtitle, sizeof p->subtitle, "LayerNorm over d_model = %lld \xc2\xb7 batch %d \xc2\xb7 %lld tokens",
+    job->norm.gamma = pv[0];
+    job->norm.beta = pv[0] && pv[1] ? pv[1] : NULL;
+    if (!job->norm.beta) job->norm.gamma = NULL;
+    job->kind = PIC_NORM;
+    job->view = TS_RENDER_VIEW_STATS;
+    snprintf(job->title, sizeof job->title, "%s", prefix);
+    snprintf(job->subtitle, sizeof job->subtitle, "LayerNorm over d_model = %lld \xc2\xb7 batch %d \xc2\xb7 %lld tokens",
              (long long)dim, job->rq.batch, (long long)seq);
-    p->width = 1200;
-    p->height = 760;
+    job->width = 1200;
+    job->height = 760;
     return TS_OK;
 }
 
@@ -625,10 +645,8 @@ static ts_status choose_axes(ts_scene *job, const ts_tensor *t, int *r, int *c) 
 /* Labels for a vocabulary axis of n entries: the tokenizer a language
  * model's trace keeps in its metadata, when it has n tokens; else NULL. */
 static const char *const *vocab_labels(ts_scene *job, int64_t n) {
-    cJSON *root = cJSON_Parse(ts_trace_metadata(job->t));
-    const cJSON *tj = cJSON_GetObjectItemCaseSensitive(root, "tokenizer");
+    const cJSON *tj = cJSON_GetObjectItemCaseSensitive(metadata(job), "tokenizer");
     char *text = tj ? cJSON_PrintUnformatted(tj) : NULL;
-    cJSON_Delete(root);
     ts_lmtok tok;
     bool ok = text && ts_lmtok_from_json(&tok, text) == TS_OK;
     free(text);
@@ -683,97 +701,91 @@ static const char *const *words_of_ids(ts_scene *job, int64_t n) {
 
 /* What a dim of a traced tensor means, from its place and rank: (B, S, D)
  * and (B, H, S, hd) are the shapes a learner meets. */
-static const char *axis_name(const ts_trace_step *s, const ts_tensor *t, int d, bool tokens) {
+static const char *axis_name(ts_scene *job, const ts_trace_step *s, const ts_tensor *t, int d, bool tokens) {
     if (d < 0) return NULL;
     bool batched = has_batch_dim(s);
     if (batched && t->rank == 3 && s->tag == TS_TAG_LOGITS) return d == 1 ? (tokens ? "token" : "position") : "vocabulary id";
     if (batched && t->rank == 3) return d == 1 ? (tokens ? "token" : "position") : "feature";
     if (batched && t->rank == 4 && s->tag == TS_TAG_HEADS) return d == 1 ? "head" : d == 2 ? "position" : "head dim";
-    if (batched && t->rank == 4 && is_attention(s)) return d == 1 ? "head" : d == 2 ? "query" : "key";
+    if (batched && t->rank == 4 && is_attention(job, s)) return d == 1 ? "head" : d == 2 ? "query" : "key";
     if (s->tag == TS_TAG_POSENC && t->rank == 2) return d == 0 ? "position" : "feature"; /* (S, D) */
     if (s->tag == TS_TAG_HEAD_SCORES && t->rank == 2) /* a sweep's (layers, heads + 1): the FFN last */
         return d == 0 ? "layer" : strncmp(s->name, "ablate.", 7) == 0 ? "head (the last column: the FFN)" : "head";
     return d == t->rank - 1 ? "last dim" : "dim";
 }
 
-/* Item `key` of the metadata's object `object` ("config": the traced
- * model's; "training": a training run's settings), or NULL; *root holds the
- * parsed metadata, for cJSON_Delete. */
-static const cJSON *metadata_item(ts_trace *t, const char *object, const char *key, cJSON **root) {
-    *root = cJSON_Parse(ts_trace_metadata(t));
-    return cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(*root, object), key);
-}
-
-static const cJSON *config_item(ts_trace *t, const char *key, cJSON **root) {
-    return metadata_item(t, "config", key, root);
-}
-
 /* The gradient-norm threshold the training run clipped at; 0: none, or the
  * trace does not say. */
-static double training_clip(ts_trace *t) {
-    cJSON *root;
-    const cJSON *v = metadata_item(t, "training", "clip", &root);
-    double clip = cJSON_IsNumber(v) && v->valuedouble > 0 ? v->valuedouble : 0;
-    cJSON_Delete(root);
-    return clip;
+static double training_clip(ts_scene *job) {
+    const cJSON *v = metadata_item(job, "training", "clip");
+    return cJSON_IsNumber(v) && v->valuedouble > 0 ? v->valuedouble : 0;
 }
 
 /* A whole number of the traced model's config ("heads", "d_model"); 0 when
  * the trace does not say. */
-static int config_int(ts_trace *t, const char *key) {
-    cJSON *root;
-    const cJSON *v = config_item(t, key, &root);
-    int out = cJSON_IsNumber(v) ? v->valueint : 0;
-    cJSON_Delete(root);
-    return out;
+static int config_int(ts_scene *job, const char *key) {
+    const cJSON *v = config_item(job, key);
+    return cJSON_IsNumber(v) ? v->valueint : 0;
 }
 
 /* Whether the traced model ran a seed's mistake (its config's "variant"
  * names it): seed000-reshape's concat does not hold one head after another;
  * seed004-residual's block reads its attention nowhere. */
-static bool has_variant(ts_trace *t, const char *variant) {
-    cJSON *root;
-    const cJSON *v = config_item(t, "variant", &root);
-    bool bug = cJSON_IsString(v) && strstr(v->valuestring, variant) != NULL;
-    cJSON_Delete(root);
-    return bug;
+static bool has_variant(ts_scene *job, const char *variant) {
+    const cJSON *v = config_item(job, "variant");
+    return cJSON_IsString(v) && strstr(v->valuestring, variant) != NULL;
 }
 
 /* Columns that come in groups: q, k and v of each head in `qkv`, k and v in
  * a cross-attention's `kv`, one head after another in `concat`. Drawn as
  * separators with the groups' names, so a learner sees where q ends. */
 static void column_groups(ts_scene *job, const ts_trace_step *s, ts_render_matrix *m) {
-    int heads = config_int(job->t, "heads"), d = config_int(job->t, "d_model");
+    int heads = config_int(job, "heads"), d = config_int(job, "d_model");
     if (heads < 1 || d < heads || d % heads) return;
     int hd = d / heads;
     static const char *const qkv[] = {"q", "k", "v"}, *const kv[] = {"k", "v"};
-    const char *const *parts = NULL;
-    int n_parts = 0;
-    bool per_head = false; /* groups repeat for every head along the columns */
-    if (ends_with(s->name, ".qkv")) parts = qkv, n_parts = 3, per_head = true;
-    else if (ends_with(s->name, ".qkv_heads") || ends_with(s->name, ".qkv_perm")) parts = qkv, n_parts = 3;
-    else if (ends_with(s->name, ".kv")) parts = kv, n_parts = 2, per_head = true;
-    else if (ends_with(s->name, ".kv_heads") || ends_with(s->name, ".kv_perm")) parts = kv, n_parts = 2;
-    else if (!ends_with(s->name, ".concat") || has_variant(job->t, "seed000-reshape")) return; /* the bug scrambles the heads */
+    /* The attention steps whose columns come in groups, by the leaf of their
+     * name and the op that made them (model_forward.c's self_attention,
+     * cross_attention and sdpa); per_head: the groups repeat for every head
+     * along the columns; parts NULL: one group a head. */
+    static const struct {
+        const char *leaf;
+        ts_op op;
+        const char *const *parts;
+        int n_parts;
+        bool per_head;
+    } grouped[] = {{"qkv", TS_OP_LINEAR, qkv, 3, true},        {"qkv_heads", TS_OP_RESHAPE, qkv, 3, false},
+                   {"qkv_perm", TS_OP_PERMUTE, qkv, 3, false}, {"kv", TS_OP_LINEAR, kv, 2, true},
+                   {"kv_heads", TS_OP_RESHAPE, kv, 2, false},  {"kv_perm", TS_OP_PERMUTE, kv, 2, false},
+                   {"concat", TS_OP_RESHAPE, NULL, 0, false}};
+    const char *dot = strrchr(s->name, '.');
+    const char *leaf = dot ? dot + 1 : s->name;
+    int g = -1;
+    for (int k = 0; k < (int)(sizeof grouped / sizeof grouped[0]) && g < 0; k++)
+        if (strcmp(leaf, grouped[k].leaf) == 0 && s->op == grouped[k].op) g = k;
+    if (g < 0) return;
+    const char *const *parts = grouped[g].parts;
+    int n_parts = grouped[g].n_parts;
+    bool per_head = grouped[g].per_head;
+    if (!parts && has_variant(job, "seed000-reshape")) return; /* the bug scrambles the heads */
     int groups = parts ? n_parts * (per_head ? heads : 1) : heads;
     if (m->cols != groups * hd) return;
     const char **labels = own(job, sizeof *labels * (size_t)groups);
     enum { LABEL = 32 };
     char *text = own(job, (size_t)groups * LABEL);
     if (!labels || !text) return;
-    for (int g = 0; g < groups; g++) {
-        char *t = text + g * LABEL;
-        if (!parts) snprintf(t, LABEL, "head %d", g);
-        else if (per_head) snprintf(t, LABEL, "h%d %.4s", g / n_parts, parts[g % n_parts]);
-        else snprintf(t, LABEL, "%.4s", parts[g]);
-        labels[g] = t;
+    for (int k = 0; k < groups; k++) {
+        char *t = text + k * LABEL;
+        if (!parts) snprintf(t, LABEL, "head %d", k);
+        else if (per_head) snprintf(t, LABEL, "h%d %.4s", k / n_parts, parts[k % n_parts]);
+        else snprintf(t, LABEL, "%.4s", parts[k]);
+        labels[k] = t;
     }
     m->col_group = hd;
     m->col_group_labels = labels;
 }
 
 static ts_status build_tensor(ts_scene *job, int64_t i) {
-    ts_scene *p = job;
     const ts_trace_step *s = ts_trace_step_at(job->t, i);
     ts_tensor t;
     ts_status rc = step_tensor(job, i, s->name, &t);
@@ -793,53 +805,53 @@ static ts_status build_tensor(ts_scene *job, int64_t i) {
         if (d == 1 && (job->rq.head >= 0)) index[d] = job->rq.head, job->used |= TS_SCENE_USED_HEAD;
         if (index[d] >= t.shape[d]) return ts_fail(TS_ERR_ARG, "--head %d: dim 1 of %s has %lld", job->rq.head, s->name, (long long)t.shape[d]);
         if ((has_batch_dim(s) && d == 0) || at >= sizeof fixed) continue;
-        const char *what = axis_name(s, &t, d, false);
+        const char *what = axis_name(job, s, &t, d, false);
         if (strcmp(what, "head") == 0) /* "head 3", not "dim 1 = 3" */
             at += (size_t)snprintf(fixed + at, sizeof fixed - at, " \xc2\xb7 head %lld", (long long)index[d]);
         else
             at += (size_t)snprintf(fixed + at, sizeof fixed - at, " \xc2\xb7 dim %d = %lld", d, (long long)index[d]);
     }
-    p->m[0] = matrix_of(&t, r, c, index);
+    job->m[0] = matrix_of(&t, r, c, index);
     /* positions of (B, S, D) and of (B, H, S, hd) are tokens when the trace names them */
     bool positions = r >= 0 && t.shape[r] == s->shape[r] &&
                      ((s->rank == 3 && r == (has_batch_dim(s) ? 1 : 0)) ||
-                      (s->rank == 4 && r == 2 && strcmp(axis_name(s, &t, r, false), "position") == 0));
+                      (s->rank == 4 && r == 2 && strcmp(axis_name(job, s, &t, r, false), "position") == 0));
     /* keys and values of a cross-attention are the source's positions */
     bool keyed = ends_with(s->name, ".k") || ends_with(s->name, ".v");
     if (positions) {
         ts_trace_side side = keyed ? key_side(s->name) : query_side(s->name);
-        p->m[0].row_labels = tokens_for(job, side, t.shape[r]);
-        if (!p->m[0].mask) p->m[0].mask = padded_position_rows(job, side, p->m[0].rows, p->m[0].cols);
+        job->m[0].row_labels = tokens_for(job, side, t.shape[r]);
+        if (!job->m[0].mask) job->m[0].mask = padded_position_rows(job, side, job->m[0].rows, job->m[0].cols);
     }
     /* a language model's logits (or draws): the last dim is the vocabulary */
-    if (c >= 0 && c == t.rank - 1) p->m[0].col_labels = vocab_labels(job, t.shape[c]);
+    if (c >= 0 && c == t.rank - 1) job->m[0].col_labels = vocab_labels(job, t.shape[c]);
     bool logits = s->tag == TS_TAG_LOGITS || strcmp(s->name, "logits") == 0 || strcmp(s->name, "grad.logits") == 0;
-    if (logits && !p->m[0].col_labels && c == t.rank - 1) p->m[0].col_labels = words_of_ids(job, t.shape[c]);
-    if (c >= 0 && c == t.rank - 1) column_groups(job, s, &p->m[0]);
-    if ((rc = step_stats(job->t, i, &p->stats, &p->hist))) return rc;
+    if (logits && !job->m[0].col_labels && c == t.rank - 1) job->m[0].col_labels = words_of_ids(job, t.shape[c]);
+    if (c >= 0 && c == t.rank - 1) column_groups(job, s, &job->m[0]);
+    if ((rc = step_stats(job->t, i, &job->stats, &job->hist))) return rc;
     char shape[TS_SHAPE_TEXT_MAX];
     shape_text(shape, sizeof shape, s);
-    snprintf(p->title, sizeof p->title, "%s", s->name);
+    snprintf(job->title, sizeof job->title, "%s", s->name);
     if (has_batch_dim(s))
-        snprintf(p->subtitle, sizeof p->subtitle, "%s %s \xc2\xb7 batch %d \xc2\xb7 rows: dim %d, columns: dim %d%s",
+        snprintf(job->subtitle, sizeof job->subtitle, "%s %s \xc2\xb7 batch %d \xc2\xb7 rows: dim %d, columns: dim %d%s",
                  ts_op_name(s->op), shape, job->rq.batch, r, c, fixed);
     else
-        snprintf(p->subtitle, sizeof p->subtitle, "%s %s \xc2\xb7 rows: dim %d, columns: dim %d%s", ts_op_name(s->op),
+        snprintf(job->subtitle, sizeof job->subtitle, "%s %s \xc2\xb7 rows: dim %d, columns: dim %d%s", ts_op_name(s->op),
                  shape, r, c, fixed);
-    p->kind = PIC_TENSOR;
-    p->view = TS_RENDER_VIEW_HEATMAP;
-    p->tensor = (ts_render_tensor_view){.slice = p->m[0], .title = p->title, .subtitle = p->subtitle,
-                                        .row_axis = p->m[0].row_labels && s->rank == 4 ? "token" : axis_name(s, &t, r, p->m[0].row_labels != NULL),
-                                        .col_axis = p->m[0].col_labels ? "next token (the vocabulary)" : axis_name(s, &t, c, false),
-                                        .stats = s->has_stats ? &p->stats : NULL,
-                                        .hist = s->has_stats ? &p->hist : NULL};
-    if (is_probability(s)) p->tensor.fixed_scale = true, p->tensor.scale = probability_scale;
-    int cols = p->m[0].cols, rows = p->m[0].rows;
-    p->width = (int)fmin(1600, fmax(900, cols * 3 + 560));
-    p->height = (int)fmin(1100, fmax(460, rows * 4 + 260));
+    job->kind = PIC_TENSOR;
+    job->view = TS_RENDER_VIEW_HEATMAP;
+    job->tensor = (ts_render_tensor_view){.slice = job->m[0], .title = job->title, .subtitle = job->subtitle,
+                                        .row_axis = job->m[0].row_labels && s->rank == 4 ? "token" : axis_name(job, s, &t, r, job->m[0].row_labels != NULL),
+                                        .col_axis = job->m[0].col_labels ? "next token (the vocabulary)" : axis_name(job, s, &t, c, false),
+                                        .stats = s->has_stats ? &job->stats : NULL,
+                                        .hist = s->has_stats ? &job->hist : NULL};
+    if (is_probability(s)) job->tensor.fixed_scale = true, job->tensor.scale = probability_scale;
+    int cols = job->m[0].cols, rows = job->m[0].rows;
+    job->width = (int)fmin(1600, fmax(900, cols * 3 + 560));
+    job->height = (int)fmin(1100, fmax(460, rows * 4 + 260));
     if (cols <= 16 && rows <= 16) {
-        p->width = (int)fmax(900, cols * 50 + 560);
-        p->height = (int)fmax(420, rows * 50 + 230);
+        job->width = (int)fmax(900, cols * 50 + 560);
+        job->height = (int)fmax(420, rows * 50 + 230);
     }
     return TS_OK;
 }
@@ -858,7 +870,6 @@ static bool is_token_ids(ts_trace *t, int64_t i) {
 }
 
 static ts_status build_ids(ts_scene *job, int64_t i) {
-    ts_scene *p = job;
     const ts_trace_step *s = ts_trace_step_at(job->t, i);
     if (job->rq.batch < 0 || job->rq.batch >= s->shape[0])
         return ts_fail(TS_ERR_ARG, "--batch %d: %s has %lld sequences", job->rq.batch, s->name, (long long)s->shape[0]);
@@ -867,14 +878,14 @@ static ts_status build_ids(ts_scene *job, int64_t i) {
     int n = (int)s->shape[1];
     char shape[TS_SHAPE_TEXT_MAX];
     shape_text(shape, sizeof shape, s);
-    snprintf(p->title, sizeof p->title, "%s", s->name);
-    snprintf(p->subtitle, sizeof p->subtitle, "token ids %s \xc2\xb7 batch %d", shape, job->rq.batch);
-    p->ids = (ts_render_ids_view){.ids = v + (int64_t)job->rq.batch * n, .n = n, .title = p->title,
-                                  .subtitle = p->subtitle, .tokens = tokens_for(job, query_side(s->name), n)};
-    p->kind = PIC_IDS;
-    p->view = TS_RENDER_VIEW_HEATMAP;
-    p->width = 1000;
-    p->height = ts_render_ids_height(n, p->width);
+    snprintf(job->title, sizeof job->title, "%s", s->name);
+    snprintf(job->subtitle, sizeof job->subtitle, "token ids %s \xc2\xb7 batch %d", shape, job->rq.batch);
+    job->ids = (ts_render_ids_view){.ids = v + (int64_t)job->rq.batch * n, .n = n, .title = job->title,
+                                  .subtitle = job->subtitle, .tokens = tokens_for(job, query_side(s->name), n)};
+    job->kind = PIC_IDS;
+    job->view = TS_RENDER_VIEW_HEATMAP;
+    job->width = 1000;
+    job->height = ts_render_ids_height(n, job->width);
     return TS_OK;
 }
 
@@ -973,20 +984,19 @@ static const float *snapshot_steps(ts_scene *job, int n);
 
 /* Curves over a name's records mark the record asked for (the viewer's
  * current snapshot), on every curve. */
-static void mark_occurrence(ts_scene *p) {
-    if (!p->rq.mark_occurrence) return;
-    for (int k = 0; k < p->n_series; k++) {
-        p->series[k].mark = true;
-        p->series[k].mark_at = p->rq.occurrence >= 0 ? p->rq.occurrence : p->series[k].n - 1;
+static void mark_occurrence(ts_scene *job) {
+    if (!job->rq.mark_occurrence) return;
+    for (int k = 0; k < job->n_series; k++) {
+        job->series[k].mark = true;
+        job->series[k].mark_at = job->rq.occurrence >= 0 ? job->rq.occurrence : job->series[k].n - 1;
     }
 }
 
 static ts_status build_scalar_curves(ts_scene *job, const ts_trace_step *s) {
-    ts_scene *p = job;
-    ts_status rc = series_of(job, s->name, &p->series[0], p->series_labels[0], sizeof p->series_labels[0]);
+    ts_status rc = series_of(job, s->name, &job->series[0], job->series_labels[0], sizeof job->series_labels[0]);
     if (rc) return rc;
-    p->n_series = 1;
-    snprintf(p->title, sizeof p->title, "%s", s->name);
+    job->n_series = 1;
+    snprintf(job->title, sizeof job->title, "%s", s->name);
     /* A training trace: loss above the gradient norms recorded beside it. */
     if (ends_with(s->name, "loss")) {
         int n = 0;
@@ -994,10 +1004,10 @@ static ts_status build_scalar_curves(ts_scene *job, const ts_trace_step *s) {
              i = ts_trace_find_glob(job->t, "*grad_norm*", i + 1)) {
             const ts_trace_step *g = ts_trace_step_at(job->t, i);
             if (ts_trace_find(job->t, g->name) != i) continue;
-            if ((rc = series_of(job, g->name, &p->series[1 + n], p->series_labels[1 + n],
-                                sizeof p->series_labels[1 + n])))
+            if ((rc = series_of(job, g->name, &job->series[1 + n], job->series_labels[1 + n],
+                                sizeof job->series_labels[1 + n])))
                 return rc;
-            p->series[1 + n].color = n;
+            job->series[1 + n].color = n;
             n++;
         }
         if (n > 0) {
@@ -1007,36 +1017,36 @@ static ts_status build_scalar_curves(ts_scene *job, const ts_trace_step *s) {
             if (ts_trace_find(job->t, "train.step") >= 0 &&
                 series_of(job, "train.step", &steps, steps_label, sizeof steps_label) == TS_OK)
                 for (int k = 0; k <= n; k++)
-                    if (p->series[k].n == steps.n) p->series[k].x = steps.y;
-            p->kind = PIC_TRAINING;
-            p->view = TS_RENDER_VIEW_CURVES;
-            p->clip = training_clip(job->t);
-            p->n_series = 1 + n;
+                    if (job->series[k].n == steps.n) job->series[k].x = steps.y;
+            job->kind = PIC_TRAINING;
+            job->view = TS_RENDER_VIEW_CURVES;
+            job->clip = training_clip(job);
+            job->n_series = 1 + n;
             mark_occurrence(job);
-            snprintf(p->subtitle, sizeof p->subtitle, "%d records of %s and %d gradient norms", p->series[0].n, s->name, n);
-            p->width = 1100;
-            p->height = 800;
+            snprintf(job->subtitle, sizeof job->subtitle, "%d records of %s and %d gradient norms", job->series[0].n, s->name, n);
+            job->width = 1100;
+            job->height = 800;
             return TS_OK;
         }
     }
-    p->kind = PIC_PLOT;
-    p->view = TS_RENDER_VIEW_CURVES;
-    snprintf(p->subtitle, sizeof p->subtitle, "%d records of %s in this trace", p->series[0].n, s->name);
+    job->kind = PIC_PLOT;
+    job->view = TS_RENDER_VIEW_CURVES;
+    snprintf(job->subtitle, sizeof job->subtitle, "%d records of %s in this trace", job->series[0].n, s->name);
     /* a training trace's scalars are drawn over its steps, as the loss is */
-    const float *steps = ends_with(s->name, ".step") ? NULL : snapshot_steps(job, p->series[0].n);
-    p->series[0].x = steps;
+    const float *steps = ends_with(s->name, ".step") ? NULL : snapshot_steps(job, job->series[0].n);
+    job->series[0].x = steps;
     mark_occurrence(job);
-    p->popts = (ts_render_plot_opts){.title = p->title, .subtitle = p->subtitle, .x_label = steps ? "training step" : "record",
+    job->popts = (ts_render_plot_opts){.title = job->title, .subtitle = job->subtitle, .x_label = steps ? "training step" : "record",
                                      .y_label = ends_with(s->name, "loss") ? "loss (nats)" : s->name,
-                                     .markers = p->series[0].n <= 30, .no_legend = true};
+                                     .markers = job->series[0].n <= 30, .no_legend = true};
     /* the norm the run clipped at: above the line, an update was shortened */
-    double clip = strcmp(s->name, "train.grad_norm") == 0 ? training_clip(job->t) : 0;
+    double clip = strcmp(s->name, "train.grad_norm") == 0 ? training_clip(job) : 0;
     if (clip > 0) {
-        snprintf(p->ref_label, sizeof p->ref_label, "clipped above %g", clip);
-        p->popts.ref_label = p->ref_label, p->popts.ref_y = clip;
+        snprintf(job->ref_label, sizeof job->ref_label, "clipped above %g", clip);
+        job->popts.ref_label = job->ref_label, job->popts.ref_y = clip;
     }
-    p->width = 1000;
-    p->height = 560;
+    job->width = 1000;
+    job->height = 560;
     return TS_OK;
 }
 
@@ -1073,7 +1083,6 @@ static ts_status records_of(ts_scene *job, const char *name, int64_t each, float
  * and the dashed line uniform attention would score when the trace has it
  * (lm.chance.<score>). */
 static ts_status build_head_scores(ts_scene *job, const ts_trace_step *s) {
-    ts_scene *p = job;
     if (s->rank != 2) return ts_fail(TS_ERR_ARG, "%s: per-head scores are (layers, heads), not rank %d", s->name, s->rank);
     int L = (int)s->shape[0], H = (int)s->shape[1], LH = L * H, n = 0;
     float *v;
@@ -1104,39 +1113,38 @@ static ts_status build_head_scores(ts_scene *job, const ts_trace_step *s) {
                 pick[j] = pick[k], pick[k] = t;
             }
     for (int j = 0; j < n_pick; j++) {
-        snprintf(p->series_labels[j], sizeof p->series_labels[j], "layer %d head %d", pick[j] / H, pick[j] % H);
-        p->series[j] = (ts_render_series){.label = p->series_labels[j], .x = x, .y = v + pick[j], .y_stride = LH,
+        snprintf(job->series_labels[j], sizeof job->series_labels[j], "layer %d head %d", pick[j] / H, pick[j] % H);
+        job->series[j] = (ts_render_series){.label = job->series_labels[j], .x = x, .y = v + pick[j], .y_stride = LH,
                                           .n = n, .color = j};
     }
-    p->n_series = n_pick;
+    job->n_series = n_pick;
     const char *dot = strrchr(s->name, '.');
     char chance[160];
     snprintf(chance, sizeof chance, "lm.chance.%s", dot ? dot + 1 : s->name);
     float *c;
     int nc = 0;
     if (ts_trace_find(job->t, chance) >= 0 && records_of(job, chance, 1, &c, &nc) == TS_OK && nc == n) {
-        snprintf(p->series_labels[n_pick], sizeof p->series_labels[n_pick], "uniform attention");
-        p->series[n_pick] = (ts_render_series){.label = p->series_labels[n_pick], .x = x, .y = c, .n = n,
+        snprintf(job->series_labels[n_pick], sizeof job->series_labels[n_pick], "uniform attention");
+        job->series[n_pick] = (ts_render_series){.label = job->series_labels[n_pick], .x = x, .y = c, .n = n,
                                                .color = n_pick, .dashed = true};
-        p->n_series++;
+        job->n_series++;
     }
-    snprintf(p->title, sizeof p->title, "%s", s->name);
-    snprintf(p->subtitle, sizeof p->subtitle, "%d of %d heads (%d layers \xc3\x97 %d) at %d snapshots%s", n_pick, LH, L,
+    snprintf(job->title, sizeof job->title, "%s", s->name);
+    snprintf(job->subtitle, sizeof job->subtitle, "%d of %d heads (%d layers \xc3\x97 %d) at %d snapshots%s", n_pick, LH, L,
              H, n, n_pick < LH ? ", those that score highest" : "");
-    p->kind = PIC_PLOT;
-    p->view = TS_RENDER_VIEW_CURVES;
-    p->popts = (ts_render_plot_opts){.title = p->title, .subtitle = p->subtitle,
+    job->kind = PIC_PLOT;
+    job->view = TS_RENDER_VIEW_CURVES;
+    job->popts = (ts_render_plot_opts){.title = job->title, .subtitle = job->subtitle,
                                      .x_label = x ? "training step" : "record", .y_label = "score",
                                      .markers = n <= 30, .y_from_zero = true};
-    p->width = 1100;
-    p->height = 600;
+    job->width = 1100;
+    job->height = 600;
     return TS_OK;
 }
 
 /* A value per position recorded at every snapshot: the curve of up to five
  * snapshots spread over training (the first and the last among them). */
 static ts_status build_position_curves(ts_scene *job, const ts_trace_step *s) {
-    ts_scene *p = job;
     int64_t S = s->numel;
     int n = 0;
     float *v;
@@ -1147,23 +1155,23 @@ static ts_status build_position_curves(ts_scene *job, const ts_trace_step *s) {
     for (int j = 0; j < shown; j++) {
         int k = shown > 1 ? (int)((int64_t)j * (n - 1) / (shown - 1)) : 0;
         if (steps)
-            snprintf(p->series_labels[j], sizeof p->series_labels[j], "step %.0f", (double)steps[k]);
+            snprintf(job->series_labels[j], sizeof job->series_labels[j], "step %.0f", (double)steps[k]);
         else
-            snprintf(p->series_labels[j], sizeof p->series_labels[j], "record %d", k);
-        p->series[j] = (ts_render_series){.label = p->series_labels[j], .y = v + (size_t)k * (size_t)S, .n = (int)S,
+            snprintf(job->series_labels[j], sizeof job->series_labels[j], "record %d", k);
+        job->series[j] = (ts_render_series){.label = job->series_labels[j], .y = v + (size_t)k * (size_t)S, .n = (int)S,
                                           .color = j};
     }
-    p->n_series = shown;
-    snprintf(p->title, sizeof p->title, "%s", s->name);
-    snprintf(p->subtitle, sizeof p->subtitle, "one value per position, at %d of %d snapshots", shown, n);
-    p->kind = PIC_PLOT;
-    p->view = TS_RENDER_VIEW_CURVES;
+    job->n_series = shown;
+    snprintf(job->title, sizeof job->title, "%s", s->name);
+    snprintf(job->subtitle, sizeof job->subtitle, "one value per position, at %d of %d snapshots", shown, n);
+    job->kind = PIC_PLOT;
+    job->view = TS_RENDER_VIEW_CURVES;
     /* a loss is in nats (cross-entropy with the natural log): say so on the axis */
-    p->popts = (ts_render_plot_opts){.title = p->title, .subtitle = p->subtitle, .x_label = "position",
+    job->popts = (ts_render_plot_opts){.title = job->title, .subtitle = job->subtitle, .x_label = "position",
                                      .y_label = ends_with(s->name, "loss") ? "loss (nats)" : s->name,
                                      .markers = S <= 30, .y_from_zero = true};
-    p->width = 1100;
-    p->height = 560;
+    job->width = 1100;
+    job->height = 560;
     return TS_OK;
 }
 
@@ -1175,30 +1183,29 @@ static const char *s_leaf(const char *name) {
 
 /* Curves of a few columns of a 2-D slice over its rows. */
 static ts_status build_column_curves(ts_scene *job, int64_t i) {
-    ts_scene *p = job;
     ts_status rc = build_tensor(job, i);
     if (rc) return rc;
-    ts_render_matrix m = p->m[0];
+    ts_render_matrix m = job->m[0];
     int n = m.cols < 6 ? m.cols : 6;
     for (int k = 0; k < n; k++) {
         int col = n < m.cols ? k * (m.cols - 1) / (n - 1 > 0 ? n - 1 : 1) : k;
-        snprintf(p->series_labels[k], sizeof p->series_labels[k], "%s %d", p->tensor.col_axis, col);
-        p->series[k] = (ts_render_series){.label = p->series_labels[k],
+        snprintf(job->series_labels[k], sizeof job->series_labels[k], "%s %d", job->tensor.col_axis, col);
+        job->series[k] = (ts_render_series){.label = job->series_labels[k],
                                           .y = m.values + col * (m.col_stride ? m.col_stride : 1),
                                           .y_stride = m.row_stride ? m.row_stride : m.cols, .n = m.rows, .color = k};
     }
-    p->n_series = n;
-    p->kind = PIC_PLOT;
-    p->view = TS_RENDER_VIEW_CURVES;
+    job->n_series = n;
+    job->kind = PIC_PLOT;
+    job->view = TS_RENDER_VIEW_CURVES;
     /* One column (a norm's mean or std, (B, S, 1)): one curve, named by the
      * y axis rather than by a legend that says "feature 0". */
-    p->popts = (ts_render_plot_opts){.title = p->title, .subtitle = p->subtitle,
-                                     .x_label = p->tensor.row_axis ? p->tensor.row_axis : "row",
-                                     .y_label = n == 1 ? s_leaf(p->title) : NULL, .no_legend = n == 1,
+    job->popts = (ts_render_plot_opts){.title = job->title, .subtitle = job->subtitle,
+                                     .x_label = job->tensor.row_axis ? job->tensor.row_axis : "row",
+                                     .y_label = n == 1 ? s_leaf(job->title) : NULL, .no_legend = n == 1,
                                      .markers = m.rows <= 30, .x_tick_labels = m.row_labels,
                                      .n_x_tick_labels = m.row_labels ? m.rows : 0};
-    p->width = 1000;
-    p->height = 560;
+    job->width = 1000;
+    job->height = 560;
     return TS_OK;
 }
 
@@ -1297,16 +1304,12 @@ static ts_status build_dist(ts_scene *job, int64_t i) {
 /* ---- shapes ----------------------------------------------------------------- */
 
 /* Whether the traced model normalizes before each sublayer ("norm": "pre"). */
-static bool pre_norm(ts_trace *t) {
-    cJSON *root;
-    const cJSON *norm = config_item(t, "norm", &root);
-    bool pre = cJSON_IsString(norm) && strcmp(norm->valuestring, "pre") == 0;
-    cJSON_Delete(root);
-    return pre;
+static bool pre_norm(ts_scene *job) {
+    const cJSON *norm = config_item(job, "norm");
+    return cJSON_IsString(norm) && strcmp(norm->valuestring, "pre") == 0;
 }
 
 static ts_status build_shapes(ts_scene *job, const char *name) {
-    ts_scene *p = job;
     char prefix[300];
     if (ts_trace_find(job->t, name) >= 0 && !is_module(job->t, name)) {
         const char *dot = strrchr(name, '.');
@@ -1316,27 +1319,27 @@ static ts_status build_shapes(ts_scene *job, const char *name) {
     }
     char glob[320];
     snprintf(glob, sizeof glob, "%s.*", prefix);
-    p->steps = own(p, sizeof *p->steps * MAX_SHAPE_STEPS);
-    if (!p->steps) return ts_fail(TS_ERR_NOMEM, "no memory for the steps");
+    job->steps = own(job, sizeof *job->steps * MAX_SHAPE_STEPS);
+    if (!job->steps) return ts_fail(TS_ERR_NOMEM, "no memory for the steps");
     int n = 0;
     for (int64_t i = ts_trace_find_glob(job->t, glob, 0); i >= 0 && n < MAX_SHAPE_STEPS;
          i = ts_trace_find_glob(job->t, glob, i + 1)) {
         const ts_trace_step *s = ts_trace_step_at(job->t, i);
         if (ts_trace_find(job->t, s->name) != i) break; /* a second pass (training): the flow is the first */
-        ts_render_step *st = &p->steps[n++];
+        ts_render_step *st = &job->steps[n++];
         st->name = s->name;
         st->op = ts_op_name(s->op);
         st->rank = s->rank;
         memcpy(st->shape, s->shape, sizeof st->shape);
     }
     if (n == 0) return ts_fail(TS_ERR_ARG, "no steps under %s", prefix);
-    p->n_steps = n;
-    p->kind = PIC_SHAPES;
-    p->view = TS_RENDER_VIEW_SHAPES;
-    snprintf(p->title, sizeof p->title, "%s", prefix);
-    ts_render_wiring wiring = {pre_norm(job->t), has_variant(job->t, "seed004-residual")};
-    ts_render_steps_link(p->steps, n, &wiring);
-    ts_render_shapes_size(p->steps, n, &p->width, &p->height);
+    job->n_steps = n;
+    job->kind = PIC_SHAPES;
+    job->view = TS_RENDER_VIEW_SHAPES;
+    snprintf(job->title, sizeof job->title, "%s", prefix);
+    ts_render_wiring wiring = {pre_norm(job), has_variant(job, "seed004-residual")};
+    ts_render_steps_link(job->steps, n, &wiring);
+    ts_render_shapes_size(job->steps, n, &job->width, &job->height);
     return TS_OK;
 }
 
@@ -1365,7 +1368,7 @@ static ts_status build(ts_scene *job, ts_render_view view) {
     }
     const ts_trace_step *s = ts_trace_step_at(job->t, i);
     job->step = s;
-    bool attention = is_attention(s);
+    bool attention = is_attention(job, s);
     bool norm = s->tag == TS_TAG_NORM_IN || s->tag == TS_TAG_NORM_OUT || s->tag == TS_TAG_NORM_STAT;
     /* the sines and cosines; a learned position table is a weight like any other, drawn as one */
     bool sinusoid = s->tag == TS_TAG_POSENC && s->op == TS_OP_POSENC;
@@ -1416,27 +1419,27 @@ static ts_status build(ts_scene *job, ts_render_view view) {
     }
 }
 
-static ts_status draw_kind(ts_scene *p, cairo_t *cr, ts_render_rect area, const ts_render_state *st,
+static ts_status draw_kind(ts_scene *job, cairo_t *cr, ts_render_rect area, const ts_render_state *st,
                            ts_render_layout *layout) {
-    switch (p->kind) {
-    case PIC_HEATMAP: return ts_render_heatmap(cr, area, &p->m[0], &p->hopts, st, layout);
-    case PIC_GRID: return ts_render_grid(cr, area, p->m, p->n, &p->gopts, st, layout);
+    switch (job->kind) {
+    case PIC_HEATMAP: return ts_render_heatmap(cr, area, &job->m[0], &job->hopts, st, layout);
+    case PIC_GRID: return ts_render_grid(cr, area, job->m, job->n, &job->gopts, st, layout);
     case PIC_POSENC:
-        return ts_render_posenc(cr, area, p->pe, p->positions, p->d_model, p->rq.dims, p->rq.n_dims, p->title,
-                                p->subtitle, layout);
+        return ts_render_posenc(cr, area, job->pe, job->positions, job->d_model, job->rq.dims, job->rq.n_dims, job->title,
+                                job->subtitle, layout);
     case PIC_PE_CURVES:
-        return ts_render_pe_curves(cr, area, p->pe, p->positions, p->d_model, p->rq.dims, p->rq.n_dims, p->title,
-                                   p->subtitle);
-    case PIC_PLOT: return ts_render_plot(cr, area, p->series, p->n_series, &p->popts);
+        return ts_render_pe_curves(cr, area, job->pe, job->positions, job->d_model, job->rq.dims, job->rq.n_dims, job->title,
+                                   job->subtitle);
+    case PIC_PLOT: return ts_render_plot(cr, area, job->series, job->n_series, &job->popts);
     case PIC_TRAINING:
-        return ts_render_training(cr, area, &p->series[0], p->series + 1, p->n_series - 1, p->clip, p->title,
-                                  p->subtitle);
-    case PIC_NORM: return ts_render_layernorm(cr, area, &p->norm, p->title, p->subtitle);
-    case PIC_TENSOR: return ts_render_tensor(cr, area, &p->tensor, st, layout);
-    case PIC_SHAPES: return ts_render_shapes(cr, area, p->steps, p->n_steps, p->title, NULL);
-    case PIC_IDS: return ts_render_ids(cr, area, &p->ids);
-    case PIC_LENS: return ts_render_lens(cr, area, &p->lens);
-    case PIC_DIST: return ts_render_dist(cr, area, &p->dist);
+        return ts_render_training(cr, area, &job->series[0], job->series + 1, job->n_series - 1, job->clip, job->title,
+                                  job->subtitle);
+    case PIC_NORM: return ts_render_layernorm(cr, area, &job->norm, job->title, job->subtitle);
+    case PIC_TENSOR: return ts_render_tensor(cr, area, &job->tensor, st, layout);
+    case PIC_SHAPES: return ts_render_shapes(cr, area, job->steps, job->n_steps, job->title, NULL);
+    case PIC_IDS: return ts_render_ids(cr, area, &job->ids);
+    case PIC_LENS: return ts_render_lens(cr, area, &job->lens);
+    case PIC_DIST: return ts_render_dist(cr, area, &job->dist);
     }
     return ts_fail(TS_ERR_ARG, "scene: unknown picture");
 }
@@ -1483,6 +1486,8 @@ ts_status ts_scene_build(ts_scene **out, ts_trace *t, const ts_scene_request *rq
     s->t = t;
     s->rq = *rq;
     ts_status st = build(s, rq->view);
+    cJSON_Delete(s->meta); /* what the picture needs of it is copied by now */
+    s->meta = NULL;
     if (st) {
         ts_scene_free(s);
         return st;
