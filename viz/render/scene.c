@@ -896,7 +896,6 @@ static bool is_lens(const char *name) { return strncmp(name, "lens.layers.", 12)
 /* Every lens.layers.N of the trace (tscope run --lens) for the batch element
  * asked for: each position's most likely next token and its probability. */
 static ts_status build_lens(ts_scene *job) {
-    ts_scene *p = job;
     int layers = 0;
     char name[48];
     for (;; layers++) {
@@ -940,20 +939,20 @@ static ts_status build_lens(ts_scene *job) {
         ids = NULL;
     for (int q = 0; q < S; q++)
         next[q] = ids && q + 1 < S ? (int)ids[(int64_t)job->rq.batch * S + q + 1] : -1;
-    snprintf(p->title, sizeof p->title, "logit lens: lens.layers.0 to %d", layers - 1);
-    snprintf(p->subtitle, sizeof p->subtitle, "%d layers \xc3\x97 %d positions \xc2\xb7 batch %d \xc2\xb7 vocabulary of %d",
+    snprintf(job->title, sizeof job->title, "logit lens: lens.layers.0 to %d", layers - 1);
+    snprintf(job->subtitle, sizeof job->subtitle, "%d layers \xc3\x97 %d positions \xc2\xb7 batch %d \xc2\xb7 vocabulary of %d",
              layers, S, job->rq.batch, V);
     char edits[200];
     if (ts_trace_step_edits(job->t, NULL, edits, sizeof edits)) { /* the lens of an edited model says so */
-        size_t n = strlen(p->subtitle);
-        snprintf(p->subtitle + n, sizeof p->subtitle - n, " \xc2\xb7 EDITED RUN: %s", edits);
+        size_t n = strlen(job->subtitle);
+        snprintf(job->subtitle + n, sizeof job->subtitle - n, " \xc2\xb7 EDITED RUN: %s", edits);
     }
-    p->lens = (ts_render_lens_view){.layers = layers, .positions = S, .top = top, .prob = prob,
+    job->lens = (ts_render_lens_view){.layers = layers, .positions = S, .top = top, .prob = prob,
                                     .vocab = vocab_labels(job, V), .tokens = tokens_for(job, TS_TRACE_SOURCE, S),
-                                    .next = next, .title = p->title, .subtitle = p->subtitle};
-    p->kind = PIC_LENS;
-    p->view = TS_RENDER_VIEW_LENS;
-    ts_render_lens_size(layers, S, &p->width, &p->height);
+                                    .next = next, .title = job->title, .subtitle = job->subtitle};
+    job->kind = PIC_LENS;
+    job->view = TS_RENDER_VIEW_LENS;
+    ts_render_lens_size(layers, S, &job->width, &job->height);
     return TS_OK;
 }
 
@@ -1221,7 +1220,6 @@ static bool is_vocab_step(const ts_trace_step *s) {
  * softmax when the step is one, else the softmax of the logits at
  * temperature 1; the logits beside them when the trace kept them. */
 static ts_status build_dist(ts_scene *job, int64_t i) {
-    ts_scene *p = job;
     const ts_trace_step *s = ts_trace_step_at(job->t, i);
     if (!is_vocab_step(s) || s->rank != 3 || !has_batch_dim(s))
         return ts_fail(TS_ERR_ARG, "--view dist draws a next-token distribution from (B, S, V) logits or their softmax "
@@ -1269,9 +1267,9 @@ static ts_status build_dist(ts_scene *job, int64_t i) {
     if (tokens && vocab && pos + 1 < S)
         for (int64_t v = 0; v < V && actual < 0; v++)
             if (vocab[v] && tokens[pos + 1] && strcmp(vocab[v], tokens[pos + 1]) == 0) actual = (int)v;
-    p->kind = PIC_DIST;
-    p->view = TS_RENDER_VIEW_DIST;
-    snprintf(p->title, sizeof p->title, "%s", s->name);
+    job->kind = PIC_DIST;
+    job->view = TS_RENDER_VIEW_DIST;
+    snprintf(job->title, sizeof job->title, "%s", s->name);
     char after[160] = "";
     if (tokens) {
         /* the text up to this position, its end: what the model has read */
@@ -1290,14 +1288,14 @@ static ts_status build_dist(ts_scene *job, int64_t i) {
         }
         snprintf(after, sizeof after, " after \xe2\x80\x9c%s%s\xe2\x80\x9d", from > 0 ? "\xe2\x80\xa6" : "", text);
     }
-    snprintf(p->subtitle, sizeof p->subtitle, "the next token at position %lld of %lld%s \xc2\xb7 %s", (long long)pos,
+    snprintf(job->subtitle, sizeof job->subtitle, "the next token at position %lld of %lld%s \xc2\xb7 %s", (long long)pos,
              (long long)S, after, softmax ? "probabilities as traced" : "softmax of the logits at temperature 1");
     int k = job->rq.top_k > 0 ? job->rq.top_k : 10;
     if (k > V) k = (int)V;
-    p->dist = (ts_render_dist_view){.probs = probs, .logits = logits, .labels = vocab, .n = (int)V, .top_k = k,
-                                    .actual = actual, .title = p->title, .subtitle = p->subtitle};
-    p->width = 900;
-    p->height = ts_render_dist_height(k);
+    job->dist = (ts_render_dist_view){.probs = probs, .logits = logits, .labels = vocab, .n = (int)V, .top_k = k,
+                                    .actual = actual, .title = job->title, .subtitle = job->subtitle};
+    job->width = 900;
+    job->height = ts_render_dist_height(k);
     return TS_OK;
 }
 
