@@ -195,7 +195,7 @@ static void every_problem_in_one_parse(void **state) {
                              "```tscope step\ntensor: input\nhead: many\n```\n");
     assert_int_equal(st, TS_ERR_FORMAT);
     assert_string_equal(ts_last_error(), "bad.md:5: unknown key 'levle' in a setup block (did you mean 'level'?)\n"
-                                         "bad.md:10: unknown view 'heatmapp' (one of heatmap|grid|overview|curves|stats|shapes|dist|auto)\n"
+                                         "bad.md:10: unknown view 'heatmapp' (one of heatmap|grid|overview|curves|stats|shapes|lens|dist|auto)\n"
                                          "bad.md:17: 'head' expects a whole number, not 'many'");
     assert_null(l.steps);
     char text[4096] = "# T\n\n```tscope setup\n";

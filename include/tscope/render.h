@@ -452,9 +452,9 @@ void ts_render_set_text_probe(ts_render_text_probe fn, void *ctx);
 /* The probe set now (to put it back after borrowing it). */
 void ts_render_get_text_probe(ts_render_text_probe *fn, void **ctx);
 
-/* Drop the fonts pango and cairo keep for the whole process, so a leak
- * checker sees a clean exit. Call once, last, after all drawing (a later
- * drawing call loads the fonts again). */
+/* Drop pango's default font map (and the fonts it holds), so a leak checker
+ * sees a clean exit. Call once, last, after all drawing (a later drawing
+ * call loads the fonts again). */
 void ts_render_release_fonts(void);
 
 /* png: cairo image surfaces to PNG files and back.
