@@ -137,6 +137,14 @@ bool ts_gpt2_vocab_dir(const char *path, char *dir, size_t size) {
     return false;
 }
 
+/* config.json there but a folder (or a device) is said as such, not taken for missing. */
+static ts_status config_is_a_file(const char *path) {
+    struct stat sb;
+    if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode))
+        return ts_fail(TS_ERR_FORMAT, "%s is %s, not a file", path, S_ISDIR(sb.st_mode) ? "a folder" : "not a regular file");
+    return TS_OK;
+}
+
 /* c_attn's weight (D, 3D) in Conv1D's layout or (3D, D) in nn.Linear's: the
  * one weight whose shape always tells. */
 static ts_status check_layout(gpt2_file *g, const char *dir) {
@@ -148,6 +156,7 @@ static ts_status check_layout(gpt2_file *g, const char *dir) {
     bool linear_shape = w->rank == 2 && w->shape[0] == 3 * w->shape[1];
     char cfg_json[4096 + 16];
     snprintf(cfg_json, sizeof cfg_json, "%s/config.json", dir);
+    TS_TRY(config_is_a_file(cfg_json));
     if (requested != LAYOUT_UNSET) {
         g->linear = requested == LAYOUT_NANOGPT;
         g->layout_why = "--layout";
@@ -208,9 +217,7 @@ static ts_status missing(const ts_safetensors *f, const char *prefix, const char
 static ts_status read_config_json(const char *dir, const char *weights, ts_model_config *c) {
     char path[4096 + 16];
     snprintf(path, sizeof path, "%s/config.json", dir);
-    struct stat sb;
-    if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode))
-        return ts_fail(TS_ERR_FORMAT, "%s is %s, not a file", path, S_ISDIR(sb.st_mode) ? "a folder" : "not a regular file");
+    TS_TRY(config_is_a_file(path));
     FILE *fp = fopen(path, "rb");
     if (!fp)
         return ts_fail(TS_ERR_ARG, "%s: GPT-2 weights need config.json beside them for what shapes cannot tell "

@@ -460,7 +460,7 @@ npy_damage = [
     ("fortran order", npy("<i4", (2, 2), ids_ok, fortran=True), "--ids: "),
     ("fractional ids", npy("<f4", (1, 4), struct.pack("<4f", 1.5, 2, 3, 4)), "element 0 is 1.5, not a whole number"),
     ("int16 ids", npy("<i2", (1, 4), struct.pack("<4h", 1, 2, 3, 4)), "dtype '<i2' is not supported"),
-    ("three dimensions", npy("<i4", (1, 2, 2), ids_ok), "reads one sequence"),
+    ("three dimensions", npy("<i4", (1, 2, 2), ids_ok), "reads (B, S) ids, or one sequence"),
     ("shape and data disagree", npy("<i4", (1, 9), ids_ok), "bytes"),
     ("a negative id", npy("<i4", (1, 4), struct.pack("<4i", 5, -1, 7, 8)), "outside the vocabulary"),
     ("an id past the vocabulary", npy("<i4", (1, 4), struct.pack("<4i", 5, 9999, 7, 8)), "outside the vocabulary"),
@@ -531,7 +531,8 @@ case("info on no file", "trace", "info", f"{out}/none.tstrace")
 lessons = [
     ("empty", "", "lesson"),
     ("binary", "\x00\x01\x02\xff", "lesson"),
-    ("a setup with an unknown key", "# T\n\n```tscope setup\nfrobnicate: 3\n```\n", "frobnicate"),
+    ("a setup with an unknown key", "# T\n\n```tscope setup\nfrobnicate: 3\n```\n\n```tscope step\ntensor: input\n```\n",
+     "frobnicate"),
     ("a step with no tensor", "# T\n\n```tscope setup\npreset: tiny\n```\n\n```tscope step\nview: heatmap\n```\n", "tensor"),
     ("a fence never closed", "# T\n\n```tscope setup\npreset: tiny\n", "```"),
     ("a step with an unknown view", "# T\n\n```tscope setup\npreset: tiny\n```\n\n```tscope step\ntensor: x\nview: pie\n```\n",

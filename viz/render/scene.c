@@ -392,13 +392,16 @@ static void attention_axes(ts_render_heatmap_opts *o, const char *name, bool tok
     }
 }
 
-/* Chances (a softmax's rows, attention weights) run from 0 to 1: their
- * colour bar does too, so 1.0 has its tick and equal colours in two
- * pictures are equal chances. */
+/* A next-token distribution (the softmax of the logits, `probs`) runs from
+ * 0 to 1: its colour bar does too, so 1.0 has its tick and equal colours in
+ * two pictures are equal chances. Attention weights keep a scale of their
+ * own: a head spread over 200 keys (weights near 0.005) would be one dark
+ * square on 0 to 1. */
 static const ts_render_scale probability_scale = {TS_CMAP_VIRIDIS, 0, 1};
 
 static bool is_probability(const ts_trace_step *s) {
-    return s->op == TS_OP_SOFTMAX && s->has_stats && s->stats.min >= 0 && s->stats.max <= 1;
+    return s->op == TS_OP_SOFTMAX && s->tag == TS_TAG_LOGITS && s->has_stats && s->stats.min >= 0 &&
+           s->stats.max <= 1;
 }
 
 /* Side of a square picture of n x n cells, in user units. */
