@@ -220,16 +220,17 @@ static float rank_of(const ts_live *l, int v) {
 /* The distribution and its TOP_N largest. */
 static void next_token(ts_live *l, const float *logits, int V) {
     distribution(l, logits, V, l->probs);
+    /* one pass, keeping the TOP_N largest in order (ties: the lower id first) */
     l->n_top = 0;
-    for (int k = 0; k < TOP_N && k < V; k++) {
-        int32_t pick = -1;
-        for (int v = 0; v < V; v++) {
-            bool taken = false;
-            for (int j = 0; j < l->n_top; j++) taken |= l->top[j] == v;
-            if (!taken && (pick < 0 || rank_of(l, v) > rank_of(l, pick))) pick = v;
+    for (int v = 0; v < V; v++) {
+        float r = rank_of(l, v);
+        if (r <= 0 || (l->n_top == TOP_N && r <= rank_of(l, l->top[TOP_N - 1]))) continue;
+        int at = l->n_top < TOP_N ? l->n_top++ : TOP_N - 1;
+        while (at > 0 && rank_of(l, l->top[at - 1]) < r) {
+            l->top[at] = l->top[at - 1];
+            at--;
         }
-        if (pick < 0 || rank_of(l, pick) <= 0) break;
-        l->top[l->n_top++] = pick;
+        l->top[at] = v;
     }
 }
 
