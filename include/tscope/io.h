@@ -50,6 +50,10 @@ ts_status ts_outfile_commit(ts_outfile *o);
  * Safe on a zeroed, committed or already aborted outfile. */
 void ts_outfile_abort(ts_outfile *o);
 
+/* mkdir -p: dir and its parents (an export folder, a cache); an error names
+ * the part that could not be made, or says dir is not a directory. */
+ts_status ts_mkdir_p(const char *dir);
+
 /* npy: NumPy's .npy arrays, read and written.
  *
  * A file is the magic "\x93NUMPY", a version (1.0, 2.0 or 3.0), a header

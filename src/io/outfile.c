@@ -99,3 +99,20 @@ void ts_outfile_abort(ts_outfile *o) {
     }
     release(o);
 }
+
+ts_status ts_mkdir_p(const char *dir) {
+    char buf[4096];
+    if (!dir[0]) return ts_fail(TS_ERR_ARG, "an empty folder name");
+    if (snprintf(buf, sizeof buf, "%s", dir) >= (int)sizeof buf) return ts_fail(TS_ERR_ARG, "path too long: %s", dir);
+    for (char *p = buf + 1;; p++) {
+        if (*p != '/' && *p != '\0') continue;
+        char c = *p;
+        *p = '\0';
+        if (mkdir(buf, 0777) != 0 && errno != EEXIST) return ts_fail(TS_ERR_IO, "cannot create %s: %s", buf, strerror(errno));
+        *p = c;
+        if (c == '\0') break;
+    }
+    struct stat sb;
+    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) return ts_fail(TS_ERR_IO, "%s is not a directory", dir);
+    return TS_OK;
+}

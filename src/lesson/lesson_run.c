@@ -22,6 +22,7 @@
 
 #include "lesson_parser.h"
 #include "tscope/core.h"
+#include "tscope/io.h"
 
 /* ---- command lines ----------------------------------------------------------- */
 
@@ -200,23 +201,10 @@ void ts_lessonrun_cache_dir(char *buf, size_t cap) {
     else snprintf(buf, cap, "/tmp/tscope-lessons-%ld", (long)getuid());
 }
 
-/* mkdir -p */
+/* mkdir -p, its failure said as the cache's */
 static ts_status make_dirs(const char *path) {
-    char buf[4096];
-    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) return ts_fail(TS_ERR_ARG, "path too long: %s", path);
-    for (char *p = buf + 1;; p++) {
-        if (*p != '/' && *p != '\0') continue;
-        char c = *p;
-        *p = '\0';
-        if (mkdir(buf, 0777) != 0 && errno != EEXIST)
-            return ts_fail(TS_ERR_IO, "lesson: cannot create the cache directory %s: %s", buf, strerror(errno));
-        *p = c;
-        if (c == '\0') break;
-    }
-    struct stat sb;
-    if (stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode))
-        return ts_fail(TS_ERR_IO, "lesson: the cache directory %s is not a directory", path);
-    return TS_OK;
+    ts_status st = ts_mkdir_p(path);
+    return st ? ts_fail(st, "lesson: the cache directory: %s", ts_last_error()) : TS_OK;
 }
 
 /* 64-bit FNV-1a. */

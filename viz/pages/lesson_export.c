@@ -877,19 +877,7 @@ ts_status ts_lesson_export(const ts_lessonrun *r, const char *dir, ts_figure_for
         ts_lesson_page_free(p);
         TS_TRY(ts_lesson_page_check_quotes(r, i, scale)); /* a quoted number the page does not show */
     }
-    /* mkdir -p: `--export out/lesson-01` works in a fresh tree */
-    char buf[4096];
-    if (snprintf(buf, sizeof buf, "%s", dir) >= (int)sizeof buf) return ts_fail(TS_ERR_ARG, "path too long: %s", dir);
-    for (char *p = buf + 1;; p++) {
-        if (*p != '/' && *p != '\0') continue;
-        char c = *p;
-        *p = '\0';
-        if (mkdir(buf, 0777) != 0 && errno != EEXIST) return ts_fail(TS_ERR_IO, "cannot create %s: %s", buf, strerror(errno));
-        *p = c;
-        if (c == '\0') break;
-    }
-    struct stat sb;
-    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) return ts_fail(TS_ERR_IO, "%s is not a directory", dir);
+    TS_TRY(ts_mkdir_p(dir)); /* `--export out/lesson-01` works in a fresh tree */
     for (int i = 0; i < r->lesson->n_steps; i++) {
         char path[4096];
         snprintf(path, sizeof path, "%s/step%02d.%s", dir, i + 1, ts_figure_format_name(format));

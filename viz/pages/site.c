@@ -358,7 +358,7 @@ static ts_status write_step(ts_site *site, const ts_lessonrun *r, const site_les
 ts_status ts_site_open(ts_site **out, const char *dir) {
     *out = NULL;
     if (strlen(dir) >= sizeof ((ts_site *)0)->dir) return ts_fail(TS_ERR_ARG, "site: the folder's path is too long: %s", dir);
-    ts_status st = ts_pages__mkdir_p(dir);
+    ts_status st = ts_mkdir_p(dir);
     if (st) return st;
     ts_site *s = calloc(1, sizeof *s);
     if (!s) return ts_fail(TS_ERR_NOMEM, "site: out of memory");
@@ -391,7 +391,7 @@ ts_status ts_site_add_lesson(ts_site *s, const ts_lessonrun *r) {
     if (l->n_steps == 0) return ts_fail(TS_ERR_ARG, "%s: a lesson without steps has no pages", l->path);
     char ldir[sizeof s->dir + sizeof sl.slug + 8]; /* files in it still fit a 4096-byte path */
     snprintf(ldir, sizeof ldir, "%s/%s", s->dir, sl.slug);
-    ts_status st = ts_pages__mkdir_p(ldir);
+    ts_status st = ts_mkdir_p(ldir);
     for (int i = 0; !st && i < l->n_steps; i++) st = write_step(s, r, &sl, ldir, i);
     if (st) return st;
     site_lesson *grown = realloc(s->lessons, (size_t)(s->n + 1) * sizeof *grown);

@@ -10,24 +10,6 @@
 
 #include "tscope/io.h"
 
-/* mkdir -p: DIR and its parents. */
-ts_status ts_pages__mkdir_p(const char *dir) {
-    char buf[4096];
-    if (!dir[0]) return ts_fail(TS_ERR_ARG, "an empty folder name");
-    if (snprintf(buf, sizeof buf, "%s", dir) >= (int)sizeof buf) return ts_fail(TS_ERR_ARG, "path too long: %s", dir);
-    for (char *p = buf + 1;; p++) {
-        if (*p != '/' && *p != '\0') continue;
-        char c = *p;
-        *p = '\0';
-        if (mkdir(buf, 0777) != 0 && errno != EEXIST) return ts_fail(TS_ERR_IO, "cannot create %s: %s", buf, strerror(errno));
-        *p = c;
-        if (c == '\0') break;
-    }
-    struct stat sb;
-    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) return ts_fail(TS_ERR_IO, "%s is not a directory", dir);
-    return TS_OK;
-}
-
 /* One whole file, under a temporary name renamed into place. */
 ts_status ts_pages__write_file(const char *path, const char *data, size_t len) {
     ts_outfile f;

@@ -10,8 +10,6 @@ extern const char ts_site_css[]; /* style.css */
 extern const char ts_site_js[];  /* site.js: arrow keys, Home, End */
 extern const char ts_explorer_js[]; /* explorer.js: tscope html's step tree, search, choices, slider */
 
-/* DIR and its parents created (mkdir -p); an error names the part that failed. */
-ts_status ts_pages__mkdir_p(const char *dir);
 /* len bytes to path, under a temporary name renamed into place. */
 ts_status ts_pages__write_file(const char *path, const char *data, size_t len);
 

@@ -111,7 +111,7 @@ ts_status ts_trace_html_write(ts_trace *t, const char *trace_path, const char *d
     char sub[4096];
     if (!dir[0]) return ts_fail(TS_ERR_ARG, "an empty folder name");
     if (snprintf(sub, sizeof sub, "%s/s", dir) >= (int)sizeof sub - 64) return ts_fail(TS_ERR_ARG, "path too long: %s", dir);
-    ts_status made = ts_pages__mkdir_p(sub);
+    ts_status made = ts_mkdir_p(sub);
     if (made) return made;
 
     int64_t n = ts_trace_count(t);
