@@ -474,6 +474,12 @@ bool ts_lm_checkpoint_is(const char *path);
  * config: tscope's names, or GPT-2's layout (ts_gpt2_load). */
 ts_status ts_lm_checkpoint_load(ts_model *m, const char *path);
 
+/* Both at once: the model of the checkpoint at path built for batch B and
+ * S positions (S <= 0: the longest context it learnt), no dropout, its
+ * weights loaded, and its tokenizer in tok. More positions than a learned
+ * table has are refused. On failure m and tok are left freed. */
+ts_status ts_lm_checkpoint_open(const char *path, int B, int S, ts_model *m, ts_lmtok *tok);
+
 /* A run's training state, in a file beside its checkpoint (PATH.state, a
  * safetensors file): the optimizer's moments "optim.m" and "optim.v", its
  * step count, and the caller's key/value pairs (the step reached, the

@@ -383,10 +383,6 @@ typedef struct ts_live_options {
     bool verbose;           /* each pass's and frame's time on stderr */
 } ts_live_options;
 
-/* A language model's checkpoint (tscope train --task lm --save: its config
- * and tokenizer inside), built for its longest context, batch 1. */
-ts_status ts_live_open_checkpoint(const char *path, ts_model *m, ts_lmtok *tok);
-
 /* A live session on m (a language model built for its longest context; the
  * session changes its length) and tok; both stay the caller's. */
 ts_status ts_live_new(ts_live **out, ts_model *m, ts_lmtok *tok, const ts_live_options *o);

@@ -56,7 +56,7 @@ static ts_status trace_text(const gen_opts *o, const ts_bpe_ids *ids, size_t pro
     ts_lmtok tok;
     ts_trace_writer *w = NULL;
     int T = (int)ids->count, n = (int)(ids->count - prompt_len);
-    ts_status st = lm_cli_open(o->load, 1, T, &m, &tok);
+    ts_status st = ts_lm_checkpoint_open(o->load, 1, T, &m, &tok);
     if (st) return st;
     st = lm_cli_trace_open(&o->trace, &m.cfg, &tok, ids->ids, 1, T, argc, argv, NULL, &w);
     ts_hook hook = w ? ts_trace_writer_hook(w) : (ts_hook){0};
@@ -153,7 +153,7 @@ static int generate(const gen_opts *o, int argc, char **argv) {
         st = ts_fail(TS_ERR_ARG, "--trace shows the text in one pass of at most %d tokens: the prompt (%zu) and -n %d "
                                  "do not fit",
                      S, ids.count, o->n);
-    if (!st) st = lm_cli_open(o->load, 1, S, &m, &tok);
+    if (!st) st = ts_lm_checkpoint_open(o->load, 1, S, &m, &tok);
     if (!st) st = grow(&ids, ids.count + (size_t)o->n);
     int V = m.cfg.vocab;
     if (!st && !(probs = malloc(sizeof(float) * (size_t)V * (size_t)(o->n > 0 ? o->n : 1))))

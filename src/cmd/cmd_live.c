@@ -21,7 +21,7 @@ int live_open_model(const char *who, const char *load, const char *preset, ts_mo
     if (load) {
         if (!ts_lm_checkpoint_is(load))
             return ts_cli_error(who, "%s is not a language model's checkpoint (`tscope train --task lm --save` writes one)", load);
-        st = ts_live_open_checkpoint(load, m, tok);
+        st = ts_lm_checkpoint_open(load, 1, 0, m, tok);
         return st ? ts_cli_error(who, "%s", ts_last_error()) : -1;
     }
     ts_model_config cfg;

@@ -10,10 +10,6 @@
 #include "tscope/io.h"
 #include "tscope/tokenizer.h"
 
-/* The model of checkpoint `path` for batch B and S positions (S at most the
- * positions it learnt), its weights loaded; tok gets its tokenizer. */
-ts_status lm_cli_open(const char *path, int B, int S, ts_model *m, ts_lmtok *tok);
-
 /* Open a trace of an LM run: the config, the tokenizer and each batch
  * element's token labels (ids: B * S) in the metadata. */
 ts_status lm_cli_trace_open(const trace_cli *tc, const ts_model_config *cfg, const ts_lmtok *tok, const int32_t *ids,

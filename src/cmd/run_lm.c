@@ -19,30 +19,6 @@ static size_t label(const ts_lmtok *tok, int32_t id, char *buf, size_t cap) {
     return ts_lmtok_label(tok, id, buf, cap);
 }
 
-ts_status lm_cli_open(const char *path, int B, int S, ts_model *m, ts_lmtok *tok) {
-    ts_model_config cfg;
-    memset(m, 0, sizeof *m);
-    ts_status st = ts_lm_checkpoint_read(path, &cfg, tok);
-    if (st) return st;
-    int most = cfg.pe == TS_PE_LEARNED ? (cfg.max_pos ? cfg.max_pos : cfg.seq) : 1 << 20;
-    if (S > most) {
-        ts_lmtok_free(tok);
-        return ts_fail(TS_ERR_ARG, "%d tokens: %s learnt positions 0 to %d only", S, path, most - 1);
-    }
-    cfg.batch = B;
-    cfg.seq = S;
-    cfg.max_pos = cfg.pe == TS_PE_LEARNED ? most : 0;
-    cfg.dropout = 0;
-    st = ts_model_config_check(&cfg);
-    if (!st) st = ts_model_init(m, &cfg);
-    if (!st) st = ts_lm_checkpoint_load(m, path);
-    if (st) {
-        ts_model_free(m);
-        ts_lmtok_free(tok);
-    }
-    return st;
-}
-
 ts_status lm_cli_trace_open(const trace_cli *tc, const ts_model_config *cfg, const ts_lmtok *tok, const int32_t *ids,
                             int B, int S, int argc, char **argv, const char *edits_json, ts_trace_writer **out) {
     *out = NULL;
@@ -132,7 +108,7 @@ static int print_scores(const char *load, const experiment_cli *xc) {
         return ts_cli_error("run", "--scores measures on 8 random sequences; %s belongs to one text: give --text too",
                             xc->patch.count ? "--patch" : "--lens");
     ts_status st = ts_lm_checkpoint_read(load, &cfg, NULL);
-    if (!st) st = lm_cli_open(load, 8, cfg.seq, &m, &tok);
+    if (!st) st = ts_lm_checkpoint_open(load, 8, cfg.seq, &m, &tok);
     if (st) return ts_cli_error("run", "%s", ts_last_error());
     if ((st = experiment_cli_build(xc, &m.cfg, &ex))) {
         ts_model_free(&m);
@@ -266,7 +242,7 @@ int run_lm(const char *load, const ts_cli_list *text, const char *ids_path, ts_f
     if (!st && ids.count == 0) st = ts_fail(TS_ERR_ARG, "--text has no tokens");
     ts_lmtok_free(&tok);
     int S = (int)(ids.count / (size_t)B);
-    if (!st) st = lm_cli_open(load, B, S, &m, &tok);
+    if (!st) st = ts_lm_checkpoint_open(load, B, S, &m, &tok);
     if (!st) st = experiment_cli_build(xc, &m.cfg, &ex);
     if (!st && ex.n_edits && !(edits_json = ts_experiment_to_json(&ex))) st = ts_fail(TS_ERR_NOMEM, "out of memory");
     if (!st && (rc = trace_cli_check(tc, "run", 1)) >= 0) goto out;

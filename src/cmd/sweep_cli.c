@@ -25,7 +25,7 @@ ts_status sweep_cli_open(const char *load, const char *text, const char *what, t
     if (!st && ids->count < 2) st = ts_fail(TS_ERR_ARG, "%s has %d token%s: the sweeps need at least 2", what,
                                             (int)ids->count, ids->count == 1 ? "" : "s");
     ts_lmtok_free(tok);
-    if (!st) st = lm_cli_open(load, 1, (int)ids->count, m, tok);
+    if (!st) st = ts_lm_checkpoint_open(load, 1, (int)ids->count, m, tok);
     if (st) ts_bpe_ids_free(ids);
     return st;
 }

@@ -181,3 +181,29 @@ ts_status ts_optim_state_load(ts_safetensors *f, ts_optim *opt) {
     opt->steps = k;
     return TS_OK;
 }
+
+ts_status ts_lm_checkpoint_open(const char *path, int B, int S, ts_model *m, ts_lmtok *tok) {
+    ts_model_config cfg;
+    memset(m, 0, sizeof *m);
+    ts_status st = ts_lm_checkpoint_read(path, &cfg, tok);
+    if (st) return st;
+    bool learned = cfg.pe == TS_PE_LEARNED;
+    int most = learned ? (cfg.max_pos ? cfg.max_pos : cfg.seq) : 1 << 20;
+    if (S <= 0) S = learned ? most : cfg.seq;
+    if (S > most) {
+        ts_lmtok_free(tok);
+        return ts_fail(TS_ERR_ARG, "%d tokens: %s learnt positions 0 to %d only", S, path, most - 1);
+    }
+    cfg.batch = B;
+    cfg.seq = S;
+    cfg.max_pos = learned ? most : 0;
+    cfg.dropout = 0;
+    st = ts_model_config_check(&cfg);
+    if (!st) st = ts_model_init(m, &cfg);
+    if (!st) st = ts_lm_checkpoint_load(m, path);
+    if (st) {
+        ts_model_free(m);
+        ts_lmtok_free(tok);
+    }
+    return st;
+}

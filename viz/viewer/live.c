@@ -392,23 +392,6 @@ ts_status ts_live_pass(ts_live *l) {
 
 /* ---- life cycle ------------------------------------------------------------- */
 
-ts_status ts_live_open_checkpoint(const char *path, ts_model *m, ts_lmtok *tok) {
-    memset(m, 0, sizeof *m);
-    ts_model_config cfg;
-    TS_TRY(ts_lm_checkpoint_read(path, &cfg, tok));
-    cfg.batch = 1;
-    cfg.seq = cfg.pe == TS_PE_LEARNED && cfg.max_pos ? cfg.max_pos : cfg.seq; /* the longest context */
-    cfg.dropout = 0;
-    ts_status st = ts_model_config_check(&cfg);
-    if (!st) st = ts_model_init(m, &cfg);
-    if (!st) st = ts_lm_checkpoint_load(m, path);
-    if (st) {
-        ts_model_free(m);
-        ts_lmtok_free(tok);
-    }
-    return st;
-}
-
 ts_status ts_live_new(ts_live **out, ts_model *m, ts_lmtok *tok, const ts_live_options *o) {
     *out = NULL;
     if (!ts_model_is_lm(&m->cfg) || m->cfg.arch == TS_ARCH_ENCODER_DECODER)
