@@ -249,6 +249,150 @@ static void knocking_a_head_out(void **state) {
     close_fixture(&f);
 }
 
+/* ---- the cache: appending computes the new positions only ---- */
+
+typedef struct capture {
+    const char *name;
+    float *values; /* contiguous */
+    int64_t count;
+} capture;
+
+static ts_status capture_step(void *ctx, const char *name, ts_op op, const ts_tensor *t, ts_tag tag) {
+    (void)op, (void)tag;
+    capture *c = ctx;
+    if (strcmp(name, c->name) != 0) return TS_OK;
+    c->count = ts_tensor_numel(t);
+    c->values = realloc(c->values, sizeof(float) * (size_t)c->count);
+    int64_t idx[TS_MAX_RANK] = {0};
+    for (int64_t i = 0; i < c->count; i++) {
+        int64_t off = 0;
+        for (int d = 0; d < t->rank; d++) off += idx[d] * t->stride[d];
+        c->values[i] = t->data[off];
+        for (int d = t->rank - 1; d >= 0; d--) {
+            if (++idx[d] < t->shape[d]) break;
+            idx[d] = 0;
+        }
+    }
+    return TS_OK;
+}
+
+/* The step on screen in the live trace equals the step of one full forward
+ * over the same window (with the same knock-out, if any). */
+static void assert_step_is_a_full_passes(fixture *f, const char *name, const char *knock) {
+    const ts_trace *t = ts_live_trace(f->l);
+    assert_non_null(t);
+    int64_t i = ts_trace_find((ts_trace *)t, name);
+    assert_true(i >= 0);
+    const float *got;
+    assert_ok(ts_trace_values((ts_trace *)t, i, &got));
+    const ts_trace_step *s = ts_trace_step_at((ts_trace *)t, i);
+    int n = ts_live_tokens(f->l) < CTX ? ts_live_tokens(f->l) : CTX;
+    const char *text = ts_live_text(f->l);
+    text += strlen(text) - (size_t)n; /* the window: one byte a character here */
+    int32_t ids[CTX];
+    ts_bpe_ids out = {0};
+    assert_ok(ts_lmtok_encode(&f->tok, text, (size_t)n, &out));
+    memcpy(ids, out.ids, sizeof(int32_t) * (size_t)n);
+    ts_bpe_ids_free(&out);
+    ts_model_config c = gpt(n);
+    ts_model ref;
+    assert_ok(ts_model_init(&ref, &c));
+    memcpy(ref.block, f->m.block, sizeof(float) * (size_t)f->m.n_floats);
+    capture cap = {.name = name};
+    ts_hook hook = {.fn = capture_step, .ctx = &cap};
+    ts_experiment ex;
+    ts_experiment_init(&ex);
+    if (knock) {
+        assert_ok(ts_experiment_add_ablate(&ex, knock));
+        assert_ok(ts_experiment_check(&ex, &c));
+        ts_experiment_attach(&ex, &hook);
+    }
+    ts_model_input in = {.src_ids = ids};
+    assert_ok(ts_model_forward(&ref, &in, &hook, NULL));
+    assert_int_equal(cap.count, s->values_count);
+    for (int64_t k = 0; k < cap.count; k++) {
+        float want = cap.values[k];
+        if (isinf(want)) {
+            if (got[k] != want) fail_msg("%s [%lld]: %g, a full pass %g", name, (long long)k, got[k], want);
+        } else if (!(fabsf(got[k] - want) <= 1e-5f * (1 + fabsf(want)))) {
+            fail_msg("%s [%lld] at %d tokens: %g, a full pass %g", name, (long long)k, n, got[k], want);
+        }
+    }
+    free(cap.values);
+    ts_experiment_free(&ex);
+    ts_model_free(&ref);
+}
+
+static void look_at(fixture *f, const char *name) {
+    bool redraw;
+    ts_view_event ev = {.kind = TS_VIEW_EV_FIND, .text = name};
+    assert_ok(ts_live_view_event(f->l, &ev, &redraw));
+    assert_string_equal(ts_live_step(f->l), name);
+}
+
+static void appending_computes_the_new_positions_only(void **state) {
+    (void)state;
+    /* every kind of step a view can show; the raw scores of earlier rows hold
+     * products with later keys, which only a full pass computes */
+    static const struct {
+        const char *name;
+        bool cached;
+    } steps[] = {
+        {"decoder.layers.0.self_attn.weights", true}, {"decoder.layers.1.self_attn.masked", true},
+        {"decoder.layers.0.self_attn.values", true},  {"decoder.layers.1.self_attn.k", true},
+        {"decoder.layers.0.norm1.mean", true},        {"decoder.layers.1.ffn.act", true},
+        {"embed.pe", true},                           {"logits", true},
+        {"decoder.layers.1.norm2.gamma", true},       {"decoder.layers.0.self_attn.scores", false},
+    };
+    for (size_t k = 0; k < sizeof steps / sizeof steps[0]; k++) {
+        fixture f;
+        open_fixture(&f, "a");
+        look_at(&f, steps[k].name);
+        const char *typed = "bc de";
+        for (int i = 0; typed[i]; i++) {
+            char one[2] = {typed[i], 0};
+            assert_ok(ts_live_insert(f.l, one));
+            assert_int_equal(ts_live_reused(f.l), steps[k].cached ? i + 1 : 0);
+            assert_step_is_a_full_passes(&f, steps[k].name, NULL);
+        }
+        close_fixture(&f);
+    }
+}
+
+static void an_edit_recomputes_from_where_it_is(void **state) {
+    (void)state;
+    fixture f;
+    open_fixture(&f, "abcdef");
+    assert_true(ts_live_cursor(f.l, -1));
+    assert_true(ts_live_cursor(f.l, -1));
+    assert_ok(ts_live_insert(f.l, "k")); /* abcdkef: positions 0..3 stay */
+    assert_int_equal(ts_live_reused(f.l), 4);
+    assert_step_is_a_full_passes(&f, "decoder.layers.0.self_attn.weights", NULL);
+    assert_ok(ts_live_backspace(f.l));
+    assert_int_equal(ts_live_reused(f.l), 4);
+    assert_true(ts_live_cursor(f.l, -2));
+    assert_ok(ts_live_insert(f.l, "h")); /* at the start: nothing stays */
+    assert_int_equal(ts_live_reused(f.l), 0);
+    assert_step_is_a_full_passes(&f, "decoder.layers.0.self_attn.weights", NULL);
+    /* a knock-out changes every position once, then appending is cached again */
+    const char *knock = "decoder.layers.0.self_attn.head1";
+    assert_ok(ts_live_knock(f.l, knock));
+    assert_int_equal(ts_live_reused(f.l), 0);
+    assert_true(ts_live_cursor(f.l, 2));
+    assert_ok(ts_live_insert(f.l, "g"));
+    assert_int_equal(ts_live_reused(f.l), 7);
+    assert_step_is_a_full_passes(&f, "decoder.layers.0.self_attn.weights", knock);
+    look_at(&f, "logits");
+    assert_step_is_a_full_passes(&f, "logits", knock);
+    /* past the context the window slides: every position moves */
+    assert_ok(ts_live_insert(f.l, "abcdefgh"));
+    assert_int_equal(ts_live_tokens(f.l), 16);
+    assert_ok(ts_live_insert(f.l, "i"));
+    assert_int_equal(ts_live_reused(f.l), 0);
+    assert_step_is_a_full_passes(&f, "logits", knock);
+    close_fixture(&f);
+}
+
 static void set_length_matches_a_model_built_at_that_length(void **state) {
     (void)state;
     ts_model_config c = gpt(CTX), c5 = gpt(5);
@@ -281,6 +425,8 @@ int main(void) {
         cmocka_unit_test(scripts_are_checked_and_replayed),
         cmocka_unit_test(knocking_a_head_out),
         cmocka_unit_test(set_length_matches_a_model_built_at_that_length),
+        cmocka_unit_test(appending_computes_the_new_positions_only),
+        cmocka_unit_test(an_edit_recomputes_from_where_it_is),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -438,6 +438,11 @@ const char *ts_live_step(const ts_live *l);
 int ts_live_top(const ts_live *l, int rank, float *p, char *label, size_t cap);
 double ts_live_model_ms(const ts_live *l);
 int ts_live_tokens(const ts_live *l); /* tokens of the text (all, not only the model's window) */
+/* Positions the last pass took from the cache instead of computing them
+ * (appending to a causal model's text computes the new ones only). */
+int ts_live_reused(const ts_live *l);
+/* The last pass as a trace: the step on screen and the logits keep their values. */
+const ts_trace *ts_live_trace(const ts_live *l);
 double ts_live_draw_ms(const ts_live *l);
 bool ts_live_quit_wanted(const ts_live *l);
 void ts_live_request_quit(ts_live *l);

@@ -31,6 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "live_rows.h"
 #include "tscope/experiment.h"
 #include "tscope/io.h"
 #include "tscope/viewer.h"
@@ -74,6 +75,19 @@ struct ts_live {
     int32_t top[TOP_N];
     int n_top;
     ts_render_rect bar_at[TOP_N]; /* where the last draw put each bar, for clicks */
+    int knock_gen; /* changes with every knock-out or restore */
+    /* Reusing the earlier positions (a causal model with a cache): the keys
+     * and values of every layer, with the knock-outs and without (the
+     * panel's "before"), the step on screen's rows and the logits' rows, all
+     * for the tokens `cached` (the window of the last pass that used them). */
+    bool can_cache, cache_ok;
+    ts_kv_cache kv, kv_plain;
+    int32_t *cached;
+    int n_cached, cached_knock_gen;
+    live_rows view_rows, logit_rows;
+    int decode_end;                /* the position the chunk being decoded ends at */
+    char no_rows_for[NAME_MAX_LEN]; /* a step a cache cannot rebuild: full passes for it */
+    int reused;                    /* positions the last pass did not recompute */
     double w, h;
     double model_ms, draw_ms; /* the last pass, the last frame */
     bool quit;
@@ -234,35 +248,49 @@ static void next_token(ts_live *l, const float *logits, int V) {
     }
 }
 
-/* Run the model on the window of the text into the anonymous file, keeping
- * the values of `want` and the logits. */
-static ts_status write_pass(ts_live *l, const char *want, ts_tensor *logits) {
-    int n = l->n_all - l->first;
-    const int32_t *ids = l->ids + l->first;
-    TS_TRY(ts_model_set_length(l->m, n));
-    char *meta = NULL;
+/* The trace's metadata for a pass over ids (n): the model, the tokens, the knock-outs. */
+static ts_status pass_metadata(ts_live *l, const int32_t *ids, int n, char **meta) {
     char *line[] = {"live"};
-    TS_TRY(ts_trace_metadata_lm(&meta, &l->m->cfg, l->tok, ids, 1, n, 1, line));
+    ts_model_config cfg = l->m->cfg;
+    cfg.seq = n;
+    TS_TRY(ts_trace_metadata_lm(meta, &cfg, l->tok, ids, 1, n, 1, line));
     char *edits = l->n_knocked ? ts_experiment_to_json(&l->ex) : NULL;
-    ts_status edit_st = l->n_knocked && !edits ? ts_fail(TS_ERR_NOMEM, "live: out of memory") : TS_OK;
-    if (!edit_st && edits) edit_st = ts_trace_metadata_add_json(&meta, "edits", edits);
+    ts_status st = l->n_knocked && !edits ? ts_fail(TS_ERR_NOMEM, "live: out of memory") : TS_OK;
+    if (!st && edits) st = ts_trace_metadata_add_json(meta, "edits", edits);
     free(edits);
-    if (edit_st) {
-        free(meta);
-        return edit_st;
+    if (st) {
+        free(*meta);
+        *meta = NULL;
     }
+    return st;
+}
+
+/* A writer into the anonymous file that keeps the values of `want` and the logits. */
+static ts_status open_pass_writer(ts_live *l, const char *want, const int32_t *ids, int n, ts_trace_writer **w) {
+    char *meta = NULL;
+    TS_TRY(pass_metadata(l, ids, n, &meta));
     ts_trace_options opt;
     ts_trace_options_default(&opt);
     opt.level = TS_TRACE_VALUES;
     opt.only[opt.n_only++] = want;
     opt.only[opt.n_only++] = "logits";
     opt.buffer_bytes = 8u << 20;
-    ts_trace_writer *w = NULL;
-    ts_status st = ts_trace_writer_open_fd(l->fd, "the live pass", meta, &opt, &w);
+    ts_status st = ts_trace_writer_open_fd(l->fd, "the live pass", meta, &opt, w);
     free(meta);
-    if (st) return st;
+    return st;
+}
+
+/* Run the model over the whole window of the text into the anonymous file,
+ * keeping the values of `want` and the logits. */
+static ts_status write_pass(ts_live *l, const char *want, ts_tensor *logits) {
+    int n = l->n_all - l->first;
+    const int32_t *ids = l->ids + l->first;
+    TS_TRY(ts_model_set_length(l->m, n));
+    ts_trace_writer *w = NULL;
+    TS_TRY(open_pass_writer(l, want, ids, n, &w));
     ts_hook hook = ts_trace_writer_hook(w);
     ts_model_input in = {.src_ids = ids};
+    ts_status st = TS_OK;
     if (l->n_knocked) {
         /* the distribution with every head in place, for the panel's "before" */
         ts_tensor plain;
@@ -276,6 +304,114 @@ static ts_status write_pass(ts_live *l, const char *want, ts_tensor *logits) {
         return st;
     }
     return ts_trace_writer_close(w, NULL);
+}
+
+/* ---- a pass that reuses the earlier positions ------------------------------- */
+
+/* The hook of a cached pass: the new rows of the step on screen and of the logits. */
+static ts_status take_rows(void *ctx, const char *name, ts_op op, const ts_tensor *t, ts_tag tag) {
+    ts_live *l = ctx;
+    if (strcmp(name, "logits") == 0) return live_rows_take(&l->logit_rows, op, tag, t, l->decode_end);
+    if (strcmp(name, l->view_rows.name) == 0) return live_rows_take(&l->view_rows, op, tag, t, l->decode_end);
+    return TS_OK;
+}
+
+/* What a full pass would record, from a dry run of the model at the
+ * window's length: every step's name and shape, and for the step on screen
+ * and the logits the rows kept (the writer takes their statistics). */
+typedef struct replay {
+    ts_hook writer;
+    const char *want;
+    ts_tensor view, logits;
+} replay;
+
+static ts_status replay_step(void *ctx, const char *name, ts_op op, const ts_tensor *t, ts_tag tag) {
+    replay *r = ctx;
+    const ts_tensor *kept = strcmp(name, "logits") == 0 ? &r->logits : strcmp(name, r->want) == 0 ? &r->view : NULL;
+    if (!kept) return ts_hook_call(&r->writer, name, op, t, tag);
+    bool same = kept->rank == t->rank;
+    for (int d = 0; same && d < t->rank; d++) same = kept->shape[d] == t->shape[d];
+    if (!same) return ts_fail(TS_ERR_ARG, "live: the rows kept of %s do not have the shape of a full pass", name);
+    return ts_hook_call(&r->writer, name, op, kept, tag);
+}
+
+static ts_status write_replay(ts_live *l, const char *want, const int32_t *ids, int n) {
+    ts_trace_writer *w = NULL;
+    TS_TRY(open_pass_writer(l, want, ids, n, &w));
+    replay r = {.writer = ts_trace_writer_hook(w), .want = want, .logits = live_rows_tensor(&l->logit_rows)};
+    r.view = strcmp(want, "logits") == 0 ? r.logits : live_rows_tensor(&l->view_rows);
+    ts_model_config cfg = l->m->cfg;
+    cfg.seq = n;
+    cfg.batch = 1;
+    ts_hook hook = {.fn = replay_step, .ctx = &r};
+    ts_status st = ts_model_dry_run(&cfg, &hook, NULL);
+    if (st) {
+        ts_trace_writer_abort(w);
+        return st;
+    }
+    return ts_trace_writer_close(w, NULL);
+}
+
+/* Decode ids [keep, n) into the caches: the knocked-out model's, with the
+ * hook taking the rows, and the plain one's for "before". */
+static ts_status decode_from(ts_live *l, const int32_t *ids, int keep, int n) {
+    ts_hook hook = {.fn = take_rows, .ctx = l};
+    if (l->n_knocked) ts_experiment_attach(&l->ex, &hook);
+    l->kv.len = l->kv_plain.len = keep;
+    for (int at = keep; at < n;) {
+        int step = n - at < l->kv.rows ? n - at : l->kv.rows;
+        l->decode_end = at + step;
+        const float *logits;
+        TS_TRY(ts_model_decode(l->m, &l->kv, ids + at, step, &hook, &logits));
+        if (l->n_knocked) {
+            TS_TRY(ts_model_decode(l->m, &l->kv_plain, ids + at, step, NULL, &logits));
+            if (at + step == n) distribution(l, logits + (int64_t)(step - 1) * l->m->cfg.vocab, l->m->cfg.vocab, l->before);
+        }
+        at += step;
+    }
+    return TS_OK;
+}
+
+/* The pass with a cache: only the positions after the longest run of tokens
+ * the caches already hold are computed. *done false: this pass cannot use
+ * the caches (the step on screen cannot be rebuilt from rows, no cache) and
+ * a full pass must run; nothing the view reads has changed then. */
+static ts_status cached_pass(ts_live *l, const char *want, bool *done) {
+    *done = false;
+    int n = l->n_all - l->first;
+    const int32_t *ids = l->ids + l->first;
+    if (!l->can_cache || n > l->kv.capacity || strcmp(want, l->no_rows_for) == 0) return TS_OK;
+    if (l->n_knocked && !l->kv_plain.acts) TS_TRY(ts_kv_cache_init(&l->kv_plain, l->m));
+    int keep = 0;
+    bool same_rows = strcmp(l->view_rows.name, want) == 0 || strcmp(want, "logits") == 0;
+    if (l->cache_ok && l->cached_knock_gen == l->knock_gen && same_rows)
+        while (keep < n && keep < l->n_cached && l->cached[keep] == ids[keep]) keep++;
+    if (keep == n) keep = n - 1; /* the same text again: its last position is computed anew */
+    if (strcmp(l->view_rows.name, want) != 0) live_rows_reset(&l->view_rows, want);
+    if (!l->logit_rows.name[0]) live_rows_reset(&l->logit_rows, "logits");
+    l->cache_ok = false; /* until the caches hold this pass */
+    live_rows_begin(&l->view_rows, keep, n);
+    live_rows_begin(&l->logit_rows, keep, n);
+    ts_status st = decode_from(l, ids, keep, n);
+    bool view_ok = strcmp(want, "logits") == 0 || live_rows_complete(&l->view_rows);
+    if (st == TS_ERR_UNSUPPORTED || (!st && !view_ok)) { /* a full pass draws this step */
+        snprintf(l->no_rows_for, sizeof l->no_rows_for, "%s", want);
+        live_rows_reset(&l->view_rows, NULL);
+        return TS_OK;
+    }
+    if (st) return st;
+    if (!live_rows_complete(&l->logit_rows)) return ts_fail(TS_ERR_ARG, "live: the cached pass made no logits");
+    TS_TRY(write_replay(l, want, ids, n));
+    int32_t *grown = realloc(l->cached, sizeof *grown * (size_t)n);
+    if (!grown) return ts_fail(TS_ERR_NOMEM, "live: out of memory");
+    memcpy(grown, ids, sizeof *grown * (size_t)n);
+    l->cached = grown;
+    l->n_cached = n;
+    l->cached_knock_gen = l->knock_gen;
+    l->cache_ok = true;
+    l->reused = keep;
+    *done = true;
+    return TS_OK;
 }
 
 /* Read the pass back from the anonymous file. */
@@ -379,10 +515,17 @@ ts_status ts_live_pass(ts_live *l) {
         l->model_ms = now_ms() - t0;
         return TS_OK;
     }
-    ts_tensor logits;
-    TS_TRY(write_pass(l, want, &logits));
-    int S = (int)logits.shape[1], V = (int)logits.shape[2];
-    next_token(l, logits.data + (int64_t)(S - 1) * V, V);
+    bool cached = false;
+    TS_TRY(cached_pass(l, want, &cached));
+    int V = l->m->cfg.vocab;
+    if (cached) {
+        next_token(l, l->logit_rows.data + (int64_t)(l->logit_rows.positions - 1) * V, V);
+    } else {
+        ts_tensor logits;
+        l->reused = 0;
+        TS_TRY(write_pass(l, want, &logits));
+        next_token(l, logits.data + (int64_t)(logits.shape[1] - 1) * V, V);
+    }
     ts_trace *t = NULL;
     TS_TRY(read_pass(l, &t));
     ts_status st = adopt_pass(l, t, want);
@@ -419,6 +562,9 @@ ts_status ts_live_new(ts_live **out, ts_model *m, ts_lmtok *tok, const ts_live_o
         if (f) fclose(f);
     }
     ts_status st = l->probs && l->before ? TS_OK : ts_fail(TS_ERR_NOMEM, "live: out of memory");
+    /* built for the longest window, before any pass shortens the model */
+    l->can_cache = ts_model_can_cache(&m->cfg, NULL);
+    if (!st && l->can_cache) st = ts_kv_cache_init(&l->kv, m);
     if (!st && l->fd < 0) st = ts_fail(TS_ERR_IO, "live: cannot make an anonymous file for the passes");
     if (!st && o && o->text) st = ts_live_insert(l, o->text);
     if (!st && !(o && o->text)) st = ts_live_pass(l);
@@ -436,6 +582,11 @@ void ts_live_free(ts_live *l) {
     if (l->offscreen) cairo_surface_destroy(l->offscreen);
     if (l->fd >= 0) close(l->fd);
     ts_experiment_free(&l->ex);
+    ts_kv_cache_free(&l->kv);
+    ts_kv_cache_free(&l->kv_plain);
+    live_rows_reset(&l->view_rows, NULL);
+    live_rows_reset(&l->logit_rows, NULL);
+    free(l->cached);
     free(l->text), free(l->ids), free(l->start), free(l->bad), free(l->probs), free(l->before);
     free(l);
 }
@@ -553,6 +704,8 @@ bool ts_live_quit_wanted(const ts_live *l) { return l->quit; }
 void ts_live_request_quit(ts_live *l) { l->quit = true; }
 double ts_live_model_ms(const ts_live *l) { return l->model_ms; }
 int ts_live_tokens(const ts_live *l) { return l->n_all; }
+int ts_live_reused(const ts_live *l) { return l->reused; }
+const ts_trace *ts_live_trace(const ts_live *l) { return l->trace; }
 double ts_live_draw_ms(const ts_live *l) { return l->draw_ms; }
 const char *ts_live_text(const ts_live *l) { return l->text ? l->text : ""; }
 const char *ts_live_note(const ts_live *l) { return l->note; }
@@ -586,6 +739,7 @@ ts_status ts_live_knock(ts_live *l, const char *spec) {
         if (strlen(spec) >= sizeof l->knocked[0]) return ts_fail(TS_ERR_ARG, "live: '%s' is too long a step name", spec);
         snprintf(l->knocked[l->n_knocked++], sizeof l->knocked[0], "%s", spec);
     }
+    l->knock_gen++;
     ts_experiment_free(&l->ex);
     ts_experiment_init(&l->ex);
     ts_status st = TS_OK;
