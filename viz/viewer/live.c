@@ -265,7 +265,8 @@ static ts_status pass_metadata(ts_live *l, const int32_t *ids, int n, char **met
     return st;
 }
 
-/* A writer into the anonymous file that keeps the values of `want` and the logits. */
+/* A writer into the anonymous file that keeps the values of `want` (the
+ * panel reads the logits from the pass itself, not from the trace). */
 static ts_status open_pass_writer(ts_live *l, const char *want, const int32_t *ids, int n, ts_trace_writer **w) {
     char *meta = NULL;
     TS_TRY(pass_metadata(l, ids, n, &meta));
@@ -273,7 +274,6 @@ static ts_status open_pass_writer(ts_live *l, const char *want, const int32_t *i
     ts_trace_options_default(&opt);
     opt.level = TS_TRACE_VALUES;
     opt.only[opt.n_only++] = want;
-    opt.only[opt.n_only++] = "logits";
     opt.buffer_bytes = 8u << 20;
     ts_status st = ts_trace_writer_open_fd(l->fd, "the live pass", meta, &opt, w);
     free(meta);
@@ -281,7 +281,7 @@ static ts_status open_pass_writer(ts_live *l, const char *want, const int32_t *i
 }
 
 /* Run the model over the whole window of the text into the anonymous file,
- * keeping the values of `want` and the logits. */
+ * keeping the values of `want`. */
 static ts_status write_pass(ts_live *l, const char *want, ts_tensor *logits) {
     int n = l->n_all - l->first;
     const int32_t *ids = l->ids + l->first;
@@ -318,16 +318,17 @@ static ts_status take_rows(void *ctx, const char *name, ts_op op, const ts_tenso
 
 /* What a full pass would record, from a dry run of the model at the
  * window's length: every step's name and shape, and for the step on screen
- * and the logits the rows kept (the writer takes their statistics). */
+ * the rows kept (the writer takes their statistics). The other steps keep
+ * their shapes only: a step gets its values when it comes on screen. */
 typedef struct replay {
     ts_hook writer;
     const char *want;
-    ts_tensor view, logits;
+    ts_tensor view;
 } replay;
 
 static ts_status replay_step(void *ctx, const char *name, ts_op op, const ts_tensor *t, ts_tag tag) {
     replay *r = ctx;
-    const ts_tensor *kept = strcmp(name, "logits") == 0 ? &r->logits : strcmp(name, r->want) == 0 ? &r->view : NULL;
+    const ts_tensor *kept = strcmp(name, r->want) == 0 ? &r->view : NULL;
     if (!kept) return ts_hook_call(&r->writer, name, op, t, tag);
     bool same = kept->rank == t->rank;
     for (int d = 0; same && d < t->rank; d++) same = kept->shape[d] == t->shape[d];
@@ -338,8 +339,8 @@ static ts_status replay_step(void *ctx, const char *name, ts_op op, const ts_ten
 static ts_status write_replay(ts_live *l, const char *want, const int32_t *ids, int n) {
     ts_trace_writer *w = NULL;
     TS_TRY(open_pass_writer(l, want, ids, n, &w));
-    replay r = {.writer = ts_trace_writer_hook(w), .want = want, .logits = live_rows_tensor(&l->logit_rows)};
-    r.view = strcmp(want, "logits") == 0 ? r.logits : live_rows_tensor(&l->view_rows);
+    replay r = {.writer = ts_trace_writer_hook(w), .want = want};
+    r.view = live_rows_tensor(strcmp(want, "logits") == 0 ? &l->logit_rows : &l->view_rows);
     ts_model_config cfg = l->m->cfg;
     cfg.seq = n;
     cfg.batch = 1;
