@@ -2,7 +2,7 @@
 # `tscope live` in a real X server (scripts/run-tests.sh runs this under
 # xvfb-run): the Bible model types "And God sa", Tab twice appends the model's
 # own "id"; the screenshot has the attention view and the next-token panel;
-# picking another head and layer changes the view; a character the vocabulary
+# picking another head and layer changes the view; the logit lens comes and goes; a character the vocabulary
 # lacks is said and the rest runs; bad words and no display are one line, exit 2.
 #
 #   TSCOPE=path/to/tscope (default ./tscope)
@@ -34,6 +34,14 @@ n=$(png_colors "$tmp/said.png" "170x280+1040+140"); [ "$n" -gt 3 ] && ok || bad 
 live "type:And God sa tab tab head:2 pgdn" "$tmp/head.png"
 has "pgdn moves to layer 1's attention" "step decoder.layers.1.self_attn.weights" "$out"
 png_same "$tmp/said.png" "$tmp/head.png" "600x600+300+130" && bad "another head and layer drew the same view" || ok
+
+# the logit lens (Ctrl+L, the script's "lens") comes on screen, and goes back to the step before
+live "type:And God sa tab tab lens" "$tmp/lens.png"
+has "the lens comes on screen" "step lens.layers.0" "$out"
+has "the lens leaves the text alone" 'text "And God said"' "$out"
+png_same "$tmp/said.png" "$tmp/lens.png" "600x400+300+130" && bad "the lens drew the attention view" || ok
+live "type:And God sa tab tab lens lens" "$tmp/nolens.png"
+has "a second lens goes back" "step decoder.layers.0.self_attn.weights" "$out"
 
 live "type:Jesus wept\$ tab" "$tmp/bad.png"
 [ "$rc" = 0 ] && ok || bad "an unknown character stopped the session: $out"

@@ -393,6 +393,39 @@ static void an_edit_recomputes_from_where_it_is(void **state) {
     close_fixture(&f);
 }
 
+/* The lens comes on screen and goes; its last layer read through the final
+ * norm and the head is the model's own output, so its last row is the panel. */
+static void the_lens_comes_and_goes(void **state) {
+    (void)state;
+    fixture f;
+    open_fixture(&f, "abcab");
+    look_at(&f, "decoder.layers.1.ffn.act");
+    assert_ok(ts_live_lens(f.l, true));
+    assert_true(ts_live_lens_on(f.l));
+    assert_string_equal(ts_live_step(f.l), "lens.layers.0");
+    assert_ok(ts_live_insert(f.l, "c"));
+    assert_int_equal(ts_live_reused(f.l), 0); /* full passes while the lens is on */
+    const ts_trace *t = ts_live_trace(f.l);
+    int64_t i = ts_trace_find((ts_trace *)t, "lens.layers.1");
+    assert_true(i >= 0);
+    const float *lens;
+    assert_ok(ts_trace_values((ts_trace *)t, i, &lens));
+    const float *last = lens + 5 * 18; /* (1, 6, 18): the sixth row */
+    for (int r = 0; r < 10; r++) {
+        float p;
+        int id = ts_live_top(f.l, r, &p, NULL, 0);
+        assert_true(fabsf(p - last[id]) < 1e-5f);
+    }
+    assert_ok(ts_live_lens(f.l, false));
+    assert_false(ts_live_lens_on(f.l));
+    assert_string_equal(ts_live_step(f.l), "decoder.layers.1.ffn.act");
+    assert_int_equal(ts_trace_find((ts_trace *)ts_live_trace(f.l), "lens.layers.0"), -1);
+    assert_ok(ts_live_insert(f.l, "d"));
+    assert_int_equal(ts_live_reused(f.l), 6);
+    assert_step_is_a_full_passes(&f, "decoder.layers.1.ffn.act", NULL);
+    close_fixture(&f);
+}
+
 static void set_length_matches_a_model_built_at_that_length(void **state) {
     (void)state;
     ts_model_config c = gpt(CTX), c5 = gpt(5);
@@ -427,6 +460,7 @@ int main(void) {
         cmocka_unit_test(set_length_matches_a_model_built_at_that_length),
         cmocka_unit_test(appending_computes_the_new_positions_only),
         cmocka_unit_test(an_edit_recomputes_from_where_it_is),
+        cmocka_unit_test(the_lens_comes_and_goes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

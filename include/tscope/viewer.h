@@ -411,6 +411,11 @@ ts_status ts_live_knock(ts_live *l, const char *spec);
 /* The head of the grid on screen at window point (x, y), as a spec. */
 bool ts_live_head_at(const ts_live *l, double x, double y, char *spec, size_t cap);
 int ts_live_knocked(const ts_live *l); /* heads out */
+/* The logit lens on or off: each layer's stream read through the final norm
+ * and the head, drawn as layers x positions of predicted tokens (the
+ * experiments' --lens). While it is on, every pass is a full one. */
+ts_status ts_live_lens(ts_live *l, bool on);
+bool ts_live_lens_on(const ts_live *l);
 /* With heads out: the token whose next-token probability moved most, its
  * probability before and after (its id; -1 with none out). */
 int ts_live_change(const ts_live *l, float *before, float *after, char *label, size_t cap);

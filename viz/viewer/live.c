@@ -76,6 +76,9 @@ struct ts_live {
     int n_top;
     ts_render_rect bar_at[TOP_N]; /* where the last draw put each bar, for clicks */
     int knock_gen; /* changes with every knock-out or restore */
+    /* the logit lens: every layer's stream through the final norm and the head */
+    bool lens;
+    char before_lens[NAME_MAX_LEN]; /* the step on screen when the lens came on */
     /* Reusing the earlier positions (a causal model with a cache): the keys
      * and values of every layer, with the knock-outs and without (the
      * panel's "before"), the step on screen's rows and the logits' rows, all
@@ -273,7 +276,11 @@ static ts_status open_pass_writer(ts_live *l, const char *want, const int32_t *i
     ts_trace_options opt;
     ts_trace_options_default(&opt);
     opt.level = TS_TRACE_VALUES;
-    opt.only[opt.n_only++] = want;
+    /* the lens view draws every layer's lens.layers.N at once, and frames
+     * the token that comes next from the input's ids */
+    bool lens = strncmp(want, "lens.layers.", 12) == 0;
+    opt.only[opt.n_only++] = lens ? "lens.layers.*" : want;
+    if (lens) opt.only[opt.n_only++] = "input";
     opt.buffer_bytes = 8u << 20;
     ts_status st = ts_trace_writer_open_fd(l->fd, "the live pass", meta, &opt, w);
     free(meta);
@@ -296,9 +303,10 @@ static ts_status write_pass(ts_live *l, const char *want, ts_tensor *logits) {
         ts_tensor plain;
         st = ts_model_forward(l->m, &in, NULL, &plain);
         if (!st) distribution(l, plain.data + (int64_t)(n - 1) * plain.shape[2], (int)plain.shape[2], l->before);
-        ts_experiment_attach(&l->ex, &hook);
     }
+    if (ts_experiment_active(&l->ex)) ts_experiment_attach(&l->ex, &hook);
     if (!st) st = ts_model_forward(l->m, &in, &hook, logits);
+    if (!st) st = ts_experiment_lens_finish(&l->ex, l->m, &hook);
     if (st) {
         ts_trace_writer_abort(w);
         return st;
@@ -381,7 +389,8 @@ static ts_status cached_pass(ts_live *l, const char *want, bool *done) {
     *done = false;
     int n = l->n_all - l->first;
     const int32_t *ids = l->ids + l->first;
-    if (!l->can_cache || n > l->kv.capacity || strcmp(want, l->no_rows_for) == 0) return TS_OK;
+    /* the lens reads every layer at every position: full passes while it is on */
+    if (!l->can_cache || l->lens || n > l->kv.capacity || strcmp(want, l->no_rows_for) == 0) return TS_OK;
     if (l->n_knocked && !l->kv_plain.acts) TS_TRY(ts_kv_cache_init(&l->kv_plain, l->m));
     int keep = 0;
     bool same_rows = strcmp(l->view_rows.name, want) == 0 || strcmp(want, "logits") == 0;
@@ -730,6 +739,18 @@ static int knocked_index(const ts_live *l, const char *spec) {
     return -1;
 }
 
+/* The experiment of the heads knocked out and the lens, made again. */
+static ts_status rebuild_experiment(ts_live *l) {
+    l->knock_gen++;
+    ts_experiment_free(&l->ex);
+    ts_experiment_init(&l->ex);
+    ts_status st = TS_OK;
+    for (int i = 0; i < l->n_knocked && !st; i++) st = ts_experiment_add_ablate(&l->ex, l->knocked[i]);
+    l->ex.lens = l->lens;
+    if (!st && ts_experiment_active(&l->ex)) st = ts_experiment_check(&l->ex, &l->m->cfg);
+    return st;
+}
+
 ts_status ts_live_knock(ts_live *l, const char *spec) {
     int at = knocked_index(l, spec);
     if (at >= 0) { /* a second click restores it */
@@ -740,24 +761,38 @@ ts_status ts_live_knock(ts_live *l, const char *spec) {
         if (strlen(spec) >= sizeof l->knocked[0]) return ts_fail(TS_ERR_ARG, "live: '%s' is too long a step name", spec);
         snprintf(l->knocked[l->n_knocked++], sizeof l->knocked[0], "%s", spec);
     }
-    l->knock_gen++;
-    ts_experiment_free(&l->ex);
-    ts_experiment_init(&l->ex);
-    ts_status st = TS_OK;
-    for (int i = 0; i < l->n_knocked && !st; i++) st = ts_experiment_add_ablate(&l->ex, l->knocked[i]);
-    if (!st && l->n_knocked) st = ts_experiment_check(&l->ex, &l->m->cfg);
+    ts_status st = rebuild_experiment(l);
     if (st) { /* a spec the model has no step for: undo it, keep the rest */
         char why[512];
         snprintf(why, sizeof why, "%s", ts_last_error());
         if (at < 0) l->n_knocked--;
-        ts_experiment_free(&l->ex);
-        ts_experiment_init(&l->ex);
-        for (int i = 0; i < l->n_knocked; i++) ts_experiment_add_ablate(&l->ex, l->knocked[i]);
-        if (l->n_knocked) ts_experiment_check(&l->ex, &l->m->cfg);
+        rebuild_experiment(l);
         return ts_fail(TS_ERR_ARG, "%s", why);
     }
     return ts_live_pass(l);
 }
+
+ts_status ts_live_lens(ts_live *l, bool on) {
+    if (on == l->lens) return TS_OK;
+    l->lens = on;
+    ts_status st = rebuild_experiment(l);
+    if (st) {
+        l->lens = false;
+        rebuild_experiment(l);
+        return st;
+    }
+    if (on) { /* the lens comes on screen; the step before comes back after */
+        snprintf(l->before_lens, sizeof l->before_lens, "%s", ts_live_step(l));
+        snprintf(l->valued, sizeof l->valued, "lens.layers.0");
+    } else if (strncmp(ts_live_step(l), "lens.layers.", 12) == 0) {
+        snprintf(l->valued, sizeof l->valued, "%s", l->before_lens);
+    }
+    if (l->have_state) ts_view_state_free(&l->st); /* so the pass opens on l->valued */
+    l->have_state = false;
+    return ts_live_pass(l);
+}
+
+bool ts_live_lens_on(const ts_live *l) { return l->lens; }
 
 /* The attention module of the step on screen ("decoder.layers.1.self_attn"),
  * when it is drawn as a grid of all its heads; NULL otherwise. */
@@ -975,7 +1010,7 @@ static void draw_panel(ts_live *l, cairo_t *cr) {
         y += 58;
     }
     ts_window_text(cr, "Tab: append the top token\nclick a bar: append that token\nclick a head of a grid: knock it out (again: back)\n"
-             "\xe2\x86\x90 \xe2\x86\x92 cursor · \xe2\x86\x91 \xe2\x86\x93 step · PgUp/PgDn layer\nCtrl+1..9: one head · Ctrl+0: all heads · Esc quit",
+             "\xe2\x86\x90 \xe2\x86\x92 cursor · \xe2\x86\x91 \xe2\x86\x93 step · PgUp/PgDn layer\nCtrl+1..9: one head · Ctrl+0: all heads\nCtrl+L: logit lens (again: back) · Esc quit",
          12, false, x0 + 16, y + 40, 0, 0.4, 0.44, 0.5, 0);
 }
 

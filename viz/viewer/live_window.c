@@ -21,7 +21,7 @@
 /* ---- script words ----------------------------------------------------------- */
 
 static const char *const plain_words[] = {"tab", "backspace", "left", "right", "up", "down",
-                                          "pgup", "pgdn", "home", "end", "esc"};
+                                          "pgup", "pgdn", "home", "end", "esc", "lens"};
 static const char *const prefixed_words[] = {"type:", "head:", "pick:", "find:", "hover:", "click:", "shot:", "knock:"};
 
 static bool is_script_word(const char *w) {
@@ -174,6 +174,7 @@ static ts_status apply(ts_live *l, const live_action *a, bool *redraw, const cha
         return TS_OK;
     }
     if (strcmp(w, "tab") == 0) return ts_live_tab(l);
+    if (strcmp(w, "lens") == 0) return ts_live_lens(l, !ts_live_lens_on(l));
     if (strncmp(w, "knock:", 6) == 0) return ts_live_knock(l, w + 6);
     if (strncmp(w, "pick:", 5) == 0) return ts_live_append_token(l, atoi(w + 5));
     if (strcmp(w, "backspace") == 0) return ts_live_backspace(l);
@@ -283,6 +284,7 @@ bool ts_live_handle(ts_live *l, const SDL_Event *e) {
         SDL_Keycode k = e->key.keysym.sym;
         bool ctrl = (e->key.keysym.mod & KMOD_CTRL) != 0;
         if (ctrl && k >= SDLK_0 && k <= SDLK_9) return said(view_key(l, TS_VIEW_KEY_CHAR, (char)('0' + (k - SDLK_0)), &redraw)) && redraw;
+        if (ctrl && k == SDLK_l) return said(ts_live_lens(l, !ts_live_lens_on(l)));
         if (ctrl && k == SDLK_v) {
             char *clip = SDL_GetClipboardText();
             ts_status st = clip && clip[0] ? ts_live_insert(l, clip) : TS_OK;
