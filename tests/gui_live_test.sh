@@ -2,7 +2,8 @@
 # `tscope live` in a real X server (scripts/run-tests.sh runs this under
 # xvfb-run): the Bible model types "And God sa", Tab twice appends the model's
 # own "id"; the screenshot has the attention view and the next-token panel;
-# picking another head and layer changes the view; the logit lens comes and goes; a character the vocabulary
+# picking another head and layer changes the view; the logit lens comes and goes; the reverse model's
+# source and target fields decode one greedy step a Tab; a character the vocabulary
 # lacks is said and the rest runs; bad words and no display are one line, exit 2.
 #
 #   TSCOPE=path/to/tscope (default ./tscope)
@@ -69,7 +70,43 @@ case "$out" in *"knocked out"*) bad "a second click did not bring the head back:
 [ "$(wc -l <"$tmp/o")" = 1 ] && grep -q "unknown word 'frobnicate'" "$tmp/o" && ok || bad "bad word: $(cat "$tmp/o")"
 env -u DISPLAY -u WAYLAND_DISPLAY "$bin" live --load "$kjv" >"$tmp/o" 2>&1; rc=$?
 [ "$rc" = 2 ] && [ "$(wc -l <"$tmp/o")" = 1 ] && grep -q "no display" "$tmp/o" && ok || bad "no display: exit $rc: $(cat "$tmp/o")"
-"$bin" live --load assets/tiny-copy.safetensors >"$tmp/o" 2>&1; rc=$?
-[ "$rc" = 2 ] && [ "$(wc -l <"$tmp/o")" = 1 ] && ok || bad "a copy model: exit $rc: $(cat "$tmp/o")"
+printf 'not a checkpoint\n' >"$tmp/junk.safetensors"
+"$bin" live --load "$tmp/junk.safetensors" >"$tmp/o" 2>&1; rc=$?
+[ "$rc" = 2 ] && [ "$(wc -l <"$tmp/o")" = 1 ] && ok || bad "a file that is no checkpoint: exit $rc: $(cat "$tmp/o")"
+"$bin" live --load "$kjv" --target "abc" >"$tmp/o" 2>&1; rc=$?
+[ "$rc" = 2 ] && [ "$(wc -l <"$tmp/o")" = 1 ] && grep -q -- "--target" "$tmp/o" && ok || bad "--target for a language model: exit $rc: $(cat "$tmp/o")"
+"$bin" live --load "$kjv" --script "focus:target" >"$tmp/o" 2>&1; rc=$?
+[ "$rc" = 2 ] && grep -q "one field" "$tmp/o" && ok || bad "focus:target for a language model: exit $rc: $(cat "$tmp/o")"
+
+# an encoder-decoder: the reverse model writes the source backwards, one Tab a word
+rev=assets/tiny-reverse.safetensors
+src="the cat sat on a mat and it was"
+out=$("$bin" live --load "$rev" --width $W --height $H --text "$src" --script "tab tab tab tab tab tab tab tab" --screenshot "$tmp/rev.png" 2>&1); rc=$?
+[ "$rc" = 0 ] && ok || bad "live on the reverse model: exit $rc: $out"
+has "eight greedy steps write the source backwards" 'target "was it and mat a on sat cat"' "$out"
+has "the last position writes the first word" 'next token "the"' "$out"
+has "the view starts on the last cross-attention" "step decoder.layers.1.cross_attn.weights" "$out"
+n=$(png_colors "$tmp/rev.png" "500x500+300+170"); [ "$n" -gt 20 ] && ok || bad "cross-attention view: $n colours"
+out=$("$bin" live --load "$rev" --width $W --height $H --text "$src" --script "tab tab tab tab tab tab tab tab tab" --screenshot "$tmp/rev9.png" 2>&1)
+has "a ninth step has no position left" "positions are all read" "$out"
+# a click on the source field gives it the keys; the target is left as it was
+out=$("$bin" live --load "$rev" --width $W --height $H --text "$src" --script "tab click:300,60 type:x click:300,24 backspace backspace backspace type:cow" --screenshot "$tmp/rev2.png" 2>&1)
+has "typing goes to the field clicked" 'source "the cat sat on a mat and it cow"; target "wasx"' "$out"
+
+# every kind of pass (cached, full, lens, knock-out, an encoder-decoder's) under the sanitizer build
+sanitized() { # LABEL ARGS...: a session of the sanitizer build ends well, nothing leaked
+    local label=$1
+    shift
+    out=$(LD_PRELOAD="$(asan_preload "$TSCOPE_ASAN")" LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp:print_suppressions=0" \
+        ASAN_OPTIONS=detect_leaks=1 "$TSCOPE_ASAN" live "$@" --screenshot "$tmp/asan.png" 2>&1)
+    rc=$?
+    [ "$rc" = 0 ] && ok || bad "sanitizer session ($label): exit $rc: $(printf '%s\n' "$out" | grep -m3 -E 'ERROR|SUMMARY|#[0-9]')"
+}
+if [ -n "${TSCOPE_ASAN:-}" ]; then
+    sanitized "a language model" --load "$kjv" --text "And God sa" --script "tab find:decoder.layers.1.self_attn.masked tab \
+knock:decoder.layers.0.self_attn.head1 tab lens tab lens backspace home type:x"
+    sanitized "an encoder-decoder" --load "$rev" --text "$src q" --target "x" --script "tab \
+knock:decoder.layers.1.cross_attn.head0 lens tab focus:source backspace lens"
+fi
 
 finish

@@ -161,19 +161,7 @@ if [ -f "$t" ]; then
 
     # ---- leaks (with a sanitizer build of tscope) ----
     if [ -n "${TSCOPE_ASAN:-}" ]; then
-        # Mesa's GL driver is loaded and unloaded inside SDL; kept loaded
-        # (after the sanitizer runtime, which must come first), LSan can name
-        # its frames instead of reporting an <unknown module> (tests/lsan.supp).
-        # clang links its runtime into the binary (it comes first by itself);
-        # gcc's is a library, preloaded here.
-        preload=""
-        asan_rt=""
-        ldd "$TSCOPE_ASAN" 2>/dev/null | grep -q libasan && asan_rt=$(gcc -print-file-name=libasan.so 2>/dev/null)
-        for lib in /usr/lib/*/dri/swrast_dri.so; do
-            if [ -e "$lib" ] && [ -z "$asan_rt" ]; then preload="$lib"; fi
-            if [ -e "$lib" ] && [ -e "$asan_rt" ]; then preload="$asan_rt $lib"; fi
-        done
-        out=$(LD_PRELOAD="$preload" LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp:print_suppressions=0" \
+        out=$(LD_PRELOAD="$(asan_preload "$TSCOPE_ASAN")" LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp:print_suppressions=0" \
             ASAN_OPTIONS=detect_leaks=1 "$TSCOPE_ASAN" view "$t" \
             --script "right right 2 b e 0 hover:700,300 wheel:600,250,3 press:600,250 hover:650,300 release down pgdn pgup up left / w e i g h t s enter ? ? + - z find:embed.pe end home" \
             --export-dir "$tmp/exp" --screenshot "$tmp/asan.png" 2>&1)

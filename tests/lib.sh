@@ -37,6 +37,21 @@ png_colors() { "$pngtool" colors "$@" 2>/dev/null || echo 0; }   # FILE REGION [
 png_differ() { "$pngtool" diff "$1" "$2" "$3" 2>/dev/null; }     # A B REGION -> differing pixels
 png_same() { [ "$(png_differ "$1" "$2" "$3")" = 0 ]; }           # A B REGION: pixel-identical there
 
+# The LD_PRELOAD a sanitizer build of tscope ($1) runs a window with: Mesa's
+# GL driver is loaded and unloaded inside SDL; kept loaded (after the
+# sanitizer runtime, which must come first), LSan can name its frames instead
+# of reporting an <unknown module> (tests/lsan.supp). clang links its runtime
+# into the binary (it comes first by itself); gcc's is a library, preloaded.
+asan_preload() {
+    local preload="" asan_rt="" lib
+    ldd "$1" 2>/dev/null | grep -q libasan && asan_rt=$(gcc -print-file-name=libasan.so 2>/dev/null)
+    for lib in /usr/lib/*/dri/swrast_dri.so; do
+        if [ -e "$lib" ] && [ -z "$asan_rt" ]; then preload="$lib"; fi
+        if [ -e "$lib" ] && [ -e "$asan_rt" ]; then preload="$asan_rt $lib"; fi
+    done
+    echo "$preload"
+}
+
 finish() {
     echo "$passed passed, $failed failed"
     [ "$failed" = 0 ]

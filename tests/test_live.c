@@ -426,6 +426,103 @@ static void the_lens_comes_and_goes(void **state) {
     close_fixture(&f);
 }
 
+/* ---- an encoder-decoder: a source, a target, one greedy step at a time ---- */
+
+static ts_model_config seq2seq(void) {
+    ts_model_config c;
+    assert_ok(ts_model_config_preset(&c, "tiny"));
+    c.vocab = 16, c.seq = 10, c.tgt_seq = 9, c.batch = 1, c.dropout = 0, c.text = NULL, c.seed = 3;
+    c.mask = TS_MASK_PADDING;
+    return c;
+}
+
+/* The panel: the softmax of the decoder's row that read the target's last
+ * token, for the fields' words numbered as `tscope run --text` does. */
+static void a_source_and_a_target(void **state) {
+    (void)state;
+    ts_model_config c = seq2seq();
+    ts_model m;
+    assert_ok(ts_model_init(&m, &c));
+    ts_live_options o = {.width = 1100, .height = 700, .text = "the cat sat on the mat", .target = "mat the"};
+    ts_live *l;
+    assert_ok(ts_live_new(&l, &m, NULL, &o));
+    assert_int_equal(ts_live_fields(l), 2);
+    assert_string_equal(ts_live_step(l), "decoder.layers.1.cross_attn.weights");
+    /* the, cat, sat, on, mat: ids 4..8; <bos> first, <pad> after */
+    int32_t src[10] = {1, 4, 5, 6, 7, 4, 8, 0, 0, 0}, tgt[9] = {1, 8, 4, 0, 0, 0, 0, 0, 0};
+    uint8_t src_pad[10] = {0, 0, 0, 0, 0, 0, 0, 1, 1, 1}, tgt_pad[9] = {0, 0, 0, 1, 1, 1, 1, 1, 1};
+    ts_model_input in = {.src_ids = src, .tgt_ids = tgt, .src_pad = src_pad, .tgt_pad = tgt_pad};
+    ts_tensor logits;
+    assert_ok(ts_model_forward(&m, &in, NULL, &logits));
+    const float *row = logits.data + 2 * 16; /* the position that read "the" */
+    double z = 0, best = row[0];
+    for (int v = 0; v < 16; v++) best = row[v] > best ? row[v] : best;
+    for (int v = 0; v < 16; v++) z += exp(row[v] - best);
+    char label[64];
+    for (int r = 0; r < 10; r++) {
+        float p;
+        int id = ts_live_top(l, r, &p, label, sizeof label);
+        assert_true(fabsf(p - (float)(exp(row[id] - best) / z)) < 1e-5f);
+        if (id == 7) assert_string_equal(label, "on");
+        if (id == 2) assert_string_equal(label, "<eos>");
+    }
+    /* a bar that is a word grows the target by that word; a special id is said, not typed */
+    int word = -1, special = -1;
+    for (int r = 0; r < 10; r++) {
+        int id = ts_live_top(l, r, NULL, label, sizeof label);
+        if (id >= 4 && id <= 8 && word < 0) word = r;
+        if (id < 4 && special < 0) special = r;
+    }
+    assert_true(word >= 0 && special >= 0);
+    ts_live_top(l, word, NULL, label, sizeof label);
+    char want[80];
+    snprintf(want, sizeof want, "mat the %s", label);
+    assert_ok(ts_live_append_token(l, word));
+    assert_string_equal(ts_live_target(l), want);
+    assert_ok(ts_live_append_token(l, special));
+    assert_string_equal(ts_live_target(l), want);
+    assert_true(strstr(ts_live_note(l), "the decoder wrote <") != NULL);
+    /* typing goes to the field that has the keys */
+    assert_true(ts_live_focus(l, 0));
+    assert_ok(ts_live_insert(l, " a"));
+    assert_string_equal(ts_live_text(l), "the cat sat on the mat a");
+    assert_string_equal(ts_live_target(l), want);
+    ts_live_free(l);
+    ts_model_free(&m);
+}
+
+static void what_an_encoder_decoder_cannot_read(void **state) {
+    (void)state;
+    ts_model_config c = seq2seq();
+    ts_model m;
+    assert_ok(ts_model_init(&m, &c));
+    /* ten words: the encoder reads <bos> and nine */
+    ts_live_options o = {.width = 1100, .height = 700, .text = "a b c d e f g h i j"};
+    ts_live *l;
+    assert_ok(ts_live_new(&l, &m, NULL, &o));
+    assert_non_null(strstr(ts_live_note(l), "the encoder has 10 positions"));
+    /* twelve ids for words: the target's new words past them are left out, in red */
+    assert_ok(ts_live_backspace(l));
+    assert_ok(ts_live_backspace(l));
+    assert_string_equal(ts_live_note(l), "");
+    assert_true(ts_live_focus(l, 1));
+    assert_ok(ts_live_insert(l, "k l m n"));
+    assert_non_null(strstr(ts_live_note(l), "'n'"));
+    assert_non_null(strstr(ts_live_note(l), "12 words only"));
+    /* a language model's flag is refused for it, and --target for a language model */
+    ts_live_free(l);
+    fixture f;
+    ts_model_config g = gpt(CTX);
+    assert_ok(ts_model_init(&f.m, &g));
+    assert_ok(ts_lmtok_build(&f.tok, TS_LMTOK_CHAR, VOCAB_TEXT, strlen(VOCAB_TEXT), 0));
+    ts_live_options t = {.width = 1100, .height = 700, .target = "abc"};
+    assert_int_equal(ts_live_new(&f.l, &f.m, &f.tok, &t), TS_ERR_ARG);
+    assert_non_null(strstr(ts_last_error(), "--target"));
+    ts_model_free(&f.m);
+    ts_lmtok_free(&f.tok);
+    ts_model_free(&m);
+}
+
 static void set_length_matches_a_model_built_at_that_length(void **state) {
     (void)state;
     ts_model_config c = gpt(CTX), c5 = gpt(5);
@@ -461,6 +558,8 @@ int main(void) {
         cmocka_unit_test(appending_computes_the_new_positions_only),
         cmocka_unit_test(an_edit_recomputes_from_where_it_is),
         cmocka_unit_test(the_lens_comes_and_goes),
+        cmocka_unit_test(a_source_and_a_target),
+        cmocka_unit_test(what_an_encoder_decoder_cannot_read),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -19,6 +19,7 @@
 #ifndef TSCOPE_TOKENIZER_H
 #define TSCOPE_TOKENIZER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -44,6 +45,11 @@ ts_status ts_tokenizer_add_text(ts_tokenizer *tok, const char *text);
 /* Split text into ids (unknown words become <unk>). At most `max` ids are
  * written; *n gets how many tokens the text has (may exceed max). */
 ts_status ts_tokenizer_encode(const ts_tokenizer *tok, const char *text, int32_t *ids, int max, int *n);
+
+/* The token of text at or after byte *at (the rule of encode: words, and
+ * each punctuation mark alone), lower-cased into word; *start gets the byte
+ * it starts at and *at moves past it. False when only spaces are left. */
+bool ts_tokenizer_next(const char *text, size_t *at, char word[TS_TOKEN_MAX], size_t *start);
 
 /* Id of a word (already lower-case), or TS_TOK_UNK. */
 int32_t ts_tokenizer_id(const ts_tokenizer *tok, const char *word);

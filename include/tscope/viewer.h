@@ -375,7 +375,8 @@ typedef struct ts_live ts_live;
 
 typedef struct ts_live_options {
     int width, height;      /* points (default 1280 x 800) */
-    const char *text;       /* the text to start with, or NULL */
+    const char *text;       /* the text (an encoder-decoder's source) to start with, or NULL */
+    const char *target;     /* an encoder-decoder's target to start with (after <bos>), or NULL */
     float temperature;      /* of the distribution panel (default 1) */
     int top_k;              /* 0: every token */
     const char *script;     /* live script words (ts_live_script), or NULL */
@@ -384,7 +385,11 @@ typedef struct ts_live_options {
 } ts_live_options;
 
 /* A live session on m (a language model built for its longest context; the
- * session changes its length) and tok; both stay the caller's. */
+ * session changes its length) and tok; both stay the caller's. An
+ * encoder-decoder over tokens (copy, reverse) has no tokenizer (tok NULL):
+ * its fields' words are numbered as `tscope run --text` numbers them, the
+ * source's first, and it has two fields, the source and the decoder's
+ * target, which Tab grows one greedy step at a time. */
 ts_status ts_live_new(ts_live **out, ts_model *m, ts_lmtok *tok, const ts_live_options *o);
 void ts_live_free(ts_live *l);
 
@@ -438,6 +443,12 @@ ts_status ts_live_draw_offscreen(ts_live *l);
  * the rank-th next token (its id; -1 past the last) with its probability
  * and label, the last pass's and frame's milliseconds. */
 const char *ts_live_text(const ts_live *l);
+const char *ts_live_target(const ts_live *l); /* "" but for an encoder-decoder */
+/* The field that takes the keys: 0 the text (the source), 1 the target; false when it was already so or there is none. */
+bool ts_live_focus(ts_live *l, int field);
+int ts_live_fields(const ts_live *l); /* 1, or 2 for an encoder-decoder */
+/* The field at a window point, or -1. */
+int ts_live_field_at(const ts_live *l, double x, double y);
 const char *ts_live_note(const ts_live *l);
 const char *ts_live_step(const ts_live *l);
 int ts_live_top(const ts_live *l, int rank, float *p, char *label, size_t cap);

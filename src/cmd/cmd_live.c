@@ -4,14 +4,64 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
+
 #include "cli.h"
 #include "commands.h"
+#include "model_weights.h"
 #include "tscope/io.h"
 #include "tscope/viewer.h"
 
+/* The lengths an encoder-decoder was trained at: its config's seq and tgt_seq. */
+static ts_status trained_lengths(const ts_safetensors *f, const char *path, int *S, int *T) {
+    const char *config = ts_safetensors_meta(f, "config");
+    if (!config)
+        return ts_fail(TS_ERR_ARG, "%s has no config in its metadata: live opens the checkpoints `tscope train --save` "
+                                   "writes (or a language model's)", path);
+    cJSON *o = NULL;
+    TS_TRY(ts_json_parse(config, strlen(config), "config", &o));
+    int64_t s = 0, t = 0;
+    ts_status st = ts_json_int(o, "seq", "config", true, 1, 1 << 16, &s);
+    if (!st) st = ts_json_int(o, "tgt_seq", "config", true, 1, 1 << 16, &t);
+    cJSON_Delete(o);
+    *S = (int)s, *T = (int)t;
+    return st;
+}
+
+/* An encoder-decoder over tokens (tscope train --task copy|reverse --save),
+ * built as `tscope run --load` builds it, at the lengths it was trained at,
+ * batch 1, no dropout. */
+static ts_status open_seq2seq(const char *path, ts_model *m) {
+    ts_safetensors f;
+    TS_TRY(ts_safetensors_open(&f, path));
+    ts_weights_info info;
+    model_flags none;
+    memset(&none, 0, sizeof none);
+    ts_model_config cfg;
+    int S = 0, T = 0;
+    ts_status st = ts_weights_infer(&f, NULL, &info);
+    if (!st) st = model_weights_config(&none, &info, path, &cfg);
+    if (!st && !(cfg.arch == TS_ARCH_ENCODER_DECODER && cfg.head == TS_HEAD_LM && cfg.input == TS_INPUT_TOKENS))
+        st = ts_fail(TS_ERR_ARG, "%s is not a language model's checkpoint nor an encoder-decoder over tokens (copy, "
+                                 "reverse): it holds %s", path, ts_model_arch_name(cfg.arch));
+    if (!st) st = trained_lengths(&f, path, &S, &T);
+    ts_safetensors_close(&f);
+    if (st) return st;
+    cfg.seq = S, cfg.tgt_seq = T;
+    cfg.batch = 1;
+    cfg.dropout = 0;
+    cfg.text = NULL;
+    st = ts_model_config_check(&cfg);
+    if (!st) st = ts_model_init(m, &cfg);
+    if (!st) st = ts_model_load_safetensors(m, path, NULL);
+    if (st) ts_model_free(m);
+    return st;
+}
+
 /* A language model and its tokenizer: a tscope checkpoint (its config and
  * tokenizer inside), or a preset with its initial weights (GPT-2's sizes and
- * tokenizer: what `bench live` times). Built for the longest context. */
+ * tokenizer: what `bench live` times). Built for the longest context. An
+ * encoder-decoder's checkpoint leaves tok empty (tok->count 0). */
 int live_open_model(const char *who, const char *load, const char *preset, ts_model *m, ts_lmtok *tok) {
     memset(m, 0, sizeof *m);
     memset(tok, 0, sizeof *tok);
@@ -19,9 +69,7 @@ int live_open_model(const char *who, const char *load, const char *preset, ts_mo
     if (!load && !preset) return ts_cli_error(who, "give a language model: --load CHECKPOINT (e.g. assets/kjv-char.safetensors) or --preset gpt2");
     ts_status st;
     if (load) {
-        if (!ts_lm_checkpoint_is(load))
-            return ts_cli_error(who, "%s is not a language model's checkpoint (`tscope train --task lm --save` writes one)", load);
-        st = ts_lm_checkpoint_open(load, 1, 0, m, tok);
+        st = ts_lm_checkpoint_is(load) ? ts_lm_checkpoint_open(load, 1, 0, m, tok) : open_seq2seq(load, m);
         return st ? ts_cli_error(who, "%s", ts_last_error()) : -1;
     }
     ts_model_config cfg;
@@ -44,19 +92,20 @@ int live_open_model(const char *who, const char *load, const char *preset, ts_mo
 }
 
 int ts_cmd_live(int argc, char **argv) {
-    const char *load = NULL, *preset = NULL, *text = NULL, *script = NULL, *screenshot = NULL;
+    const char *load = NULL, *preset = NULL, *text = NULL, *target = NULL, *script = NULL, *screenshot = NULL;
     int width = 1280, height = 800, top_k = 0;
     float temperature = 1.0f;
     bool verbose = false;
     const ts_flag flags[] = {
         {"--load", TS_FLAG_STRING, &load, "CKPT", "a trained language model (tscope train --task lm --save)", NULL, NULL, NULL},
         {"--preset", TS_FLAG_STRING, &preset, "NAME", "a preset with its initial weights (gpt2)", NULL, NULL, NULL},
-        {"--text", TS_FLAG_STRING, &text, "TEXT", "the text to start with (default: empty)", NULL, NULL, NULL},
+        {"--text", TS_FLAG_STRING, &text, "TEXT", "the text to start with (an encoder-decoder's source; default: empty)", NULL, NULL, NULL},
+        {"--target", TS_FLAG_STRING, &target, "TEXT", "an encoder-decoder's target to start with: what the decoder has read after <bos>", NULL, NULL, NULL},
         {"--temperature", TS_FLAG_FLOAT, &temperature, "T", "of the next-token panel (default 1)", NULL, NULL, NULL},
         {"--top-k", TS_FLAG_INT, &top_k, "K", "keep the K most likely tokens in the panel (default 0: all)", NULL, NULL, NULL},
         {"--script", TS_FLAG_STRING, &script, "WORDS",
          "actions to replay first: type:TEXT tab backspace left right up down pgup pgdn home end esc head:N|all "
-         "pick:N knock:HEAD lens find:NAME hover:X,Y click:X,Y shot:FILE", NULL, NULL, NULL},
+         "pick:N knock:HEAD lens focus:source|target find:NAME hover:X,Y click:X,Y shot:FILE", NULL, NULL, NULL},
         {"--screenshot", TS_FLAG_STRING, &screenshot, "FILE", "write the last frame to FILE (PNG) and exit", NULL, NULL, NULL},
         {"--width", TS_FLAG_INT, &width, "W", "window width in points (default 1280)", NULL, NULL, NULL},
         {"--height", TS_FLAG_INT, &height, "H", "window height in points (default 800)", NULL, NULL, NULL},
@@ -64,11 +113,13 @@ int ts_cmd_live(int argc, char **argv) {
     };
     const ts_cli_spec spec = {
         .command = "live",
-        .synopsis = "--load CKPT | --preset gpt2 [--text TEXT] [--script WORDS] [--screenshot FILE]",
+        .synopsis = "--load CKPT | --preset gpt2 [--text TEXT] [--target TEXT] [--script WORDS] [--screenshot FILE]",
         .description = "A window with a text field: every edit reruns the model and redraws the step you are\n"
                        "looking at (attention heads, norms, logits, any step), with the next token's\n"
                        "distribution beside it. Tab appends the most likely token; a click on a bar appends\n"
-                       "that one. Needs a display; `tscope run` and `tscope png` work without one.",
+                       "that one. An encoder-decoder (a copy or reverse model) has a source and a target\n"
+                       "field: Tab is one step of greedy decoding. Needs a display; `tscope run` and\n"
+                       "`tscope png` work without one.",
         .flags = flags,
         .n_flags = (int)(sizeof flags / sizeof flags[0]),
     };
@@ -90,11 +141,11 @@ int ts_cmd_live(int argc, char **argv) {
                                     "--tensor NAME` draws it");
     rc = live_open_model("live", load, preset, &m, &tok);
     if (rc >= 0) return rc;
-    ts_live_options o = {.width = width, .height = height, .text = text, .temperature = temperature,
+    ts_live_options o = {.width = width, .height = height, .text = text, .target = target, .temperature = temperature,
                          .top_k = top_k, .script = script, .screenshot = screenshot, .verbose = verbose};
     if (!o.top_k || o.top_k > m.cfg.vocab) o.top_k = top_k > m.cfg.vocab ? m.cfg.vocab : top_k;
     ts_live *l = NULL;
-    st = ts_live_new(&l, &m, &tok, &o);
+    st = ts_live_new(&l, &m, tok.count ? &tok : NULL, &o);
     if (!st) st = ts_live_run(l, &o);
     ts_live_free(l);
     ts_model_free(&m);

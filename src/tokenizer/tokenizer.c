@@ -63,6 +63,15 @@ static bool next_token(const char **text, char word[TS_TOKEN_MAX]) {
     return true;
 }
 
+bool ts_tokenizer_next(const char *text, size_t *at, char word[TS_TOKEN_MAX], size_t *start) {
+    const char *p = text + *at;
+    while (*p && is_space((unsigned char)*p)) p++;
+    *start = (size_t)(p - text);
+    if (!next_token(&p, word)) return false;
+    *at = (size_t)(p - text);
+    return true;
+}
+
 int32_t ts_tokenizer_id(const ts_tokenizer *tok, const char *word) {
     for (int i = 0; i < tok->count; i++)
         if (strcmp(tok->words[i], word) == 0) return i;

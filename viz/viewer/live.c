@@ -31,71 +31,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "live_rows.h"
-#include "tscope/experiment.h"
+#include "live_internal.h"
 #include "tscope/io.h"
-#include "tscope/viewer.h"
 
-#define FIELD_H 76.0  /* the text field across the top */
-#define PANEL_W 330.0 /* the next-token panel on the right */
-#define TOP_N 10      /* bars in the panel */
-#define NAME_MAX_LEN 256
-#define TS_LIVE_KNOCK_MAX 64
-
-struct ts_live {
-    ts_model *m;
-    ts_lmtok *tok;
-    int capacity;      /* positions the model was built for */
-    float temperature; /* of the panel's distribution */
-    int top_k;         /* 0: every token */
-    /* the text, UTF-8, and the cursor (a byte offset at a character boundary) */
-    char *text;
-    size_t len, cap, cursor;
-    /* the last pass */
-    int32_t *ids;       /* (n_all) every token of the text */
-    size_t *start;      /* (n_all + 1) byte where each token starts; start[n_all] = len */
-    int n_all, first;   /* the model reads ids[first .. n_all) */
-    unsigned char *bad; /* (len) 1 where a byte belongs to a character the vocabulary lacks */
-    int n_bad;
-    char note[256];     /* one line for the status: what was left out, and why */
-    int fd;             /* the anonymous file every pass is written into */
-    ts_trace *trace;    /* NULL before the first pass or when the text is empty */
-    ts_view_steps steps;
-    ts_view_state st;
-    ts_view_frame frame;
-    bool have_state;
-    char valued[NAME_MAX_LEN]; /* the step whose values the pass kept */
-    /* the next token after the last position */
-    float *probs;      /* (vocab) */
-    float *before;     /* (vocab) the same with no head knocked out, while some are */
-    /* heads knocked out by a click: their specs (experiment.h), and the experiment they make */
-    char knocked[TS_LIVE_KNOCK_MAX][128];
-    int n_knocked;
-    ts_experiment ex;
-    int32_t top[TOP_N];
-    int n_top;
-    ts_render_rect bar_at[TOP_N]; /* where the last draw put each bar, for clicks */
-    int knock_gen; /* changes with every knock-out or restore */
-    /* the logit lens: every layer's stream through the final norm and the head */
-    bool lens;
-    char before_lens[NAME_MAX_LEN]; /* the step on screen when the lens came on */
-    /* Reusing the earlier positions (a causal model with a cache): the keys
-     * and values of every layer, with the knock-outs and without (the
-     * panel's "before"), the step on screen's rows and the logits' rows, all
-     * for the tokens `cached` (the window of the last pass that used them). */
-    bool can_cache, cache_ok;
-    ts_kv_cache kv, kv_plain;
-    int32_t *cached;
-    int n_cached, cached_knock_gen;
-    live_rows view_rows, logit_rows;
-    int decode_end;                /* the position the chunk being decoded ends at */
-    char no_rows_for[NAME_MAX_LEN]; /* a step a cache cannot rebuild: full passes for it */
-    int reused;                    /* positions the last pass did not recompute */
-    double w, h;
-    double model_ms, draw_ms; /* the last pass, the last frame */
-    bool quit;
-    cairo_surface_t *offscreen; /* ts_live_draw_offscreen's frame, made on first use */
-};
+#define FIELD_H 76.0      /* one field across the top (a language model's text) */
+#define FIELDS_H 116.0    /* two (an encoder-decoder's source and target) */
+#define PANEL_W 330.0     /* the next-token panel on the right */
 
 static double now_ms(void) {
     struct timespec ts;
@@ -110,19 +51,19 @@ static size_t char_len(const char *p, size_t left) {
     return n > left ? left : n;
 }
 
-static ts_status insert_text(ts_live *l, const char *s, size_t n) {
-    if (l->len + n + 1 > l->cap) {
-        size_t cap = (l->len + n + 1) * 2;
-        char *grown = realloc(l->text, cap);
+ts_status live_field_insert(live_field *f, const char *s, size_t n) {
+    if (f->len + n + 1 > f->cap) {
+        size_t cap = (f->len + n + 1) * 2;
+        char *grown = realloc(f->text, cap);
         if (!grown) return ts_fail(TS_ERR_NOMEM, "live: out of memory for the text");
-        l->text = grown;
-        l->cap = cap;
+        f->text = grown;
+        f->cap = cap;
     }
-    memmove(l->text + l->cursor + n, l->text + l->cursor, l->len - l->cursor);
-    memcpy(l->text + l->cursor, s, n);
-    l->len += n;
-    l->cursor += n;
-    l->text[l->len] = '\0';
+    memmove(f->text + f->cursor + n, f->text + f->cursor, f->len - f->cursor);
+    memcpy(f->text + f->cursor, s, n);
+    f->len += n;
+    f->cursor += n;
+    f->text[f->len] = '\0';
     return TS_OK;
 }
 
@@ -130,22 +71,23 @@ static ts_status insert_text(ts_live *l, const char *s, size_t n) {
 
 /* ids of the whole text, where each starts, and the characters left out. */
 static ts_status tokenize(ts_live *l) {
-    free(l->ids), free(l->start), free(l->bad);
+    live_field *f = &l->field[LIVE_SOURCE];
+    free(l->ids), free(l->start), free(f->bad);
     l->ids = NULL, l->start = NULL, l->n_all = 0, l->n_bad = 0;
-    l->bad = calloc(l->len + 1, 1);
-    if (!l->bad) return ts_fail(TS_ERR_NOMEM, "live: out of memory");
+    f->bad = calloc(f->len + 1, 1);
+    if (!f->bad) return ts_fail(TS_ERR_NOMEM, "live: out of memory");
     ts_bpe_ids out = {0};
     size_t *start = NULL, n_start = 0, cap_start = 0;
     ts_status st = TS_OK;
     if (l->tok->kind == TS_LMTOK_CHAR) {
         /* One character, one token: encode each alone, so one unknown
          * character costs only itself. */
-        for (size_t i = 0; i < l->len && !st;) {
-            size_t n = char_len(l->text + i, l->len - i);
+        for (size_t i = 0; i < f->len && !st;) {
+            size_t n = char_len(f->text + i, f->len - i);
             size_t before = out.count;
-            if (ts_lmtok_encode(l->tok, l->text + i, n, &out) != TS_OK || out.count != before + 1) {
+            if (ts_lmtok_encode(l->tok, f->text + i, n, &out) != TS_OK || out.count != before + 1) {
                 out.count = before;
-                memset(l->bad + i, 1, n);
+                memset(f->bad + i, 1, n);
                 l->n_bad++;
             } else {
                 if (n_start + 2 > cap_start) {
@@ -159,13 +101,13 @@ static ts_status tokenize(ts_live *l) {
             i += n;
         }
     } else {
-        st = ts_lmtok_encode(l->tok, l->text, l->len, &out);
+        st = ts_lmtok_encode(l->tok, f->text, f->len, &out);
         start = calloc(out.count + 1, sizeof *start);
         if (!st && !start) st = ts_fail(TS_ERR_NOMEM, "live: out of memory");
         /* where each token starts: the bytes the tokens before it decode to */
         size_t at = 0;
         for (size_t i = 0; !st && i < out.count; i++) {
-            start[i] = at < l->len ? at : l->len;
+            start[i] = at < f->len ? at : f->len;
             char *piece = NULL;
             size_t plen = 0;
             if (ts_lmtok_decode(l->tok, &out.ids[i], 1, &piece, &plen) == TS_OK) at += plen;
@@ -183,16 +125,19 @@ static ts_status tokenize(ts_live *l) {
         ts_bpe_ids_free(&out);
         return ts_fail(TS_ERR_NOMEM, "live: out of memory");
     }
-    start[n_start] = l->len;
+    start[n_start] = f->len;
     l->ids = out.ids; /* ownership moves here */
     l->n_all = (int)out.count;
     l->start = start;
     l->first = l->n_all > l->capacity ? l->n_all - l->capacity : 0;
+    f->read_from = l->first > 0 ? start[l->first] : 0;
+    f->read_to = f->len;
     return TS_OK;
 }
 
 static const char *default_step(const ts_live *l, char *buf, size_t n) {
-    snprintf(buf, n, "%s.layers.0.self_attn.weights", ts_model_stack_name(&l->m->cfg));
+    if (l->seq2seq) live_s2s_default_step(l, buf, n);
+    else snprintf(buf, n, "%s.layers.0.self_attn.weights", ts_model_stack_name(&l->m->cfg));
     return buf;
 }
 
@@ -251,12 +196,17 @@ static void next_token(ts_live *l, const float *logits, int V) {
     }
 }
 
-/* The trace's metadata for a pass over ids (n): the model, the tokens, the knock-outs. */
+/* The trace's metadata for a pass over a language model's ids (n), or an
+ * encoder-decoder's two fields: the model, the tokens, the knock-outs. */
 static ts_status pass_metadata(ts_live *l, const int32_t *ids, int n, char **meta) {
     char *line[] = {"live"};
     ts_model_config cfg = l->m->cfg;
-    cfg.seq = n;
-    TS_TRY(ts_trace_metadata_lm(meta, &cfg, l->tok, ids, 1, n, 1, line));
+    if (l->seq2seq) {
+        TS_TRY(live_s2s_metadata(l, meta));
+    } else {
+        cfg.seq = n;
+        TS_TRY(ts_trace_metadata_lm(meta, &cfg, l->tok, ids, 1, n, 1, line));
+    }
     char *edits = l->n_knocked ? ts_experiment_to_json(&l->ex) : NULL;
     ts_status st = l->n_knocked && !edits ? ts_fail(TS_ERR_NOMEM, "live: out of memory") : TS_OK;
     if (!st && edits) st = ts_trace_metadata_add_json(meta, "edits", edits);
@@ -287,22 +237,29 @@ static ts_status open_pass_writer(ts_live *l, const char *want, const int32_t *i
     return st;
 }
 
-/* Run the model over the whole window of the text into the anonymous file,
- * keeping the values of `want`. */
-static ts_status write_pass(ts_live *l, const char *want, ts_tensor *logits) {
+/* Run the model over the whole window of the text (or both fields of an
+ * encoder-decoder) into the anonymous file, keeping the values of `want`.
+ * *last: the position whose logits the panel shows. */
+static ts_status write_pass(ts_live *l, const char *want, ts_tensor *logits, int *last) {
     int n = l->n_all - l->first;
     const int32_t *ids = l->ids + l->first;
-    TS_TRY(ts_model_set_length(l->m, n));
+    ts_model_input in = {.src_ids = ids};
+    if (l->seq2seq) { /* built at the model's S and T: padding marks what is not read */
+        in = live_s2s_input(l);
+        *last = l->s2s.n_tgt - 1;
+    } else {
+        TS_TRY(ts_model_set_length(l->m, n));
+        *last = n - 1;
+    }
     ts_trace_writer *w = NULL;
     TS_TRY(open_pass_writer(l, want, ids, n, &w));
     ts_hook hook = ts_trace_writer_hook(w);
-    ts_model_input in = {.src_ids = ids};
     ts_status st = TS_OK;
     if (l->n_knocked) {
         /* the distribution with every head in place, for the panel's "before" */
         ts_tensor plain;
         st = ts_model_forward(l->m, &in, NULL, &plain);
-        if (!st) distribution(l, plain.data + (int64_t)(n - 1) * plain.shape[2], (int)plain.shape[2], l->before);
+        if (!st) distribution(l, plain.data + (int64_t)*last * plain.shape[2], (int)plain.shape[2], l->before);
     }
     if (ts_experiment_active(&l->ex)) ts_experiment_attach(&l->ex, &hook);
     if (!st) st = ts_model_forward(l->m, &in, &hook, logits);
@@ -457,7 +414,7 @@ static ts_status adopt_pass(ts_live *l, ts_trace *t, const char *want) {
     ts_trace_close(l->trace);
     l->trace = t;
     l->steps = steps;
-    double vw = l->w - PANEL_W, vh = l->h - FIELD_H;
+    double vw = l->w - PANEL_W, vh = l->h - l->field_h;
     TS_TRY(ts_view_state_init(&l->st, &l->steps, vw, vh));
     l->have_state = true;
     int64_t at = ts_view_find(&l->steps, want, -1);
@@ -487,13 +444,14 @@ static void clear_pass(ts_live *l) {
 }
 
 static void describe_left_out(ts_live *l) {
+    const live_field *f = &l->field[LIVE_SOURCE];
     l->note[0] = '\0';
     if (l->n_bad) {
         size_t i = 0;
-        while (i < l->len && !l->bad[i]) i++;
-        size_t n = i < l->len ? char_len(l->text + i, l->len - i) : 0;
+        while (i < f->len && !f->bad[i]) i++;
+        size_t n = i < f->len ? char_len(f->text + i, f->len - i) : 0;
         snprintf(l->note, sizeof l->note, "%d character%s the model's vocabulary lacks (first: '%.*s') left out, marked red",
-                 l->n_bad, l->n_bad == 1 ? "" : "s", (int)n, l->text + i);
+                 l->n_bad, l->n_bad == 1 ? "" : "s", (int)n, f->text + i);
     } else if (l->first > 0) {
         snprintf(l->note, sizeof l->note, "longer than the model's %d positions: it reads the last %d tokens (after the orange mark)",
                  l->capacity, l->capacity);
@@ -517,9 +475,13 @@ ts_status ts_live_pass(ts_live *l) {
     double t0 = now_ms();
     char want[NAME_MAX_LEN];
     wanted_step(l, want, sizeof want);
-    TS_TRY(tokenize(l));
-    describe_left_out(l);
-    if (l->n_all == l->first) {
+    if (l->seq2seq) {
+        TS_TRY(live_s2s_tokenize(l));
+    } else {
+        TS_TRY(tokenize(l));
+        describe_left_out(l);
+    }
+    if (l->seq2seq ? l->s2s.n_src <= 1 : l->n_all == l->first) {
         clear_pass(l);
         snprintf(l->valued, sizeof l->valued, "%s", want);
         l->model_ms = now_ms() - t0;
@@ -532,9 +494,10 @@ ts_status ts_live_pass(ts_live *l) {
         next_token(l, l->logit_rows.data + (int64_t)(l->logit_rows.positions - 1) * V, V);
     } else {
         ts_tensor logits;
+        int last;
         l->reused = 0;
-        TS_TRY(write_pass(l, want, &logits));
-        next_token(l, logits.data + (int64_t)(logits.shape[1] - 1) * V, V);
+        TS_TRY(write_pass(l, want, &logits, &last));
+        next_token(l, logits.data + (int64_t)last * V, V);
     }
     ts_trace *t = NULL;
     TS_TRY(read_pass(l, &t));
@@ -545,14 +508,27 @@ ts_status ts_live_pass(ts_live *l) {
 
 /* ---- life cycle ------------------------------------------------------------- */
 
+/* An encoder-decoder over token ids with a vocabulary head (copy, reverse). */
+static bool is_seq2seq(const ts_model_config *c) {
+    return c->arch == TS_ARCH_ENCODER_DECODER && c->head == TS_HEAD_LM && c->input == TS_INPUT_TOKENS;
+}
+
 ts_status ts_live_new(ts_live **out, ts_model *m, ts_lmtok *tok, const ts_live_options *o) {
     *out = NULL;
-    if (!ts_model_is_lm(&m->cfg) || m->cfg.arch == TS_ARCH_ENCODER_DECODER)
-        return ts_fail(TS_ERR_UNSUPPORTED, "live: only a language model (one causal stack with a vocabulary head) answers as you type");
+    bool seq2seq = is_seq2seq(&m->cfg);
+    if (!ts_model_is_lm(&m->cfg) && !seq2seq)
+        return ts_fail(TS_ERR_UNSUPPORTED, "live: only a language model (one causal stack with a vocabulary head) or an "
+                                           "encoder-decoder over tokens answers as you type");
+    if (!seq2seq && !tok)
+        return ts_fail(TS_ERR_ARG, "live: this model has no tokenizer to type with (`tscope run --ids` reads it by ids)");
+    if (o && o->target && !seq2seq)
+        return ts_fail(TS_ERR_ARG, "live: --target is the decoder's text of an encoder-decoder; this model has one stack");
     ts_live *l = calloc(1, sizeof *l);
     if (!l) return ts_fail(TS_ERR_NOMEM, "live: out of memory");
     l->m = m;
-    l->tok = tok;
+    l->tok = seq2seq ? NULL : tok;
+    l->seq2seq = seq2seq;
+    l->field_h = seq2seq ? FIELDS_H : FIELD_H;
     l->capacity = m->S;
     l->temperature = o && o->temperature > 0 ? o->temperature : 1.0f;
     l->top_k = o ? o->top_k : 0;
@@ -576,6 +552,12 @@ ts_status ts_live_new(ts_live **out, ts_model *m, ts_lmtok *tok, const ts_live_o
     l->can_cache = ts_model_can_cache(&m->cfg, NULL);
     if (!st && l->can_cache) st = ts_kv_cache_init(&l->kv, m);
     if (!st && l->fd < 0) st = ts_fail(TS_ERR_IO, "live: cannot make an anonymous file for the passes");
+    if (!st && seq2seq) st = live_s2s_init(l);
+    if (!st && o && o->target) {
+        l->focus = LIVE_TARGET;
+        st = live_field_insert(&l->field[LIVE_TARGET], o->target, strlen(o->target));
+        l->focus = LIVE_SOURCE;
+    }
     if (!st && o && o->text) st = ts_live_insert(l, o->text);
     if (!st && !(o && o->text)) st = ts_live_pass(l);
     if (st) {
@@ -597,7 +579,9 @@ void ts_live_free(ts_live *l) {
     live_rows_reset(&l->view_rows, NULL);
     live_rows_reset(&l->logit_rows, NULL);
     free(l->cached);
-    free(l->text), free(l->ids), free(l->start), free(l->bad), free(l->probs), free(l->before);
+    live_s2s_free(l);
+    for (int i = 0; i < 2; i++) free(l->field[i].text), free(l->field[i].bad);
+    free(l->ids), free(l->start), free(l->probs), free(l->before);
     free(l);
 }
 
@@ -609,26 +593,29 @@ ts_status ts_live_insert(ts_live *l, const char *utf8) {
         snprintf(l->note, sizeof l->note, "pasted text is not valid UTF-8: refused");
         return TS_OK;
     }
-    TS_TRY(insert_text(l, utf8, n));
+    TS_TRY(live_field_insert(&l->field[l->focus], utf8, n));
     return ts_live_pass(l);
 }
 
 ts_status ts_live_backspace(ts_live *l) {
-    if (l->cursor == 0) return TS_OK;
-    const char *prev = g_utf8_find_prev_char(l->text, l->text + l->cursor);
-    size_t at = prev ? (size_t)(prev - l->text) : 0, n = l->cursor - at;
-    memmove(l->text + at, l->text + l->cursor, l->len - l->cursor + 1);
-    l->len -= n;
-    l->cursor = at;
+    live_field *f = &l->field[l->focus];
+    if (f->cursor == 0) return TS_OK;
+    const char *prev = g_utf8_find_prev_char(f->text, f->text + f->cursor);
+    size_t at = prev ? (size_t)(prev - f->text) : 0, n = f->cursor - at;
+    memmove(f->text + at, f->text + f->cursor, f->len - f->cursor + 1);
+    f->len -= n;
+    f->cursor = at;
     return ts_live_pass(l);
 }
 
 ts_status ts_live_append_token(ts_live *l, int rank) {
     if (rank < 0 || rank >= l->n_top) return TS_OK;
+    if (l->seq2seq) return live_s2s_append(l, l->top[rank]);
     char *piece = NULL;
     size_t n = 0;
     TS_TRY(ts_lmtok_decode(l->tok, &l->top[rank], 1, &piece, &n));
-    l->cursor = l->len;
+    l->focus = LIVE_SOURCE;
+    l->field[LIVE_SOURCE].cursor = l->field[LIVE_SOURCE].len;
     char *z = realloc(piece, n + 1);
     ts_status st = z ? TS_OK : ts_fail(TS_ERR_NOMEM, "live: out of memory");
     if (!st) {
@@ -637,6 +624,12 @@ ts_status ts_live_append_token(ts_live *l, int rank) {
     }
     free(z ? z : piece);
     return st;
+}
+
+/* A token's label in the panel and the readouts. */
+static void token_label(const ts_live *l, int32_t id, char *buf, size_t cap) {
+    if (l->seq2seq) live_s2s_label(l, id, buf, cap);
+    else ts_lmtok_label(l->tok, id, buf, cap);
 }
 
 /* The model's most likely next token now (with any knock-outs), -1 before any pass. */
@@ -658,20 +651,36 @@ int ts_live_best(const ts_live *l, float *p, char *label, size_t cap) {
     int32_t best = best_token(l);
     if (best < 0) return -1;
     if (p) *p = l->probs[best];
-    if (label) ts_lmtok_label(l->tok, best, label, cap);
+    if (label) token_label(l, best, label, cap);
     return best;
 }
 
 bool ts_live_cursor(ts_live *l, int direction) {
-    size_t before = l->cursor;
-    if (direction == -2) l->cursor = 0;
-    else if (direction == 2) l->cursor = l->len;
-    else if (direction < 0 && l->cursor > 0) {
-        const char *prev = g_utf8_find_prev_char(l->text, l->text + l->cursor);
-        l->cursor = prev ? (size_t)(prev - l->text) : 0;
-    } else if (direction > 0 && l->cursor < l->len)
-        l->cursor += char_len(l->text + l->cursor, l->len - l->cursor);
-    return l->cursor != before;
+    live_field *f = &l->field[l->focus];
+    size_t before = f->cursor;
+    if (direction == -2) f->cursor = 0;
+    else if (direction == 2) f->cursor = f->len;
+    else if (direction < 0 && f->cursor > 0) {
+        const char *prev = g_utf8_find_prev_char(f->text, f->text + f->cursor);
+        f->cursor = prev ? (size_t)(prev - f->text) : 0;
+    } else if (direction > 0 && f->cursor < f->len)
+        f->cursor += char_len(f->text + f->cursor, f->len - f->cursor);
+    return f->cursor != before;
+}
+
+bool ts_live_focus(ts_live *l, int field) {
+    if (field < 0 || field > (l->seq2seq ? LIVE_TARGET : LIVE_SOURCE) || field == l->focus) return false;
+    l->focus = field;
+    return true;
+}
+
+int ts_live_fields(const ts_live *l) { return l->seq2seq ? 2 : 1; }
+
+int ts_live_field_at(const ts_live *l, double x, double y) {
+    (void)x;
+    for (int i = 0; i <= (l->seq2seq ? LIVE_TARGET : LIVE_SOURCE); i++)
+        if (y >= 8 + 40 * i && y < 42 + 40 * i) return i;
+    return -1;
 }
 
 /* Hand an event to the viewer's state (steps, heads, cells); a new step
@@ -680,7 +689,7 @@ ts_status ts_live_view_event(ts_live *l, const ts_view_event *ev, bool *redraw) 
     *redraw = false;
     if (!l->have_state) return TS_OK;
     ts_view_event e = *ev;
-    e.y -= FIELD_H;
+    e.y -= l->field_h;
     *redraw = ts_view_update(&l->st, &l->steps, &l->frame, &e);
     if (l->st.quit) l->quit = true;
     const char *now = l->steps.entry[l->st.current].name;
@@ -699,13 +708,13 @@ int ts_live_bar_at(const ts_live *l, double x, double y) {
     return -1;
 }
 
-bool ts_live_in_view(const ts_live *l, double x, double y) { return y >= FIELD_H && x < l->w - PANEL_W; }
+bool ts_live_in_view(const ts_live *l, double x, double y) { return y >= l->field_h && x < l->w - PANEL_W; }
 
 void ts_live_resize(ts_live *l, double w, double h) {
     l->w = w;
     l->h = h;
     if (l->have_state) {
-        ts_view_event ev = {.kind = TS_VIEW_EV_RESIZE, .x = w - PANEL_W, .y = h - FIELD_H};
+        ts_view_event ev = {.kind = TS_VIEW_EV_RESIZE, .x = w - PANEL_W, .y = h - l->field_h};
         ts_view_update(&l->st, &l->steps, &l->frame, &ev);
     }
 }
@@ -717,13 +726,14 @@ int ts_live_tokens(const ts_live *l) { return l->n_all; }
 int ts_live_reused(const ts_live *l) { return l->reused; }
 const ts_trace *ts_live_trace(const ts_live *l) { return l->trace; }
 double ts_live_draw_ms(const ts_live *l) { return l->draw_ms; }
-const char *ts_live_text(const ts_live *l) { return l->text ? l->text : ""; }
+const char *ts_live_text(const ts_live *l) { return l->field[LIVE_SOURCE].text ? l->field[LIVE_SOURCE].text : ""; }
+const char *ts_live_target(const ts_live *l) { return l->field[LIVE_TARGET].text ? l->field[LIVE_TARGET].text : ""; }
 const char *ts_live_note(const ts_live *l) { return l->note; }
 
 int ts_live_top(const ts_live *l, int rank, float *p, char *label, size_t cap) {
     if (rank < 0 || rank >= l->n_top) return -1;
     if (p) *p = l->probs[l->top[rank]];
-    if (label) ts_lmtok_label(l->tok, l->top[rank], label, cap);
+    if (label) token_label(l, l->top[rank], label, cap);
     return l->top[rank];
 }
 
@@ -814,7 +824,7 @@ bool ts_live_head_at(const ts_live *l, double x, double y, char *spec, size_t ca
     char module[NAME_MAX_LEN];
     if (!head_grid_module(l, module, sizeof module)) return false;
     int panel, row, col;
-    if (!ts_render_hit(&l->frame.layout, x, y - FIELD_H, &panel, &row, &col) || l->frame.panel_head[panel] < 0)
+    if (!ts_render_hit(&l->frame.layout, x, y - l->field_h, &panel, &row, &col) || l->frame.panel_head[panel] < 0)
         return false;
     snprintf(spec, cap, "%s.head%d", module, l->frame.panel_head[panel]);
     return true;
@@ -838,7 +848,7 @@ int ts_live_change(const ts_live *l, float *before, float *after, char *label, s
     int32_t v = largest_change(l);
     if (before) *before = l->before[v];
     if (after) *after = l->probs[v];
-    if (label) ts_lmtok_label(l->tok, v, label, cap);
+    if (label) token_label(l, v, label, cap);
     return v;
 }
 
@@ -851,7 +861,7 @@ static void strike_knocked(ts_live *l, cairo_t *cr) {
         snprintf(spec, sizeof spec, "%s.head%d", module, l->frame.panel_head[i]);
         if (knocked_index(l, spec) < 0) continue;
         ts_render_rect g = l->frame.layout.panel[i].grid;
-        g.y += FIELD_H;
+        g.y += l->field_h;
         cairo_save(cr);
         cairo_set_source_rgba(cr, 1, 1, 1, 0.55);
         cairo_rectangle(cr, g.x, g.y, g.w, g.h);
@@ -870,16 +880,15 @@ static void strike_knocked(ts_live *l, cairo_t *cr) {
 
 /* ---- drawing ------------------------------------------------------------------ */
 
-/* The field's text as markup: the part before the model's window grey, left-out characters red. */
-static char *field_markup(const ts_live *l) {
+/* A field's text as markup: what the model does not read grey, left-out tokens red. */
+static char *field_markup(const live_field *f) {
     GString *s = g_string_new(NULL);
-    size_t window = l->first > 0 && l->start ? l->start[l->first] : 0;
-    for (size_t i = 0; i < l->len;) {
-        size_t n = char_len(l->text + i, l->len - i);
-        char *esc = g_markup_escape_text(l->text + i, (gssize)n);
-        if (l->bad && l->bad[i])
+    for (size_t i = 0; i < f->len;) {
+        size_t n = char_len(f->text + i, f->len - i);
+        char *esc = g_markup_escape_text(f->text + i, (gssize)n);
+        if (f->bad && f->bad[i])
             g_string_append_printf(s, "<span foreground=\"#d62728\" underline=\"error\">%s</span>", esc);
-        else if (i < window)
+        else if (i < f->read_from || i >= f->read_to)
             g_string_append_printf(s, "<span foreground=\"#9aa3ad\">%s</span>", esc);
         else
             g_string_append(s, esc);
@@ -889,61 +898,90 @@ static char *field_markup(const ts_live *l) {
     return g_string_free(s, FALSE);
 }
 
-static void draw_field(ts_live *l, cairo_t *cr) {
-    cairo_set_source_rgb(cr, 0.96, 0.97, 0.98);
-    cairo_rectangle(cr, 0, 0, l->w, FIELD_H);
-    cairo_fill(cr);
-    ts_window_text(cr, "<b>text</b>", 13, false, 14, 24, 0, 0.35, 0.38, 0.42, 0);
-    double x0 = 64, box_w = l->w - x0 - 14;
+/* One field's box at y, its label on the left; the cursor when it has the keys. */
+static void draw_one_field(ts_live *l, cairo_t *cr, const live_field *f, const char *label, double y, bool focused) {
+    double x0 = 80, box_w = l->w - x0 - 14;
+    ts_window_text(cr, label, 13, false, 14, y + 16, 0, 0.35, 0.38, 0.42, 0);
     cairo_set_source_rgb(cr, 1, 1, 1);
-    cairo_rectangle(cr, x0, 8, box_w, 34);
+    cairo_rectangle(cr, x0, y, box_w, 34);
     cairo_fill_preserve(cr);
-    cairo_set_source_rgb(cr, 0.55, 0.6, 0.68);
-    cairo_set_line_width(cr, 1);
+    if (focused) cairo_set_source_rgb(cr, 0.1, 0.35, 0.8);
+    else cairo_set_source_rgb(cr, 0.55, 0.6, 0.68);
+    cairo_set_line_width(cr, focused && l->seq2seq ? 2 : 1);
     cairo_stroke(cr);
     /* the text, scrolled so the cursor stays in the box */
     PangoLayout *lay = ts_render_text_layout(cr);
     PangoFontDescription *fd = pango_font_description_from_string("DejaVu Sans Mono");
     pango_font_description_set_absolute_size(fd, 17 * PANGO_SCALE);
     pango_layout_set_font_description(lay, fd);
-    char *markup = field_markup(l);
+    char *markup = field_markup(f);
     pango_layout_set_markup(lay, markup, -1);
     g_free(markup);
-    PangoRectangle cur, win;
-    pango_layout_index_to_pos(lay, (int)l->cursor, &cur);
+    PangoRectangle cur, edge;
+    pango_layout_index_to_pos(lay, (int)f->cursor, &cur);
     double cx = cur.x / (double)PANGO_SCALE, shift = cx > box_w - 24 ? cx - (box_w - 24) : 0;
     cairo_save(cr);
-    cairo_rectangle(cr, x0 + 1, 9, box_w - 2, 32);
+    cairo_rectangle(cr, x0 + 1, y + 1, box_w - 2, 32);
     cairo_clip(cr);
     cairo_set_source_rgb(cr, 0.1, 0.12, 0.15);
-    cairo_move_to(cr, x0 + 8 - shift, 13);
+    cairo_move_to(cr, x0 + 8 - shift, y + 5);
     ts_render_show_layout(cr, lay);
-    cairo_set_source_rgb(cr, 0.1, 0.35, 0.8); /* the cursor */
-    cairo_rectangle(cr, x0 + 8 - shift + cx, 12, 2, 26);
-    cairo_fill(cr);
-    if (l->first > 0 && l->start) { /* where the model's window starts */
-        pango_layout_index_to_pos(lay, (int)l->start[l->first], &win);
-        double wx = x0 + 8 - shift + win.x / (double)PANGO_SCALE;
+    if (focused) { /* the cursor */
+        cairo_set_source_rgb(cr, 0.1, 0.35, 0.8);
+        cairo_rectangle(cr, x0 + 8 - shift + cx, y + 4, 2, 26);
+        cairo_fill(cr);
+    }
+    /* where what the model reads starts (a slid window) or ends (a full encoder) */
+    size_t marks[2] = {f->read_from, f->read_to};
+    for (int k = 0; k < 2; k++) {
+        if (k == 0 ? marks[0] == 0 : marks[1] >= f->len) continue;
+        pango_layout_index_to_pos(lay, (int)marks[k], &edge);
+        double wx = x0 + 8 - shift + edge.x / (double)PANGO_SCALE;
         cairo_set_source_rgb(cr, 1.0, 0.5, 0.05);
-        cairo_rectangle(cr, wx - 2, 9, 3, 32);
+        cairo_rectangle(cr, wx - 2, y + 1, 3, 32);
         cairo_fill(cr);
     }
     cairo_restore(cr);
     pango_font_description_free(fd);
     g_object_unref(lay);
-    char line[600];
+}
+
+/* What the model reads, for the status line. */
+static void reading(const ts_live *l, char *buf, size_t cap) {
+    if (l->seq2seq) {
+        int S = l->m->cfg.seq, T = l->m->T;
+        snprintf(buf, cap, "the encoder reads &lt;bos&gt; and %d of %d words; the decoder &lt;bos&gt; and %d of %d",
+                 l->s2s.n_src > 0 ? l->s2s.n_src - 1 : 0, S - 1, l->s2s.n_tgt > 0 ? l->s2s.n_tgt - 1 : 0, T - 1);
+        return;
+    }
     int n_tok = l->n_all - l->first;
+    snprintf(buf, cap, "%d token%s to the model (of %d it can read)", n_tok, n_tok == 1 ? "" : "s", l->capacity);
+}
+
+static void draw_field(ts_live *l, cairo_t *cr) {
+    cairo_set_source_rgb(cr, 0.96, 0.97, 0.98);
+    cairo_rectangle(cr, 0, 0, l->w, l->field_h);
+    cairo_fill(cr);
+    if (l->seq2seq) {
+        draw_one_field(l, cr, &l->field[LIVE_SOURCE], "<b>source</b>", 8, l->focus == LIVE_SOURCE);
+        draw_one_field(l, cr, &l->field[LIVE_TARGET], "<b>target</b>", 48, l->focus == LIVE_TARGET);
+    } else {
+        draw_one_field(l, cr, &l->field[LIVE_SOURCE], "<b>text</b>", 8, true);
+    }
+    char line[800], what[200];
+    reading(l, what, sizeof what);
     char *note = g_markup_escape_text(l->note, -1);
-    snprintf(line, sizeof line, "%d token%s to the model (of %d it can read)%s%s%s", n_tok, n_tok == 1 ? "" : "s",
-             l->capacity, l->note[0] ? "   <span foreground=\"#c0580a\">" : "", note, l->note[0] ? "</span>" : "");
+    snprintf(line, sizeof line, "%s%s%s%s", what, l->note[0] ? "   <span foreground=\"#c0580a\">" : "", note,
+             l->note[0] ? "</span>" : "");
     g_free(note);
-    ts_window_text(cr, line, 12.5, false, x0, 58, 0, 0.35, 0.38, 0.42, l->w - x0 - 300);
+    double y = l->field_h - 18;
+    ts_window_text(cr, line, 12.5, false, 80, y, 0, 0.35, 0.38, 0.42, l->w - 80 - 300);
     snprintf(line, sizeof line, "pass %.1f ms · frame %.1f ms", l->model_ms, l->draw_ms);
-    ts_window_text(cr, line, 12, false, l->w - 14, 58, 1, 0.5, 0.54, 0.6, 0);
+    ts_window_text(cr, line, 12, false, l->w - 14, y, 1, 0.5, 0.54, 0.6, 0);
 }
 
 static void draw_panel(ts_live *l, cairo_t *cr) {
-    double x0 = l->w - PANEL_W, y = FIELD_H;
+    double x0 = l->w - PANEL_W, y = l->field_h;
     cairo_set_source_rgb(cr, 0.985, 0.985, 0.99);
     cairo_rectangle(cr, x0, y, PANEL_W, l->h - y);
     cairo_fill(cr);
@@ -951,19 +989,21 @@ static void draw_panel(ts_live *l, cairo_t *cr) {
     cairo_rectangle(cr, x0, y, 1, l->h - y);
     cairo_fill(cr);
     ts_window_text(cr, "<b>next token</b>", 15, false, x0 + 16, y + 22, 0, 0.12, 0.14, 0.18, 0);
-    char buf[200];
+    char buf[600];
     if (l->top_k > 0) snprintf(buf, sizeof buf, "temperature %.2g · top-k %d", l->temperature, l->top_k);
     else snprintf(buf, sizeof buf, "temperature %.2g · every token", l->temperature);
     ts_window_text(cr, buf, 12, false, x0 + 16, y + 44, 0, 0.4, 0.44, 0.5, 0);
     double row_h = 30, label_w = 78, bar_x = x0 + 16 + label_w, bar_w = PANEL_W - label_w - 80;
     y += 66;
-    if (l->n_top == 0) ts_window_text(cr, "type a few characters", 13, false, x0 + 16, y + 10, 0, 0.45, 0.48, 0.52, 0);
+    if (l->n_top == 0)
+        ts_window_text(cr, l->seq2seq ? "type a source sentence" : "type a few characters", 13, false, x0 + 16, y + 10,
+                       0, 0.45, 0.48, 0.52, 0);
     bool knocked = l->n_knocked > 0;
     if (knocked) bar_w -= 14; /* room for "0.94→0.00" */
     for (int i = 0; i < l->n_top; i++) {
         char label[64];
         float p = l->probs[l->top[i]];
-        ts_lmtok_label(l->tok, l->top[i], label, sizeof label);
+        token_label(l, l->top[i], label, sizeof label);
         char *esc = g_markup_escape_text(label, -1);
         snprintf(buf, sizeof buf, "%s", esc);
         g_free(esc);
@@ -1009,9 +1049,13 @@ static void draw_panel(ts_live *l, cairo_t *cr) {
         }
         y += 58;
     }
-    ts_window_text(cr, "Tab: append the top token\nclick a bar: append that token\nclick a head of a grid: knock it out (again: back)\n"
+    const char *keys = l->seq2seq ? "Tab: one greedy step (the top word to the target)\nclick a bar: append that word\n"
+                                    "click a field: type in it\n"
+                                  : "Tab: append the top token\nclick a bar: append that token\n";
+    snprintf(buf, sizeof buf, "%sclick a head of a grid: knock it out (again: back)\n"
              "\xe2\x86\x90 \xe2\x86\x92 cursor · \xe2\x86\x91 \xe2\x86\x93 step · PgUp/PgDn layer\nCtrl+1..9: one head · Ctrl+0: all heads\nCtrl+L: logit lens (again: back) · Esc quit",
-         12, false, x0 + 16, y + 40, 0, 0.4, 0.44, 0.5, 0);
+             keys);
+    ts_window_text(cr, buf, 12, false, x0 + 16, y + 40, 0, 0.4, 0.44, 0.5, 0);
 }
 
 ts_status ts_live_draw(ts_live *l, cairo_t *cr) {
@@ -1021,16 +1065,16 @@ ts_status ts_live_draw(ts_live *l, cairo_t *cr) {
     ts_status st = TS_OK;
     if (l->have_state) {
         cairo_save(cr);
-        cairo_translate(cr, 0, FIELD_H);
-        cairo_rectangle(cr, 0, 0, l->w - PANEL_W, l->h - FIELD_H);
+        cairo_translate(cr, 0, l->field_h);
+        cairo_rectangle(cr, 0, 0, l->w - PANEL_W, l->h - l->field_h);
         cairo_clip(cr);
         l->st.width = l->w - PANEL_W;
-        l->st.height = l->h - FIELD_H;
+        l->st.height = l->h - l->field_h;
         st = ts_view_draw(cr, &l->st, &l->steps, l->trace, &l->frame);
         cairo_restore(cr);
     } else {
         ts_window_text(cr, "Type a sentence: every step of the model is drawn here as you type.", 16, false,
-             (l->w - PANEL_W) / 2, FIELD_H + (l->h - FIELD_H) / 2, 0.5, 0.4, 0.44, 0.5, 0);
+             (l->w - PANEL_W) / 2, l->field_h + (l->h - l->field_h) / 2, 0.5, 0.4, 0.44, 0.5, 0);
     }
     strike_knocked(l, cr);
     draw_panel(l, cr);

@@ -22,7 +22,7 @@
 
 static const char *const plain_words[] = {"tab", "backspace", "left", "right", "up", "down",
                                           "pgup", "pgdn", "home", "end", "esc", "lens"};
-static const char *const prefixed_words[] = {"type:", "head:", "pick:", "find:", "hover:", "click:", "shot:", "knock:"};
+static const char *const prefixed_words[] = {"type:", "head:", "pick:", "find:", "hover:", "click:", "shot:", "knock:", "focus:"};
 
 static bool is_script_word(const char *w) {
     for (size_t i = 0; i < sizeof plain_words / sizeof plain_words[0]; i++)
@@ -78,6 +78,7 @@ static ts_status check_action(const live_action *a) {
     if (strncmp(w, "hover:", 6) == 0 || strncmp(w, "click:", 6) == 0) return point_word(w) ? TS_OK : bad_word(w);
     if ((strncmp(w, "find:", 5) == 0 || strncmp(w, "shot:", 5) == 0) && !w[5]) return bad_word(w);
     if (strncmp(w, "knock:", 6) == 0 && !w[6]) return bad_word(w);
+    if (strncmp(w, "focus:", 6) == 0) return strcmp(w + 6, "source") == 0 || strcmp(w + 6, "target") == 0 ? TS_OK : bad_word(w);
     return is_script_word(w) ? TS_OK : bad_word(w);
 }
 
@@ -148,6 +149,11 @@ static ts_status click_at(ts_live *l, double x, double y, bool *redraw) {
         *redraw = true;
         return ts_live_append_token(l, bar);
     }
+    int field = ts_live_field_at(l, x, y);
+    if (field >= 0) { /* a field takes the keys */
+        *redraw = ts_live_focus(l, field);
+        return TS_OK;
+    }
     if (!ts_live_in_view(l, x, y)) return TS_OK;
     char spec[300];
     if (ts_live_head_at(l, x, y, spec, sizeof spec)) { /* a head of a grid: knocked out, or back */
@@ -175,6 +181,12 @@ static ts_status apply(ts_live *l, const live_action *a, bool *redraw, const cha
     }
     if (strcmp(w, "tab") == 0) return ts_live_tab(l);
     if (strcmp(w, "lens") == 0) return ts_live_lens(l, !ts_live_lens_on(l));
+    if (strncmp(w, "focus:", 6) == 0) {
+        int field = strcmp(w + 6, "target") == 0;
+        if (field >= ts_live_fields(l)) return ts_fail(TS_ERR_ARG, "live: %s: this model has one field, the text", w);
+        *redraw = ts_live_focus(l, field);
+        return TS_OK;
+    }
     if (strncmp(w, "knock:", 6) == 0) return ts_live_knock(l, w + 6);
     if (strncmp(w, "pick:", 5) == 0) return ts_live_append_token(l, atoi(w + 5));
     if (strcmp(w, "backspace") == 0) return ts_live_backspace(l);
@@ -380,7 +392,12 @@ ts_status ts_live_run(ts_live *l, const ts_live_options *opt) {
         char label[64] = "";
         float p = 0;
         ts_live_best(l, &p, label, sizeof label);
-        printf("tscope live: text \"%s\"; step %s; next token \"%s\" %.3f\n", ts_live_text(l), ts_live_step(l), label, p);
+        if (ts_live_fields(l) == 2)
+            printf("tscope live: source \"%s\"; target \"%s\"; step %s; next token \"%s\" %.3f\n", ts_live_text(l),
+                   ts_live_target(l), ts_live_step(l), label, p);
+        else
+            printf("tscope live: text \"%s\"; step %s; next token \"%s\" %.3f\n", ts_live_text(l), ts_live_step(l), label, p);
+        if (ts_live_note(l)[0]) printf("tscope live: %s\n", ts_live_note(l));
         float b, a;
         if (ts_live_change(l, &b, &a, label, sizeof label) >= 0)
             printf("tscope live: %d head%s knocked out; largest change \"%s\" %.3f -> %.3f\n", ts_live_knocked(l),
