@@ -73,6 +73,9 @@ env -u DISPLAY -u WAYLAND_DISPLAY "$bin" live --load "$kjv" >"$tmp/o" 2>&1; rc=$
 printf 'not a checkpoint\n' >"$tmp/junk.safetensors"
 "$bin" live --load "$tmp/junk.safetensors" >"$tmp/o" 2>&1; rc=$?
 [ "$rc" = 2 ] && [ "$(wc -l <"$tmp/o")" = 1 ] && ok || bad "a file that is no checkpoint: exit $rc: $(cat "$tmp/o")"
+head -c 300 assets/tiny-reverse.safetensors >"$tmp/cut.safetensors"
+"$bin" live --load "$tmp/cut.safetensors" >"$tmp/o" 2>&1; rc=$?
+[ "$rc" = 2 ] && [ "$(wc -l <"$tmp/o")" = 1 ] && ok || bad "a cut checkpoint: exit $rc: $(cat "$tmp/o")"
 "$bin" live --load "$kjv" --target "abc" >"$tmp/o" 2>&1; rc=$?
 [ "$rc" = 2 ] && [ "$(wc -l <"$tmp/o")" = 1 ] && grep -q -- "--target" "$tmp/o" && ok || bad "--target for a language model: exit $rc: $(cat "$tmp/o")"
 "$bin" live --load "$kjv" --script "focus:target" >"$tmp/o" 2>&1; rc=$?

@@ -453,7 +453,7 @@ const char *ts_live_note(const ts_live *l);
 const char *ts_live_step(const ts_live *l);
 int ts_live_top(const ts_live *l, int rank, float *p, char *label, size_t cap);
 double ts_live_model_ms(const ts_live *l);
-int ts_live_tokens(const ts_live *l); /* tokens of the text (all, not only the model's window) */
+int ts_live_tokens(const ts_live *l); /* tokens of the text (all, not only the model's window); an encoder-decoder's source words read */
 /* Positions the last pass took from the cache instead of computing them
  * (appending to a causal model's text computes the new ones only). */
 int ts_live_reused(const ts_live *l);

@@ -722,7 +722,7 @@ void ts_live_resize(ts_live *l, double w, double h) {
 bool ts_live_quit_wanted(const ts_live *l) { return l->quit; }
 void ts_live_request_quit(ts_live *l) { l->quit = true; }
 double ts_live_model_ms(const ts_live *l) { return l->model_ms; }
-int ts_live_tokens(const ts_live *l) { return l->n_all; }
+int ts_live_tokens(const ts_live *l) { return l->seq2seq ? (l->s2s.n_src > 1 ? l->s2s.n_src - 1 : 0) : l->n_all; }
 int ts_live_reused(const ts_live *l) { return l->reused; }
 const ts_trace *ts_live_trace(const ts_live *l) { return l->trace; }
 double ts_live_draw_ms(const ts_live *l) { return l->draw_ms; }
