@@ -333,14 +333,15 @@ static void look_at(fixture *f, const char *name) {
 static void appending_computes_the_new_positions_only(void **state) {
     (void)state;
     /* every kind of step a view can show; the raw scores of earlier rows hold
-     * products with later keys, which only a full pass computes */
+     * products with later keys, which only a full pass computes, and a
+     * norm's view reads all of the norm's steps */
     static const struct {
         const char *name;
         bool cached;
     } steps[] = {
         {"decoder.layers.0.self_attn.weights", true}, {"decoder.layers.1.self_attn.masked", true},
         {"decoder.layers.0.self_attn.values", true},  {"decoder.layers.1.self_attn.k", true},
-        {"decoder.layers.0.norm1.mean", true},        {"decoder.layers.1.ffn.act", true},
+        {"decoder.layers.0.norm1.mean", false},        {"decoder.layers.1.ffn.act", true},
         {"embed.pe", true},                           {"logits", true},
         {"decoder.layers.1.norm2.gamma", true},       {"decoder.layers.0.self_attn.scores", false},
     };
@@ -523,6 +524,29 @@ static void what_an_encoder_decoder_cannot_read(void **state) {
     ts_model_free(&m);
 }
 
+/* A LayerNorm's view draws its in and out side by side: a pass keeps every
+ * step of the norm, and is a full one. */
+static void a_norms_view_has_its_norm(void **state) {
+    (void)state;
+    fixture f;
+    open_fixture(&f, "abc");
+    look_at(&f, "decoder.layers.1.norm2.std");
+    assert_ok(ts_live_insert(f.l, "d"));
+    assert_int_equal(ts_live_reused(f.l), 0);
+    ts_trace *t = (ts_trace *)ts_live_trace(f.l);
+    static const char *const kept[] = {"in", "mean", "std", "out", "gamma", "beta"};
+    for (size_t k = 0; k < sizeof kept / sizeof kept[0]; k++) {
+        char name[64];
+        snprintf(name, sizeof name, "decoder.layers.1.norm2.%s", kept[k]);
+        int64_t i = ts_trace_find(t, name);
+        assert_true(i >= 0);
+        assert_true(ts_trace_step_at(t, i)->has_values);
+    }
+    assert_step_is_a_full_passes(&f, "decoder.layers.1.norm2.out", NULL);
+    assert_false(ts_trace_step_at(t, ts_trace_find(t, "decoder.layers.1.ffn.act"))->has_values);
+    close_fixture(&f);
+}
+
 static void set_length_matches_a_model_built_at_that_length(void **state) {
     (void)state;
     ts_model_config c = gpt(CTX), c5 = gpt(5);
@@ -558,6 +582,7 @@ int main(void) {
         cmocka_unit_test(appending_computes_the_new_positions_only),
         cmocka_unit_test(an_edit_recomputes_from_where_it_is),
         cmocka_unit_test(the_lens_comes_and_goes),
+        cmocka_unit_test(a_norms_view_has_its_norm),
         cmocka_unit_test(a_source_and_a_target),
         cmocka_unit_test(what_an_encoder_decoder_cannot_read),
     };

@@ -218,8 +218,24 @@ static ts_status pass_metadata(ts_live *l, const int32_t *ids, int n, char **met
     return st;
 }
 
-/* A writer into the anonymous file that keeps the values of `want` (the
- * panel reads the logits from the pass itself, not from the trace). */
+/* Whether the view of `want` is a LayerNorm's (its in, mean, std or out):
+ * it draws the norm's in and out side by side, so it reads the values of
+ * every step of the norm. */
+static bool norm_view(const char *want, char *module, size_t cap) {
+    const char *leaf = strrchr(want, '.');
+    if (!leaf || leaf == want) return false;
+    static const char *const leaves[] = {".in", ".mean", ".std", ".out"};
+    bool norm_leaf = false;
+    for (size_t i = 0; i < sizeof leaves / sizeof leaves[0]; i++) norm_leaf |= strcmp(leaf, leaves[i]) == 0;
+    const char *parent = leaf - 1;
+    while (parent > want && parent[-1] != '.') parent--;
+    if (!norm_leaf || strncmp(parent, "norm", 4) != 0) return false;
+    snprintf(module, cap, "%.*s.*", (int)(leaf - want), want);
+    return true;
+}
+
+/* A writer into the anonymous file that keeps the values the view of `want`
+ * draws (the panel reads the logits from the pass itself, not from the trace). */
 static ts_status open_pass_writer(ts_live *l, const char *want, const int32_t *ids, int n, ts_trace_writer **w) {
     char *meta = NULL;
     TS_TRY(pass_metadata(l, ids, n, &meta));
@@ -229,7 +245,8 @@ static ts_status open_pass_writer(ts_live *l, const char *want, const int32_t *i
     /* the lens view draws every layer's lens.layers.N at once, and frames
      * the token that comes next from the input's ids */
     bool lens = strncmp(want, "lens.layers.", 12) == 0;
-    opt.only[opt.n_only++] = lens ? "lens.layers.*" : want;
+    char norm[NAME_MAX_LEN + 2];
+    opt.only[opt.n_only++] = lens ? "lens.layers.*" : norm_view(want, norm, sizeof norm) ? norm : want;
     if (lens) opt.only[opt.n_only++] = "input";
     opt.buffer_bytes = 8u << 20;
     ts_status st = ts_trace_writer_open_fd(l->fd, "the live pass", meta, &opt, w);
@@ -346,8 +363,12 @@ static ts_status cached_pass(ts_live *l, const char *want, bool *done) {
     *done = false;
     int n = l->n_all - l->first;
     const int32_t *ids = l->ids + l->first;
-    /* the lens reads every layer at every position: full passes while it is on */
-    if (!l->can_cache || l->lens || n > l->kv.capacity || strcmp(want, l->no_rows_for) == 0) return TS_OK;
+    /* the lens reads every layer at every position, a norm's view every step
+     * of the norm: full passes for them */
+    char norm[NAME_MAX_LEN + 2];
+    if (!l->can_cache || l->lens || norm_view(want, norm, sizeof norm) || n > l->kv.capacity ||
+        strcmp(want, l->no_rows_for) == 0)
+        return TS_OK;
     if (l->n_knocked && !l->kv_plain.acts) TS_TRY(ts_kv_cache_init(&l->kv_plain, l->m));
     int keep = 0;
     bool same_rows = strcmp(l->view_rows.name, want) == 0 || strcmp(want, "logits") == 0;
