@@ -8,6 +8,7 @@
  * with TSCOPE_EMULATED), the large cases shrink so the run stays short.
  */
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +27,18 @@
 
 static const ts_isa all_paths[] = {TS_ISA_SCALAR, TS_ISA_AVX2, TS_ISA_AVX512, TS_ISA_NEON};
 #define N_PATHS ((int)(sizeof all_paths / sizeof all_paths[0]))
+
+/* Their tables, for tests that drive the gemm on one directly. */
+static const ts_kern_ops *const all_tables[] = {
+    &ts_kern_scalar_ops,
+#if defined(TS_KERN_HAVE_X86)
+    &ts_kern_avx2_ops, &ts_kern_avx512_ops,
+#endif
+#if defined(TS_KERN_HAVE_NEON)
+    &ts_kern_neon_ops,
+#endif
+};
+#define N_TABLES ((int)(sizeof all_tables / sizeof all_tables[0]))
 
 /* Deterministic values in [-1, 1). */
 static uint64_t rng_state;
@@ -80,6 +93,7 @@ typedef struct gemm_case {
 static const gemm_case gemm_cases[] = {
     {1, 1, 1},    {3, 17, 63},   {17, 3, 129},   {63, 129, 17},  {129, 63, 3},  {1, 515, 17},
     {515, 1, 63}, {17, 63, 515}, {129, 129, 129}, {515, 129, 63}, {63, 515, 129}, {30, 200, 64},
+    {2, 37, 300}, {4, 515, 33}, {5, 67, 45}, /* a few rows (A, B^T: streaming B), and one more */
 };
 
 /* One product on the current path and on the reference, with padded leading
@@ -108,7 +122,7 @@ static void check_gemm(const char *path, bool ta, bool tb, int M, int N, int K, 
     ts_gemm_ref(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, R, ldc, epi, bp);
     char what[160];
     snprintf(what, sizeof what, "gemm %s %c%c M=%d N=%d K=%d alpha=%g beta=%g epi=%d pad=%d%s", path,
-             ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, alpha, beta, (int)epi, pad, ops ? " small blocks" : "");
+             ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, alpha, beta, (int)epi, pad, ops ? " (its table)" : "");
     fail_if_far(C, R, nc, 1e-5 * sqrt(K > 0 ? K : 1), what);
     for (int i = 0; i < M; i++)
         for (int j = N; j < ldc; j++)
@@ -151,18 +165,9 @@ static void gemm_alpha_beta_and_epilogues(void **state) {
 /* The driver's blocking loops (several MC, KC and NC blocks) with tiny blocks. */
 static void gemm_small_blocks_cover_every_loop(void **state) {
     (void)state;
-    const ts_kern_ops *tables[] = {
-        &ts_kern_scalar_ops,
-#if defined(TS_KERN_HAVE_X86)
-        &ts_kern_avx2_ops, &ts_kern_avx512_ops,
-#endif
-#if defined(TS_KERN_HAVE_NEON)
-        &ts_kern_neon_ops,
-#endif
-    };
-    for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++) {
-        if (!ts_isa_supported(tables[i]->isa)) continue;
-        ts_kern_ops small = *tables[i];
+    for (int i = 0; i < N_TABLES; i++) {
+        if (!ts_isa_supported(all_tables[i]->isa)) continue;
+        ts_kern_ops small = *all_tables[i];
         small.kc_max = 7, small.a_floats = 2 * small.mr * 7, small.b_floats = 2 * small.nr * 7;
         for (int t = 0; t < 4; t++) {
             check_gemm(ts_isa_name(small.isa), t & 1, t & 2, 5 * small.mr + 3, 5 * small.nr + 1, 30, 1.5f,
@@ -171,6 +176,60 @@ static void gemm_small_blocks_cover_every_loop(void **state) {
                        TS_EPI_BIAS_RELU, 0, &small);
         }
     }
+}
+
+/* The table's few-rows kernel, counted: which products the driver sends there. */
+static ts_small_m_fn real_small_m;
+static atomic_int small_m_calls;
+
+static void counting_small_m(int m, int n, int k, float alpha, const float *a, int64_t lda, const float *b,
+                             int64_t ldb, float beta, float *c, int64_t ldc, ts_epilogue epi, const float *bias) {
+    atomic_fetch_add(&small_m_calls, 1);
+    real_small_m(m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, epi, bias);
+}
+
+/* One product checked on `table` (check_gemm); whether it went to small_m. */
+static bool took_small_m(const ts_kern_ops *table, bool ta, bool tb, int M, int N, int K, float alpha,
+                         float beta, ts_epilogue epi, int pad) {
+    ts_kern_ops spy = *table;
+    real_small_m = table->small_m;
+    spy.small_m = counting_small_m;
+    atomic_store(&small_m_calls, 0);
+    check_gemm(ts_isa_name(table->isa), ta, tb, M, N, K, alpha, beta, epi, pad, &spy);
+    return atomic_load(&small_m_calls) > 0;
+}
+
+/* A few rows of A against B stored (N, K), a linear on one new token: every
+ * table streams B (small_m) for M up to TS_KERN_SMALL_M, with N and K off
+ * every vector width and the tails of its row groups, each alpha and beta
+ * and epilogue; one row more, or another layout, goes the blocked way. */
+static void gemm_few_rows_stream_b(void **state) {
+    (void)state;
+    const int Ns[] = {1, 3, 17, 32, 67, 515}, Ks[] = {1, 5, 33, 64, 300};
+    const float ab[][2] = {{1, 0}, {0.5f, 0}, {1, 1}, {-2, 0.25f}, {0, 1}};
+    const ts_epilogue epis[] = {TS_EPI_NONE, TS_EPI_BIAS, TS_EPI_BIAS_RELU, TS_EPI_BIAS_GELU};
+    ts_kernels_set_threads(1);
+    for (int t = 0; t < N_TABLES; t++) {
+        const ts_kern_ops *table = all_tables[t];
+        if (!ts_isa_supported(table->isa)) continue;
+        assert_non_null(table->small_m);
+        int c = 0; /* walks every (alpha, beta) x epilogue pair as the sizes go by */
+        for (int M = 1; M <= TS_KERN_SMALL_M; M++)
+            for (size_t n = 0; n < sizeof Ns / sizeof Ns[0]; n++)
+                for (size_t k = 0; k < sizeof Ks / sizeof Ks[0]; k++, c++)
+                    if (!took_small_m(table, false, true, M, Ns[n], Ks[k], ab[c % 5][0], ab[c % 5][1],
+                                      epis[c / 5 % 4], c % 3))
+                        fail_msg("%s M=%d N=%d K=%d went the blocked way", ts_isa_name(table->isa), M, Ns[n], Ks[k]);
+        /* The boundary, and the layouts the path does not take. */
+        assert_false(took_small_m(table, false, true, TS_KERN_SMALL_M + 1, 67, 33, 1, 0, TS_EPI_BIAS, 1));
+        assert_false(took_small_m(table, true, true, 1, 67, 33, 1, 0, TS_EPI_BIAS, 1));
+        assert_false(took_small_m(table, false, false, 1, 67, 33, 1, 0, TS_EPI_BIAS, 1));
+        /* Shares of B's rows on two threads (B large enough to be split). */
+        ts_kernels_set_threads(2);
+        assert_true(took_small_m(table, false, true, 3, 515, 300, -2, 0.25f, TS_EPI_BIAS_GELU, 2));
+        ts_kernels_set_threads(1);
+    }
+    ts_kernels_set_threads(0);
 }
 
 static void gemm_empty_and_degenerate(void **state) {
@@ -567,6 +626,7 @@ int main(void) {
         cmocka_unit_test(gemm_every_path_op_and_size),
         cmocka_unit_test(gemm_alpha_beta_and_epilogues),
         cmocka_unit_test(gemm_small_blocks_cover_every_loop),
+        cmocka_unit_test(gemm_few_rows_stream_b),
         cmocka_unit_test(gemm_empty_and_degenerate),
         cmocka_unit_test(gemm_threads_agree_bitwise),
         cmocka_unit_test(gemm_batched_matches_each_product),

@@ -7,6 +7,11 @@
  * product on it with its own packing buffer, allocated on its first call and
  * reused after: no barriers, nothing allocated per call. The threads are
  * ts_kern_parallel's: OpenMP's, or a POSIX team without it.
+ *
+ * A product of a few rows against B stored (N, K), as a linear on the one new
+ * token of a decoding step, skips all that: packing B would cost more than
+ * the product. The table's small_m streams B once, each thread a contiguous
+ * share of its rows.
  */
 #include <stdlib.h>
 #include <stdatomic.h>
@@ -17,6 +22,9 @@
 
 /* Below this many flops a second thread costs more than it saves. */
 #define GEMM_MIN_FLOPS_PER_THREAD 4e6
+/* The few-rows path reads B once and does little else: below this many bytes
+ * of B a second thread costs more than it saves. */
+#define SMALL_M_MIN_BYTES_PER_THREAD (128 << 10)
 /* Products of a batch a thread takes at a time. */
 #define BATCH_RUN 8
 
@@ -200,11 +208,21 @@ static void gemm_blocked(const ts_kern_ops *ops, const gemm_job *g, gemm_blocks 
     }
 }
 
+/* Few rows of A against B stored (N, K): the table's small_m. */
+static bool use_small_m(const ts_kern_ops *ops, const gemm_job *g) {
+    return ops->small_m && !g->ta && g->tb && g->M <= TS_KERN_SMALL_M;
+}
+
 /* The whole product on the calling thread; prefetch `next` (may be NULL)'s inputs meanwhile. */
 static void gemm_serial(const ts_kern_ops *ops, const gemm_job *g, const gemm_job *next) {
     if (g->M <= 0 || g->N <= 0) return;
     if (g->K <= 0) {
         gemm_empty_k(g);
+        return;
+    }
+    if (use_small_m(ops, g)) {
+        ops->small_m(g->M, g->N, g->K, g->alpha, g->A, g->lda, g->B, g->ldb, g->beta, g->C, g->ldc, g->epi,
+                     g->bias);
         return;
     }
     gemm_blocks bs = blocks_for(ops, g);
@@ -235,7 +253,7 @@ static void gemm_serial(const ts_kern_ops *ops, const gemm_job *g, const gemm_jo
 }
 
 static bool split_rows(const ts_kern_ops *ops, const gemm_job *g) {
-    return g->M / ops->mr >= g->N / ops->nr;
+    return !use_small_m(ops, g) && g->M / ops->mr >= g->N / ops->nr;
 }
 
 /* Thread t of n takes a contiguous share of C's rows, or of its columns when
@@ -261,8 +279,13 @@ static gemm_job gemm_share(const ts_kern_ops *ops, const gemm_job *g, int t, int
 
 static int gemm_threads(const ts_kern_ops *ops, const gemm_job *g) {
     int nth = ts_kern_threads_here();
-    double flops = 2.0 * g->M * g->N * g->K;
-    while (nth > 1 && flops / nth < GEMM_MIN_FLOPS_PER_THREAD) nth--;
+    if (use_small_m(ops, g)) { /* memory-bound: what counts is the bytes of B */
+        double bytes = 4.0 * g->N * g->K;
+        while (nth > 1 && bytes / nth < SMALL_M_MIN_BYTES_PER_THREAD) nth--;
+    } else {
+        double flops = 2.0 * g->M * g->N * g->K;
+        while (nth > 1 && flops / nth < GEMM_MIN_FLOPS_PER_THREAD) nth--;
+    }
     int tiles = split_rows(ops, g) ? (g->M + ops->mr - 1) / ops->mr : (g->N + ops->nr - 1) / ops->nr;
     return imin(nth, tiles);
 }

@@ -2,6 +2,7 @@
  * row and element-wise kernels of kernels_simd.h over simd_avx2.h. */
 #include "kernels_impl.h"
 #include "core/simd_avx2.h"
+#define V_REGS 16
 #include "kernels_simd.h"
 
 const ts_kern_ops ts_kern_avx2_ops = {
@@ -11,6 +12,7 @@ const ts_kern_ops ts_kern_avx2_ops = {
     .ukernel = ts_kern_ukernel_avx2,
     .pack_t = ts_kern_pack_t_avx2,
     .pack_n = ts_kern_pack_n_avx2,
+    .small_m = simd_small_m,
     .softmax_row = simd_softmax_row,
     .layernorm_row = simd_layernorm_row,
     .add = simd_add, .scale = simd_scale, .relu = simd_relu, .gelu = simd_gelu,

@@ -2,6 +2,7 @@
  * row and element-wise kernels of kernels_simd.h over simd_avx512.h. */
 #include "kernels_impl.h"
 #include "core/simd_avx512.h"
+#define V_REGS 32
 #include "kernels_simd.h"
 
 const ts_kern_ops ts_kern_avx512_ops = {
@@ -12,6 +13,7 @@ const ts_kern_ops ts_kern_avx512_ops = {
     .ukernel_pf = ts_kern_ukernel_pf_avx512,
     .pack_t = ts_kern_pack_t_avx512,
     .pack_n = ts_kern_pack_n_avx512,
+    .small_m = simd_small_m,
     .softmax_row = simd_softmax_row,
     .layernorm_row = simd_layernorm_row,
     .add = simd_add, .scale = simd_scale, .relu = simd_relu, .gelu = simd_gelu,

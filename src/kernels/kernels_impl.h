@@ -49,6 +49,17 @@ typedef void (*ts_pack_n_fn)(float *dst, int w, const float *src, int64_t lds, i
 typedef int (*ts_softmax_row_fn)(float *out, const float *in, int cols, int valid,
                                  const float *mask);
 
+/* Few rows against B stored (N,K), as a linear on one new token: for i < m,
+ * j < n, c[i*ldc + j] = alpha * dot(a row i, b row j) (k terms) + beta * c
+ * (c is not read when beta == 0), then the epilogue with bias (n) when epi !=
+ * TS_EPI_NONE. m <= TS_KERN_SMALL_M. Each row of b is read once for all m rows
+ * of a: the product streams B, with no packing. Each entry is summed the same
+ * way whatever n is, so threads' shares of the rows of b agree bitwise. */
+#define TS_KERN_SMALL_M 4
+typedef void (*ts_small_m_fn)(int m, int n, int k, float alpha, const float *a, int64_t lda, const float *b,
+                              int64_t ldb, float beta, float *c, int64_t ldc, ts_epilogue epi,
+                              const float *bias);
+
 typedef void (*ts_layernorm_row_fn)(float *out, float *mean, float *rstd, const float *in,
                                     const float *gamma, const float *beta, int cols, float eps);
 
@@ -63,6 +74,7 @@ typedef struct ts_kern_ops {
     ts_ukernel_pf_fn ukernel_pf; /* NULL: the driver prefetches between calls */
     ts_pack_t_fn pack_t;
     ts_pack_n_fn pack_n;
+    ts_small_m_fn small_m; /* gemm when M <= TS_KERN_SMALL_M, op(A) = A, op(B) = B^T */
     ts_softmax_row_fn softmax_row;
     ts_layernorm_row_fn layernorm_row;
     void (*add)(float *out, const float *a, const float *b, int64_t n);
@@ -136,6 +148,8 @@ void ts_kern_pack_n_scalar(float *dst, int w, const float *src, int64_t lds, int
 /* Scalar pieces the SIMD paths reuse for edges and tails. */
 float ts_kern_gelu1(float x);
 void ts_kern_epilogue_row(float *c, int n, ts_epilogue epi, const float *bias);
+void ts_kern_small_m_ref(int m, int n, int k, float alpha, const float *a, int64_t lda, const float *b,
+                         int64_t ldb, float beta, float *c, int64_t ldc, ts_epilogue epi, const float *bias);
 int ts_kern_softmax_row_ref(float *out, const float *in, int cols, int valid, const float *mask);
 void ts_kern_layernorm_row_ref(float *out, float *mean, float *rstd, const float *in,
                                const float *gamma, const float *beta, int cols, float eps);

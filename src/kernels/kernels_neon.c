@@ -2,6 +2,7 @@
  * the row and element-wise kernels of kernels_simd.h over simd_neon.h. */
 #include "kernels_impl.h"
 #include "core/simd_neon.h"
+#define V_REGS 32
 #include "kernels_simd.h"
 
 /* Blocks for cores with 64-128 KB of L1 and 1 MB or more of L2: a packed B
@@ -13,6 +14,7 @@ const ts_kern_ops ts_kern_neon_ops = {
     .ukernel = ts_kern_ukernel_neon,
     .pack_t = ts_kern_pack_t_neon,
     .pack_n = ts_kern_pack_n_neon,
+    .small_m = simd_small_m,
     .softmax_row = simd_softmax_row,
     .layernorm_row = simd_layernorm_row,
     .add = simd_add, .scale = simd_scale, .relu = simd_relu, .gelu = simd_gelu,

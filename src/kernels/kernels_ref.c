@@ -59,6 +59,33 @@ void ts_gemm_ref(bool trans_a, bool trans_b, int M, int N, int K, float alpha, c
     }
 }
 
+/* Partial sums a dot product keeps: independent chains, so the adds do not
+ * wait on each other (the compiler may also put them in one vector). */
+#define DOT_LANES 8
+
+static float dot_lanes(const float *a, const float *b, int k) {
+    float s[DOT_LANES] = {0};
+    int p = 0;
+    for (; p + DOT_LANES <= k; p += DOT_LANES)
+        for (int q = 0; q < DOT_LANES; q++) s[q] += a[p + q] * b[p + q];
+    for (int q = 0; p < k; p++, q++) s[q] += a[p] * b[p];
+    for (int w = DOT_LANES / 2; w > 0; w /= 2)
+        for (int q = 0; q < w; q++) s[q] += s[q + w];
+    return s[0];
+}
+
+/* The scalar path's few-rows product: row j of b is read from memory once,
+ * then stays in cache for the other rows of a. */
+void ts_kern_small_m_ref(int m, int n, int k, float alpha, const float *a, int64_t lda, const float *b,
+                         int64_t ldb, float beta, float *c, int64_t ldc, ts_epilogue epi, const float *bias) {
+    for (int j = 0; j < n; j++)
+        for (int i = 0; i < m; i++) {
+            float d = dot_lanes(a + (int64_t)i * lda, b + (int64_t)j * ldb, k), *cij = c + (int64_t)i * ldc + j;
+            *cij = beta != 0 ? alpha * d + beta * *cij : alpha * d; /* beta == 0: C may hold NaN */
+        }
+    for (int i = 0; i < m; i++) ts_kern_epilogue_row(c + (int64_t)i * ldc, n, epi, bias);
+}
+
 int ts_kern_softmax_row_ref(float *out, const float *in, int cols, int valid, const float *mask) {
     float mx = -INFINITY;
     for (int c = 0; c < valid; c++) {
@@ -122,6 +149,7 @@ const ts_kern_ops ts_kern_scalar_ops = {
     .ukernel = ts_kern_ukernel_scalar,
     .pack_t = ts_kern_pack_t_scalar,
     .pack_n = ts_kern_pack_n_scalar,
+    .small_m = ts_kern_small_m_ref,
     .softmax_row = ts_kern_softmax_row_ref,
     .layernorm_row = ts_kern_layernorm_row_ref,
     .add = ts_kern_add_ref, .scale = ts_kern_scale_ref, .relu = ts_kern_relu_ref, .gelu = ts_kern_gelu_ref,
