@@ -385,6 +385,16 @@ static void an_edit_recomputes_from_where_it_is(void **state) {
     assert_step_is_a_full_passes(&f, "decoder.layers.0.self_attn.weights", knock);
     look_at(&f, "logits");
     assert_step_is_a_full_passes(&f, "logits", knock);
+    /* a head replaced by its mean over the positions changes with every token: full passes */
+    const char *mean = "decoder.layers.1.self_attn.head0=mean";
+    assert_ok(ts_live_knock(f.l, knock));
+    assert_ok(ts_live_knock(f.l, mean));
+    assert_ok(ts_live_insert(f.l, "c"));
+    assert_int_equal(ts_live_reused(f.l), 0);
+    assert_step_is_a_full_passes(&f, "logits", mean);
+    assert_ok(ts_live_knock(f.l, mean));
+    assert_ok(ts_live_knock(f.l, knock));
+    assert_ok(ts_live_backspace(f.l));
     /* past the context the window slides: every position moves */
     assert_ok(ts_live_insert(f.l, "abcdefgh"));
     assert_int_equal(ts_live_tokens(f.l), 16);

@@ -6,12 +6,19 @@
  * trace writer, as `tscope run --trace` does, into one anonymous file this
  * process owns (ts_trace_writer_open_fd), and is read back into memory; the
  * centre of the frame is then drawn by ts_view_draw, the viewer's one
- * drawing path. Only the step on screen and the logits keep their values
- * (the writer's `only` globs), so a pass costs the model and a few
- * statistics; moving to another step reruns the pass for that step's values.
+ * drawing path. Only what the view on screen draws keeps its values (the
+ * writer's `only` globs); moving to another step reruns the pass for its.
+ *
+ * A causal model's pass reuses the earlier positions: every layer's keys and
+ * values stay in a cache, only the tokens after the longest run the cache
+ * already holds are decoded, and the step on screen is rebuilt from its kept
+ * rows and the new ones (live_rows.c). A dry run at the text's length then
+ * records every other step's shape. Steps a cache cannot rebuild, a norm's
+ * view, the lens and an encoder-decoder get a full pass.
  *
  * Nothing here opens a window: live_window.c does, and `tscope bench live`
- * drives the same functions into an image surface.
+ * drives the same functions into an image surface. An encoder-decoder's two
+ * fields are live_seq2seq.c's; the state is in live_internal.h.
  *
  * Token ids come from the model's own tokenizer. A character tokenizer
  * refuses a character it has never seen: that character is marked in the
@@ -355,6 +362,15 @@ static ts_status decode_from(ts_live *l, const int32_t *ids, int keep, int n) {
     return TS_OK;
 }
 
+/* Whether every edit acts on each position alone (a zeroed head): a mean
+ * over the positions, or a patch from another run, changes with the text's
+ * length, so a pass with one recomputes every position. */
+static bool edits_per_position(const ts_experiment *ex) {
+    for (int i = 0; i < ex->n_edits; i++)
+        if (ex->edits[i].kind != TS_EDIT_ZERO) return false;
+    return true;
+}
+
 /* The pass with a cache: only the positions after the longest run of tokens
  * the caches already hold are computed. *done false: this pass cannot use
  * the caches (the step on screen cannot be rebuilt from rows, no cache) and
@@ -364,10 +380,10 @@ static ts_status cached_pass(ts_live *l, const char *want, bool *done) {
     int n = l->n_all - l->first;
     const int32_t *ids = l->ids + l->first;
     /* the lens reads every layer at every position, a norm's view every step
-     * of the norm: full passes for them */
+     * of the norm, a mean ablation every position: full passes for them */
     char norm[NAME_MAX_LEN + 2];
-    if (!l->can_cache || l->lens || norm_view(want, norm, sizeof norm) || n > l->kv.capacity ||
-        strcmp(want, l->no_rows_for) == 0)
+    if (!l->can_cache || l->lens || !edits_per_position(&l->ex) || norm_view(want, norm, sizeof norm) ||
+        n > l->kv.capacity || strcmp(want, l->no_rows_for) == 0)
         return TS_OK;
     if (l->n_knocked && !l->kv_plain.acts) TS_TRY(ts_kv_cache_init(&l->kv_plain, l->m));
     int keep = 0;
