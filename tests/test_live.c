@@ -294,7 +294,8 @@ static void assert_step_is_a_full_passes(fixture *f, const char *name, const cha
     assert_ok(ts_lmtok_encode(&f->tok, text, (size_t)n, &out));
     memcpy(ids, out.ids, sizeof(int32_t) * (size_t)n);
     ts_bpe_ids_free(&out);
-    ts_model_config c = gpt(n);
+    ts_model_config c = f->m.cfg; /* the session's model, built at the window's length */
+    c.seq = n;
     ts_model ref;
     assert_ok(ts_model_init(&ref, &c));
     memcpy(ref.block, f->m.block, sizeof(float) * (size_t)f->m.n_floats);
@@ -557,6 +558,28 @@ static void a_norms_view_has_its_norm(void **state) {
     close_fixture(&f);
 }
 
+/* A model without positions: its cache is as long as the model was built,
+ * however short the full passes before made it. */
+static void a_model_without_positions_keeps_its_cache(void **state) {
+    (void)state;
+    fixture f;
+    ts_model_config c = gpt(CTX);
+    c.pe = TS_PE_NONE;
+    c.max_pos = 0;
+    assert_ok(ts_model_init(&f.m, &c));
+    assert_ok(ts_lmtok_build(&f.tok, TS_LMTOK_CHAR, VOCAB_TEXT, strlen(VOCAB_TEXT), 0));
+    ts_live_options o = {.width = 1100, .height = 700, .text = "ab"};
+    assert_ok(ts_live_new(&f.l, &f.m, &f.tok, &o));
+    look_at(&f, "decoder.layers.0.self_attn.scores"); /* full passes: the model is made 2 long */
+    look_at(&f, "decoder.layers.0.self_attn.weights");
+    assert_ok(ts_live_knock(f.l, "decoder.layers.0.self_attn.head0"));
+    assert_ok(ts_live_insert(f.l, "cdefgh"));
+    assert_ok(ts_live_insert(f.l, "i"));
+    assert_int_equal(ts_live_reused(f.l), 8);
+    assert_step_is_a_full_passes(&f, "decoder.layers.0.self_attn.weights", "decoder.layers.0.self_attn.head0");
+    close_fixture(&f);
+}
+
 static void set_length_matches_a_model_built_at_that_length(void **state) {
     (void)state;
     ts_model_config c = gpt(CTX), c5 = gpt(5);
@@ -593,6 +616,7 @@ int main(void) {
         cmocka_unit_test(an_edit_recomputes_from_where_it_is),
         cmocka_unit_test(the_lens_comes_and_goes),
         cmocka_unit_test(a_norms_view_has_its_norm),
+        cmocka_unit_test(a_model_without_positions_keeps_its_cache),
         cmocka_unit_test(a_source_and_a_target),
         cmocka_unit_test(what_an_encoder_decoder_cannot_read),
     };

@@ -385,7 +385,6 @@ static ts_status cached_pass(ts_live *l, const char *want, bool *done) {
     if (!l->can_cache || l->lens || !edits_per_position(&l->ex) || norm_view(want, norm, sizeof norm) ||
         n > l->kv.capacity || strcmp(want, l->no_rows_for) == 0)
         return TS_OK;
-    if (l->n_knocked && !l->kv_plain.acts) TS_TRY(ts_kv_cache_init(&l->kv_plain, l->m));
     int keep = 0;
     bool same_rows = strcmp(l->view_rows.name, want) == 0 || strcmp(want, "logits") == 0;
     if (l->cache_ok && l->cached_knock_gen == l->knock_gen && same_rows)
@@ -588,6 +587,7 @@ ts_status ts_live_new(ts_live **out, ts_model *m, ts_lmtok *tok, const ts_live_o
     /* built for the longest window, before any pass shortens the model */
     l->can_cache = ts_model_can_cache(&m->cfg, NULL);
     if (!st && l->can_cache) st = ts_kv_cache_init(&l->kv, m);
+    if (!st && l->can_cache) st = ts_kv_cache_init(&l->kv_plain, m);
     if (!st && l->fd < 0) st = ts_fail(TS_ERR_IO, "live: cannot make an anonymous file for the passes");
     if (!st && seq2seq) st = live_s2s_init(l);
     if (!st && o && o->target) {
