@@ -97,7 +97,7 @@ int ts_cmd_live(int argc, char **argv) {
     float temperature = 1.0f;
     bool verbose = false;
     const ts_flag flags[] = {
-        {"--load", TS_FLAG_STRING, &load, "CKPT", "a trained language model (tscope train --task lm --save)", NULL, NULL, NULL},
+        {"--load", TS_FLAG_STRING, &load, "CKPT", "a trained language model (tscope train --task lm --save), or an encoder-decoder (--task copy|reverse)", NULL, NULL, NULL},
         {"--preset", TS_FLAG_STRING, &preset, "NAME", "a preset with its initial weights (gpt2)", NULL, NULL, NULL},
         {"--text", TS_FLAG_STRING, &text, "TEXT", "the text to start with (an encoder-decoder's source; default: empty)", NULL, NULL, NULL},
         {"--target", TS_FLAG_STRING, &target, "TEXT", "an encoder-decoder's target to start with: what the decoder has read after <bos>", NULL, NULL, NULL},
