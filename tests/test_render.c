@@ -412,6 +412,34 @@ static void long_sequence_shows_every_row(void **state) {
     canvas_free(&c);
 }
 
+/* A lens too wide for its area shows its last positions (where the text
+ * ends): the last column's sure predictions (yellow) are on the canvas. */
+static void narrow_lens_shows_the_last_positions(void **state) {
+    (void)state;
+    enum { L = 2, S = 60 };
+    int top[L * S];
+    float prob[L * S];
+    for (int i = 0; i < L * S; i++) {
+        top[i] = i % 3;
+        prob[i] = i % S == S - 1 ? 1.0f : 0.0f;
+    }
+    ts_render_lens_view v = {.layers = L, .positions = S, .top = top, .prob = prob, .title = "lens", .subtitle = ""};
+    int natural_w, natural_h;
+    ts_render_lens_size(L, S, &natural_w, &natural_h);
+    canvas c = canvas_new(600, natural_h);
+    assert_true(600 < natural_w);
+    assert_ok(ts_render_lens(c.cr, c.area, &v));
+    ts_rgb yellow = ts_cmap_eval(TS_CMAP_VIRIDIS, 1.0);
+    int found = 0;
+    for (int y = 0; y < natural_h; y += 2)
+        for (int x = 0; x < 600; x += 2) {
+            ts_rgb p = rgb_of(pixel(c.surface, x, y));
+            found += fabsf(p.r - yellow.r) < 0.02f && fabsf(p.g - yellow.g) < 0.02f && fabsf(p.b - yellow.b) < 0.02f;
+        }
+    assert_true(found > 20); /* the cells; the colour bar's top row alone is a few pixels */
+    canvas_free(&c);
+}
+
 static void hit_test_finds_the_cell(void **state) {
     (void)state;
     float w[16], sm[16];
@@ -967,6 +995,7 @@ int main(void) {
         cmocka_unit_test(masked_cell_differs_from_a_zero),
         cmocka_unit_test(scene_draws_padded_query_rows_as_padding),
         cmocka_unit_test(long_sequence_shows_every_row),
+        cmocka_unit_test(narrow_lens_shows_the_last_positions),
         cmocka_unit_test(hit_test_finds_the_cell),
         cmocka_unit_test(bad_input_is_an_error),
         cmocka_unit_test(png_unpremultiplies),

@@ -56,17 +56,30 @@ ts_status ts_render_lens(cairo_t *cr, ts_render_rect area, const ts_render_lens_
                     &note, area.x + pad, y0, 0, 0, 0);
     ts_render__text(&p, "framed in red: it is the token that does come next", &note, area.x + pad, y0 + 16, 0, 0, 0);
     double gx = area.x + pad + LEFT, gy = y0 + 38 + HEAD;
-    /* cells fill the area they are given (a lesson's page), within reason */
-    double cw = fmin(CELL_W * 2, fmax(CELL_W * 0.6, (area.x + area.w - pad - RIGHT - gx) / v->positions));
+    /* cells fill the area they are given (a lesson's page), within reason; an
+     * area too narrow for every position shows the last ones, where the text
+     * ends and the next token is predicted */
+    double room = area.x + area.w - pad - RIGHT - gx;
+    int first = 0, shown = v->positions;
+    if (room < v->positions * CELL_W * 0.6) {
+        shown = (int)fmax(1, floor(room / (CELL_W * 0.6)));
+        first = v->positions - shown;
+        char buf[120];
+        snprintf(buf, sizeof buf, "the last %d of %d positions fit here: %d to %d", shown, v->positions, first,
+                 v->positions - 1);
+        ts_render__text(&p, buf, &note, area.x + pad, y0 + 32, 0, 0, 0);
+        gy += 14;
+    }
+    double cw = fmin(CELL_W * 2, fmax(CELL_W * 0.6, room / shown));
     double ch = fmin(CELL_H * 1.6, fmax(CELL_H * 0.6, (area.y + area.h - 30 - gy) / v->layers));
     ts_render__font pos_f = ts_render__font_of(TS_RENDER__TICK_SIZE - 1, 0, ts_render__muted);
     ts_render__font in_f = ts_render__font_of(TS_RENDER__LABEL_SIZE, TS_RENDER__MONO, ts_render__ink);
     in_f.max_w = cw - 2;
-    for (int s = 0; s < v->positions; s++) {
-        double cx = gx + (s + 0.5) * cw;
+    for (int s = first; s < v->positions; s++) {
+        double cx = gx + (s - first + 0.5) * cw;
         char buf[16];
         snprintf(buf, sizeof buf, "%d", s);
-        if (v->positions <= 40 || s % 5 == 0) ts_render__text(&p, buf, &pos_f, cx, gy - HEAD + 4, 0.5, 0, 0);
+        if (shown <= 40 || s % 5 == 0) ts_render__text(&p, buf, &pos_f, cx, gy - HEAD + 4, 0.5, 0, 0);
         if (v->tokens && v->tokens[s]) ts_render__text(&p, v->tokens[s], &in_f, cx, gy - 6, 0.5, 1, 0);
     }
     ts_render__font row_f = ts_render__font_of(TS_RENDER__LABEL_SIZE, 0, ts_render__ink);
@@ -77,9 +90,9 @@ ts_status ts_render_lens(cairo_t *cr, ts_render_rect area, const ts_render_lens_
         char buf[24];
         snprintf(buf, sizeof buf, "layer %d", l);
         ts_render__text(&p, buf, &row_f, gx - 8, cy + ch / 2, 1, 0.5, 0);
-        for (int s = 0; s < v->positions; s++) {
+        for (int s = first; s < v->positions; s++) {
             int k = l * v->positions + s;
-            double pr = v->prob[k], cx = gx + s * cw;
+            double pr = v->prob[k], cx = gx + (s - first) * cw;
             ts_rgb fill = ts_cmap_eval(TS_CMAP_VIRIDIS, isfinite(pr) ? fmin(fmax(pr, 0), 1) : 0);
             cairo_rectangle(cr, cx, cy, cw, ch);
             cairo_set_source_rgb(cr, fill.r, fill.g, fill.b);
@@ -105,16 +118,16 @@ ts_status ts_render_lens(cairo_t *cr, ts_render_rect area, const ts_render_lens_
     /* thin separators between cells, so neighbours of one colour stay apart */
     cairo_set_source_rgb(cr, 1, 1, 1);
     cairo_set_line_width(cr, 0.6);
-    for (int s = 1; s < v->positions; s++) {
+    for (int s = 1; s < shown; s++) {
         cairo_move_to(cr, gx + s * cw, gy);
         cairo_line_to(cr, gx + s * cw, gy + v->layers * ch);
     }
     for (int l = 1; l < v->layers; l++) {
         cairo_move_to(cr, gx, gy + l * ch);
-        cairo_line_to(cr, gx + v->positions * cw, gy + l * ch);
+        cairo_line_to(cr, gx + shown * cw, gy + l * ch);
     }
     cairo_stroke(cr);
-    color_bar(&p, gx + v->positions * cw + 18, gy, fmax(v->layers * ch, 120));
+    color_bar(&p, gx + shown * cw + 18, gy, fmax(v->layers * ch, 120));
     ts_render__pen_free(&p);
     cairo_status_t cs = cairo_status(cr);
     return cs == CAIRO_STATUS_SUCCESS ? TS_OK : ts_fail(TS_ERR_ARG, "render: cairo: %s", cairo_status_to_string(cs));
