@@ -34,8 +34,8 @@ typedef struct fixture {
     ts_live *l;
 } fixture;
 
-static void open_fixture(fixture *f, const char *text) {
-    ts_model_config c = gpt(CTX);
+/* A session on a model of config c (the fixture's characters as its vocabulary). */
+static void open_fixture_as(fixture *f, ts_model_config c, const char *text) {
     assert_ok(ts_model_init(&f->m, &c));
     assert_ok(ts_lmtok_build(&f->tok, TS_LMTOK_CHAR, VOCAB_TEXT, strlen(VOCAB_TEXT), 0));
     assert_int_equal(f->tok.count, c.vocab);
@@ -43,10 +43,20 @@ static void open_fixture(fixture *f, const char *text) {
     assert_ok(ts_live_new(&f->l, &f->m, &f->tok, &o));
 }
 
+static void open_fixture(fixture *f, const char *text) { open_fixture_as(f, gpt(CTX), text); }
+
 static void close_fixture(fixture *f) {
     ts_live_free(f->l);
     ts_model_free(&f->m);
     ts_lmtok_free(&f->tok);
+}
+
+/* probs (V) = softmax(row), computed in double. */
+static void softmax_of(const float *row, int V, float *probs) {
+    double z = 0, best = row[0];
+    for (int v = 0; v < V; v++) best = row[v] > best ? row[v] : best;
+    for (int v = 0; v < V; v++) z += exp(row[v] - best);
+    for (int v = 0; v < V; v++) probs[v] = (float)(exp(row[v] - best) / z);
 }
 
 /* The last row's softmax of a model built at exactly this length, on the same weights. */
@@ -66,10 +76,7 @@ static void reference_last_row(const fixture *f, const char *text, float *probs)
     ts_tensor logits;
     assert_ok(ts_model_forward(&ref, &in, NULL, &logits));
     const float *row = logits.data + (int64_t)(n - 1) * c.vocab;
-    double z = 0, best = row[0];
-    for (int v = 0; v < c.vocab; v++) best = row[v] > best ? row[v] : best;
-    for (int v = 0; v < c.vocab; v++) z += exp(row[v] - best);
-    for (int v = 0; v < c.vocab; v++) probs[v] = (float)(exp(row[v] - best) / z);
+    softmax_of(row, c.vocab, probs);
     ts_model_free(&ref);
 }
 
@@ -226,13 +233,11 @@ static void knocking_a_head_out(void **state) {
     ts_tensor logits;
     assert_ok(ts_model_set_length(&f.m, 5));
     assert_ok(ts_model_forward(&f.m, &in, &hook, &logits));
-    const float *row = logits.data + 4 * 18;
-    double z = 0, best = row[0];
-    for (int v = 0; v < 18; v++) best = row[v] > best ? row[v] : best;
-    for (int v = 0; v < 18; v++) z += exp(row[v] - best);
+    float knocked[18];
+    softmax_of(logits.data + 4 * 18, 18, knocked);
     for (int r = 0; r < 10; r++) {
         int id = ts_live_top(f.l, r, &p, NULL, 0);
-        assert_true(fabsf(p - (float)(exp(row[id] - best) / z)) < 1e-5f);
+        assert_true(fabsf(p - knocked[id]) < 1e-5f);
     }
     ts_experiment_free(&ex);
     float before, after;
@@ -466,15 +471,13 @@ static void a_source_and_a_target(void **state) {
     ts_model_input in = {.src_ids = src, .tgt_ids = tgt, .src_pad = src_pad, .tgt_pad = tgt_pad};
     ts_tensor logits;
     assert_ok(ts_model_forward(&m, &in, NULL, &logits));
-    const float *row = logits.data + 2 * 16; /* the position that read "the" */
-    double z = 0, best = row[0];
-    for (int v = 0; v < 16; v++) best = row[v] > best ? row[v] : best;
-    for (int v = 0; v < 16; v++) z += exp(row[v] - best);
+    float want_p[16];
+    softmax_of(logits.data + 2 * 16, 16, want_p); /* the position that read "the" */
     char label[64];
     for (int r = 0; r < 10; r++) {
         float p;
         int id = ts_live_top(l, r, &p, label, sizeof label);
-        assert_true(fabsf(p - (float)(exp(row[id] - best) / z)) < 1e-5f);
+        assert_true(fabsf(p - want_p[id]) < 1e-5f);
         if (id == 7) assert_string_equal(label, "on");
         if (id == 2) assert_string_equal(label, "<eos>");
     }
@@ -566,10 +569,7 @@ static void a_model_without_positions_keeps_its_cache(void **state) {
     ts_model_config c = gpt(CTX);
     c.pe = TS_PE_NONE;
     c.max_pos = 0;
-    assert_ok(ts_model_init(&f.m, &c));
-    assert_ok(ts_lmtok_build(&f.tok, TS_LMTOK_CHAR, VOCAB_TEXT, strlen(VOCAB_TEXT), 0));
-    ts_live_options o = {.width = 1100, .height = 700, .text = "ab"};
-    assert_ok(ts_live_new(&f.l, &f.m, &f.tok, &o));
+    open_fixture_as(&f, c, "ab");
     look_at(&f, "decoder.layers.0.self_attn.scores"); /* full passes: the model is made 2 long */
     look_at(&f, "decoder.layers.0.self_attn.weights");
     assert_ok(ts_live_knock(f.l, "decoder.layers.0.self_attn.head0"));
