@@ -156,9 +156,7 @@ int ts_cmd_ablate(int argc, char **argv) {
         .flags = flags,
         .n_flags = (int)(sizeof flags / sizeof flags[0]),
     };
-    char *args[argc + 1];
-    sweep_cli_short_o(argc, argv, args);
-    int rc = ts_cli_parse(&spec, argc, args, NULL, NULL);
+    int rc = sweep_cli_parse(&spec, argc, argv);
     if (rc >= 0) return rc;
     return run(&o);
 }

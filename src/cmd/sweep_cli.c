@@ -1,6 +1,7 @@
 /* sweep_cli: the sweeps' shared command-line parts (sweep_cli.h). */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "lm_cli.h"
@@ -40,9 +41,14 @@ ts_status sweep_cli_one_token(ts_lmtok *tok, const char *flag, const char *text,
     return st;
 }
 
-void sweep_cli_short_o(int argc, char **argv, char **args) {
+int sweep_cli_parse(const ts_cli_spec *spec, int argc, char **argv) {
+    char **args = malloc(sizeof *args * (size_t)(argc + 1));
+    if (!args) return ts_cli_error(spec->command, "out of memory");
     for (int i = 0; i < argc; i++) args[i] = strcmp(argv[i], "-o") == 0 && i > 0 ? "--output" : argv[i];
     args[argc] = NULL;
+    int rc = ts_cli_parse(spec, argc, args, NULL, NULL); /* the flags keep argv's strings, not args */
+    free(args);
+    return rc;
 }
 
 ts_status sweep_cli_check_output(const char *path) {

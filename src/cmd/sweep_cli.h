@@ -1,9 +1,10 @@
-/* sweep_cli: what `tscope ablate` and `tscope patch` share: a language
- * model's checkpoint read with a text, and the sweep's heatmap written as
- * PNG, SVG or PDF. */
+/* sweep_cli: what `tscope ablate`, `tscope patch` and `tscope attribute`
+ * share: a language model's checkpoint read with a text, -o for the figure,
+ * and the sweep's heatmap written as PNG, SVG or PDF. */
 #ifndef TSCOPE_CMD_SWEEP_CLI_H
 #define TSCOPE_CMD_SWEEP_CLI_H
 
+#include "cli.h"
 #include "tscope/experiment.h"
 #include "tscope/tokenizer.h"
 
@@ -27,8 +28,9 @@ ts_status sweep_cli_figure(const sweep_figure *f);
 /* The one token `text` is for tok, or an error naming flag. */
 ts_status sweep_cli_one_token(ts_lmtok *tok, const char *flag, const char *text, int *out);
 
-/* argv with -o read as --output, into args (argc + 1 entries). */
-void sweep_cli_short_o(int argc, char **argv, char **args);
+/* ts_cli_parse of spec with -o read as --output (the figure's path): < 0
+ * when the command runs, else its exit code. */
+int sweep_cli_parse(const ts_cli_spec *spec, int argc, char **argv);
 
 /* A path ending in .png, .svg or .pdf; else the error. */
 ts_status sweep_cli_check_output(const char *path);
