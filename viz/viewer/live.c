@@ -44,6 +44,10 @@
 #define FIELD_H 76.0      /* one field across the top (a language model's text) */
 #define FIELDS_H 116.0    /* two (an encoder-decoder's source and target) */
 #define PANEL_W 330.0     /* the next-token panel on the right */
+#define BOX_H 34.0        /* a field's box */
+
+/* The top of field i's box: clicks and drawing agree on it. */
+static double box_y(int i) { return 8 + 40 * i; }
 
 static double now_ms(void) {
     struct timespec ts;
@@ -716,7 +720,7 @@ int ts_live_fields(const ts_live *l) { return l->seq2seq ? 2 : 1; }
 int ts_live_field_at(const ts_live *l, double x, double y) {
     (void)x;
     for (int i = 0; i <= (l->seq2seq ? LIVE_TARGET : LIVE_SOURCE); i++)
-        if (y >= 8 + 40 * i && y < 42 + 40 * i) return i;
+        if (y >= box_y(i) && y < box_y(i) + BOX_H) return i;
     return -1;
 }
 
@@ -940,7 +944,7 @@ static void draw_one_field(ts_live *l, cairo_t *cr, const live_field *f, const c
     double x0 = 80, box_w = l->w - x0 - 14;
     ts_window_text(cr, label, 13, false, 14, y + 16, 0, 0.35, 0.38, 0.42, 0);
     cairo_set_source_rgb(cr, 1, 1, 1);
-    cairo_rectangle(cr, x0, y, box_w, 34);
+    cairo_rectangle(cr, x0, y, box_w, BOX_H);
     cairo_fill_preserve(cr);
     if (focused) cairo_set_source_rgb(cr, 0.1, 0.35, 0.8);
     else cairo_set_source_rgb(cr, 0.55, 0.6, 0.68);
@@ -958,14 +962,14 @@ static void draw_one_field(ts_live *l, cairo_t *cr, const live_field *f, const c
     pango_layout_index_to_pos(lay, (int)f->cursor, &cur);
     double cx = cur.x / (double)PANGO_SCALE, shift = cx > box_w - 24 ? cx - (box_w - 24) : 0;
     cairo_save(cr);
-    cairo_rectangle(cr, x0 + 1, y + 1, box_w - 2, 32);
+    cairo_rectangle(cr, x0 + 1, y + 1, box_w - 2, BOX_H - 2);
     cairo_clip(cr);
     cairo_set_source_rgb(cr, 0.1, 0.12, 0.15);
     cairo_move_to(cr, x0 + 8 - shift, y + 5);
     ts_render_show_layout(cr, lay);
     if (focused) { /* the cursor */
         cairo_set_source_rgb(cr, 0.1, 0.35, 0.8);
-        cairo_rectangle(cr, x0 + 8 - shift + cx, y + 4, 2, 26);
+        cairo_rectangle(cr, x0 + 8 - shift + cx, y + 4, 2, BOX_H - 8);
         cairo_fill(cr);
     }
     /* where what the model reads starts (a slid window) or ends (a full encoder) */
@@ -975,7 +979,7 @@ static void draw_one_field(ts_live *l, cairo_t *cr, const live_field *f, const c
         pango_layout_index_to_pos(lay, (int)marks[k], &edge);
         double wx = x0 + 8 - shift + edge.x / (double)PANGO_SCALE;
         cairo_set_source_rgb(cr, 1.0, 0.5, 0.05);
-        cairo_rectangle(cr, wx - 2, y + 1, 3, 32);
+        cairo_rectangle(cr, wx - 2, y + 1, 3, BOX_H - 2);
         cairo_fill(cr);
     }
     cairo_restore(cr);
@@ -1000,10 +1004,10 @@ static void draw_field(ts_live *l, cairo_t *cr) {
     cairo_rectangle(cr, 0, 0, l->w, l->field_h);
     cairo_fill(cr);
     if (l->seq2seq) {
-        draw_one_field(l, cr, &l->field[LIVE_SOURCE], "<b>source</b>", 8, l->focus == LIVE_SOURCE);
-        draw_one_field(l, cr, &l->field[LIVE_TARGET], "<b>target</b>", 48, l->focus == LIVE_TARGET);
+        draw_one_field(l, cr, &l->field[LIVE_SOURCE], "<b>source</b>", box_y(LIVE_SOURCE), l->focus == LIVE_SOURCE);
+        draw_one_field(l, cr, &l->field[LIVE_TARGET], "<b>target</b>", box_y(LIVE_TARGET), l->focus == LIVE_TARGET);
     } else {
-        draw_one_field(l, cr, &l->field[LIVE_SOURCE], "<b>text</b>", 8, true);
+        draw_one_field(l, cr, &l->field[LIVE_SOURCE], "<b>text</b>", box_y(LIVE_SOURCE), true);
     }
     char line[800], what[200];
     reading(l, what, sizeof what);
