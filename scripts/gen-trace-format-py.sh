@@ -25,7 +25,7 @@ trap 'rm -rf "$tmp"' EXIT
     done
     # the magics, as bytes
     sed -n 's/^#define TRF_\([A-Z_]*MAGIC\) .*/\1/p' src/trace/trace_format.h | while read -r n; do
-        echo "    printf(\"$n = b\\\"\"); for (const char *c = TRF_$n; *c; c++) printf(\"\\\\x%02x\", (unsigned char)*c); printf(\"\\\"\\n\");"
+        echo "    printf(\"$n = b\\\"\"); for (const char *c = TRF_$n; *c; ++c) printf(\"\\\\x%02x\", (unsigned char)*c); printf(\"\\\"\\n\");"
     done
     echo '    printf("MAX_RANK = %d\n", TS_MAX_RANK);'
     echo '#define NAME(e, name) printf("    \"%s\",\n", name);'
