@@ -76,6 +76,18 @@ void ts_gemm_ref(bool trans_a, bool trans_b, int M, int N, int K, float alpha, c
 int64_t ts_softmax_rows(float *out, const float *in, int64_t rows, int cols, const float *mask,
                         bool causal, int causal_offset);
 
+/* One distribution over a vocabulary, in double precision: probs (n) =
+ * softmax(logits / temperature) over the entries >= floor (the others get
+ * exactly 0; -INFINITY keeps every entry). Returns log Z, the log-sum-exp of
+ * the kept logits / temperature, so -log p(v) = log Z - logits[v] / T.
+ * probs may be NULL when only log Z is wanted. temperature > 0. Sampling,
+ * the lens, the losses and every view of a next-token distribution use it. */
+double ts_softmax_vocab(float *probs, const float *logits, int64_t n, double temperature, float floor);
+
+/* log(sum(exp(x))) over n entries, max-shifted, in double precision
+ * (ts_softmax_vocab at temperature 1 without the probabilities). */
+double ts_logsumexp(const float *x, int64_t n);
+
 /* LayerNorm over the last dim: out = gamma * (x - mean) * rstd + beta, with
  * rstd = 1 / sqrt(var + eps) and the biased variance as PyTorch uses.
  * in, out (rows, cols); mean, rstd (rows), may be NULL; gamma, beta (cols),

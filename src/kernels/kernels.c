@@ -297,6 +297,21 @@ void ts_gemm_batched(bool trans_a, bool trans_b, int M, int N, int K, float alph
                          ldb, stride_b, beta, C, ldc, stride_c, batch);
 }
 
+double ts_softmax_vocab(float *probs, const float *logits, int64_t n, double temperature, float floor) {
+    double top = -INFINITY;
+    for (int64_t v = 0; v < n; v++)
+        if (logits[v] >= floor && logits[v] > top) top = logits[v];
+    double z = 0;
+    for (int64_t v = 0; v < n; v++)
+        if (logits[v] >= floor) z += exp(((double)logits[v] - top) / temperature);
+    if (probs)
+        for (int64_t v = 0; v < n; v++)
+            probs[v] = logits[v] >= floor ? (float)(exp(((double)logits[v] - top) / temperature) / z) : 0.0f;
+    return log(z) + top / temperature;
+}
+
+double ts_logsumexp(const float *x, int64_t n) { return ts_softmax_vocab(NULL, x, n, 1.0, -INFINITY); }
+
 int64_t ts_softmax_rows(float *out, const float *in, int64_t rows, int cols, const float *mask,
                         bool causal, int causal_offset) {
     const ts_kern_ops *ops = ts_kern_ops_current();
