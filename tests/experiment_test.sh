@@ -134,7 +134,8 @@ refuse "no such step" "names no step" --load $model --text "$clean" --ablate dec
 refuse "no such layer" "layers 0 to 1" --load $model --text "$clean" --ablate decoder.layers.5.self_attn.head0
 refuse "no such head" "heads head0 to head3" --load $model --text "$clean" --ablate decoder.layers.1.self_attn.head7
 refuse "bad =" "zero or mean" --load $model --text "$clean" --ablate decoder.layers.1.out=half
-refuse "a parameter" "names no step" --load $model --text "$clean" --ablate decoder.layers.0.norm1.gamma
+refuse "a parameter" "is a parameter of the model, not a step it computes; edit decoder.layers.0.norm1.out" --load $model --text "$clean" --ablate decoder.layers.0.norm1.gamma
+refuse "the input ids" "is what the model reads, not a step it computes; edit embed.out instead" --load $model --text "$clean" --ablate input
 refuse "patch without a step" "TRACE:STEP" --load $model --text "$clean" --patch "$tmp/clean.tstrace"
 refuse "patch from no file" "--patch" --load $model --text "$clean" --patch "$tmp/none.tstrace:decoder.layers.0.out"
 printf 'not a trace' >"$tmp/junk.tstrace"

@@ -435,13 +435,21 @@ typedef struct ts_hook {
  * hook can see it, and offers none ahead or in a group. */
 static inline bool ts_hook_edits(const ts_hook *hook) { return hook && hook->edit; }
 
+/* Whether an edit of a step so handed over can reach what follows: never a
+ * parameter, the input, or the padding a forward is given, handed over as
+ * 0/1 for a reader (op mask, plain tag: the attention masks are made from
+ * the padding itself). Experiments refuse edits of the others up front. */
+static inline bool ts_hook_step_editable(ts_op op, ts_tag tag) {
+    return op != TS_OP_PARAM && op != TS_OP_INPUT && !(op == TS_OP_MASK && tag == TS_TAG_PLAIN);
+}
+
 /* Let the hook's edit change the step (ts_hook_edit_fn); when it did, the
  * recording side is told first (ts_hook_overwritten_fn), and the step must
  * then be handed over as a plain step, never as like an earlier one. */
 static inline ts_status ts_hook_edit_step(const ts_hook *hook, const char *name, ts_op op, const ts_tensor *t,
                                           ts_tag tag, bool *edited) {
     *edited = false;
-    if (!hook || !hook->edit || !t->data || op == TS_OP_PARAM || op == TS_OP_INPUT) return TS_OK;
+    if (!hook || !hook->edit || !t->data || !ts_hook_step_editable(op, tag)) return TS_OK;
     ts_tensor w = *t;
     ts_status st = hook->edit(hook->edit_ctx, name, op, &w, tag, edited);
     if (!st && *edited && hook->fn && hook->overwritten) hook->overwritten(hook->ctx, t);

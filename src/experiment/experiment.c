@@ -180,7 +180,28 @@ static ts_status collect(void *ctx, const char *name, ts_op op, const ts_tensor 
     return TS_OK;
 }
 
-static bool editable(const step_info *s) { return s->op != TS_OP_PARAM && s->op != TS_OP_INPUT; }
+static bool editable(const step_info *s) { return ts_hook_step_editable(s->op, s->tag); }
+
+/* Why s cannot be edited, and which step to edit instead. */
+static ts_status refuse_uneditable(const ts_edit *e, const step_info *s) {
+    const char *what = e->kind == TS_EDIT_PATCH ? "--patch" : "--ablate";
+    char instead[2 * TS_MODEL_NAME_MAX];
+    snprintf(instead, sizeof instead, "%s", s->name);
+    char *leaf = strrchr(instead, '.');
+    if (s->op == TS_OP_PARAM) {
+        if (leaf) snprintf(leaf, sizeof instead - (size_t)(leaf - instead), ".out");
+        return ts_fail(TS_ERR_ARG, "%s %s: %s is a parameter of the model, not a step it computes; edit %s "
+                                   "(what the parameter makes) instead", what, e->spec, s->name, instead);
+    }
+    if (s->op == TS_OP_INPUT) {
+        bool dec = strncmp(s->name, "decoder.", 8) == 0;
+        return ts_fail(TS_ERR_ARG, "%s %s: %s is what the model reads, not a step it computes; edit %s instead", what,
+                       e->spec, s->name, dec ? "decoder.embed.out" : "embed.out");
+    }
+    return ts_fail(TS_ERR_ARG, "%s %s: %s is the input's padding, shown for reading; the attention masks are made "
+                               "from the padding itself (edit a step's masked scores, e.g. *.self_attn.masked, "
+                               "instead)", what, e->spec, s->name);
+}
 
 /* Whether two configs are the same model, whatever the batch and lengths. */
 static bool same_model(const ts_model_config *a, const char *trace_json) {
@@ -211,10 +232,14 @@ static int pos_dim(int rank, ts_tag tag) {
 
 static ts_status check_edit(ts_edit *e, const step_list *l, const ts_model_config *cfg) {
     int matched = 0, heads_matched = 0;
-    const step_info *hit = NULL;
+    const step_info *hit = NULL, *uneditable = NULL;
     for (int i = 0; i < l->n; i++) {
         const step_info *s = &l->steps[i];
-        if (!editable(s) || fnmatch(e->glob, s->name, 0) != 0) continue;
+        if (fnmatch(e->glob, s->name, 0) != 0) continue;
+        if (!editable(s)) {
+            if (!uneditable) uneditable = s;
+            continue;
+        }
         matched++;
         hit = s;
         if (e->heads[0]) {
@@ -227,6 +252,7 @@ static ts_status check_edit(ts_edit *e, const step_list *l, const ts_model_confi
             }
         }
     }
+    if (matched == 0 && uneditable) return refuse_uneditable(e, uneditable);
     if (matched == 0) {
         const char *what = e->kind == TS_EDIT_PATCH ? "--patch" : "--ablate";
         if (e->heads[0])

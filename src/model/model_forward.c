@@ -26,9 +26,10 @@
  * permute as its own step, the one intended difference from seed 000's print.
  *
  * Trace order inside scaled dot-product attention: scores, scaled, masked (only
- * with a mask), values, weights. Values before weights because seed 000's
- * scaled_dot_product returns (values, attention) and prints them in that order;
- * the weights are still intact in their buffer when the hook sees them.
+ * with a mask), weights, values: the order they are made in, so an edit of
+ * the weights reaches the values (seed 000's scaled_dot_product returns
+ * (values, attention) and prints values first; tscope keeps the order of
+ * the arithmetic, the rule every step follows: made, handed over, then read).
  *
  * Dropout (training only) acts where the paper and seed 000 put it: on the sum
  * of embeddings and positions, on each sublayer's output before the residual
@@ -149,6 +150,7 @@ typedef struct fwd {
     ts_kept *keep;         // training: where each activation the backward reads goes, or NULL
     ts_kv_cache *cache;    // decoding: keys and values of positions [0, pos0), or NULL
     int pos0;              // decoding: the first new position
+    int64_t edits;         // steps the hook's edit has changed so far: what follows reads them
 } fwd;
 
 /* A view of `data` (NULL in a dry run) with the given shape; row-major unless
@@ -218,7 +220,10 @@ static ts_status emit_like(fwd *f, const char *prefix, const char *leaf, ts_op o
     if (f->hook->edit && !f->dry) { /* an experiment may change the step before anything reads it */
         bool edited;
         TS_TRY(ts_hook_edit_step(f->hook, name, op, t, tag, &edited));
-        if (edited) return ts_hook_call(f->hook, name, op, t, tag); /* no longer like any earlier step */
+        if (edited) {
+            f->edits++;
+            return ts_hook_call(f->hook, name, op, t, tag); /* no longer like any earlier step */
+        }
     }
     if (factor != 0.0f) return ts_hook_call_like(f->hook, name, op, t, tag, of, factor);
     return ts_hook_call(f->hook, name, op, t, tag);
@@ -345,6 +350,21 @@ typedef struct norm_step {
     float *out, *mean, *rstd; // (B, S, D), (B, S), (B, S); out may be in
 } norm_step;
 
+/* y (rows, D) = (in - mean) / std, a row's mean and std each: a norm's y
+ * made again when an edit changed its statistics, so that y, and the out
+ * made from y, follow the edit. */
+static void normalize_rows(float *y, const float *in, const float *mean, const float *stdv, int64_t rows, int64_t D) {
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t j = 0; j < D; j++) y[r * D + j] = (in[r * D + j] - mean[r]) / stdv[r];
+}
+
+/* out (rows, D) = gamma * y + beta: a norm's out made again from an edited y. */
+static void affine_rows(float *out, const float *y, const float *gamma, const float *beta, int64_t rows, int64_t D) {
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t j = 0; j < D; j++)
+            out[r * D + j] = (gamma ? gamma[j] : 1.0f) * y[r * D + j] + (beta ? beta[j] : 0.0f);
+}
+
 /* Seed 001's LayerNorm over (batch, features), variant seed001-layernorm: the
  * steps of norm() below, with mean and std (1, S, 1), one per position, and
  * gamma, beta shown (B, D) as the seed shapes its parameters (model_variants.c). */
@@ -358,12 +378,16 @@ static ts_status norm_two_dims(fwd *f, const norm_step *n, const float *in, int 
     float *y = f->watch ? a->big : NULL; // a norm's input never lives in big
     if (!f->dry) ts_model_layernorm_two_dims(n->out, y, a->mean, a->std, in, w->gamma, w->beta, (int)B, S, (int)D, n->eps);
     if (f->watch) {
+        int64_t edits = f->edits;
         t = view3(a->mean, 1, S, 1);
         TS_TRY(emit(f, n->name, "mean", TS_OP_MEAN, &t, TS_TAG_NORM_STAT, false));
         t = view3(a->std, 1, S, 1);
         TS_TRY(emit(f, n->name, "std", TS_OP_STD, &t, TS_TAG_NORM_STAT, false));
+        if (f->edits != edits && !f->dry) /* y from the statistics as edited: one mean and std per position */
+            for (int64_t b = 0; b < B; b++) normalize_rows(y + b * S * D, in + b * S * D, a->mean, a->std, S, D);
         t = view3(y, B, S, D);
         TS_TRY(emit(f, n->name, "y", TS_OP_LAYERNORM, &t, TS_TAG_PLAIN, false));
+        if (f->edits != edits && !f->dry) affine_rows(n->out, y, w->gamma, w->beta, B * S, D);
         t = view(w->gamma, 2, (int64_t[]){B, D}, (int64_t[]){0, 1});
         TS_TRY(emit(f, n->name, "gamma", TS_OP_PARAM, &t, TS_TAG_PARAM, false));
         t = view(w->beta, 2, (int64_t[]){B, D}, (int64_t[]){0, 1});
@@ -397,6 +421,7 @@ static ts_status norm(fwd *f, const norm_step *n, const float *in, int S) {
     float *dst = in == out ? a->big : out;
     if (!f->dry) ts_layernorm(dst, n->mean, n->rstd, in, w->gamma, w->beta, rows, (int)D, n->eps);
     ts_tensor ty = view3(NULL, B, S, D);
+    bool restated = false; // an edit of mean, std or y: out is made again from them
     if (f->watch) {
         float *y = at(a->big, rows * D); // big holds >= 2 (B, L, D)
         if (!f->dry) {
@@ -405,18 +430,25 @@ static ts_status norm(fwd *f, const norm_step *n, const float *in, int S) {
             ts_layernorm(y, NULL, NULL, in, NULL, NULL, rows, (int)D, n->eps);
             for (int64_t r = 0; r < rows; r++) a->std[r] = 1.0f / n->rstd[r];
         }
+        int64_t edits = f->edits;
         ts_tensor stat = view3(n->mean, B, S, 1);
         TS_TRY(emit(f, n->name, "mean", TS_OP_MEAN, &stat, TS_TAG_NORM_STAT, false));
         stat = view3(a->std, B, S, 1);
         TS_TRY(emit(f, n->name, "std", TS_OP_STD, &stat, TS_TAG_NORM_STAT, false));
+        if (f->edits != edits && !f->dry) { /* the statistics as edited make y (in is still intact) */
+            normalize_rows(y, in, n->mean, a->std, rows, D);
+            for (int64_t r = 0; r < rows; r++) n->rstd[r] = 1.0f / a->std[r];
+        }
         ty = view3(y, B, S, D);
         TS_TRY(emit(f, n->name, "y", TS_OP_LAYERNORM, &ty, TS_TAG_PLAIN, false));
+        restated = f->edits != edits && !f->dry;
         ts_tensor g = view(w->gamma, 1, (int64_t[]){D}, NULL);
         TS_TRY(emit(f, n->name, "gamma", TS_OP_PARAM, &g, TS_TAG_PARAM, false));
         g = view(w->beta, 1, (int64_t[]){D}, NULL);
         TS_TRY(emit(f, n->name, "beta", TS_OP_PARAM, &g, TS_TAG_PARAM, false));
     }
     if (dst != out && !f->dry) memcpy(out, dst, sizeof(float) * (size_t)(rows * D));
+    if (restated) affine_rows(out, ty.data, w->gamma, w->beta, rows, D);
     ts_tensor tout = view3(out, B, S, D);
     /* gamma 1 and beta 0 (a LayerNorm that has not learned yet) make out
      * y times one plus zero: y's values, which a hook need not read again. */
@@ -534,14 +566,15 @@ static ts_status scale_step(fwd *f, const char *prefix, const attn_job *j, ts_te
 }
 
 /* Attention as the paper writes it, one step at a time, each handed to the
- * hook before the next overwrites it in att:
+ * hook before the next reads it from att:
  *   scores  = q k^T                  (B, H, Sq, Sk)
  *   scaled  = scores / sqrt(hd)
  *   masked  = scaled + mask          (only with a mask)
- *   weights = softmax(masked), values = weights v
- * Seed 001's unshifted softmax and seed 003's -1e9 change their step here. */
-static ts_status attention_steps(fwd *f, const char *prefix, const attn_job *j, float scale, bool masked,
-                                 int64_t *empty) {
+ *   weights = softmax(masked)
+ * Seed 001's unshifted softmax and seed 003's -1e9 change their step here.
+ * att ends holding the weights; sdpa hands them over and then reads them. */
+static ts_status attention_weights_steps(fwd *f, const char *prefix, const attn_job *j, float scale, bool masked,
+                                         int64_t *empty) {
     int64_t BH = (int64_t)f->B * f->H;
     int Sq = j->Sq, Sk = j->Sk;
     bool unshifted = f->c->variants & TS_VARIANT_SEED001_SOFTMAX;
@@ -564,17 +597,24 @@ static ts_status attention_steps(fwd *f, const char *prefix, const attn_job *j, 
         if (scale_later) ts_scale(att_of(j, bh), att_of(j, bh), scale, (int64_t)Sq * Sk);
         if (unshifted) ts_model_softmax_unshifted(att_of(j, bh), Sq, Sk);
         else hidden += head_softmax(j, bh, false);
-        head_values(j, bh);
     }
     *empty = hidden;
     return TS_OK;
 }
 
+/* values = weights v for every head, from the weights as the hook left them. */
+static void attention_values(fwd *f, const attn_job *j) {
+    int64_t BH = (int64_t)f->B * f->H;
+    TS_MODEL_OMP(parallel for num_threads(f->threads) if(f->par) schedule(dynamic, 1))
+    for (int64_t bh = 0; bh < BH; bh++) head_values(j, bh);
+}
+
 /* values (B, H, Sq, hd) = softmax(q k^T / sqrt(hd) + mask) v, written into
  * ctx in (B, Sq, H, hd) order; att (B, H, Sq, Sk) ends holding the weights.
  * Step by step when someone watches or a seed's variant changes a stage
- * (attention_steps); fused otherwise (attention_fused), with the same
- * numbers. */
+ * (attention_weights_steps, then the weights handed over, then the values
+ * read from them: an edit of the weights reaches the values); fused
+ * otherwise (attention_fused), with the same numbers. */
 static ts_status sdpa(fwd *f, const char *prefix, const attn_job *j) {
     int B = f->B, H = f->H, hd = f->hd, D = f->D, Sq = j->Sq, Sk = j->Sk;
     float scale = ts_model_attn_scale(f->c, hd);
@@ -584,13 +624,18 @@ static ts_status sdpa(fwd *f, const char *prefix, const attn_job *j) {
     /* hidden rows, seed 003's -1e9 and seed 001's softmax go into the scores, as a watcher sees them */
     bool staged = f->watch || f->row_mask || (masked && (f->c->variants & TS_VARIANT_SEED003_MASK)) ||
                   (f->c->variants & TS_VARIANT_SEED001_SOFTMAX);
-    if (staged) TS_TRY(attention_steps(f, prefix, j, scale, masked, &empty));
-    else if (!f->dry) empty = attention_fused(f, j, scale, masked);
-    f->m->empty_rows += empty;
     ts_tensor tatt = view(j->att, 4, (int64_t[]){B, H, Sq, Sk}, NULL);
+    if (staged) {
+        TS_TRY(attention_weights_steps(f, prefix, j, scale, masked, &empty));
+        TS_TRY(emit(f, prefix, "weights", TS_OP_SOFTMAX, &tatt, TS_TAG_ATTN_WEIGHTS, false));
+        if (!f->dry) attention_values(f, j);
+    } else {
+        if (!f->dry) empty = attention_fused(f, j, scale, masked);
+        TS_TRY(emit(f, prefix, "weights", TS_OP_SOFTMAX, &tatt, TS_TAG_ATTN_WEIGHTS, false));
+    }
+    f->m->empty_rows += empty;
     heads_at vals = {j->ctx, (int64_t)Sq * D, hd, D};
     ts_tensor tv = heads_view(f, &vals, Sq);
-    TS_TRY(emit(f, prefix, "weights", TS_OP_SOFTMAX, &tatt, TS_TAG_ATTN_WEIGHTS, false));
     TS_TRY(emit(f, prefix, "values", TS_OP_MATMUL, &tv, TS_TAG_HEADS, false));
     if (f->c->variants & TS_VARIANT_SEED000_RESHAPE) { /* no permute back; the q/k/v rows are spent */
         if (!f->dry) ts_model_unpermuted_concat(j->ctx, f->a->big, B, Sq, H, hd);
@@ -1025,6 +1070,10 @@ static ts_status embed(fwd *f, const embed_step *e, const float **res) {
     }
     if (c->pe != TS_PE_NONE) {
         const float *pe = cat(learned ? e->w->positions : a->pe, (int64_t)f->pos0 * D);
+        if (ts_hook_edits(f->hook) && !f->dry) { /* an edit changes this pass's positions, not the model's table */
+            memcpy(a->big, pe, sizeof(float) * (size_t)(S * D));
+            pe = a->big;
+        }
         t = view((float *)pe, 2, (int64_t[]){S, D}, NULL);
         TS_TRY(emit(f, e->name, "pe", learned ? TS_OP_EMBED : TS_OP_POSENC, &t, TS_TAG_POSENC, false));
         if (!f->dry) {
