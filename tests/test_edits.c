@@ -470,7 +470,8 @@ static void check_case(model_case *mc) {
     int bad = f.silent.count + f.bad_refusal.count + f.not_refused.count + f.leaked.count + f.patch_silent.count +
               f.decode_silent.count;
     if (bad) {
-        print_error("%s: %d edits broke the rule (accepted, so they must change the output):\n", mc->kind, bad);
+        print_error("%s: %d edits broke the rule (an edit changes the output, or is refused before the run with one "
+                    "clear sentence):\n", mc->kind, bad);
         print_section("silent zero-ablations", &f.silent);
         print_section("silent patches", &f.patch_silent);
         print_section("silent while decoding with a cache", &f.decode_silent);
@@ -481,7 +482,7 @@ static void check_case(model_case *mc) {
     findings_free(&f);
     step_list_free(&l);
     case_free(mc);
-    if (bad) fail_msg("%s: %d edits accepted and not honoured (listed above)", mc->kind, bad);
+    if (bad) fail_msg("%s: %d edits broke the rule (listed above)", mc->kind, bad);
 }
 
 /* ---- the models ---- */
