@@ -182,8 +182,9 @@ static ts_status collect(void *ctx, const char *name, ts_op op, const ts_tensor 
 
 static bool editable(const step_info *s) { return ts_hook_step_editable(s->op, s->tag); }
 
-/* Why s cannot be edited, and which step to edit instead. */
-static ts_status refuse_uneditable(const ts_edit *e, const step_info *s) {
+/* Why s cannot be edited, and which step to edit instead (before: the step
+ * handed over just before s, whose values a norm's `in` of op input are). */
+static ts_status refuse_uneditable(const ts_edit *e, const step_info *s, const step_info *before) {
     const char *what = e->kind == TS_EDIT_PATCH ? "--patch" : "--ablate";
     char instead[2 * TS_MODEL_NAME_MAX];
     snprintf(instead, sizeof instead, "%s", s->name);
@@ -193,6 +194,9 @@ static ts_status refuse_uneditable(const ts_edit *e, const step_info *s) {
         return ts_fail(TS_ERR_ARG, "%s %s: %s is a parameter of the model, not a step it computes; edit %s "
                                    "(what the parameter makes) instead", what, e->spec, s->name, instead);
     }
+    if (s->op == TS_OP_INPUT && before && strcmp(s->name, "decoder.input") != 0)
+        return ts_fail(TS_ERR_ARG, "%s %s: %s is %s under another name (the norm reads the stream as it is); edit "
+                                   "%s instead", what, e->spec, s->name, before->name, before->name);
     if (s->op == TS_OP_INPUT) {
         bool dec = strncmp(s->name, "decoder.", 8) == 0;
         return ts_fail(TS_ERR_ARG, "%s %s: %s is what the model reads, not a step it computes; edit %s instead", what,
@@ -232,12 +236,12 @@ static int pos_dim(int rank, ts_tag tag) {
 
 static ts_status check_edit(ts_edit *e, const step_list *l, const ts_model_config *cfg) {
     int matched = 0, heads_matched = 0;
-    const step_info *hit = NULL, *uneditable = NULL;
+    const step_info *hit = NULL, *uneditable = NULL, *before_uneditable = NULL;
     for (int i = 0; i < l->n; i++) {
         const step_info *s = &l->steps[i];
         if (fnmatch(e->glob, s->name, 0) != 0) continue;
         if (!editable(s)) {
-            if (!uneditable) uneditable = s;
+            if (!uneditable) uneditable = s, before_uneditable = i > 0 ? &l->steps[i - 1] : NULL;
             continue;
         }
         matched++;
@@ -252,7 +256,7 @@ static ts_status check_edit(ts_edit *e, const step_list *l, const ts_model_confi
             }
         }
     }
-    if (matched == 0 && uneditable) return refuse_uneditable(e, uneditable);
+    if (matched == 0 && uneditable) return refuse_uneditable(e, uneditable, before_uneditable);
     if (matched == 0) {
         const char *what = e->kind == TS_EDIT_PATCH ? "--patch" : "--ablate";
         if (e->heads[0])
