@@ -45,7 +45,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model_impl.h"
+#include "model_pass.h"
 #include "tscope/kernels.h"
 
 /* What seed 003's mask tensor holds where a key is hidden (variant seed003-mask). */
@@ -128,169 +128,6 @@ void ts_model_sinusoid(float *pe, int rows, int D) {
         }
 }
 
-/* ---- the pass's state and its helpers -------------------------------------- */
-
-typedef struct fwd {
-    ts_model *m;
-    const ts_model_config *c;
-    ts_model_acts *a;
-    const ts_hook *hook;
-    bool dry;   // shapes only: no data, nothing computed
-    bool watch; // someone sees the steps: compute them one by one
-    bool train; // the model is in training mode (dropout on)
-    float p;    // dropout probability in effect (0 unless training)
-    int B, D, H, hd;
-    int S, T;    // positions of this pass: source (or the new ones when decoding), target
-    int threads; // the kernels' thread count, for the loops here
-    bool par;    // enough work per pass to be worth a parallel region
-    double flops;
-    ts_model_summary *sum;
-    const float *row_mask; // (B, S) -inf at pad queries while the encoder runs with mask padding-both
-    const float *mem_mask; // (B, S) the memory's padded keys for cross-attention, or NULL
-    ts_kept *keep;         // training: where each activation the backward reads goes, or NULL
-    ts_kv_cache *cache;    // decoding: keys and values of positions [0, pos0), or NULL
-    int pos0;              // decoding: the first new position
-    int64_t edits;         // steps the hook's edit has changed so far: what follows reads them
-} fwd;
-
-/* A view of `data` (NULL in a dry run) with the given shape; row-major unless
- * strides are given. Built by hand so a dry run does no pointer arithmetic. */
-static ts_tensor view(float *data, int rank, const int64_t *shape, const int64_t *stride) {
-    ts_tensor t;
-    memset(&t, 0, sizeof t);
-    t.data = data;
-    t.rank = rank;
-    int64_t s = 1;
-    for (int d = rank - 1; d >= 0; d--) {
-        t.shape[d] = shape[d];
-        t.stride[d] = stride ? stride[d] : s;
-        s *= shape[d];
-    }
-    return t;
-}
-
-static ts_tensor view3(const float *data, int64_t a, int64_t b, int64_t c) {
-    return view((float *)data, 3, (int64_t[]){a, b, c}, NULL);
-}
-
-/* p + n, but NULL stays NULL (a dry run has no buffers). */
-static float *at(float *p, int64_t n) { return p ? p + n : NULL; }
-static const float *cat(const float *p, int64_t n) { return p ? p + n : NULL; }
-
-/* "prefix.leaf", or leaf alone at the top. */
-static void step_name(char *name, size_t size, const char *prefix, const char *leaf) {
-    if (prefix && prefix[0])
-        snprintf(name, size, "%s.%s", prefix, leaf);
-    else
-        snprintf(name, size, "%s", leaf);
-}
-
-/* ---- handing steps to the hook ----------------------------------------------------
- *
- * Every step of every pass (inference, training with kept activations,
- * decoding with a cache) reaches the hook through emit_like below: it is the
- * one place to watch or change what the model computes.
- *
- * What keeps tracing cheap lives here too, so the arithmetic below reads as
- * the model: a step can be handed over as
- *   - a view (reshape, permute, chunk: its tensor carries strides, no copy),
- *   - an alias (`alias`: the tensor was already traced under another name,
- *     a layer's out is its last norm's out),
- *   - "like" another step (`factor`: every value is that step's times factor,
- *     see ts_hook_like_fn),
- *   - offered ahead (emit_ahead: a hook may record it from what it holds, and
- *     the model may leave it unmade) or as a group (emit_group: two steps read
- *     from one memory at once).
- * A hook without derive_next or group declines the offers and sees every
- * step made and handed over one by one. */
-static ts_status emit_like(fwd *f, const char *prefix, const char *leaf, ts_op op, const ts_tensor *t, ts_tag tag,
-                           bool alias, const ts_tensor *of, float factor) {
-    if (f->sum) {
-        /* What keeping every value costs: views and like steps a trace
-         * stores as views of values it keeps anyway cost nothing; nor do
-         * parameters (a norm's gamma and beta: D floats each). */
-        bool costs_nothing = alias || ts_op_is_view(op) || op == TS_OP_PARAM ||
-                    (factor != 0.0f && ts_hook_exact_factor(factor));
-        f->sum->steps++;
-        if (!costs_nothing) f->sum->kept_bytes += sizeof(float) * (size_t)ts_tensor_numel(t);
-    }
-    if (!f->hook || (!f->hook->fn && !f->hook->edit)) return TS_OK;
-    char name[2 * TS_MODEL_NAME_MAX];
-    step_name(name, sizeof name, prefix, leaf);
-    if (f->hook->edit && !f->dry) { /* an experiment may change the step before anything reads it */
-        bool edited;
-        TS_TRY(ts_hook_edit_step(f->hook, name, op, t, tag, &edited));
-        if (edited) {
-            f->edits++;
-            return ts_hook_call(f->hook, name, op, t, tag); /* no longer like any earlier step */
-        }
-    }
-    if (factor != 0.0f) return ts_hook_call_like(f->hook, name, op, t, tag, of, factor);
-    return ts_hook_call(f->hook, name, op, t, tag);
-}
-
-static ts_status emit(fwd *f, const char *prefix, const char *leaf, ts_op op, const ts_tensor *t, ts_tag tag,
-                      bool alias) {
-    return emit_like(f, prefix, leaf, op, t, tag, alias, NULL, alias ? 1.0f : 0.0f);
-}
-
-/* Offer the hook a step that will be the previous one times factor before
- * making it: *done when the hook recorded it from what it holds, and the
- * model may leave it unmade (ts_hook_derive_fn). Never in a dry run, which
- * counts every step. */
-static ts_status emit_ahead(fwd *f, const char *prefix, const char *leaf, ts_op op, const ts_tensor *t, ts_tag tag,
-                            float factor, bool *done) {
-    *done = false;
-    if (f->dry || !f->hook || !f->hook->derive_next || ts_hook_edits(f->hook)) return TS_OK;
-    char name[2 * TS_MODEL_NAME_MAX];
-    step_name(name, sizeof name, prefix, leaf);
-    return ts_hook_try_derive(f->hook, name, op, t, tag, factor, done);
-}
-
-/* Offer the hook steps (names: leaves under prefix) as one group:
- * *done when it recorded them (ts_hook_group_fn). Never in a dry run, which
- * counts every step. */
-static ts_status emit_group(fwd *f, const char *prefix, const ts_hook_step *leaves, int n, bool *done) {
-    *done = false;
-    if (f->dry || f->sum || !f->hook || !f->hook->group || n > TS_HOOK_GROUP_MAX || ts_hook_edits(f->hook))
-        return TS_OK;
-    char names[TS_HOOK_GROUP_MAX][2 * TS_MODEL_NAME_MAX];
-    ts_hook_step steps[TS_HOOK_GROUP_MAX];
-    for (int i = 0; i < n; i++) {
-        step_name(names[i], sizeof names[i], prefix, leaves[i].name);
-        steps[i] = leaves[i];
-        steps[i].name = names[i];
-    }
-    return ts_hook_try_group(f->hook, steps, n, done);
-}
-
-static int64_t count_params(const ts_model *m, const char *prefix) {
-    int64_t n = 0;
-    size_t len = strlen(prefix);
-    for (int i = 0; i < m->n_params; i++)
-        if (strncmp(m->params[i].name, prefix, len) == 0) n += m->params[i].numel;
-    return n;
-}
-
-/* Close a module for the shapes table: its output, its parameters (those whose
- * state_dict names start with param_prefix) and the matmul flops since flops0. */
-static ts_status module_done(fwd *f, const char *name, const char *param_prefix, const ts_tensor *out,
-                             double flops0) {
-    ts_model_summary *s = f->sum;
-    if (!s) return TS_OK;
-    ts_model_module *grown = realloc(s->modules, sizeof *grown * (size_t)(s->count + 1));
-    if (!grown) return ts_fail(TS_ERR_NOMEM, "model: out of memory for the module table");
-    s->modules = grown;
-    ts_model_module *mod = &s->modules[s->count++];
-    memset(mod, 0, sizeof *mod);
-    snprintf(mod->name, sizeof mod->name, "%s", name);
-    mod->rank = out->rank;
-    for (int d = 0; d < out->rank; d++) mod->shape[d] = out->shape[d];
-    mod->params = param_prefix ? count_params(f->m, param_prefix) : 0;
-    mod->flops = f->flops - flops0;
-    return TS_OK;
-}
-
 /* ---- the elementwise steps ----------------------------------------------------------- */
 
 /* out (rows, n_out) = in (rows, n_in) @ w^T (n_in -> n_out) + b, as nn.Linear. */
@@ -337,19 +174,6 @@ static uint64_t dropout(fwd *f, float *out, const float *in, int64_t n) {
 
 /* ---- LayerNorm ----------------------------------------------------------------- */
 
-/* One LayerNorm: its names, weights and where it writes. `in_op`: the op that
- * made its input; `in_traced`: the input was traced already (a pre-LN
- * block's input), so `in` is handed over as an alias. */
-typedef struct norm_step {
-    const char *name;         // "encoder.layers.0.norm1"
-    const char *params;       // "encoder.layers.0.norm1."
-    const ts_norm_weights *w;
-    float eps;
-    ts_op in_op;
-    bool in_traced;
-    float *out, *mean, *rstd; // (B, S, D), (B, S), (B, S); out may be in
-} norm_step;
-
 /* y (rows, D) = (in - mean) / std, a row's mean and std each: a norm's y
  * made again when an edit changed its statistics, so that y, and the out
  * made from y, follow the edit. */
@@ -374,28 +198,28 @@ static ts_status norm_two_dims(fwd *f, const norm_step *n, const float *in, int 
     ts_model_acts *a = f->a;
     const ts_norm_weights *w = n->w;
     ts_tensor t = view3(in, B, S, D);
-    TS_TRY(emit(f, n->name, "in", n->in_op, &t, TS_TAG_NORM_IN, n->in_traced));
+    TS_TRY(fwd_emit(f, n->name, "in", n->in_op, &t, TS_TAG_NORM_IN, n->in_traced));
     float *y = f->watch ? a->big : NULL; // a norm's input never lives in big
     if (!f->dry) ts_model_layernorm_two_dims(n->out, y, a->mean, a->std, in, w->gamma, w->beta, (int)B, S, (int)D, n->eps);
     if (f->watch) {
         int64_t edits = f->edits;
         t = view3(a->mean, 1, S, 1);
-        TS_TRY(emit(f, n->name, "mean", TS_OP_MEAN, &t, TS_TAG_NORM_STAT, false));
+        TS_TRY(fwd_emit(f, n->name, "mean", TS_OP_MEAN, &t, TS_TAG_NORM_STAT, false));
         t = view3(a->std, 1, S, 1);
-        TS_TRY(emit(f, n->name, "std", TS_OP_STD, &t, TS_TAG_NORM_STAT, false));
+        TS_TRY(fwd_emit(f, n->name, "std", TS_OP_STD, &t, TS_TAG_NORM_STAT, false));
         if (f->edits != edits && !f->dry) /* y from the statistics as edited: one mean and std per position */
             for (int64_t b = 0; b < B; b++) normalize_rows(y + b * S * D, in + b * S * D, a->mean, a->std, S, D);
         t = view3(y, B, S, D);
-        TS_TRY(emit(f, n->name, "y", TS_OP_LAYERNORM, &t, TS_TAG_PLAIN, false));
+        TS_TRY(fwd_emit(f, n->name, "y", TS_OP_LAYERNORM, &t, TS_TAG_PLAIN, false));
         if (f->edits != edits && !f->dry) affine_rows(n->out, y, w->gamma, w->beta, B * S, D);
         t = view(w->gamma, 2, (int64_t[]){B, D}, (int64_t[]){0, 1});
-        TS_TRY(emit(f, n->name, "gamma", TS_OP_PARAM, &t, TS_TAG_PARAM, false));
+        TS_TRY(fwd_emit(f, n->name, "gamma", TS_OP_PARAM, &t, TS_TAG_PARAM, false));
         t = view(w->beta, 2, (int64_t[]){B, D}, (int64_t[]){0, 1});
-        TS_TRY(emit(f, n->name, "beta", TS_OP_PARAM, &t, TS_TAG_PARAM, false));
+        TS_TRY(fwd_emit(f, n->name, "beta", TS_OP_PARAM, &t, TS_TAG_PARAM, false));
     }
     t = view3(n->out, B, S, D);
-    TS_TRY(emit(f, n->name, "out", TS_OP_LAYERNORM, &t, TS_TAG_NORM_OUT, false));
-    return module_done(f, n->name, n->params, &t, flops0);
+    TS_TRY(fwd_emit(f, n->name, "out", TS_OP_LAYERNORM, &t, TS_TAG_NORM_OUT, false));
+    return fwd_module_done(f, n->name, n->params, &t, flops0);
 }
 
 static bool identity_affine(const ts_norm_weights *w, int64_t D) {
@@ -416,7 +240,7 @@ static ts_status norm(fwd *f, const norm_step *n, const float *in, int S) {
     const ts_norm_weights *w = n->w;
     float *out = n->out;
     ts_tensor tin = view3(in, B, S, D);
-    TS_TRY(emit(f, n->name, "in", n->in_op, &tin, TS_TAG_NORM_IN, n->in_traced));
+    TS_TRY(fwd_emit(f, n->name, "in", n->in_op, &tin, TS_TAG_NORM_IN, n->in_traced));
     /* In place goes through the scratch area: the kernel reads a row while it writes. */
     float *dst = in == out ? a->big : out;
     if (!f->dry) ts_layernorm(dst, n->mean, n->rstd, in, w->gamma, w->beta, rows, (int)D, n->eps);
@@ -432,20 +256,20 @@ static ts_status norm(fwd *f, const norm_step *n, const float *in, int S) {
         }
         int64_t edits = f->edits;
         ts_tensor stat = view3(n->mean, B, S, 1);
-        TS_TRY(emit(f, n->name, "mean", TS_OP_MEAN, &stat, TS_TAG_NORM_STAT, false));
+        TS_TRY(fwd_emit(f, n->name, "mean", TS_OP_MEAN, &stat, TS_TAG_NORM_STAT, false));
         stat = view3(a->std, B, S, 1);
-        TS_TRY(emit(f, n->name, "std", TS_OP_STD, &stat, TS_TAG_NORM_STAT, false));
+        TS_TRY(fwd_emit(f, n->name, "std", TS_OP_STD, &stat, TS_TAG_NORM_STAT, false));
         if (f->edits != edits && !f->dry) { /* the statistics as edited make y (in is still intact) */
             normalize_rows(y, in, n->mean, a->std, rows, D);
             for (int64_t r = 0; r < rows; r++) n->rstd[r] = 1.0f / a->std[r];
         }
         ty = view3(y, B, S, D);
-        TS_TRY(emit(f, n->name, "y", TS_OP_LAYERNORM, &ty, TS_TAG_PLAIN, false));
+        TS_TRY(fwd_emit(f, n->name, "y", TS_OP_LAYERNORM, &ty, TS_TAG_PLAIN, false));
         restated = f->edits != edits && !f->dry;
         ts_tensor g = view(w->gamma, 1, (int64_t[]){D}, NULL);
-        TS_TRY(emit(f, n->name, "gamma", TS_OP_PARAM, &g, TS_TAG_PARAM, false));
+        TS_TRY(fwd_emit(f, n->name, "gamma", TS_OP_PARAM, &g, TS_TAG_PARAM, false));
         g = view(w->beta, 1, (int64_t[]){D}, NULL);
-        TS_TRY(emit(f, n->name, "beta", TS_OP_PARAM, &g, TS_TAG_PARAM, false));
+        TS_TRY(fwd_emit(f, n->name, "beta", TS_OP_PARAM, &g, TS_TAG_PARAM, false));
     }
     if (dst != out && !f->dry) memcpy(out, dst, sizeof(float) * (size_t)(rows * D));
     if (restated) affine_rows(out, ty.data, w->gamma, w->beta, rows, D);
@@ -453,21 +277,13 @@ static ts_status norm(fwd *f, const norm_step *n, const float *in, int S) {
     /* gamma 1 and beta 0 (a LayerNorm that has not learned yet) make out
      * y times one plus zero: y's values, which a hook need not read again. */
     if (f->watch && !f->dry && identity_affine(w, D))
-        TS_TRY(emit_like(f, n->name, "out", TS_OP_LAYERNORM, &tout, TS_TAG_NORM_OUT, false, &ty, 1.0f));
+        TS_TRY(fwd_emit_like(f, n->name, "out", TS_OP_LAYERNORM, &tout, TS_TAG_NORM_OUT, false, &ty, 1.0f));
     else
-        TS_TRY(emit(f, n->name, "out", TS_OP_LAYERNORM, &tout, TS_TAG_NORM_OUT, false));
-    return module_done(f, n->name, n->params, &tout, flops0);
+        TS_TRY(fwd_emit(f, n->name, "out", TS_OP_LAYERNORM, &tout, TS_TAG_NORM_OUT, false));
+    return fwd_module_done(f, n->name, n->params, &tout, flops0);
 }
 
 /* ---- attention -------------------------------------------------------------------- */
-
-/* Where one of q, k, v lives: element (b, h, s, j) at
- * base + b*bstride + h*hstride + s*ld + j. */
-typedef struct heads_at {
-    const float *base;
-    int64_t bstride, hstride;
-    int ld;
-} heads_at;
 
 static ts_tensor heads_view(fwd *f, const heads_at *x, int S) {
     return view((float *)x->base, 4, (int64_t[]){f->B, f->H, S, f->hd},
@@ -559,10 +375,10 @@ static int64_t attention_fused(fwd *f, const attn_job *j, float scale, bool mask
 static ts_status scale_step(fwd *f, const char *prefix, const attn_job *j, ts_tensor *tatt, float scale, bool masked,
                             bool *later) {
     *later = false;
-    if (!masked) TS_TRY(emit_ahead(f, prefix, "scaled", TS_OP_SCALE, tatt, TS_TAG_ATTN_SCORES, scale, later));
+    if (!masked) TS_TRY(fwd_offer_ahead(f, prefix, "scaled", TS_OP_SCALE, tatt, TS_TAG_ATTN_SCORES, scale, later));
     if (*later) return TS_OK;
     if (!f->dry) ts_scale(j->att, j->att, scale, (int64_t)f->B * f->H * j->Sq * j->Sk);
-    return emit_like(f, prefix, "scaled", TS_OP_SCALE, tatt, TS_TAG_ATTN_SCORES, false, NULL, scale);
+    return fwd_emit_like(f, prefix, "scaled", TS_OP_SCALE, tatt, TS_TAG_ATTN_SCORES, false, NULL, scale);
 }
 
 /* Attention as the paper writes it, one step at a time, each handed to the
@@ -583,12 +399,12 @@ static ts_status attention_weights_steps(fwd *f, const char *prefix, const attn_
         TS_MODEL_OMP(parallel for num_threads(f->threads) if(f->par) schedule(dynamic, 1))
         for (int64_t bh = 0; bh < BH; bh++) head_scores(j, bh, 1.0f);
     }
-    TS_TRY(emit(f, prefix, "scores", TS_OP_MATMUL, &tatt, TS_TAG_ATTN_SCORES, false));
+    TS_TRY(fwd_emit(f, prefix, "scores", TS_OP_MATMUL, &tatt, TS_TAG_ATTN_SCORES, false));
     bool scale_later;
     TS_TRY(scale_step(f, prefix, j, &tatt, scale, masked, &scale_later));
     if (masked) {
         if (!f->dry) apply_mask(f, j, f->row_mask);
-        TS_TRY(emit(f, prefix, "masked", TS_OP_MASK, &tatt, TS_TAG_ATTN_SCORES, false));
+        TS_TRY(fwd_emit(f, prefix, "masked", TS_OP_MASK, &tatt, TS_TAG_ATTN_SCORES, false));
     }
     if (f->dry) return TS_OK;
     int64_t hidden = 0; /* the mask is in the scores now */
@@ -627,142 +443,111 @@ static ts_status sdpa(fwd *f, const char *prefix, const attn_job *j) {
     ts_tensor tatt = view(j->att, 4, (int64_t[]){B, H, Sq, Sk}, NULL);
     if (staged) {
         TS_TRY(attention_weights_steps(f, prefix, j, scale, masked, &empty));
-        TS_TRY(emit(f, prefix, "weights", TS_OP_SOFTMAX, &tatt, TS_TAG_ATTN_WEIGHTS, false));
+        TS_TRY(fwd_emit(f, prefix, "weights", TS_OP_SOFTMAX, &tatt, TS_TAG_ATTN_WEIGHTS, false));
         if (!f->dry) attention_values(f, j);
     } else {
         if (!f->dry) empty = attention_fused(f, j, scale, masked);
-        TS_TRY(emit(f, prefix, "weights", TS_OP_SOFTMAX, &tatt, TS_TAG_ATTN_WEIGHTS, false));
+        TS_TRY(fwd_emit(f, prefix, "weights", TS_OP_SOFTMAX, &tatt, TS_TAG_ATTN_WEIGHTS, false));
     }
     f->m->empty_rows += empty;
     heads_at vals = {j->ctx, (int64_t)Sq * D, hd, D};
     ts_tensor tv = heads_view(f, &vals, Sq);
-    TS_TRY(emit(f, prefix, "values", TS_OP_MATMUL, &tv, TS_TAG_HEADS, false));
+    TS_TRY(fwd_emit(f, prefix, "values", TS_OP_MATMUL, &tv, TS_TAG_HEADS, false));
     if (f->c->variants & TS_VARIANT_SEED000_RESHAPE) { /* no permute back; the q/k/v rows are spent */
         if (!f->dry) ts_model_unpermuted_concat(j->ctx, f->a->big, B, Sq, H, hd);
     } else {
         ts_tensor perm = view(j->ctx, 4, (int64_t[]){B, Sq, H, hd}, NULL);
-        TS_TRY(emit(f, prefix, "values_perm", TS_OP_PERMUTE, &perm, TS_TAG_PLAIN, false));
+        TS_TRY(fwd_emit(f, prefix, "values_perm", TS_OP_PERMUTE, &perm, TS_TAG_PLAIN, false));
     }
     ts_tensor concat = view3(j->ctx, B, Sq, D);
-    return emit(f, prefix, "concat", TS_OP_RESHAPE, &concat, TS_TAG_PLAIN, false);
+    return fwd_emit(f, prefix, "concat", TS_OP_RESHAPE, &concat, TS_TAG_PLAIN, false);
 }
 
-/* One attention sublayer: its names, weights, mask and buffers. */
-typedef struct attn_step {
-    const char *name;           // "encoder.layers.0.self_attn"
-    const char *params;         // "encoder.layers.0.self_attn." (cross: "...multihead_attn.")
-    const ts_attn_weights *w;
-    const float *key_mask;      // (B, Sk) 0 or -inf, or NULL
-    bool causal;
-    int din;                    // the input's width (D, or a lone attention's in_dim)
-    const float *mem;           // cross-attention: the memory (B, Sk, D)
-    int Sk;                     // cross-attention: the memory's positions
-    ts_kept_attn buf;           // where the projections, weights and values go
-    float *cache_k, *cache_v;   // decoding: this layer's cached keys and values (capacity, D), or NULL
-} attn_step;
-
-/* Both attentions end alike once q is traced: k and v as views of their
- * projection, the attention itself, then the output projection (B, Sq, D). */
-static ts_status attend_and_project(fwd *f, const attn_step *s, const heads_at *q, const heads_at *k,
-                                    const heads_at *v, int Sq, int Sk, float *out, double flops0) {
-    int64_t B = f->B, D = f->D;
-    ts_tensor t = heads_view(f, k, Sk);
-    TS_TRY(emit(f, s->name, "k", TS_OP_CHUNK, &t, TS_TAG_HEADS, false));
-    t = heads_view(f, v, Sk);
-    TS_TRY(emit(f, s->name, "v", TS_OP_CHUNK, &t, TS_TAG_HEADS, false));
-    attn_job j = {q, k, v, Sq, Sk, f->H, f->hd, f->D, s->buf.att, s->buf.ctx, s->key_mask, s->causal};
-    TS_TRY(sdpa(f, s->name, &j));
-    linear(f, out, s->buf.ctx, B * Sq, (int)D, (int)D, s->w->out_w, s->w->out_b, (int)D, TS_EPI_BIAS);
-    t = view3(out, B, Sq, D);
-    TS_TRY(emit(f, s->name, "out", TS_OP_LINEAR, &t, TS_TAG_PLAIN, false));
-    return module_done(f, s->name, s->params, &t, flops0);
-}
-
-/* Decoding: the new positions' keys and values join the cache (rows pos0..,
- * head h at columns h*hd.., as the values are laid out); k and v then read
- * every cached position. */
-static void cache_append(fwd *f, const attn_step *s, const heads_at *k, const heads_at *v, int S, heads_at *ck,
-                         heads_at *cv) {
-    int D = f->D, hd = f->hd;
-    for (int r = 0; r < S; r++)
-        for (int h = 0; h < f->H; h++) {
-            memcpy(s->cache_k + (int64_t)(f->pos0 + r) * D + h * hd, k->base + h * k->hstride + (int64_t)r * k->ld,
-                   sizeof(float) * (size_t)hd);
-            memcpy(s->cache_v + (int64_t)(f->pos0 + r) * D + h * hd, v->base + h * v->hstride + (int64_t)r * v->ld,
-                   sizeof(float) * (size_t)hd);
-        }
-    *ck = (heads_at){s->cache_k, 0, hd, D};
-    *cv = (heads_at){s->cache_v, 0, hd, D};
-}
-
-/* Self-attention as seed 000 writes it: qkv (B, S, 3D) -> view (B, S, H, 3hd)
- * -> permute (B, H, S, 3hd) -> chunk into q, k, v (B, H, S, hd), all views of
- * one buffer (in_proj rows are stored per head: see model.c). */
-static ts_status self_attention(fwd *f, const attn_step *s, const float *x, int S, float *out) {
-    double flops0 = f->flops;
+/* Self-attention's projection as seed 000 writes it: qkv (B, S, 3D) -> view
+ * (B, S, H, 3hd) -> permute (B, H, S, 3hd) -> chunk into q, k, v (B, H, S, hd),
+ * all views of one buffer (in_proj rows are stored per head: see model.c).
+ * Decoding appends the new k and v to the cache and reads every cached one. */
+static ts_status qkv_projection(fwd *f, attn_step *s, const float *x, int S) {
     int64_t B = f->B, D = f->D, H = f->H, hd = f->hd;
+    s->flops0 = f->flops;
     float *qkv = s->buf.q;
     linear(f, qkv, x, B * S, s->din, (int)(3 * D), s->w->in_w, s->w->in_b, s->din, TS_EPI_BIAS);
     ts_tensor t = view3(qkv, B, S, 3 * D);
-    TS_TRY(emit(f, s->name, "qkv", TS_OP_LINEAR, &t, TS_TAG_PLAIN, false));
+    TS_TRY(fwd_emit(f, s->name, "qkv", TS_OP_LINEAR, &t, TS_TAG_PLAIN, false));
     t = view(qkv, 4, (int64_t[]){B, S, H, 3 * hd}, NULL);
-    TS_TRY(emit(f, s->name, "qkv_heads", TS_OP_RESHAPE, &t, TS_TAG_PLAIN, false));
-    heads_at q = {qkv, S * 3 * D, 3 * hd, (int)(3 * D)};
+    TS_TRY(fwd_emit(f, s->name, "qkv_heads", TS_OP_RESHAPE, &t, TS_TAG_PLAIN, false));
     t = view(qkv, 4, (int64_t[]){B, H, S, 3 * hd}, (int64_t[]){S * 3 * D, 3 * hd, 3 * D, 1});
-    TS_TRY(emit(f, s->name, "qkv_perm", TS_OP_PERMUTE, &t, TS_TAG_HEADS, false));
-    heads_at k = q, v = q;
-    k.base = cat(qkv, hd);
-    v.base = cat(qkv, 2 * hd);
-    t = heads_view(f, &q, S);
-    TS_TRY(emit(f, s->name, "q", TS_OP_CHUNK, &t, TS_TAG_HEADS, false));
-    int Sk = S;
+    TS_TRY(fwd_emit(f, s->name, "qkv_perm", TS_OP_PERMUTE, &t, TS_TAG_HEADS, false));
+    s->q = (heads_at){qkv, S * 3 * D, 3 * hd, (int)(3 * D)};
+    s->k = s->v = s->q;
+    s->k.base = cat(qkv, hd);
+    s->v.base = cat(qkv, 2 * hd);
+    t = heads_view(f, &s->q, S);
+    TS_TRY(fwd_emit(f, s->name, "q", TS_OP_CHUNK, &t, TS_TAG_HEADS, false));
+    s->Sq = s->Sk = S;
     if (s->cache_k) {
-        if (!f->dry) cache_append(f, s, &k, &v, S, &k, &v);
-        Sk = f->pos0 + S;
+        if (!f->dry) fwd_cache_append(f, s, S, &s->k, &s->v);
+        s->Sk = f->pos0 + S;
     }
-    return attend_and_project(f, s, &q, &k, &v, S, Sk, out, flops0);
+    return TS_OK;
 }
 
-/* Cross-attention: q from the decoder (B, T, D), k and v from the memory
- * (B, S, D). q_proj (B, T, D) -> q_heads (B, T, H, hd) -> q (B, H, T, hd);
- * kv (B, S, 2D) -> kv_heads (B, S, H, 2hd) -> kv_perm (B, H, S, 2hd) -> k, v. */
-static ts_status cross_attention(fwd *f, const attn_step *s, const float *x, int T, float *out) {
-    double flops0 = f->flops;
+/* Cross-attention's projections: q from the decoder (B, T, D), k and v from
+ * the memory (B, S, D). q_proj (B, T, D) -> q_heads (B, T, H, hd) -> q
+ * (B, H, T, hd); kv (B, S, 2D) -> kv_heads (B, S, H, 2hd) -> kv_perm
+ * (B, H, S, 2hd) -> k, v. */
+static ts_status cross_projections(fwd *f, attn_step *s, const float *x, int T) {
     int64_t B = f->B, D = f->D, H = f->H, hd = f->hd, S = s->Sk;
     const ts_attn_weights *w = s->w;
     float *qp = s->buf.q, *kv = s->buf.kv;
+    s->flops0 = f->flops;
     linear(f, qp, x, B * T, (int)D, (int)D, w->in_w, w->in_b, (int)D, TS_EPI_BIAS);
     ts_tensor t = view3(qp, B, T, D);
-    TS_TRY(emit(f, s->name, "q_proj", TS_OP_LINEAR, &t, TS_TAG_PLAIN, false));
+    TS_TRY(fwd_emit(f, s->name, "q_proj", TS_OP_LINEAR, &t, TS_TAG_PLAIN, false));
     t = view(qp, 4, (int64_t[]){B, T, H, hd}, NULL);
-    TS_TRY(emit(f, s->name, "q_heads", TS_OP_RESHAPE, &t, TS_TAG_PLAIN, false));
-    heads_at q = {qp, T * D, hd, (int)D};
-    t = heads_view(f, &q, T);
-    TS_TRY(emit(f, s->name, "q", TS_OP_PERMUTE, &t, TS_TAG_HEADS, false));
+    TS_TRY(fwd_emit(f, s->name, "q_heads", TS_OP_RESHAPE, &t, TS_TAG_PLAIN, false));
+    s->q = (heads_at){qp, T * D, hd, (int)D};
+    t = heads_view(f, &s->q, T);
+    TS_TRY(fwd_emit(f, s->name, "q", TS_OP_PERMUTE, &t, TS_TAG_HEADS, false));
     linear(f, kv, s->mem, B * S, (int)D, (int)(2 * D), cat(w->in_w, D * D), cat(w->in_b, D), (int)D, TS_EPI_BIAS);
     t = view3(kv, B, S, 2 * D);
-    TS_TRY(emit(f, s->name, "kv", TS_OP_LINEAR, &t, TS_TAG_PLAIN, false));
+    TS_TRY(fwd_emit(f, s->name, "kv", TS_OP_LINEAR, &t, TS_TAG_PLAIN, false));
     t = view(kv, 4, (int64_t[]){B, S, H, 2 * hd}, NULL);
-    TS_TRY(emit(f, s->name, "kv_heads", TS_OP_RESHAPE, &t, TS_TAG_PLAIN, false));
+    TS_TRY(fwd_emit(f, s->name, "kv_heads", TS_OP_RESHAPE, &t, TS_TAG_PLAIN, false));
     t = view(kv, 4, (int64_t[]){B, H, S, 2 * hd}, (int64_t[]){S * 2 * D, 2 * hd, 2 * D, 1});
-    TS_TRY(emit(f, s->name, "kv_perm", TS_OP_PERMUTE, &t, TS_TAG_HEADS, false));
-    heads_at k = {kv, S * 2 * D, 2 * hd, (int)(2 * D)}, v = k;
-    v.base = cat(kv, hd);
-    return attend_and_project(f, s, &q, &k, &v, T, (int)S, out, flops0);
+    TS_TRY(fwd_emit(f, s->name, "kv_perm", TS_OP_PERMUTE, &t, TS_TAG_HEADS, false));
+    s->k = (heads_at){kv, S * 2 * D, 2 * hd, (int)(2 * D)};
+    s->v = s->k;
+    s->v.base = cat(kv, hd);
+    s->Sq = T;
+    return TS_OK;
 }
 
-/* The buffers of an attention when nothing is kept: q, k, v and the scores
- * in the scratch area, the values in ctx. */
-static ts_kept_attn scratch_attn(const fwd *f, bool cross, int Sq, int Sk) {
+/* Attention over the projected heads: k and v handed over as views of their
+ * projection (or the cache), then softmax(q k^T / sqrt(hd) + mask) v. */
+static ts_status attention(fwd *f, attn_step *s) {
+    ts_tensor t = heads_view(f, &s->k, s->Sk);
+    TS_TRY(fwd_emit(f, s->name, "k", TS_OP_CHUNK, &t, TS_TAG_HEADS, false));
+    t = heads_view(f, &s->v, s->Sk);
+    TS_TRY(fwd_emit(f, s->name, "v", TS_OP_CHUNK, &t, TS_TAG_HEADS, false));
+    attn_job j = {&s->q, &s->k, &s->v, s->Sq, s->Sk, f->H, f->hd, f->D, s->buf.att, s->buf.ctx, s->key_mask, s->causal};
+    return sdpa(f, s->name, &j);
+}
+
+/* out (B, Sq, D) = values W_o^T + b_o: the attention module's output. */
+static ts_status out_projection(fwd *f, const attn_step *s, float *out) {
     int64_t B = f->B, D = f->D;
-    ts_kept_attn b = {f->a->big, NULL, NULL, f->a->ctx};
-    if (cross) {
-        b.kv = at(b.q, B * Sq * D);
-        b.att = at(b.kv, B * Sk * 2 * D);
-    } else {
-        b.att = at(b.q, B * Sq * 3 * D);
-    }
-    return b;
+    linear(f, out, s->buf.ctx, B * s->Sq, (int)D, (int)D, s->w->out_w, s->w->out_b, (int)D, TS_EPI_BIAS);
+    ts_tensor t = view3(out, B, s->Sq, D);
+    TS_TRY(fwd_emit(f, s->name, "out", TS_OP_LINEAR, &t, TS_TAG_PLAIN, false));
+    return fwd_module_done(f, s->name, s->params, &t, s->flops0);
+}
+
+/* A whole self-attention: projection, attention, output projection. */
+static ts_status self_attention(fwd *f, attn_step *s, const float *x, int S, float *out) {
+    TS_TRY(qkv_projection(f, s, x, S));
+    TS_TRY(attention(f, s));
+    return out_projection(f, s, out);
 }
 
 /* ---- feed-forward ------------------------------------------------------------------ */
@@ -770,8 +555,10 @@ static ts_kept_attn scratch_attn(const fwd *f, bool cross, int Sq, int Sk) {
 /* out = linear2(dropout(act(linear1(x)))); traces hidden, act, dropout, out.
  * hidden and act are one buffer unless the backward keeps GELU's input
  * (kept: act apart). Returns the inner dropout's key. */
-static ts_status ffn(fwd *f, const char *prefix, const char *params, const ts_ffn_weights *w, const float *x, int S,
-                     ts_kept_ffn buf, float *out, uint64_t *key) {
+static ts_status ffn(fwd *f, const ffn_step *s, const float *x, int S, float *out) {
+    const char *prefix = s->name;
+    const ts_ffn_weights *w = s->w;
+    ts_kept_ffn buf = s->buf;
     double flops0 = f->flops;
     int64_t B = f->B, D = f->D, F = f->c->ffn, n = B * S * F;
     ts_activation act = f->c->activation;
@@ -793,216 +580,139 @@ static ts_status ffn(fwd *f, const char *prefix, const char *params, const ts_ff
         const ts_hook_step pair[] = {{"hidden", TS_OP_LINEAR, &t, TS_TAG_PLAIN, false},
                                      {"act", TS_OP_RELU, &t, TS_TAG_PLAIN, true}};
         bool paired = false;
-        if (!gelu && acted == hidden) TS_TRY(emit_group(f, prefix, pair, 2, &paired));
-        if (!paired) TS_TRY(emit(f, prefix, "hidden", TS_OP_LINEAR, &t, TS_TAG_PLAIN, false));
+        if (!gelu && acted == hidden) TS_TRY(fwd_offer_group(f, prefix, pair, 2, &paired));
+        if (!paired) TS_TRY(fwd_emit(f, prefix, "hidden", TS_OP_LINEAR, &t, TS_TAG_PLAIN, false));
         if (!f->dry) activate(acted, hidden, n);
         made = acted;
         t = view3(acted, B, S, F);
         /* ReLU's output is its input through ReLU, which a trace can store as
          * a view of the input's values; GELU's a reader could not redo to the bit. */
         if (!paired)
-            TS_TRY(emit_like(f, prefix, "act", gelu ? TS_OP_GELU : TS_OP_RELU, &t, TS_TAG_PLAIN, false, NULL,
+            TS_TRY(fwd_emit_like(f, prefix, "act", gelu ? TS_OP_GELU : TS_OP_RELU, &t, TS_TAG_PLAIN, false, NULL,
                              gelu ? 0.0f : 1.0f));
     } else if (act == TS_ACT_GELU_TANH || unfused) {
         if (!f->dry) activate(acted, hidden, n);
         made = acted;
     }
-    *key = dropout(f, acted, made, n);
+    *s->key = dropout(f, acted, made, n);
     t = view3(acted, B, S, F);
-    TS_TRY(emit(f, prefix, "dropout", TS_OP_DROPOUT, &t, TS_TAG_PLAIN, !f->train));
+    TS_TRY(fwd_emit(f, prefix, "dropout", TS_OP_DROPOUT, &t, TS_TAG_PLAIN, !f->train));
     linear(f, out, acted, B * S, (int)F, (int)D, w->w2, w->b2, (int)F, TS_EPI_BIAS);
     t = view3(out, B, S, D);
-    TS_TRY(emit(f, prefix, "out", TS_OP_LINEAR, &t, TS_TAG_PLAIN, false));
-    return module_done(f, prefix, params, &t, flops0);
+    TS_TRY(fwd_emit(f, prefix, "out", TS_OP_LINEAR, &t, TS_TAG_PLAIN, false));
+    return fwd_module_done(f, prefix, s->params, &t, flops0);
 }
 
 /* ---- layers ------------------------------------------------------------------------ */
 
-typedef enum sub_kind { SUB_SELF_ATTN, SUB_CROSS_ATTN, SUB_FFN } sub_kind;
-
-/* One residual sublayer: the function it wraps and its LayerNorm (whose
- * buffers sublayer() fills in). */
-typedef struct sub_step {
-    sub_kind kind;
-    attn_step attn;                    // SUB_SELF_ATTN, SUB_CROSS_ATTN
-    const char *ffn_name, *ffn_params; // SUB_FFN: "encoder.layers.0.ffn", "encoder.layers.0.linear"
-    const ts_ffn_weights *ffn;
-    ts_kept_ffn ffn_buf;
-    norm_step norm;
-} sub_step;
-
-static ts_status sub_compute(fwd *f, const sub_step *s, const float *x, int S, float *out, uint64_t *key_inner) {
-    *key_inner = 0;
-    switch (s->kind) {
-    case SUB_SELF_ATTN: return self_attention(f, &s->attn, x, S, out);
-    case SUB_CROSS_ATTN: return cross_attention(f, &s->attn, x, S, out);
-    case SUB_FFN: return ffn(f, s->ffn_name, s->ffn_params, s->ffn, x, S, s->ffn_buf, out, key_inner);
-    }
+/* The norm before sublayer k: pre-LN (seed 004, GPT) normalises the stream
+ * the sublayer reads; post-LN (seed 000, the paper) reads the stream as it
+ * is, its norm comes after the residual (residual_after). */
+static ts_status norm_before(fwd *f, residual_step *r, const float *x, int S, const float **h) {
+    *h = x;
+    if (f->c->norm == TS_NORM_POST) return TS_OK;
+    TS_TRY(norm(f, &r->norm, x, S));
+    *h = r->norm.out;
     return TS_OK;
 }
 
-/* post-LN (seed 000, the paper): y = norm(x + dropout(sub(x)))
- * pre-LN (seed 004, norm_first):  y = x + dropout(sub(norm(x)))
- * (no x in either with the no-residual variant). *y: out, or with kept
- * activations the sublayer's own buffer. */
-static ts_status sublayer(fwd *f, sub_step *s, ts_kept_sub *kept, const float *x, int S, float *out,
-                          const float **y) {
+/* The stream after a sublayer: x + dropout(sub) (sub alone with the
+ * no-residual variant), and in post-LN the norm of that sum. */
+static ts_status residual_after(fwd *f, residual_step *r, const float *x, int S, const float **y) {
     int64_t n = (int64_t)f->B * S * f->D;
-    bool post = f->c->norm == TS_NORM_POST;
-    ts_model_acts *a = f->a;
-    float *fo = kept ? f->keep->fout : a->tmp;
-    float *res = kept ? kept->res : post ? a->tmp : out;
-    s->norm.out = kept ? kept->norm.out : post ? out : a->tmp;
-    s->norm.mean = kept ? kept->norm.mean : a->mean;
-    s->norm.rstd = kept ? kept->norm.rstd : a->rstd;
-    uint64_t key_inner, key;
-    if (post) {
-        TS_TRY(sub_compute(f, s, x, S, fo, &key_inner));
-        key = dropout(f, fo, fo, n);
-        skip_add(f, res, x, fo, n);
-        TS_TRY(norm(f, &s->norm, res, S));
-        *y = s->norm.out;
-    } else {
-        TS_TRY(norm(f, &s->norm, x, S));
-        TS_TRY(sub_compute(f, s, s->norm.out, S, fo, &key_inner));
-        key = dropout(f, fo, fo, n);
-        skip_add(f, res, x, fo, n);
-        *y = res;
-    }
-    if (kept) {
-        kept->key = key;
-        kept->key_inner = key_inner;
-    }
+    uint64_t key = dropout(f, r->sub, r->sub, n);
+    skip_add(f, r->sum, x, r->sub, n);
+    if (r->kept) r->kept->key = key, r->kept->key_inner = r->key_inner;
+    *y = r->sum;
+    if (f->c->norm == TS_NORM_PRE) return TS_OK;
+    TS_TRY(norm(f, &r->norm, r->sum, S));
+    *y = r->norm.out;
     return TS_OK;
 }
 
-/* A layer: its sublayers one after the other, in -> *y (out, or kept). */
-static ts_status layer(fwd *f, const char *name, sub_step *subs, int n, ts_kept_layer *kept, const float *in, int S,
-                       float *out, const float **y) {
-    bool pre = f->c->norm == TS_NORM_PRE;
-    if (kept) kept->in = in;
-    const float *x = in;
-    for (int k = 0; k < n; k++) {
-        /* pre-LN's first norm reads the layer's input, traced already */
-        subs[k].norm.in_op = pre && k == 0 ? TS_OP_INPUT : skip_op(f);
-        subs[k].norm.in_traced = pre && k == 0;
-        TS_TRY(sublayer(f, &subs[k], kept ? &kept->sub[k] : NULL, x, S, out, &x));
-    }
-    ts_tensor t = view3(x, f->B, S, f->D);
+/* The layer's output, handed over as its own step: in post-LN it is the
+ * last norm's out under another name. */
+static ts_status layer_out(fwd *f, const block *b, const float *x, const float **y) {
+    ts_tensor t = view3(x, f->B, b->S, f->D);
     *y = x;
-    if (!pre) return emit(f, name, "out", TS_OP_LAYERNORM, &t, TS_TAG_PLAIN, true);
-    return emit(f, name, "out", skip_op(f), &t, TS_TAG_PLAIN, false);
+    if (f->c->norm == TS_NORM_POST) return fwd_emit(f, b->nm.p, "out", TS_OP_LAYERNORM, &t, TS_TAG_PLAIN, true);
+    return fwd_emit(f, b->nm.p, "out", skip_op(f), &t, TS_TAG_PLAIN, false);
 }
-
-void ts_layer_names_of(ts_layer_names *nm, const char *stack, int i) {
-    snprintf(nm->p, sizeof nm->p, "%s.layers.%d", stack, i);
-    snprintf(nm->self, sizeof nm->self, "%s.layers.%d.self_attn", stack, i);
-    snprintf(nm->self_p, sizeof nm->self_p, "%s.layers.%d.self_attn.", stack, i);
-    snprintf(nm->cross, sizeof nm->cross, "%s.layers.%d.cross_attn", stack, i);
-    snprintf(nm->cross_p, sizeof nm->cross_p, "%s.layers.%d.multihead_attn.", stack, i);
-    snprintf(nm->ffn, sizeof nm->ffn, "%s.layers.%d.ffn", stack, i);
-    snprintf(nm->lin, sizeof nm->lin, "%s.layers.%d.linear", stack, i);
-    for (int k = 0; k < 3; k++) {
-        snprintf(nm->norm[k], sizeof nm->norm[k], "%s.layers.%d.norm%d", stack, i, k + 1);
-        snprintf(nm->norm_p[k], sizeof nm->norm_p[k], "%s.layers.%d.norm%d.", stack, i, k + 1);
-    }
-}
-
-static norm_step layer_norm_step(const fwd *f, const ts_layer_names *nm, int k, const ts_norm_weights *w) {
-    norm_step n = {nm->norm[k], nm->norm_p[k], w, f->c->eps, TS_OP_ADD, false, NULL, NULL, NULL};
-    return n;
-}
-
-static sub_step ffn_sub(fwd *f, const ts_layer_names *nm, const ts_ffn_weights *w, ts_kept_layer *kept) {
-    sub_step s = {.kind = SUB_FFN, .ffn_name = nm->ffn, .ffn_params = nm->lin, .ffn = w};
-    if (kept) s.ffn_buf = kept->ffn;
-    else s.ffn_buf = (ts_kept_ffn){f->a->big, f->a->big};
-    return s;
-}
-
-/* The key padding of the encoder's self-attention: none with --mask none
- * (cross-attention still hides the source's pads). */
-static const float *enc_key_mask(const fwd *f) { return f->c->mask == TS_MASK_NONE ? NULL : f->a->src_mask; }
 
 /* Seed 004's TransformerEncoderBlock as written (variant seed004-residual):
  * h = norm1(x); attn(h) is computed and dropped; x = x + dropout(x);
  * x = norm2(x); x = x + ffn(x); x = dropout(x). Same step names as pre-LN.
  * Inference only (training runs the correct model). */
-static ts_status self_attn_layer_seed004(fwd *f, const ts_layer_names *nm, const ts_enc_layer_weights *w,
-                                         const float *in, float *out) {
+static ts_status self_attn_layer_seed004(fwd *f, int i, const ts_enc_layer_weights *w, const float *in, float *out) {
     int S = f->S;
     int64_t n = (int64_t)f->B * S * f->D;
-    ts_model_acts *a = f->a;
-    float *tmp = a->tmp;
-    norm_step n1 = layer_norm_step(f, nm, 0, &w->norm1), n2 = layer_norm_step(f, nm, 1, &w->norm2);
-    n1.in_op = TS_OP_INPUT, n1.in_traced = true;
-    n1.out = tmp, n1.mean = a->mean, n1.rstd = a->rstd;
-    n2.out = out, n2.mean = a->mean, n2.rstd = a->rstd;
-    attn_step at = {nm->self, nm->self_p, &w->self_attn, enc_key_mask(f), f->c->causal, f->D, NULL, 0,
-                    scratch_attn(f, false, S, S), NULL, NULL};
-    TS_TRY(norm(f, &n1, in, S));
-    TS_TRY(self_attention(f, &at, tmp, S, tmp));
+    float *tmp = f->a->tmp;
+    block b;
+    fwd_self_attn_block(f, &b, i, w, in, out);
+    b.res[1].norm.out = out;
+    TS_TRY(norm(f, &b.res[0].norm, in, S));
+    TS_TRY(self_attention(f, &b.attn[0], tmp, S, tmp));
     if (!f->dry) memcpy(tmp, in, sizeof(float) * (size_t)n); // the attention output is overwritten unused
     dropout(f, tmp, tmp, n);
     if (!f->dry) ts_add(out, in, tmp, n);
-    TS_TRY(norm(f, &n2, out, S));
-    sub_step ff = ffn_sub(f, nm, &w->ffn, NULL);
-    uint64_t key;
-    TS_TRY(ffn(f, ff.ffn_name, ff.ffn_params, ff.ffn, out, S, ff.ffn_buf, tmp, &key));
+    TS_TRY(norm(f, &b.res[1].norm, out, S));
+    TS_TRY(ffn(f, &b.ffn, out, S, tmp));
     if (!f->dry) ts_add(out, out, tmp, n);
     dropout(f, out, out, n);
     ts_tensor t = view3(out, f->B, S, f->D);
-    return emit(f, nm->p, "out", TS_OP_ADD, &t, TS_TAG_PLAIN, false);
+    return fwd_emit(f, b.nm.p, "out", TS_OP_ADD, &t, TS_TAG_PLAIN, false);
 }
 
-/* Layer i of a self-attention stack (an encoder's, or a GPT's decoder.layers):
- * self-attention and FFN, in -> *y (out may be in). */
+/* Layer i of a self-attention stack (an encoder's, or a GPT's decoder.layers),
+ * in -> *y (the stream in out, or kept), with dropout on each sublayer's output:
+ *   pre-LN:  x = x + attn(norm1(x));  x = x + ffn(norm2(x))
+ *   post-LN: x = norm1(x + attn(x));  x = norm2(x + ffn(x))
+ * fwd_self_attn_block (model_pass.c) says where each value goes. */
 static ts_status self_attn_layer(fwd *f, int i, const ts_enc_layer_weights *w, const float *in, float *out,
                                  const float **y) {
-    ts_layer_names nm;
-    ts_layer_names_of(&nm, ts_model_stack_name(f->c), i);
-    int S = f->S;
     if (f->c->norm == TS_NORM_PRE && (f->c->variants & TS_VARIANT_SEED004_RESIDUAL)) {
         *y = out;
-        return self_attn_layer_seed004(f, &nm, w, in, out);
+        return self_attn_layer_seed004(f, i, w, in, out);
     }
-    ts_kept_layer *kept = f->keep ? &f->keep->enc[i] : NULL;
-    int Sk = f->cache ? f->pos0 + S : S;
-    sub_step s[2];
-    s[0] = (sub_step){.kind = SUB_SELF_ATTN,
-                      .attn = {nm.self, nm.self_p, &w->self_attn, enc_key_mask(f), f->c->causal, f->D, NULL, 0,
-                               kept ? kept->attn[0] : scratch_attn(f, false, S, Sk), NULL, NULL},
-                      .norm = layer_norm_step(f, &nm, 0, &w->norm1)};
-    if (f->cache) {
-        size_t at_layer = (size_t)i * (size_t)f->cache->capacity * (size_t)f->D;
-        s[0].attn.cache_k = f->cache->k + at_layer;
-        s[0].attn.cache_v = f->cache->v + at_layer;
-    }
-    s[1] = ffn_sub(f, &nm, &w->ffn, kept);
-    s[1].norm = layer_norm_step(f, &nm, 1, &w->norm2);
-    return layer(f, nm.p, s, 2, kept, in, S, out, y);
+    block b;
+    fwd_self_attn_block(f, &b, i, w, in, out);
+    residual_step *r = b.res;
+    int S = b.S;
+    const float *x = in, *h;
+    TS_TRY(norm_before(f, &r[0], x, S, &h));      // h = norm1(x)             (pre-LN)
+    TS_TRY(qkv_projection(f, &b.attn[0], h, S));  // q, k, v = h W_qkv + b
+    TS_TRY(attention(f, &b.attn[0]));             // softmax(q k^T / sqrt(hd) + mask) v
+    TS_TRY(out_projection(f, &b.attn[0], r[0].sub)); // a = values W_o + b
+    TS_TRY(residual_after(f, &r[0], x, S, &x));   // x = x + a                (post-LN: norm1)
+    TS_TRY(norm_before(f, &r[1], x, S, &h));      // h = norm2(x)             (pre-LN)
+    TS_TRY(ffn(f, &b.ffn, h, S, r[1].sub));       // m = W2 act(W1 h + b1) + b2
+    TS_TRY(residual_after(f, &r[1], x, S, &x));   // x = x + m                (post-LN: norm2)
+    return layer_out(f, &b, x, y);
 }
 
 /* Layer i of the encoder-decoder's decoder: masked self-attention,
- * cross-attention over the memory, FFN. */
+ * cross-attention over the memory (B, S, D), FFN; in -> *y as above. */
 static ts_status cross_attn_layer(fwd *f, int i, const ts_dec_layer_weights *w, const float *in, const float *mem,
                                   float *out, const float **y) {
-    ts_layer_names nm;
-    ts_layer_names_of(&nm, "decoder", i);
-    int T = f->T, S = f->S;
-    ts_kept_layer *kept = f->keep ? &f->keep->dec[i] : NULL;
-    sub_step s[3];
-    s[0] = (sub_step){.kind = SUB_SELF_ATTN,
-                      .attn = {nm.self, nm.self_p, &w->self_attn, f->a->tgt_mask, !f->c->tgt_not_causal, f->D, NULL,
-                               0, kept ? kept->attn[0] : scratch_attn(f, false, T, T), NULL, NULL},
-                      .norm = layer_norm_step(f, &nm, 0, &w->norm1)};
-    s[1] = (sub_step){.kind = SUB_CROSS_ATTN,
-                      .attn = {nm.cross, nm.cross_p, &w->cross_attn, f->mem_mask, false, f->D, mem, S,
-                               kept ? kept->attn[1] : scratch_attn(f, true, T, S), NULL, NULL},
-                      .norm = layer_norm_step(f, &nm, 1, &w->norm2)};
-    s[2] = ffn_sub(f, &nm, &w->ffn, kept);
-    s[2].norm = layer_norm_step(f, &nm, 2, &w->norm3);
-    return layer(f, nm.p, s, 3, kept, in, T, out, y);
+    block b;
+    fwd_cross_attn_block(f, &b, i, w, mem, in, out);
+    residual_step *r = b.res;
+    int T = b.S;
+    const float *x = in, *h;
+    TS_TRY(norm_before(f, &r[0], x, T, &h));      // h = norm1(x)             (pre-LN)
+    TS_TRY(qkv_projection(f, &b.attn[0], h, T));  // q, k, v = h W_qkv + b
+    TS_TRY(attention(f, &b.attn[0]));             // causal self-attention
+    TS_TRY(out_projection(f, &b.attn[0], r[0].sub)); // a = values W_o + b
+    TS_TRY(residual_after(f, &r[0], x, T, &x));   // x = x + a                (post-LN: norm1)
+    TS_TRY(norm_before(f, &r[1], x, T, &h));      // h = norm2(x)             (pre-LN)
+    TS_TRY(cross_projections(f, &b.attn[1], h, T)); // q = h W_q + b; k, v = memory W_kv + b
+    TS_TRY(attention(f, &b.attn[1]));             // attention over the memory
+    TS_TRY(out_projection(f, &b.attn[1], r[1].sub)); // c = values W_o + b
+    TS_TRY(residual_after(f, &r[1], x, T, &x));   // x = x + c                (post-LN: norm2)
+    TS_TRY(norm_before(f, &r[2], x, T, &h));      // h = norm3(x)             (pre-LN)
+    TS_TRY(ffn(f, &b.ffn, h, T, r[2].sub));       // m = W2 act(W1 h + b1) + b2
+    TS_TRY(residual_after(f, &r[2], x, T, &x));   // x = x + m                (post-LN: norm3)
+    return layer_out(f, &b, x, y);
 }
 
 /* ---- embeddings -------------------------------------------------------------------- */
@@ -1046,7 +756,7 @@ static ts_status embed(fwd *f, const embed_step *e, const float **res) {
     } else {
         t = view3(e->vecs, B, S, c->arch == TS_ARCH_ATTENTION && c->in_dim ? c->in_dim : D);
     }
-    TS_TRY(emit(f, NULL, e->input_name, TS_OP_INPUT, &t, TS_TAG_PLAIN, false));
+    TS_TRY(fwd_emit(f, NULL, e->input_name, TS_OP_INPUT, &t, TS_TAG_PLAIN, false));
     if (!e->tokens && c->pe == TS_PE_NONE) { // seed 000: the input is the embedding
         *res = e->vecs;
         return TS_OK;
@@ -1064,7 +774,7 @@ static ts_status embed(fwd *f, const embed_step *e, const float **res) {
                 for (int64_t j = 0; j < D; j++) sum[i * D + j] = table[(int64_t)ids[i] * D + j] * s;
         }
         t = view3(sum, B, S, D);
-        TS_TRY(emit(f, e->name, "tokens", TS_OP_EMBED, &t, TS_TAG_PLAIN, false));
+        TS_TRY(fwd_emit(f, e->name, "tokens", TS_OP_EMBED, &t, TS_TAG_PLAIN, false));
     } else if (!f->dry) {
         memcpy(sum, e->vecs, sizeof(float) * (size_t)(B * S * D));
     }
@@ -1075,7 +785,7 @@ static ts_status embed(fwd *f, const embed_step *e, const float **res) {
             pe = a->big;
         }
         t = view((float *)pe, 2, (int64_t[]){S, D}, NULL);
-        TS_TRY(emit(f, e->name, "pe", learned ? TS_OP_EMBED : TS_OP_POSENC, &t, TS_TAG_POSENC, false));
+        TS_TRY(fwd_emit(f, e->name, "pe", learned ? TS_OP_EMBED : TS_OP_POSENC, &t, TS_TAG_POSENC, false));
         if (!f->dry) {
             TS_MODEL_OMP(parallel for num_threads(f->threads) if(f->par) schedule(static))
             for (int64_t i = 0; i < B * S; i++)
@@ -1096,10 +806,10 @@ static ts_status embed(fwd *f, const embed_step *e, const float **res) {
     if (k) k->key = key;
     t = view3(out, B, S, D);
     /* Without dropout, embed.out is the norm's out (BERT's learned positions) or the tokens (no positions). */
-    TS_TRY(emit(f, e->name, "out", c->pe == TS_PE_NONE ? TS_OP_EMBED : TS_OP_ADD, &t, TS_TAG_PLAIN,
+    TS_TRY(fwd_emit(f, e->name, "out", c->pe == TS_PE_NONE ? TS_OP_EMBED : TS_OP_ADD, &t, TS_TAG_PLAIN,
                 (normed || c->pe == TS_PE_NONE) && !f->train));
     *res = out;
-    return module_done(f, e->name, params, &t, flops0);
+    return fwd_module_done(f, e->name, params, &t, flops0);
 }
 
 /* ---- the stacks and heads ---------------------------------------------------------- */
@@ -1129,22 +839,22 @@ static ts_status head(fwd *f, const float *x, int S, ts_tensor *out) {
     if (c->head == TS_HEAD_LM) {
         linear(f, logits, x, B * S, (int)D, c->vocab, w->head_w, w->head_b, (int)D, TS_EPI_BIAS);
         *out = view3(logits, B, S, c->vocab);
-        TS_TRY(emit(f, NULL, "logits", TS_OP_LINEAR, out, TS_TAG_LOGITS, false));
+        TS_TRY(fwd_emit(f, NULL, "logits", TS_OP_LINEAR, out, TS_TAG_LOGITS, false));
         /* tied: the table is counted once, under embed */
-        return module_done(f, "generator", "generator.", out, flops0);
+        return fwd_module_done(f, "generator", "generator.", out, flops0);
     }
     /* seed 004: encoder(x)[:, 0, :], dropout, classifier */
     float *cls = f->keep ? f->keep->cls : a->cls;
     if (!f->dry)
         for (int64_t b = 0; b < B; b++) memcpy(cls + b * D, x + b * S * D, sizeof(float) * (size_t)D);
     ts_tensor t = view(cls, 2, (int64_t[]){B, D}, NULL);
-    TS_TRY(emit(f, NULL, "cls", TS_OP_CHUNK, &t, TS_TAG_PLAIN, false));
+    TS_TRY(fwd_emit(f, NULL, "cls", TS_OP_CHUNK, &t, TS_TAG_PLAIN, false));
     uint64_t key = dropout(f, cls, cls, B * D);
     if (f->keep) f->keep->cls_key = key;
     linear(f, logits, cls, B, (int)D, c->n_labels, w->head_w, w->head_b, (int)D, TS_EPI_BIAS);
     *out = view(logits, 2, (int64_t[]){B, c->n_labels}, NULL);
-    TS_TRY(emit(f, NULL, "logits", TS_OP_LINEAR, out, TS_TAG_LOGITS, false));
-    return module_done(f, "classifier", "classifier.", out, flops0);
+    TS_TRY(fwd_emit(f, NULL, "logits", TS_OP_LINEAR, out, TS_TAG_LOGITS, false));
+    return fwd_module_done(f, "classifier", "classifier.", out, flops0);
 }
 
 /* What made a stack's last output: a LayerNorm, unless pre-LN ends on a residual add. */
@@ -1176,7 +886,7 @@ static ts_status emit_pads(fwd *f, const char *name, const uint8_t *pad, int S) 
     if (!f->dry)
         for (int64_t i = 0; i < n; i++) p[i] = pad[i] ? 1.0f : 0.0f;
     ts_tensor t = view(p, 2, (int64_t[]){f->B, S}, NULL);
-    return emit(f, NULL, name, TS_OP_MASK, &t, TS_TAG_PLAIN, false);
+    return fwd_emit(f, NULL, name, TS_OP_MASK, &t, TS_TAG_PLAIN, false);
 }
 
 static ts_status check_input(const fwd *f, const ts_model_input *in) {
@@ -1247,8 +957,8 @@ static ts_status run(fwd *f, const ts_model_input *in, ts_tensor *out) {
         embed_step e = {"embed", "input", &m->w.embed, false, NULL, in->src_embedded, S, a->x,
                         keep ? &keep->src : NULL};
         st = embed(f, &e, &x);
-        attn_step at = {"self_attn", "self_attn.", &m->w.attn, enc_key_mask(f), c->causal, din, NULL, 0,
-                        keep ? keep->lone : scratch_attn(f, false, S, S), NULL, NULL};
+        attn_step at = {.name = "self_attn", .params = "self_attn.", .w = &m->w.attn, .key_mask = fwd_enc_key_mask(f),
+                        .causal = c->causal, .din = din, .buf = keep ? keep->lone : fwd_scratch_attn(f, false, S, S)};
         float *o = keep ? keep->lone_out : a->x;
         if (!st) st = self_attention(f, &at, x, S, o);
         *out = view3(o, f->B, S, f->D);
@@ -1267,7 +977,7 @@ static ts_status run(fwd *f, const ts_model_input *in, ts_tensor *out) {
         if (keep) keep->enc_top = x;
         if (!st) st = final_norm(f, stack, &m->w.enc_norm, &x, a->x, S, keep ? &keep->enc_norm : NULL);
         ts_tensor t = view3(x, f->B, S, f->D);
-        if (!st) st = emit(f, NULL, stack_out, stack_op(c), &t, TS_TAG_PLAIN, true);
+        if (!st) st = fwd_emit(f, NULL, stack_out, stack_op(c), &t, TS_TAG_PLAIN, true);
         mem = x;
         *out = t;
     }
@@ -1284,7 +994,7 @@ static ts_status run(fwd *f, const ts_model_input *in, ts_tensor *out) {
         if (!st) st = final_norm(f, "decoder", &m->w.dec_norm, &y, a->y, T, keep ? &keep->dec_norm : NULL);
         if (keep) keep->dec_out = y;
         ts_tensor t = view3(y, f->B, T, f->D);
-        if (!st) st = emit(f, NULL, "decoder.out", stack_op(c), &t, TS_TAG_PLAIN, true);
+        if (!st) st = fwd_emit(f, NULL, "decoder.out", stack_op(c), &t, TS_TAG_PLAIN, true);
         x = y;
         *out = t;
     }
@@ -1293,28 +1003,6 @@ done:
     a->src_mask = (float *)saved_src;
     a->tgt_mask = (float *)saved_tgt;
     return st;
-}
-
-static void fwd_setup(fwd *f, ts_model *m, ts_model_acts *a, const ts_hook *hook) {
-    memset(f, 0, sizeof *f);
-    f->m = m;
-    f->c = &m->cfg;
-    f->a = a;
-    f->hook = hook;
-    f->dry = m->dry;
-    f->watch = m->dry || (hook && (hook->fn || hook->edit)); /* an edit needs every step made where it can act */
-    f->train = m->training;
-    f->p = m->training ? m->cfg.dropout : 0.0f;
-    f->B = m->cfg.batch;
-    f->S = m->S;
-    f->T = m->T;
-    f->D = m->cfg.d_model;
-    f->H = m->cfg.heads;
-    f->hd = f->D / f->H;
-    f->threads = ts_kernels_threads();
-    /* A parallel region costs microseconds (much more on a busy machine);
-     * below ~64K elements a step is cheaper on one thread. */
-    f->par = f->threads > 1 && (int64_t)f->B * m->L * f->D >= (1 << 16);
 }
 
 ts_status ts_model_forward(ts_model *m, const ts_model_input *in, const ts_hook *hook, ts_tensor *out) {
