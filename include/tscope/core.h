@@ -414,6 +414,12 @@ typedef ts_status (*ts_hook_group_fn)(void *ctx, const ts_hook_step *steps, int 
  * step), and the cost of an unset edit is one test per step. */
 typedef ts_status (*ts_hook_edit_fn)(void *ctx, const char *name, ts_op op, ts_tensor *t, ts_tag tag, bool *edited);
 
+/* Asked, when set, whether the edit may change the step named so (with
+ * edit_ctx): the model makes steps one by one (no fused shortcut) exactly
+ * where it answers yes, and runs fused elsewhere. Unset: every step is made
+ * one by one while an edit is set. */
+typedef bool (*ts_hook_touches_fn)(void *ctx, const char *name);
+
 /* Told, when set, that t's memory was just changed outside the step that
  * made it (an edit): a hook that remembers what it saw by memory address (a
  * trace writer's statistics and views) forgets it, so the edited step and
@@ -428,12 +434,18 @@ typedef struct ts_hook {
     ts_hook_group_fn group;        /* optional */
     ts_hook_overwritten_fn overwritten; /* optional: with ctx */
     ts_hook_edit_fn edit;          /* optional: experiments (include/tscope/experiment.h) */
+    ts_hook_touches_fn touches;    /* optional: with edit_ctx */
     void *edit_ctx;
 } ts_hook;
 
 /* Whether the hook edits steps: then the model computes every step where a
  * hook can see it, and offers none ahead or in a group. */
 static inline bool ts_hook_edits(const ts_hook *hook) { return hook && hook->edit; }
+
+/* Whether the hook's edit may change the step named so (ts_hook_touches_fn). */
+static inline bool ts_hook_edit_touches(const ts_hook *hook, const char *name) {
+    return hook && hook->edit && (!hook->touches || hook->touches(hook->edit_ctx, name));
+}
 
 /* Whether an edit of a step so handed over can reach what follows: never a
  * parameter, the input, or the padding a forward is given, handed over as

@@ -442,9 +442,18 @@ static ts_status edit_step(void *ctx, const char *name, ts_op op, ts_tensor *t, 
     return TS_OK;
 }
 
+/* Whether an edit names the step: the model makes it one by one there. */
+static bool edit_touches(void *ctx, const char *name) {
+    const ts_experiment *ex = ctx;
+    for (int i = 0; i < ex->n_edits; i++)
+        if (fnmatch(ex->edits[i].glob, name, 0) == 0) return true;
+    return false;
+}
+
 void ts_experiment_attach(ts_experiment *ex, ts_hook *hook) {
     for (int i = 0; i < ex->n_edits; i++) ex->edits[i].applied = 0;
     hook->edit = edit_step;
+    hook->touches = edit_touches;
     hook->edit_ctx = ex;
 }
 

@@ -5,8 +5,11 @@
  * backward reads (ts_model_forward_keep: each activation to its own buffer in
  * ts_kept instead of the shared ones below) and decoding new positions over
  * cached keys and values (ts_model_forward_cached, from model_decode.c).
- * Every step reaches the hook through emit_like: the one place to watch, or
- * change, what the model computes.
+ * Each step is computed, handed to the hook, and only then read by the next,
+ * so an experiment's edit of any step reaches every later one. Every step
+ * reaches the hook through fwd_emit_like (model_pass.c, with the rest of a
+ * pass's plumbing): the one place to watch, or change, what the model
+ * computes. A block reads as its arithmetic (self_attn_layer).
  *
  * How it stays fast and small. Activations live in a few buffers carved once
  * (ts_model_acts): the stream x, a sublayer output tmp, the attention values
@@ -174,6 +177,9 @@ static uint64_t dropout(fwd *f, float *out, const float *in, int64_t n) {
 
 /* ---- LayerNorm ----------------------------------------------------------------- */
 
+/* The steps inside a LayerNorm, made and handed over only when watched or edited. */
+static const char *const NORM_INNER_STEPS[] = {"mean", "std", "y", NULL};
+
 /* y (rows, D) = (in - mean) / std, a row's mean and std each: a norm's y
  * made again when an edit changed its statistics, so that y, and the out
  * made from y, follow the edit. */
@@ -199,9 +205,10 @@ static ts_status norm_two_dims(fwd *f, const norm_step *n, const float *in, int 
     const ts_norm_weights *w = n->w;
     ts_tensor t = view3(in, B, S, D);
     TS_TRY(fwd_emit(f, n->name, "in", n->in_op, &t, TS_TAG_NORM_IN, n->in_traced));
-    float *y = f->watch ? a->big : NULL; // a norm's input never lives in big
+    bool watch = fwd_watches(f, n->name, NORM_INNER_STEPS);
+    float *y = watch ? a->big : NULL; // a norm's input never lives in big
     if (!f->dry) ts_model_layernorm_two_dims(n->out, y, a->mean, a->std, in, w->gamma, w->beta, (int)B, S, (int)D, n->eps);
-    if (f->watch) {
+    if (watch) {
         int64_t edits = f->edits;
         t = view3(a->mean, 1, S, 1);
         TS_TRY(fwd_emit(f, n->name, "mean", TS_OP_MEAN, &t, TS_TAG_NORM_STAT, false));
@@ -246,7 +253,8 @@ static ts_status norm(fwd *f, const norm_step *n, const float *in, int S) {
     if (!f->dry) ts_layernorm(dst, n->mean, n->rstd, in, w->gamma, w->beta, rows, (int)D, n->eps);
     ts_tensor ty = view3(NULL, B, S, D);
     bool restated = false; // an edit of mean, std or y: out is made again from them
-    if (f->watch) {
+    bool watch = fwd_watches(f, n->name, NORM_INNER_STEPS);
+    if (watch) {
         float *y = at(a->big, rows * D); // big holds >= 2 (B, L, D)
         if (!f->dry) {
             /* The kernel without gamma and beta: the same mean and rstd, so
@@ -276,7 +284,7 @@ static ts_status norm(fwd *f, const norm_step *n, const float *in, int S) {
     ts_tensor tout = view3(out, B, S, D);
     /* gamma 1 and beta 0 (a LayerNorm that has not learned yet) make out
      * y times one plus zero: y's values, which a hook need not read again. */
-    if (f->watch && !f->dry && identity_affine(w, D))
+    if (watch && !f->dry && identity_affine(w, D))
         TS_TRY(fwd_emit_like(f, n->name, "out", TS_OP_LAYERNORM, &tout, TS_TAG_NORM_OUT, false, &ty, 1.0f));
     else
         TS_TRY(fwd_emit(f, n->name, "out", TS_OP_LAYERNORM, &tout, TS_TAG_NORM_OUT, false));
@@ -438,7 +446,8 @@ static ts_status sdpa(fwd *f, const char *prefix, const attn_job *j) {
     f->flops += 2.0 * 2.0 * (double)B * H * Sq * Sk * hd;
     bool masked = j->key_mask || j->causal || f->row_mask;
     /* hidden rows, seed 003's -1e9 and seed 001's softmax go into the scores, as a watcher sees them */
-    bool staged = f->watch || f->row_mask || (masked && (f->c->variants & TS_VARIANT_SEED003_MASK)) ||
+    static const char *const stages[] = {"scores", "scaled", "masked", "weights", NULL};
+    bool staged = fwd_watches(f, prefix, stages) || f->row_mask || (masked && (f->c->variants & TS_VARIANT_SEED003_MASK)) ||
                   (f->c->variants & TS_VARIANT_SEED001_SOFTMAX);
     ts_tensor tatt = view(j->att, 4, (int64_t[]){B, H, Sq, Sk}, NULL);
     if (staged) {
@@ -569,12 +578,14 @@ static ts_status ffn(fwd *f, const ffn_step *s, const float *x, int S, float *ou
     /* the GEMM applies ReLU and exact GELU as it stores, unless someone
      * watches the hidden layer or the backward reads GELU's input;
      * GELU's tanh form always runs after it */
-    bool unfused = f->watch || (gelu && acted != hidden);
+    static const char *const inner[] = {"hidden", "act", NULL};
+    bool watch = fwd_watches(f, prefix, inner);
+    bool unfused = watch || (gelu && acted != hidden);
     ts_epilogue fused = act == TS_ACT_GELU ? TS_EPI_BIAS_GELU : act == TS_ACT_RELU ? TS_EPI_BIAS_RELU : TS_EPI_BIAS;
     linear(f, hidden, x, B * S, (int)D, (int)F, w->w1, w->b1, (int)D, unfused ? TS_EPI_BIAS : fused);
     const float *made = hidden; // the activation's output so far
     ts_tensor t = view3(hidden, B, S, F);
-    if (f->watch) {
+    if (watch) {
         /* hidden and its ReLU at once, before the ReLU is made: a trace writer
          * then reads hidden's memory once for the statistics of both. */
         const ts_hook_step pair[] = {{"hidden", TS_OP_LINEAR, &t, TS_TAG_PLAIN, false},

@@ -15,7 +15,7 @@ void fwd_setup(fwd *f, ts_model *m, ts_model_acts *a, const ts_hook *hook) {
     f->a = a;
     f->hook = hook;
     f->dry = m->dry;
-    f->watch = m->dry || (hook && (hook->fn || hook->edit)); /* an edit needs every step made where it can act */
+    f->watch = m->dry || (hook && hook->fn); /* an edit alone: made one by one where it acts (fwd_watches) */
     f->train = m->training;
     f->p = m->training ? m->cfg.dropout : 0.0f;
     f->B = m->cfg.batch;
@@ -28,6 +28,17 @@ void fwd_setup(fwd *f, ts_model *m, ts_model_acts *a, const ts_hook *hook) {
     /* A parallel region costs microseconds (much more on a busy machine);
      * below ~64K elements a step is cheaper on one thread. */
     f->par = f->threads > 1 && (int64_t)f->B * m->L * f->D >= (1 << 16);
+}
+
+bool fwd_watches(const fwd *f, const char *prefix, const char *const *leaves) {
+    if (f->watch) return true;
+    if (!ts_hook_edits(f->hook)) return false;
+    char name[2 * TS_MODEL_NAME_MAX];
+    for (int i = 0; leaves[i]; i++) {
+        snprintf(name, sizeof name, "%s.%s", prefix, leaves[i]);
+        if (ts_hook_edit_touches(f->hook, name)) return true;
+    }
+    return false;
 }
 
 /* ---- handing steps to the hook ---------------------------------------------------- */

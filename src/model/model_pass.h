@@ -26,7 +26,7 @@ typedef struct fwd {
     ts_model_acts *a;
     const ts_hook *hook;
     bool dry;   // shapes only: no data, nothing computed
-    bool watch; // someone sees the steps: compute them one by one
+    bool watch; // someone sees every step (a dry run, a hook that records): compute them one by one
     bool train; // the model is in training mode (dropout on)
     float p;    // dropout probability in effect (0 unless training)
     int B, D, H, hd;
@@ -44,6 +44,10 @@ typedef struct fwd {
 } fwd;
 
 void fwd_setup(fwd *f, ts_model *m, ts_model_acts *a, const ts_hook *hook);
+
+/* Whether the steps prefix.leaf (leaves: a NULL-ended list) must be made one
+ * by one: someone watches every step, or an edit may change one of them. */
+bool fwd_watches(const fwd *f, const char *prefix, const char *const *leaves);
 
 /* A view of `data` (NULL in a dry run) with the given shape; row-major unless
  * strides are given. Built by hand so a dry run does no pointer arithmetic. */
