@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lm_scores.h"
+#include "experiment/lm_scores.h"
 #include "tscope/train.h"
 
 void ts_lm_data_opts_default(ts_lm_data_opts *o) {
