@@ -340,6 +340,11 @@ typedef struct ts_lm_data_opts {
     int heldout_every;  /* one piece in N is held out (20) */
     int piece;          /* tokens a piece (4096) */
     float repeat_frac;  /* windows made of a repeated random sequence (0) */
+    /* More records at each snapshot, after the held-out loss (NULL: none):
+     * the in-context measures live in src/experiment (ts_lm_snapshot_measure,
+     * with a ts_lm_snapshot_scores as measure_ctx). */
+    ts_status (*measure)(void *ctx, const ts_model *m, const ts_hook *trace);
+    void *measure_ctx;
 } ts_lm_data_opts;
 
 void ts_lm_data_opts_default(ts_lm_data_opts *o);
@@ -355,7 +360,6 @@ typedef struct ts_lm_data {
     int32_t *x, *y;   /* (B, S) the current batch */
     int32_t *probe;   /* (probe_batch, S) what a trace follows (ts_lm_data_set_probe) */
     int probe_batch;
-    void *scores;     /* the snapshot's measures (lm_scores.c), made on first use */
 } ts_lm_data;
 
 /* Split ids[0..n) (copied) as o says. Needs at least one training window
@@ -367,56 +371,13 @@ void ts_lm_data_free(ts_lm_data *d);
 ts_status ts_lm_data_set_probe(ts_lm_data *d, const int32_t *ids, int P);
 
 /* The loop's face of d. At each snapshot it also records the held-out loss
- * and the in-context measures (ts_lm_measure: lm.heldout_loss, lm.repeat.loss,
- * lm.score.prev_token, lm.score.induction, lm.score.copying). */
+ * (lm.heldout_loss), then whatever o.measure records (the in-context
+ * measures: lm.repeat.loss, lm.score.prev_token, lm.score.induction,
+ * lm.score.copying). */
 void ts_lm_data_source(ts_lm_data *d, ts_train_data *out);
 
 /* The mean held-out loss (nats per token) of m (batch B, context S). */
 ts_status ts_lm_data_heldout(ts_lm_data *d, ts_model *m, double *loss);
 
-/* ---- in-context measures of a language model (lm_scores.c) ------------------------
- *
- * On R sequences of n random tokens written twice (S = 2n positions, tokens
- * uniform over the vocabulary; ts_lm_repeat_ids), with a[i][j] a head's
- * attention from query i to key j, averaged over the R sequences
- * (docs/training.md has the reasons and the literature):
- *   prev_token  mean over i in [1, S) of a[i][i-1]: a head that looks one back
- *   induction   mean over i in [n, S) of a[i][i-n+1]: from a token in the
- *               second half to the token after its first occurrence (the
- *               prefix-matching score of Olsson et al., 2022)
- *   copying     sum(l) / sum(|l|) over the eigenvalues l of the head's OV
- *               circuit W_U g_f W_O^h W_V^h g_1 W_E^T (V x V; LayerNorms folded
- *               as their gains g): +1 when whatever the head attends to raises
- *               the logit of that same token (Elhage et al., 2021)
- *   pos_loss    the cross-entropy at each position i in [0, S-1) of predicting
- *               token i+1, averaged over the R sequences: near ln V in the first
- *               half, near 0 in the second for a model that copies.
- * Chance for the attention scores is what uniform causal attention gives:
- * prev_token mean of 1/(i+1) over [1, S), induction mean of 1/(i+1) over [n, S). */
-typedef struct ts_lm_measures {
-    int L, H, S;        /* layers, heads, positions */
-    float *prev_token;  /* (L, H) */
-    float *induction;   /* (L, H) */
-    float *copying;     /* (L, H) */
-    float *pos_loss;    /* (S - 1) */
-    double loss_first, loss_second; /* mean pos_loss over positions [0, n-1) and [n, S-1) */
-    double chance_prev, chance_induction;
-} ts_lm_measures;
-
-/* R sequences (R, S) of S/2 random tokens from [0, vocab), each written twice. */
-void ts_lm_repeat_ids(int32_t *ids, int R, int S, int vocab, uint64_t seed);
-
-/* Every measure of model m on ids (m->cfg.batch sequences of m->S tokens,
- * each a half written twice), with the inference forward. m must be a
- * causal stack with a vocabulary head. out is allocated; free with
- * ts_lm_measures_free. */
-ts_status ts_lm_measure(ts_model *m, const int32_t *ids, ts_lm_measures *out);
-/* The same with edits' edit callback (ts_hook_edit_fn) on the forward: the
- * measures of a model with some steps changed (an ablated head, say). */
-ts_status ts_lm_measure_edited(ts_model *m, const int32_t *ids, const ts_hook *edits, ts_lm_measures *out);
-void ts_lm_measures_free(ts_lm_measures *out);
-
-/* The copying score of every head (L, H) from the weights alone. */
-ts_status ts_lm_copying(const ts_model *m, float *out);
 
 #endif

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "train_cmd.h"
+#include "tscope/experiment.h"
 #include "tscope/io.h"
 #include "tscope/kernels.h"
 #include "tscope/tokenizer.h"
@@ -589,6 +590,7 @@ int train_lm(const train_opts *o, const model_flags *mf) {
     ts_model_config cfg;
     ts_lm_data d;
     memset(&d, 0, sizeof d);
+    ts_lm_snapshot_scores scores = {0}; /* the in-context measures of each snapshot */
     ts_model m;
     ts_train tr;
     ts_optim opt;
@@ -669,6 +671,8 @@ int train_lm(const train_opts *o, const model_flags *mf) {
     }
     if (!st && !o->resume) st = resolve(o, mf, tok.count, &cfg);
     dop.batch = cfg.batch, dop.ctx = cfg.seq, dop.vocab = cfg.vocab, dop.seed = cfg.seed;
+    scores.seed = dop.seed;
+    dop.measure = ts_lm_snapshot_measure, dop.measure_ctx = &scores;
     if (!st && (st = ts_lm_data_init(&d, ids.ids, (int64_t)ids.count, &dop)) &&
         strncmp(ts_last_error(), "the text (", 10) == 0) /* too short: say which text */
         st = named(st, mine.corpus ? "--corpus %s" : "%s", corpus_name);
@@ -808,6 +812,7 @@ out:
     ts_train_free(&tr);
     ts_model_free(&m);
     ts_lm_data_free(&d);
+    ts_lm_snapshot_scores_free(&scores);
     ts_bpe_ids_free(&ids);
     ts_bpe_ids_free(&prompt);
     ts_lmtok_free(&tok);

@@ -1,5 +1,5 @@
-/* lm_scores: the in-context measures of a language model (train.h, "in-context
- * measures") and the snapshot records made of them (lm_scores.h). */
+/* lm_scores: the in-context measures of a language model (experiment.h,
+ * "in-context measures") and the snapshot records made of them (lm_scores.h). */
 #include "lm_scores.h"
 
 #include <math.h>
@@ -218,4 +218,17 @@ ts_status tr_lm_scores_record(tr_lm_scores *s, const ts_model *m, const ts_hook 
     if (!st) st = tr_lm_record_scalar(trace, "lm.chance.induction", me.chance_induction);
     ts_lm_measures_free(&me);
     return st;
+}
+
+ts_status ts_lm_snapshot_measure(void *ctx, const ts_model *m, const ts_hook *trace) {
+    ts_lm_snapshot_scores *s = ctx;
+    ts_status st = TS_OK;
+    if (!s->scores) st = tr_lm_scores_new(m, (tr_lm_scores **)&s->scores, s->seed);
+    if (!st) st = tr_lm_scores_record(s->scores, m, trace);
+    return st;
+}
+
+void ts_lm_snapshot_scores_free(ts_lm_snapshot_scores *s) {
+    tr_lm_scores_free(s->scores);
+    s->scores = NULL;
 }
