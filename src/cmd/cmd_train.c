@@ -76,7 +76,7 @@ static ts_status open_trace(const train_opts *o, const ts_model_config *cfg, con
 
 /* ---- progress ------------------------------------------------------------------ */
 
-static void format_eta(char *buf, size_t size, double s) {
+void format_eta(char *buf, size_t size, double s) {
     if (!(s >= 0) || s > 360000) s = 0;
     int x = (int)(s + 0.5);
     if (x >= 3600)

@@ -234,15 +234,6 @@ typedef struct lm_progress {
 
 static ts_status save_run(struct run *r, int64_t step);
 
-static void format_eta(char *buf, size_t size, double s) {
-    if (!(s >= 0) || s > 360000) s = 0;
-    int x = (int)(s + 0.5);
-    if (x >= 3600)
-        snprintf(buf, size, "%d:%02d:%02d", x / 3600, x / 60 % 60, x % 60);
-    else
-        snprintf(buf, size, "%d:%02d", x / 60, x % 60);
-}
-
 static void progress(void *ctx, const ts_train_progress *p) {
     lm_progress *ps = ctx;
     ps->lsum += p->loss, ps->ln++;
