@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "tscope/core.h"
+#include "tscope/io.h"
 #include "tscope/kernels.h"
 #include "tscope/model.h"
 
@@ -378,6 +379,67 @@ void ts_lm_data_source(ts_lm_data *d, ts_train_data *out);
 
 /* The mean held-out loss (nats per token) of m (batch B, context S). */
 ts_status ts_lm_data_heldout(ts_lm_data *d, ts_model *m, double *loss);
+
+/* ---- a language model's training run (lm_run.c) -----------------------------------
+ *
+ * What `tscope train --task lm` runs, the flags, the corpus, the tokenizer
+ * and the printing left to the command line:
+ *
+ *     ts_lm_run r = {0};              // lo, oc, dop: the settings (or ts_lm_run_resume's)
+ *     ts_lm_run_resume(&r, path, &tok);    // optional: a saved run and its PATH.state
+ *     ts_lm_run_corpus(&r, ids, n, ...);   // the corpus's tokens (a resumed run: the same ones)
+ *     ts_lm_run_data(&r, ids, n);          // r.cfg set: the data source
+ *     ts_lm_run_model(&r);                 // model, trainer, optimizer (a resumed run: its state)
+ *     ts_lm_run_train(&r, trace, &result); // the loop, saving every save_every steps
+ *     ts_lm_run_save(&r, result.steps);    // the weights, and the state --resume reads
+ *     ts_lm_run_free(&r);
+ */
+typedef struct ts_lm_run {
+    ts_train_loop_opts lo;  /* the loop's settings */
+    ts_optim_config oc;     /* the optimizer's */
+    ts_lm_data_opts dop;    /* the data's (batch, ctx, vocab and seed come from cfg) */
+    ts_model_config cfg;    /* the model: the caller's, or the resumed checkpoint's */
+    const char *save;       /* where ts_lm_run_save writes (and PATH.state beside) */
+    int64_t save_every;     /* > 0: a save every N steps during the loop */
+    const char *const *meta; /* the checkpoint's metadata pairs */
+    int n_meta;
+    /* the loop's progress, after any save (may be NULL) */
+    void (*progress)(void *ctx, const ts_train_progress *p);
+    void *progress_ctx;
+    /* what the run holds */
+    ts_lm_data d;
+    ts_model m;
+    ts_train tr;
+    ts_optim opt;
+    int64_t tokens_per_step;
+    const char *resume;     /* the checkpoint resumed, or NULL */
+    ts_safetensors state;   /* its training state, open until ts_lm_run_close_state */
+    bool state_open;
+    int64_t forwards, corpus_tokens;
+    char corpus[4096];      /* the corpus's path ("" the Bible's), for the state */
+    char corpus_hash[32];   /* its tokens, fingerprinted */
+    ts_status save_st;      /* the first failed save during the loop */
+} ts_lm_run;
+
+/* The run saved at resume (weights, config and tokenizer into cfg and tok,
+ * the loop's, the optimizer's and the data's settings from PATH.state). */
+ts_status ts_lm_run_resume(ts_lm_run *r, const char *resume, ts_lmtok *tok);
+/* The corpus path the resumed state names (NULL, "": none, the Bible). */
+const char *ts_lm_run_resumed_corpus(const ts_lm_run *r);
+/* The corpus's tokens (n), its path (NULL: the Bible) and its name for
+ * messages: a resumed run refuses a text it was not trained on. */
+ts_status ts_lm_run_corpus(ts_lm_run *r, const int32_t *ids, size_t n, const char *path, const char *name);
+ts_status ts_lm_run_data(ts_lm_run *r, const int32_t *ids, size_t n);
+ts_status ts_lm_run_model(ts_lm_run *r);
+void ts_lm_run_close_state(ts_lm_run *r); /* the resumed state file, once read */
+ts_status ts_lm_run_train(ts_lm_run *r, const ts_hook *trace, ts_train_loop_result *out);
+/* The weights at `step` into r->save, then the training state beside them (PATH.state). */
+ts_status ts_lm_run_save(ts_lm_run *r, int64_t step);
+/* n_sample tokens after the prompt at temperature 0.8 (the model reads the
+ * last S tokens each time), decoded with the prompt into *out (free it). */
+ts_status ts_lm_run_sample(const ts_lm_run *r, const ts_lmtok *tok, const ts_bpe_ids *prompt, int n_sample, char **out,
+                           size_t *out_len);
+void ts_lm_run_free(ts_lm_run *r);
 
 
 #endif
