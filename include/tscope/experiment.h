@@ -202,4 +202,10 @@ typedef struct ts_lm_snapshot_scores {
 ts_status ts_lm_snapshot_measure(void *ctx, const ts_model *m, const ts_hook *trace);
 void ts_lm_snapshot_scores_free(ts_lm_snapshot_scores *s);
 
+/* The step loss.next (S - 1) of one text (ids (S), logits (1, S, V)): at each
+ * position the loss of predicting the token that follows, handed to hook, so
+ * a trace shows where a text is predictable (an edited run's beside the
+ * unedited one's). Nothing for S < 2. */
+ts_status ts_lm_next_loss_step(const ts_hook *hook, const int32_t *ids, const ts_tensor *logits);
+
 #endif

@@ -232,3 +232,20 @@ void ts_lm_snapshot_scores_free(ts_lm_snapshot_scores *s) {
     tr_lm_scores_free(s->scores);
     s->scores = NULL;
 }
+
+ts_status ts_lm_next_loss_step(const ts_hook *hook, const int32_t *ids, const ts_tensor *logits) {
+    int S = (int)logits->shape[1], V = (int)logits->shape[2];
+    if (S < 2) return TS_OK;
+    double *loss = malloc(sizeof(double) * (size_t)S);
+    float *v = malloc(sizeof(float) * (size_t)S);
+    if (!loss || !v) {
+        free(loss), free(v);
+        return ts_fail(TS_ERR_NOMEM, "out of memory");
+    }
+    ts_experiment_token_loss(logits->data, ids, S, V, loss);
+    for (int i = 0; i + 1 < S; i++) v[i] = (float)loss[i + 1];
+    ts_tensor t = {.data = v, .rank = 1, .shape = {S - 1}, .stride = {1}};
+    ts_status st = ts_hook_call(hook, "loss.next", TS_OP_METRIC, &t, TS_TAG_PER_POSITION);
+    free(loss), free(v);
+    return st;
+}
