@@ -261,7 +261,7 @@ static int run(const model_flags *mf, const run_opts *o) {
         }
     }
     char desc[256];
-    model_config_describe(&cfg, desc, sizeof desc);
+    ts_model_config_describe(&cfg, desc, sizeof desc);
     printf("# %s\n", desc);
     /* what shapes cannot tell, printed and kept in the trace: a wrong one changes the numbers, not the shapes */
     char settings_line[256];

@@ -205,7 +205,7 @@ int run_lm(const char *load, const ts_cli_list *text, const char *ids_path, ts_f
         goto out;
     }
     char desc[256];
-    model_config_describe(&m.cfg, desc, sizeof desc);
+    ts_model_config_describe(&m.cfg, desc, sizeof desc);
     printf("# %s\n", desc);
     if (tok.count == m.cfg.vocab)
         printf("# %s: %s tokenizer, %d tokens\n", load, ts_lmtok_kind_name(tok.kind), (int)tok.count);

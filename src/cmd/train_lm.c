@@ -486,7 +486,7 @@ int train_lm(const train_opts *o, const model_flags *mf) {
     int64_t params = 0;
     for (int i = 0; i < run.m.n_params; i++) params += run.m.params[i].numel;
     char desc[256];
-    model_config_describe(cfg, desc, sizeof desc);
+    ts_model_config_describe(cfg, desc, sizeof desc);
     printf("# %s\n", desc);
     printf("# corpus %s: %zu tokens (%s, vocabulary %d), %lld to train on, %lld held out (%d windows of %d measured)\n",
            corpus_name, ids.count, ts_lmtok_kind_name(kind), (int)tok.count, (long long)d->n_train, (long long)d->n_held,
