@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "tscope/experiment.h"
 #include "tscope/io.h"
 #include "tscope/kernels.h"
 #include "tscope/model.h"

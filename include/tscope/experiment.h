@@ -142,4 +142,70 @@ typedef struct ts_dla {
 ts_status ts_experiment_dla(ts_model *m, const int32_t *ids, int pos, int token, ts_dla *out);
 void ts_dla_free(ts_dla *d);
 
+/* ---- in-context measures of a language model (lm_scores.c) ------------------------
+ *
+ * On R sequences of n random tokens written twice (S = 2n positions, tokens
+ * uniform over the vocabulary; ts_lm_repeat_ids), with a[i][j] a head's
+ * attention from query i to key j, averaged over the R sequences
+ * (docs/training.md has the reasons and the literature):
+ *   prev_token  mean over i in [1, S) of a[i][i-1]: a head that looks one back
+ *   induction   mean over i in [n, S) of a[i][i-n+1]: from a token in the
+ *               second half to the token after its first occurrence (the
+ *               prefix-matching score of Olsson et al., 2022)
+ *   copying     sum(l) / sum(|l|) over the eigenvalues l of the head's OV
+ *               circuit W_U g_f W_O^h W_V^h g_1 W_E^T (V x V; LayerNorms folded
+ *               as their gains g): +1 when whatever the head attends to raises
+ *               the logit of that same token (Elhage et al., 2021)
+ *   pos_loss    the cross-entropy at each position i in [0, S-1) of predicting
+ *               token i+1, averaged over the R sequences: near ln V in the first
+ *               half, near 0 in the second for a model that copies.
+ * Chance for the attention scores is what uniform causal attention gives:
+ * prev_token mean of 1/(i+1) over [1, S), induction mean of 1/(i+1) over [n, S). */
+typedef struct ts_lm_measures {
+    int L, H, S;        /* layers, heads, positions */
+    float *prev_token;  /* (L, H) */
+    float *induction;   /* (L, H) */
+    float *copying;     /* (L, H) */
+    float *pos_loss;    /* (S - 1) */
+    double loss_first, loss_second; /* mean pos_loss over positions [0, n-1) and [n, S-1) */
+    double chance_prev, chance_induction;
+} ts_lm_measures;
+
+/* R sequences (R, S) of S/2 random tokens from [0, vocab), each written twice. */
+void ts_lm_repeat_ids(int32_t *ids, int R, int S, int vocab, uint64_t seed);
+
+/* Every measure of model m on ids (m->cfg.batch sequences of m->S tokens,
+ * each a half written twice), with the inference forward. m must be a
+ * causal stack with a vocabulary head. out is allocated; free with
+ * ts_lm_measures_free. */
+ts_status ts_lm_measure(ts_model *m, const int32_t *ids, ts_lm_measures *out);
+/* The same with edits' edit callback (ts_hook_edit_fn) on the forward: the
+ * measures of a model with some steps changed (an ablated head, say). */
+ts_status ts_lm_measure_edited(ts_model *m, const int32_t *ids, const ts_hook *edits, ts_lm_measures *out);
+void ts_lm_measures_free(ts_lm_measures *out);
+
+/* The copying score of every head (L, H) from the weights alone. */
+ts_status ts_lm_copying(const ts_model *m, float *out);
+
+/* The measures above recorded at each snapshot of a language model's
+ * training, as ts_lm_data_opts.measure (measure_ctx: a ts_lm_snapshot_scores,
+ * zeroed but for the run's seed): lm.repeat.loss (S-1) per position,
+ * lm.score.prev_token, lm.score.induction, lm.score.copying (L, H),
+ * lm.chance.prev_token, lm.chance.induction (1). The scorer (a copy of the
+ * model at 8 repeated sequences) is made on first use; free it with
+ * ts_lm_snapshot_scores_free. */
+typedef struct ts_lm_snapshot_scores {
+    uint64_t seed; /* the run's: the repeated sequences follow from it */
+    void *scores;  /* made on first use */
+} ts_lm_snapshot_scores;
+
+ts_status ts_lm_snapshot_measure(void *ctx, const ts_model *m, const ts_hook *trace);
+void ts_lm_snapshot_scores_free(ts_lm_snapshot_scores *s);
+
+/* The step loss.next (S - 1) of one text (ids (S), logits (1, S, V)): at each
+ * position the loss of predicting the token that follows, handed to hook, so
+ * a trace shows where a text is predictable (an edited run's beside the
+ * unedited one's). Nothing for S < 2. */
+ts_status ts_lm_next_loss_step(const ts_hook *hook, const int32_t *ids, const ts_tensor *logits);
+
 #endif

@@ -445,6 +445,10 @@ ts_status ts_model_read_vectors(const char *path, const char *flag, ts_npy *out)
  * error naming the file and the sizes the model reads. */
 ts_status ts_model_read_pad_mask(const char *path, const char *flag, int B, int S, uint8_t **pads);
 
+/* Read --ids for a language model: a batch (B, S) of ids, or one sequence
+ * (S), every one in [0, vocab). ids (B * S) is freed with ts_bpe_ids_free. */
+ts_status ts_lm_read_ids(const char *path, int vocab, ts_bpe_ids *ids, int *B);
+
 /* config_json: a model config as a JSON object and back, every field by
  * name ("arch": "encoder", "d_model": 128, ...), each setting spelled with
  * the model's own words. Checkpoints keep it in their metadata ("config") so

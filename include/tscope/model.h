@@ -434,4 +434,15 @@ int32_t ts_model_sample(const float *logits, int V, float temperature, int top_k
  * (what ts_model_sample draws at temperature 0, and greedy decoding writes). */
 int32_t ts_model_argmax(const float *logits, int V);
 
+/* The step `probs` (B, S, V): the softmax of logits (B, S, V) at `temperature`
+ * (1: the model's own distribution), handed to hook after the forward pass,
+ * so a trace has what the model predicts next as chances, not only scores
+ * (model_probs.c). Nothing without a hook function, or for logits not of rank 3. */
+ts_status ts_model_probs_step(const ts_hook *hook, const ts_tensor *logits, float temperature);
+
+/* One line describing the config: "tiny encoder-decoder: B1 S4 T4, d_model 16,
+ * 2 heads, ffn 32, 2+2 layers, post-LN, relu, ...", then what differs from
+ * the correct model (variants, mask, train mode) (model_describe.c). */
+void ts_model_config_describe(const ts_model_config *c, char *buf, size_t size);
+
 #endif

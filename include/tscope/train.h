@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "tscope/core.h"
+#include "tscope/io.h"
 #include "tscope/kernels.h"
 #include "tscope/model.h"
 
@@ -340,6 +341,11 @@ typedef struct ts_lm_data_opts {
     int heldout_every;  /* one piece in N is held out (20) */
     int piece;          /* tokens a piece (4096) */
     float repeat_frac;  /* windows made of a repeated random sequence (0) */
+    /* More records at each snapshot, after the held-out loss (NULL: none):
+     * the in-context measures live in src/experiment (ts_lm_snapshot_measure,
+     * with a ts_lm_snapshot_scores as measure_ctx). */
+    ts_status (*measure)(void *ctx, const ts_model *m, const ts_hook *trace);
+    void *measure_ctx;
 } ts_lm_data_opts;
 
 void ts_lm_data_opts_default(ts_lm_data_opts *o);
@@ -355,7 +361,6 @@ typedef struct ts_lm_data {
     int32_t *x, *y;   /* (B, S) the current batch */
     int32_t *probe;   /* (probe_batch, S) what a trace follows (ts_lm_data_set_probe) */
     int probe_batch;
-    void *scores;     /* the snapshot's measures (lm_scores.c), made on first use */
 } ts_lm_data;
 
 /* Split ids[0..n) (copied) as o says. Needs at least one training window
@@ -367,56 +372,74 @@ void ts_lm_data_free(ts_lm_data *d);
 ts_status ts_lm_data_set_probe(ts_lm_data *d, const int32_t *ids, int P);
 
 /* The loop's face of d. At each snapshot it also records the held-out loss
- * and the in-context measures (ts_lm_measure: lm.heldout_loss, lm.repeat.loss,
- * lm.score.prev_token, lm.score.induction, lm.score.copying). */
+ * (lm.heldout_loss), then whatever o.measure records (the in-context
+ * measures: lm.repeat.loss, lm.score.prev_token, lm.score.induction,
+ * lm.score.copying). */
 void ts_lm_data_source(ts_lm_data *d, ts_train_data *out);
 
 /* The mean held-out loss (nats per token) of m (batch B, context S). */
 ts_status ts_lm_data_heldout(ts_lm_data *d, ts_model *m, double *loss);
 
-/* ---- in-context measures of a language model (lm_scores.c) ------------------------
+/* ---- a language model's training run (lm_run.c) -----------------------------------
  *
- * On R sequences of n random tokens written twice (S = 2n positions, tokens
- * uniform over the vocabulary; ts_lm_repeat_ids), with a[i][j] a head's
- * attention from query i to key j, averaged over the R sequences
- * (docs/training.md has the reasons and the literature):
- *   prev_token  mean over i in [1, S) of a[i][i-1]: a head that looks one back
- *   induction   mean over i in [n, S) of a[i][i-n+1]: from a token in the
- *               second half to the token after its first occurrence (the
- *               prefix-matching score of Olsson et al., 2022)
- *   copying     sum(l) / sum(|l|) over the eigenvalues l of the head's OV
- *               circuit W_U g_f W_O^h W_V^h g_1 W_E^T (V x V; LayerNorms folded
- *               as their gains g): +1 when whatever the head attends to raises
- *               the logit of that same token (Elhage et al., 2021)
- *   pos_loss    the cross-entropy at each position i in [0, S-1) of predicting
- *               token i+1, averaged over the R sequences: near ln V in the first
- *               half, near 0 in the second for a model that copies.
- * Chance for the attention scores is what uniform causal attention gives:
- * prev_token mean of 1/(i+1) over [1, S), induction mean of 1/(i+1) over [n, S). */
-typedef struct ts_lm_measures {
-    int L, H, S;        /* layers, heads, positions */
-    float *prev_token;  /* (L, H) */
-    float *induction;   /* (L, H) */
-    float *copying;     /* (L, H) */
-    float *pos_loss;    /* (S - 1) */
-    double loss_first, loss_second; /* mean pos_loss over positions [0, n-1) and [n, S-1) */
-    double chance_prev, chance_induction;
-} ts_lm_measures;
+ * What `tscope train --task lm` runs, the flags, the corpus, the tokenizer
+ * and the printing left to the command line:
+ *
+ *     ts_lm_run r = {0};              // lo, oc, dop: the settings (or ts_lm_run_resume's)
+ *     ts_lm_run_resume(&r, path, &tok);    // optional: a saved run and its PATH.state
+ *     ts_lm_run_corpus(&r, ids, n, ...);   // the corpus's tokens (a resumed run: the same ones)
+ *     ts_lm_run_data(&r, ids, n);          // r.cfg set: the data source
+ *     ts_lm_run_model(&r);                 // model, trainer, optimizer (a resumed run: its state)
+ *     ts_lm_run_train(&r, trace, &result); // the loop, saving every save_every steps
+ *     ts_lm_run_save(&r, result.steps);    // the weights, and the state --resume reads
+ *     ts_lm_run_free(&r);
+ */
+typedef struct ts_lm_run {
+    ts_train_loop_opts lo;  /* the loop's settings */
+    ts_optim_config oc;     /* the optimizer's */
+    ts_lm_data_opts dop;    /* the data's (batch, ctx, vocab and seed come from cfg) */
+    ts_model_config cfg;    /* the model: the caller's, or the resumed checkpoint's */
+    const char *save;       /* where ts_lm_run_save writes (and PATH.state beside) */
+    int64_t save_every;     /* > 0: a save every N steps during the loop */
+    const char *const *meta; /* the checkpoint's metadata pairs */
+    int n_meta;
+    /* the loop's progress, after any save (may be NULL) */
+    void (*progress)(void *ctx, const ts_train_progress *p);
+    void *progress_ctx;
+    /* what the run holds */
+    ts_lm_data d;
+    ts_model m;
+    ts_train tr;
+    ts_optim opt;
+    int64_t tokens_per_step;
+    const char *resume;     /* the checkpoint resumed, or NULL */
+    ts_safetensors state;   /* its training state, open until ts_lm_run_close_state */
+    bool state_open;
+    int64_t forwards, corpus_tokens;
+    char corpus[4096];      /* the corpus's path ("" the Bible's), for the state */
+    char corpus_hash[32];   /* its tokens, fingerprinted */
+    ts_status save_st;      /* the first failed save during the loop */
+} ts_lm_run;
 
-/* R sequences (R, S) of S/2 random tokens from [0, vocab), each written twice. */
-void ts_lm_repeat_ids(int32_t *ids, int R, int S, int vocab, uint64_t seed);
+/* The run saved at resume (weights, config and tokenizer into cfg and tok,
+ * the loop's, the optimizer's and the data's settings from PATH.state). */
+ts_status ts_lm_run_resume(ts_lm_run *r, const char *resume, ts_lmtok *tok);
+/* The corpus path the resumed state names (NULL, "": none, the Bible). */
+const char *ts_lm_run_resumed_corpus(const ts_lm_run *r);
+/* The corpus's tokens (n), its path (NULL: the Bible) and its name for
+ * messages: a resumed run refuses a text it was not trained on. */
+ts_status ts_lm_run_corpus(ts_lm_run *r, const int32_t *ids, size_t n, const char *path, const char *name);
+ts_status ts_lm_run_data(ts_lm_run *r, const int32_t *ids, size_t n);
+ts_status ts_lm_run_model(ts_lm_run *r);
+void ts_lm_run_close_state(ts_lm_run *r); /* the resumed state file, once read */
+ts_status ts_lm_run_train(ts_lm_run *r, const ts_hook *trace, ts_train_loop_result *out);
+/* The weights at `step` into r->save, then the training state beside them (PATH.state). */
+ts_status ts_lm_run_save(ts_lm_run *r, int64_t step);
+/* n_sample tokens after the prompt at temperature 0.8 (the model reads the
+ * last S tokens each time), decoded with the prompt into *out (free it). */
+ts_status ts_lm_run_sample(const ts_lm_run *r, const ts_lmtok *tok, const ts_bpe_ids *prompt, int n_sample, char **out,
+                           size_t *out_len);
+void ts_lm_run_free(ts_lm_run *r);
 
-/* Every measure of model m on ids (m->cfg.batch sequences of m->S tokens,
- * each a half written twice), with the inference forward. m must be a
- * causal stack with a vocabulary head. out is allocated; free with
- * ts_lm_measures_free. */
-ts_status ts_lm_measure(ts_model *m, const int32_t *ids, ts_lm_measures *out);
-/* The same with edits' edit callback (ts_hook_edit_fn) on the forward: the
- * measures of a model with some steps changed (an ablated head, say). */
-ts_status ts_lm_measure_edited(ts_model *m, const int32_t *ids, const ts_hook *edits, ts_lm_measures *out);
-void ts_lm_measures_free(ts_lm_measures *out);
-
-/* The copying score of every head (L, H) from the weights alone. */
-ts_status ts_lm_copying(const ts_model *m, float *out);
 
 #endif

@@ -127,7 +127,7 @@ int bench_model_forward(int reps, const char *preset) {
         double after = ts_kernels_peak_gflops();
         if (after > peak) peak = after;
         char desc[256];
-        model_config_describe(&cfg, desc, sizeof desc);
+        ts_model_config_describe(&cfg, desc, sizeof desc);
         printf("# %s\n", desc);
         printf("# %.1f GFLOP of matmuls per forward; kernels %s, %d threads, peak %.1f GFLOP/s; medians of %d rounds "
                "(each case once a round) after a warm-up round\n",

@@ -261,7 +261,7 @@ static int run(const model_flags *mf, const run_opts *o) {
         }
     }
     char desc[256];
-    model_config_describe(&cfg, desc, sizeof desc);
+    ts_model_config_describe(&cfg, desc, sizeof desc);
     printf("# %s\n", desc);
     /* what shapes cannot tell, printed and kept in the trace: a wrong one changes the numbers, not the shapes */
     char settings_line[256];
@@ -307,7 +307,7 @@ static int run(const model_flags *mf, const run_opts *o) {
     report(&m, &batch, &out, t1 - t0, o->load != NULL, o->greedy);
     if (ex.lens) experiment_cli_print_lens(&ex, NULL, m.S, cfg.vocab);
     if (o->greedy) report_greedy(&batch, &out);
-    if (cfg.head == TS_HEAD_LM && tracer && (st = lm_probs_step(&hook, &out, run_temperature))) {
+    if (cfg.head == TS_HEAD_LM && tracer && (st = ts_model_probs_step(&hook, &out, run_temperature))) {
         rc = ts_cli_error("run", "%s", ts_last_error());
         trace_cli_close(&o->trace, tracer, "run");
         goto out;

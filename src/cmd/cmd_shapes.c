@@ -110,7 +110,7 @@ int ts_cmd_shapes(int argc, char **argv) {
     ts_model_config cfg;
     if (model_flags_resolve(&mf, &cfg, NULL)) return ts_cli_error("shapes", "%s", ts_last_error());
     char desc[256];
-    model_config_describe(&cfg, desc, sizeof desc);
+    ts_model_config_describe(&cfg, desc, sizeof desc);
     printf("# %s\n", desc);
     if (params) return print_params(&cfg);
     shape_printer printer;

@@ -76,7 +76,7 @@ static ts_status open_trace(const train_opts *o, const ts_model_config *cfg, con
 
 /* ---- progress ------------------------------------------------------------------ */
 
-static void format_eta(char *buf, size_t size, double s) {
+void format_eta(char *buf, size_t size, double s) {
     if (!(s >= 0) || s > 360000) s = 0;
     int x = (int)(s + 0.5);
     if (x >= 3600)
@@ -230,7 +230,7 @@ static int train(const train_opts *o, ts_model_config *cfg) {
     int64_t params = 0;
     for (int i = 0; i < m.n_params; i++) params += m.params[i].numel;
     char desc[256];
-    model_config_describe(cfg, desc, sizeof desc);
+    ts_model_config_describe(cfg, desc, sizeof desc);
     printf("# %s\n", desc);
     printf("# task %s: %d sequences of %d ids (1, then %d from [1, %d)) per step; %lld parameters; %s lr %g, "
            "warm-up %d%s, clip %g, label smoothing %g, weight decay %g; %d thread%s\n",

@@ -25,11 +25,6 @@ int run_lm(const char *load, const ts_cli_list *text, const char *ids_path, ts_f
            const char *print_shapes, bool backward, bool scores, const char *expect, float tol,
            const experiment_cli *xc, int argc, char **argv);
 
-/* The step `probs` (B, S, V): the softmax of logits (B, S, V) at `temperature`
- * (1: the model's own distribution), handed to hook after the forward pass,
- * so a trace has what the model predicts next as chances, not only scores. */
-ts_status lm_probs_step(const ts_hook *hook, const ts_tensor *logits, float temperature);
-
 /* run's --temperature, read by run_lm (1 unless given). */
 extern float run_temperature;
 

@@ -108,7 +108,5 @@ typedef struct shape_printer {
 void shape_printer_init(shape_printer *p, FILE *out, ts_shape_style style);
 ts_hook shape_printer_hook(shape_printer *p);
 
-/* One line describing the config: "encoder-decoder, B1 S4 T4, d16 h2 ffn32, 2+2 layers, ...". */
-void model_config_describe(const ts_model_config *cfg, char *buf, size_t size);
 
 #endif

@@ -9,8 +9,9 @@
 #include "lm_cli.h"
 #include "model_flags.h"
 #include "run_expect.h"
+#include "tscope/experiment.h"
+#include "tscope/io.h"
 #include "tscope/kernels.h"
-#include "tscope/train.h"
 
 /* A token's label: the tokenizer's, or the id itself when the checkpoint has none. */
 static size_t label(const ts_lmtok *tok, int32_t id, char *buf, size_t cap) {
@@ -44,12 +45,12 @@ static int pad_to(const char *label, int width) {
     return used < width ? width - used : 0;
 }
 
-/* The most likely next token after row (V logits), and its probability. */
-static int32_t argmax_row(const float *row, int64_t V, double *p_best, double *z_out) {
+/* The most likely next token after row (V logits), its probability, and the
+ * log-sum-exp of the row (p(v) = exp(row[v] - log Z)). */
+static int32_t argmax_row(const float *row, int64_t V, double *p_best, double *log_z) {
     int32_t best = ts_model_argmax(row, (int)V);
-    double z = 0;
-    for (int64_t v = 0; v < V; v++) z += exp((double)row[v] - row[best]);
-    *p_best = 1.0 / z, *z_out = z;
+    *log_z = ts_logsumexp(row, V);
+    *p_best = exp((double)row[best] - *log_z);
     return best;
 }
 
@@ -58,42 +59,28 @@ static int32_t argmax_row(const float *row, int64_t V, double *p_best, double *z
 static void report(const ts_lmtok *tok, const int32_t *ids, const float *logits, int64_t S, int64_t V) {
     int w_token = 5, w_next = 13;
     char a[64], b[64];
-    double p_best, z, loss = 0;
+    double p_best, log_z, loss = 0;
     for (int64_t i = 0; i < S; i++) {
         label(tok, ids[i], a, sizeof a);
-        label(tok, argmax_row(logits + i * V, V, &p_best, &z), b, sizeof b);
+        label(tok, argmax_row(logits + i * V, V, &p_best, &log_z), b, sizeof b);
         if (ts_text_columns(a) > w_token) w_token = ts_text_columns(a);
         if (ts_text_columns(b) > w_next) w_next = ts_text_columns(b);
     }
     printf("position  token%*s  next (argmax)%*s  p(argmax)  p(actual next)\n", w_token - 5, "", w_next - 13, "");
     for (int64_t i = 0; i < S; i++) {
         const float *row = logits + i * V;
-        int32_t best = argmax_row(row, V, &p_best, &z);
+        int32_t best = argmax_row(row, V, &p_best, &log_z);
         label(tok, ids[i], a, sizeof a);
         label(tok, best, b, sizeof b);
         printf("%8lld  %s%*s  %s%*s  %9.3f", (long long)i, a, pad_to(a, w_token), "", b, pad_to(b, w_next), "", p_best);
         if (i + 1 < S) {
-            double p = exp((double)row[ids[i + 1]] - row[best]) / z;
+            double p = exp((double)row[ids[i + 1]] - log_z);
             loss -= log(p);
             printf("  %14.3f", p);
         }
         printf("\n");
     }
     if (S > 1) printf("loss on this text: %.4f nats/token over %lld predictions\n", loss / (S - 1), (long long)S - 1);
-}
-
-ts_status lm_probs_step(const ts_hook *hook, const ts_tensor *logits, float temperature) {
-    if (!hook->fn || logits->rank != 3) return TS_OK;
-    int64_t rows = logits->shape[0] * logits->shape[1], V = logits->shape[2];
-    float *probs = malloc(sizeof(float) * (size_t)(rows * V));
-    if (!probs) return ts_fail(TS_ERR_NOMEM, "out of memory for the probs step");
-    for (int64_t r = 0; r < rows; r++)
-        ts_model_sample(logits->data + r * V, (int)V, temperature, 0, 0.5, probs + r * V);
-    ts_tensor t;
-    ts_tensor_view(&t, probs, 3, logits->shape);
-    ts_status st = ts_hook_call(hook, "probs", TS_OP_SOFTMAX, &t, TS_TAG_LOGITS);
-    free(probs);
-    return st;
 }
 
 /* Every head's scores on 8 random sequences written twice, as the training
@@ -145,48 +132,6 @@ static int print_scores(const char *load, const experiment_cli *xc) {
     return st ? ts_cli_error("run", "%s", ts_last_error()) : 0;
 }
 
-/* loss.next (S - 1): at each position the loss of predicting the token that
- * follows, so a trace shows where a text is predictable (an edited run's
- * beside the unedited one's). */
-static ts_status trace_next_loss(const ts_hook *hook, const int32_t *ids, const ts_tensor *logits) {
-    int S = (int)logits->shape[1], V = (int)logits->shape[2];
-    if (S < 2) return TS_OK;
-    double *loss = malloc(sizeof(double) * (size_t)S);
-    float *v = malloc(sizeof(float) * (size_t)S);
-    if (!loss || !v) {
-        free(loss), free(v);
-        return ts_fail(TS_ERR_NOMEM, "out of memory");
-    }
-    ts_experiment_token_loss(logits->data, ids, S, V, loss);
-    for (int i = 0; i + 1 < S; i++) v[i] = (float)loss[i + 1];
-    ts_tensor t = {.data = v, .rank = 1, .shape = {S - 1}, .stride = {1}};
-    ts_status st = ts_hook_call(hook, "loss.next", TS_OP_METRIC, &t, TS_TAG_PER_POSITION);
-    free(loss), free(v);
-    return st;
-}
-
-/* --ids: a batch (B, S) of ids, or one sequence (S), that the vocabulary has. */
-static ts_status read_ids(const char *path, int vocab, ts_bpe_ids *ids, int *B) {
-    ts_npy x = {0};
-    ts_status st = ts_npy_read_labels(&x, path);
-    if (st) st = ts_fail(st, "--ids: %s", ts_last_error()); /* the flag, before the reader's message */
-    if (!st && x.rank != 2 && x.rank != 1)
-        st = ts_fail(TS_ERR_SHAPE, "--ids %s: a language model reads (B, S) ids, or one sequence (S)", path);
-    if (!st && x.numel == 0) st = ts_fail(TS_ERR_ARG, "--ids %s holds no ids", path);
-    if (!st && x.rank == 2 && x.shape[0] > 4096) st = ts_fail(TS_ERR_ARG, "--ids %s: a batch of %lld is too large", path, (long long)x.shape[0]);
-    if (!st && !(ids->ids = malloc(sizeof(int32_t) * (size_t)x.numel))) st = ts_fail(TS_ERR_NOMEM, "out of memory");
-    for (int64_t i = 0; !st && i < x.numel; i++) {
-        if (x.i64[i] < 0 || x.i64[i] >= vocab)
-            st = ts_fail(TS_ERR_ARG, "--ids %s: id %lld at position %lld is outside the vocabulary of %d", path,
-                         (long long)x.i64[i], (long long)i, vocab);
-        else
-            ids->ids[i] = (int32_t)x.i64[i];
-    }
-    if (!st) ids->count = ids->cap = (size_t)x.numel, *B = x.rank == 2 ? (int)x.shape[0] : 1;
-    ts_npy_free(&x);
-    return st;
-}
-
 int run_lm(const char *load, const ts_cli_list *text, const char *ids_path, ts_flag *flags, int n, const trace_cli *tc,
            const char *print_shapes, bool backward, bool scores, const char *expect, float tol,
            const experiment_cli *xc, int argc, char **argv) {
@@ -234,7 +179,7 @@ int run_lm(const char *load, const ts_cli_list *text, const char *ids_path, ts_f
     ts_model_config cfg;
     int B = 1;
     if (!st) st = ts_lm_checkpoint_read(load, &cfg, &tok);
-    if (!st && ids_path) st = read_ids(ids_path, cfg.vocab, &ids, &B);
+    if (!st && ids_path) st = ts_lm_read_ids(ids_path, cfg.vocab, &ids, &B);
     if (!st && !ids_path && tok.count == 0)
         st = ts_fail(TS_ERR_ARG, "--text: %s has no tokenizer for its %d tokens (no meta.pkl, encoder.json or "
                      "vocab.json beside it); give the token ids as --ids IDS.npy", load, cfg.vocab);
@@ -260,7 +205,7 @@ int run_lm(const char *load, const ts_cli_list *text, const char *ids_path, ts_f
         goto out;
     }
     char desc[256];
-    model_config_describe(&m.cfg, desc, sizeof desc);
+    ts_model_config_describe(&m.cfg, desc, sizeof desc);
     printf("# %s\n", desc);
     if (tok.count == m.cfg.vocab)
         printf("# %s: %s tokenizer, %d tokens\n", load, ts_lmtok_kind_name(tok.kind), (int)tok.count);
@@ -277,7 +222,7 @@ int run_lm(const char *load, const ts_cli_list *text, const char *ids_path, ts_f
     ts_tensor out;
     st = ts_model_forward(&m, &in, &hook, &out);
     if (!st) st = ts_experiment_lens_finish(&ex, &m, &hook);
-    if (!st && w && B == 1) st = trace_next_loss(&hook, ids.ids, &out); /* one text's losses */
+    if (!st && w && B == 1) st = ts_lm_next_loss_step(&hook, ids.ids, &out); /* one text's losses */
     if (st) {
         rc = ts_cli_error("run", "%s", ts_last_error());
         trace_cli_close(tc, w, "run");
@@ -290,7 +235,7 @@ int run_lm(const char *load, const ts_cli_list *text, const char *ids_path, ts_f
         report(&tok, ids.ids + (size_t)b * S, out.data + (size_t)b * S * out.shape[2], S, out.shape[2]);
     }
     if (ex.lens) experiment_cli_print_lens(&ex, &tok, S, m.cfg.vocab);
-    st = lm_probs_step(&hook, &out, run_temperature);
+    st = ts_model_probs_step(&hook, &out, run_temperature);
     if (st) {
         rc = ts_cli_error("run", "%s", ts_last_error());
         trace_cli_close(tc, w, "run");

@@ -33,4 +33,7 @@ int train_lm(const train_opts *o, const model_flags *mf);
  * the gradient-norm curve) to a trace's metadata; *meta is replaced. */
 ts_status train_trace_settings(char **meta, const train_opts *o);
 
+/* Seconds left as m:ss or h:mm:ss, for both progress lines (cmd_train.c). */
+void format_eta(char *buf, size_t size, double s);
+
 #endif

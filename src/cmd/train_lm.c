@@ -1,9 +1,10 @@
 /* train_lm: tscope train --task lm, a language model of a text. Reads the
- * corpus, builds its tokenizer, hands the loop (src/train) a data source,
- * prints progress and a sample, and saves a checkpoint that reloads without
- * flags (config and tokenizer in its metadata) with its training state
- * beside it, for --resume. Ctrl-C or SIGTERM stops after the step under way;
- * the run is saved and says how to go on. docs/training.md explains. */
+ * flags into the run's settings, the corpus, its tokenizer and the probes a
+ * trace follows; the run itself (resume, data, model, the loop, saving a
+ * checkpoint that reloads without flags with its training state beside it,
+ * the sample) is src/train's ts_lm_run (lm_run.c). Prints progress and the
+ * results. Ctrl-C or SIGTERM stops after the step under way; the run is
+ * saved and says how to go on. docs/training.md explains. */
 #include <errno.h>
 #include <math.h>
 #include <signal.h>
@@ -14,6 +15,7 @@
 #include <unistd.h>
 
 #include "train_cmd.h"
+#include "tscope/experiment.h"
 #include "tscope/io.h"
 #include "tscope/kernels.h"
 #include "tscope/tokenizer.h"
@@ -137,17 +139,6 @@ static ts_status resolve(const train_opts *o, const model_flags *mf, int vocab, 
     return ts_model_config_check(cfg);
 }
 
-/* 1 for the matrices, 0 for biases and LayerNorm gains: what AdamW decays. */
-static ts_status decay_matrices(ts_optim *opt, const ts_model *m) {
-    uint8_t *mask = calloc((size_t)m->n_floats + 1, 1);
-    if (!mask) return ts_fail(TS_ERR_NOMEM, "out of memory");
-    for (int i = 0; i < m->n_params; i++)
-        if (m->params[i].rank == 2) memset(mask + m->params[i].offset, 1, (size_t)m->params[i].numel);
-    ts_status st = ts_optim_set_decay(opt, mask);
-    free(mask);
-    return st;
-}
-
 /* ---- probes ------------------------------------------------------------------------- */
 
 /* The last message again after a prefix naming where its text came from
@@ -225,30 +216,13 @@ typedef struct lm_progress {
     int64_t log_every;
     double last_draw, lsum, heldout, bpc_factor;
     int ln;
-    /* --save-every */
-    const train_opts *o;
-    struct run *run;
-    ts_status save_st;
 } lm_progress;
-
-static ts_status save_run(struct run *r, int64_t step);
-
-static void format_eta(char *buf, size_t size, double s) {
-    if (!(s >= 0) || s > 360000) s = 0;
-    int x = (int)(s + 0.5);
-    if (x >= 3600)
-        snprintf(buf, size, "%d:%02d:%02d", x / 3600, x / 60 % 60, x % 60);
-    else
-        snprintf(buf, size, "%d:%02d", x / 60, x % 60);
-}
 
 static void progress(void *ctx, const ts_train_progress *p) {
     lm_progress *ps = ctx;
     ps->lsum += p->loss, ps->ln++;
     if (!isnan(p->heldout)) ps->heldout = p->heldout;
     bool last = p->step == p->steps || p->stopping;
-    if (ps->o->save_every > 0 && p->step % ps->o->save_every == 0 && !last && !ps->save_st)
-        ps->save_st = save_run(ps->run, p->step);
     char eta[16], held[64] = "";
     format_eta(eta, sizeof eta, p->eta);
     if (!isnan(ps->heldout))
@@ -276,184 +250,17 @@ static void progress(void *ctx, const ts_train_progress *p) {
 /* ---- sampling ------------------------------------------------------------------------ */
 
 /* n tokens after the prompt (its ids, checked before training), at
- * temperature 0.8, printed as text: a look at what the model learnt. The
- * model reads the last S tokens each time. */
-static ts_status print_sample(int n_sample, const ts_model_config *cfg, const ts_model *trained, ts_lmtok *tok,
-                              const ts_bpe_ids *prompt) {
-    ts_model_config c = *cfg;
-    c.batch = 1;
-    ts_model m;
-    ts_status st = ts_model_init(&m, &c);
-    if (st) return st;
-    memcpy(m.block, trained->block, sizeof(float) * (size_t)m.n_floats);
-    ts_bpe_ids ids = {0};
-    if (!(ids.ids = malloc(sizeof(int32_t) * (prompt->count + 1)))) st = ts_fail(TS_ERR_NOMEM, "out of memory");
-    else memcpy(ids.ids, prompt->ids, sizeof(int32_t) * prompt->count), ids.count = ids.cap = prompt->count;
-    int S = c.seq, V = c.vocab;
-    int32_t *window = calloc((size_t)S, sizeof *window);
-    size_t start = ids.count;
-    for (int k = 0; !st && k < n_sample; k++) {
-        size_t n = ids.count, from = n > (size_t)S ? n - (size_t)S : 0;
-        memset(window, 0, sizeof(int32_t) * (size_t)S);
-        memcpy(window, ids.ids + from, sizeof(int32_t) * (n - from));
-        ts_model_input in = {.src_ids = window};
-        ts_tensor logits;
-        if ((st = ts_model_forward(&m, &in, NULL, &logits))) break;
-        /* causal: the positions after the text change nothing before them */
-        const float *row = logits.data + (int64_t)(n - from - 1) * V;
-        int32_t next = ts_model_sample(row, V, 0.8f, 0, ts_u01(ts_mix64(c.seed ^ 0x5A3Eull), (uint64_t)k), NULL);
-        if (ids.count == ids.cap) {
-            size_t cap = ids.cap ? 2 * ids.cap : 64;
-            int32_t *p = realloc(ids.ids, sizeof(int32_t) * cap);
-            if (!p) {
-                st = ts_fail(TS_ERR_NOMEM, "out of memory");
-                break;
-            }
-            ids.ids = p, ids.cap = cap;
-        }
-        ids.ids[ids.count++] = next;
-    }
+ * temperature 0.8, printed as text: a look at what the model learnt. */
+static ts_status print_sample(int n_sample, const ts_lm_run *run, ts_lmtok *tok, const ts_bpe_ids *prompt) {
     char *text = NULL;
     size_t len = 0;
-    if (!st) st = ts_lmtok_decode(tok, ids.ids, ids.count, &text, &len);
-    if (!st) printf("sample (temperature 0.8, %d tokens after the %zu of the prompt):\n%s\n", n_sample, start, text);
+    ts_status st = ts_lm_run_sample(run, tok, prompt, n_sample, &text, &len);
+    if (!st) printf("sample (temperature 0.8, %d tokens after the %zu of the prompt):\n%s\n", n_sample, prompt->count, text);
     free(text);
-    free(window);
-    ts_bpe_ids_free(&ids);
-    ts_model_free(&m);
     return st;
 }
 
-/* ---- saving and resuming ------------------------------------------------------------ */
-
-/* What a save needs: the checkpoint's metadata, and what the state file
- * beside it records so that --resume goes on exactly where the run was. */
-struct run {
-    const char *save;      /* the checkpoint's path */
-    ts_model *m;
-    ts_train *tr;
-    ts_optim *opt;
-    const ts_train_loop_opts *lo;
-    const ts_lm_data_opts *dop;
-    const char *const *meta; /* the checkpoint's pairs */
-    int n_meta;
-    char corpus[4096];     /* --corpus's path; "" for the Bible */
-    char corpus_hash[32];  /* the corpus's tokens, fingerprinted */
-    int64_t corpus_tokens;
-};
-
-/* FNV-1a over the ids: the same text through the same tokenizer, the same number. */
-static void fingerprint(const int32_t *ids, size_t n, char *out, size_t size) {
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < n; i++)
-        for (int b = 0; b < 4; b++) h = (h ^ (((uint32_t)ids[i] >> (8 * b)) & 0xFF)) * 1099511628211ull;
-    snprintf(out, size, "%016llx", (unsigned long long)h);
-}
-
-/* The weights at `step`, then the training state beside them (PATH.state). */
-static ts_status save_run(struct run *r, int64_t step) {
-    const ts_train_loop_opts *lo = r->lo;
-    const ts_optim_config *oc = &r->opt->cfg;
-    char v[24][40];
-    int k = 0;
-#define PUT(fmt, x) snprintf(v[k++], sizeof v[0], fmt, x)
-    PUT("%lld", (long long)step);
-    PUT("%lld", (long long)lo->steps);
-    PUT("%.9g", (double)lo->lr);
-    PUT("%.9g", (double)lo->min_lr);
-    PUT("%d", lo->warmup);
-    PUT("%s", lo->schedule == TS_LR_COSINE ? "cosine" : "inv-sqrt");
-    PUT("%.9g", (double)lo->clip);
-    PUT("%.9g", (double)lo->smoothing);
-    PUT("%d", lo->eval_every);
-    PUT("%s", oc->kind == TS_OPTIM_ADAMW ? "adamw" : "adam");
-    PUT("%.9g", (double)oc->beta1);
-    PUT("%.9g", (double)oc->beta2);
-    PUT("%.9g", (double)oc->eps);
-    PUT("%.9g", (double)oc->weight_decay);
-    PUT("%llu", (unsigned long long)r->tr->forwards);
-    PUT("%d", r->dop->heldout);
-    PUT("%.9g", (double)r->dop->repeat_frac);
-    PUT("%lld", (long long)r->corpus_tokens);
-    PUT("%d", lo->patience);
-#undef PUT
-    const char *meta[] = {"format", "tscope-train-state", "step", v[0], "steps", v[1], "lr", v[2], "min_lr", v[3],
-                          "warmup", v[4], "schedule", v[5], "clip", v[6], "label_smoothing", v[7],
-                          "eval_every", v[8], "optimizer", v[9], "beta1", v[10], "beta2", v[11], "eps", v[12],
-                          "weight_decay", v[13], "forwards", v[14], "heldout", v[15], "repeat_frac", v[16],
-                          "corpus_tokens", v[17], "patience", v[18], "corpus", r->corpus,
-                          "corpus_hash", r->corpus_hash};
-    TS_TRY(ts_train_save(r->m, r->save, r->n_meta, r->meta));
-    char state[4096 + 8];
-    snprintf(state, sizeof state, "%s.state", r->save);
-    return ts_optim_state_save(state, r->opt, (int)(sizeof meta / sizeof meta[0]) / 2, meta);
-}
-
-/* A value of the state file: a whole number, or a float as written. */
-static ts_status state_int(const ts_safetensors *f, const char *key, int64_t lo, int64_t hi, int64_t *out) {
-    const char *v = ts_safetensors_meta(f, key);
-    char *end = NULL;
-    errno = 0;
-    long long x = v ? strtoll(v, &end, 10) : 0;
-    if (!v || end == v || *end || errno || x < lo || x > hi)
-        return ts_fail(TS_ERR_FORMAT, "%s: \"%s\" is %s%.40s%s, not a whole number from %lld to %lld", f->path, key,
-                       v ? "\"" : "", v ? v : "missing", v ? "\"" : "", (long long)lo, (long long)hi);
-    *out = x;
-    return TS_OK;
-}
-
-static ts_status state_float(const ts_safetensors *f, const char *key, float *out) {
-    const char *v = ts_safetensors_meta(f, key);
-    char *end = NULL;
-    float x = v ? strtof(v, &end) : 0;
-    if (!v || end == v || *end || !isfinite(x) || x < 0)
-        return ts_fail(TS_ERR_FORMAT, "%s: \"%s\" is %s%.40s%s, not a number of 0 or more", f->path, key,
-                       v ? "\"" : "", v ? v : "missing", v ? "\"" : "");
-    *out = x;
-    return TS_OK;
-}
-
-/* The loop's, the optimizer's and the data's settings of the run to resume,
- * from its state file f. */
-static ts_status read_state(const ts_safetensors *f, ts_train_loop_opts *lo, ts_optim_config *oc,
-                            ts_lm_data_opts *dop, int64_t *forwards, int64_t *corpus_tokens) {
-    const char *format = ts_safetensors_meta(f, "format");
-    if (!format || strcmp(format, "tscope-train-state") != 0)
-        return ts_fail(TS_ERR_FORMAT, "%s: no \"format\": \"tscope-train-state\" in its metadata: not a training "
-                                      "state written by tscope train --task lm", f->path);
-    int64_t x;
-    TS_TRY(state_int(f, "step", 1, INT64_MAX / 2, &lo->first_step));
-    TS_TRY(state_int(f, "steps", 1, INT64_MAX / 2, &lo->steps));
-    TS_TRY(state_float(f, "lr", &lo->lr));
-    TS_TRY(state_float(f, "min_lr", &lo->min_lr));
-    TS_TRY(state_int(f, "warmup", 0, INT32_MAX, &x));
-    lo->warmup = (int)x;
-    const char *sched = ts_safetensors_meta(f, "schedule"), *optim = ts_safetensors_meta(f, "optimizer");
-    if (!sched || (strcmp(sched, "cosine") != 0 && strcmp(sched, "inv-sqrt") != 0))
-        return ts_fail(TS_ERR_FORMAT, "%s: \"schedule\" is not cosine or inv-sqrt", f->path);
-    lo->schedule = strcmp(sched, "cosine") == 0 ? TS_LR_COSINE : TS_LR_INV_SQRT;
-    TS_TRY(state_float(f, "clip", &lo->clip));
-    TS_TRY(state_float(f, "label_smoothing", &lo->smoothing));
-    TS_TRY(state_int(f, "eval_every", 1, INT32_MAX, &x));
-    lo->eval_every = (int)x;
-    if (!optim || (strcmp(optim, "adam") != 0 && strcmp(optim, "adamw") != 0))
-        return ts_fail(TS_ERR_FORMAT, "%s: \"optimizer\" is not adam or adamw", f->path);
-    ts_optim_config_default(oc, strcmp(optim, "adamw") == 0 ? TS_OPTIM_ADAMW : TS_OPTIM_ADAM);
-    TS_TRY(state_float(f, "beta1", &oc->beta1));
-    TS_TRY(state_float(f, "beta2", &oc->beta2));
-    TS_TRY(state_float(f, "eps", &oc->eps));
-    TS_TRY(state_float(f, "weight_decay", &oc->weight_decay));
-    TS_TRY(state_int(f, "forwards", 0, INT64_MAX, forwards));
-    TS_TRY(state_int(f, "heldout", 1, INT32_MAX, &x));
-    dop->heldout = (int)x;
-    TS_TRY(state_float(f, "repeat_frac", &dop->repeat_frac));
-    TS_TRY(state_int(f, "corpus_tokens", 1, INT64_MAX, corpus_tokens));
-    TS_TRY(state_int(f, "patience", 0, INT32_MAX, &x));
-    if (x > 0) /* early stopping's memory (the best weights so far) is not in the state */
-        return ts_fail(TS_ERR_UNSUPPORTED, "%s: the run used --patience %lld, whose best weights are not saved: it "
-                                           "cannot be resumed exactly", f->path, (long long)x);
-    return TS_OK;
-}
+/* ---- resuming ------------------------------------------------------------------------ */
 
 /* Flags a resumed run cannot take: its model and settings are the saved run's. */
 static int resume_refuses(const train_opts *o, const model_flags *mf) {
@@ -532,30 +339,11 @@ static ts_status check_writable(const char *flag, const char *path) {
     return TS_OK;
 }
 
-int train_lm(const train_opts *o, const model_flags *mf) {
+/* The run's settings from the flags: the loop's, the optimizer's and the
+ * data's (a resumed run reads them from its state instead). -1 when they
+ * hold, else the exit code. */
+static int run_settings(const train_opts *o, ts_lm_run *run) {
     const char *cmd = "train";
-    if (o->trace.level || o->trace.only.count || o->trace.keep_batch_seen)
-        return ts_cli_error(cmd, "a training trace keeps its own selection: --level, --only and --keep-batch are for "
-                                 "tscope run");
-    if (o->trace.path == NULL && o->every_seen) return ts_cli_error(cmd, "--every needs --trace FILE");
-    if (o->save_every_seen && (o->save_every < 0 || !(o->save || o->resume)))
-        return ts_cli_error(cmd, "--save-every N needs N >= 0 and --save W.safetensors");
-    if (o->sample_seen && o->sample < 0) return ts_cli_error(cmd, "--sample %d must not be negative", o->sample);
-    if (o->sample_seen && o->sample == 0 && o->prompt_seen)
-        return ts_cli_error(cmd, "--prompt starts the sample, and --sample 0 asks for none");
-    if (o->no_text_probe && o->probe.count) return ts_cli_error(cmd, "--probe gives a text to follow; --no-text-probe says none");
-    if (!o->trace.path && (o->probe_seen || o->no_text_probe))
-        return ts_cli_error(cmd, "%s chooses what the trace follows: give --trace FILE too",
-                            o->probe_seen ? "--probe" : "--no-text-probe");
-    if (o->resume) {
-        int rc = resume_refuses(o, mf);
-        if (rc >= 0) return rc;
-    }
-    ts_lmtok_kind kind = TS_LMTOK_CHAR;
-    if (o->tokenizer && ts_lmtok_kind_parse(o->tokenizer, &kind)) return ts_cli_error(cmd, "%s", ts_last_error());
-    int word_vocab = mf->seen[F_VOCAB] ? mf->vocab : 0;
-    if (kind == TS_LMTOK_WORD && !word_vocab) word_vocab = 4096;
-
     ts_train_loop_opts lo;
     ts_train_loop_opts_default(&lo);
     lo.steps = o->steps_seen ? o->steps : 3000;
@@ -580,27 +368,48 @@ int train_lm(const train_opts *o, const model_flags *mf) {
     ts_lm_data_opts_default(&dop);
     dop.heldout = o->heldout, dop.repeat_frac = o->repeat_frac;
     if (!o->resume && ts_train_loop_opts_check(&lo)) return ts_cli_error(cmd, "%s", ts_last_error());
+    run->lo = lo, run->oc = oc, run->dop = dop;
+    return -1;
+}
+
+int train_lm(const train_opts *o, const model_flags *mf) {
+    const char *cmd = "train";
+    if (o->trace.level || o->trace.only.count || o->trace.keep_batch_seen)
+        return ts_cli_error(cmd, "a training trace keeps its own selection: --level, --only and --keep-batch are for "
+                                 "tscope run");
+    if (o->trace.path == NULL && o->every_seen) return ts_cli_error(cmd, "--every needs --trace FILE");
+    if (o->save_every_seen && (o->save_every < 0 || !(o->save || o->resume)))
+        return ts_cli_error(cmd, "--save-every N needs N >= 0 and --save W.safetensors");
+    if (o->sample_seen && o->sample < 0) return ts_cli_error(cmd, "--sample %d must not be negative", o->sample);
+    if (o->sample_seen && o->sample == 0 && o->prompt_seen)
+        return ts_cli_error(cmd, "--prompt starts the sample, and --sample 0 asks for none");
+    if (o->no_text_probe && o->probe.count) return ts_cli_error(cmd, "--probe gives a text to follow; --no-text-probe says none");
+    if (!o->trace.path && (o->probe_seen || o->no_text_probe))
+        return ts_cli_error(cmd, "%s chooses what the trace follows: give --trace FILE too",
+                            o->probe_seen ? "--probe" : "--no-text-probe");
+    if (o->resume) {
+        int rc = resume_refuses(o, mf);
+        if (rc >= 0) return rc;
+    }
+    ts_lmtok_kind kind = TS_LMTOK_CHAR;
+    if (o->tokenizer && ts_lmtok_kind_parse(o->tokenizer, &kind)) return ts_cli_error(cmd, "%s", ts_last_error());
+    int word_vocab = mf->seen[F_VOCAB] ? mf->vocab : 0;
+    if (kind == TS_LMTOK_WORD && !word_vocab) word_vocab = 4096;
+    ts_lm_run run;
+    memset(&run, 0, sizeof run);
+    int rc = run_settings(o, &run);
+    if (rc >= 0) return rc;
+    rc = 0;
 
     char *text = NULL, corpus_name[4200] = "";
     size_t len = 0;
     ts_lmtok tok;
     memset(&tok, 0, sizeof tok);
     ts_bpe_ids ids = {0}, prompt = {0};
-    ts_model_config cfg;
-    ts_lm_data d;
-    memset(&d, 0, sizeof d);
-    ts_model m;
-    ts_train tr;
-    ts_optim opt;
-    memset(&m, 0, sizeof m), memset(&tr, 0, sizeof tr), memset(&opt, 0, sizeof opt);
-    ts_safetensors state;
-    memset(&state, 0, sizeof state);
-    bool state_open = false;
+    ts_lm_snapshot_scores scores = {0}; /* the in-context measures of each snapshot */
     ts_trace_writer *w = NULL;
     int32_t *probe = NULL;
-    int P = 0, rc = 0;
-    int64_t forwards = 0, resumed_tokens = 0;
-    struct run run = {0};
+    int P = 0;
     char prompt_text[64] = "", default_name[160] = "";
     /* from here on a signal only asks to stop: a trace opened below is then
      * closed or removed, never left as a temporary file */
@@ -611,24 +420,11 @@ int train_lm(const train_opts *o, const model_flags *mf) {
     ts_status st = ts_kernels_init();
     if (!st && save) st = check_writable(o->save ? "--save" : "--resume", save);
     if (!st && o->resume) {
-        char path[4096 + 8];
-        snprintf(path, sizeof path, "%s.state", o->resume);
-        st = ts_lm_checkpoint_read(o->resume, &cfg, &tok);
-        if (st) {
-            st = named(st, "--resume %s", o->resume);
-        } else if (access(path, F_OK) != 0) {
-            st = ts_fail(TS_ERR_ARG, "--resume %s: no training state %s beside it (tscope train --task lm --save "
-                                     "writes one): without the optimizer's state the run cannot go on as it was",
-                         o->resume, path);
-        } else {
-            st = ts_safetensors_open(&state, path);
-            state_open = !st;
-        }
-        if (!st) st = read_state(&state, &lo, &oc, &dop, &forwards, &resumed_tokens);
-        const char *c = state_open ? ts_safetensors_meta(&state, "corpus") : NULL;
+        st = ts_lm_run_resume(&run, o->resume, &tok);
+        const char *c = ts_lm_run_resumed_corpus(&run);
         if (!st && !o->corpus && c && c[0]) mine.corpus = c;
-        if (!st && o->steps_seen) lo.steps = o->steps;
-        if (!st) st = ts_train_loop_opts_check(&lo);
+        if (!st && o->steps_seen) run.lo.steps = o->steps;
+        if (!st) st = ts_train_loop_opts_check(&run.lo);
         kind = tok.kind;
     }
     if (!st && !(st = read_corpus(&mine, &text, &len, corpus_name, sizeof corpus_name))) {
@@ -655,40 +451,25 @@ int train_lm(const train_opts *o, const model_flags *mf) {
         if (!st && prompt.count == 0) st = ts_fail(TS_ERR_ARG, "it has no tokens: give some text to continue");
         if (st) st = named(st, o->prompt ? "--prompt \"%.200s\"" : "the default prompt \"%.200s\"", pt);
     }
-    if (!st) fingerprint(ids.ids, ids.count, run.corpus_hash, sizeof run.corpus_hash);
-    if (!st && o->resume) {
-        const char *want = ts_safetensors_meta(&state, "corpus_hash");
-        char how[96];
-        if ((int64_t)ids.count != resumed_tokens)
-            snprintf(how, sizeof how, "%zu tokens; it learnt from %lld", ids.count, (long long)resumed_tokens);
-        else
-            snprintf(how, sizeof how, "as many tokens, %zu, but not the same ones", ids.count);
-        if (!want || strcmp(want, run.corpus_hash) != 0 || (int64_t)ids.count != resumed_tokens)
-            st = ts_fail(TS_ERR_ARG, "%s%s is not the text the run of --resume %s was trained on (%s): give the same "
-                                     "--corpus", mine.corpus ? "--corpus " : "", corpus_name, o->resume, how);
-    }
-    if (!st && !o->resume) st = resolve(o, mf, tok.count, &cfg);
-    dop.batch = cfg.batch, dop.ctx = cfg.seq, dop.vocab = cfg.vocab, dop.seed = cfg.seed;
-    if (!st && (st = ts_lm_data_init(&d, ids.ids, (int64_t)ids.count, &dop)) &&
+    if (!st) st = ts_lm_run_corpus(&run, ids.ids, ids.count, mine.corpus, corpus_name);
+    if (!st && !o->resume) st = resolve(o, mf, tok.count, &run.cfg);
+    scores.seed = run.cfg.seed;
+    run.dop.measure = ts_lm_snapshot_measure, run.dop.measure_ctx = &scores;
+    if (!st && (st = ts_lm_run_data(&run, ids.ids, ids.count)) &&
         strncmp(ts_last_error(), "the text (", 10) == 0) /* too short: say which text */
         st = named(st, mine.corpus ? "--corpus %s" : "%s", corpus_name);
-    if (!st && o->trace.path) st = make_probes(o, &tok, &d, cfg.seq, cfg.vocab, cfg.seed, &probe, &P);
-    if (!st && probe) st = ts_lm_data_set_probe(&d, probe, P);
-    if (!st) st = ts_model_init(&m, &cfg);
-    if (!st && o->resume && (st = ts_lm_checkpoint_load(&m, o->resume))) st = named(st, "--resume %s", o->resume);
-    if (!st) st = ts_train_init(&tr, &m);
-    if (!st) tr.forwards = (uint64_t)forwards;
-    if (!st) st = ts_optim_init(&opt, &oc, m.n_floats);
-    if (!st && oc.kind == TS_OPTIM_ADAMW) st = decay_matrices(&opt, &m);
-    if (!st && o->resume) st = ts_optim_state_load(&state, &opt);
-    if (!st && o->trace.path) st = open_trace(o, &cfg, &tok, probe, P, &w);
-    if (state_open) ts_safetensors_close(&state);
+    const ts_model_config *cfg = &run.cfg;
+    if (!st && o->trace.path) st = make_probes(o, &tok, &run.d, cfg->seq, cfg->vocab, cfg->seed, &probe, &P);
+    if (!st && probe) st = ts_lm_data_set_probe(&run.d, probe, P);
+    if (!st) st = ts_lm_run_model(&run);
+    if (!st && o->trace.path) st = open_trace(o, cfg, &tok, probe, P, &w);
+    ts_lm_run_close_state(&run);
     if (st) {
         rc = ts_cli_error(cmd, "%s", ts_last_error());
         goto out;
     }
     free(text), text = NULL;
-    if (!save && lo.steps >= LONG_RUN) { /* a long run is not lost for a forgotten flag */
+    if (!save && run.lo.steps >= LONG_RUN) { /* a long run is not lost for a forgotten flag */
         default_save(o, default_name, sizeof default_name);
         save = default_name;
         if ((st = check_writable("the default save", save))) {
@@ -697,32 +478,34 @@ int train_lm(const train_opts *o, const model_flags *mf) {
         }
     }
 
+    const ts_train_loop_opts *lo = &run.lo;
+    const ts_lm_data *d = &run.d;
     /* characters per token on the held-out targets: bits/char = loss / ln 2 / that */
-    double chars = (double)ts_lmtok_chars(&tok, d.hy, (size_t)d.n_windows * cfg.seq);
-    double bpc_factor = chars > 0 ? (double)d.n_windows * cfg.seq / chars / log(2.0) : NAN;
+    double chars = (double)ts_lmtok_chars(&tok, d->hy, (size_t)d->n_windows * cfg->seq);
+    double bpc_factor = chars > 0 ? (double)d->n_windows * cfg->seq / chars / log(2.0) : NAN;
     int64_t params = 0;
-    for (int i = 0; i < m.n_params; i++) params += m.params[i].numel;
+    for (int i = 0; i < run.m.n_params; i++) params += run.m.params[i].numel;
     char desc[256];
-    model_config_describe(&cfg, desc, sizeof desc);
+    ts_model_config_describe(cfg, desc, sizeof desc);
     printf("# %s\n", desc);
     printf("# corpus %s: %zu tokens (%s, vocabulary %d), %lld to train on, %lld held out (%d windows of %d measured)\n",
-           corpus_name, ids.count, ts_lmtok_kind_name(kind), (int)tok.count, (long long)d.n_train, (long long)d.n_held,
-           d.n_windows, cfg.seq);
+           corpus_name, ids.count, ts_lmtok_kind_name(kind), (int)tok.count, (long long)d->n_train, (long long)d->n_held,
+           d->n_windows, cfg->seq);
     printf("# %lld parameters; %d windows of %d tokens a step%s; %s lr %g, warm-up %d then %s, weight decay %g, "
            "clip %g; %d thread%s\n",
-           (long long)params, cfg.batch, cfg.seq, dop.repeat_frac > 0 ? " (some repeated random sequences)" : "",
-           oc.kind == TS_OPTIM_ADAMW ? "AdamW" : "Adam", (double)lo.lr, lo.warmup,
-           lo.schedule == TS_LR_COSINE ? "a cosine" : "1/sqrt(step)", (double)oc.weight_decay, (double)lo.clip,
+           (long long)params, cfg->batch, cfg->seq, run.dop.repeat_frac > 0 ? " (some repeated random sequences)" : "",
+           run.oc.kind == TS_OPTIM_ADAMW ? "AdamW" : "Adam", (double)lo->lr, lo->warmup,
+           lo->schedule == TS_LR_COSINE ? "a cosine" : "1/sqrt(step)", (double)run.oc.weight_decay, (double)lo->clip,
            ts_kernels_threads(), ts_kernels_threads() == 1 ? "" : "s");
     if (o->resume)
         printf("# resuming %s at step %lld of %lld (its optimizer state, schedule and data position)\n", o->resume,
-               (long long)lo.first_step, (long long)lo.steps);
+               (long long)lo->first_step, (long long)lo->steps);
     if (default_name[0])
         printf("# no --save given: a run of %lld steps is saved to %s when it ends or is stopped\n",
-               (long long)lo.steps, default_name);
+               (long long)lo->steps, default_name);
     fflush(stdout);
 
-    char *config = ts_model_config_to_json(&cfg), *tokjson = ts_lmtok_to_json(&tok);
+    char *config = ts_model_config_to_json(cfg), *tokjson = ts_lmtok_to_json(&tok);
     char steps_s[32] = "0", loss_s[32] = "", bpc_s[32] = "", seconds_s[32] = "";
     ts_text_buf line = {0}; /* the command that made it, to make it again */
     ts_text_buf_str(&line, "tscope");
@@ -732,40 +515,32 @@ int train_lm(const train_opts *o, const model_flags *mf) {
                           "heldout_bits_per_char", bpc_s, "corpus", corpus_name, "config", config ? config : "{}",
                           "tokenizer", tokjson ? tokjson : "{}", "command_line", command ? command : "",
                           "train_seconds", seconds_s, "prompt", prompt_text};
-    run = (struct run){.save = save, .m = &m, .tr = &tr, .opt = &opt, .lo = &lo, .dop = &dop, .meta = meta,
-                       .n_meta = (int)(sizeof meta / sizeof meta[0] / 2), .corpus_tokens = (int64_t)ids.count};
-    snprintf(run.corpus, sizeof run.corpus, "%s", mine.corpus ? mine.corpus : "");
-    fingerprint(ids.ids, ids.count, run.corpus_hash, sizeof run.corpus_hash);
+    run.save = save, run.save_every = o->save_every;
+    run.meta = meta, run.n_meta = (int)(sizeof meta / sizeof meta[0] / 2);
     lm_progress ps = {.tty = isatty(fileno(stdout)) && !o->quiet, .quiet = o->quiet,
-                      .log_every = lo.steps >= 20 ? lo.steps / 20 : 1, .heldout = NAN, .bpc_factor = bpc_factor,
-                      .o = o, .run = &run};
+                      .log_every = lo->steps >= 20 ? lo->steps / 20 : 1, .heldout = NAN, .bpc_factor = bpc_factor};
+    run.progress = progress, run.progress_ctx = &ps;
     if (!config || !tokjson || !command) st = ts_fail(TS_ERR_NOMEM, "out of memory");
-    ts_train_data src;
-    ts_lm_data_source(&d, &src);
     ts_hook hook = w ? ts_trace_writer_hook(w) : (ts_hook){0};
-    lo.trace = w ? &hook : NULL;
-    lo.progress = progress;
-    lo.progress_ctx = &ps;
     ts_train_loop_result r;
     memset(&r, 0, sizeof r);
-    if (!st) st = ts_train_loop(&tr, &opt, &src, &lo, &r);
-    int64_t done = r.steps > lo.first_step ? r.steps - lo.first_step : 0; /* in this session */
+    if (!st) st = ts_lm_run_train(&run, w ? &hook : NULL, &r);
+    int64_t done = r.steps > lo->first_step ? r.steps - lo->first_step : 0; /* in this session */
     if (ps.tty) printf("\n");
-    if (!st && ps.save_st) st = ps.save_st;
     if (st) {
         rc = ts_cli_error(cmd, "%s", ts_last_error());
         goto restore;
     }
     double heldout = r.last_heldout;
-    if (isnan(heldout) && (st = ts_lm_data_heldout(&d, &m, &heldout))) {
+    if (isnan(heldout) && (st = ts_lm_data_heldout(&run.d, &run.m, &heldout))) {
         rc = ts_cli_error(cmd, "%s", ts_last_error());
         goto restore;
     }
     const char *by = stop_flag == SIGTERM ? "SIGTERM" : "Ctrl-C";
     printf("trained %lld steps in %.1f s (%.1f ms/step, %.1fk tokens/s)", (long long)done, r.seconds,
-           done ? 1e3 * r.seconds / done : 0.0, done ? done * (double)src.tokens_per_step / r.seconds / 1000 : 0.0);
+           done ? 1e3 * r.seconds / done : 0.0, done ? done * (double)run.tokens_per_step / r.seconds / 1000 : 0.0);
     if (r.interrupted)
-        printf("; stopped by %s at step %lld of %lld", by, (long long)r.steps, (long long)lo.steps);
+        printf("; stopped by %s at step %lld of %lld", by, (long long)r.steps, (long long)lo->steps);
     else if (r.early_stop)
         printf("; early stop: back to the best held-out loss");
     printf("\n");
@@ -774,12 +549,12 @@ int train_lm(const train_opts *o, const model_flags *mf) {
     snprintf(bpc_s, sizeof bpc_s, "%.4f", heldout * bpc_factor);
     snprintf(seconds_s, sizeof seconds_s, "%.0f", r.seconds);
     if (save) {
-        if ((st = save_run(&run, r.steps))) {
+        if ((st = ts_lm_run_save(&run, r.steps))) {
             rc = ts_cli_error(cmd, "%s", ts_last_error());
         } else {
             printf("saved %s (%lld parameters; config and tokenizer in its metadata) and its training state %s.state\n",
                    save, (long long)params, save);
-            if (r.interrupted || r.steps < lo.steps)
+            if (r.interrupted || r.steps < lo->steps)
                 printf("to go on from step %lld: tscope train --task lm --resume %s\n", (long long)r.steps, save);
         }
     } else if (r.interrupted) {
@@ -791,11 +566,11 @@ int train_lm(const train_opts *o, const model_flags *mf) {
         w = NULL;
     }
     int sample = o->sample_seen ? o->sample : 300;
-    if (!rc && sample > 0 && !r.interrupted && (st = print_sample(sample, &cfg, &m, &tok, &prompt)))
+    if (!rc && sample > 0 && !r.interrupted && (st = print_sample(sample, &run, &tok, &prompt)))
         rc = ts_cli_error(cmd, "%s", ts_last_error());
     if (!rc)
         printf("held-out loss %.4f nats/token, %.3f bits/char (%s; %d windows of %d tokens from the %lld held out)\n",
-               heldout, heldout * bpc_factor, ts_lmtok_kind_name(kind), d.n_windows, cfg.seq, (long long)d.n_held);
+               heldout, heldout * bpc_factor, ts_lmtok_kind_name(kind), d->n_windows, cfg->seq, (long long)d->n_held);
 restore:
     free(config), free(tokjson), free(command);
 out:
@@ -804,10 +579,8 @@ out:
     signal(SIGTERM, was_term == SIG_ERR ? SIG_DFL : was_term);
     free(text);
     free(probe);
-    ts_optim_free(&opt);
-    ts_train_free(&tr);
-    ts_model_free(&m);
-    ts_lm_data_free(&d);
+    ts_lm_run_free(&run);
+    ts_lm_snapshot_scores_free(&scores);
     ts_bpe_ids_free(&ids);
     ts_bpe_ids_free(&prompt);
     ts_lmtok_free(&tok);

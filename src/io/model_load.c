@@ -202,3 +202,24 @@ ts_status ts_model_read_pad_mask(const char *path, const char *flag, int B, int 
     *pads = p;
     return TS_OK;
 }
+
+ts_status ts_lm_read_ids(const char *path, int vocab, ts_bpe_ids *ids, int *B) {
+    ts_npy x = {0};
+    ts_status st = ts_npy_read_labels(&x, path);
+    if (st) st = ts_fail(st, "--ids: %s", ts_last_error()); /* the flag, before the reader's message */
+    if (!st && x.rank != 2 && x.rank != 1)
+        st = ts_fail(TS_ERR_SHAPE, "--ids %s: a language model reads (B, S) ids, or one sequence (S)", path);
+    if (!st && x.numel == 0) st = ts_fail(TS_ERR_ARG, "--ids %s holds no ids", path);
+    if (!st && x.rank == 2 && x.shape[0] > 4096) st = ts_fail(TS_ERR_ARG, "--ids %s: a batch of %lld is too large", path, (long long)x.shape[0]);
+    if (!st && !(ids->ids = malloc(sizeof(int32_t) * (size_t)x.numel))) st = ts_fail(TS_ERR_NOMEM, "out of memory");
+    for (int64_t i = 0; !st && i < x.numel; i++) {
+        if (x.i64[i] < 0 || x.i64[i] >= vocab)
+            st = ts_fail(TS_ERR_ARG, "--ids %s: id %lld at position %lld is outside the vocabulary of %d", path,
+                         (long long)x.i64[i], (long long)i, vocab);
+        else
+            ids->ids[i] = (int32_t)x.i64[i];
+    }
+    if (!st) ids->count = ids->cap = (size_t)x.numel, *B = x.rank == 2 ? (int)x.shape[0] : 1;
+    ts_npy_free(&x);
+    return st;
+}

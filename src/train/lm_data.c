@@ -1,12 +1,12 @@
 /* lm_data: language modelling as a data source of the training loop
  * (train.h, "language modelling as a data source"): a corpus split into a
  * training and a held-out stream, seeded windows, held-out loss. The
- * measures a snapshot records are in lm_scores.c. */
+ * in-context measures a snapshot records come from the caller (o.measure:
+ * src/experiment's lm_scores.c). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "lm_scores.h"
 #include "tscope/train.h"
 
 void ts_lm_data_opts_default(ts_lm_data_opts *o) {
@@ -83,7 +83,6 @@ ts_status ts_lm_data_init(ts_lm_data *d, const int32_t *ids, int64_t n, const ts
 
 void ts_lm_data_free(ts_lm_data *d) {
     free(d->train), free(d->held), free(d->x), free(d->y), free(d->hx), free(d->hy), free(d->probe);
-    tr_lm_scores_free(d->scores);
     memset(d, 0, sizeof *d);
 }
 
@@ -160,9 +159,13 @@ static ts_status lm_record(void *ctx, ts_model *m, const ts_hook *trace) {
     ts_lm_data *d = ctx;
     double loss;
     ts_status st = ts_lm_data_heldout(d, m, &loss);
-    if (!st) st = tr_lm_record_scalar(trace, "lm.heldout_loss", loss);
-    if (!st && !d->scores) st = tr_lm_scores_new(m, (tr_lm_scores **)&d->scores, d->o.seed);
-    if (!st) st = tr_lm_scores_record(d->scores, m, trace);
+    if (!st) {
+        float x = (float)loss;
+        ts_tensor t;
+        ts_tensor_view(&t, &x, 1, (int64_t[]){1});
+        st = ts_hook_call(trace, "lm.heldout_loss", TS_OP_METRIC, &t, TS_TAG_SCALAR);
+    }
+    if (!st && d->o.measure) st = d->o.measure(d->o.measure_ctx, m, trace);
     return st;
 }
 

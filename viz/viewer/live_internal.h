@@ -1,7 +1,8 @@
 /* live_internal: the state of a `tscope live` session, shared by live.c (the
- * session, a language model's passes, the frame) and live_seq2seq.c (an
- * encoder-decoder's source and target fields, decoded one greedy step at a
- * time). Nothing outside viz/viewer includes it: tscope/viewer.h is the
+ * session: life cycle, edits, knock-outs), live_pass.c (the passes, with a
+ * cache), live_draw.c (the frame, from the state alone) and live_seq2seq.c
+ * (an encoder-decoder's source and target fields, decoded one greedy step at
+ * a time). Nothing outside viz/viewer includes it: tscope/viewer.h is the
  * public face. */
 #ifndef TSCOPE_LIVE_INTERNAL_H
 #define TSCOPE_LIVE_INTERNAL_H
@@ -14,6 +15,11 @@
 #define TOP_N 10 /* bars in the panel */
 #define NAME_MAX_LEN 256
 #define TS_LIVE_KNOCK_MAX 64
+#define PANEL_W 330.0     /* the next-token panel on the right */
+#define BOX_H 34.0        /* a field's box */
+
+/* The top of field i's box: clicks and drawing agree on it. */
+static inline double box_y(int i) { return 8 + 40 * i; }
 
 enum { LIVE_SOURCE = 0, LIVE_TARGET = 1 }; /* the fields; a language model has the first only */
 
@@ -67,7 +73,6 @@ struct ts_live {
     ts_experiment ex;
     int32_t top[TOP_N];
     int n_top;
-    ts_render_rect bar_at[TOP_N]; /* where the last draw put each bar, for clicks */
     int knock_gen; /* changes with every knock-out or restore */
     /* the logit lens: every layer's stream through the final norm and the head */
     bool lens;
@@ -92,6 +97,28 @@ struct ts_live {
 
 /* Insert n bytes at the field's cursor, which moves past them. */
 ts_status live_field_insert(live_field *f, const char *s, size_t n);
+
+/* ---- the session (live.c) ---- */
+
+double live_now_ms(void);                       /* a monotonic clock, for the timings */
+size_t live_char_len(const char *p, size_t left); /* bytes of the UTF-8 character at p */
+/* A token's label in the panel and the readouts. */
+void live_token_label(const ts_live *l, int32_t id, char *buf, size_t cap);
+/* The model's most likely next token now (with any knock-outs), -1 before any pass. */
+int32_t live_best_token(const ts_live *l);
+int live_knocked_index(const ts_live *l, const char *spec); /* -1: that head is in place */
+/* The attention module of the step on screen ("decoder.layers.1.self_attn"),
+ * when it is drawn as a grid of all its heads; NULL otherwise. */
+const char *live_head_grid_module(const ts_live *l, char *buf, size_t cap);
+
+/* ---- the passes (live_pass.c); ts_live_pass is public ---- */
+
+void live_clear_pass(ts_live *l); /* the last pass and the viewer's state on it, gone */
+
+/* ---- the frame (live_draw.c); ts_live_draw is public ---- */
+
+/* Where the panel's row i (its label and bar) is: clicks and drawing agree on it. */
+ts_render_rect live_bar_rect(const ts_live *l, int i);
 
 /* ---- an encoder-decoder (live_seq2seq.c) ---- */
 

@@ -1,5 +1,6 @@
 /* lm_scores: what a language model's training snapshot records beyond the
- * loss (lm_data.c's record), private to src/train. Each snapshot adds:
+ * loss (through ts_lm_data_opts.measure: ts_lm_snapshot_measure), private to
+ * src/experiment. Each snapshot adds:
  *   lm.heldout_loss       (1) the held-out loss, nats per token
  *   lm.repeat.loss        (S-1) the loss at each position of the repeated
  *                         random sequences (ts_lm_measure's pos_loss)
@@ -14,7 +15,8 @@
 #ifndef TSCOPE_LM_SCORES_H
 #define TSCOPE_LM_SCORES_H
 
-#include "tscope/train.h"
+#include "tscope/experiment.h"
+#include "tscope/kernels.h"
 
 /* Repeated sequences a snapshot measures on. */
 #define TR_LM_REPEATS 8

@@ -1,5 +1,5 @@
-/* lm_scores: the in-context measures of a language model (train.h, "in-context
- * measures") and the snapshot records made of them (lm_scores.h). */
+/* lm_scores: the in-context measures of a language model (experiment.h,
+ * "in-context measures") and the snapshot records made of them (lm_scores.h). */
 #include "lm_scores.h"
 
 #include <math.h>
@@ -217,5 +217,35 @@ ts_status tr_lm_scores_record(tr_lm_scores *s, const ts_model *m, const ts_hook 
     if (!st) st = tr_lm_record_scalar(trace, "lm.chance.prev_token", me.chance_prev);
     if (!st) st = tr_lm_record_scalar(trace, "lm.chance.induction", me.chance_induction);
     ts_lm_measures_free(&me);
+    return st;
+}
+
+ts_status ts_lm_snapshot_measure(void *ctx, const ts_model *m, const ts_hook *trace) {
+    ts_lm_snapshot_scores *s = ctx;
+    ts_status st = TS_OK;
+    if (!s->scores) st = tr_lm_scores_new(m, (tr_lm_scores **)&s->scores, s->seed);
+    if (!st) st = tr_lm_scores_record(s->scores, m, trace);
+    return st;
+}
+
+void ts_lm_snapshot_scores_free(ts_lm_snapshot_scores *s) {
+    tr_lm_scores_free(s->scores);
+    s->scores = NULL;
+}
+
+ts_status ts_lm_next_loss_step(const ts_hook *hook, const int32_t *ids, const ts_tensor *logits) {
+    int S = (int)logits->shape[1], V = (int)logits->shape[2];
+    if (S < 2) return TS_OK;
+    double *loss = malloc(sizeof(double) * (size_t)S);
+    float *v = malloc(sizeof(float) * (size_t)S);
+    if (!loss || !v) {
+        free(loss), free(v);
+        return ts_fail(TS_ERR_NOMEM, "out of memory");
+    }
+    ts_experiment_token_loss(logits->data, ids, S, V, loss);
+    for (int i = 0; i + 1 < S; i++) v[i] = (float)loss[i + 1];
+    ts_tensor t = {.data = v, .rank = 1, .shape = {S - 1}, .stride = {1}};
+    ts_status st = ts_hook_call(hook, "loss.next", TS_OP_METRIC, &t, TS_TAG_PER_POSITION);
+    free(loss), free(v);
     return st;
 }

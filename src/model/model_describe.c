@@ -1,0 +1,55 @@
+/* model_describe: a config in one line of words, as every command prints it
+ * above its output (model.h). */
+#include <stdio.h>
+#include <string.h>
+
+#include "tscope/model.h"
+
+/* "; variant no-scale; mask padding-both; train mode" for what differs from the correct model. */
+static void describe_variants(const ts_model_config *c, char *buf, size_t size) {
+    size_t len = strlen(buf);
+    char words[128];
+    ts_model_variant_names(c->variants, words, sizeof words);
+    if (words[0]) len += (size_t)snprintf(buf + len, len < size ? size - len : 0, "; variant %s", words);
+    if (c->pe_variant != TS_PE_PAPER && len < size)
+        len += (size_t)snprintf(buf + len, size - len, "; pe-variant %s", ts_model_pe_variant_name(c->pe_variant));
+    if (c->mask != TS_MASK_PADDING && len < size)
+        len += (size_t)snprintf(buf + len, size - len, "; mask %s", ts_model_mask_name(c->mask));
+    if (c->causal && c->arch == TS_ARCH_ENCODER && len < size)
+        len += (size_t)snprintf(buf + len, size - len, "; causal encoder");
+    if (c->train_mode && len < size) snprintf(buf + len, size - len, "; train mode (dropout %g)", (double)c->dropout);
+}
+
+void ts_model_config_describe(const ts_model_config *c, char *buf, size_t size) {
+    static const char *const arch[] = {[TS_ARCH_ENCODER] = "encoder",
+                                       [TS_ARCH_ENCODER_DECODER] = "encoder-decoder",
+                                       [TS_ARCH_ATTENTION] = "multi-head attention alone",
+                                       [TS_ARCH_DECODER] = "decoder-only (GPT)"};
+    static const char *const pe[] = {[TS_PE_SINUSOIDAL] = "sinusoidal positions",
+                                     [TS_PE_LEARNED] = "learned positions", [TS_PE_NONE] = "no positions"};
+    static const char *const head[] = {[TS_HEAD_NONE] = "", [TS_HEAD_LM] = ", vocabulary logits",
+                                       [TS_HEAD_CLS] = ", classifier"};
+    char layers[48] = "";
+    if (c->arch == TS_ARCH_ENCODER_DECODER)
+        snprintf(layers, sizeof layers, " %d+%d layers,", c->layers, c->dec_layers);
+    else if (c->arch == TS_ARCH_ENCODER || c->arch == TS_ARCH_DECODER)
+        snprintf(layers, sizeof layers, " %d layers,", c->layers);
+    if (c->arch == TS_ARCH_ATTENTION) {
+        snprintf(buf, size, "%s%s%s: B%d S%d, input width %d, d_model %d, %d heads%s", c->preset,
+                 c->preset[0] ? " " : "", arch[c->arch], c->batch, c->seq, c->in_dim ? c->in_dim : c->d_model,
+                 c->d_model, c->heads, c->causal ? ", causal" : "");
+        describe_variants(c, buf, size);
+        return;
+    }
+    char dims[96];
+    if (c->arch == TS_ARCH_ENCODER_DECODER)
+        snprintf(dims, sizeof dims, "B%d S%d T%d", c->batch, c->seq, c->tgt_seq);
+    else
+        snprintf(dims, sizeof dims, "B%d S%d", c->batch, c->seq);
+    snprintf(buf, size, "%s%s%s: %s, d_model %d, %d heads, ffn %d,%s %s-LN, %s, %s%s%s%s", c->preset,
+             c->preset[0] ? " " : "", arch[c->arch], dims, c->d_model, c->heads, c->ffn, layers,
+             c->norm == TS_NORM_PRE ? "pre" : "post", ts_model_activation_name(c->activation),
+             c->input == TS_INPUT_TOKENS ? "" : "vector input, ", pe[c->pe], c->final_norm ? ", final norms" : "",
+             c->tie_embed && c->head == TS_HEAD_LM ? ", vocabulary logits (tied)" : head[c->head]);
+    describe_variants(c, buf, size);
+}
