@@ -131,7 +131,7 @@ ts_status ts_lm_measure_edited(ts_model *m, const int32_t *ids, const ts_hook *e
     ts_model_set_training(m, false);
     attn_ctx a = {out, R, n};
     ts_hook hook = {.fn = attn_hook, .ctx = &a};
-    if (edits) hook.edit = edits->edit, hook.edit_ctx = edits->edit_ctx; /* the measures of an edited model */
+    if (edits) hook.edit = edits->edit, hook.touches = edits->touches, hook.edit_ctx = edits->edit_ctx; /* an edited model */
     ts_tensor logits;
     ts_model_input in = {.src_ids = ids};
     ts_status st = ts_model_forward(m, &in, &hook, &logits);
