@@ -462,13 +462,7 @@ ts_status ts_experiment_lens_finish(ts_experiment *ex, const ts_model *m, const 
         /* logits (rows, V) = y (rows, D) @ head_w^T (D, V) + head_b */
         ts_gemm(false, true, (int)rows, (int)V, (int)D, 1.0f, y, (int)D, m->w.head_w, (int)D, 0.0f, p, (int)V,
                 m->w.head_b ? TS_EPI_BIAS : TS_EPI_NONE, m->w.head_b);
-        for (int64_t r = 0; r < rows; r++) {
-            float *row = p + r * V;
-            double top = row[0], z = 0;
-            for (int64_t v = 1; v < V; v++) top = row[v] > top ? row[v] : top;
-            for (int64_t v = 0; v < V; v++) z += exp((double)row[v] - top);
-            for (int64_t v = 0; v < V; v++) row[v] = (float)(exp((double)row[v] - top) / z);
-        }
+        for (int64_t r = 0; r < rows; r++) ts_softmax_vocab(p + r * V, p + r * V, V, 1.0, -INFINITY);
         char name[64];
         snprintf(name, sizeof name, "lens.layers.%d", l);
         int64_t S = rows / c->batch;

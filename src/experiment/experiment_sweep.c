@@ -7,15 +7,13 @@
 #include <string.h>
 
 #include "tscope/experiment.h"
+#include "tscope/kernels.h"
 
 void ts_experiment_token_loss(const float *logits, const int32_t *ids, int S, int V, double *loss) {
     loss[0] = NAN;
     for (int j = 1; j < S; j++) {
         const float *row = logits + (int64_t)(j - 1) * V;
-        double top = row[0], z = 0;
-        for (int v = 1; v < V; v++) top = row[v] > top ? row[v] : top;
-        for (int v = 0; v < V; v++) z += exp((double)row[v] - top);
-        loss[j] = log(z) + top - row[ids[j]];
+        loss[j] = ts_logsumexp(row, V) - row[ids[j]];
     }
 }
 
