@@ -304,7 +304,9 @@ ts_status ts_torch_pt_open(ts_safetensors *f, const char *path);
  * or norm_first (True|False), activation, pe, eps or layer_norm_eps, pe_variant.
  */
 
-/* The config as a JSON object (malloc'd text, NULL when out of memory). */
+/* The config as a JSON object (malloc'd text, NULL when out of memory):
+ * ts_model_config_to_json's keys and a run's "tgt_mask", "train_mode" and
+ * "text" (written by the same function, src/io/config_json.c). */
 char *ts_model_config_json(const ts_model_config *cfg);
 
 /* What tensor shapes cannot tell, each with its flag. */
