@@ -378,12 +378,9 @@ static ts_status apply(ts_edit *e, ts_tensor *t, ts_tag tag) {
 
 /* The lens's copy of a layer's output, when name is `<stack>.layers.N.out`. */
 static ts_status lens_keep(ts_experiment *ex, const char *name, const ts_tensor *t) {
-    size_t n = strlen(ex->stack);
-    if (strncmp(name, ex->stack, n) != 0 || strncmp(name + n, ".layers.", 8) != 0) return TS_OK;
-    char *end;
-    long l = strtol(name + n + 8, &end, 10);
-    if (end == name + n + 8 || strcmp(end, ".out") != 0 || l < 0 || l >= ex->lens_layers || t->rank != 3)
-        return TS_OK;
+    const char *rest;
+    int l = ts_name_stack_layer(name, ex->stack, &rest);
+    if (l < 0 || strcmp(rest, ".out") != 0 || l >= ex->lens_layers || t->rank != 3) return TS_OK;
     int64_t rows = t->shape[0] * t->shape[1], D = t->shape[2];
     if (!ex->lens_x || ex->lens_rows != rows) {
         free(ex->lens_x);

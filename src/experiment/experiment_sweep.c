@@ -212,10 +212,8 @@ static ts_status dla_step(void *ctx, const char *name, ts_op op, const ts_tensor
     dla_keep *k = ctx;
     int L = k->c->layers, D = k->c->d_model;
     if (strcmp(name, "embed.out") == 0) return keep_row(t, k->pos, k->embed), TS_OK;
-    size_t n = strlen(k->stack);
-    if (strncmp(name, k->stack, n) != 0 || strncmp(name + n, ".layers.", 8) != 0) return TS_OK;
-    char *end;
-    long l = strtol(name + n + 8, &end, 10);
+    const char *end;
+    int l = ts_name_stack_layer(name, k->stack, &end);
     if (l < 0 || l >= L) return TS_OK;
     if (strcmp(end, ".self_attn.values") == 0) keep_row(t, k->pos, k->values + l * D);
     else if (strcmp(end, ".ffn.out") == 0) keep_row(t, k->pos, k->ffn + l * D);
