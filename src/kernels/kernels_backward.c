@@ -1,4 +1,5 @@
-/* kernels_backward: the forward/backward pairs of kernels.h ("backward").
+/* kernels_backward: the backward of every op in kernels.h ("backward"), and
+ * the forward of the two ops only training runs: dropout and the loss.
  *
  * The heavy parts are GEMMs (ts_gemm with its transposes and beta = 1 to
  * accumulate); the rest are loops split over rows (or, where gradients of a
@@ -37,10 +38,6 @@ static void share(int64_t n, int64_t *lo, int64_t *hi) {
 
 /* ---- linear ------------------------------------------------------------------------ */
 
-void ts_bwd_linear_forward(float *out, const float *in, const float *w, const float *b, int64_t N, int I, int O) {
-    ts_gemm(false, true, (int)N, O, I, 1.0f, in, I, w, I, 0.0f, out, O, b ? TS_EPI_BIAS : TS_EPI_NONE, b);
-}
-
 /* db (O) += column sums of dout (N, O): each thread owns a range of columns. */
 static void column_sums(float *db, const float *dout, int64_t N, int O) {
     int nt = threads_for(N * O);
@@ -65,11 +62,6 @@ void ts_bwd_linear_backward(float *din, float *dw, float *db, const float *dout,
 }
 
 /* ---- LayerNorm ------------------------------------------------------------------------ */
-
-void ts_bwd_layernorm_forward(float *out, float *mean, float *rstd, const float *in, const float *gamma,
-                              const float *beta, int64_t N, int C, float eps) {
-    ts_layernorm(out, mean, rstd, in, gamma, beta, N, C, eps);
-}
 
 /* With n = (x - mean) * rstd and g = dout * gamma:
  * dx = rstd * (g - mean(g) - n * mean(g * n)), dgamma = sum dout * n, dbeta = sum dout. */
@@ -114,8 +106,6 @@ void ts_bwd_layernorm_backward(float *din, float *dgamma, float *dbeta, const fl
 
 /* ---- activations ------------------------------------------------------------------------- */
 
-void ts_bwd_relu_forward(float *out, const float *in, int64_t n) { ts_relu(out, in, n); }
-
 void ts_bwd_relu_backward(float *din, const float *dout, const float *in, int64_t n) {
     int nt = threads_for(n);
     (void)nt;
@@ -123,8 +113,6 @@ void ts_bwd_relu_backward(float *din, const float *dout, const float *in, int64_
     for (int64_t i = 0; i < n; i++)
         if (in[i] > 0.0f) din[i] += dout[i];
 }
-
-void ts_bwd_gelu_forward(float *out, const float *in, int64_t n) { ts_gelu(out, in, n); }
 
 void ts_bwd_gelu_tanh_backward(float *din, const float *dout, const float *in, int64_t n) {
     const float k = 0.7978845608028654f; /* sqrt(2 / pi) */
@@ -154,7 +142,7 @@ void ts_bwd_gelu_backward(float *din, const float *dout, const float *in, int64_
 
 static bool dropped(uint64_t key, int64_t i, double p) { return ts_u01(key, (uint64_t)i) < p; }
 
-void ts_bwd_dropout_forward(float *out, const float *in, float p, uint64_t key, int64_t n) {
+void ts_dropout(float *out, const float *in, float p, uint64_t key, int64_t n) {
     if (p <= 0.0f) {
         if (out != in) memcpy(out, in, sizeof(float) * (size_t)n);
         return;
@@ -181,8 +169,6 @@ void ts_bwd_dropout_backward(float *din, const float *dout, float p, uint64_t ke
 
 /* ---- residual ------------------------------------------------------------------------------ */
 
-void ts_bwd_residual_forward(float *out, const float *a, const float *b, int64_t n) { ts_add(out, a, b, n); }
-
 void ts_bwd_residual_backward(float *da, float *db, const float *dout, int64_t n) {
     int nt = threads_for(n);
     (void)nt;
@@ -194,16 +180,6 @@ void ts_bwd_residual_backward(float *da, float *db, const float *dout, int64_t n
 }
 
 /* ---- embeddings ----------------------------------------------------------------------------- */
-
-void ts_bwd_embedding_forward(float *out, const float *table, const int32_t *ids, int64_t N, int D, float scale) {
-    int nt = threads_for(N * D);
-    (void)nt;
-    TS_OMP(parallel for num_threads(nt) if(nt > 1) schedule(static))
-    for (int64_t i = 0; i < N; i++) {
-        const float *row = table + (int64_t)ids[i] * D;
-        for (int j = 0; j < D; j++) out[i * D + j] = row[j] * scale;
-    }
-}
 
 /* Rows repeat, so threads split the columns: each owns its slice of every row. */
 void ts_bwd_embedding_backward(float *dtable, const float *dout, const int32_t *ids, int64_t N, int D, float scale) {
@@ -218,12 +194,6 @@ void ts_bwd_embedding_backward(float *dtable, const float *dout, const int32_t *
             for (int64_t j = lo; j < hi; j++) row[j] += dout[i * D + j] * scale;
         }
     }
-}
-
-void ts_bwd_posenc_forward(float *out, const float *in, const float *pos, int B, int S, int D) {
-    int64_t n = (int64_t)S * D;
-    for (int b = 0; b < B; b++)
-        for (int64_t i = 0; i < n; i++) out[b * n + i] = in[b * n + i] + pos[i];
 }
 
 void ts_bwd_posenc_backward(float *din, float *dpos, const float *dout, int B, int S, int D) {
@@ -242,24 +212,6 @@ static float *head_at(const ts_bwd_heads *x, int64_t b, int64_t h) { return x->d
  * inside run on the calling thread (a nested region stays inactive). */
 static int attn_threads(int B, int H, int Sq, int Sk, int hd) {
     return threads_for((int64_t)B * H * Sq * (Sk + hd) * 4);
-}
-
-void ts_bwd_attention_forward(ts_bwd_heads out, float *weights, ts_bwd_heads q, ts_bwd_heads k, ts_bwd_heads v,
-                              const float *key_mask, bool causal, int B, int H, int Sq, int Sk, int hd) {
-    float scale = 1.0f / sqrtf((float)hd);
-    int64_t BH = (int64_t)B * H;
-    int nt = attn_threads(B, H, Sq, Sk, hd);
-    (void)nt;
-    TS_OMP(parallel for num_threads(nt) if(nt > 1) schedule(static))
-    for (int64_t bh = 0; bh < BH; bh++) {
-        int64_t b = bh / H, h = bh % H;
-        float *w = weights + bh * Sq * Sk;
-        ts_gemm(false, true, Sq, Sk, hd, scale, head_at(&q, b, h), q.ld, head_at(&k, b, h), k.ld, 0.0f, w, Sk,
-                TS_EPI_NONE, NULL);
-        ts_softmax_rows(w, w, Sq, Sk, key_mask ? key_mask + b * Sk : NULL, causal, 0);
-        ts_gemm(false, false, Sq, hd, Sk, 1.0f, w, Sk, head_at(&v, b, h), v.ld, 0.0f, head_at(&out, b, h), out.ld,
-                TS_EPI_NONE, NULL);
-    }
 }
 
 void ts_bwd_attention_backward_values(ts_bwd_heads dv, float *dweights, ts_bwd_heads dout, const float *weights,

@@ -258,7 +258,7 @@ static uint64_t dropout(fwd *f, float *out, const float *in, int64_t n) {
         return 0;
     }
     uint64_t key = dropout_key(f);
-    if (!f->dry) ts_bwd_dropout_forward(out, in, f->p, key, n);
+    if (!f->dry) ts_dropout(out, in, f->p, key, n);
     return key;
 }
 
