@@ -273,16 +273,6 @@ void ts_bwd_attention_backward(ts_bwd_heads dq, ts_bwd_heads dk, ts_bwd_heads dv
 
 /* ---- cross-entropy ---------------------------------------------------------------------------- */
 
-/* log-sum-exp of a row and its max, in double. */
-static double row_lse(const float *x, int V) {
-    float mx = x[0];
-    for (int v = 1; v < V; v++)
-        if (x[v] > mx) mx = x[v];
-    double s = 0.0;
-    for (int v = 0; v < V; v++) s += exp((double)x[v] - mx);
-    return mx + log(s);
-}
-
 static bool counted(const int32_t *labels, int64_t i, int ignore_index) { return labels[i] != ignore_index; }
 
 double ts_bwd_cross_entropy_forward(const float *logits, const int32_t *labels, int64_t N, int V, int ignore_index,
@@ -292,7 +282,7 @@ double ts_bwd_cross_entropy_forward(const float *logits, const int32_t *labels, 
     for (int64_t i = 0; i < N; i++) {
         if (!counted(labels, i, ignore_index)) continue;
         const float *x = logits + i * V;
-        double lse = row_lse(x, V), nll = lse - x[labels[i]], smooth = 0.0;
+        double lse = ts_logsumexp(x, V), nll = lse - x[labels[i]], smooth = 0.0;
         if (smoothing > 0.0f) {
             for (int v = 0; v < V; v++) smooth += lse - x[v];
             smooth /= V;
@@ -316,7 +306,7 @@ void ts_bwd_cross_entropy_backward(float *dlogits, float dloss, const float *log
     for (int64_t i = 0; i < N; i++) {
         if (!counted(labels, i, ignore_index)) continue;
         const float *x = logits + i * V;
-        double lse = row_lse(x, V);
+        double lse = ts_logsumexp(x, V);
         float *d = dlogits + i * V;
         for (int v = 0; v < V; v++) {
             double q = off + (v == labels[i] ? 1.0 - smoothing : 0.0);
