@@ -274,7 +274,7 @@ static void gpt2_gradients_match_pytorch(void **state) {
     char small[1100];
     snprintf(small, sizeof small, "%s", ref_fixture(dir, "small"));
     ts_model_config c;
-    assert_ok(ts_gpt2_config(small, &c));
+    assert_ok(ts_gpt2_config(small, NULL, &c));
     ts_npy ids, gout;
     assert_ok(ts_npy_read_labels(&ids, ref_fixture(dir, "ids.npy")));
     ref_read_npy(&gout, dir, "grad_out.npy");
@@ -282,7 +282,7 @@ static void gpt2_gradients_match_pytorch(void **state) {
     c.seq = (int)ids.shape[1];
     ts_model m;
     assert_ok(ts_model_init(&m, &c));
-    assert_ok(ts_gpt2_load(&m, small));
+    assert_ok(ts_gpt2_load(&m, small, NULL));
     int32_t *src = malloc(sizeof(int32_t) * (size_t)ids.numel);
     assert_non_null(src);
     for (int64_t k = 0; k < ids.numel; k++) src[k] = (int32_t)ids.i64[k];

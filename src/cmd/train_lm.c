@@ -613,7 +613,7 @@ int train_lm(const train_opts *o, const model_flags *mf) {
     if (!st && o->resume) {
         char path[4096 + 8];
         snprintf(path, sizeof path, "%s.state", o->resume);
-        st = ts_lm_checkpoint_read(o->resume, &cfg, &tok);
+        st = ts_lm_checkpoint_read(o->resume, NULL, &cfg, &tok);
         if (st) {
             st = named(st, "--resume %s", o->resume);
         } else if (access(path, F_OK) != 0) {
@@ -675,7 +675,7 @@ int train_lm(const train_opts *o, const model_flags *mf) {
     if (!st && o->trace.path) st = make_probes(o, &tok, &d, cfg.seq, cfg.vocab, cfg.seed, &probe, &P);
     if (!st && probe) st = ts_lm_data_set_probe(&d, probe, P);
     if (!st) st = ts_model_init(&m, &cfg);
-    if (!st && o->resume && (st = ts_lm_checkpoint_load(&m, o->resume))) st = named(st, "--resume %s", o->resume);
+    if (!st && o->resume && (st = ts_lm_checkpoint_load(&m, o->resume, NULL))) st = named(st, "--resume %s", o->resume);
     if (!st) st = ts_train_init(&tr, &m);
     if (!st) tr.forwards = (uint64_t)forwards;
     if (!st) st = ts_optim_init(&opt, &oc, m.n_floats);
