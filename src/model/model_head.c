@@ -33,5 +33,6 @@ void ts_model_head_rows(const ts_model *m, float *logits, const float *x, int64_
     if (c->head == TS_HEAD_NONE) return;
     int D = c->d_model, V = c->head == TS_HEAD_LM ? c->vocab : c->n_labels;
     const float *b = m->w.head_b;
-    ts_gemm(false, true, (int)rows, V, D, 1.0f, x, D, m->w.head_w, D, 0.0f, logits, V, b ? TS_EPI_BIAS : TS_EPI_NONE, b);
+    ts_gemm(false, true, (int)rows, V, D, 1.0f, x, D, m->w.head_w, D, 0.0f, logits, V, b ? TS_EPI_BIAS : TS_EPI_NONE,
+            b);
 }
