@@ -38,17 +38,19 @@ static void share(int64_t n, int64_t *lo, int64_t *hi) {
 
 /* ---- linear ------------------------------------------------------------------------ */
 
-/* db (O) += column sums of dout (N, O): each thread owns a range of columns. */
-static void column_sums(float *db, const float *dout, int64_t N, int O) {
-    int nt = threads_for(N * O);
+/* Row i of src (N, C) times scale added into row ids[i] of dst (row 0 for
+ * every i when ids is NULL: column sums). Rows may repeat, so each thread owns
+ * a range of columns of every row: no two threads write one float. */
+static void add_rows(float *dst, const int32_t *ids, const float *src, int64_t N, int C, float scale) {
+    int nt = threads_for(N * C);
     (void)nt;
     TS_OMP(parallel num_threads(nt) if(nt > 1))
     {
         int64_t lo, hi;
-        share(O, &lo, &hi);
-        for (int64_t r = 0; r < N; r++) {
-            const float *row = dout + r * O;
-            for (int64_t j = lo; j < hi; j++) db[j] += row[j];
+        share(C, &lo, &hi);
+        for (int64_t i = 0; i < N; i++) {
+            float *row = dst + (ids ? (int64_t)ids[i] * C : 0);
+            for (int64_t j = lo; j < hi; j++) row[j] += src[i * C + j] * scale;
         }
     }
 }
@@ -58,7 +60,7 @@ void ts_bwd_linear_backward(float *din, float *dw, float *db, const float *dout,
     if (N <= 0) return;
     if (din) ts_gemm(false, false, (int)N, I, O, 1.0f, dout, O, w, I, 1.0f, din, I, TS_EPI_NONE, NULL);
     if (dw) ts_gemm(true, false, O, I, (int)N, 1.0f, dout, O, in, I, 1.0f, dw, I, TS_EPI_NONE, NULL);
-    if (db) column_sums(db, dout, N, O);
+    if (db) add_rows(db, NULL, dout, N, O, 1.0f);
 }
 
 /* ---- LayerNorm ------------------------------------------------------------------------ */
@@ -181,19 +183,8 @@ void ts_bwd_residual_backward(float *da, float *db, const float *dout, int64_t n
 
 /* ---- embeddings ----------------------------------------------------------------------------- */
 
-/* Rows repeat, so threads split the columns: each owns its slice of every row. */
 void ts_bwd_embedding_backward(float *dtable, const float *dout, const int32_t *ids, int64_t N, int D, float scale) {
-    int nt = threads_for(N * D);
-    (void)nt;
-    TS_OMP(parallel num_threads(nt) if(nt > 1))
-    {
-        int64_t lo, hi;
-        share(D, &lo, &hi);
-        for (int64_t i = 0; i < N; i++) {
-            float *row = dtable + (int64_t)ids[i] * D;
-            for (int64_t j = lo; j < hi; j++) row[j] += dout[i * D + j] * scale;
-        }
-    }
+    add_rows(dtable, ids, dout, N, D, scale);
 }
 
 void ts_bwd_posenc_backward(float *din, float *dpos, const float *dout, int B, int S, int D) {
