@@ -6,8 +6,9 @@
  * double, so the numerical gradient is good to ~1e-9). The op's own float
  * backward must agree within a normalized error
  *     max_i |analytic_i - numeric_i| / max_i |numeric_i|  <=  1e-4
- * (float rounding of sums of a few dozen terms is ~1e-6). The forward is
- * compared with the reference too (1e-5 relative). Sizes are small so the
+ * (float rounding of sums of a few dozen terms is ~1e-6). The forward is the
+ * kernel the model's forward calls (ts_gemm, ts_layernorm, ts_gelu,
+ * ts_dropout, ...), compared with the reference too (1e-5 relative). Sizes are small so the
  * test stays fast under ASan. Each check prints its largest error.
  */
 #include <math.h>
@@ -168,7 +169,7 @@ static void linear_gradients(void **state) {
     add_input(&c, "in", x, s.N * s.I);
     add_input(&c, "weight", w, s.O * s.I);
     add_input(&c, "bias", b, s.O);
-    ts_bwd_linear_forward(out, x, w, b, s.N, s.I, s.O);
+    ts_gemm(false, true, s.N, s.O, s.I, 1.0f, x, s.I, w, s.I, 0.0f, out, s.O, TS_EPI_BIAS, b); /* the model's linear */
     double *ref = malloc(sizeof(double) * (size_t)c.n_out);
     lin_ref(&c, ref);
     check_forward("linear", out, ref, c.n_out);
@@ -228,7 +229,7 @@ static void layernorm_gradients(void **state) {
     add_input(&c, "in", x, n);
     add_input(&c, "gamma", gm, s.C);
     add_input(&c, "beta", bt, s.C);
-    ts_bwd_layernorm_forward(out, mean, rstd, x, gm, bt, s.N, s.C, (float)s.eps);
+    ts_layernorm(out, mean, rstd, x, gm, bt, s.N, s.C, (float)s.eps);
     double *ref = malloc(sizeof(double) * (size_t)n);
     ln_ref(&c, ref);
     check_forward("layernorm", out, ref, n);
@@ -283,7 +284,7 @@ static void elementwise_case(elt_kind kind, const char *op) {
         float *ones = malloc(sizeof(float) * (size_t)n);
         for (int64_t i = 0; i < n; i++) ones[i] = 1.0f;
         mask = zerosf(n);
-        ts_bwd_dropout_forward(mask, ones, p, key, n);
+        ts_dropout(mask, ones, p, key, n);
         int kept = 0;
         for (int64_t i = 0; i < n; i++) {
             assert_true(mask[i] == 0.0f || fabsf(mask[i] - 1.0f / 0.7f) < 1e-6f);
@@ -303,19 +304,19 @@ static void elementwise_case(elt_kind kind, const char *op) {
     }
     switch (kind) {
     case ELT_RELU:
-        ts_bwd_relu_forward(out, x, n);
+        ts_relu(out, x, n);
         ts_bwd_relu_backward(dx, g, x, n);
         break;
     case ELT_GELU:
-        ts_bwd_gelu_forward(out, x, n);
+        ts_gelu(out, x, n);
         ts_bwd_gelu_backward(dx, g, x, n);
         break;
     case ELT_DROPOUT:
-        ts_bwd_dropout_forward(out, x, p, key, n);
+        ts_dropout(out, x, p, key, n);
         ts_bwd_dropout_backward(dx, g, p, key, n);
         break;
     case ELT_RESIDUAL:
-        ts_bwd_residual_forward(out, x, y, n);
+        ts_add(out, x, y, n);
         ts_bwd_residual_backward(dx, dy, g, n);
         break;
     }
@@ -374,8 +375,9 @@ static void embedding_gradients(void **state) {
     fd_case c = {.loss = emb_loss, .g = g, .n_out = s.N * s.D, .ctx = &s, .op = "embedding + positions"};
     add_input(&c, "table", table, s.V * s.D);
     add_input(&c, "pos", pos, s.S * s.D);
-    ts_bwd_embedding_forward(tok, table, ids, s.N, s.D, (float)s.scale);
-    ts_bwd_posenc_forward(out, tok, pos, s.B, s.S, s.D);
+    /* the model's embed step: rows of the table scaled, then positions added */
+    for (int i = 0; i < s.N; i++) ts_scale(tok + i * s.D, table + ids[i] * s.D, (float)s.scale, s.D);
+    for (int b = 0; b < s.B; b++) ts_add(out + b * s.S * s.D, tok + b * s.S * s.D, pos, (int64_t)s.S * s.D);
     double *ref = malloc(sizeof(double) * (size_t)(s.N * s.D));
     for (int i = 0; i < s.N; i++)
         for (int j = 0; j < s.D; j++) ref[i * s.D + j] = table[ids[i] * s.D + j] * s.scale + pos[(i % s.S) * s.D + j];
@@ -437,6 +439,24 @@ static void attn_ref(const attn_ctx *s, const double *q, const double *kv, doubl
     free(row);
 }
 
+/* The attention the model computes, from the kernels it calls: per (batch,
+ * head) the scaled scores (ts_gemm), their masked softmax (ts_softmax_rows),
+ * the weighted values (ts_gemm); weights (B, H, Sq, Sk) kept for the backward. */
+static void attention_forward(ts_bwd_heads out, float *weights, ts_bwd_heads q, ts_bwd_heads k, ts_bwd_heads v,
+                              const attn_ctx *s) {
+    float scale = 1.0f / sqrtf((float)s->hd);
+    for (int b = 0; b < s->B; b++)
+        for (int h = 0; h < s->H; h++) {
+            float *w = weights + ((int64_t)b * s->H + h) * s->Sq * s->Sk;
+            const float *qh = q.data + b * q.bstride + h * q.hstride, *kh = k.data + b * k.bstride + h * k.hstride;
+            const float *vh = v.data + b * v.bstride + h * v.hstride;
+            ts_gemm(false, true, s->Sq, s->Sk, s->hd, scale, qh, q.ld, kh, k.ld, 0.0f, w, s->Sk, TS_EPI_NONE, NULL);
+            ts_softmax_rows(w, w, s->Sq, s->Sk, s->key_mask ? s->key_mask + b * s->Sk : NULL, s->causal, 0);
+            ts_gemm(false, false, s->Sq, s->hd, s->Sk, 1.0f, w, s->Sk, vh, v.ld, 0.0f,
+                    out.data + b * out.bstride + h * out.hstride, out.ld, TS_EPI_NONE, NULL);
+        }
+}
+
 static double attn_loss(const fd_case *c) {
     double *out = malloc(sizeof(double) * (size_t)c->n_out);
     attn_ref(c->ctx, c->in[0], c->in[1], out, NULL);
@@ -465,7 +485,7 @@ static void attention_case(int Sq, int Sk, bool key_padding, bool causal, const 
     ts_bwd_heads hq = {q, (int64_t)Sq * D, s.hd, D}, hk = {kv, (int64_t)Sk * 2 * D, 2 * s.hd, 2 * D};
     ts_bwd_heads hv = hk, ho = {out, (int64_t)Sq * D, s.hd, D};
     hv.data = kv + s.hd;
-    ts_bwd_attention_forward(ho, w, hq, hk, hv, s.key_mask, causal, s.B, s.H, Sq, Sk, s.hd);
+    attention_forward(ho, w, hq, hk, hv, &s);
     double *ref = malloc(sizeof(double) * (size_t)nq), *wref = malloc(sizeof(double) * (size_t)(s.B * s.H * Sq * Sk));
     attn_ref(&s, c.in[0], c.in[1], ref, wref);
     check_forward(op, out, ref, nq);

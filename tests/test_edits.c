@@ -580,7 +580,7 @@ static void shipped_lm(const char *file, const char *kind, int S) {
     snprintf(path, sizeof path, "%s/%s", dir, file);
     model_case mc = {.kind = kind};
     ts_lmtok tok;
-    assert_ok(ts_lm_checkpoint_open(path, 1, S, &mc.m, &tok));
+    assert_ok(ts_lm_checkpoint_open(path, NULL, 1, S, &mc.m, &tok));
     ts_lmtok_free(&tok);
     check_case(&mc);
 }

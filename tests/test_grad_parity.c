@@ -151,7 +151,7 @@ static void layernorm_gradients_match_pytorch(void **state) {
     float *out = malloc(sizeof(float) * (size_t)x.numel), *dx = calloc((size_t)x.numel, sizeof(float));
     float mean[64], rstd[64], dg[16] = {0}, db[16] = {0};
     assert_true(N <= 64);
-    ts_bwd_layernorm_forward(out, mean, rstd, x.f32, gamma.data, beta.data, N, C, 1e-5f);
+    ts_layernorm(out, mean, rstd, x.f32, gamma.data, beta.data, N, C, 1e-5f);
     ts_bwd_layernorm_backward(dx, dg, db, gout.f32, x.f32, gamma.data, mean, rstd, N, C);
     double w = compare(dir, "grad_x", dx, want_dx.f32, x.numel);
     w = fmax(w, compare(dir, "weight", dg, want_dg.data, C));
@@ -274,7 +274,7 @@ static void gpt2_gradients_match_pytorch(void **state) {
     char small[1100];
     snprintf(small, sizeof small, "%s", ref_fixture(dir, "small"));
     ts_model_config c;
-    assert_ok(ts_gpt2_config(small, &c));
+    assert_ok(ts_gpt2_config(small, NULL, &c));
     ts_npy ids, gout;
     assert_ok(ts_npy_read_labels(&ids, ref_fixture(dir, "ids.npy")));
     ref_read_npy(&gout, dir, "grad_out.npy");
@@ -282,7 +282,7 @@ static void gpt2_gradients_match_pytorch(void **state) {
     c.seq = (int)ids.shape[1];
     ts_model m;
     assert_ok(ts_model_init(&m, &c));
-    assert_ok(ts_gpt2_load(&m, small));
+    assert_ok(ts_gpt2_load(&m, small, NULL));
     int32_t *src = malloc(sizeof(int32_t) * (size_t)ids.numel);
     assert_non_null(src);
     for (int64_t k = 0; k < ids.numel; k++) src[k] = (int32_t)ids.i64[k];

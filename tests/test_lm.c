@@ -362,7 +362,7 @@ static void shipped_model_has_an_induction_head(void **state) {
     snprintf(path, sizeof path, "%s/induction-2l.safetensors", dir);
     ts_model_config c;
     ts_lmtok tok;
-    assert_ok(ts_lm_checkpoint_read(path, &c, &tok));
+    assert_ok(ts_lm_checkpoint_read(path, NULL, &c, &tok));
     ts_lmtok_free(&tok);
     c.batch = 8;
     ts_model trained, fresh;

@@ -779,8 +779,58 @@ static void tokenizer_splits_words_and_punctuation(void **state) {
     ts_tokenizer_free(&tok);
 }
 
+/* ---- the closing norm and the head, row by row (model_head.c) ---------------------------- */
+
+typedef struct last_layer {
+    const char *name;
+    float *x; /* (B, S, D) */
+} last_layer;
+
+static ts_status keep_last_layer(void *ctx, const char *name, ts_op op, const ts_tensor *t, ts_tag tag) {
+    (void)op, (void)tag;
+    last_layer *k = ctx;
+    if (strcmp(name, k->name) == 0) memcpy(k->x, t->data, sizeof(float) * (size_t)ts_tensor_numel(t));
+    return TS_OK;
+}
+
+/* The lens's and the attribution's way to the logits (the last layer's
+ * stream through ts_model_final_norm_rows and ts_model_head_rows) is the
+ * forward's, with and without a closing norm. */
+static void final_norm_and_head_rows_give_the_forwards_logits(void **state) {
+    (void)state;
+    for (int with_norm = 0; with_norm < 2; with_norm++) {
+        ts_model_config c;
+        assert_ok(ts_model_config_preset(&c, "lm"));
+        c.d_model = 32, c.heads = 2, c.ffn = 64, c.layers = 2, c.seq = 6, c.max_pos = 6, c.batch = 2;
+        c.final_norm = with_norm;
+        ts_model m;
+        assert_ok(ts_model_init(&m, &c));
+        int64_t rows = (int64_t)c.batch * c.seq, D = c.d_model, V = c.vocab;
+        int32_t ids[12];
+        for (int i = 0; i < 12; i++) ids[i] = (i * 7 + 3) % c.vocab;
+        float *x = malloc(sizeof(float) * (size_t)(2 * rows * D)), *logits = malloc(sizeof(float) * (size_t)(rows * V));
+        float *mean = malloc(sizeof(float) * (size_t)rows), *rstd = malloc(sizeof(float) * (size_t)rows);
+        last_layer k = {"decoder.layers.1.out", x};
+        ts_hook hook = {.fn = keep_last_layer, .ctx = &k};
+        ts_model_input in = {.src_ids = ids};
+        ts_tensor out;
+        assert_ok(ts_model_forward(&m, &in, &hook, &out));
+        assert_int_equal(ts_model_final_norm_weights(&m) != NULL, with_norm);
+        ts_model_final_norm_rows(&m, x + rows * D, mean, rstd, x, rows);
+        if (!with_norm) {
+            assert_floats_close(x + rows * D, x, rows * D, 0);
+            assert_true(mean[0] == 0.0f && rstd[rows - 1] == 1.0f);
+        }
+        ts_model_head_rows(&m, logits, x + rows * D, rows);
+        assert_floats_close(logits, out.data, rows * V, 1e-5);
+        free(x), free(logits), free(mean), free(rstd);
+        ts_model_free(&m);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(final_norm_and_head_rows_give_the_forwards_logits),
         cmocka_unit_test(tiny_traces_every_step_with_its_shape),
         cmocka_unit_test(dry_run_lists_the_same_steps),
         cmocka_unit_test(seed000_steps_cover_the_seed_printout),

@@ -173,6 +173,17 @@ static void layer_names_parse_whole_components(void **state) {
     assert_string_equal(buf, "encoder.layers.0.norm1.out");
     assert_false(ts_name_with_layer(buf, sizeof buf, "embed.pe", 1));
     assert_false(ts_name_with_layer(buf, 8, "encoder.layers.3.out", 1)); /* does not fit */
+    const char *rest = NULL;
+    assert_int_equal(ts_name_stack_layer("decoder.layers.4.ffn.out", "decoder", &rest), 4);
+    assert_string_equal(rest, ".ffn.out");
+    assert_int_equal(ts_name_stack_layer("decoder.layers.7", "decoder", &rest), 7);
+    assert_string_equal(rest, "");
+    assert_int_equal(ts_name_stack_layer("encoder.layers.4.out", "decoder", NULL), -1); /* another stack */
+    assert_int_equal(ts_name_stack_layer("decoderx.layers.4.out", "decoder", NULL), -1);
+    assert_int_equal(ts_name_stack_layer("decoder.norm.out", "decoder", NULL), -1);
+    assert_int_equal(ts_name_stack_layer("decoder.layers.*.out", "decoder", NULL), -1);
+    assert_int_equal(ts_name_stack_layer("decoder.layers.2x.out", "decoder", NULL), -1);
+    assert_int_equal(ts_name_stack_layer("decoder.x.layers.2.out", "decoder", NULL), -1);
 }
 
 int main(void) {

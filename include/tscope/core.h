@@ -263,6 +263,11 @@ size_t ts_name_layer_prefix(const char *name);
  * when name is in no layer or buf is too small. */
 bool ts_name_with_layer(char *buf, size_t size, const char *name, int layer);
 
+/* The layer of a step of `stack` ("decoder"): N when name is
+ * "<stack>.layers.N" or starts with "<stack>.layers.N.", with *rest (may be
+ * NULL) at what follows N ("" or ".ffn.out"); -1 for any other name. */
+int ts_name_stack_layer(const char *name, const char *stack, const char **rest);
+
 /* rng: random numbers that do not depend on the thread count. A number is a
  * pure function of a key and a counter, so dropout masks, task data and
  * initial weights come out the same whichever thread draws them. */

@@ -304,7 +304,9 @@ ts_status ts_torch_pt_open(ts_safetensors *f, const char *path);
  * or norm_first (True|False), activation, pe, eps or layer_norm_eps, pe_variant.
  */
 
-/* The config as a JSON object (malloc'd text, NULL when out of memory). */
+/* The config as a JSON object (malloc'd text, NULL when out of memory):
+ * ts_model_config_to_json's keys and a run's "tgt_mask", "train_mode" and
+ * "text" (written by the same function, src/io/config_json.c). */
 char *ts_model_config_json(const ts_model_config *cfg);
 
 /* What tensor shapes cannot tell, each with its flag. */
@@ -408,6 +410,8 @@ typedef struct ts_load_options {
     const char *into;            /* with info NULL: put before each name, to load a submodule's state_dict
                                   * into the model ("decoder.layers.0." for an nn.TransformerDecoderLayer) */
     bool ignore_extra;           /* skip tensors with no place in the model (listed in the report) */
+    const char *layout;          /* GPT-2-named files (ts_gpt2_*, ts_lm_checkpoint_*): "hf" (Conv1D, (in, out))
+                                  * or "nanogpt" (nn.Linear, (out, in)), as --layout asks; NULL: as the file says */
 } ts_load_options;
 
 #define TS_LOAD_LIST_MAX 1024
@@ -466,8 +470,9 @@ ts_status ts_model_config_from_json(const char *json, ts_model_config *cfg);
  * file without them is refused, saying what it lacks. GPT-2-named files
  * (ts_gpt2_is) may have no tokenizer (no meta.pkl or vocabulary beside them,
  * and not GPT-2's 50257 tokens): tok->count is then 0, and the model reads
- * ids only. */
-ts_status ts_lm_checkpoint_read(const char *path, ts_model_config *cfg, ts_lmtok *tok);
+ * ids only. o (may be NULL) gives such a file's layout (o->layout, --layout);
+ * the functions below take it likewise. */
+ts_status ts_lm_checkpoint_read(const char *path, const ts_load_options *o, ts_model_config *cfg, ts_lmtok *tok);
 
 /* Whether path is a safetensors file whose metadata says "task": "lm", or
  * GPT-2's own checkpoint or nanoGPT's (ts_gpt2_is): a language model that
@@ -476,13 +481,13 @@ bool ts_lm_checkpoint_is(const char *path);
 
 /* The language model's weights into m, built from ts_lm_checkpoint_read's
  * config: tscope's names, or GPT-2's layout (ts_gpt2_load). */
-ts_status ts_lm_checkpoint_load(ts_model *m, const char *path);
+ts_status ts_lm_checkpoint_load(ts_model *m, const char *path, const ts_load_options *o);
 
 /* Both at once: the model of the checkpoint at path built for batch B and
  * S positions (S <= 0: the longest context it learnt), no dropout, its
  * weights loaded, and its tokenizer in tok. More positions than a learned
  * table has are refused. On failure m and tok are left freed. */
-ts_status ts_lm_checkpoint_open(const char *path, int B, int S, ts_model *m, ts_lmtok *tok);
+ts_status ts_lm_checkpoint_open(const char *path, const ts_load_options *o, int B, int S, ts_model *m, ts_lmtok *tok);
 
 /* A run's training state, in a file beside its checkpoint (PATH.state, a
  * safetensors file): the optimizer's moments "optim.m" and "optim.v", its
@@ -515,17 +520,17 @@ ts_status ts_optim_state_load(ts_safetensors *f, ts_optim *opt);
  * ckpt.pt (path, or a directory holding it) brings model_args, which give
  * n_head, the sizes and bias (bias=False: zeros for every bias); its
  * activation is exact GELU, its eps 1e-5; "_orig_mod." (torch.compile) before
- * the names is taken off. The layout is --layout's (ts_gpt2_request_layout),
- * else nanoGPT's when the file has model_args, else Hugging Face's when
- * config.json is beside it; else an error asks for --layout. The weights'
- * shapes must agree with it where they can tell (c_attn). */
+ * the names is taken off. The layout is the load options' (o->layout, from
+ * --layout; o may be NULL), else nanoGPT's when the file has model_args, else
+ * Hugging Face's when config.json is beside it; else an error asks for
+ * --layout. The weights' shapes must agree with it where they can tell
+ * (c_attn). Only o->layout is read from the options. */
 bool ts_gpt2_is(const char *path);
-ts_status ts_gpt2_config(const char *path, ts_model_config *cfg); /* arch decoder, seq = the context */
-ts_status ts_gpt2_load(ts_model *m, const char *path);
-/* --layout hf|nanogpt for every GPT-2-named file read after (NULL: none asked). */
-ts_status ts_gpt2_request_layout(const char *name);
-/* The layout path is read in: "hf" (Conv1D) or "nanogpt" (nn.Linear); NULL when it cannot be read. */
-const char *ts_gpt2_layout_name(const char *path);
+/* arch decoder, seq = the context */
+ts_status ts_gpt2_config(const char *path, const ts_load_options *o, ts_model_config *cfg);
+ts_status ts_gpt2_load(ts_model *m, const char *path, const ts_load_options *o);
+/* The layout path is read in under o: "hf" (Conv1D) or "nanogpt" (nn.Linear); NULL when it cannot be read. */
+const char *ts_gpt2_layout_name(const char *path, const ts_load_options *o);
 /* The directory of path's vocabulary (encoder.json or vocab.json beside the
  * weights): true when there is one. */
 bool ts_gpt2_vocab_dir(const char *path, char *dir, size_t size);

@@ -106,16 +106,17 @@ void ts_gelu_tanh(float *out, const float *in, int64_t n);
 /* out (cols, rows) = in (rows, cols)^T with leading dims. */
 void ts_transpose2d(float *out, int ldo, const float *in, int ldi, int rows, int cols);
 
-/* backward: every op of the Transformer as a forward/backward pair.
+/* backward: the gradient of every op of the Transformer.
  *
- * llm.c's habit: `X_forward(out, cache..., in, params..., sizes)` computes the
- * op and keeps what its backward needs; `X_backward(din, dparams..., dout,
- * cache..., sizes)` ACCUMULATES into din and the parameter gradients with +=,
+ * Each op's forward is the one inference runs (ts_gemm, ts_layernorm,
+ * ts_gelu, ts_softmax_rows, ... above, called by the model's one forward
+ * pass), so training computes exactly what inference computes; only
+ * dropout, which inference never runs, and the loss have their forward here.
+ * `X_backward(din, dparams..., dout, cache..., sizes)` reads what the forward
+ * kept and ACCUMULATES into din and the parameter gradients with +=,
  * so a tensor used twice (a residual stream, tied embeddings) just receives
  * two contributions. The caller zeroes gradients explicitly (ts_train_zero_grad
  * or memset). Any gradient pointer may be NULL: that gradient is not computed.
- * The forwards are thin wrappers over kernels.h where one exists (GEMM,
- * softmax, LayerNorm), so training computes exactly what inference computes.
  *
  * Every backward is checked against central finite differences of a
  * double-precision reference forward in tests/test_backward.c.
@@ -123,28 +124,20 @@ void ts_transpose2d(float *out, int ldo, const float *in, int ldi, int rows, int
 
 /* ---- linear: out = in @ w^T + b, as nn.Linear ------------------------------ */
 
-/* out (N, O), in (N, I), w (O, I), b (O) or NULL. */
-void ts_bwd_linear_forward(float *out, const float *in, const float *w, const float *b, int64_t N, int I, int O);
 /* din (N, I) += dout @ w; dw (O, I) += dout^T @ in; db (O) += sum over rows of dout. */
 void ts_bwd_linear_backward(float *din, float *dw, float *db, const float *dout, const float *in, const float *w,
                             int64_t N, int I, int O);
 
 /* ---- LayerNorm over the last dim ------------------------------------------------ */
 
-/* out, in (N, C); mean, rstd (N) kept for the backward; gamma, beta (C). */
-void ts_bwd_layernorm_forward(float *out, float *mean, float *rstd, const float *in, const float *gamma,
-                              const float *beta, int64_t N, int C, float eps);
 /* din (N, C), dgamma, dbeta (C) += ...; in, mean, rstd as the forward left them. */
 void ts_bwd_layernorm_backward(float *din, float *dgamma, float *dbeta, const float *dout, const float *in,
                                const float *gamma, const float *mean, const float *rstd, int64_t N, int C);
 
 /* ---- activations ------------------------------------------------------------------ */
 
-void ts_bwd_relu_forward(float *out, const float *in, int64_t n);
 /* din += dout where in > 0 (in: the activation's input). */
 void ts_bwd_relu_backward(float *din, const float *dout, const float *in, int64_t n);
-/* The exact GELU, x * Phi(x), as torch's default (not the tanh approximation). */
-void ts_bwd_gelu_forward(float *out, const float *in, int64_t n);
 /* din += dout * (Phi(x) + x * phi(x)). */
 void ts_bwd_gelu_backward(float *din, const float *dout, const float *in, int64_t n);
 /* din += dout * d/dx of ts_gelu_tanh. */
@@ -155,25 +148,22 @@ void ts_bwd_gelu_tanh_backward(float *din, const float *dout, const float *in, i
 /* Inverted dropout with a counter-based mask: element i is dropped when
  * hash(key, i) < p and scaled by 1/(1-p) otherwise. The mask is never stored:
  * the backward regenerates it from the same key. out may be in. */
-void ts_bwd_dropout_forward(float *out, const float *in, float p, uint64_t key, int64_t n);
+void ts_dropout(float *out, const float *in, float p, uint64_t key, int64_t n);
 void ts_bwd_dropout_backward(float *din, const float *dout, float p, uint64_t key, int64_t n);
 
 /* ---- residual add -------------------------------------------------------------------- */
 
-void ts_bwd_residual_forward(float *out, const float *a, const float *b, int64_t n);
 /* da += dout, db += dout. */
 void ts_bwd_residual_backward(float *da, float *db, const float *dout, int64_t n);
 
 /* ---- embeddings and learned positions ------------------------------------------------ */
 
-/* out (N, D) = table[ids] * scale, table (V, D). */
-void ts_bwd_embedding_forward(float *out, const float *table, const int32_t *ids, int64_t N, int D, float scale);
-/* dtable[ids[i]] += dout[i] * scale: a scatter-add (ids repeat). */
+/* Of out (N, D) = table[ids] * scale, table (V, D), the model's token
+ * embedding: dtable[ids[i]] += dout[i] * scale, a scatter-add (ids repeat). */
 void ts_bwd_embedding_backward(float *dtable, const float *dout, const int32_t *ids, int64_t N, int D, float scale);
 
-/* out (B, S, D) = in + pos[s], pos (>= S, D): learned positions (or a fixed table). */
-void ts_bwd_posenc_forward(float *out, const float *in, const float *pos, int B, int S, int D);
-/* din += dout; dpos[s] += sum over the batch of dout[b, s]. */
+/* Of out (B, S, D) = in + pos[s] (learned positions): din += dout;
+ * dpos[s] += sum over the batch of dout[b, s]. */
 void ts_bwd_posenc_backward(float *din, float *dpos, const float *dout, int B, int S, int D);
 
 /* ---- scaled dot-product attention ------------------------------------------------------ */
@@ -187,13 +177,9 @@ typedef struct ts_bwd_heads {
     int ld;
 } ts_bwd_heads;
 
-/* weights (B, H, Sq, Sk) = softmax(q k^T / sqrt(hd) + key_mask + causal);
- * out (B, H, Sq, hd) = weights v. key_mask (B, Sk): 0 or -inf, may be NULL;
- * causal: query i sees keys j <= i. A query with every key masked gets all-zero
- * weights (not NaN). */
-void ts_bwd_attention_forward(ts_bwd_heads out, float *weights, ts_bwd_heads q, ts_bwd_heads k, ts_bwd_heads v,
-                              const float *key_mask, bool causal, int B, int H, int Sq, int Sk, int hd);
-/* The whole backward: dq, dk, dv += ...; dweights (B, H, Sq, Sk) is scratch
+/* Of weights (B, H, Sq, Sk) = softmax(q k^T / sqrt(hd) + masks) and out
+ * (B, H, Sq, hd) = weights v, as the model's attention computes them (ts_gemm,
+ * ts_softmax_rows). The whole backward: dq, dk, dv += ...; dweights (B, H, Sq, Sk) is scratch
  * that ends holding the gradient of the pre-softmax scores. Masked positions
  * need no mask here: their weights are 0, so their gradients are too. */
 void ts_bwd_attention_backward(ts_bwd_heads dq, ts_bwd_heads dk, ts_bwd_heads dv, float *dweights,

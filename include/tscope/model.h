@@ -420,6 +420,28 @@ ts_status ts_model_decode(ts_model *m, ts_kv_cache *kv, const int32_t *ids, int 
 /* One token: ts_model_decode with n = 1 and no hook; *logits (V). */
 ts_status ts_model_decode_step(ts_model *m, ts_kv_cache *kv, int32_t id, const float **logits);
 
+/* ---- the closing norm and the head, row by row (model_head.c) ---------------
+ *
+ * What the forward does after the last layer, for any rows of a residual
+ * stream: the logit lens and direct logit attribution read a layer's stream
+ * through them. The weights are the model's own; the arithmetic the forward's
+ * (the LayerNorm kernel, the head's GEMM with its bias). */
+
+/* The norm the head reads after: the last stack's (an encoder-decoder's
+ * decoder.norm, else the single stack's), or NULL when the model has none. */
+const ts_norm_weights *ts_model_final_norm_weights(const ts_model *m);
+
+/* out (rows, D) = the final norm of x (rows, D), with its mean and rstd
+ * (rows, each may be NULL); without a final norm out is a copy of x, mean 0
+ * and rstd 1. out must not overlap x. */
+void ts_model_final_norm_rows(const ts_model *m, float *out, float *mean, float *rstd, const float *x,
+                              int64_t rows);
+
+/* logits (rows, V) = x (rows, D) @ head_w^T + head_b: the language model's
+ * head (V = vocab), or the classifier's (V = n_labels). A model with no head
+ * (TS_HEAD_NONE) leaves logits as it is. */
+void ts_model_head_rows(const ts_model *m, float *logits, const float *x, int64_t rows);
+
 /* ---- sampling (model_sample.c) ------------------------------------------- */
 
 /* The next token from one row of logits (V). temperature 0: the argmax (the

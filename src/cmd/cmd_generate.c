@@ -28,7 +28,8 @@
 
 typedef struct gen_opts {
     const char *load, *prompt;
-    const char *layout; /* --layout hf|nanogpt for a GPT-2-named file that does not say */
+    ts_load_options lm; /* how the checkpoint is read: lm.layout is --layout hf|nanogpt, for a GPT-2-named file
+                         * that does not say */
     int n, top_k, seed;
     float temperature;
     bool seed_seen, quiet, prompt_seen;
@@ -56,7 +57,7 @@ static ts_status trace_text(const gen_opts *o, const ts_bpe_ids *ids, size_t pro
     ts_lmtok tok;
     ts_trace_writer *w = NULL;
     int T = (int)ids->count, n = (int)(ids->count - prompt_len);
-    ts_status st = ts_lm_checkpoint_open(o->load, 1, T, &m, &tok);
+    ts_status st = ts_lm_checkpoint_open(o->load, &o->lm, 1, T, &m, &tok);
     if (st) return st;
     st = lm_cli_trace_open(&o->trace, &m.cfg, &tok, ids->ids, 1, T, argc, argv, NULL, &w);
     ts_hook hook = w ? ts_trace_writer_hook(w) : (ts_hook){0};
@@ -127,7 +128,7 @@ static int generate(const gen_opts *o, int argc, char **argv) {
     int rc = 0;
     ts_model_config cfg;
     ts_status st = ts_kernels_init();
-    if (!st) st = ts_lm_checkpoint_read(o->load, &cfg, &tok);
+    if (!st) st = ts_lm_checkpoint_read(o->load, &o->lm, &cfg, &tok);
     if (!st && tok.count == 0)
         st = ts_fail(TS_ERR_ARG, "%s has no tokenizer (no meta.pkl, encoder.json or vocab.json beside it) to read "
                      "--prompt with", o->load);
@@ -153,7 +154,7 @@ static int generate(const gen_opts *o, int argc, char **argv) {
         st = ts_fail(TS_ERR_ARG, "--trace shows the text in one pass of at most %d tokens: the prompt (%zu) and -n %d "
                                  "do not fit",
                      S, ids.count, o->n);
-    if (!st) st = ts_lm_checkpoint_open(o->load, 1, S, &m, &tok);
+    if (!st) st = ts_lm_checkpoint_open(o->load, &o->lm, 1, S, &m, &tok);
     if (!st) st = grow(&ids, ids.count + (size_t)o->n);
     int V = m.cfg.vocab;
     if (!st && !(probs = malloc(sizeof(float) * (size_t)V * (size_t)(o->n > 0 ? o->n : 1))))
@@ -234,7 +235,7 @@ int ts_cmd_generate(int argc, char **argv) {
         {"--seed", TS_FLAG_INT, &o.seed, "N", "the draws' seed: the same seed gives the same text (0)", NULL, NULL,
          &o.seed_seen},
         {"--quiet", TS_FLAG_BOOL, &o.quiet, NULL, "no summary line on stderr", NULL, NULL, NULL},
-        {"--layout", TS_FLAG_CHOICE, &o.layout, NULL,
+        {"--layout", TS_FLAG_CHOICE, &o.lm.layout, NULL,
          "a GPT-2-named file's linear weights: hf (Conv1D, (in, out)) or nanogpt (nn.Linear, (out, in)), when "
          "neither model_args nor config.json says", "hf|nanogpt", NULL, NULL},
     };
@@ -257,8 +258,7 @@ int ts_cmd_generate(int argc, char **argv) {
     if (o.top_k < 0) return ts_cli_error("generate", "--top-k %d must be 0 (all) or more", o.top_k);
     if (o.seed < 0) return ts_cli_error("generate", "--seed %d must not be negative", o.seed);
     if ((rc = trace_cli_check(&o.trace, "generate", 1)) >= 0) return rc;
-    if (o.layout && ts_gpt2_request_layout(o.layout)) return ts_cli_error("generate", "%s", ts_last_error());
-    if (o.layout && !ts_gpt2_is(o.load))
+    if (o.lm.layout && !ts_gpt2_is(o.load))
         return ts_cli_error("generate", "--layout is for GPT-2-named checkpoints; %s is not one", o.load);
     if (!ts_lm_checkpoint_is(o.load)) {
         ts_safetensors f; /* a file that does not open says why, not that it is some other model */

@@ -69,7 +69,7 @@ int live_open_model(const char *who, const char *load, const char *preset, ts_mo
     if (!load && !preset) return ts_cli_error(who, "give a language model: --load CHECKPOINT (e.g. assets/kjv-char.safetensors) or --preset gpt2");
     ts_status st;
     if (load) {
-        st = ts_lm_checkpoint_is(load) ? ts_lm_checkpoint_open(load, 1, 0, m, tok) : open_seq2seq(load, m);
+        st = ts_lm_checkpoint_is(load) ? ts_lm_checkpoint_open(load, NULL, 1, 0, m, tok) : open_seq2seq(load, m);
         return st ? ts_cli_error(who, "%s", ts_last_error()) : -1;
     }
     ts_model_config cfg;

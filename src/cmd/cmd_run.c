@@ -29,7 +29,8 @@ typedef struct run_opts {
     bool scores;        /* --scores: a language model's per-head scores (run_lm.c) */
     bool greedy;        /* --greedy: the decoder reads what it wrote (decode_greedy) */
     const char *labels; /* --labels L.npy for the backward's loss */
-    const char *layout; /* --layout hf|nanogpt: how a GPT-2-named file stores its linear weights */
+    ts_load_options lm; /* how a language model's checkpoint is read: lm.layout is --layout hf|nanogpt, how a
+                         * GPT-2-named file stores its linear weights */
     const char *expect; /* --expect OUT.npy: the final output against a reference */
     float tol;          /* --tol T for --expect */
     bool tol_seen;
@@ -136,7 +137,7 @@ static int flag_pairs(const run_opts *o) {
             return ts_cli_error("run", "%s marks padded positions of --input vectors; give --input X.npy (--text "
                                        "pads and masks by itself)", names[i]);
     if (o->tol_seen && !o->expect) return ts_cli_error("run", "--tol is --expect's tolerance; add --expect OUT.npy");
-    if (o->layout) return ts_cli_error("run", "--layout is for GPT-2-named checkpoints (h.0.attn.c_attn.weight); %s",
+    if (o->lm.layout) return ts_cli_error("run", "--layout is for GPT-2-named checkpoints (h.0.attn.c_attn.weight); %s",
                                        o->load ? "this file's names are not GPT-2's" : "add --load");
     if (o->greedy && (o->input || o->backward))
         return ts_cli_error("run", "--greedy decodes token ids at inference; %s",
@@ -382,7 +383,7 @@ int ts_cmd_run(int argc, char **argv) {
     flags[n++] = (ts_flag){"--greedy", TS_FLAG_BOOL, &o.greedy, NULL,
                            "an encoder-decoder writes its own answer: from <bos>, each argmax fed back as the next "
                            "input until <eos>; the trace is the pass over what it wrote", NULL, NULL, NULL};
-    flags[n++] = (ts_flag){"--layout", TS_FLAG_CHOICE, &o.layout, NULL,
+    flags[n++] = (ts_flag){"--layout", TS_FLAG_CHOICE, &o.lm.layout, NULL,
                            "a GPT-2-named file's linear weights: hf (Conv1D, (in, out)) or nanogpt (nn.Linear, "
                            "(out, in)), when neither model_args nor config.json says", "hf|nanogpt", NULL, NULL};
     flags[n++] = (ts_flag){"--expect", TS_FLAG_STRING, &o.expect, "OUT.npy",
@@ -420,12 +421,11 @@ int ts_cmd_run(int argc, char **argv) {
         return ts_cli_error("run", "--temperature sets the trace's probs step: add --trace FILE");
     if (o.labels && !o.backward) return ts_cli_error("run", "--labels is the backward pass's target; add --backward");
     /* a language model's checkpoint brings its config and tokenizer; run_lm refuses the flags it has no use for */
-    if (o.layout && ts_gpt2_request_layout(o.layout)) return ts_cli_error("run", "%s", ts_last_error());
     if (o.tol_seen && !(o.tol >= 0)) return ts_cli_error("run", "--tol %g: a tolerance is 0 or more", (double)o.tol);
     if (o.load && ts_lm_checkpoint_is(o.load)) {
         if (o.tol_seen && !o.expect) return ts_cli_error("run", "--tol is --expect's tolerance; add --expect OUT.npy");
-        return run_lm(o.load, &mf.text, o.ids, flags, n, &o.trace, o.print_shapes, o.backward, o.scores, o.expect,
-                      o.tol, &o.xc, argc, argv);
+        return run_lm(o.load, &o.lm, &mf.text, o.ids, flags, n, &o.trace, o.print_shapes, o.backward, o.scores,
+                      o.expect, o.tol, &o.xc, argc, argv);
     }
     if (o.scores) return ts_cli_error("run", "--scores measures a language model's heads: --load one saved by tscope train --task lm");
     return run(&mf, &o);

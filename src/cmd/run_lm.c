@@ -85,7 +85,7 @@ static void report(const ts_lmtok *tok, const int32_t *ids, const float *logits,
 
 /* Every head's scores on 8 random sequences written twice, as the training
  * trace measures them; with the experiment's edits when xc gives any. */
-static int print_scores(const char *load, const experiment_cli *xc) {
+static int print_scores(const char *load, const ts_load_options *lo, const experiment_cli *xc) {
     ts_model m;
     ts_lmtok tok;
     ts_model_config cfg;
@@ -94,8 +94,8 @@ static int print_scores(const char *load, const experiment_cli *xc) {
     if (xc->patch.count || xc->lens)
         return ts_cli_error("run", "--scores measures on 8 random sequences; %s belongs to one text: give --text too",
                             xc->patch.count ? "--patch" : "--lens");
-    ts_status st = ts_lm_checkpoint_read(load, &cfg, NULL);
-    if (!st) st = ts_lm_checkpoint_open(load, 8, cfg.seq, &m, &tok);
+    ts_status st = ts_lm_checkpoint_read(load, lo, &cfg, NULL);
+    if (!st) st = ts_lm_checkpoint_open(load, lo, 8, cfg.seq, &m, &tok);
     if (st) return ts_cli_error("run", "%s", ts_last_error());
     if ((st = experiment_cli_build(xc, &m.cfg, &ex))) {
         ts_model_free(&m);
@@ -132,9 +132,9 @@ static int print_scores(const char *load, const experiment_cli *xc) {
     return st ? ts_cli_error("run", "%s", ts_last_error()) : 0;
 }
 
-int run_lm(const char *load, const ts_cli_list *text, const char *ids_path, ts_flag *flags, int n, const trace_cli *tc,
-           const char *print_shapes, bool backward, bool scores, const char *expect, float tol,
-           const experiment_cli *xc, int argc, char **argv) {
+int run_lm(const char *load, const ts_load_options *lo, const ts_cli_list *text, const char *ids_path, ts_flag *flags,
+           int n, const trace_cli *tc, const char *print_shapes, bool backward, bool scores, const char *expect,
+           float tol, const experiment_cli *xc, int argc, char **argv) {
     /* what a language model's run uses; any other flag given is refused, never ignored */
     static const char *const used[] = {"--load", "--text", "--ids", "--scores", "--backward", "--print-shapes",
                                        "--trace", "--level", "--only", "--keep-batch", "--layout", "--expect",
@@ -159,7 +159,7 @@ int run_lm(const char *load, const ts_cli_list *text, const char *ids_path, ts_f
     }
     if (backward) return ts_cli_error("run", "--backward is not for a language model's checkpoint yet");
     if (print_shapes) return ts_cli_error("run", "--print-shapes: use tscope shapes --preset lm");
-    if (scores && text->count == 0 && !ids_path && !tc->path) return print_scores(load, xc);
+    if (scores && text->count == 0 && !ids_path && !tc->path) return print_scores(load, lo, xc);
     if (ids_path && text->count) return ts_cli_error("run", "--text and --ids both give the input: choose one");
     if (!ids_path && text->count != 1)
         return ts_cli_error("run", "give one --text (or --ids) to read through the language model %s", load);
@@ -178,7 +178,7 @@ int run_lm(const char *load, const ts_cli_list *text, const char *ids_path, ts_f
     /* the tokenizer first, to know the length */
     ts_model_config cfg;
     int B = 1;
-    if (!st) st = ts_lm_checkpoint_read(load, &cfg, &tok);
+    if (!st) st = ts_lm_checkpoint_read(load, lo, &cfg, &tok);
     if (!st && ids_path) st = ts_lm_read_ids(ids_path, cfg.vocab, &ids, &B);
     if (!st && !ids_path && tok.count == 0)
         st = ts_fail(TS_ERR_ARG, "--text: %s has no tokenizer for its %d tokens (no meta.pkl, encoder.json or "
@@ -187,13 +187,13 @@ int run_lm(const char *load, const ts_cli_list *text, const char *ids_path, ts_f
     if (!st && ids.count == 0) st = ts_fail(TS_ERR_ARG, "--text has no tokens");
     ts_lmtok_free(&tok);
     int S = (int)(ids.count / (size_t)B);
-    if (!st) st = ts_lm_checkpoint_open(load, B, S, &m, &tok);
+    if (!st) st = ts_lm_checkpoint_open(load, lo, B, S, &m, &tok);
     if (!st) st = experiment_cli_build(xc, &m.cfg, &ex);
     if (!st && ex.n_edits && !(edits_json = ts_experiment_to_json(&ex))) st = ts_fail(TS_ERR_NOMEM, "out of memory");
     if (!st && (rc = trace_cli_check(tc, "run", 1)) >= 0) goto out;
     rc = 0;
     /* what shapes cannot tell, printed and kept in the trace */
-    const char *layout = !st && ts_gpt2_is(load) ? ts_gpt2_layout_name(load) : NULL;
+    const char *layout = !st && ts_gpt2_is(load) ? ts_gpt2_layout_name(load, lo) : NULL;
     ts_model_input in = {.src_ids = ids.ids};
     char settings_line[256];
     if (!st) settings = trace_cli_settings(&m.cfg, &in, layout, settings_line, sizeof settings_line);
@@ -246,7 +246,7 @@ int run_lm(const char *load, const ts_cli_list *text, const char *ids_path, ts_f
     int rc_trace = trace_cli_close(tc, w, "run");
     if (!rc) rc = rc_trace;
     w = NULL;
-    if (!rc && scores) rc = print_scores(load, xc);
+    if (!rc && scores) rc = print_scores(load, lo, xc);
 out:
     if (w) ts_trace_writer_abort(w);
     free(settings);

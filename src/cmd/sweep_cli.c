@@ -21,12 +21,12 @@ ts_status sweep_cli_open(const char *load, const char *text, const char *what, t
                        load);
     if (!text) return ts_fail(TS_ERR_ARG, "give %s TEXT", what);
     ts_status st = ts_kernels_init();
-    if (!st) st = ts_lm_checkpoint_read(load, NULL, tok);
+    if (!st) st = ts_lm_checkpoint_read(load, NULL, NULL, tok);
     if (!st) st = ts_lmtok_encode(tok, text, strlen(text), ids);
     if (!st && ids->count < 2) st = ts_fail(TS_ERR_ARG, "%s has %d token%s: the sweeps need at least 2", what,
                                             (int)ids->count, ids->count == 1 ? "" : "s");
     ts_lmtok_free(tok);
-    if (!st) st = ts_lm_checkpoint_open(load, 1, (int)ids->count, m, tok);
+    if (!st) st = ts_lm_checkpoint_open(load, NULL, 1, (int)ids->count, m, tok);
     if (st) ts_bpe_ids_free(ids);
     return st;
 }

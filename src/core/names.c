@@ -45,3 +45,14 @@ bool ts_name_with_layer(char *buf, size_t size, const char *name, int layer) {
     int n = snprintf(buf, size, "%.*s%d%s", (int)(d - name), name, layer, e);
     return n >= 0 && (size_t)n < size;
 }
+
+int ts_name_stack_layer(const char *name, const char *stack, const char **rest) {
+    size_t n = strlen(stack);
+    if (strncmp(name, stack, n) != 0 || name[n] != '.') return -1;
+    const char *d, *e;
+    /* the stack's own "layers." stands first in what follows it */
+    if (!find_layer(name + n + 1, &d, &e) || d != name + n + 1 + 7 || *d == '*') return -1;
+    int layer = ts_name_layer(name + n + 1);
+    if (layer >= 0 && rest) *rest = e;
+    return layer;
+}

@@ -408,12 +408,9 @@ static ts_status apply(ts_edit *e, ts_tensor *t, ts_tag tag) {
 
 /* The lens's copy of a layer's output, when name is `<stack>.layers.N.out`. */
 static ts_status lens_keep(ts_experiment *ex, const char *name, const ts_tensor *t) {
-    size_t n = strlen(ex->stack);
-    if (strncmp(name, ex->stack, n) != 0 || strncmp(name + n, ".layers.", 8) != 0) return TS_OK;
-    char *end;
-    long l = strtol(name + n + 8, &end, 10);
-    if (end == name + n + 8 || strcmp(end, ".out") != 0 || l < 0 || l >= ex->lens_layers || t->rank != 3)
-        return TS_OK;
+    const char *rest;
+    int l = ts_name_stack_layer(name, ex->stack, &rest);
+    if (l < 0 || strcmp(rest, ".out") != 0 || l >= ex->lens_layers || t->rank != 3) return TS_OK;
     int64_t rows = t->shape[0] * t->shape[1], D = t->shape[2];
     if (!ex->lens_x || ex->lens_rows != rows) {
         free(ex->lens_x);
@@ -483,8 +480,6 @@ ts_status ts_experiment_lens_finish(ts_experiment *ex, const ts_model *m, const 
     const ts_model_config *c = &m->cfg;
     int64_t rows = ex->lens_rows, D = c->d_model, V = c->vocab;
     if (!ex->lens_x) return ts_fail(TS_ERR_ARG, "--lens: the forward handed over no %s layer", ex->stack);
-    /* a single stack (a GPT's "decoder" too) ends on enc_norm; an encoder-decoder's decoder on dec_norm */
-    const ts_norm_weights *nw = c->arch == TS_ARCH_ENCODER_DECODER ? &m->w.dec_norm : &m->w.enc_norm;
     float *y = malloc(sizeof(float) * (size_t)(rows * D));
     free(ex->lens_p);
     ex->lens_p = malloc(sizeof(float) * (size_t)(ex->lens_layers * rows * V));
@@ -495,19 +490,10 @@ ts_status ts_experiment_lens_finish(ts_experiment *ex, const ts_model *m, const 
     ts_status st = TS_OK;
     for (int l = 0; l < ex->lens_layers && !st; l++) {
         const float *x = ex->lens_x + l * rows * D;
-        if (c->final_norm) ts_layernorm(y, NULL, NULL, x, nw->gamma, nw->beta, rows, (int)D, c->eps);
-        else memcpy(y, x, sizeof(float) * (size_t)(rows * D));
+        ts_model_final_norm_rows(m, y, NULL, NULL, x, rows);
         float *p = ex->lens_p + l * rows * V;
-        /* logits (rows, V) = y (rows, D) @ head_w^T (D, V) + head_b */
-        ts_gemm(false, true, (int)rows, (int)V, (int)D, 1.0f, y, (int)D, m->w.head_w, (int)D, 0.0f, p, (int)V,
-                m->w.head_b ? TS_EPI_BIAS : TS_EPI_NONE, m->w.head_b);
-        for (int64_t r = 0; r < rows; r++) {
-            float *row = p + r * V;
-            double top = row[0], z = 0;
-            for (int64_t v = 1; v < V; v++) top = row[v] > top ? row[v] : top;
-            for (int64_t v = 0; v < V; v++) z += exp((double)row[v] - top);
-            for (int64_t v = 0; v < V; v++) row[v] = (float)(exp((double)row[v] - top) / z);
-        }
+        ts_model_head_rows(m, p, y, rows);
+        for (int64_t r = 0; r < rows; r++) ts_softmax_vocab(p + r * V, p + r * V, V, 1.0, -INFINITY);
         char name[64];
         snprintf(name, sizeof name, "lens.layers.%d", l);
         int64_t S = rows / c->batch;

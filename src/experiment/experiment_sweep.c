@@ -7,15 +7,13 @@
 #include <string.h>
 
 #include "tscope/experiment.h"
+#include "tscope/kernels.h"
 
 void ts_experiment_token_loss(const float *logits, const int32_t *ids, int S, int V, double *loss) {
     loss[0] = NAN;
     for (int j = 1; j < S; j++) {
         const float *row = logits + (int64_t)(j - 1) * V;
-        double top = row[0], z = 0;
-        for (int v = 1; v < V; v++) top = row[v] > top ? row[v] : top;
-        for (int v = 0; v < V; v++) z += exp((double)row[v] - top);
-        loss[j] = log(z) + top - row[ids[j]];
+        loss[j] = ts_logsumexp(row, V) - row[ids[j]];
     }
 }
 
@@ -196,7 +194,7 @@ typedef struct dla_keep {
     double *embed;   /* (D) */
     double *values;  /* (L, H, hd) */
     double *ffn;     /* (L, D) */
-    double *final;   /* (D) the stream after the last layer */
+    float *final;    /* (2 D) the stream after the last layer, then its final norm */
 } dla_keep;
 
 /* Row pos of batch element 0 of a (1, S, D) or (1, H, S, hd) step into dst. */
@@ -214,14 +212,13 @@ static ts_status dla_step(void *ctx, const char *name, ts_op op, const ts_tensor
     dla_keep *k = ctx;
     int L = k->c->layers, D = k->c->d_model;
     if (strcmp(name, "embed.out") == 0) return keep_row(t, k->pos, k->embed), TS_OK;
-    size_t n = strlen(k->stack);
-    if (strncmp(name, k->stack, n) != 0 || strncmp(name + n, ".layers.", 8) != 0) return TS_OK;
-    char *end;
-    long l = strtol(name + n + 8, &end, 10);
+    const char *end;
+    int l = ts_name_stack_layer(name, k->stack, &end);
     if (l < 0 || l >= L) return TS_OK;
     if (strcmp(end, ".self_attn.values") == 0) keep_row(t, k->pos, k->values + l * D);
     else if (strcmp(end, ".ffn.out") == 0) keep_row(t, k->pos, k->ffn + l * D);
-    else if (strcmp(end, ".out") == 0 && l == L - 1) keep_row(t, k->pos, k->final);
+    else if (strcmp(end, ".out") == 0 && l == L - 1)
+        for (int64_t j = 0; j < t->shape[2]; j++) k->final[j] = t->data[k->pos * t->stride[1] + j * t->stride[2]];
     return TS_OK;
 }
 
@@ -245,7 +242,7 @@ ts_status ts_experiment_dla(ts_model *m, const int32_t *ids, int pos, int token,
     if (pos < 0 || pos >= S) return ts_fail(TS_ERR_ARG, "position %d: the text has positions 0 to %d", pos, S - 1);
     if (token < 0 || token >= V) return ts_fail(TS_ERR_ARG, "token %d is not in the vocabulary of %d", token, V);
     dla_keep k = {c, stack_of(c), pos, calloc((size_t)D, sizeof(double)), calloc((size_t)L * D, sizeof(double)),
-                  calloc((size_t)L * D, sizeof(double)), calloc((size_t)D, sizeof(double))};
+                  calloc((size_t)L * D, sizeof(double)), calloc((size_t)(2 * D), sizeof(float))};
     out->layers = L, out->heads = H;
     out->head = calloc((size_t)L * H, sizeof(double));
     out->attn_bias = calloc((size_t)L, sizeof(double));
@@ -259,14 +256,12 @@ ts_status ts_experiment_dla(ts_model *m, const int32_t *ids, int pos, int token,
     if (!st) st = ts_model_forward(m, &in, &hook, &logits);
     if (!st) {
         const ts_model_weights *w = &m->w;
-        const ts_norm_weights *nw = &w->enc_norm; /* a single stack's closing norm */
+        const ts_norm_weights *nw = ts_model_final_norm_weights(m); /* a single stack's closing norm, or NULL */
         const float *u = w->head_w + (int64_t)token * D;
-        double mean = 0, var = 0;
-        for (int j = 0; j < D; j++) mean += k.final[j];
-        mean /= D;
-        for (int j = 0; j < D; j++) var += (k.final[j] - mean) * (k.final[j] - mean);
-        double std = c->final_norm ? sqrt(var / D + c->eps) : 1.0;
-        const float *gamma = c->final_norm ? nw->gamma : NULL;
+        float rstd; /* the final norm's, as the forward normalised this position */
+        ts_model_final_norm_rows(m, k.final + D, NULL, &rstd, k.final, 1);
+        double std = 1.0 / rstd;
+        const float *gamma = nw ? nw->gamma : NULL;
         out->embed = through_norm(k.embed, gamma, std, u, D);
         for (int l = 0; l < L; l++) {
             const ts_attn_weights *a = &w->enc[l].self_attn;
@@ -284,7 +279,7 @@ ts_status ts_experiment_dla(ts_model *m, const int32_t *ids, int pos, int token,
             out->ffn[l] = through_norm(k.ffn + (int64_t)l * D, gamma, std, u, D);
         }
         double rest = w->head_b ? w->head_b[token] : 0;
-        for (int j = 0; c->final_norm && j < D; j++) rest += (double)nw->beta[j] * u[j];
+        for (int j = 0; nw && j < D; j++) rest += (double)nw->beta[j] * u[j];
         out->rest = rest;
         out->logit = logits.data[(int64_t)pos * V + token];
     }

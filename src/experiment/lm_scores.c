@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tscope/kernels.h"
+
 void ts_lm_repeat_ids(int32_t *ids, int R, int S, int vocab, uint64_t seed) {
     int n = S / 2;
     for (int r = 0; r < R; r++) {
@@ -141,11 +143,7 @@ ts_status ts_lm_measure_edited(ts_model *m, const int32_t *ids, const ts_hook *e
         double sum = 0;
         for (int r = 0; r < R; r++) {
             const float *row = logits.data + ((int64_t)r * S + i) * V;
-            float mx = row[0];
-            for (int v = 1; v < V; v++) mx = row[v] > mx ? row[v] : mx;
-            double z = 0;
-            for (int v = 0; v < V; v++) z += exp((double)row[v] - mx);
-            sum += log(z) + mx - row[ids[(int64_t)r * S + i + 1]];
+            sum += ts_logsumexp(row, V) - row[ids[(int64_t)r * S + i + 1]];
         }
         out->pos_loss[i] = (float)(sum / R);
     }

@@ -87,9 +87,9 @@ static ts_status meta_pkl_tok(const char *file, int vocab, ts_lmtok *tok) {
  * BPE vocabulary beside them, else the shipped GPT-2 BPE when the sizes agree
  * (or the model's vocabulary is GPT-2's padded, tok->count < cfg->vocab);
  * else none (tok->count 0: the model reads ids only). */
-static ts_status gpt2_read(const char *path, ts_model_config *cfg, ts_lmtok *tok) {
+static ts_status gpt2_read(const char *path, const ts_load_options *o, ts_model_config *cfg, ts_lmtok *tok) {
     ts_model_config mine;
-    ts_status st = ts_gpt2_config(path, cfg ? cfg : &mine);
+    ts_status st = ts_gpt2_config(path, o, cfg ? cfg : &mine);
     if (st || !tok) return st;
     memset(tok, 0, sizeof *tok);
     int vocab = (cfg ? cfg : &mine)->vocab;
@@ -115,12 +115,12 @@ static ts_status gpt2_read(const char *path, ts_model_config *cfg, ts_lmtok *tok
     return st;
 }
 
-ts_status ts_lm_checkpoint_load(ts_model *m, const char *path) {
-    return ts_gpt2_is(path) ? ts_gpt2_load(m, path) : ts_model_load_safetensors(m, path, NULL);
+ts_status ts_lm_checkpoint_load(ts_model *m, const char *path, const ts_load_options *o) {
+    return ts_gpt2_is(path) ? ts_gpt2_load(m, path, o) : ts_model_load_safetensors(m, path, NULL);
 }
 
-ts_status ts_lm_checkpoint_read(const char *path, ts_model_config *cfg, ts_lmtok *tok) {
-    if (ts_gpt2_is(path)) return gpt2_read(path, cfg, tok);
+ts_status ts_lm_checkpoint_read(const char *path, const ts_load_options *o, ts_model_config *cfg, ts_lmtok *tok) {
+    if (ts_gpt2_is(path)) return gpt2_read(path, o, cfg, tok);
     ts_safetensors f;
     ts_status st = ts_safetensors_open(&f, path);
     if (st) return st;
@@ -182,10 +182,11 @@ ts_status ts_optim_state_load(ts_safetensors *f, ts_optim *opt) {
     return TS_OK;
 }
 
-ts_status ts_lm_checkpoint_open(const char *path, int B, int S, ts_model *m, ts_lmtok *tok) {
+ts_status ts_lm_checkpoint_open(const char *path, const ts_load_options *o, int B, int S, ts_model *m,
+                                 ts_lmtok *tok) {
     ts_model_config cfg;
     memset(m, 0, sizeof *m);
-    ts_status st = ts_lm_checkpoint_read(path, &cfg, tok);
+    ts_status st = ts_lm_checkpoint_read(path, o, &cfg, tok);
     if (st) return st;
     bool learned = cfg.pe == TS_PE_LEARNED;
     int most = learned ? (cfg.max_pos ? cfg.max_pos : cfg.seq) : 1 << 20;
@@ -200,7 +201,7 @@ ts_status ts_lm_checkpoint_open(const char *path, int B, int S, ts_model *m, ts_
     cfg.dropout = 0;
     st = ts_model_config_check(&cfg);
     if (!st) st = ts_model_init(m, &cfg);
-    if (!st) st = ts_lm_checkpoint_load(m, path);
+    if (!st) st = ts_lm_checkpoint_load(m, path, o);
     if (st) {
         ts_model_free(m);
         ts_lmtok_free(tok);

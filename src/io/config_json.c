@@ -1,5 +1,7 @@
 /* config_json: a model config as JSON and back (io.h, "config_json"), so a
- * checkpoint says everything needed to build its model again. */
+ * checkpoint says everything needed to build its model again; and the same
+ * JSON with a run's settings for model_meta's ts_model_config_json, written
+ * by one function. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,7 +11,11 @@
 
 #include "tscope/io.h"
 
-char *ts_model_config_to_json(const ts_model_config *c) {
+/* The config as JSON: every field ts_model_config_from_json reads, and with
+ * `run` also what a run or a trace records beside them (the target mask,
+ * training mode, the text), each key where ts_model_config_json has always
+ * put it. */
+static char *config_json(const ts_model_config *c, bool run) {
     cJSON *o = cJSON_CreateObject();
     if (!o) return NULL;
     cJSON_AddStringToObject(o, "preset", c->preset);
@@ -31,6 +37,7 @@ char *ts_model_config_to_json(const ts_model_config *c) {
     cJSON_AddStringToObject(o, "input", ts_model_input_name(c->input));
     cJSON_AddBoolToObject(o, "final_norm", c->final_norm);
     cJSON_AddBoolToObject(o, "causal", c->causal);
+    if (run) cJSON_AddStringToObject(o, "tgt_mask", c->tgt_not_causal ? "none" : "causal");
     cJSON_AddBoolToObject(o, "scale_embed", c->scale_embed);
     cJSON_AddBoolToObject(o, "tie_embed", c->tie_embed);
     char variants[128];
@@ -38,11 +45,17 @@ char *ts_model_config_to_json(const ts_model_config *c) {
     cJSON_AddStringToObject(o, "variant", variants);
     cJSON_AddStringToObject(o, "pe_variant", ts_model_pe_variant_name(c->pe_variant));
     cJSON_AddStringToObject(o, "mask", ts_model_mask_name(c->mask));
+    if (run) cJSON_AddBoolToObject(o, "train_mode", c->train_mode);
     cJSON_AddNumberToObject(o, "seed", (double)c->seed);
+    if (run && c->text) cJSON_AddStringToObject(o, "text", c->text);
     char *text = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
     return text;
 }
+
+char *ts_model_config_to_json(const ts_model_config *c) { return config_json(c, false); }
+
+char *ts_model_config_json(const ts_model_config *c) { return config_json(c, true); }
 
 /* ---- reading ------------------------------------------------------------------- */
 

@@ -65,12 +65,12 @@ static void weights_path(const char *path, char *out, size_t size) {
 
 typedef enum gpt2_layout { LAYOUT_UNSET, LAYOUT_HF, LAYOUT_NANOGPT } gpt2_layout;
 
-static gpt2_layout requested = LAYOUT_UNSET;
-
-ts_status ts_gpt2_request_layout(const char *name) {
-    if (!name) requested = LAYOUT_UNSET;
-    else if (strcmp(name, "hf") == 0) requested = LAYOUT_HF;
-    else if (strcmp(name, "nanogpt") == 0) requested = LAYOUT_NANOGPT;
+/* The layout the load options ask for (--layout), or LAYOUT_UNSET. */
+static ts_status requested_layout(const ts_load_options *o, gpt2_layout *out) {
+    const char *name = o ? o->layout : NULL;
+    if (!name) *out = LAYOUT_UNSET;
+    else if (strcmp(name, "hf") == 0) *out = LAYOUT_HF;
+    else if (strcmp(name, "nanogpt") == 0) *out = LAYOUT_NANOGPT;
     else return ts_fail(TS_ERR_ARG, "--layout %s: hf (Conv1D weights, (in, out)) or nanogpt (nn.Linear, (out, in))", name);
     return TS_OK;
 }
@@ -147,7 +147,7 @@ static ts_status config_is_a_file(const char *path) {
 
 /* c_attn's weight (D, 3D) in Conv1D's layout or (3D, D) in nn.Linear's: the
  * one weight whose shape always tells. */
-static ts_status check_layout(gpt2_file *g, const char *dir) {
+static ts_status check_layout(gpt2_file *g, const char *dir, gpt2_layout requested) {
     ts_safetensors *f = &g->f;
     char name[NAME_MAX_LEN + 64];
     snprintf(name, sizeof name, "%sh.0.attn.c_attn.weight", g->prefix);
@@ -181,10 +181,13 @@ static ts_status check_layout(gpt2_file *g, const char *dir) {
     return TS_OK;
 }
 
-/* Open path's weights, find their prefix and layout; nothing is left open on failure. */
-static ts_status open_gpt2(const char *path, gpt2_file *g) {
+/* Open path's weights, find their prefix and layout (o's, when it asks for
+ * one; o may be NULL); nothing is left open on failure. */
+static ts_status open_gpt2(const char *path, const ts_load_options *o, gpt2_file *g) {
     char file[4096 + 32], dir[4096];
     memset(g, 0, sizeof *g);
+    gpt2_layout requested = LAYOUT_UNSET;
+    TS_TRY(requested_layout(o, &requested));
     weights_path(path, file, sizeof file);
     dir_of(path, dir, sizeof dir);
     TS_TRY(ts_safetensors_open(&g->f, file));
@@ -195,7 +198,7 @@ static ts_status open_gpt2(const char *path, gpt2_file *g) {
     snprintf(g->outer, sizeof g->outer, "%s", g->prefix);
     char *t = strstr(g->outer, "transformer.");
     if (t) *t = '\0';
-    ts_status st = check_layout(g, dir);
+    ts_status st = check_layout(g, dir, requested);
     if (st) ts_safetensors_close(&g->f);
     return st;
 }
@@ -366,11 +369,11 @@ static ts_status read_model_args(const ts_safetensors *f, ts_model_config *c, bo
     return TS_OK;
 }
 
-ts_status ts_gpt2_config(const char *path, ts_model_config *c) {
+ts_status ts_gpt2_config(const char *path, const ts_load_options *o, ts_model_config *c) {
     char dir[4096];
     dir_of(path, dir, sizeof dir);
     gpt2_file g;
-    TS_TRY(open_gpt2(path, &g));
+    TS_TRY(open_gpt2(path, o, &g));
     ts_status st = ts_model_config_preset(c, "gpt2");
     bool tied = true, bias = true;
     if (!st) st = sizes_from_tensors(&g, c, &tied);
@@ -480,9 +483,9 @@ static ts_status check_no_extra(const gpt2_file *g, const ts_model_config *c) {
     return TS_OK;
 }
 
-ts_status ts_gpt2_load(ts_model *m, const char *path) {
+ts_status ts_gpt2_load(ts_model *m, const char *path, const ts_load_options *o) {
     gpt2_file g;
-    TS_TRY(open_gpt2(path, &g));
+    TS_TRY(open_gpt2(path, o, &g));
     const ts_model_config *c = &m->cfg;
     const char *b = ts_safetensors_meta(&g.f, "model_args.bias");
     bool bias = !b || strcmp(b, "False") != 0;
@@ -497,9 +500,9 @@ ts_status ts_gpt2_load(ts_model *m, const char *path) {
     return st;
 }
 
-const char *ts_gpt2_layout_name(const char *path) {
+const char *ts_gpt2_layout_name(const char *path, const ts_load_options *o) {
     gpt2_file g;
-    if (open_gpt2(path, &g)) return NULL;
+    if (open_gpt2(path, o, &g)) return NULL;
     ts_safetensors_close(&g.f);
     return g.linear ? "nanogpt" : "hf";
 }

@@ -1,10 +1,10 @@
-/* model_meta: a model's configuration as JSON, written into every checkpoint
- * and trace tscope makes, and the settings read back from a checkpoint's
+/* model_meta: the settings read back from a checkpoint's
  * __metadata__ (what tensor shapes cannot tell: heads, norm placement,
  * activation, positions, eps).
  *
  * Two spellings are read. tscope's own: "format": "tscope" and "config": the
- * JSON object ts_model_config_json writes. And flat keys anyone can add when
+ * JSON object ts_model_config_json (config_json.c) writes into every
+ * checkpoint and trace tscope makes. And flat keys anyone can add when
  * saving from PyTorch, safetensors.torch.save_file(sd, path, metadata=
  * {"heads": "8", "norm": "pre", "activation": "gelu"}): heads, norm (post|pre)
  * or norm_first (True|False), activation (relu|gelu), pe
@@ -18,44 +18,6 @@
 #include <string.h>
 
 #include "tscope/io.h"
-
-char *ts_model_config_json(const ts_model_config *c) {
-    cJSON *o = cJSON_CreateObject();
-    if (!o) return NULL;
-    cJSON_AddStringToObject(o, "preset", c->preset);
-    cJSON_AddStringToObject(o, "arch", ts_model_arch_name(c->arch));
-    const struct {
-        const char *key;
-        int value;
-    } ints[] = {{"d_model", c->d_model}, {"heads", c->heads},     {"ffn", c->ffn},         {"layers", c->layers},
-                {"dec_layers", c->dec_layers}, {"vocab", c->vocab}, {"seq", c->seq},       {"tgt_seq", c->tgt_seq},
-                {"batch", c->batch},     {"in_dim", c->in_dim},   {"max_pos", c->max_pos}, {"n_labels", c->n_labels}};
-    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) cJSON_AddNumberToObject(o, ints[i].key, ints[i].value);
-    cJSON_AddNumberToObject(o, "dropout", c->dropout);
-    cJSON_AddNumberToObject(o, "eps", c->eps);
-    cJSON_AddNumberToObject(o, "embed_eps", c->embed_eps);
-    cJSON_AddStringToObject(o, "norm", ts_model_norm_name(c->norm));
-    cJSON_AddStringToObject(o, "pe", ts_model_pe_name(c->pe));
-    cJSON_AddStringToObject(o, "activation", ts_model_activation_name(c->activation));
-    cJSON_AddStringToObject(o, "head", ts_model_head_name(c->head));
-    cJSON_AddStringToObject(o, "input", ts_model_input_name(c->input));
-    cJSON_AddBoolToObject(o, "final_norm", c->final_norm);
-    cJSON_AddBoolToObject(o, "causal", c->causal);
-    cJSON_AddStringToObject(o, "tgt_mask", c->tgt_not_causal ? "none" : "causal");
-    cJSON_AddBoolToObject(o, "scale_embed", c->scale_embed);
-    cJSON_AddBoolToObject(o, "tie_embed", c->tie_embed);
-    char variants[128];
-    ts_model_variant_names(c->variants, variants, sizeof variants);
-    cJSON_AddStringToObject(o, "variant", variants);
-    cJSON_AddStringToObject(o, "pe_variant", ts_model_pe_variant_name(c->pe_variant));
-    cJSON_AddStringToObject(o, "mask", ts_model_mask_name(c->mask));
-    cJSON_AddBoolToObject(o, "train_mode", c->train_mode);
-    cJSON_AddNumberToObject(o, "seed", (double)c->seed);
-    if (c->text) cJSON_AddStringToObject(o, "text", c->text);
-    char *text = cJSON_PrintUnformatted(o);
-    cJSON_Delete(o);
-    return text;
-}
 
 /* ---- reading the settings back --------------------------------------------- */
 

@@ -1,4 +1,5 @@
-/* kernels_backward: the forward/backward pairs of kernels.h ("backward").
+/* kernels_backward: the backward of every op in kernels.h ("backward"), and
+ * the forward of the two ops only training runs: dropout and the loss.
  *
  * The heavy parts are GEMMs (ts_gemm with its transposes and beta = 1 to
  * accumulate); the rest are loops split over rows (or, where gradients of a
@@ -37,21 +38,19 @@ static void share(int64_t n, int64_t *lo, int64_t *hi) {
 
 /* ---- linear ------------------------------------------------------------------------ */
 
-void ts_bwd_linear_forward(float *out, const float *in, const float *w, const float *b, int64_t N, int I, int O) {
-    ts_gemm(false, true, (int)N, O, I, 1.0f, in, I, w, I, 0.0f, out, O, b ? TS_EPI_BIAS : TS_EPI_NONE, b);
-}
-
-/* db (O) += column sums of dout (N, O): each thread owns a range of columns. */
-static void column_sums(float *db, const float *dout, int64_t N, int O) {
-    int nt = threads_for(N * O);
+/* Row i of src (N, C) times scale added into row ids[i] of dst (row 0 for
+ * every i when ids is NULL: column sums). Rows may repeat, so each thread owns
+ * a range of columns of every row: no two threads write one float. */
+static void add_rows(float *dst, const int32_t *ids, const float *src, int64_t N, int C, float scale) {
+    int nt = threads_for(N * C);
     (void)nt;
     TS_OMP(parallel num_threads(nt) if(nt > 1))
     {
         int64_t lo, hi;
-        share(O, &lo, &hi);
-        for (int64_t r = 0; r < N; r++) {
-            const float *row = dout + r * O;
-            for (int64_t j = lo; j < hi; j++) db[j] += row[j];
+        share(C, &lo, &hi);
+        for (int64_t i = 0; i < N; i++) {
+            float *row = dst + (ids ? (int64_t)ids[i] * C : 0);
+            for (int64_t j = lo; j < hi; j++) row[j] += src[i * C + j] * scale;
         }
     }
 }
@@ -61,15 +60,10 @@ void ts_bwd_linear_backward(float *din, float *dw, float *db, const float *dout,
     if (N <= 0) return;
     if (din) ts_gemm(false, false, (int)N, I, O, 1.0f, dout, O, w, I, 1.0f, din, I, TS_EPI_NONE, NULL);
     if (dw) ts_gemm(true, false, O, I, (int)N, 1.0f, dout, O, in, I, 1.0f, dw, I, TS_EPI_NONE, NULL);
-    if (db) column_sums(db, dout, N, O);
+    if (db) add_rows(db, NULL, dout, N, O, 1.0f);
 }
 
 /* ---- LayerNorm ------------------------------------------------------------------------ */
-
-void ts_bwd_layernorm_forward(float *out, float *mean, float *rstd, const float *in, const float *gamma,
-                              const float *beta, int64_t N, int C, float eps) {
-    ts_layernorm(out, mean, rstd, in, gamma, beta, N, C, eps);
-}
 
 /* With n = (x - mean) * rstd and g = dout * gamma:
  * dx = rstd * (g - mean(g) - n * mean(g * n)), dgamma = sum dout * n, dbeta = sum dout. */
@@ -114,8 +108,6 @@ void ts_bwd_layernorm_backward(float *din, float *dgamma, float *dbeta, const fl
 
 /* ---- activations ------------------------------------------------------------------------- */
 
-void ts_bwd_relu_forward(float *out, const float *in, int64_t n) { ts_relu(out, in, n); }
-
 void ts_bwd_relu_backward(float *din, const float *dout, const float *in, int64_t n) {
     int nt = threads_for(n);
     (void)nt;
@@ -123,8 +115,6 @@ void ts_bwd_relu_backward(float *din, const float *dout, const float *in, int64_
     for (int64_t i = 0; i < n; i++)
         if (in[i] > 0.0f) din[i] += dout[i];
 }
-
-void ts_bwd_gelu_forward(float *out, const float *in, int64_t n) { ts_gelu(out, in, n); }
 
 void ts_bwd_gelu_tanh_backward(float *din, const float *dout, const float *in, int64_t n) {
     const float k = 0.7978845608028654f; /* sqrt(2 / pi) */
@@ -154,7 +144,7 @@ void ts_bwd_gelu_backward(float *din, const float *dout, const float *in, int64_
 
 static bool dropped(uint64_t key, int64_t i, double p) { return ts_u01(key, (uint64_t)i) < p; }
 
-void ts_bwd_dropout_forward(float *out, const float *in, float p, uint64_t key, int64_t n) {
+void ts_dropout(float *out, const float *in, float p, uint64_t key, int64_t n) {
     if (p <= 0.0f) {
         if (out != in) memcpy(out, in, sizeof(float) * (size_t)n);
         return;
@@ -181,8 +171,6 @@ void ts_bwd_dropout_backward(float *din, const float *dout, float p, uint64_t ke
 
 /* ---- residual ------------------------------------------------------------------------------ */
 
-void ts_bwd_residual_forward(float *out, const float *a, const float *b, int64_t n) { ts_add(out, a, b, n); }
-
 void ts_bwd_residual_backward(float *da, float *db, const float *dout, int64_t n) {
     int nt = threads_for(n);
     (void)nt;
@@ -195,35 +183,8 @@ void ts_bwd_residual_backward(float *da, float *db, const float *dout, int64_t n
 
 /* ---- embeddings ----------------------------------------------------------------------------- */
 
-void ts_bwd_embedding_forward(float *out, const float *table, const int32_t *ids, int64_t N, int D, float scale) {
-    int nt = threads_for(N * D);
-    (void)nt;
-    TS_OMP(parallel for num_threads(nt) if(nt > 1) schedule(static))
-    for (int64_t i = 0; i < N; i++) {
-        const float *row = table + (int64_t)ids[i] * D;
-        for (int j = 0; j < D; j++) out[i * D + j] = row[j] * scale;
-    }
-}
-
-/* Rows repeat, so threads split the columns: each owns its slice of every row. */
 void ts_bwd_embedding_backward(float *dtable, const float *dout, const int32_t *ids, int64_t N, int D, float scale) {
-    int nt = threads_for(N * D);
-    (void)nt;
-    TS_OMP(parallel num_threads(nt) if(nt > 1))
-    {
-        int64_t lo, hi;
-        share(D, &lo, &hi);
-        for (int64_t i = 0; i < N; i++) {
-            float *row = dtable + (int64_t)ids[i] * D;
-            for (int64_t j = lo; j < hi; j++) row[j] += dout[i * D + j] * scale;
-        }
-    }
-}
-
-void ts_bwd_posenc_forward(float *out, const float *in, const float *pos, int B, int S, int D) {
-    int64_t n = (int64_t)S * D;
-    for (int b = 0; b < B; b++)
-        for (int64_t i = 0; i < n; i++) out[b * n + i] = in[b * n + i] + pos[i];
+    add_rows(dtable, ids, dout, N, D, scale);
 }
 
 void ts_bwd_posenc_backward(float *din, float *dpos, const float *dout, int B, int S, int D) {
@@ -242,24 +203,6 @@ static float *head_at(const ts_bwd_heads *x, int64_t b, int64_t h) { return x->d
  * inside run on the calling thread (a nested region stays inactive). */
 static int attn_threads(int B, int H, int Sq, int Sk, int hd) {
     return threads_for((int64_t)B * H * Sq * (Sk + hd) * 4);
-}
-
-void ts_bwd_attention_forward(ts_bwd_heads out, float *weights, ts_bwd_heads q, ts_bwd_heads k, ts_bwd_heads v,
-                              const float *key_mask, bool causal, int B, int H, int Sq, int Sk, int hd) {
-    float scale = 1.0f / sqrtf((float)hd);
-    int64_t BH = (int64_t)B * H;
-    int nt = attn_threads(B, H, Sq, Sk, hd);
-    (void)nt;
-    TS_OMP(parallel for num_threads(nt) if(nt > 1) schedule(static))
-    for (int64_t bh = 0; bh < BH; bh++) {
-        int64_t b = bh / H, h = bh % H;
-        float *w = weights + bh * Sq * Sk;
-        ts_gemm(false, true, Sq, Sk, hd, scale, head_at(&q, b, h), q.ld, head_at(&k, b, h), k.ld, 0.0f, w, Sk,
-                TS_EPI_NONE, NULL);
-        ts_softmax_rows(w, w, Sq, Sk, key_mask ? key_mask + b * Sk : NULL, causal, 0);
-        ts_gemm(false, false, Sq, hd, Sk, 1.0f, w, Sk, head_at(&v, b, h), v.ld, 0.0f, head_at(&out, b, h), out.ld,
-                TS_EPI_NONE, NULL);
-    }
 }
 
 void ts_bwd_attention_backward_values(ts_bwd_heads dv, float *dweights, ts_bwd_heads dout, const float *weights,
@@ -321,16 +264,6 @@ void ts_bwd_attention_backward(ts_bwd_heads dq, ts_bwd_heads dk, ts_bwd_heads dv
 
 /* ---- cross-entropy ---------------------------------------------------------------------------- */
 
-/* log-sum-exp of a row and its max, in double. */
-static double row_lse(const float *x, int V) {
-    float mx = x[0];
-    for (int v = 1; v < V; v++)
-        if (x[v] > mx) mx = x[v];
-    double s = 0.0;
-    for (int v = 0; v < V; v++) s += exp((double)x[v] - mx);
-    return mx + log(s);
-}
-
 static bool counted(const int32_t *labels, int64_t i, int ignore_index) { return labels[i] != ignore_index; }
 
 double ts_bwd_cross_entropy_forward(const float *logits, const int32_t *labels, int64_t N, int V, int ignore_index,
@@ -340,7 +273,7 @@ double ts_bwd_cross_entropy_forward(const float *logits, const int32_t *labels, 
     for (int64_t i = 0; i < N; i++) {
         if (!counted(labels, i, ignore_index)) continue;
         const float *x = logits + i * V;
-        double lse = row_lse(x, V), nll = lse - x[labels[i]], smooth = 0.0;
+        double lse = ts_logsumexp(x, V), nll = lse - x[labels[i]], smooth = 0.0;
         if (smoothing > 0.0f) {
             for (int v = 0; v < V; v++) smooth += lse - x[v];
             smooth /= V;
@@ -364,7 +297,7 @@ void ts_bwd_cross_entropy_backward(float *dlogits, float dloss, const float *log
     for (int64_t i = 0; i < N; i++) {
         if (!counted(labels, i, ignore_index)) continue;
         const float *x = logits + i * V;
-        double lse = row_lse(x, V);
+        double lse = ts_logsumexp(x, V);
         float *d = dlogits + i * V;
         for (int v = 0; v < V; v++) {
             double q = off + (v == labels[i] ? 1.0 - smoothing : 0.0);

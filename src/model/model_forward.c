@@ -54,74 +54,6 @@
 /* What seed 003's mask tensor holds where a key is hidden (variant seed003-mask). */
 #define SEED003_FILL (-1e9f)
 
-/* ---- the activation plan --------------------------------------------------- */
-
-static float *take(size_t *cursor, unsigned char *base, int64_t floats) {
-    float *p = base ? (float *)(base + *cursor) : NULL;
-    *cursor += ts_arena_round(sizeof(float) * (size_t)(floats > 0 ? floats : 0));
-    return floats > 0 ? p : NULL;
-}
-
-static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
-
-size_t ts_model_plan_acts(const ts_model *m, ts_model_acts *a, unsigned char *base) {
-    const ts_model_config *c = &m->cfg;
-    int64_t B = c->batch, S = m->S, T = m->T, L = m->L, D = c->d_model, H = c->heads, F = c->ffn;
-    bool encdec = c->arch == TS_ARCH_ENCODER_DECODER;
-    /* The scratch area at its widest: attention (projections + scores), the
-     * FFN hidden layer, or a LayerNorm's staging (out and y side by side). */
-    int64_t big = B * S * 3 * D + B * H * S * S;
-    if (encdec) {
-        big = max64(big, B * T * 3 * D + B * H * T * T);
-        big = max64(big, B * T * D + B * S * 2 * D + B * H * T * S);
-    }
-    if (c->arch != TS_ARCH_ATTENTION) big = max64(big, B * L * F);
-    big = max64(big, 2 * B * L * D);
-    memset(a, 0, sizeof *a);
-    size_t cur = 0;
-    a->x = take(&cur, base, B * S * D);
-    a->y = take(&cur, base, encdec ? B * T * D : 0);
-    a->tmp = take(&cur, base, B * L * D);
-    a->ctx = take(&cur, base, B * L * D);
-    a->big = take(&cur, base, big);
-    a->big_floats = (size_t)big;
-    a->mean = take(&cur, base, B * L);
-    a->rstd = take(&cur, base, B * L);
-    a->std = take(&cur, base, B * L);
-    a->ids = take(&cur, base, c->input == TS_INPUT_TOKENS ? B * L : 0);
-    a->pe = take(&cur, base, c->pe == TS_PE_SINUSOIDAL ? L * D : 0);
-    a->src_mask = take(&cur, base, B * S);
-    a->tgt_mask = take(&cur, base, encdec ? B * T : 0);
-    a->mem_mask = take(&cur, base, encdec ? B * S : 0);
-    a->pads = take(&cur, base, B * L);
-    a->cls = take(&cur, base, c->head == TS_HEAD_CLS ? B * D : 0);
-    int64_t logits = c->head == TS_HEAD_LM ? B * (encdec ? T : S) * c->vocab
-                   : c->head == TS_HEAD_CLS ? B * c->n_labels : 0;
-    a->logits = take(&cur, base, logits);
-    return cur;
-}
-
-size_t ts_model_plan_decode_acts(const ts_model_config *c, int rows, int keys, ts_model_acts *a,
-                                 unsigned char *base) {
-    int64_t R = rows, K = keys, D = c->d_model, H = c->heads, F = c->ffn;
-    int64_t big = max64(max64(R * 3 * D + H * R * K, R * F), 2 * R * D);
-    memset(a, 0, sizeof *a);
-    size_t cur = 0;
-    a->x = take(&cur, base, R * D);
-    a->tmp = take(&cur, base, R * D);
-    a->ctx = take(&cur, base, R * D);
-    a->big = take(&cur, base, big);
-    a->big_floats = (size_t)big;
-    a->mean = take(&cur, base, R);
-    a->rstd = take(&cur, base, R);
-    a->std = take(&cur, base, R);
-    a->ids = take(&cur, base, R);
-    a->src_mask = take(&cur, base, R);
-    a->pads = take(&cur, base, R);
-    a->logits = take(&cur, base, R * c->vocab);
-    return cur;
-}
-
 void ts_model_sinusoid(float *pe, int rows, int D) {
     for (int pos = 0; pos < rows; pos++)
         for (int i = 0; i < D; i += 2) {
@@ -171,7 +103,7 @@ static uint64_t dropout(fwd *f, float *out, const float *in, int64_t n) {
         return 0;
     }
     uint64_t key = dropout_key(f);
-    if (!f->dry) ts_bwd_dropout_forward(out, in, f->p, key, n);
+    if (!f->dry) ts_dropout(out, in, f->p, key, n);
     return key;
 }
 

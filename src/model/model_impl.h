@@ -1,5 +1,5 @@
 /* model_impl: what model.c (parameters), model_forward.c (the steps),
- * model_decode.c and model_variants.c share. Private to src/model/ (and
+ * model_plan.c (their buffers), model_decode.c and model_variants.c share. Private to src/model/ (and
  * src/train/, which runs the same forward keeping its activations and walks
  * them backward); the public surface is model.h. */
 #ifndef TSCOPE_MODEL_IMPL_H
@@ -36,7 +36,8 @@ typedef struct ts_model_acts {
     float *logits;   // (B, L, V) or (B, n_labels)
 } ts_model_acts;
 
-/* Lay out the buffers; with base NULL only count. Returns the bytes needed. */
+/* Lay out the buffers (model_plan.c); with base NULL only count. Returns the
+ * bytes needed. */
 size_t ts_model_plan_acts(const ts_model *m, ts_model_acts *a, unsigned char *base);
 
 /* The same for a pass of `rows` new positions of batch 1 reading up to
@@ -49,8 +50,8 @@ size_t ts_model_plan_decode_acts(const ts_model_config *c, int rows, int keys, t
  *
  * ts_model_forward_keep runs the one forward (model_forward.c) with every
  * activation the backward reads written to these buffers instead of the
- * shared scratch; src/train/ carves them (tr_plan) and walks them backward
- * (train_backward.c). Per layer:
+ * shared scratch; model_plan.c lays them out (ts_model_plan_backprop), src/train/
+ * carves them from its block and walks them backward (train_backward.c). Per layer:
  *   each residual sublayer: the LayerNorm's out, mean, rstd and the residual
  *   sum `res` (post-LN: the norm's input; pre-LN: the sublayer's output);
  *   attention: the projections (qkv, or q and kv), the weights, the values;
@@ -136,6 +137,11 @@ typedef struct ts_backprop_bufs {
     int64_t out_numel;
     float *gcls;      // (B, D)
 } ts_backprop_bufs;
+
+/* Lay out a's buffers for m (batch and lengths as m was built) beside the
+ * forward's own plan (model_plan.c); with base NULL only count. Returns the
+ * bytes. The layer arrays a->k.enc and a->k.dec must already exist. */
+size_t ts_model_plan_backprop(const ts_model *m, ts_backprop_bufs *a, unsigned char *base);
 
 /* The gradients ts_model_backward leaves at the model's inputs, or NULL
  * where there are none (token ids, a memory that was not given). */

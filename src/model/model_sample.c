@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tscope/kernels.h"
 #include "tscope/model.h"
 
 /* The k-th largest of x (V), by counting: V is a vocabulary, k small or V. */
@@ -38,13 +39,10 @@ int32_t ts_model_sample(const float *logits, int V, float temperature, int top_k
         return arg;
     }
     float floor_ = top_k > 0 && top_k < V ? kth_largest(logits, V, top_k) : -INFINITY;
-    double z = 0, mx = logits[arg];
-    for (int v = 0; v < V; v++)
-        if (logits[v] >= floor_) z += exp(((double)logits[v] - mx) / temperature);
-    double acc = 0;
+    double log_z = ts_softmax_vocab(NULL, logits, V, temperature, floor_), acc = 0;
     int32_t pick = -1, last = arg;
     for (int v = 0; v < V; v++) {
-        double p = logits[v] >= floor_ ? exp(((double)logits[v] - mx) / temperature) / z : 0.0;
+        double p = logits[v] >= floor_ ? exp((double)logits[v] / temperature - log_z) : 0.0;
         if (probs) probs[v] = (float)p;
         acc += p;
         if (p > 0) last = v;

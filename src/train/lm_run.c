@@ -155,7 +155,7 @@ ts_status ts_lm_run_resume(ts_lm_run *r, const char *resume, ts_lmtok *tok) {
     char path[4096 + 8];
     snprintf(path, sizeof path, "%s.state", resume);
     r->resume = resume;
-    ts_status st = ts_lm_checkpoint_read(resume, &r->cfg, tok);
+    ts_status st = ts_lm_checkpoint_read(resume, NULL, &r->cfg, tok);
     if (st) {
         st = named(st, "--resume %s", resume);
     } else if (access(path, F_OK) != 0) {
@@ -199,7 +199,7 @@ ts_status ts_lm_run_data(ts_lm_run *r, const int32_t *ids, size_t n) {
 
 ts_status ts_lm_run_model(ts_lm_run *r) {
     ts_status st = ts_model_init(&r->m, &r->cfg);
-    if (!st && r->resume && (st = ts_lm_checkpoint_load(&r->m, r->resume))) st = named(st, "--resume %s", r->resume);
+    if (!st && r->resume && (st = ts_lm_checkpoint_load(&r->m, r->resume, NULL))) st = named(st, "--resume %s", r->resume);
     if (!st) st = ts_train_init(&r->tr, &r->m);
     if (!st) r->tr.forwards = (uint64_t)r->forwards;
     if (!st) st = ts_optim_init(&r->opt, &r->oc, r->m.n_floats);

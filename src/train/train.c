@@ -2,7 +2,8 @@
  *
  * The forward is the model's own (model_forward.c, ts_model_forward_keep):
  * the same steps as inference, writing what train_backward.c reads to the
- * buffers planned here instead of the model's shared scratch, so a trained
+ * buffers the model plans (ts_model_plan_backprop, model_plan.c) in the
+ * trainer's block instead of the model's shared scratch, so a trained
  * model's inference gives the numbers training saw.
  */
 #include <math.h>
@@ -12,108 +13,6 @@
 #include "train_impl.h"
 #include "tscope/kernels.h"
 #include "tscope/io.h"
-
-/* ---- the plan ------------------------------------------------------------------- */
-
-static float *take(size_t *cursor, unsigned char *base, int64_t floats) {
-    float *p = base ? (float *)(base + *cursor) : NULL;
-    *cursor += ts_arena_round(sizeof(float) * (size_t)(floats > 0 ? floats : 0));
-    return floats > 0 ? p : NULL;
-}
-
-static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
-
-static void plan_norm(ts_kept_norm *n, size_t *cur, unsigned char *base, int64_t rows, int64_t D) {
-    n->out = take(cur, base, rows * D);
-    n->mean = take(cur, base, rows);
-    n->rstd = take(cur, base, rows);
-}
-
-static void plan_embed(const ts_model_config *c, ts_kept_embed *e, size_t *cur, unsigned char *base, int64_t B,
-                       int64_t S) {
-    int64_t D = c->d_model;
-    bool tokens = c->input == TS_INPUT_TOKENS;
-    memset(e, 0, sizeof *e);
-    e->ids = tokens ? (int32_t *)take(cur, base, B * S) : NULL;
-    e->sum = take(cur, base, B * S * D);
-    if (ts_model_embed_norm(c)) plan_norm(&e->norm, cur, base, B * S, D);
-    /* Vectors with no positions go in as they are (no copy). */
-    e->out = take(cur, base, tokens || c->pe != TS_PE_NONE ? B * S * D : 0);
-}
-
-/* One layer over Sq positions; cross-attention reads Sk memory positions. */
-static void plan_layer(const ts_model_config *c, ts_kept_layer *l, size_t *cur, unsigned char *base, int64_t B,
-                       int64_t Sq, int64_t Sk, bool decoder) {
-    int64_t D = c->d_model, H = c->heads, F = c->ffn, rows = B * Sq;
-    int n_sub = decoder ? 3 : 2;
-    memset(l, 0, sizeof *l);
-    for (int k = 0; k < n_sub; k++) {
-        plan_norm(&l->sub[k].norm, cur, base, rows, D);
-        l->sub[k].res = take(cur, base, rows * D);
-    }
-    l->attn[0].q = take(cur, base, rows * 3 * D);
-    l->attn[0].att = take(cur, base, B * H * Sq * Sq);
-    l->attn[0].ctx = take(cur, base, rows * D);
-    if (decoder) {
-        l->attn[1].q = take(cur, base, rows * D);
-        l->attn[1].kv = take(cur, base, B * Sk * 2 * D);
-        l->attn[1].att = take(cur, base, B * H * Sq * Sk);
-        l->attn[1].ctx = take(cur, base, rows * D);
-    }
-    l->ffn.hidden = take(cur, base, rows * F);
-    l->ffn.act = take(cur, base, rows * F);
-}
-
-size_t tr_plan(const ts_model *m, tr_acts *a, unsigned char *base) {
-    const ts_model_config *c = &m->cfg;
-    int64_t B = c->batch, S = m->S, T = m->T, L = m->L, D = c->d_model, H = c->heads, F = c->ffn;
-    int64_t din = c->in_dim ? c->in_dim : D;
-    bool encdec = c->arch == TS_ARCH_ENCODER_DECODER, lone = c->arch == TS_ARCH_ATTENTION;
-    size_t cur = 0;
-    ts_kept_layer *enc = a->k.enc, *dec = a->k.dec;
-    memset(a, 0, sizeof *a);
-    a->k.enc = enc;
-    a->k.dec = dec;
-    if (lone) {
-        a->k.lone.q = take(&cur, base, B * S * 3 * D);
-        a->k.lone.att = take(&cur, base, B * H * S * S);
-        a->k.lone.ctx = take(&cur, base, B * S * D);
-        a->k.lone_out = take(&cur, base, B * S * D);
-    } else {
-        plan_embed(c, &a->k.src, &cur, base, B, S);
-        for (int i = 0; i < c->layers; i++) plan_layer(c, &a->k.enc[i], &cur, base, B, S, S, false);
-        if (c->final_norm) plan_norm(&a->k.enc_norm, &cur, base, B * S, D);
-    }
-    if (encdec) {
-        plan_embed(c, &a->k.tgt, &cur, base, B, T);
-        for (int i = 0; i < c->dec_layers; i++) plan_layer(c, &a->k.dec[i], &cur, base, B, T, S, true);
-        if (c->final_norm) plan_norm(&a->k.dec_norm, &cur, base, B * T, D);
-    }
-    int64_t out_rows = B * (encdec ? T : S);
-    if (c->head == TS_HEAD_CLS) {
-        a->k.cls = take(&cur, base, B * D);
-        a->gcls = take(&cur, base, B * D);
-        a->out_numel = B * c->n_labels;
-    } else {
-        a->out_numel = out_rows * (c->head == TS_HEAD_LM ? c->vocab : D);
-    }
-    a->k.logits = take(&cur, base, c->head == TS_HEAD_NONE ? 0 : a->out_numel);
-    a->k.fout = take(&cur, base, B * L * D);
-    a->g0 = take(&cur, base, B * L * D);
-    a->g1 = take(&cur, base, B * L * D);
-    a->gsub = take(&cur, base, B * L * max64(D, din));
-    a->gn = take(&cur, base, B * L * D);
-    a->gctx = take(&cur, base, B * L * D);
-    a->gqkv = take(&cur, base, max64(B * L * 3 * D, encdec ? B * T * D + B * S * 2 * D : 0));
-    a->gatt = take(&cur, base, B * H * max64(max64(S * S, T * T), T * S));
-    a->gh1 = take(&cur, base, lone ? 0 : B * L * F);
-    a->gh2 = take(&cur, base, lone ? 0 : B * L * F);
-    a->gmem = take(&cur, base, B * S * D);
-    a->gsrc = take(&cur, base, c->input == TS_INPUT_EMBEDDED ? B * S * din : 0);
-    a->gtgt = take(&cur, base, encdec && c->input == TS_INPUT_EMBEDDED ? B * T * D : 0);
-    a->gout = take(&cur, base, a->out_numel);
-    return cur;
-}
 
 /* ---- init / free ---------------------------------------------------------------- */
 
@@ -137,7 +36,7 @@ ts_status ts_train_init(ts_train *tr, ts_model *m) {
     if (c->arch == TS_ARCH_ENCODER_DECODER) a->k.dec = calloc((size_t)c->dec_layers, sizeof *a->k.dec);
     size_t gbytes = (sizeof(float) * (size_t)m->n_floats + 63) / 64 * 64;
     tr->grads = gbytes ? aligned_alloc(64, gbytes) : NULL;
-    tr->block_bytes = tr_plan(m, a, NULL);
+    tr->block_bytes = ts_model_plan_backprop(m, a, NULL);
     tr->block = aligned_alloc(64, (tr->block_bytes + 63) / 64 * 64);
     if ((c->arch != TS_ARCH_ATTENTION && c->layers > 0 && !a->k.enc) ||
         (c->arch == TS_ARCH_ENCODER_DECODER && !a->k.dec) || (gbytes && !tr->grads) || !tr->block) {
@@ -145,7 +44,7 @@ ts_status ts_train_init(ts_train *tr, ts_model *m) {
         ts_train_free(tr);
         return ts_fail(TS_ERR_NOMEM, "train: cannot allocate %zu MB of activations and gradients", mb);
     }
-    tr_plan(m, a, tr->block);
+    ts_model_plan_backprop(m, a, tr->block);
     ts_status st = ts_model_point(m, tr->grads, &tr->gw);
     if (st) {
         ts_train_free(tr);

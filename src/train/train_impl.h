@@ -1,9 +1,10 @@
-/* train_impl: the trainer's memory, shared by train.c (plan, forward, step)
+/* train_impl: the trainer's memory, shared by train.c (memory, forward, step)
  * and train_backward.c. Private to src/.
  *
- * Every buffer is carved from the trainer's one block by tr_plan (first
- * counting, then pointing): the activations the forward keeps and the
- * backward's scratch (ts_backprop_bufs, model_impl.h).
+ * Every buffer is carved from the trainer's one block as the model plans it
+ * (ts_model_plan_backprop, model_plan.c: first counting, then pointing): the
+ * activations the forward keeps and the backward's scratch (ts_backprop_bufs,
+ * model_impl.h).
  */
 #ifndef TSCOPE_TRAIN_IMPL_H
 #define TSCOPE_TRAIN_IMPL_H
@@ -14,9 +15,5 @@
 /* The buffers of a forward that keeps its activations and of the backward
  * (model_impl.h), carved from the trainer's block. */
 typedef ts_backprop_bufs tr_acts;
-
-/* Lay out the block: with base NULL only count. Returns the bytes. The layer
- * arrays of a must already exist. */
-size_t tr_plan(const ts_model *m, tr_acts *a, unsigned char *base);
 
 #endif

@@ -155,7 +155,7 @@ static void enter_live(lview *v) {
     char path[4096];
     ts_status s = ts_lesson_resolve(lesson, load, path, sizeof path);
     if (!s && !v->live_loaded) {
-        s = ts_lm_checkpoint_open(path, 1, 0, &v->live_model, &v->live_tok);
+        s = ts_lm_checkpoint_open(path, NULL, 1, 0, &v->live_model, &v->live_tok);
         v->live_loaded = s == TS_OK;
     }
     ts_live_options o = {.width = (int)v->win.w, .height = (int)(v->win.h - STATUS_H), .text = txt};

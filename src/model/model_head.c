@@ -1,0 +1,38 @@
+/* model_head: the closing norm and the head for any rows of the residual
+ * stream (model.h, "the closing norm and the head"), with the forward's
+ * weights and kernels, for the readers of a layer's stream (the lens, direct
+ * logit attribution). */
+#include <string.h>
+
+#include "tscope/kernels.h"
+#include "tscope/model.h"
+
+const ts_norm_weights *ts_model_final_norm_weights(const ts_model *m) {
+    if (!m->cfg.final_norm) return NULL;
+    /* a single stack (a GPT's "decoder" too) ends on enc_norm; an encoder-decoder's decoder on dec_norm */
+    return m->cfg.arch == TS_ARCH_ENCODER_DECODER ? &m->w.dec_norm : &m->w.enc_norm;
+}
+
+void ts_model_final_norm_rows(const ts_model *m, float *out, float *mean, float *rstd, const float *x,
+                              int64_t rows) {
+    const ts_norm_weights *nw = ts_model_final_norm_weights(m);
+    int64_t D = m->cfg.d_model;
+    if (nw) {
+        ts_layernorm(out, mean, rstd, x, nw->gamma, nw->beta, rows, (int)D, m->cfg.eps);
+        return;
+    }
+    memcpy(out, x, sizeof(float) * (size_t)(rows * D));
+    for (int64_t r = 0; r < rows; r++) {
+        if (mean) mean[r] = 0.0f;
+        if (rstd) rstd[r] = 1.0f;
+    }
+}
+
+void ts_model_head_rows(const ts_model *m, float *logits, const float *x, int64_t rows) {
+    const ts_model_config *c = &m->cfg;
+    if (c->head == TS_HEAD_NONE) return;
+    int D = c->d_model, V = c->head == TS_HEAD_LM ? c->vocab : c->n_labels;
+    const float *b = m->w.head_b;
+    ts_gemm(false, true, (int)rows, V, D, 1.0f, x, D, m->w.head_w, D, 0.0f, logits, V, b ? TS_EPI_BIAS : TS_EPI_NONE,
+            b);
+}
