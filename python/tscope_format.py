@@ -93,6 +93,10 @@ OPS = [
     "grad",
     "parameter",
     "metric",
+    "rotary",
+    "rms",
+    "silu",
+    "multiply",
 ]
 TAGS = [
     "plain",

@@ -319,7 +319,11 @@ static inline double ts_u01(uint64_t key, uint64_t i) {
     X(TS_OP_CROSS_ENTROPY, "cross_entropy")    \
     X(TS_OP_GRAD, "grad")                      \
     X(TS_OP_PARAM, "parameter")                \
-    X(TS_OP_METRIC, "metric")
+    X(TS_OP_METRIC, "metric")                  \
+    X(TS_OP_ROPE, "rotary")                    \
+    X(TS_OP_RMS, "rms")                        \
+    X(TS_OP_SILU, "silu")                      \
+    X(TS_OP_MUL, "multiply")
 
 #define TS_OP_ENUM_ENTRY(e, name) e,
 typedef enum ts_op { TS_OP_LIST(TS_OP_ENUM_ENTRY) TS_OP_COUNT } ts_op;

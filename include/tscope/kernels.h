@@ -102,6 +102,8 @@ void ts_gelu(float *out, const float *in, int64_t n); /* exact: x * Phi(x) */
 /* GELU's tanh form (PyTorch's approximate='tanh', GPT-2's gelu_new):
  * 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). */
 void ts_gelu_tanh(float *out, const float *in, int64_t n);
+void ts_silu(float *out, const float *in, int64_t n); /* x * sigmoid(x) (SwiGLU's gate) */
+void ts_mul(float *out, const float *a, const float *b, int64_t n); /* out = a * b, elementwise */
 
 /* out (cols, rows) = in (rows, cols)^T with leading dims. */
 void ts_transpose2d(float *out, int ldo, const float *in, int ldi, int rows, int cols);

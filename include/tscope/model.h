@@ -44,10 +44,22 @@ typedef enum ts_arch {
 } ts_arch;
 
 typedef enum ts_norm_place { TS_NORM_POST, TS_NORM_PRE } ts_norm_place;
-typedef enum ts_pe_kind { TS_PE_SINUSOIDAL, TS_PE_LEARNED, TS_PE_NONE } ts_pe_kind;
+/* Positions added to the embeddings (sinusoidal, learned), none, or RoPE:
+ * each head's q and k rotated by angles that grow with the position. */
+typedef enum ts_pe_kind { TS_PE_SINUSOIDAL, TS_PE_LEARNED, TS_PE_NONE, TS_PE_ROPE } ts_pe_kind;
 /* GELU exact (x * Phi(x), PyTorch's default) or its tanh approximation
  * (approximate='tanh', GPT-2's "gelu_new"). */
-typedef enum ts_activation { TS_ACT_RELU, TS_ACT_GELU, TS_ACT_GELU_TANH } ts_activation;
+typedef enum ts_activation { TS_ACT_RELU, TS_ACT_GELU, TS_ACT_GELU_TANH, TS_ACT_SILU } ts_activation;
+
+/* The norm of the blocks: LayerNorm (mean and variance, gamma and beta),
+ * RMSNorm (x / sqrt(mean(x^2) + eps) * w: Llama, Mistral, Qwen2) or Gemma's
+ * RMSNorm, which scales by (1 + w). */
+typedef enum ts_norm_kind { TS_NORMK_LAYER, TS_NORMK_RMS, TS_NORMK_RMS_GEMMA } ts_norm_kind;
+
+/* How RoPE pairs a head's dimensions: Hugging Face's rotate-half (dimension
+ * i with i + r/2, r the rotated dims) or the interleaved form of GPT-J and
+ * Meta's original Llama (2i with 2i + 1). */
+typedef enum ts_rope_style { TS_ROPE_HALF, TS_ROPE_INTERLEAVED } ts_rope_style;
 
 /* Deliberate departures from the correct model, each the way a seed wrote it,
  * for lessons to compare against the default (model_variants.c). Bits of
@@ -129,7 +141,30 @@ typedef struct ts_model_config {
     bool train_mode;    /* forward as in training (dropout on): ts_model_init sets training */
     uint64_t seed;      /* parameters, random input, dropout */
     const char *text;   /* the preset's sentence, or NULL (random tokens) */
+    /* Today's blocks (Llama, Mistral, Qwen2, Gemma, GPT-NeoX), each a declared
+     * choice; 0 everywhere is the block of 2017 and GPT-2. A GPT (decoder) only. */
+    ts_norm_kind norm_kind;
+    int kv_heads;       /* key/value heads, shared by heads / kv_heads query heads each; 0 = heads */
+    int head_dim;       /* each head's width; 0 = d_model / heads */
+    bool split_qkv;     /* q, k and v projected apart (q_proj, k_proj, v_proj), not one packed in_proj */
+    bool no_qkv_bias;   /* q, k and v projections without bias (Llama) */
+    bool no_out_bias;   /* the attention's output projection without bias */
+    bool no_ffn_bias;   /* the FFN's linears without bias */
+    bool gated_ffn;     /* down(act(gate(x)) * up(x)): SwiGLU with silu, GeGLU with gelu */
+    bool parallel_residual; /* x + attn(norm1(x)) + ffn(norm2(x)), GPT-NeoX's use_parallel_residual */
+    ts_rope_style rope_style;
+    float rotary_pct;   /* share of each head's dims RoPE rotates (GPT-NeoX's rotary_pct); 0 = all */
+    float rope_theta;   /* RoPE's base; 0 = 10000 */
 } ts_model_config;
+
+/* What a config's head width, key/value heads, rotated dims and RoPE base
+ * come to once their defaults are filled in. */
+int ts_model_head_dim(const ts_model_config *cfg);
+int ts_model_kv_heads(const ts_model_config *cfg);
+int ts_model_rotary_dims(const ts_model_config *cfg);
+double ts_model_rope_theta(const ts_model_config *cfg);
+/* Whether the config uses any of today's block choices above. */
+bool ts_model_is_modern(const ts_model_config *cfg);
 
 /* Names of the presets, "tiny, seed000, ..." for messages and --help. */
 const char *ts_model_preset_names(void);
@@ -184,19 +219,23 @@ typedef struct ts_model_param_info {
 } ts_model_param_info;
 
 typedef struct ts_attn_weights {
-    float *in_w;  // (3D, Din) see ts_param_layout
-    float *in_b;  // (3D)
-    float *out_w; // (D, D)
-    float *out_b; // (D)
+    float *in_w;  // (3D, Din) see ts_param_layout; NULL with split_qkv
+    float *in_b;  // (3D), or NULL without q/k/v biases
+    float *q_w, *q_b; // split_qkv: (H*hd, D), (H*hd)
+    float *k_w, *k_b; // split_qkv: (KV*hd, D), (KV*hd)
+    float *v_w, *v_b; // split_qkv: (KV*hd, D), (KV*hd)
+    float *out_w; // (D, H*hd)
+    float *out_b; // (D), or NULL without an output bias
 } ts_attn_weights;
 
 typedef struct ts_norm_weights {
-    float *gamma, *beta; // (D)
+    float *gamma, *beta; // (D); an RMSNorm has no beta (NULL)
 } ts_norm_weights;
 
 typedef struct ts_ffn_weights {
-    float *w1, *b1; // (F, D), (F)
-    float *w2, *b2; // (D, F), (D)
+    float *w1, *b1; // (F, D), (F): the hidden layer (a gated FFN's up projection)
+    float *wg, *bg; // (F, D), (F): a gated FFN's gate, or NULL
+    float *w2, *b2; // (D, F), (D): back to D (down)
 } ts_ffn_weights;
 
 typedef struct ts_enc_layer_weights {
@@ -353,13 +392,17 @@ void ts_model_sinusoid(float *pe, int rows, int D);
  * naming the flag (`what`, e.g. "--norm") and the choices. */
 const char *ts_model_arch_name(ts_arch a);             /* "encoder", "encoder-decoder", "attention", "decoder" */
 const char *ts_model_norm_name(ts_norm_place n);       /* "post", "pre" */
-const char *ts_model_pe_name(ts_pe_kind p);            /* "sinusoidal", "learned", "none" */
-const char *ts_model_activation_name(ts_activation a); /* "relu", "gelu" */
+const char *ts_model_pe_name(ts_pe_kind p);            /* "sinusoidal", "learned", "none", "rope" */
+const char *ts_model_activation_name(ts_activation a); /* "relu", "gelu", "gelu-tanh", "silu" */
+const char *ts_model_norm_kind_name(ts_norm_kind k);   /* "layernorm", "rms", "rms-gemma" */
+const char *ts_model_rope_style_name(ts_rope_style r); /* "half", "interleaved" */
 const char *ts_model_head_name(ts_head_kind h);        /* "none", "lm", "cls" */
 const char *ts_model_input_name(ts_input_kind i);      /* "tokens", "embedded" */
 ts_status ts_model_norm_parse(const char *word, const char *what, ts_norm_place *out);
 ts_status ts_model_pe_parse(const char *word, const char *what, ts_pe_kind *out);
 ts_status ts_model_activation_parse(const char *word, const char *what, ts_activation *out);
+ts_status ts_model_norm_kind_parse(const char *word, const char *what, ts_norm_kind *out);
+ts_status ts_model_rope_style_parse(const char *word, const char *what, ts_rope_style *out);
 
 /* ---- variants (model_variants.c) ------------------------------------------ */
 

@@ -15,6 +15,23 @@
  * `run` also what a run or a trace records beside them (the target mask,
  * training mode, the text), each key where ts_model_config_json has always
  * put it. */
+/* Today's block choices, only in the configs that make them (a 2017 or
+ * GPT-2 model's JSON is as it always was; a reader takes them as absent). */
+static void add_modern(cJSON *o, const ts_model_config *c) {
+    cJSON_AddStringToObject(o, "norm_kind", ts_model_norm_kind_name(c->norm_kind));
+    cJSON_AddNumberToObject(o, "kv_heads", c->kv_heads);
+    cJSON_AddNumberToObject(o, "head_dim", c->head_dim);
+    cJSON_AddBoolToObject(o, "split_qkv", c->split_qkv);
+    cJSON_AddBoolToObject(o, "no_qkv_bias", c->no_qkv_bias);
+    cJSON_AddBoolToObject(o, "no_out_bias", c->no_out_bias);
+    cJSON_AddBoolToObject(o, "no_ffn_bias", c->no_ffn_bias);
+    cJSON_AddBoolToObject(o, "gated_ffn", c->gated_ffn);
+    cJSON_AddBoolToObject(o, "parallel_residual", c->parallel_residual);
+    cJSON_AddStringToObject(o, "rope_style", ts_model_rope_style_name(c->rope_style));
+    cJSON_AddNumberToObject(o, "rotary_pct", c->rotary_pct);
+    cJSON_AddNumberToObject(o, "rope_theta", c->rope_theta);
+}
+
 static char *config_json(const ts_model_config *c, bool run) {
     cJSON *o = cJSON_CreateObject();
     if (!o) return NULL;
@@ -48,6 +65,7 @@ static char *config_json(const ts_model_config *c, bool run) {
     if (run) cJSON_AddBoolToObject(o, "train_mode", c->train_mode);
     cJSON_AddNumberToObject(o, "seed", (double)c->seed);
     if (run && c->text) cJSON_AddStringToObject(o, "text", c->text);
+    if (ts_model_is_modern(c)) add_modern(o, c);
     char *text = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
     return text;
@@ -105,6 +123,26 @@ static const char *input_name(int i) { return ts_model_input_name((ts_input_kind
 static const char *pe_variant_name(int i) { return ts_model_pe_variant_name((ts_pe_variant)i); }
 static const char *mask_name(int i) { return ts_model_mask_name((ts_mask_kind)i); }
 
+static const char *norm_kind_name(int i) { return ts_model_norm_kind_name((ts_norm_kind)i); }
+static const char *rope_style_name(int i) { return ts_model_rope_style_name((ts_rope_style)i); }
+
+/* Today's block choices: all present (add_modern wrote them) or all absent. */
+static void read_modern(reader *r, ts_model_config *c) {
+    if (r->st || !ts_json_has(r->o, "norm_kind")) return;
+    c->norm_kind = (ts_norm_kind)word_of(r, "norm_kind", norm_kind_name);
+    c->kv_heads = int_of(r, "kv_heads");
+    c->head_dim = int_of(r, "head_dim");
+    c->split_qkv = bool_of(r, "split_qkv");
+    c->no_qkv_bias = bool_of(r, "no_qkv_bias");
+    c->no_out_bias = bool_of(r, "no_out_bias");
+    c->no_ffn_bias = bool_of(r, "no_ffn_bias");
+    c->gated_ffn = bool_of(r, "gated_ffn");
+    c->parallel_residual = bool_of(r, "parallel_residual");
+    c->rope_style = (ts_rope_style)word_of(r, "rope_style", rope_style_name);
+    c->rotary_pct = float_of(r, "rotary_pct");
+    c->rope_theta = float_of(r, "rope_theta");
+}
+
 ts_status ts_model_config_from_json(const char *json, ts_model_config *c) {
     memset(c, 0, sizeof *c);
     cJSON *o = NULL;
@@ -147,6 +185,7 @@ ts_status ts_model_config_from_json(const char *json, ts_model_config *c) {
     int64_t seed = 0;
     if (!r.st) r.st = ts_json_int(o, "seed", WHAT, true, 0, INT64_MAX, &seed);
     c->seed = (uint64_t)seed;
+    read_modern(&r, c);
     cJSON_Delete(o);
     if (!r.st) r.st = ts_model_config_check(c);
     return r.st;

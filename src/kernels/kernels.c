@@ -382,6 +382,21 @@ static void gelu_tanh_span(float *out, const float *in, int64_t n) {
 
 void ts_gelu_tanh(float *out, const float *in, int64_t n) { ELTWISE_SPLIT(n, gelu_tanh_span(out + i0, in + i0, len)); }
 
+/* Scalar, as the tanh GELU: x / (1 + e^-x), PyTorch's silu. */
+static void silu_span(float *out, const float *in, int64_t n) {
+    for (int64_t i = 0; i < n; i++) out[i] = in[i] / (1.0f + expf(-in[i]));
+}
+
+void ts_silu(float *out, const float *in, int64_t n) { ELTWISE_SPLIT(n, silu_span(out + i0, in + i0, len)); }
+
+static void mul_span(float *out, const float *a, const float *b, int64_t n) {
+    for (int64_t i = 0; i < n; i++) out[i] = a[i] * b[i];
+}
+
+void ts_mul(float *out, const float *a, const float *b, int64_t n) {
+    ELTWISE_SPLIT(n, mul_span(out + i0, a + i0, b + i0, len));
+}
+
 void ts_transpose2d(float *out, int ldo, const float *in, int ldi, int rows, int cols) {
     int nth = threads_for((int64_t)rows * cols, ELTWISE_MIN_PER_THREAD);
     (void)nth;

@@ -86,22 +86,54 @@ static float uniform_bound(int64_t fan_in) { return (float)(1.0 / sqrt((double)f
 
 static void walk_attn(table_walk *t, ts_attn_weights *w, const char *prefix, int D, int din,
                       ts_param_layout layout) {
+    const ts_model_config *c = &t->m->cfg;
     float xavier = (float)sqrt(6.0 / (double)(din + 3 * D));
+    memset(w, 0, sizeof *w);
     w->in_w = param(t, layout, TS_INIT_UNIFORM, xavier, 2, 3 * D, din, "%s.in_proj_weight", prefix);
-    w->in_b = param(t, layout, TS_INIT_ZEROS, 0, 1, 3 * D, 0, "%s.in_proj_bias", prefix);
+    w->in_b = c->no_qkv_bias ? NULL : param(t, layout, TS_INIT_ZEROS, 0, 1, 3 * D, 0, "%s.in_proj_bias", prefix);
     w->out_w = param(t, TS_LAYOUT_TORCH, TS_INIT_UNIFORM, uniform_bound(D), 2, D, D, "%s.out_proj.weight", prefix);
-    w->out_b = param(t, TS_LAYOUT_TORCH, TS_INIT_ZEROS, 0, 1, D, 0, "%s.out_proj.bias", prefix);
+    w->out_b = c->no_out_bias ? NULL
+                              : param(t, TS_LAYOUT_TORCH, TS_INIT_ZEROS, 0, 1, D, 0, "%s.out_proj.bias", prefix);
+}
+
+/* A linear layer's weight (out, in) and, unless bias is false, its bias. */
+static void walk_linear(table_walk *t, float **w, float **b, bool bias, int out, int in, const char *prefix,
+                        const char *name) {
+    *w = param(t, TS_LAYOUT_TORCH, TS_INIT_UNIFORM, uniform_bound(in), 2, out, in, "%s.%s.weight", prefix, name);
+    *b = bias ? param(t, TS_LAYOUT_TORCH, TS_INIT_UNIFORM, uniform_bound(in), 1, out, 0, "%s.%s.bias", prefix, name)
+              : NULL;
+}
+
+/* Today's attention: q, k and v projected apart, kv_heads key/value heads of head_dim each. */
+static void walk_split_attn(table_walk *t, ts_attn_weights *w, const char *prefix) {
+    const ts_model_config *c = &t->m->cfg;
+    int D = c->d_model, hd = ts_model_head_dim(c), Q = c->heads * hd, KV = ts_model_kv_heads(c) * hd;
+    bool qkv_bias = !c->no_qkv_bias;
+    memset(w, 0, sizeof *w);
+    walk_linear(t, &w->q_w, &w->q_b, qkv_bias, Q, D, prefix, "q_proj");
+    walk_linear(t, &w->k_w, &w->k_b, qkv_bias, KV, D, prefix, "k_proj");
+    walk_linear(t, &w->v_w, &w->v_b, qkv_bias, KV, D, prefix, "v_proj");
+    walk_linear(t, &w->out_w, &w->out_b, !c->no_out_bias, D, Q, prefix, "out_proj");
 }
 
 static void walk_ffn(table_walk *t, ts_ffn_weights *w, const char *prefix, int D, int F) {
-    w->w1 = param(t, TS_LAYOUT_TORCH, TS_INIT_UNIFORM, uniform_bound(D), 2, F, D, "%s.linear1.weight", prefix);
-    w->b1 = param(t, TS_LAYOUT_TORCH, TS_INIT_UNIFORM, uniform_bound(D), 1, F, 0, "%s.linear1.bias", prefix);
-    w->w2 = param(t, TS_LAYOUT_TORCH, TS_INIT_UNIFORM, uniform_bound(F), 2, D, F, "%s.linear2.weight", prefix);
-    w->b2 = param(t, TS_LAYOUT_TORCH, TS_INIT_UNIFORM, uniform_bound(F), 1, D, 0, "%s.linear2.bias", prefix);
+    const ts_model_config *c = &t->m->cfg;
+    bool bias = !c->no_ffn_bias;
+    memset(w, 0, sizeof *w);
+    if (c->gated_ffn) walk_linear(t, &w->wg, &w->bg, bias, F, D, prefix, "linear_gate");
+    walk_linear(t, &w->w1, &w->b1, bias, F, D, prefix, "linear1");
+    walk_linear(t, &w->w2, &w->b2, bias, D, F, prefix, "linear2");
 }
 
 static void walk_norm(table_walk *t, ts_norm_weights *w, const char *prefix, int D) {
-    w->gamma = param(t, TS_LAYOUT_TORCH, TS_INIT_ONES, 0, 1, D, 0, "%s.weight", prefix);
+    /* an RMSNorm has a scale only; Gemma's scales by (1 + w), so w starts at 0 */
+    ts_norm_kind kind = t->m->cfg.norm_kind;
+    w->gamma = param(t, TS_LAYOUT_TORCH, kind == TS_NORMK_RMS_GEMMA ? TS_INIT_ZEROS : TS_INIT_ONES, 0, 1, D, 0,
+                     "%s.weight", prefix);
+    if (kind != TS_NORMK_LAYER) {
+        w->beta = NULL;
+        return;
+    }
     w->beta = param(t, TS_LAYOUT_TORCH, TS_INIT_ZEROS, 0, 1, D, 0, "%s.bias", prefix);
 }
 
@@ -145,7 +177,8 @@ static void walk_all(table_walk *t, ts_model_weights *w) {
     for (int i = 0; i < c->layers; i++) {
         ts_enc_layer_weights *e = &w->enc[i];
         snprintf(p, sizeof p, "%s.layers.%d.self_attn", stack, i);
-        walk_attn(t, &e->self_attn, p, D, D, TS_LAYOUT_QKV_HEADS);
+        if (c->split_qkv) walk_split_attn(t, &e->self_attn, p);
+        else walk_attn(t, &e->self_attn, p, D, D, TS_LAYOUT_QKV_HEADS);
         snprintf(p, sizeof p, "%s.layers.%d", stack, i);
         walk_ffn(t, &e->ffn, p, D, F);
         snprintf(p, sizeof p, "%s.layers.%d.norm1", stack, i);

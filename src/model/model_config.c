@@ -137,10 +137,10 @@ static ts_status check_sizes(const ts_model_config *c) {
     if (c->seq < 1) return too_small("--seq", c->seq, 1, "a sequence");
     if (c->d_model < 1) return too_small("--d-model", c->d_model, 1, "the model width");
     if (c->heads < 1) return too_small("--heads", c->heads, 1, "attention");
-    if (c->heads > c->d_model)
+    if (c->heads > c->d_model && !c->head_dim)
         return ts_fail(TS_ERR_ARG, "--heads %d is more than --d-model %d: each head needs at least one dim",
                        c->heads, c->d_model);
-    if (c->d_model % c->heads != 0) return heads_do_not_divide(c);
+    if (c->d_model % c->heads != 0 && !c->head_dim) return heads_do_not_divide(c);
     if (c->arch != TS_ARCH_ATTENTION && c->ffn < 1) return too_small("--ffn", c->ffn, 1, "the feed-forward layer");
     if (c->arch == TS_ARCH_ENCODER && c->layers < 1) return too_small("--layers", c->layers, 1, "an encoder");
     if (c->arch == TS_ARCH_DECODER && c->layers < 1) return too_small("--layers", c->layers, 1, "a decoder-only model");
@@ -192,6 +192,56 @@ const char *ts_model_stack_name(const ts_model_config *c) {
     return c->arch == TS_ARCH_DECODER ? "decoder" : "encoder";
 }
 
+int ts_model_head_dim(const ts_model_config *c) { return c->head_dim ? c->head_dim : c->heads ? c->d_model / c->heads : 0; }
+int ts_model_kv_heads(const ts_model_config *c) { return c->kv_heads ? c->kv_heads : c->heads; }
+double ts_model_rope_theta(const ts_model_config *c) { return c->rope_theta > 0 ? c->rope_theta : 10000.0; }
+
+int ts_model_rotary_dims(const ts_model_config *c) {
+    if (c->pe != TS_PE_ROPE) return 0;
+    int hd = ts_model_head_dim(c);
+    if (!(c->rotary_pct > 0.0f) || c->rotary_pct >= 1.0f) return hd;
+    return (int)((double)hd * c->rotary_pct); /* GPT-NeoX: int(head_size * rotary_pct) */
+}
+
+bool ts_model_is_modern(const ts_model_config *c) {
+    return c->norm_kind != TS_NORMK_LAYER || c->kv_heads || c->head_dim || c->split_qkv || c->no_qkv_bias ||
+           c->no_out_bias || c->no_ffn_bias || c->gated_ffn || c->parallel_residual || c->pe == TS_PE_ROPE ||
+           c->activation == TS_ACT_SILU;
+}
+
+/* Today's blocks: a GPT's, whole and consistent. */
+static ts_status check_modern(const ts_model_config *c) {
+    if (!ts_model_is_modern(c)) return TS_OK;
+    if (c->arch != TS_ARCH_DECODER)
+        return ts_fail(TS_ERR_ARG, "RMSNorm, RoPE, gated FFNs, shared key/value heads, SiLU and parallel residuals "
+                                   "are built for a decoder-only model (--arch decoder); this one is %s",
+                       ts_model_arch_name(c->arch));
+    if (c->variants) return ts_fail(TS_ERR_ARG, "a seed's variant changes the 2017 block; today's blocks take none");
+    if (c->head_dim < 0 || c->kv_heads < 0)
+        return ts_fail(TS_ERR_ARG, "--head-dim %d and --kv-heads %d cannot be negative", c->head_dim, c->kv_heads);
+    int kv = ts_model_kv_heads(c), hd = ts_model_head_dim(c);
+    if (kv > c->heads || c->heads % kv != 0)
+        return ts_fail(TS_ERR_ARG, "--kv-heads %d must divide --heads %d: each key/value head serves the same number "
+                                   "of query heads", kv, c->heads);
+    if (hd < 1) return ts_fail(TS_ERR_ARG, "a head %d wide holds nothing", hd);
+    if ((kv != c->heads || hd * c->heads != c->d_model) && !c->split_qkv)
+        return ts_fail(TS_ERR_ARG, "shared key/value heads or a head width other than d_model / heads need q, k and v "
+                                   "projected apart (split q/k/v)");
+    if (c->pe == TS_PE_ROPE) {
+        int r = ts_model_rotary_dims(c);
+        if (r < 2 || r % 2)
+            return ts_fail(TS_ERR_ARG, "RoPE rotates dimension pairs: %d of each head's %d dims (rotary pct %g) is not "
+                                       "an even number of at least 2", r, hd, (double)c->rotary_pct);
+        if (!(c->rope_theta >= 0.0f) || !isfinite(c->rope_theta))
+            return ts_fail(TS_ERR_ARG, "rope theta %g must be a positive number", (double)c->rope_theta);
+    }
+    if (c->rotary_pct != 0.0f && !(c->rotary_pct > 0.0f && c->rotary_pct <= 1.0f))
+        return ts_fail(TS_ERR_ARG, "rotary pct %g must be above 0 and at most 1", (double)c->rotary_pct);
+    if (c->gated_ffn && c->activation == TS_ACT_RELU)
+        return ts_fail(TS_ERR_ARG, "a gated FFN here gates with silu (SwiGLU) or gelu (GeGLU), not relu");
+    return TS_OK;
+}
+
 ts_status ts_model_config_check(const ts_model_config *c) {
     ts_status st = check_sizes(c);
     if (st) return st;
@@ -239,6 +289,8 @@ ts_status ts_model_config_check(const ts_model_config *c) {
         return ts_fail(TS_ERR_ARG, "the attention-alone model has no vocabulary head");
     if (c->tie_embed && !(tokens && c->head == TS_HEAD_LM))
         return ts_fail(TS_ERR_ARG, "shared embeddings need token input and a vocabulary head");
+    st = check_modern(c);
+    if (st) return st;
     return ts_model_variants_check(c);
 }
 
@@ -246,8 +298,10 @@ ts_status ts_model_config_check(const ts_model_config *c) {
 
 static const char *const arch_words[] = {"encoder", "encoder-decoder", "attention", "decoder"};
 static const char *const norm_words[] = {"post", "pre"};
-static const char *const pe_words[] = {"sinusoidal", "learned", "none"};
-static const char *const activation_words[] = {"relu", "gelu", "gelu-tanh"};
+static const char *const pe_words[] = {"sinusoidal", "learned", "none", "rope"};
+static const char *const activation_words[] = {"relu", "gelu", "gelu-tanh", "silu"};
+static const char *const norm_kind_words[] = {"layernorm", "rms", "rms-gemma"};
+static const char *const rope_style_words[] = {"half", "interleaved"};
 static const char *const head_words[] = {"none", "lm", "cls"};
 static const char *const input_words[] = {"tokens", "embedded"};
 #define N_WORDS(a) (int)(sizeof a / sizeof a[0])
@@ -277,6 +331,25 @@ const char *ts_model_activation_name(ts_activation a) {
 }
 const char *ts_model_head_name(ts_head_kind h) { return word_of(head_words, N_WORDS(head_words), (int)h); }
 const char *ts_model_input_name(ts_input_kind i) { return word_of(input_words, N_WORDS(input_words), (int)i); }
+
+const char *ts_model_norm_kind_name(ts_norm_kind k) { return word_of(norm_kind_words, N_WORDS(norm_kind_words), (int)k); }
+const char *ts_model_rope_style_name(ts_rope_style r) {
+    return word_of(rope_style_words, N_WORDS(rope_style_words), (int)r);
+}
+
+ts_status ts_model_norm_kind_parse(const char *word, const char *what, ts_norm_kind *out) {
+    int i;
+    ts_status st = index_of(norm_kind_words, N_WORDS(norm_kind_words), word, what, &i);
+    if (!st) *out = (ts_norm_kind)i;
+    return st;
+}
+
+ts_status ts_model_rope_style_parse(const char *word, const char *what, ts_rope_style *out) {
+    int i;
+    ts_status st = index_of(rope_style_words, N_WORDS(rope_style_words), word, what, &i);
+    if (!st) *out = (ts_rope_style)i;
+    return st;
+}
 
 ts_status ts_model_norm_parse(const char *word, const char *what, ts_norm_place *out) {
     int i;

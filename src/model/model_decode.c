@@ -35,10 +35,10 @@ ts_status ts_kv_cache_init(ts_kv_cache *kv, const ts_model *m) {
     const char *why;
     if (!ts_model_can_cache(c, &why)) return ts_fail(TS_ERR_ARG, "decoding with a cache: %s", why);
     if (!m->block) return ts_fail(TS_ERR_ARG, "decoding with a cache: a shapes-only model has no weights");
-    int D = c->d_model;
-    kv->capacity = c->pe == TS_PE_LEARNED ? (c->max_pos ? c->max_pos : c->seq) : c->seq;
+    kv->capacity = c->pe == TS_PE_LEARNED || c->pe == TS_PE_ROPE ? (c->max_pos ? c->max_pos : c->seq) : c->seq;
     kv->rows = kv->capacity < DECODE_ROWS ? kv->capacity : DECODE_ROWS;
-    size_t per_layer = (size_t)kv->capacity * (size_t)D;
+    /* a row of the cache: the key/value heads' (D, or fewer with shared heads) */
+    size_t per_layer = (size_t)kv->capacity * (size_t)ts_model_kv_heads(c) * (size_t)ts_model_head_dim(c);
     kv->k = malloc(sizeof(float) * per_layer * (size_t)c->layers);
     kv->v = malloc(sizeof(float) * per_layer * (size_t)c->layers);
     ts_model_acts *a = malloc(sizeof *a);

@@ -20,13 +20,35 @@ static void describe_variants(const ts_model_config *c, char *buf, size_t size) 
     if (c->train_mode && len < size) snprintf(buf + len, size - len, "; train mode (dropout %g)", (double)c->dropout);
 }
 
+/* "; rms norm, rope (half, 64 of 64 dims, theta 500000), 8 kv heads, swiglu" for today's block choices. */
+static void describe_modern(const ts_model_config *c, char *buf, size_t size) {
+    if (!ts_model_is_modern(c)) return;
+    size_t len = strlen(buf);
+#define ADD(...) (len < size ? (len += (size_t)snprintf(buf + len, size - len, __VA_ARGS__)) : len)
+    ADD("; %s norm (eps %g)", ts_model_norm_kind_name(c->norm_kind), (double)c->eps);
+    if (c->pe == TS_PE_ROPE)
+        ADD(", rope %s (%d of %d dims, theta %g)", ts_model_rope_style_name(c->rope_style), ts_model_rotary_dims(c),
+            ts_model_head_dim(c), ts_model_rope_theta(c));
+    if (ts_model_kv_heads(c) != c->heads) ADD(", %d key/value heads", ts_model_kv_heads(c));
+    if (c->head_dim) ADD(", head dim %d", c->head_dim);
+    if (c->gated_ffn) ADD(", gated ffn (%s)", c->activation == TS_ACT_SILU ? "swiglu" : "geglu");
+    if (c->parallel_residual) ADD(", parallel residual");
+    if (c->split_qkv) ADD(", q/k/v apart");
+    if (c->no_qkv_bias || c->no_out_bias || c->no_ffn_bias)
+        ADD(", no bias in%s%s%s", c->no_qkv_bias ? " q/k/v" : "", c->no_out_bias ? " out" : "",
+            c->no_ffn_bias ? " ffn" : "");
+    if (c->scale_embed) ADD(", embeddings scaled by sqrt(d_model)");
+#undef ADD
+}
+
 void ts_model_config_describe(const ts_model_config *c, char *buf, size_t size) {
     static const char *const arch[] = {[TS_ARCH_ENCODER] = "encoder",
                                        [TS_ARCH_ENCODER_DECODER] = "encoder-decoder",
                                        [TS_ARCH_ATTENTION] = "multi-head attention alone",
                                        [TS_ARCH_DECODER] = "decoder-only (GPT)"};
     static const char *const pe[] = {[TS_PE_SINUSOIDAL] = "sinusoidal positions",
-                                     [TS_PE_LEARNED] = "learned positions", [TS_PE_NONE] = "no positions"};
+                                     [TS_PE_LEARNED] = "learned positions", [TS_PE_NONE] = "no positions",
+                                     [TS_PE_ROPE] = "rotary positions"};
     static const char *const head[] = {[TS_HEAD_NONE] = "", [TS_HEAD_LM] = ", vocabulary logits",
                                        [TS_HEAD_CLS] = ", classifier"};
     char layers[48] = "";
@@ -52,4 +74,5 @@ void ts_model_config_describe(const ts_model_config *c, char *buf, size_t size) 
              c->input == TS_INPUT_TOKENS ? "" : "vector input, ", pe[c->pe], c->final_norm ? ", final norms" : "",
              c->tie_embed && c->head == TS_HEAD_LM ? ", vocabulary logits (tied)" : head[c->head]);
     describe_variants(c, buf, size);
+    describe_modern(c, buf, size);
 }

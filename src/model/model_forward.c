@@ -112,12 +112,12 @@ static uint64_t dropout(fwd *f, float *out, const float *in, int64_t n) {
 /* The steps inside a LayerNorm, made and handed over only when watched or edited. */
 static const char *const NORM_INNER_STEPS[] = {"mean", "std", "y", NULL};
 
-/* y (rows, D) = (in - mean) / std, a row's mean and std each: a norm's y
+/* y (rows, D) = (in - mean) / std, a row's mean (none: 0) and std each: a norm's y
  * made again when an edit changed its statistics, so that y, and the out
  * made from y, follow the edit. */
 static void normalize_rows(float *y, const float *in, const float *mean, const float *stdv, int64_t rows, int64_t D) {
     for (int64_t r = 0; r < rows; r++)
-        for (int64_t j = 0; j < D; j++) y[r * D + j] = (in[r * D + j] - mean[r]) / stdv[r];
+        for (int64_t j = 0; j < D; j++) y[r * D + j] = (in[r * D + j] - (mean ? mean[r] : 0.0f)) / stdv[r];
 }
 
 /* out (rows, D) = gamma * y + beta: a norm's out made again from an edited y. */
@@ -168,11 +168,56 @@ static bool identity_affine(const ts_norm_weights *w, int64_t D) {
     return true;
 }
 
+/* rms (rows) = sqrt(mean(x^2) + eps) over the last dim, summed in double. */
+static void rms_rows(float *rms, const float *in, int64_t rows, int64_t D, float eps, const fwd *f) {
+    TS_MODEL_OMP(parallel for num_threads(f->threads) if(f->par) schedule(static))
+    for (int64_t r = 0; r < rows; r++) {
+        double sq = 0;
+        for (int64_t j = 0; j < D; j++) sq += (double)in[r * D + j] * in[r * D + j];
+        rms[r] = (float)sqrt(sq / (double)D + (double)eps);
+    }
+}
+
+/* out (rows, D) = y * w, or y * (1 + w) with Gemma's RMSNorm. */
+static void rms_scale(float *out, const float *y, const float *w, bool one_plus, int64_t rows, int64_t D) {
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t j = 0; j < D; j++) out[r * D + j] = y[r * D + j] * (one_plus ? 1.0f + w[j] : w[j]);
+}
+
+/* RMSNorm (Llama, Mistral, Qwen2; Gemma's scales by 1 + w): no mean taken,
+ * out = x / sqrt(mean(x^2) + eps) * w. Traces in, rms (B, S, 1), y = x / rms,
+ * gamma (w), out; y and out follow an edit of rms or y. */
+static ts_status rms_norm(fwd *f, const norm_step *n, const float *in, int S) {
+    double flops0 = f->flops;
+    int64_t B = f->B, D = f->D, rows = B * S;
+    ts_model_acts *a = f->a;
+    const ts_norm_weights *w = n->w;
+    ts_tensor t = view3(in, B, S, D);
+    TS_TRY(fwd_emit(f, n->name, "in", n->in_op, &t, TS_TAG_NORM_IN, n->in_traced));
+    float *y = at(a->big, rows * D); /* in may be out: y apart, out written last */
+    if (!f->dry) rms_rows(a->std, in, rows, D, n->eps, f);
+    t = view3(a->std, B, S, 1);
+    TS_TRY(fwd_emit(f, n->name, "rms", TS_OP_RMS, &t, TS_TAG_NORM_STAT, false));
+    if (!f->dry) normalize_rows(y, in, NULL, a->std, rows, D);
+    ts_tensor ty = view3(y, B, S, D);
+    TS_TRY(fwd_emit(f, n->name, "y", TS_OP_RMS, &ty, TS_TAG_PLAIN, false));
+    t = view(w->gamma, 1, (int64_t[]){D}, NULL);
+    TS_TRY(fwd_emit(f, n->name, "gamma", TS_OP_PARAM, &t, TS_TAG_PARAM, false));
+    if (!f->dry) rms_scale(n->out, y, w->gamma, f->c->norm_kind == TS_NORMK_RMS_GEMMA, rows, D);
+    /* what a backward or the norm view reads as LayerNorm's: mean 0, rstd 1 / rms */
+    if (!f->dry)
+        for (int64_t r = 0; r < rows; r++) n->mean[r] = 0.0f, n->rstd[r] = 1.0f / a->std[r];
+    t = view3(n->out, B, S, D);
+    TS_TRY(fwd_emit(f, n->name, "out", TS_OP_RMS, &t, TS_TAG_NORM_OUT, false));
+    return fwd_module_done(f, n->name, n->params, &t, flops0);
+}
+
 /* out = gamma * (in - mean) / std + beta over the last dim, std = sqrt(var + eps)
  * with the biased variance, as seed 000's LayerNormalization and nn.LayerNorm.
  * Traces in, mean, std (B, S, 1), y = (in - mean) / std, gamma, beta, out. */
 static ts_status norm(fwd *f, const norm_step *n, const float *in, int S) {
     if (f->c->variants & TS_VARIANT_SEED001_LAYERNORM) return norm_two_dims(f, n, in, S);
+    if (f->c->norm_kind != TS_NORMK_LAYER) return rms_norm(f, n, in, S);
     double flops0 = f->flops;
     int64_t B = f->B, D = f->D, rows = B * S;
     ts_model_acts *a = f->a;
@@ -225,8 +270,9 @@ static ts_status norm(fwd *f, const norm_step *n, const float *in, int S) {
 
 /* ---- attention -------------------------------------------------------------------- */
 
-static ts_tensor heads_view(fwd *f, const heads_at *x, int S) {
-    return view((float *)x->base, 4, (int64_t[]){f->B, f->H, S, f->hd},
+/* (B, heads, S, hd) over where x lives: H query heads, or KV key/value heads. */
+static ts_tensor heads_view(fwd *f, const heads_at *x, int heads, int S) {
+    return view((float *)x->base, 4, (int64_t[]){f->B, heads, S, f->hd},
                 (int64_t[]){x->bstride, x->hstride, x->ld, 1});
 }
 
@@ -236,7 +282,8 @@ static ts_tensor heads_view(fwd *f, const heads_at *x, int S) {
  * (B, Sq, H, hd) the values. */
 typedef struct attn_job {
     const heads_at *q, *k, *v;
-    int Sq, Sk, H, hd, D;
+    int Sq, Sk, H, hd, D;  // D: a row of ctx (H * hd)
+    int group;             // query heads per key/value head: head h reads k and v of head h / group
     float *att;            // (B, H, Sq, Sk)
     float *ctx;            // (B, Sq, H, hd)
     const float *key_mask; // (B, Sk) or NULL
@@ -274,9 +321,9 @@ static void apply_mask(fwd *f, const attn_job *j, const float *row_mask) {
  * pair per iteration on each thread; the GEMMs inside run on that thread
  * alone (nested regions stay inactive). */
 static void head_scores(const attn_job *j, int64_t bh, float alpha) {
-    int64_t b = bh / j->H, h = bh % j->H;
+    int64_t b = bh / j->H, h = bh % j->H, kvh = h / j->group;
     ts_gemm(false, true, j->Sq, j->Sk, j->hd, alpha, j->q->base + b * j->q->bstride + h * j->q->hstride, j->q->ld,
-            j->k->base + b * j->k->bstride + h * j->k->hstride, j->k->ld, 0.0f, att_of(j, bh), j->Sk, TS_EPI_NONE,
+            j->k->base + b * j->k->bstride + kvh * j->k->hstride, j->k->ld, 0.0f, att_of(j, bh), j->Sk, TS_EPI_NONE,
             NULL);
 }
 
@@ -289,9 +336,9 @@ static int64_t head_softmax(const attn_job *j, int64_t bh, bool with_mask) {
 
 /* values of head h go straight to columns h*hd.. of ctx: the permute back is free. */
 static void head_values(const attn_job *j, int64_t bh) {
-    int64_t b = bh / j->H, h = bh % j->H;
+    int64_t b = bh / j->H, h = bh % j->H, kvh = h / j->group;
     ts_gemm(false, false, j->Sq, j->hd, j->Sk, 1.0f, att_of(j, bh), j->Sk,
-            j->v->base + b * j->v->bstride + h * j->v->hstride, j->v->ld, 0.0f,
+            j->v->base + b * j->v->bstride + kvh * j->v->hstride, j->v->ld, 0.0f,
             j->ctx + b * j->Sq * j->D + h * j->hd, j->D, TS_EPI_NONE, NULL);
 }
 
@@ -372,7 +419,7 @@ static void attention_values(fwd *f, const attn_job *j) {
  * read from them: an edit of the weights reaches the values); fused
  * otherwise (attention_fused), with the same numbers. */
 static ts_status sdpa(fwd *f, const char *prefix, const attn_job *j) {
-    int B = f->B, H = f->H, hd = f->hd, D = f->D, Sq = j->Sq, Sk = j->Sk;
+    int B = f->B, H = f->H, hd = f->hd, D = f->Q, Sq = j->Sq, Sk = j->Sk; /* D: a row of the values, H * hd */
     float scale = ts_model_attn_scale(f->c, hd);
     int64_t empty = 0;
     f->flops += 2.0 * 2.0 * (double)B * H * Sq * Sk * hd;
@@ -392,7 +439,7 @@ static ts_status sdpa(fwd *f, const char *prefix, const attn_job *j) {
     }
     f->m->empty_rows += empty;
     heads_at vals = {j->ctx, (int64_t)Sq * D, hd, D};
-    ts_tensor tv = heads_view(f, &vals, Sq);
+    ts_tensor tv = heads_view(f, &vals, H, Sq);
     TS_TRY(fwd_emit(f, prefix, "values", TS_OP_MATMUL, &tv, TS_TAG_HEADS, false));
     if (f->c->variants & TS_VARIANT_SEED000_RESHAPE) { /* no permute back; the q/k/v rows are spent */
         if (!f->dry) ts_model_unpermuted_concat(j->ctx, f->a->big, B, Sq, H, hd);
@@ -406,11 +453,9 @@ static ts_status sdpa(fwd *f, const char *prefix, const attn_job *j) {
 
 /* Self-attention's projection as seed 000 writes it: qkv (B, S, 3D) -> view
  * (B, S, H, 3hd) -> permute (B, H, S, 3hd) -> chunk into q, k, v (B, H, S, hd),
- * all views of one buffer (in_proj rows are stored per head: see model.c).
- * Decoding appends the new k and v to the cache and reads every cached one. */
-static ts_status qkv_projection(fwd *f, attn_step *s, const float *x, int S) {
+ * all views of one buffer (in_proj rows are stored per head: see model.c). */
+static ts_status packed_projection(fwd *f, attn_step *s, const float *x, int S) {
     int64_t B = f->B, D = f->D, H = f->H, hd = f->hd;
-    s->flops0 = f->flops;
     float *qkv = s->buf.q;
     linear(f, qkv, x, B * S, s->din, (int)(3 * D), s->w->in_w, s->w->in_b, s->din, TS_EPI_BIAS);
     ts_tensor t = view3(qkv, B, S, 3 * D);
@@ -423,8 +468,83 @@ static ts_status qkv_projection(fwd *f, attn_step *s, const float *x, int S) {
     s->k = s->v = s->q;
     s->k.base = cat(qkv, hd);
     s->v.base = cat(qkv, 2 * hd);
-    t = heads_view(f, &s->q, S);
-    TS_TRY(fwd_emit(f, s->name, "q", TS_OP_CHUNK, &t, TS_TAG_HEADS, false));
+    t = heads_view(f, &s->q, (int)H, S);
+    return fwd_emit(f, s->name, "q", TS_OP_CHUNK, &t, TS_TAG_HEADS, false);
+}
+
+/* One of today's projections apart: out (B, S, heads * hd) = x W^T + b, then
+ * its heads (B, heads, S, hd) as a view. */
+static ts_status head_projection(fwd *f, attn_step *s, const float *x, int S, const char *leaf, const char *heads_leaf,
+                                 const float *w, const float *b, int heads, float *out, heads_at *at_heads) {
+    int64_t B = f->B, W = (int64_t)heads * f->hd;
+    linear(f, out, x, B * S, f->D, (int)W, w, b, f->D, TS_EPI_BIAS);
+    ts_tensor t = view3(out, B, S, W);
+    TS_TRY(fwd_emit(f, s->name, leaf, TS_OP_LINEAR, &t, TS_TAG_PLAIN, false));
+    *at_heads = (heads_at){out, S * W, f->hd, (int)W};
+    if (!heads_leaf) return TS_OK;
+    t = heads_view(f, at_heads, heads, S);
+    return fwd_emit(f, s->name, heads_leaf, TS_OP_PERMUTE, &t, TS_TAG_HEADS, false);
+}
+
+/* Llama's projection: q_proj (B, S, H*hd), k_proj and v_proj (B, S, KV*hd),
+ * side by side in the scratch area, each seen as heads (q, k, v). */
+static ts_status split_projection(fwd *f, attn_step *s, const float *x, int S) {
+    int64_t rows = (int64_t)f->B * S;
+    float *q = s->buf.q, *k = at(q, rows * f->Q), *v = at(k, rows * f->KV * f->hd);
+    const ts_attn_weights *w = s->w;
+    TS_TRY(head_projection(f, s, x, S, "q_proj", "q", w->q_w, w->q_b, f->H, q, &s->q));
+    TS_TRY(head_projection(f, s, x, S, "k_proj", NULL, w->k_w, w->k_b, f->KV, k, &s->k));
+    return head_projection(f, s, x, S, "v_proj", NULL, w->v_w, w->v_b, f->KV, v, &s->v);
+}
+
+/* RoPE over heads (B, heads, S, hd) at x: pair p of the first r dims of each
+ * head turns by the angle of its position and frequency (the cos and sin of
+ * this pass, a->rope); dims past r pass through. The rotated copy goes to dst
+ * (B, S, heads * hd), which every later step reads. */
+static void rotate(fwd *f, const heads_at *x, int heads, int S, float *dst) {
+    int hd = f->hd, r = ts_model_rotary_dims(f->c), half = r / 2;
+    int64_t W = (int64_t)heads * hd;
+    bool interleaved = f->c->rope_style == TS_ROPE_INTERLEAVED;
+    const float *cosv = f->a->rope, *sinv = f->a->rope + (int64_t)S * half;
+    TS_MODEL_OMP(parallel for num_threads(f->threads) if(f->par) schedule(static))
+    for (int64_t bs = 0; bs < (int64_t)f->B * S; bs++) {
+        int64_t b = bs / S, p = bs % S;
+        for (int h = 0; h < heads; h++) {
+            const float *in = x->base + b * x->bstride + h * x->hstride + p * x->ld;
+            float *out = dst + bs * W + (int64_t)h * hd;
+            for (int i = 0; i < half; i++) {
+                int lo = interleaved ? 2 * i : i, hi = interleaved ? 2 * i + 1 : i + half;
+                float c = cosv[p * half + i], sn = sinv[p * half + i];
+                out[lo] = in[lo] * c - in[hi] * sn;
+                out[hi] = in[hi] * c + in[lo] * sn;
+            }
+            for (int d = r; d < hd; d++) out[d] = in[d];
+        }
+    }
+}
+
+/* q_rot and k_rot: q and k turned by RoPE, handed over, and read from then on. */
+static ts_status rotary(fwd *f, attn_step *s, int S) {
+    int64_t rows = (int64_t)f->B * S;
+    float *qr = s->buf.rot, *kr = at(qr, rows * f->Q);
+    if (!f->dry) rotate(f, &s->q, f->H, S, qr);
+    s->q = (heads_at){qr, S * (int64_t)f->Q, f->hd, f->Q};
+    ts_tensor t = heads_view(f, &s->q, f->H, S);
+    TS_TRY(fwd_emit(f, s->name, "q_rot", TS_OP_ROPE, &t, TS_TAG_HEADS, false));
+    int kw = f->KV * f->hd;
+    if (!f->dry) rotate(f, &s->k, f->KV, S, kr);
+    s->k = (heads_at){kr, S * (int64_t)kw, f->hd, kw};
+    t = heads_view(f, &s->k, f->KV, S);
+    return fwd_emit(f, s->name, "k_rot", TS_OP_ROPE, &t, TS_TAG_HEADS, false);
+}
+
+/* A self-attention's q, k and v: packed (seed 000, GPT-2, GPT-NeoX) or apart
+ * (Llama), turned by RoPE when the model's positions are rotations.
+ * Decoding appends the new k and v to the cache and reads every cached one. */
+static ts_status qkv_projection(fwd *f, attn_step *s, const float *x, int S) {
+    s->flops0 = f->flops;
+    TS_TRY(f->c->split_qkv ? split_projection(f, s, x, S) : packed_projection(f, s, x, S));
+    if (f->c->pe == TS_PE_ROPE) TS_TRY(rotary(f, s, S));
     s->Sq = s->Sk = S;
     if (s->cache_k) {
         if (!f->dry) fwd_cache_append(f, s, S, &s->k, &s->v);
@@ -448,7 +568,7 @@ static ts_status cross_projections(fwd *f, attn_step *s, const float *x, int T) 
     t = view(qp, 4, (int64_t[]){B, T, H, hd}, NULL);
     TS_TRY(fwd_emit(f, s->name, "q_heads", TS_OP_RESHAPE, &t, TS_TAG_PLAIN, false));
     s->q = (heads_at){qp, T * D, hd, (int)D};
-    t = heads_view(f, &s->q, T);
+    t = heads_view(f, &s->q, (int)H, T);
     TS_TRY(fwd_emit(f, s->name, "q", TS_OP_PERMUTE, &t, TS_TAG_HEADS, false));
     linear(f, kv, s->mem, B * S, (int)D, (int)(2 * D), cat(w->in_w, D * D), cat(w->in_b, D), (int)D, TS_EPI_BIAS);
     t = view3(kv, B, S, 2 * D);
@@ -467,18 +587,20 @@ static ts_status cross_projections(fwd *f, attn_step *s, const float *x, int T) 
 /* Attention over the projected heads: k and v handed over as views of their
  * projection (or the cache), then softmax(q k^T / sqrt(hd) + mask) v. */
 static ts_status attention(fwd *f, attn_step *s) {
-    ts_tensor t = heads_view(f, &s->k, s->Sk);
+    int kv = s->mem ? f->H : f->KV; /* cross-attention's memory has every head */
+    ts_tensor t = heads_view(f, &s->k, kv, s->Sk);
     TS_TRY(fwd_emit(f, s->name, "k", TS_OP_CHUNK, &t, TS_TAG_HEADS, false));
-    t = heads_view(f, &s->v, s->Sk);
+    t = heads_view(f, &s->v, kv, s->Sk);
     TS_TRY(fwd_emit(f, s->name, "v", TS_OP_CHUNK, &t, TS_TAG_HEADS, false));
-    attn_job j = {&s->q, &s->k, &s->v, s->Sq, s->Sk, f->H, f->hd, f->D, s->buf.att, s->buf.ctx, s->key_mask, s->causal};
+    attn_job j = {&s->q, &s->k, &s->v, s->Sq, s->Sk, f->H, f->hd, f->Q, f->H / kv, s->buf.att, s->buf.ctx,
+                  s->key_mask, s->causal};
     return sdpa(f, s->name, &j);
 }
 
-/* out (B, Sq, D) = values W_o^T + b_o: the attention module's output. */
+/* out (B, Sq, D) = values (B, Sq, H*hd) W_o^T + b_o: the attention module's output. */
 static ts_status out_projection(fwd *f, const attn_step *s, float *out) {
     int64_t B = f->B, D = f->D;
-    linear(f, out, s->buf.ctx, B * s->Sq, (int)D, (int)D, s->w->out_w, s->w->out_b, (int)D, TS_EPI_BIAS);
+    linear(f, out, s->buf.ctx, B * s->Sq, f->Q, (int)D, s->w->out_w, s->w->out_b, f->Q, TS_EPI_BIAS);
     ts_tensor t = view3(out, B, s->Sq, D);
     TS_TRY(fwd_emit(f, s->name, "out", TS_OP_LINEAR, &t, TS_TAG_PLAIN, false));
     return fwd_module_done(f, s->name, s->params, &t, s->flops0);
@@ -496,23 +618,67 @@ static ts_status self_attention(fwd *f, attn_step *s, const float *x, int S, flo
 /* out = linear2(dropout(act(linear1(x)))); traces hidden, act, dropout, out.
  * hidden and act are one buffer unless the backward keeps GELU's input
  * (kept: act apart). Returns the inner dropout's key. */
+typedef void (*activation_fn)(float *out, const float *in, int64_t n);
+
+static activation_fn activation_of(ts_activation act) {
+    switch (act) {
+    case TS_ACT_GELU: return ts_gelu;
+    case TS_ACT_GELU_TANH: return ts_gelu_tanh;
+    case TS_ACT_SILU: return ts_silu;
+    case TS_ACT_RELU: break;
+    }
+    return ts_relu;
+}
+
+static ts_op activation_op(ts_activation act) {
+    return act == TS_ACT_RELU ? TS_OP_RELU : act == TS_ACT_SILU ? TS_OP_SILU : TS_OP_GELU;
+}
+
+/* A gated FFN (SwiGLU with silu, GeGLU with gelu): out = down(act(gate(x)) * up(x)),
+ * where gate and up are (B, S, F) side by side in the scratch area. Traces
+ * gate, act, up, gated (act * up), dropout, out, each read only after it is
+ * handed over. */
+static ts_status gated_ffn(fwd *f, const ffn_step *s, const float *x, int S, float *out) {
+    const char *prefix = s->name;
+    const ts_ffn_weights *w = s->w;
+    double flops0 = f->flops;
+    int64_t B = f->B, D = f->D, F = f->c->ffn, n = B * S * F;
+    float *gate = s->buf.hidden, *up = at(gate, n);
+    linear(f, gate, x, B * S, (int)D, (int)F, w->wg, w->bg, (int)D, TS_EPI_BIAS);
+    ts_tensor t = view3(gate, B, S, F);
+    TS_TRY(fwd_emit(f, prefix, "gate", TS_OP_LINEAR, &t, TS_TAG_PLAIN, false));
+    if (!f->dry) activation_of(f->c->activation)(gate, gate, n);
+    TS_TRY(fwd_emit(f, prefix, "act", activation_op(f->c->activation), &t, TS_TAG_PLAIN, false));
+    linear(f, up, x, B * S, (int)D, (int)F, w->w1, w->b1, (int)D, TS_EPI_BIAS);
+    t = view3(up, B, S, F);
+    TS_TRY(fwd_emit(f, prefix, "up", TS_OP_LINEAR, &t, TS_TAG_PLAIN, false));
+    if (!f->dry) ts_mul(up, gate, up, n);
+    TS_TRY(fwd_emit(f, prefix, "gated", TS_OP_MUL, &t, TS_TAG_PLAIN, false));
+    *s->key = dropout(f, up, up, n);
+    TS_TRY(fwd_emit(f, prefix, "dropout", TS_OP_DROPOUT, &t, TS_TAG_PLAIN, !f->train));
+    linear(f, out, up, B * S, (int)F, (int)D, w->w2, w->b2, (int)F, TS_EPI_BIAS);
+    t = view3(out, B, S, D);
+    TS_TRY(fwd_emit(f, prefix, "out", TS_OP_LINEAR, &t, TS_TAG_PLAIN, false));
+    return fwd_module_done(f, prefix, s->params, &t, flops0);
+}
+
 static ts_status ffn(fwd *f, const ffn_step *s, const float *x, int S, float *out) {
+    if (f->c->gated_ffn) return gated_ffn(f, s, x, S, out);
     const char *prefix = s->name;
     const ts_ffn_weights *w = s->w;
     ts_kept_ffn buf = s->buf;
     double flops0 = f->flops;
     int64_t B = f->B, D = f->D, F = f->c->ffn, n = B * S * F;
     ts_activation act = f->c->activation;
-    bool gelu = act != TS_ACT_RELU;
-    void (*activate)(float *, const float *, int64_t) =
-        act == TS_ACT_GELU ? ts_gelu : act == TS_ACT_GELU_TANH ? ts_gelu_tanh : ts_relu;
+    bool gelu = act != TS_ACT_RELU; /* (or silu: no ReLU's shortcuts) */
+    activation_fn activate = activation_of(act);
     float *hidden = buf.hidden, *acted = buf.act;
-    /* the GEMM applies ReLU and exact GELU as it stores, unless someone
-     * watches the hidden layer or the backward reads GELU's input;
-     * GELU's tanh form always runs after it */
+    /* the GEMM applies ReLU and exact GELU as it stores (with its bias),
+     * unless someone watches the hidden layer or the backward reads GELU's
+     * input; GELU's tanh form and SiLU always run after it */
     static const char *const inner[] = {"hidden", "act", NULL};
     bool watch = fwd_watches(f, prefix, inner);
-    bool unfused = watch || (gelu && acted != hidden);
+    bool unfused = watch || (gelu && acted != hidden) || !w->b1;
     ts_epilogue fused = act == TS_ACT_GELU ? TS_EPI_BIAS_GELU : act == TS_ACT_RELU ? TS_EPI_BIAS_RELU : TS_EPI_BIAS;
     linear(f, hidden, x, B * S, (int)D, (int)F, w->w1, w->b1, (int)D, unfused ? TS_EPI_BIAS : fused);
     const float *made = hidden; // the activation's output so far
@@ -531,9 +697,9 @@ static ts_status ffn(fwd *f, const ffn_step *s, const float *x, int S, float *ou
         /* ReLU's output is its input through ReLU, which a trace can store as
          * a view of the input's values; GELU's a reader could not redo to the bit. */
         if (!paired)
-            TS_TRY(fwd_emit_like(f, prefix, "act", gelu ? TS_OP_GELU : TS_OP_RELU, &t, TS_TAG_PLAIN, false, NULL,
+            TS_TRY(fwd_emit_like(f, prefix, "act", activation_op(act), &t, TS_TAG_PLAIN, false, NULL,
                              gelu ? 0.0f : 1.0f));
-    } else if (act == TS_ACT_GELU_TANH || unfused) {
+    } else if (act == TS_ACT_GELU_TANH || act == TS_ACT_SILU || unfused) {
         if (!f->dry) activate(acted, hidden, n);
         made = acted;
     }
@@ -571,6 +737,19 @@ static ts_status residual_after(fwd *f, residual_step *r, const float *x, int S,
     TS_TRY(norm(f, &r->norm, r->sum, S));
     *y = r->norm.out;
     return TS_OK;
+}
+
+/* GPT-NeoX's parallel residual: x + dropout(attn) + dropout(ffn), both
+ * sublayers having read the same x. */
+static void parallel_sum(fwd *f, residual_step *r, const float *x, int S, const float **y) {
+    int64_t n = (int64_t)f->B * S * f->D;
+    dropout(f, r[0].sub, r[0].sub, n);
+    dropout(f, r[1].sub, r[1].sub, n);
+    if (!f->dry) {
+        ts_add(r[1].sum, x, r[0].sub, n);
+        ts_add(r[1].sum, r[1].sum, r[1].sub, n);
+    }
+    *y = r[1].sum;
 }
 
 /* The layer's output, handed over as its own step: in post-LN it is the
@@ -622,6 +801,16 @@ static ts_status self_attn_layer(fwd *f, int i, const ts_enc_layer_weights *w, c
     residual_step *r = b.res;
     int S = b.S;
     const float *x = in, *h;
+    if (f->c->parallel_residual) {                // GPT-NeoX: both sublayers read x
+        TS_TRY(norm_before(f, &r[0], x, S, &h));  // h = norm1(x)
+        TS_TRY(qkv_projection(f, &b.attn[0], h, S));
+        TS_TRY(attention(f, &b.attn[0]));
+        TS_TRY(out_projection(f, &b.attn[0], r[0].sub)); // a = attn(h)
+        TS_TRY(norm_before(f, &r[1], x, S, &h));  // h = norm2(x)
+        TS_TRY(ffn(f, &b.ffn, h, S, r[1].sub));   // m = ffn(h)
+        parallel_sum(f, r, x, S, &x);             // x = x + a + m
+        return layer_out(f, &b, x, y);
+    }
     TS_TRY(norm_before(f, &r[0], x, S, &h));      // h = norm1(x)             (pre-LN)
     TS_TRY(qkv_projection(f, &b.attn[0], h, S));  // q, k, v = h W_qkv + b
     TS_TRY(attention(f, &b.attn[0]));             // softmax(q k^T / sqrt(hd) + mask) v
@@ -700,7 +889,8 @@ static ts_status embed(fwd *f, const embed_step *e, const float **res) {
         t = view3(e->vecs, B, S, c->arch == TS_ARCH_ATTENTION && c->in_dim ? c->in_dim : D);
     }
     TS_TRY(fwd_emit(f, NULL, e->input_name, TS_OP_INPUT, &t, TS_TAG_PLAIN, false));
-    if (!e->tokens && c->pe == TS_PE_NONE) { // seed 000: the input is the embedding
+    bool added = c->pe == TS_PE_SINUSOIDAL || c->pe == TS_PE_LEARNED; /* RoPE turns q and k instead */
+    if (!e->tokens && !added) { // seed 000: the input is the embedding
         *res = e->vecs;
         return TS_OK;
     }
@@ -721,7 +911,7 @@ static ts_status embed(fwd *f, const embed_step *e, const float **res) {
     } else if (!f->dry) {
         memcpy(sum, e->vecs, sizeof(float) * (size_t)(B * S * D));
     }
-    if (c->pe != TS_PE_NONE) {
+    if (added) {
         const float *pe = cat(learned ? e->w->positions : a->pe, (int64_t)f->pos0 * D);
         if (ts_hook_edits(f->hook) && !f->dry) { /* an edit changes this pass's positions, not the model's table */
             memcpy(a->big, pe, sizeof(float) * (size_t)(S * D));
@@ -749,8 +939,8 @@ static ts_status embed(fwd *f, const embed_step *e, const float **res) {
     if (k) k->key = key;
     t = view3(out, B, S, D);
     /* Without dropout, embed.out is the norm's out (BERT's learned positions) or the tokens (no positions). */
-    TS_TRY(fwd_emit(f, e->name, "out", c->pe == TS_PE_NONE ? TS_OP_EMBED : TS_OP_ADD, &t, TS_TAG_PLAIN,
-                (normed || c->pe == TS_PE_NONE) && !f->train));
+    TS_TRY(fwd_emit(f, e->name, "out", added ? TS_OP_ADD : TS_OP_EMBED, &t, TS_TAG_PLAIN,
+                (normed || !added) && !f->train));
     *res = out;
     return fwd_module_done(f, e->name, params, &t, flops0);
 }
@@ -812,6 +1002,20 @@ static ts_status check_ids(const int32_t *ids, int64_t n, int vocab, const char 
             return ts_fail(TS_ERR_ARG, "%s id %d at position %lld is outside the vocabulary [0, %d)", what,
                            (int)ids[i], (long long)i, vocab);
     return TS_OK;
+}
+
+/* RoPE's angles at positions pos0 .. pos0 + S - 1: table (S, r/2) of cos,
+ * then (S, r/2) of sin, angle = p * theta^(-2i / r) for pair i of the r
+ * rotated dims (computed in double, as a reference would). */
+static void rope_table(float *table, const ts_model_config *c, int pos0, int S) {
+    int r = ts_model_rotary_dims(c), half = r / 2;
+    double theta = ts_model_rope_theta(c);
+    for (int p = 0; p < S; p++)
+        for (int i = 0; i < half; i++) {
+            double angle = (double)(pos0 + p) * pow(theta, -2.0 * i / r);
+            table[(int64_t)p * half + i] = (float)cos(angle);
+            table[(int64_t)S * half + (int64_t)p * half + i] = (float)sin(angle);
+        }
 }
 
 /* An additive key mask: -inf at pads, or seed 003's -1e9. */
@@ -877,6 +1081,7 @@ static ts_status run(fwd *f, const ts_model_input *in, ts_tensor *out) {
         build_mask(a->src_mask, in->src_pad, (int64_t)f->B * S, fill);
         if (a->tgt_mask) build_mask(a->tgt_mask, in->tgt_pad, (int64_t)f->B * T, fill);
         if (a->mem_mask) build_mask(a->mem_mask, mem_pad, (int64_t)f->B * S, fill);
+        if (c->pe == TS_PE_ROPE) rope_table(a->rope, c, f->pos0, S);
     }
     if (keep) {
         keep->dropout = f->p;

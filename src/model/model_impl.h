@@ -34,7 +34,13 @@ typedef struct ts_model_acts {
     float *pads;     // (B, L) a padding mask as 0/1, handed to the hook
     float *cls;      // (B, D) first token for the classifier
     float *logits;   // (B, L, V) or (B, n_labels)
+    float *rope;     // (L, r) RoPE's cos then sin (r/2 each) at this pass's positions, or NULL
 } ts_model_acts;
+
+/* A self-attention's projections per query row: q, k and v (3D, or with
+ * q, k and v apart H*hd + 2 KV*hd), and, with RoPE, their rotated q and k. */
+int64_t ts_model_qkv_floats(const ts_model_config *c);
+int64_t ts_model_rot_floats(const ts_model_config *c);
 
 /* Lay out the buffers (model_plan.c); with base NULL only count. Returns the
  * bytes needed. */
@@ -68,6 +74,7 @@ typedef struct ts_kept_attn {
     float *kv;  // cross: (B, Sk, 2D), per head [k_h v_h]; NULL for self-attention
     float *att; // (B, H, Sq, Sk) weights
     float *ctx; // (B, Sq, D) values, heads side by side (concat layout)
+    float *rot; // RoPE: q and k rotated, (B, Sq, H*hd) then (B, Sq, KV*hd); NULL otherwise
 } ts_kept_attn;
 
 typedef struct ts_kept_ffn {

@@ -23,7 +23,9 @@ void fwd_setup(fwd *f, ts_model *m, ts_model_acts *a, const ts_hook *hook) {
     f->T = m->T;
     f->D = m->cfg.d_model;
     f->H = m->cfg.heads;
-    f->hd = f->D / f->H;
+    f->hd = ts_model_head_dim(&m->cfg);
+    f->KV = ts_model_kv_heads(&m->cfg);
+    f->Q = f->H * f->hd;
     f->threads = ts_kernels_threads();
     /* A parallel region costs microseconds (much more on a busy machine);
      * below ~64K elements a step is cheaper on one thread. */
@@ -140,12 +142,13 @@ ts_status fwd_module_done(fwd *f, const char *name, const char *param_prefix, co
 
 ts_kept_attn fwd_scratch_attn(const fwd *f, bool cross, int Sq, int Sk) {
     int64_t B = f->B, D = f->D;
-    ts_kept_attn b = {f->a->big, NULL, NULL, f->a->ctx};
+    ts_kept_attn b = {f->a->big, NULL, NULL, f->a->ctx, NULL};
     if (cross) {
         b.kv = at(b.q, B * Sq * D);
         b.att = at(b.kv, B * Sk * 2 * D);
-    } else {
-        b.att = at(b.q, B * Sq * 3 * D);
+    } else { /* q, k, v | RoPE's rotated q and k | the scores */
+        b.rot = at(b.q, B * Sq * ts_model_qkv_floats(f->c));
+        b.att = at(b.rot, B * Sq * ts_model_rot_floats(f->c));
     }
     return b;
 }
@@ -211,12 +214,16 @@ void fwd_self_attn_block(fwd *f, block *b, int i, const ts_enc_layer_weights *w,
     b->attn[0] = attn_at(b->nm.self, b->nm.self_p, &w->self_attn, fwd_enc_key_mask(f), f->c->causal, f->D, NULL, 0,
                          b->kept ? b->kept->attn[0] : fwd_scratch_attn(f, false, f->S, Sk));
     if (f->cache) {
-        size_t at_layer = (size_t)i * (size_t)f->cache->capacity * (size_t)f->D;
+        size_t at_layer = (size_t)i * (size_t)f->cache->capacity * (size_t)(f->KV * f->hd);
         b->attn[0].cache_k = f->cache->k + at_layer;
         b->attn[0].cache_v = f->cache->v + at_layer;
     }
     residual_at(f, b, 0, &w->norm1, out);
     residual_at(f, b, 1, &w->norm2, out);
+    if (f->c->parallel_residual) { /* norm2 reads the layer's input too; the attention's output stays in tmp */
+        b->res[1].norm.in_op = TS_OP_INPUT, b->res[1].norm.in_traced = true;
+        b->res[1].norm.out = b->res[1].sub = f->a->ctx;
+    }
     ffn_at(f, b, 1, &w->ffn);
 }
 
@@ -239,10 +246,10 @@ void fwd_cross_attn_block(fwd *f, block *b, int i, const ts_dec_layer_weights *w
 }
 
 void fwd_cache_append(fwd *f, const attn_step *s, int S, heads_at *ck, heads_at *cv) {
-    int D = f->D, hd = f->hd;
+    int hd = f->hd, D = f->KV * hd; /* a cache row: every key/value head side by side */
     const heads_at *k = &s->k, *v = &s->v;
     for (int r = 0; r < S; r++)
-        for (int h = 0; h < f->H; h++) {
+        for (int h = 0; h < f->KV; h++) {
             memcpy(s->cache_k + (int64_t)(f->pos0 + r) * D + h * hd, k->base + h * k->hstride + (int64_t)r * k->ld,
                    sizeof(float) * (size_t)hd);
             memcpy(s->cache_v + (int64_t)(f->pos0 + r) * D + h * hd, v->base + h * v->hstride + (int64_t)r * v->ld,

@@ -30,6 +30,8 @@ typedef struct fwd {
     bool train; // the model is in training mode (dropout on)
     float p;    // dropout probability in effect (0 unless training)
     int B, D, H, hd;
+    int KV;      // key/value heads (H, or fewer shared by groups of query heads)
+    int Q;       // H * hd: the width of q and of the attention values
     int S, T;    // positions of this pass: source (or the new ones when decoding), target
     int threads; // the kernels' thread count, for the loops here
     bool par;    // enough work per pass to be worth a parallel region

@@ -20,27 +20,53 @@ static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
 
 /* ---- inference and decoding: buffers shared by every layer ---------------------- */
 
+/* One self-attention's scratch for `rows` queries over `keys` keys (per
+ * sequence): its projections (q, k, v: 3D, or with shared key/value heads
+ * Q + 2 KVw), RoPE's rotated q and k, and the (H, rows, keys) scores. */
+int64_t ts_model_qkv_floats(const ts_model_config *c) {
+    int64_t Q = (int64_t)c->heads * ts_model_head_dim(c), KVw = (int64_t)ts_model_kv_heads(c) * ts_model_head_dim(c);
+    return c->split_qkv ? Q + 2 * KVw : 3 * (int64_t)c->d_model;
+}
+
+int64_t ts_model_rot_floats(const ts_model_config *c) {
+    if (c->pe != TS_PE_ROPE) return 0;
+    return (int64_t)(c->heads + ts_model_kv_heads(c)) * ts_model_head_dim(c);
+}
+
+static int64_t attn_floats(const ts_model_config *c, int64_t rows, int64_t keys) {
+    return rows * (ts_model_qkv_floats(c) + ts_model_rot_floats(c)) + c->heads * rows * keys;
+}
+
+/* The FFN's hidden layer: two of them side by side when gated (gate and up). */
+static int64_t ffn_floats(const ts_model_config *c, int64_t rows) { return (c->gated_ffn ? 2 : 1) * rows * c->ffn; }
+
+/* Attention values (Q = H * hd wide), or a (rows, D) buffer: the wider. */
+static int64_t ctx_floats(const ts_model_config *c, int64_t rows) {
+    return rows * max64(c->d_model, (int64_t)c->heads * ts_model_head_dim(c));
+}
+
 size_t ts_model_plan_acts(const ts_model *m, ts_model_acts *a, unsigned char *base) {
     const ts_model_config *c = &m->cfg;
-    int64_t B = c->batch, S = m->S, T = m->T, L = m->L, D = c->d_model, H = c->heads, F = c->ffn;
+    int64_t B = c->batch, S = m->S, T = m->T, L = m->L, D = c->d_model, H = c->heads;
     bool encdec = c->arch == TS_ARCH_ENCODER_DECODER;
     /* The scratch area at its widest: attention (projections + scores), the
      * FFN hidden layer, or a LayerNorm's staging (out and y side by side). */
-    int64_t big = B * S * 3 * D + B * H * S * S;
+    int64_t big = B * attn_floats(c, S, S);
     if (encdec) {
         big = max64(big, B * T * 3 * D + B * H * T * T);
         big = max64(big, B * T * D + B * S * 2 * D + B * H * T * S);
     }
-    if (c->arch != TS_ARCH_ATTENTION) big = max64(big, B * L * F);
+    if (c->arch != TS_ARCH_ATTENTION) big = max64(big, B * ffn_floats(c, L));
     big = max64(big, 2 * B * L * D);
     memset(a, 0, sizeof *a);
     size_t cur = 0;
     a->x = take(&cur, base, B * S * D);
     a->y = take(&cur, base, encdec ? B * T * D : 0);
     a->tmp = take(&cur, base, B * L * D);
-    a->ctx = take(&cur, base, B * L * D);
+    a->ctx = take(&cur, base, B * ctx_floats(c, L));
     a->big = take(&cur, base, big);
     a->big_floats = (size_t)big;
+    a->rope = take(&cur, base, (int64_t)L * ts_model_rotary_dims(c));
     a->mean = take(&cur, base, B * L);
     a->rstd = take(&cur, base, B * L);
     a->std = take(&cur, base, B * L);
@@ -59,15 +85,16 @@ size_t ts_model_plan_acts(const ts_model *m, ts_model_acts *a, unsigned char *ba
 
 size_t ts_model_plan_decode_acts(const ts_model_config *c, int rows, int keys, ts_model_acts *a,
                                  unsigned char *base) {
-    int64_t R = rows, K = keys, D = c->d_model, H = c->heads, F = c->ffn;
-    int64_t big = max64(max64(R * 3 * D + H * R * K, R * F), 2 * R * D);
+    int64_t R = rows, K = keys, D = c->d_model;
+    int64_t big = max64(max64(attn_floats(c, R, K), ffn_floats(c, R)), 2 * R * D);
     memset(a, 0, sizeof *a);
     size_t cur = 0;
     a->x = take(&cur, base, R * D);
     a->tmp = take(&cur, base, R * D);
-    a->ctx = take(&cur, base, R * D);
+    a->ctx = take(&cur, base, ctx_floats(c, R));
     a->big = take(&cur, base, big);
     a->big_floats = (size_t)big;
+    a->rope = take(&cur, base, R * ts_model_rotary_dims(c));
     a->mean = take(&cur, base, R);
     a->rstd = take(&cur, base, R);
     a->std = take(&cur, base, R);
