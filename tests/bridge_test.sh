@@ -9,7 +9,6 @@
 . "$(dirname "$0")/lib.sh"
 ref=tests/ref/bridge
 
-has() { case $1 in *"$2"*) ok ;; *) bad "$3: no '$2' in: $(printf '%s' "$1" | head -c 600)" ;; esac; }
 # compared OUT: the number of steps diff compared.
 compared() { printf '%s\n' "$1" | sed -n 's/.*(\([0-9]*\) steps compared).*/\1/p'; }
 

@@ -12,7 +12,6 @@ ref=tests/ref/edits
 model=assets/induction-2l.safetensors
 pos=$(cat $ref/pos.txt)
 
-has() { case $1 in *"$2"*) ok ;; *) bad "$3: no '$2' in: $(printf '%s' "$1" | head -c 600)" ;; esac; }
 # agrees WHAT FIXTURE -- RUN ARGS...: the run's logits equal PyTorch's within 1e-4
 agrees() {
     local what=$1 want=$2

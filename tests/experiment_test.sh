@@ -12,7 +12,6 @@ model=assets/induction-2l.safetensors
 clean=$(sed -n 1p $ref/texts.txt)
 corrupt=$(sed -n 2p $ref/texts.txt)
 
-has() { case $1 in *"$2"*) ok ;; *) bad "$3: no '$2' in: $(printf '%s' "$1" | head -c 600)" ;; esac; }
 one_line() { [ "$(printf '%s\n' "$err" | grep -c .)" = 1 ] && [ -z "$out" ] && ok || bad "$1: not one line: $err / $out"; }
 # same_as REF TRACE WHAT: every step both have equals PyTorch's within 1e-4
 same_as() {

@@ -10,7 +10,6 @@
 ref=tests/ref/gpt
 text="Hello, GPT-2!"
 
-has() { case $1 in *"$2"*) ok ;; *) bad "$3: no '$2' in: $(printf '%s' "$1" | head -c 600)" ;; esac; }
 # one_line: a refusal is one line on stderr and nothing on stdout
 one_line() { [ "$(printf '%s\n' "$err" | grep -c .)" = 1 ] && [ -z "$out" ] && ok || bad "$1: not one line: $err / $out"; }
 

@@ -19,6 +19,8 @@ trap 'rm -rf "$tmp"' EXIT
 
 ok() { passed=$((passed + 1)); }
 bad() { failed=$((failed + 1)); echo "FAIL: $*"; }
+# has TEXT PART WHAT: TEXT holds PART (a passed check), or a failure naming WHAT
+has() { case $1 in *"$2"*) ok ;; *) bad "$3: no '$2' in: $(printf '%s' "$1" | head -c 600)" ;; esac; }
 
 # expect CODE WHAT -- COMMAND...: the command exits with CODE. Leaves its
 # standard output in $out, its standard error in $err and its code in $rc.

@@ -10,7 +10,6 @@
 N=tests/ref/pt/nanogpt
 G=tests/ref/gpt
 
-has() { case $1 in *"$2"*) ok ;; *) bad "$3: no '$2' in: $(printf '%s' "$1" | head -c 600)" ;; esac; }
 one_line() { [ "$(printf '%s\n' "$err" | grep -c .)" = 1 ] && ok || bad "$1: not one line: $err"; }
 
 # ---- nanoGPT as it comes ----

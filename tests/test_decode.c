@@ -121,6 +121,23 @@ static void post_ln_relu(void **state) {
     check_against_forward(&c);
 }
 
+/* Today's blocks: RMSNorm, RoPE (at the cached positions' own angles),
+ * shared key/value heads in the cache, SwiGLU; then Gemma's and GPT-NeoX's. */
+static void llama_blocks(void **state) {
+    (void)state;
+    ts_model_config c = gpt();
+    c.pe = TS_PE_ROPE, c.norm_kind = TS_NORMK_RMS, c.split_qkv = true, c.kv_heads = 1, c.gated_ffn = true;
+    c.activation = TS_ACT_SILU, c.no_qkv_bias = c.no_out_bias = c.no_ffn_bias = true, c.tie_embed = false;
+    c.rope_theta = 500000;
+    check_against_forward(&c);
+    c.rope_style = TS_ROPE_INTERLEAVED, c.norm_kind = TS_NORMK_RMS_GEMMA, c.head_dim = 6, c.scale_embed = true;
+    c.activation = TS_ACT_GELU_TANH, c.tie_embed = true;
+    check_against_forward(&c);
+    c = gpt();
+    c.pe = TS_PE_ROPE, c.rotary_pct = 0.5f, c.parallel_residual = true, c.activation = TS_ACT_GELU;
+    check_against_forward(&c);
+}
+
 static void what_cannot_be_cached_is_refused(void **state) {
     (void)state;
     ts_model_config c = gpt();
@@ -200,6 +217,7 @@ int main(void) {
         cmocka_unit_test(a_hook_sees_the_cached_steps),
         cmocka_unit_test(causal_encoder_with_embedding_norm),
         cmocka_unit_test(post_ln_relu),
+        cmocka_unit_test(llama_blocks),
         cmocka_unit_test(what_cannot_be_cached_is_refused),
         cmocka_unit_test(greedy_decoding_is_one_causal_pass),
     };

@@ -595,6 +595,36 @@ static void kjv_model(void **state) {
     shipped_lm("kjv-char.safetensors", "loaded LM (assets/kjv-char.safetensors)", 10);
 }
 
+/* A Hugging Face folder of today's blocks (tests/ref/hf/), as `run --load DIR` builds it. */
+static void hf_folder(const char *name, int S) {
+    char path[256], kind[128];
+    snprintf(path, sizeof path, "tests/ref/hf/%s", name);
+    snprintf(kind, sizeof kind, "Hugging Face %s (tests/ref/hf/%s)", name, name);
+    model_case mc = {.kind = kind};
+    ts_lmtok tok;
+    assert_ok(ts_lm_checkpoint_open(path, NULL, 1, S, &mc.m, &tok));
+    ts_lmtok_free(&tok);
+    check_case(&mc);
+}
+
+/* RMSNorm, RoPE, shared key/value heads, SwiGLU */
+static void hf_llama(void **state) {
+    (void)state;
+    hf_folder("llama", 8);
+}
+
+/* Gemma's (1 + w) RMSNorm, one key/value head, GeGLU, a head_dim of its own */
+static void hf_gemma(void **state) {
+    (void)state;
+    hf_folder("gemma", 8);
+}
+
+/* partial RoPE, q/k/v packed per head, the parallel residual */
+static void hf_gpt_neox(void **state) {
+    (void)state;
+    hf_folder("gpt_neox", 8);
+}
+
 /* An encoder preset: seed 004's BERT layout (pre-LN, learned positions
  * through the embedding LayerNorm, a [CLS] classifier) at toy sizes. */
 static void bert_encoder_preset(void **state) {
@@ -625,6 +655,8 @@ int main(void) {
         cmocka_unit_test(gpt_preset),
         cmocka_unit_test(induction_model),        cmocka_unit_test(kjv_model),
         cmocka_unit_test(bert_encoder_preset),    cmocka_unit_test(seed000_encoder_preset),
+        cmocka_unit_test(hf_llama),               cmocka_unit_test(hf_gemma),
+        cmocka_unit_test(hf_gpt_neox),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

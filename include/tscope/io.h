@@ -204,6 +204,11 @@ const ts_st_entry *ts_safetensors_find(const ts_safetensors *f, const char *name
  * a dtype tscope cannot convert is TS_ERR_UNSUPPORTED. */
 ts_status ts_safetensors_get(ts_safetensors *f, const char *name, ts_tensor *view);
 
+/* Free tensor `name`'s float32 copy, if ts_safetensors_get made one: a loader
+ * that has placed the values keeps a large file's peak memory to one copy. A
+ * later get converts again. */
+void ts_safetensors_release(ts_safetensors *f, const char *name);
+
 /* ts_safetensors_get, then check the shape: a mismatch is TS_ERR_SHAPE,
  * "tensor layers.0.norm1.weight has shape [16] in FILE, the model needs [32]". */
 ts_status ts_safetensors_expect(ts_safetensors *f, const char *name, int rank, const int64_t *shape,
@@ -534,5 +539,24 @@ const char *ts_gpt2_layout_name(const char *path, const ts_load_options *o);
 /* The directory of path's vocabulary (encoder.json or vocab.json beside the
  * weights): true when there is one. */
 bool ts_gpt2_vocab_dir(const char *path, char *dir, size_t size);
+
+/* ---- Hugging Face folders (src/io/hf_load.c) -----------------------------------
+ *
+ * A folder as Hugging Face writes it, for model_type llama, mistral, qwen2,
+ * gemma and gpt_neox (gpt2's go through ts_gpt2_*): config.json, whose keys
+ * give the blocks and sizes (hidden_size, num_hidden_layers,
+ * num_attention_heads, num_key_value_heads, head_dim, intermediate_size,
+ * rms_norm_eps / layer_norm_eps, rope_theta, rotary_pct, hidden_act,
+ * tie_word_embeddings, attention_bias, use_parallel_residual, ...), and
+ * model.safetensors, shards named by model.safetensors.index.json, or
+ * pytorch_model.bin, in F32, F16 or BF16. Buffers the files carry and no
+ * model needs (attention.bias, masked_bias, rotary_emb.inv_freq,
+ * position_ids) are skipped by name; any other tensor the model does not
+ * place is refused, named, and so is a missing one, a missing shard, and a
+ * config key that changes the arithmetic in a way tscope does not compute
+ * (rope_scaling, a sliding window in effect). */
+bool ts_hf_is(const char *path); /* a folder whose config.json names a model_type other than gpt2 */
+ts_status ts_hf_config(const char *dir, ts_model_config *cfg);
+ts_status ts_hf_load(ts_model *m, const char *dir);
 
 #endif

@@ -265,7 +265,7 @@ static int run(const model_flags *mf, const run_opts *o) {
     ts_model_config_describe(&cfg, desc, sizeof desc);
     printf("# %s\n", desc);
     /* what shapes cannot tell, printed and kept in the trace: a wrong one changes the numbers, not the shapes */
-    char settings_line[256];
+    char settings_line[512];
     settings = trace_cli_settings(&cfg, &in, NULL, settings_line, sizeof settings_line);
     printf("# settings: %s\n", settings_line);
     if (o->input && cfg.batch > cfg.seq)

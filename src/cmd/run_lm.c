@@ -195,7 +195,7 @@ int run_lm(const char *load, const ts_load_options *lo, const ts_cli_list *text,
     /* what shapes cannot tell, printed and kept in the trace */
     const char *layout = !st && ts_gpt2_is(load) ? ts_gpt2_layout_name(load, lo) : NULL;
     ts_model_input in = {.src_ids = ids.ids};
-    char settings_line[256];
+    char settings_line[512];
     if (!st) settings = trace_cli_settings(&m.cfg, &in, layout, settings_line, sizeof settings_line);
     trace_cli tcs = *tc;
     tcs.settings = settings;

@@ -56,6 +56,28 @@ char *trace_cli_config_json(const ts_model_config *c) {
     return text;
 }
 
+/* Today's block choices, in the line and the JSON alike: what a diff of two
+ * runs compares before any value. */
+static void add_modern_settings(cJSON *o, const ts_model_config *c, char *line, size_t size) {
+    size_t len = strlen(line);
+    char rope[96] = "none";
+    if (c->pe == TS_PE_ROPE)
+        snprintf(rope, sizeof rope, "%s, %d of %d dims, theta %g", ts_model_rope_style_name(c->rope_style),
+                 ts_model_rotary_dims(c), ts_model_head_dim(c), ts_model_rope_theta(c));
+    const char *ffn = !c->gated_ffn ? "plain" : c->activation == TS_ACT_SILU ? "swiglu" : "geglu";
+    if (len < size)
+        snprintf(line + len, size - len, ", norm kind %s (eps %g), rope %s, kv heads %d, head dim %d, ffn %s, residual %s",
+                 ts_model_norm_kind_name(c->norm_kind), (double)c->eps, rope, ts_model_kv_heads(c),
+                 ts_model_head_dim(c), ffn, c->parallel_residual ? "parallel" : "sequential");
+    cJSON_AddStringToObject(o, "norm_kind", ts_model_norm_kind_name(c->norm_kind));
+    cJSON_AddNumberToObject(o, "eps", c->eps);
+    cJSON_AddStringToObject(o, "rope", rope);
+    cJSON_AddNumberToObject(o, "kv_heads", ts_model_kv_heads(c));
+    cJSON_AddNumberToObject(o, "head_dim", ts_model_head_dim(c));
+    cJSON_AddStringToObject(o, "ffn", ffn);
+    cJSON_AddStringToObject(o, "residual", c->parallel_residual ? "parallel" : "sequential");
+}
+
 char *trace_cli_settings(const ts_model_config *c, const ts_model_input *in, const char *layout, char *line,
                          size_t size) {
     /* the masks in force, in one order for every program that writes them */
@@ -83,6 +105,7 @@ char *trace_cli_settings(const ts_model_config *c, const ts_model_input *in, con
         cJSON_AddStringToObject(o, "norm", ts_model_norm_name(c->norm));
         cJSON_AddStringToObject(o, "activation", ts_model_activation_name(c->activation));
     }
+    if (ts_model_is_modern(c)) add_modern_settings(o, c, line, size);
     cJSON_AddStringToObject(o, "masks", masks);
     if (layout) cJSON_AddStringToObject(o, "layout", layout);
     cJSON_AddNumberToObject(o, "batch", c->batch);

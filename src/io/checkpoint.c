@@ -16,7 +16,7 @@ static ts_status named(ts_status st, const char *path) {
 }
 
 bool ts_lm_checkpoint_is(const char *path) {
-    if (ts_gpt2_is(path)) return true;
+    if (ts_hf_is(path) || ts_gpt2_is(path)) return true;
     ts_safetensors f;
     if (ts_safetensors_open(&f, path)) return false;
     const char *task = ts_safetensors_meta(&f, "task");
@@ -116,10 +116,20 @@ static ts_status gpt2_read(const char *path, const ts_load_options *o, ts_model_
 }
 
 ts_status ts_lm_checkpoint_load(ts_model *m, const char *path, const ts_load_options *o) {
+    if (ts_hf_is(path)) return ts_hf_load(m, path);
     return ts_gpt2_is(path) ? ts_gpt2_load(m, path, o) : ts_model_load_safetensors(m, path, NULL);
 }
 
+/* A Hugging Face folder: its config.json; its tokenizer files are not read yet (ids only). */
+static ts_status hf_read(const char *path, ts_model_config *cfg, ts_lmtok *tok) {
+    ts_model_config mine;
+    TS_TRY(ts_hf_config(path, cfg ? cfg : &mine));
+    if (tok) memset(tok, 0, sizeof *tok);
+    return TS_OK;
+}
+
 ts_status ts_lm_checkpoint_read(const char *path, const ts_load_options *o, ts_model_config *cfg, ts_lmtok *tok) {
+    if (ts_hf_is(path)) return hf_read(path, cfg, tok);
     if (ts_gpt2_is(path)) return gpt2_read(path, o, cfg, tok);
     ts_safetensors f;
     ts_status st = ts_safetensors_open(&f, path);

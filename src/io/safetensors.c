@@ -457,6 +457,13 @@ ts_status ts_safetensors_get(ts_safetensors *f, const char *name, ts_tensor *vie
     return ts_tensor_view(view, in_place ? (float *)src : e->converted, e->rank, e->shape);
 }
 
+void ts_safetensors_release(ts_safetensors *f, const char *name) {
+    ts_st_entry *e = find_entry(f, name);
+    if (!e) return;
+    free(e->converted);
+    e->converted = NULL;
+}
+
 ts_status ts_safetensors_expect(ts_safetensors *f, const char *name, int rank, const int64_t *shape,
                                 ts_tensor *view) {
     ts_tensor t;
