@@ -311,6 +311,10 @@ typedef struct ts_model {
  * normal embeddings, LayerNorm 1 and 0) and the activation arena. */
 ts_status ts_model_init(ts_model *m, const ts_model_config *cfg);
 
+/* ts_model_init with the parameters' memory left as it comes: for a loader
+ * that places every parameter itself (and says so when one is missing). */
+ts_status ts_model_init_unset(ts_model *m, const ts_model_config *cfg);
+
 /* The same tables with no memory: for ts_model_dry_run. */
 ts_status ts_model_init_dry(ts_model *m, const ts_model_config *cfg);
 

@@ -210,7 +210,8 @@ ts_status ts_lm_checkpoint_open(const char *path, const ts_load_options *o, int 
     cfg.max_pos = learned ? most : 0;
     cfg.dropout = 0;
     st = ts_model_config_check(&cfg);
-    if (!st) st = ts_model_init(m, &cfg);
+    /* a Hugging Face folder places every parameter or refuses: nothing to draw first */
+    if (!st) st = ts_hf_is(path) ? ts_model_init_unset(m, &cfg) : ts_model_init(m, &cfg);
     if (!st) st = ts_lm_checkpoint_load(m, path, o);
     if (st) {
         ts_model_free(m);

@@ -325,7 +325,10 @@ static ts_status build(ts_model *m, const ts_model_config *cfg, bool dry) {
 
 ts_status ts_model_init_dry(ts_model *m, const ts_model_config *cfg) { return build(m, cfg, true); }
 
-ts_status ts_model_init(ts_model *m, const ts_model_config *cfg) {
+/* The model's memory; its parameters drawn from the seed unless a loader
+ * will place every one of them (random draws for 1.2 billion floats cost
+ * seconds that a load would throw away). */
+static ts_status init(ts_model *m, const ts_model_config *cfg, bool draw) {
     ts_status st = build(m, cfg, false);
     if (st) return st;
     size_t bytes = sizeof(float) * (size_t)m->n_floats;
@@ -343,13 +346,17 @@ ts_status ts_model_init(ts_model *m, const ts_model_config *cfg) {
         ts_model_free(m);
         return st;
     }
-    for (int i = 0; i < m->n_params; i++) init_param(m->block + m->params[i].offset, &m->params[i], cfg->seed);
+    for (int i = 0; draw && i < m->n_params; i++) init_param(m->block + m->params[i].offset, &m->params[i], cfg->seed);
     ts_model_acts *a = m->acts;
     ts_model_plan_acts(m, a, m->arena.base);
     m->arena.used = m->arena_bytes;
     if (a->pe) ts_model_pe_table(a->pe, m->L, cfg->d_model, cfg->pe_variant);
     return TS_OK;
 }
+
+ts_status ts_model_init(ts_model *m, const ts_model_config *cfg) { return init(m, cfg, true); }
+
+ts_status ts_model_init_unset(ts_model *m, const ts_model_config *cfg) { return init(m, cfg, false); }
 
 ts_status ts_model_set_length(ts_model *m, int S) {
     if (m->dry || !m->acts) return ts_fail(TS_ERR_ARG, "model: a shapes-only model has no activations to resize");

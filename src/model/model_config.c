@@ -94,10 +94,19 @@ static const preset presets[] = {
       .batch = 1, .max_pos = 1024, .dropout = 0.0f, .eps = 1e-5f, .embed_eps = 1e-5f, .norm = TS_NORM_PRE,
       .pe = TS_PE_LEARNED, .final_norm = true, .activation = TS_ACT_GELU_TANH, .head = TS_HEAD_LM,
       .input = TS_INPUT_TOKENS, .causal = true, .tie_embed = true, .seed = 0}},
+    /* Llama 3.2 1B's shape with random weights (its files' rope_scaling left out): RMSNorm, RoPE with
+     * theta 500000, 32 query heads over 8 key/value heads, SwiGLU, no biases, tied; 128 positions */
+    {"llama-1b",
+     {.arch = TS_ARCH_DECODER, .d_model = 2048, .heads = 32, .ffn = 8192, .layers = 16, .vocab = 128256, .seq = 128,
+      .batch = 1, .max_pos = 0, .dropout = 0.0f, .eps = 1e-5f, .embed_eps = 1e-5f, .norm = TS_NORM_PRE,
+      .pe = TS_PE_ROPE, .final_norm = true, .activation = TS_ACT_SILU, .head = TS_HEAD_LM,
+      .input = TS_INPUT_TOKENS, .causal = true, .tie_embed = true, .seed = 0, .norm_kind = TS_NORMK_RMS,
+      .kv_heads = 8, .split_qkv = true, .no_qkv_bias = true, .no_out_bias = true, .no_ffn_bias = true,
+      .gated_ffn = true, .rope_theta = 500000.0f}},
 };
 #define N_PRESETS ((int)(sizeof presets / sizeof presets[0]))
 
-const char *ts_model_preset_names(void) { return "tiny, seed000, seed001, seed004, copy, base, lm, gpt2"; }
+const char *ts_model_preset_names(void) { return "tiny, seed000, seed001, seed004, copy, base, lm, gpt2, llama-1b"; }
 
 ts_status ts_model_config_preset(ts_model_config *cfg, const char *name) {
     for (int i = 0; i < N_PRESETS; i++) {
