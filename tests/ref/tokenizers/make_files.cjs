@@ -34,7 +34,7 @@ const merges2 = [];
 for (const line of fs.readFileSync("assets/gpt2/vocab.bpe", "utf8").split("\n").slice(1)) {
     if (!line) continue;
     const [a, b] = line.split(" ");
-    if (a in vocab2 && b in vocab2 && a + b in vocab2) merges2.push(line);
+    if (Object.hasOwn(vocab2, a) && Object.hasOwn(vocab2, b) && Object.hasOwn(vocab2, a + b)) merges2.push(line);
 }
 const byteLevel = (prefix) => ({ type: "ByteLevel", add_prefix_space: prefix, trim_offsets: true, use_regex: true });
 const bpeModel = (vocab, merges, extra) => Object.assign({ type: "BPE", dropout: null, unk_token: null,
@@ -75,7 +75,7 @@ for (let id = 0; id < N3; id++) vocab3[l3.vocabById[id]] = id;
 const merges3 = [...l3.merges.entries()].sort((x, y) => x[1] - y[1]).map(([k]) => {
     const i = k.indexOf(" ", k[0] === " " ? 1 : 0); // tokens hold no space: byte-level
     return [k.slice(0, i), k.slice(i + 1)];
-}).filter(([a, b]) => a in vocab3 && b in vocab3 && a + b in vocab3);
+}).filter(([a, b]) => Object.hasOwn(vocab3, a) && Object.hasOwn(vocab3, b) && Object.hasOwn(vocab3, a + b)); // not `in`: "constructor" is in every object
 const specials3 = ["<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"];
 const pattern3 = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 write("llama3", "tokenizer.json", {
