@@ -4,7 +4,7 @@
  *                                          (Hugging Face's JavaScript)
  *   bert-txt                               the same ids as bert-json: vocab.txt
  *                                          read as BertTokenizer's defaults
- *   spm                                    python3-sentencepiece 0.1.99
+ *   spm                                    python3-sentencepiece 0.1.97
  * Every line of text.txt gives the reference's ids, without special tokens
  * and (where the tokenizer adds some) with; byte-level BPE and SentencePiece
  * lines decode back to themselves. Then NFC/NFD and lower case on their own,

@@ -2,7 +2,7 @@
 """A SentencePiece BPE model with byte fallback, trained as Llama 2's was set up
 (identity normalization, dummy prefix, extra spaces kept, digits split), on the
 King James Bible, and the reference ids of text.txt from the same library.
-Needs Debian's python3-sentencepiece (0.1.99 when this was made); run from the
+Needs Debian's python3-sentencepiece (0.1.97 when this was made); run from the
 repository root:
     /usr/bin/python3 tests/ref/tokenizers/make_spm.py /tmp/kjv.txt
 Writes spm/tokenizer.model and spm/ids.txt (sp.encode(line), no BOS) and
