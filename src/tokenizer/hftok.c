@@ -24,6 +24,32 @@ bool tok_ids_push(ts_bpe_ids *ids, int32_t id) {
     return true;
 }
 
+/* The ids of byte-level pieces seen, keyed by their bytes: a text repeats its
+ * words, and each one's merges need run once. Emptied when full. */
+#define CACHE_SLOTS (1u << 16)
+#define CACHE_MAX_PIECE 64
+typedef struct tok_cache {
+    uint32_t hash[CACHE_SLOTS], key_off[CACHE_SLOTS], ids_off[CACHE_SLOTS];
+    uint8_t key_len[CACHE_SLOTS], n_ids[CACHE_SLOTS]; /* key_len 0: empty */
+    char *keys;
+    int32_t *ids;
+    size_t keys_len, ids_len, count;
+} tok_cache;
+
+static uint32_t cache_hash(const char *s, size_t n) {
+    uint32_t h = 2166136261u;
+    for (size_t i = 0; i < n; i++) h = (h ^ (uint8_t)s[i]) * 16777619u;
+    return h;
+}
+
+/* The slot of s: where it is, or the empty slot where it would go. */
+static uint32_t cache_slot(const tok_cache *c, const char *s, size_t n, uint32_t h) {
+    uint32_t i = h & (CACHE_SLOTS - 1);
+    while (c->key_len[i] && !(c->hash[i] == h && c->key_len[i] == n && memcmp(c->keys + c->key_off[i], s, n) == 0))
+        i = (i + 1) & (CACHE_SLOTS - 1);
+    return i;
+}
+
 static bool exists(const char *dir, const char *name, char *path, size_t cap) {
     snprintf(path, cap, "%s/%s", dir, name);
     FILE *f = fopen(path, "rb");
@@ -77,6 +103,11 @@ void ts_hftok_close(ts_hftok *t) {
     for (int i = 0; i < t->n_added; i++) free(t->added[i].s);
     free(t->added);
     ts_bpe_free(t->gpt2);
+    if (t->cache) {
+        free(t->cache->keys);
+        free(t->cache->ids);
+        free(t->cache);
+    }
     free(t);
 }
 
@@ -163,8 +194,48 @@ static bool pre_step(const tok_step *s, const char *str, size_t len, pieces *out
 
 /* ---- the models ---- */
 
+static ts_status bpe_merge_piece(ts_hftok *t, const char *s, size_t len, ts_bpe_ids *out);
+
 static ts_status bpe_piece(ts_hftok *t, const char *s, size_t len, ts_bpe_ids *out) {
     if (len == 0) return TS_OK;
+    if (len > CACHE_MAX_PIECE) return bpe_merge_piece(t, s, len, out);
+    if (!t->cache) {
+        t->cache = calloc(1, sizeof *t->cache);
+        if (t->cache) {
+            t->cache->keys = malloc(CACHE_SLOTS / 2 * CACHE_MAX_PIECE);
+            t->cache->ids = malloc(CACHE_SLOTS / 2 * CACHE_MAX_PIECE * sizeof(int32_t));
+        }
+        if (!t->cache || !t->cache->keys || !t->cache->ids) return ts_fail(TS_ERR_NOMEM, "out of memory");
+    }
+    tok_cache *c = t->cache;
+    uint32_t h = cache_hash(s, len), i = cache_slot(c, s, len, h);
+    if (c->key_len[i]) {
+        for (uint32_t k = 0; k < c->n_ids[i]; k++)
+            if (!tok_ids_push(out, c->ids[c->ids_off[i] + k])) return ts_fail(TS_ERR_NOMEM, "out of memory");
+        return TS_OK;
+    }
+    size_t from = out->count;
+    TS_TRY(bpe_merge_piece(t, s, len, out));
+    if (c->count >= CACHE_SLOTS / 2) { /* full: start again */
+        memset(c->key_len, 0, sizeof c->key_len);
+        c->count = c->keys_len = c->ids_len = 0;
+        i = cache_slot(c, s, len, h);
+    }
+    size_t n_ids = out->count - from; /* at most len <= CACHE_MAX_PIECE */
+    c->hash[i] = h;
+    c->key_off[i] = (uint32_t)c->keys_len;
+    c->ids_off[i] = (uint32_t)c->ids_len;
+    c->key_len[i] = (uint8_t)len;
+    c->n_ids[i] = (uint8_t)n_ids;
+    memcpy(c->keys + c->keys_len, s, len);
+    memcpy(c->ids + c->ids_len, out->ids + from, n_ids * sizeof(int32_t));
+    c->keys_len += len;
+    c->ids_len += n_ids;
+    c->count++;
+    return TS_OK;
+}
+
+static ts_status bpe_merge_piece(ts_hftok *t, const char *s, size_t len, ts_bpe_ids *out) {
     if (t->ignore_merges) {
         int32_t id = tok_vocab_find(&t->vocab, s, len);
         if (id >= 0) return tok_ids_push(out, id) ? TS_OK : ts_fail(TS_ERR_NOMEM, "out of memory");
@@ -295,6 +366,7 @@ static char *normalize(const ts_hftok *t, const char *s, size_t n, size_t *len) 
 /* The added token (of the normalized ones or the others) that starts at s[i], longest first, or NULL. */
 static const tok_added *added_at(const ts_hftok *t, const char *s, size_t n, size_t i, bool normalized) {
     const tok_added *best = NULL;
+    if (!t->added_first[normalized][(uint8_t)s[i]]) return NULL;
     for (int k = 0; k < t->n_added; k++) {
         const tok_added *a = &t->added[k];
         if (a->normalized != normalized || a->len > n - i || (best && a->len <= best->len)) continue;
@@ -349,6 +421,10 @@ static ts_status normalized_stretch(ts_hftok *t, const char *s, size_t n, ts_bpe
 
 ts_status ts_hftok_encode(ts_hftok *t, const char *text, size_t len, bool add_special, ts_bpe_ids *out) {
     if (t->kind == TOK_GPT2) return ts_bpe_encode(t->gpt2, text, len, out);
+    if (!t->added_indexed) {
+        for (int k = 0; k < t->n_added; k++) t->added_first[t->added[k].normalized][(uint8_t)t->added[k].s[0]] = 1;
+        t->added_indexed = true;
+    }
     const uint8_t *s = (const uint8_t *)text;
     uint8_t *fixed = NULL;
     if (!ts_bpe_utf8_valid(s, len)) { /* each ill-formed part as U+FFFD, as a JavaScript string holds it */
