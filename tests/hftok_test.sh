@@ -34,7 +34,7 @@ refuses() {
 
 for b in "${bins[@]}"; do
     # 1. every fixture tokenizer against its reference: ids, with special tokens, back to text
-    for d in gpt2 neox prefix llama3 bert-json bert-txt spm; do
+    for d in gpt2 neox prefix llama3 bert-json bert-txt spm spm-strip; do
         ref=$R/$d
         [ "$d" = bert-txt ] && ref=$R/bert-json
         if "$b" tokenize --tokenizer "$R/$d" "$R/text.txt" >"$tmp/ids" 2>"$tmp/err" && cmp -s "$tmp/ids" "$ref/ids.txt"; then
@@ -49,6 +49,9 @@ for b in "${bins[@]}"; do
         case $d in gpt2 | llama3 | spm)
             "$b" tokenize --decode --tokenizer "$R/$d" "$tmp/ids" >"$tmp/back" 2>&1
             if cmp -s "$tmp/back" "$R/text.txt"; then ok; else bad "$d: --decode does not give text.txt back"; fi ;;
+        spm-strip)
+            "$b" tokenize --decode --tokenizer "$R/$d" "$tmp/ids" >"$tmp/back" 2>&1
+            if cmp -s "$tmp/back" "$R/$d/decoded.txt"; then ok; else bad "$d: --decode is not sentencepiece's decoded.txt"; fi ;;
         esac
     done
 done

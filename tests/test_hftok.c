@@ -4,7 +4,8 @@
  *                                          (Hugging Face's JavaScript)
  *   bert-txt                               the same ids as bert-json: vocab.txt
  *                                          read as BertTokenizer's defaults
- *   spm                                    python3-sentencepiece 0.1.97
+ *   spm, spm-strip                         python3-sentencepiece 0.1.97 (ids,
+ *                                          and the text it decodes them to)
  * Every line of text.txt gives the reference's ids, without special tokens
  * and (where the tokenizer adds some) with; byte-level BPE and SentencePiece
  * lines decode back to themselves. Then NFC/NFD and lower case on their own,
@@ -116,10 +117,54 @@ static void bert_matches(void **s) {
     assert_true(check_ids("bert-txt", "bert-json/ids_special.txt", true, false) >= 300);
 }
 
+/* SentencePiece's decode of each line's ids, as spm DIR/decoded.txt has it. */
+static void check_decoded(const char *name) {
+    char path[256];
+    snprintf(path, sizeof path, "%s/ids.txt", name);
+    size_t ilen, dlen;
+    char *ids = slurp(path, &ilen);
+    snprintf(path, sizeof path, "%s/decoded.txt", name);
+    char *want = slurp(path, &dlen);
+    ts_hftok *t = open_tok(name);
+    char *il = ids, *wl = want;
+    int32_t *v = malloc(ilen * sizeof *v);
+    assert_non_null(v);
+    int line = 1;
+    for (; *il; line++) {
+        char *in = strchr(il, '\n'), *wn = strchr(wl, '\n');
+        assert_non_null(in);
+        assert_non_null(wn);
+        size_t n = 0;
+        for (char *p = il; p < in;) {
+            char *e;
+            v[n++] = (int32_t)strtol(p, &e, 10);
+            p = e;
+            while (*p == ' ') p++;
+        }
+        char *dec;
+        size_t len;
+        assert_int_equal(ts_hftok_decode(t, v, n, &dec, &len), TS_OK);
+        if (len != (size_t)(wn - wl) || memcmp(dec, wl, len) != 0)
+            fail_msg("%s line %d decodes to '%.100s', sentencepiece to '%.100s'", name, line, dec, wl);
+        free(dec);
+        il = in + 1;
+        wl = wn + 1;
+    }
+    printf("  %-10s decoded.txt      %d lines decode as sentencepiece decodes them\n", name, line - 1);
+    free(v);
+    free(ids);
+    free(want);
+    ts_hftok_close(t);
+}
+
 static void sentencepiece_matches(void **s) {
     (void)s;
     assert_true(check_ids("spm", "spm/ids.txt", false, true) >= 300);
     assert_true(check_ids("spm", "spm/ids_special.txt", true, false) >= 300);
+    assert_true(check_ids("spm-strip", "spm-strip/ids.txt", false, false) >= 300);
+    assert_true(check_ids("spm-strip", "spm-strip/ids_special.txt", true, false) >= 300);
+    check_decoded("spm");
+    check_decoded("spm-strip");
 }
 
 /* NFC and NFD of a few strings Python's unicodedata gave. */
