@@ -100,8 +100,9 @@ variant("dropout", model_dropout=0.1)
 variant("merge_missing", model_merges=["\u0120 zzzqqq"] + base["model"]["merges"])
 variant("merge_bad", model_merges=[["a"]])
 variant("hole", added_tokens=[{"id": 5005, "content": "<x>", "special": True}])
+variant("hole2", added_tokens=[{"id": 10, "content": "<x>", "special": True}, {"id": 5001, "content": "<y>", "special": True}])
 variant("not_bytes", model_vocab=dict(base["model"]["vocab"], **{"\u2581the": 4999}))
-variant("no_byte", model_vocab={k: v for k, v in base["model"]["vocab"].items() if v != 0})
+variant("no_byte", model_vocab={("!\u00e9zq" if k == "!" else k): v for k, v in base["model"]["vocab"].items()})
 variant("single_word", added_tokens=[{"id": 5000, "content": "<x>", "single_word": True}])
 variant("template", post_processor={"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "<nope>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}], "special_tokens": {}})
 put("notjson", raw=b'{"model": {"type": "BPE", ')
@@ -157,7 +158,8 @@ for b in "${bins[@]}"; do
     refuses "$b" "BPE dropout" 'BPE dropout 0.1 is not supported' "$h/dropout"
     refuses "$b" "merge of an unknown token" 'merge 1 joins "Ġ" and "zzzqqq", but the second is not in the vocabulary' "$h/merge_missing"
     refuses "$b" "malformed merge" 'merge 1 is ["a"], not "a b"' "$h/merge_bad"
-    refuses "$b" "an id with no token" 'no token has id 5000 (ids must run 0..5005)' "$h/hole"
+    refuses "$b" "ids past the tokens" 'ids go up to 5005, but only 5001 tokens are given' "$h/hole"
+    refuses "$b" "an id with no token" 'no token has id 5000 (ids must run 0..5001)' "$h/hole2"
     refuses "$b" "not byte-level" 'has a character that stands for no byte' "$h/not_bytes"
     refuses "$b" "a byte missing" 'no token for the byte 0x21' "$h/no_byte"
     refuses "$b" "single_word" '"single_word": true is not supported' "$h/single_word"

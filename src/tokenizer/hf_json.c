@@ -334,6 +334,10 @@ static ts_status vocab_size(const cJSON *vocab, const cJSON *added, const char *
     }
     *n = (int32_t)top + 1;
     if (*n == 0) return ts_fail(TS_ERR_FORMAT, "%s: the vocabulary is empty", path);
+    int have = cJSON_GetArraySize(vocab) + (added ? cJSON_GetArraySize(added) : 0);
+    if (*n > have) /* before allocating for ids no token can fill */
+        return ts_fail(TS_ERR_FORMAT, "%s: ids go up to %d, but only %d tokens are given (ids must run 0..n-1)", path,
+                       *n - 1, have);
     return TS_OK;
 }
 
@@ -506,7 +510,7 @@ static ts_status load_json(ts_hftok *t, const cJSON *root, const char *path) {
     const cJSON *vocab = get(model, "vocab"), *added = get(root, "added_tokens");
     if (!cJSON_IsObject(vocab)) return ts_fail(TS_ERR_FORMAT, "%s: the model has no \"vocab\" object", path);
     if (added && !cJSON_IsArray(added)) return ts_fail(TS_ERR_FORMAT, "%s: \"added_tokens\" is not a list", path);
-    int32_t n;
+    int32_t n = 0;
     TS_TRY(vocab_size(vocab, added, path, &n));
     TS_TRY(tok_vocab_alloc(t, n, path));
     TS_TRY(read_added(t, added, path));

@@ -267,6 +267,7 @@ static ts_status wordpiece_piece(ts_hftok *t, const char *s, size_t len, ts_bpe_
     }
     for (size_t start = 0; ok && !unknown && start < cps.n;) {
         size_t end = cps.n;
+        while (end > start + 1 && at[end] - at[start] > t->longest) end--; /* no token is longer */
         int32_t found = -1;
         for (; end > start; end--) {
             size_t k = 0;
@@ -423,6 +424,8 @@ ts_status ts_hftok_encode(ts_hftok *t, const char *text, size_t len, bool add_sp
     if (t->kind == TOK_GPT2) return ts_bpe_encode(t->gpt2, text, len, out);
     if (!t->added_indexed) {
         for (int k = 0; k < t->n_added; k++) t->added_first[t->added[k].normalized][(uint8_t)t->added[k].s[0]] = 1;
+        for (int32_t id = 0; id < t->vocab.n; id++)
+            if (t->vocab.len[id] > t->longest) t->longest = t->vocab.len[id];
         t->added_indexed = true;
     }
     const uint8_t *s = (const uint8_t *)text;

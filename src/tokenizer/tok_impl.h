@@ -151,6 +151,7 @@ struct ts_hftok {
     int n_added;
     uint8_t added_first[2][256]; /* [normalized][byte]: an added token starts with it (set at first encode) */
     bool added_indexed;
+    size_t longest; /* the longest token's bytes (set at first encode) */
     /* byte-level BPE: ids of pieces seen (hftok.c), so a word's merges run once */
     struct tok_cache *cache;
     int32_t head[TOK_MAX_SPECIAL], tail[TOK_MAX_SPECIAL]; /* added by encode's add_special */

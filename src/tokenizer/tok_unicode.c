@@ -121,6 +121,25 @@ static bool decompose(uint32_t cp, tok_cps *out) {
     return d->b == 0 || decompose(d->b, out);
 }
 
+static int by_key(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Sort n non-starters by combining class, keeping their order within a class. */
+static bool sort_run(uint32_t *cp, size_t n) {
+    bool sorted = true;
+    for (size_t k = 1; k < n && sorted; k++) sorted = ccc_of(cp[k - 1]) <= ccc_of(cp[k]);
+    if (sorted) return true;
+    uint64_t *key = malloc(n * sizeof *key);
+    if (!key) return false;
+    for (size_t k = 0; k < n; k++) key[k] = (uint64_t)ccc_of(cp[k]) << 53 | (uint64_t)k << 21 | cp[k];
+    qsort(key, n, sizeof *key, by_key);
+    for (size_t k = 0; k < n; k++) cp[k] = (uint32_t)(key[k] & 0x1FFFFF);
+    free(key);
+    return true;
+}
+
 bool tok_nfd(tok_cps *c) {
     tok_cps out = {0};
     for (size_t i = 0; i < c->n; i++)
@@ -128,17 +147,20 @@ bool tok_nfd(tok_cps *c) {
             tok_cps_free(&out);
             return false;
         }
-    /* canonical order: a stable sort of each run of non-starters by class */
-    for (size_t i = 1; i < out.n; i++) {
-        unsigned k = ccc_of(out.cp[i]);
-        if (!k) continue;
-        size_t j = i;
-        uint32_t x = out.cp[i];
-        while (j > 0 && ccc_of(out.cp[j - 1]) > k) {
-            out.cp[j] = out.cp[j - 1];
-            j--;
+    /* canonical order: a stable sort of each run of non-starters by class
+     * (by class and position, so a long hostile run costs n log n) */
+    for (size_t i = 0; i < out.n;) {
+        if (!ccc_of(out.cp[i])) {
+            i++;
+            continue;
         }
-        out.cp[j] = x;
+        size_t j = i;
+        while (j < out.n && ccc_of(out.cp[j])) j++;
+        if (j - i > 1 && !sort_run(out.cp + i, j - i)) {
+            tok_cps_free(&out);
+            return false;
+        }
+        i = j;
     }
     tok_cps_free(c);
     *c = out;
