@@ -1,6 +1,8 @@
 /* tokenizer: words to ids and back, simple enough to read in one sitting.
- * Two of them: the word-level tokenizer of the toy tasks (ts_tokenizer_*,
- * here first) and GPT-2's byte-level BPE (ts_bpe_*, below).
+ * The word-level tokenizer of the toy tasks (ts_tokenizer_*, here first),
+ * GPT-2's byte-level BPE (ts_bpe_*), a language model's tokenizer
+ * (ts_lmtok_*), and the tokenizers of today's models read from their files
+ * (ts_hftok_*: tokenizer.json, tokenizer.model, vocab.txt; at the end).
  *
  * Word level: the text is lower-cased (ASCII), split on white space, and every
  * punctuation character becomes a token of its own, so "My name is Goro." is

@@ -57,14 +57,20 @@ static bool exists(const char *dir, const char *name, char *path, size_t cap) {
     return f != NULL;
 }
 
+ts_hftok *tok_new(void) {
+    ts_hftok *t = calloc(1, sizeof *t);
+    if (!t) return NULL;
+    memset(t->byte_id, 0xff, sizeof t->byte_id);
+    t->unk_id = -1;
+    return t;
+}
+
 ts_status ts_hftok_open(ts_hftok **out, const char *dir) {
     *out = NULL;
     char path[4200];
     if (strlen(dir) > 4000) return ts_fail(TS_ERR_ARG, "%.60s...: path too long", dir);
-    ts_hftok *t = calloc(1, sizeof *t);
+    ts_hftok *t = tok_new();
     if (!t) return ts_fail(TS_ERR_NOMEM, "out of memory");
-    memset(t->byte_id, 0xff, sizeof t->byte_id);
-    t->unk_id = -1;
     ts_status st;
     if (exists(dir, "tokenizer.json", path, sizeof path)) st = tok_load_json(t, path);
     else if (exists(dir, "tokenizer.model", path, sizeof path)) st = tok_load_spm(t, path);

@@ -136,9 +136,15 @@ static ts_status read_normalizer(const pb_field *f, ts_hftok *t, spm_spec *s, co
     return r < 0 ? bad(path, "the normalizer spec is malformed protobuf") : TS_OK;
 }
 
+/* Best score first; a NaN score counts as the worst, so the order is total. */
 static int by_score(const void *a, const void *b) {
     float x = ((const spm_piece *const *)a)[0]->score, y = ((const spm_piece *const *)b)[0]->score;
+    if (x != x || y != y) return (x != x) - (y != y);
     return (x < y) - (x > y);
+}
+
+static int hex_digit(uint8_t c) {
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
 }
 
 static ts_status load(ts_hftok *t, const uint8_t *data, size_t size, const char *path) {
@@ -184,14 +190,13 @@ static ts_status load(ts_hftok *t, const uint8_t *data, size_t size, const char 
         }
         /* what it decodes to */
         ts_text_buf d = {0};
-        unsigned hi, lo;
         if (p->type == PIECE_BYTE) {
-            char tail;
-            if (p->len != 6 || sscanf((const char *)p->s, "<0x%1X%1X%c", &hi, &lo, &tail) != 3 || tail != '>') {
+            int h = p->len == 6 ? hex_digit(p->s[3]) : -1, l = p->len == 6 ? hex_digit(p->s[4]) : -1;
+            if (h < 0 || l < 0 || memcmp(p->s, "<0x", 3) != 0 || p->s[5] != '>') {
                 st = ts_fail(TS_ERR_FORMAT, "%s: byte piece %zu is \"%.*s\", not <0xXX>", path, i, (int)(p->len > 20 ? 20 : p->len), p->s);
                 break;
             }
-            uint8_t byte = (uint8_t)(hi << 4 | lo);
+            uint8_t byte = (uint8_t)(h << 4 | l);
             t->byte_id[byte] = (int32_t)i;
             ts_text_buf_add(&d, (const char *)&byte, 1);
         } else if (p->type == PIECE_UNKNOWN) {
@@ -260,6 +265,10 @@ static ts_status load(ts_hftok *t, const uint8_t *data, size_t size, const char 
         snprintf(t->kind_name, sizeof t->kind_name, "tokenizer.model (SentencePiece BPE%s)",
                  t->byte_fallback ? ", byte fallback" : "");
     return st;
+}
+
+ts_status tok_load_spm_bytes(ts_hftok *t, const uint8_t *data, size_t size, const char *path) {
+    return load(t, data, size, path);
 }
 
 ts_status tok_load_spm(ts_hftok *t, const char *path) {

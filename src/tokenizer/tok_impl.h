@@ -171,6 +171,10 @@ struct ts_hftok {
 ts_status tok_load_json(ts_hftok *t, const char *path);
 ts_status tok_load_vocab_txt(ts_hftok *t, const char *path, const char *dir);
 ts_status tok_load_spm(ts_hftok *t, const char *path);
+/* A tokenizer.model from memory (the fuzz target's way in); path names it in messages. */
+ts_status tok_load_spm_bytes(ts_hftok *t, const uint8_t *data, size_t size, const char *path);
+/* An empty tokenizer (no ids, byte ids and unk -1), or NULL out of memory. */
+ts_hftok *tok_new(void);
 ts_status tok_read_file(const char *path, char **data, size_t *len);
 /* The ids of one stretch of SentencePiece text (no added tokens in it). */
 ts_status tok_spm_encode(ts_hftok *t, const uint8_t *s, size_t n, ts_bpe_ids *out);
