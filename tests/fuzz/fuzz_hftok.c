@@ -1,9 +1,9 @@
-/* libFuzzer target for the tokenizers of today's models (ts_hftok). The
- * first byte picks what the rest is:
- *   even  a tokenizer.model, read from memory: refused with a message, or
- *         read, and then it must encode a sample text and the input itself
- *         with every id in its vocabulary, decode them and label them;
- *   odd   a text, through the fixture tokenizers of tests/ref/tokenizers
+/* libFuzzer target for the tokenizers of today's models (ts_hftok). An input
+ * that starts as a tokenizer.model does (0x0A: field 1, a piece) is one:
+ *         read from memory, refused with a message, or read, and then it
+ *         must encode a sample text and the input itself with every id in
+ *         its vocabulary, decode them and label them;
+ * any other is a text, through the fixture tokenizers of tests/ref/tokenizers
  *         (gpt2, neox, llama3, bert-txt, spm; read once, from the top of
  *         the tree as scripts/fuzz.sh runs it): every id in the vocabulary,
  *         decoding and labels within bounds.
@@ -37,12 +37,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     static const char *const names[] = {"gpt2", "neox", "llama3", "bert-txt", "spm"};
     static ts_hftok *toks[5];
     if (size == 0) return 0;
-    /* an exact-size copy of the rest, so reading one byte past it is caught */
-    size_t n = size - 1;
-    char *rest = malloc(n ? n : 1);
+    /* an exact-size copy, so reading one byte past it is caught */
+    size_t n = size;
+    char *rest = malloc(n);
     if (!rest) abort();
-    if (n) memcpy(rest, data + 1, n);
-    if (data[0] % 2 == 0) {
+    memcpy(rest, data, n);
+    if (data[0] == 0x0A) {
         ts_hftok *t = tok_new();
         if (!t) abort();
         if (tok_load_spm_bytes(t, (const uint8_t *)rest, n, "fuzz.model") == TS_OK) {
