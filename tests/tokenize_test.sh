@@ -3,6 +3,7 @@
 # (tests/ref/bpe/), stdin and files, --decode back to the same bytes, --show
 # labels, --tokenizer with either pair of file names, $TSCOPE_ASSETS, and one
 # line on stderr with exit 2 for each kind of bad input. Runs ./tscope (or $TSCOPE).
+# The other tokenizers of --tokenizer DIR: tests/hftok_test.sh.
 . "$(dirname "$0")/lib.sh"
 
 # same NAME FILE WANT: FILE holds exactly WANT
@@ -84,8 +85,8 @@ echo "Hello world" | "$bin" tokenize --time >"$tmp/o" 2>"$tmp/err"
 if [ "$(cat "$tmp/o")" = "15496 995" ] && grep -q 'MB/s' "$tmp/err"; then ok; else bad "--time: $(cat "$tmp/o" "$tmp/err")"; fi
 
 # 7. bad inputs: one line on stderr, exit 2
-refuses "missing dir" "no encoder.json or vocab.json" "$bin" tokenize --tokenizer "$tmp/nowhere" "$tmp/empty"
-refuses "empty TSCOPE_ASSETS" "no encoder.json" env TSCOPE_ASSETS="$tmp/hf" "$bin" tokenize "$tmp/empty"
+refuses "missing dir" "nowhere: no such directory" "$bin" tokenize --tokenizer "$tmp/nowhere" "$tmp/empty"
+refuses "empty TSCOPE_ASSETS" "gpt2: no such directory" env TSCOPE_ASSETS="$tmp/hf" "$bin" tokenize "$tmp/empty"
 mkdir -p "$tmp/badjson" "$tmp/badbpe" "$tmp/nobpe"
 printf '{"a": 0,' >"$tmp/badjson/encoder.json"
 cp assets/gpt2/vocab.bpe "$tmp/badjson/"

@@ -1,6 +1,8 @@
 /* tokenizer: words to ids and back, simple enough to read in one sitting.
- * Two of them: the word-level tokenizer of the toy tasks (ts_tokenizer_*,
- * here first) and GPT-2's byte-level BPE (ts_bpe_*, below).
+ * The word-level tokenizer of the toy tasks (ts_tokenizer_*, here first),
+ * GPT-2's byte-level BPE (ts_bpe_*), a language model's tokenizer
+ * (ts_lmtok_*), and the tokenizers of today's models read from their files
+ * (ts_hftok_*: tokenizer.json, tokenizer.model, vocab.txt; at the end).
  *
  * Word level: the text is lower-cased (ASCII), split on white space, and every
  * punctuation character becomes a token of its own, so "My name is Goro." is
@@ -187,5 +189,55 @@ size_t ts_lmtok_label(const ts_lmtok *t, int32_t id, char *buf, size_t cap);
  * files, whose size must match). */
 char *ts_lmtok_to_json(const ts_lmtok *t);
 ts_status ts_lmtok_from_json(ts_lmtok *t, const char *json);
+
+/* ---- the tokenizers of today's models (src/tokenizer/hftok.c and beside) ----
+ *
+ * One tokenizer read from whatever a model's directory holds, first found:
+ *   tokenizer.json   Hugging Face's: a BPE over bytes (GPT-2, GPT-NeoX/Pythia,
+ *                    Llama 3) or a WordPiece (BERT), with the normalizers,
+ *                    pre-tokenizers, added tokens and post-processors those
+ *                    files use (docs/tokenizers.md lists them); any other
+ *                    model type or component is refused, naming it;
+ *   tokenizer.model  SentencePiece's protobuf (Llama 2, Gemma): BPE with byte
+ *                    fallback (Unigram is refused);
+ *   vocab.txt        BERT's WordPiece vocabulary (lower-cased unless a
+ *                    tokenizer_config.json beside it says "do_lower_case": false);
+ *   encoder.json + vocab.bpe (or vocab.json + merges.txt): GPT-2's (ts_bpe).
+ * Ids match Hugging Face's @huggingface/tokenizers and python3-sentencepiece
+ * on the fixtures of tests/ref/tokenizers/. Text that is not UTF-8 is read
+ * with each ill-formed part as U+FFFD.
+ */
+typedef struct ts_hftok ts_hftok;
+
+ts_status ts_hftok_open(ts_hftok **t, const char *dir);
+void ts_hftok_close(ts_hftok *t);
+
+/* What was read, in words: "tokenizer.json (BPE, byte-level)", ... */
+const char *ts_hftok_kind(const ts_hftok *t);
+int32_t ts_hftok_vocab_size(const ts_hftok *t);
+
+/* Append the ids of text[0..len) to out. With add_special, the tokens the
+ * tokenizer's post-processor adds around a text (Llama 3's
+ * <|begin_of_text|>, BERT's [CLS] and [SEP], SentencePiece's <s>), as
+ * Hugging Face's encode does by default; without, the text's ids alone (so
+ * the ids of two texts are the ids of the texts joined, when no token
+ * crosses the join). Added tokens in the text ("<|endoftext|>", "[SEP]")
+ * are their ids either way. Not for two threads at once. */
+ts_status ts_hftok_encode(ts_hftok *t, const char *text, size_t len, bool add_special, ts_bpe_ids *out);
+
+/* The text of ids[0..n) (malloc'd, NUL-terminated, *len bytes): each token's
+ * bytes back to back (byte-level BPE, SentencePiece: its U+2581 as spaces,
+ * byte pieces as bytes, the dummy prefix's space dropped, control pieces as
+ * nothing); WordPiece joins words with spaces, "##" pieces to the one
+ * before, and tidies " ." to "." as Hugging Face's decoder does. An id
+ * outside the vocabulary is an argument error. */
+ts_status ts_hftok_decode(const ts_hftok *t, const int32_t *ids, size_t n, char **text, size_t *len);
+
+/* What one id decodes to (not NUL-terminated, *len bytes), or NULL outside the vocabulary. */
+const char *ts_hftok_token_bytes(const ts_hftok *t, int32_t id, size_t *len);
+
+/* A readable label of one id (ts_bpe_label's style: "␣the", "##ing",
+ * "<|begin_of_text|>", "<s>"); "<bad id N>" outside the vocabulary. */
+size_t ts_hftok_token_label(const ts_hftok *t, int32_t id, char *buf, size_t cap);
 
 #endif

@@ -1,5 +1,6 @@
-/* tscope tokenize: GPT-2's byte-level BPE on a file, one output line per
- * input line: the ids, space-separated (so they can be checked against any
+/* tscope tokenize: a tokenizer (GPT-2's byte-level BPE by default, or what
+ * --tokenizer DIR holds: tokenizer.json, tokenizer.model, vocab.txt or GPT-2's
+ * files) on a file, one output line per input line: the ids, space-separated (so they can be checked against any
  * other implementation), or with --decode the text of id lines, or with
  * --show each token's readable label. Lines are cut at '\n' only; a '\r' of
  * a CRLF file stays in its line, so decoding gives the file back byte for byte. */
@@ -47,7 +48,7 @@ static ts_status read_input(const char *path, char **data, size_t *len) {
 }
 
 /* Parse one line of ids ("464 2068 7586") into ids; line is 1-based. */
-static ts_status parse_ids(const char *s, size_t n, size_t line, const ts_bpe *bpe, ts_bpe_ids *ids) {
+static ts_status parse_ids(const char *s, size_t n, size_t line, int32_t vocab, ts_bpe_ids *ids) {
     ids->count = 0;
     for (size_t i = 0; i < n;) {
         if (s[i] == ' ' || s[i] == '\t' || s[i] == '\r') {
@@ -63,11 +64,11 @@ static ts_status parse_ids(const char *s, size_t n, size_t line, const ts_bpe *b
             size_t k = i;
             while (k < n && s[k] != ' ' && s[k] != '\t' && s[k] != '\r') k++;
             return ts_fail(TS_ERR_ARG, "line %zu: '%.*s' is not a token id (ids are 0..%d, space-separated)", line,
-                           (int)(k - i > 40 ? 40 : k - i), s + i, ts_bpe_vocab_size(bpe) - 1);
+                           (int)(k - i > 40 ? 40 : k - i), s + i, vocab - 1);
         }
-        if (v >= ts_bpe_vocab_size(bpe))
+        if (v >= vocab)
             return ts_fail(TS_ERR_ARG, "line %zu: id %.*s is outside the vocabulary (0..%d)", line,
-                           (int)(j - i > 40 ? 40 : j - i), s + i, ts_bpe_vocab_size(bpe) - 1);
+                           (int)(j - i > 40 ? 40 : j - i), s + i, vocab - 1);
         if (ids->count == ids->cap) {
             size_t c = ids->cap ? 2 * ids->cap : 64;
             int32_t *p = realloc(ids->ids, c * sizeof *p);
@@ -82,35 +83,35 @@ static ts_status parse_ids(const char *s, size_t n, size_t line, const ts_bpe *b
 }
 
 /* Append the labels of ids, space-separated. */
-static void add_labels(ts_text_buf *out, const ts_bpe *bpe, const ts_bpe_ids *ids) {
+static void add_labels(ts_text_buf *out, const ts_hftok *tok, const ts_bpe_ids *ids) {
     char label[512];
     for (size_t k = 0; k < ids->count; k++) {
         if (k) ts_text_buf_add(out, " ", 1);
-        size_t need = ts_bpe_token_label(bpe, ids->ids[k], label, sizeof label);
+        size_t need = ts_hftok_token_label(tok, ids->ids[k], label, sizeof label);
         ts_text_buf_str(out, label);
         if (need >= sizeof label) ts_text_buf_str(out, "...");
     }
 }
 
 /* One input line into out (without its '\n'). */
-static ts_status do_line(ts_bpe *bpe, const char *s, size_t n, size_t line, bool decode, bool show, ts_bpe_ids *ids,
-                         ts_text_buf *out, double *encode_secs) {
+static ts_status do_line(ts_hftok *tok, const char *s, size_t n, size_t line, bool decode, bool show, bool special,
+                         ts_bpe_ids *ids, ts_text_buf *out, double *encode_secs) {
     ts_status st;
     if (decode) {
-        st = parse_ids(s, n, line, bpe, ids);
+        st = parse_ids(s, n, line, ts_hftok_vocab_size(tok), ids);
     } else {
         ids->count = 0;
         double t = now();
-        st = ts_bpe_encode(bpe, s, n, ids);
+        st = ts_hftok_encode(tok, s, n, special, ids);
         *encode_secs += now() - t;
     }
     if (st != TS_OK) return st;
     if (show) {
-        add_labels(out, bpe, ids);
+        add_labels(out, tok, ids);
     } else if (decode) {
         char *text;
         size_t len;
-        st = ts_bpe_decode(bpe, ids->ids, ids->count, &text, &len);
+        st = ts_hftok_decode(tok, ids->ids, ids->count, &text, &len);
         if (st != TS_OK) return st;
         ts_text_buf_add(out, text, len);
         free(text);
@@ -123,24 +124,29 @@ static ts_status do_line(ts_bpe *bpe, const char *s, size_t n, size_t line, bool
 int ts_cmd_tokenize(int argc, char **argv) {
     /* defaults: ids of text lines, with the shipped GPT-2 files */
     const char *dir_flag = NULL;
-    bool decode = false, show = false, timed = false;
+    bool decode = false, show = false, timed = false, special = false;
     const ts_flag flags[] = {
         {"--tokenizer", TS_FLAG_STRING, &dir_flag, "DIR",
-         "encoder.json/vocab.json and vocab.bpe/merges.txt (default: the shipped GPT-2 files, assets/gpt2)", NULL,
-         NULL, NULL},
+         "tokenizer.json, else tokenizer.model, else vocab.txt, else encoder.json/vocab.json and "
+         "vocab.bpe/merges.txt (default: the shipped GPT-2 files, assets/gpt2)", NULL, NULL, NULL},
         {"--decode", TS_FLAG_BOOL, &decode, NULL, "read lines of ids and print their text", NULL, NULL, NULL},
         {"--show", TS_FLAG_BOOL, &show, NULL, "print each token's label (\"␣the\") instead of its id or text", NULL,
          NULL, NULL},
         {"--time", TS_FLAG_BOOL, &timed, NULL, "print the loading and encoding times to stderr", NULL, NULL, NULL},
+        {"--special", TS_FLAG_BOOL, &special, NULL,
+         "add the tokens the tokenizer puts around a text (BOS; BERT's [CLS] and [SEP]) to each line", NULL, NULL,
+         NULL},
     };
     const ts_cli_spec spec = {
         .command = "tokenize",
-        .synopsis = "[--tokenizer DIR] [--decode] [--show] [--time] [FILE]",
-        .description = "GPT-2's byte-level BPE on each line of FILE (stdin when none, or '-'): one output line\n"
-                       "per input line, the ids space-separated. --decode turns such id lines back into\n"
-                       "text; --show prints readable token labels (a space is ␣, a newline ↵).",
+        .synopsis = "[--tokenizer DIR] [--decode] [--show] [--special] [--time] [FILE]",
+        .description = "A tokenizer on each line of FILE (stdin when none, or '-'): one output line per input\n"
+                       "line, the ids space-separated. GPT-2's byte-level BPE unless --tokenizer DIR holds\n"
+                       "another (Hugging Face's tokenizer.json, SentencePiece's tokenizer.model, BERT's\n"
+                       "vocab.txt). --decode turns such id lines back into text; --show prints readable\n"
+                       "token labels (a space is ␣, a newline ↵).",
         .flags = flags,
-        .n_flags = 4,
+        .n_flags = 5,
         .min_positional = 0,
         .max_positional = 1,
         .positional_meta = "FILE",
@@ -153,14 +159,14 @@ int ts_cmd_tokenize(int argc, char **argv) {
     char dir[4096];
     if (dir_flag) snprintf(dir, sizeof dir, "%s", dir_flag);
     else if (ts_bpe_default_dir(dir, sizeof dir) != TS_OK) return ts_cli_error("tokenize", "%s", ts_last_error());
-    ts_bpe *bpe;
+    ts_hftok *tok;
     double t0 = now();
-    if (ts_bpe_load(&bpe, dir) != TS_OK) return ts_cli_error("tokenize", "%s", ts_last_error());
+    if (ts_hftok_open(&tok, dir) != TS_OK) return ts_cli_error("tokenize", "%s", ts_last_error());
     double load_secs = now() - t0, encode_secs = 0;
     char *data;
     size_t len;
     if (read_input(n_pos ? path : NULL, &data, &len) != TS_OK) {
-        ts_bpe_free(bpe);
+        ts_hftok_close(tok);
         return ts_cli_error("tokenize", "%s", ts_last_error());
     }
 
@@ -173,7 +179,7 @@ int ts_cmd_tokenize(int argc, char **argv) {
     for (size_t i = 0; i < len && st == TS_OK; line++) {
         const char *nl = memchr(data + i, '\n', len - i);
         size_t end = nl ? (size_t)(nl - data) : len;
-        st = do_line(bpe, data + i, end - i, line, decode, show, &ids, &out, &encode_secs);
+        st = do_line(tok, data + i, end - i, line, decode, show, special, &ids, &out, &encode_secs);
         ts_text_buf_add(&out, "\n", 1);
         i = end + 1;
     }
@@ -186,7 +192,7 @@ int ts_cmd_tokenize(int argc, char **argv) {
     }
     ts_bpe_ids_free(&ids);
     free(data);
-    ts_bpe_free(bpe);
+    ts_hftok_close(tok);
     if (st == TS_OK && out.oom) st = ts_fail(TS_ERR_NOMEM, "out of memory");
     if (st != TS_OK) {
         free(out.s);
