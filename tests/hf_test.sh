@@ -29,6 +29,17 @@ expect 0 "the settings line" -- "$bin" run --load "$ref/gemma" --ids "$ref/gemma
 has "$out" "norm kind rms-gemma" "gemma settings"
 has "$out" "kv heads 1, head dim 32, ffn geglu" "gemma settings"
 
+# a folder's own tokenizer reads --text (here BERT's vocab.txt of 13 words beside llama's weights)
+mkdir -p "$tmp/tok"
+cp "$ref/llama/config.json" "$ref/llama/model.safetensors" "$tmp/tok/"
+printf '[PAD]\n[UNK]\n[CLS]\n[SEP]\nin\nthe\nbeginning\ngod\ncreated\nheaven\nand\nearth\n.\n' >"$tmp/tok/vocab.txt"
+expect 0 "--text through the folder's tokenizer" -- "$bin" run --load "$tmp/tok" --text "In the beginning God created the heaven and the earth."
+has "$out" "hf tokenizer, 13 tokens" "the folder's tokenizer"
+has "$out" "       2  beginning" "the text's words, lower-cased as BERT's tokenizer does"
+rm "$tmp/tok/vocab.txt"
+expect 2 "--text without a tokenizer" -- "$bin" run --load "$tmp/tok" --text "In the beginning"
+has "$err" "no tokenizer.json, tokenizer.model or vocab.txt beside it" "the files a folder's tokenizer is read from"
+
 bins=("$bin")
 asan=${TSCOPE_ASAN:-build-asan/tscope}
 [ -x "$asan" ] && bins+=("$(abs "$asan")")

@@ -555,7 +555,9 @@ bool ts_gpt2_vocab_dir(const char *path, char *dir, size_t size);
  * place is refused, named, and so is a missing one, a missing shard, and a
  * config key that changes the arithmetic in a way tscope does not compute
  * (rope_scaling, a sliding window in effect). */
-bool ts_hf_is(const char *path); /* a folder whose config.json names a model_type other than gpt2 */
+bool ts_hf_is(const char *path);
+/* The files a language model's tokenizer is read from beside path, in words for a message. */
+const char *ts_lm_tokenizer_files(const char *path); /* a folder whose config.json names a model_type other than gpt2 */
 ts_status ts_hf_config(const char *dir, ts_model_config *cfg);
 ts_status ts_hf_load(ts_model *m, const char *dir);
 

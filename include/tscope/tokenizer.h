@@ -146,10 +146,14 @@ size_t ts_bpe_token_label(const ts_bpe *bpe, int32_t id, char *buf, size_t cap);
  *   bpe   GPT-2's byte-level BPE (ts_bpe, the shipped files): any text.
  * Ids are dense, 0..count-1.
  */
-typedef enum ts_lmtok_kind { TS_LMTOK_CHAR, TS_LMTOK_WORD, TS_LMTOK_BPE, TS_LMTOK_COUNT } ts_lmtok_kind;
+/* hf: a Hugging Face folder's own tokenizer (ts_hftok: tokenizer.json,
+ * tokenizer.model or vocab.txt), read from the folder, never trained. */
+typedef enum ts_lmtok_kind { TS_LMTOK_CHAR, TS_LMTOK_WORD, TS_LMTOK_BPE, TS_LMTOK_HF, TS_LMTOK_COUNT } ts_lmtok_kind;
 
-const char *ts_lmtok_kind_name(ts_lmtok_kind k); /* "char", "word", "bpe" */
+const char *ts_lmtok_kind_name(ts_lmtok_kind k); /* "char", "word", "bpe", "hf" (parse takes the first three) */
 ts_status ts_lmtok_kind_parse(const char *word, ts_lmtok_kind *out);
+
+typedef struct ts_hftok ts_hftok; /* below */
 
 typedef struct ts_lmtok {
     ts_lmtok_kind kind;
@@ -158,6 +162,7 @@ typedef struct ts_lmtok {
     int32_t *slots;   /* piece -> id, open addressing; -1 empty */
     uint32_t mask;
     ts_bpe *bpe;      /* bpe only (owned) */
+    ts_hftok *hf;     /* hf only (owned) */
 } ts_lmtok;
 
 /* A vocabulary from a corpus (char: every character; word: <unk> and the
@@ -169,6 +174,10 @@ void ts_lmtok_free(ts_lmtok *t);
 
 /* GPT-2's BPE from the vocabulary files in dir (ts_bpe_load). */
 ts_status ts_lmtok_build_bpe(ts_lmtok *t, const char *dir);
+
+/* A Hugging Face folder's tokenizer (kind hf): encode adds no special tokens
+ * (as `tscope tokenize` without --special). */
+ts_status ts_lmtok_open_hf(ts_lmtok *t, const char *dir);
 
 /* Append the ids of text[0..len) to out. */
 ts_status ts_lmtok_encode(ts_lmtok *t, const char *text, size_t len, ts_bpe_ids *out);
@@ -207,7 +216,6 @@ ts_status ts_lmtok_from_json(ts_lmtok *t, const char *json);
  * on the fixtures of tests/ref/tokenizers/. Text that is not UTF-8 is read
  * with each ill-formed part as U+FFFD.
  */
-typedef struct ts_hftok ts_hftok;
 
 ts_status ts_hftok_open(ts_hftok **t, const char *dir);
 void ts_hftok_close(ts_hftok *t);

@@ -130,8 +130,8 @@ static int generate(const gen_opts *o, int argc, char **argv) {
     ts_status st = ts_kernels_init();
     if (!st) st = ts_lm_checkpoint_read(o->load, &o->lm, &cfg, &tok);
     if (!st && tok.count == 0)
-        st = ts_fail(TS_ERR_ARG, "%s has no tokenizer (no meta.pkl, encoder.json or vocab.json beside it) to read "
-                     "--prompt with", o->load);
+        st = ts_fail(TS_ERR_ARG, "%s has no tokenizer (no %s beside it) to read --prompt with", o->load,
+                     ts_lm_tokenizer_files(o->load));
     if (!st && tok.count != cfg.vocab)
         st = ts_fail(TS_ERR_ARG, "%s: the model's %d ids include %d its %d-token tokenizer lacks (a padded vocabulary): "
                      "a draw could pick one; use tscope run --text to read a text with it", o->load, cfg.vocab,

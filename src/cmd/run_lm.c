@@ -181,8 +181,8 @@ int run_lm(const char *load, const ts_load_options *lo, const ts_cli_list *text,
     if (!st) st = ts_lm_checkpoint_read(load, lo, &cfg, &tok);
     if (!st && ids_path) st = ts_lm_read_ids(ids_path, cfg.vocab, &ids, &B);
     if (!st && !ids_path && tok.count == 0)
-        st = ts_fail(TS_ERR_ARG, "--text: %s has no tokenizer for its %d tokens (no meta.pkl, encoder.json or "
-                     "vocab.json beside it); give the token ids as --ids IDS.npy", load, cfg.vocab);
+        st = ts_fail(TS_ERR_ARG, "--text: %s has no tokenizer for its %d tokens (no %s beside it); give the token "
+                     "ids as --ids IDS.npy", load, cfg.vocab, ts_lm_tokenizer_files(load));
     if (!st && !ids_path) st = ts_lmtok_encode(&tok, text->items[0], strlen(text->items[0]), &ids);
     if (!st && ids.count == 0) st = ts_fail(TS_ERR_ARG, "--text has no tokens");
     ts_lmtok_free(&tok);

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "tscope/io.h"
 
@@ -13,6 +14,10 @@ static ts_status named(ts_status st, const char *path) {
     char msg[1024];
     snprintf(msg, sizeof msg, "%s", ts_last_error());
     return ts_fail(st, "%s: %s", path, msg);
+}
+
+const char *ts_lm_tokenizer_files(const char *path) {
+    return ts_hf_is(path) ? "tokenizer.json, tokenizer.model or vocab.txt" : "meta.pkl, encoder.json or vocab.json";
 }
 
 bool ts_lm_checkpoint_is(const char *path) {
@@ -120,12 +125,29 @@ ts_status ts_lm_checkpoint_load(ts_model *m, const char *path, const ts_load_opt
     return ts_gpt2_is(path) ? ts_gpt2_load(m, path, o) : ts_model_load_safetensors(m, path, NULL);
 }
 
-/* A Hugging Face folder: its config.json; its tokenizer files are not read yet (ids only). */
+/* A Hugging Face folder: its config.json, and its tokenizer when it has one
+ * (tokenizer.json, tokenizer.model, vocab.txt); without one, ids only. */
 static ts_status hf_read(const char *path, ts_model_config *cfg, ts_lmtok *tok) {
-    ts_model_config mine;
-    TS_TRY(ts_hf_config(path, cfg ? cfg : &mine));
-    if (tok) memset(tok, 0, sizeof *tok);
-    return TS_OK;
+    ts_model_config mine, *c = cfg ? cfg : &mine;
+    TS_TRY(ts_hf_config(path, c));
+    if (!tok) return TS_OK;
+    memset(tok, 0, sizeof *tok);
+    static const char *const files[] = {"tokenizer.json", "tokenizer.model", "vocab.txt"};
+    bool has = false;
+    for (size_t i = 0; i < sizeof files / sizeof files[0] && !has; i++) {
+        char file[4096 + 32];
+        snprintf(file, sizeof file, "%s/%s", path, files[i]);
+        has = access(file, F_OK) == 0;
+    }
+    if (!has) return TS_OK;
+    ts_status st = ts_lmtok_open_hf(tok, path);
+    if (st) return named(st, path);
+    if (tok->count > c->vocab) { /* a model's table may be padded past its tokenizer, never short of it */
+        st = ts_fail(TS_ERR_FORMAT, "%s: the tokenizer has %d tokens, the model's table %d", path, (int)tok->count,
+                     c->vocab);
+        ts_lmtok_free(tok);
+    }
+    return st;
 }
 
 ts_status ts_lm_checkpoint_read(const char *path, const ts_load_options *o, ts_model_config *cfg, ts_lmtok *tok) {

@@ -11,12 +11,12 @@
 
 #define UNK "<unk>"
 
-static const char *const kind_names[TS_LMTOK_COUNT] = {"char", "word", "bpe"};
+static const char *const kind_names[TS_LMTOK_COUNT] = {"char", "word", "bpe", "hf"};
 
 const char *ts_lmtok_kind_name(ts_lmtok_kind k) { return (unsigned)k < TS_LMTOK_COUNT ? kind_names[k] : "?"; }
 
 ts_status ts_lmtok_kind_parse(const char *word, ts_lmtok_kind *out) {
-    for (int i = 0; i < TS_LMTOK_COUNT; i++)
+    for (int i = 0; i < TS_LMTOK_HF; i++) /* a folder's own tokenizer is opened, never named */
         if (strcmp(word, kind_names[i]) == 0) {
             *out = (ts_lmtok_kind)i;
             return TS_OK;
@@ -94,6 +94,7 @@ void ts_lmtok_free(ts_lmtok *t) {
     free(t->piece);
     free(t->slots);
     if (t->bpe) ts_bpe_free(t->bpe);
+    if (t->hf) ts_hftok_close(t->hf);
     memset(t, 0, sizeof *t);
 }
 
@@ -267,10 +268,19 @@ ts_status ts_lmtok_build_bpe(ts_lmtok *t, const char *dir) {
     return st;
 }
 
+ts_status ts_lmtok_open_hf(ts_lmtok *t, const char *dir) {
+    memset(t, 0, sizeof *t);
+    t->kind = TS_LMTOK_HF;
+    ts_status st = ts_hftok_open(&t->hf, dir);
+    if (!st) t->count = ts_hftok_vocab_size(t->hf);
+    return st;
+}
+
 ts_status ts_lmtok_build(ts_lmtok *t, ts_lmtok_kind kind, const char *text, size_t len, int max_vocab) {
     memset(t, 0, sizeof *t);
     t->kind = kind;
     ts_status st = TS_OK;
+    if (kind == TS_LMTOK_HF) return ts_fail(TS_ERR_ARG, "a Hugging Face tokenizer is read from its folder, not built");
     if (kind == TS_LMTOK_BPE) {
         char dir[4096];
         st = ts_bpe_default_dir(dir, sizeof dir);
@@ -302,6 +312,7 @@ static bool push(ts_bpe_ids *out, int32_t id) {
 
 ts_status ts_lmtok_encode(ts_lmtok *t, const char *text, size_t len, ts_bpe_ids *out) {
     if (t->kind == TS_LMTOK_BPE) return ts_bpe_encode(t->bpe, text, len, out);
+    if (t->kind == TS_LMTOK_HF) return ts_hftok_encode(t->hf, text, len, false, out);
     ts_status st = check_utf8(text, len);
     if (st) return st;
     const unsigned char *s = (const unsigned char *)text;
@@ -323,6 +334,7 @@ ts_status ts_lmtok_encode(ts_lmtok *t, const char *text, size_t len, ts_bpe_ids 
 
 ts_status ts_lmtok_decode(const ts_lmtok *t, const int32_t *ids, size_t n, char **text, size_t *len) {
     if (t->kind == TS_LMTOK_BPE) return ts_bpe_decode(t->bpe, ids, n, text, len);
+    if (t->kind == TS_LMTOK_HF) return ts_hftok_decode(t->hf, ids, n, text, len);
     ts_text_buf b = {0};
     for (size_t i = 0; i < n; i++) {
         if (ids[i] < 0 || ids[i] >= t->count) {
@@ -354,6 +366,7 @@ int64_t ts_lmtok_chars(const ts_lmtok *t, const int32_t *ids, size_t n) {
 
 size_t ts_lmtok_label(const ts_lmtok *t, int32_t id, char *buf, size_t cap) {
     if (t->kind == TS_LMTOK_BPE) return ts_bpe_token_label(t->bpe, id, buf, cap);
+    if (t->kind == TS_LMTOK_HF) return ts_hftok_token_label(t->hf, id, buf, cap);
     if (id < 0 || id >= t->count) return (size_t)snprintf(buf, cap, "<bad id %d>", (int)id);
     if (t->kind == TS_LMTOK_WORD && id == 0) return (size_t)snprintf(buf, cap, UNK);
     return ts_bpe_label(t->piece[id], strlen(t->piece[id]), buf, cap);
@@ -365,7 +378,7 @@ char *ts_lmtok_to_json(const ts_lmtok *t) {
     cJSON *o = cJSON_CreateObject();
     if (!o) return NULL;
     cJSON_AddStringToObject(o, "kind", ts_lmtok_kind_name(t->kind));
-    if (t->kind == TS_LMTOK_BPE) {
+    if (t->kind == TS_LMTOK_BPE || t->kind == TS_LMTOK_HF) { /* hf: a record of it; it is read from its folder */
         cJSON_AddNumberToObject(o, "vocab", t->count);
     } else {
         cJSON *a = cJSON_AddArrayToObject(o, "tokens");
