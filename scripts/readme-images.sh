@@ -20,6 +20,9 @@ mkdir -p "$out"
 "$bin" png "$tmp/pe.tstrace" --tensor embed.pe -o "$out/posenc.png"
 "$bin" png "$tmp/seed000.tstrace" --tensor encoder.layers.0.norm1.out -o "$out/layernorm.png"
 "$bin" png "$tmp/seed000.tstrace" --tensor encoder.layers.0.self_attn --view shapes -o "$out/shapes.png"
+# RoPE of a Llama folder (docs/model.md, "Today's blocks")
+"$bin" run --load tests/ref/hf/llama --ids tests/ref/hf/llama/ids.npy --trace "$tmp/llama.tstrace" >/dev/null
+"$bin" png "$tmp/llama.tstrace" --tensor decoder.layers.0.self_attn.q_rot -o "$out/rope.png"
 
 # The tour: lesson pages exported by tscope itself (narration beside the view).
 "$bin" lesson 3 --export "$tmp/lesson03" --cache "$tmp/cache" >/dev/null

@@ -25,7 +25,7 @@ case $out in *"step 1/"*"input"*) ok ;; *) bad "outline of lesson 1: $out" ;; es
 # a broken lesson: FILE:LINE: message, exit 1
 printf '# Broken\n\n```tscope setup\npreset: tiny\n```\n\n```tscope step\ntensor: input\nview: heatmapp\n```\n' >"$tmp/broken.md"
 expect 1 "broken lesson" -- "$bin" lesson "$tmp/broken.md" --check
-[ "$err" = "$tmp/broken.md:9: unknown view 'heatmapp' (one of heatmap|grid|overview|curves|stats|shapes|lens|dist|auto)" ] && ok ||
+[ "$err" = "$tmp/broken.md:9: unknown view 'heatmapp' (one of heatmap|grid|overview|curves|stats|shapes|lens|dist|rope|auto)" ] && ok ||
     bad "broken lesson message: $err"
 printf '# Broken\n\n```tscope step\ntensor: input\n```\n' >"$tmp/early.md"
 expect 1 "step before setup" -- "$bin" lesson "$tmp/early.md" --check

@@ -88,4 +88,41 @@ is_png "$tmp/glob.png"
 "$bin" png "$t" --tensor 'encoder.layers.*.self_attn.weights' -o "$tmp/glob2.png" >/dev/null 2>"$tmp/err"
 [ $? = 2 ] && [ ! -e "$tmp/glob2.png" ] && ok || bad "a glob for one heatmap is not refused"
 
+# today's blocks, on real Hugging Face folders: the RoPE view of q_rot and k_rot (drawn from the
+# config, checked against the trace's own turning; GPT-NeoX turns 4 of 16 dims), the RMSNorm's
+# statistics, and the query heads grouped by the key/value head they read (llama: 4 heads, 2 kv)
+hf=tests/ref/hf
+for m in llama gpt_neox; do
+    "$bin" run --load $hf/$m --ids $hf/$m/ids.npy --trace "$tmp/$m.tstrace" >/dev/null 2>&1 || bad "a $m trace"
+done
+# drawn LOG TEXT: the text log holds TEXT
+drawn() { grep -qF -- "$2" "$1" && ok || bad "no '$2' drawn in $1"; }
+for k in q_rot k_rot; do
+    rm -f "$tmp/log"
+    TSCOPE_TEXT_LOG="$tmp/log" expect 0 "llama $k" -- "$bin" png "$tmp/llama.tstrace" --tensor decoder.layers.1.self_attn.$k -o "$tmp/rope.png"
+    case $out in *"view rope"*) ok ;; *) bad "auto on $k: $out" ;; esac
+    drawn "$tmp/log" "pair 1 (dims 1, 9): 0.316 rad/position" # 10000^(-2/16), rotate-half
+    drawn "$tmp/log" "Checked on this trace"
+done
+rm -f "$tmp/log"
+TSCOPE_TEXT_LOG="$tmp/log" expect 0 "gpt_neox partial rotary" -- "$bin" png "$tmp/gpt_neox.tstrace" --tensor decoder.layers.0.self_attn.q_rot -o "$tmp/rope2.png"
+drawn "$tmp/log" "pair 1 (dims 1, 3): 0.01 rad/position" # r = 4 of 16 dims: 10000^(-2/4)
+drawn "$tmp/log" "dims 4–15: not rotated"
+drawn "$tmp/log" "Checked on this trace"
+expect 0 "--view rope on q" -- "$bin" png "$tmp/gpt_neox.tstrace" --tensor decoder.layers.0.self_attn.q --view rope -o "$tmp/rope3.png"
+expect 0 "q_rot as a tensor" -- "$bin" png "$tmp/gpt_neox.tstrace" --tensor decoder.layers.0.self_attn.q_rot --view heatmap -o "$tmp/qrot.png"
+expect 2 "--view rope without RoPE" -- "$bin" png "$t" --tensor encoder.layers.0.self_attn.q --view rope -o "$tmp/x.png"
+case $err in *"does not use RoPE"*) ok ;; *) bad "--view rope on a sinusoid model: $err" ;; esac
+rm -f "$tmp/log"
+TSCOPE_TEXT_LOG="$tmp/log" expect 0 "RMSNorm statistics" -- "$bin" png "$tmp/llama.tstrace" --tensor decoder.layers.0.norm2.out -o "$tmp/rms.png"
+drawn "$tmp/log" "RMSNorm over d_model = 64"
+drawn "$tmp/log" "RMS of each token"
+rm -f "$tmp/log"
+TSCOPE_TEXT_LOG="$tmp/log" expect 0 "grouped-query heads" -- "$bin" png "$tmp/llama.tstrace" --tensor decoder.layers.0.self_attn.weights -o "$tmp/gqa.png"
+drawn "$tmp/log" "kv 0 · heads 0, 1"
+drawn "$tmp/log" "kv 1 · heads 2, 3"
+rm -f "$tmp/log"
+TSCOPE_TEXT_LOG="$tmp/log" expect 0 "a shared key head" -- "$bin" png "$tmp/llama.tstrace" --tensor decoder.layers.0.self_attn.k --head 1 -o "$tmp/k.png"
+drawn "$tmp/log" "kv head 1 of 2, read by query heads 2 and 3"
+
 finish

@@ -142,7 +142,7 @@ static const bad_case bad_cases[] = {
      "bad.md:4: unknown variant 'seed000-bug' (any of no-scale|seed000-reshape|seed001-layernorm|"
      "seed004-residual|seed003-mask|seed001-softmax|no-residual, separated by spaces)"},
     {HEAD "```tscope step\ntensor: input\nview: heatmapp\n```\n",
-     "bad.md:9: unknown view 'heatmapp' (one of heatmap|grid|overview|curves|stats|shapes|lens|dist|auto)"},
+     "bad.md:9: unknown view 'heatmapp' (one of heatmap|grid|overview|curves|stats|shapes|lens|dist|rope|auto)"},
     {HEAD "```tscope step\ntensor: input\nhead: -1\n```\n", "bad.md:9: 'head' is -1, outside 0..4096"},
     {HEAD "```tscope step\ntensor: input\nstep: -2\n```\n", "bad.md:9: 'step' is -2, outside -1..1000000000"},
     {HEAD "```tscope step\ntensor: input\naxes: 1 2 3\n```\n", "bad.md:9: 'axes' lists at most 2 numbers"},
@@ -195,7 +195,7 @@ static void every_problem_in_one_parse(void **state) {
                              "```tscope step\ntensor: input\nhead: many\n```\n");
     assert_int_equal(st, TS_ERR_FORMAT);
     assert_string_equal(ts_last_error(), "bad.md:5: unknown key 'levle' in a setup block (did you mean 'level'?)\n"
-                                         "bad.md:10: unknown view 'heatmapp' (one of heatmap|grid|overview|curves|stats|shapes|lens|dist|auto)\n"
+                                         "bad.md:10: unknown view 'heatmapp' (one of heatmap|grid|overview|curves|stats|shapes|lens|dist|rope|auto)\n"
                                          "bad.md:17: 'head' expects a whole number, not 'many'");
     assert_null(l.steps);
     char text[4096] = "# T\n\n```tscope setup\n";

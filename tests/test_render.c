@@ -983,6 +983,231 @@ static void scene_without_values_says_how_to_rerun(void **state) {
     assert_int_equal(rmdir(dir), 0);
 }
 
+/* ---- today's blocks: RoPE, RMSNorm, shared key/value heads ----------------- */
+
+/* Every text a drawing shows, with where it lands and whether it was cut. */
+typedef struct text_seen {
+    char text[600][160];
+    int n;
+    int cut, outside;
+    double w, h;
+} text_seen;
+
+static void see_text(void *ctx, const ts_render_text_info *t) {
+    text_seen *s = ctx;
+    if (s->n < 600) snprintf(s->text[s->n++], sizeof s->text[0], "%s", t->text);
+    if (t->ellipsized) {
+        s->cut++;
+        fprintf(stderr, "cut short: '%s'\n", t->text);
+    }
+    if (t->x < -0.5 || t->y < -0.5 || t->x + t->w > s->w + 0.5 || t->y + t->h > s->h + 0.5) {
+        s->outside++;
+        fprintf(stderr, "outside the picture: '%s' at %.0f, %.0f (%.0f x %.0f)\n", t->text, t->x, t->y, t->w, t->h);
+    }
+}
+
+static bool saw(const text_seen *s, const char *part) {
+    for (int i = 0; i < s->n; i++)
+        if (strstr(s->text[i], part)) return true;
+    return false;
+}
+
+/* The text of the first line that holds `part`, or "". */
+static const char *line_with(const text_seen *s, const char *part) {
+    for (int i = 0; i < s->n; i++)
+        if (strstr(s->text[i], part)) return s->text[i];
+    return "";
+}
+
+/* Draw a scene at its own size with the probe on; every text whole and inside. */
+static void draw_seen(ts_scene *sc, text_seen *seen) {
+    int w, h;
+    ts_scene_size(sc, &w, &h);
+    memset(seen, 0, sizeof *seen);
+    seen->w = w;
+    seen->h = h;
+    canvas c = canvas_new(w, h);
+    ts_render_set_text_probe(see_text, seen);
+    assert_ok(ts_scene_draw(sc, c.cr, c.area, NULL, NULL));
+    ts_render_set_text_probe(NULL, NULL);
+    canvas_free(&c);
+    assert_int_equal(seen->cut, 0);
+    assert_int_equal(seen->outside, 0);
+}
+
+/* The numbers the RoPE view draws are the forward's: pair i turns by
+ * theta^(-2i / r) with r the rotated dims (not head_dim), and the score of
+ * turned vectors depends on i - j only. */
+static void rope_view_turns_as_the_forward(void **state) {
+    (void)state;
+    ts_render_rope_view full = {.head_dim = 16, .rotary = 16, .theta = 10000, .positions = 48};
+    ts_render_rope_view part = {.head_dim = 16, .rotary = 4, .theta = 10000, .positions = 48};
+    assert_true(fabs(ts_render_rope_frequency(&full, 1) - pow(10000, -2.0 / 16)) < 1e-12);
+    assert_true(fabs(ts_render_rope_frequency(&part, 1) - 0.01) < 1e-12); /* GPT-NeoX's r = 4: 10000^(-2/4) */
+    for (int il = 0; il < 2; il++) {
+        full.interleaved = part.interleaved = il;
+        assert_true(fabs(ts_render_rope_score(&full, 0, 0) - 1) < 1e-12);
+        for (int d = 0; d < 30; d += 7)
+            for (int k = 1; k < 40; k += 13) {
+                assert_true(fabs(ts_render_rope_score(&full, d, 0) - ts_render_rope_score(&full, d + k, k)) < 1e-9);
+                /* the 12 unturned dims give 12/16 at every distance; the 2 pairs add 2 cos each, over 16 */
+                double want = (12 + 2 * cos(d) + 2 * cos(0.01 * d)) / 16;
+                assert_true(fabs(ts_render_rope_score(&part, d + k, k) - want) < 1e-9);
+            }
+    }
+    /* drawn: the pairs' frequencies and the flat unturned dims, nothing cut short */
+    static text_seen seen;
+    seen = (text_seen){.w = 1200, .h = 860};
+    part.title = "q_rot";
+    part.interleaved = false;
+    canvas c = canvas_new(1200, 860);
+    ts_render_set_text_probe(see_text, &seen);
+    assert_ok(ts_render_rope(c.cr, c.area, &part));
+    ts_render_set_text_probe(NULL, NULL);
+    canvas_free(&c);
+    assert_int_equal(seen.cut + seen.outside, 0);
+    assert_true(saw(&seen, "pair 0 (dims 0, 2): 1 rad/position"));
+    assert_true(saw(&seen, "pair 1 (dims 1, 3): 0.01 rad/position"));
+    assert_true(saw(&seen, "dims 4\xe2\x80\x93" "15: not rotated"));
+    part.rotary = 5; /* half a pair */
+    c = canvas_new(300, 300);
+    assert_int_equal(ts_render_rope(c.cr, c.area, &part), TS_ERR_ARG);
+    canvas_free(&c);
+}
+
+/* A small model of today's blocks traced by hand: 4 query heads reading 2
+ * key/value heads, RoPE on 4 of 16 dims (rotate-half; `interleaved_q_rot`
+ * writes q_rot turned the other way, a trace the config does not describe),
+ * an RMSNorm. */
+static void write_modern_trace(const char *path, bool interleaved_q_rot) {
+    enum { H = 4, KV = 2, S = 4, HD = 16, D = 64, R = 4 };
+    static float q[H * S * HD], qr[H * S * HD], v[KV * S * HD], w[H * S * S], in[S * D], rms[S], y[S * D], g[D], out[S * D];
+    lcg_state = 7;
+    for (int k = 0; k < H * S * HD; k++) q[k] = lcg_unit() * 2 - 1;
+    for (int k = 0; k < KV * S * HD; k++) v[k] = lcg_unit() * 2 - 1;
+    for (int h = 0; h < H; h++)
+        for (int p = 0; p < S; p++) {
+            const float *a = q + (h * S + p) * HD;
+            float *b = qr + (h * S + p) * HD;
+            memcpy(b, a, sizeof(float) * HD);
+            for (int i = 0; i < R / 2; i++) {
+                int lo = interleaved_q_rot ? 2 * i : i, hi = interleaved_q_rot ? 2 * i + 1 : i + R / 2;
+                double ang = p * pow(10000, -2.0 * i / R);
+                b[lo] = (float)(a[lo] * cos(ang) - a[hi] * sin(ang));
+                b[hi] = (float)(a[hi] * cos(ang) + a[lo] * sin(ang));
+            }
+        }
+    for (int k = 0; k < H * S * S; k++) w[k] = lcg_unit();
+    softmax_rows(w, H * S, S);
+    for (int k = 0; k < S * D; k++) in[k] = (lcg_unit() * 2 - 1) * 3;
+    for (int d = 0; d < D; d++) g[d] = 0.5f + lcg_unit();
+    for (int p = 0; p < S; p++) {
+        double sq = 0;
+        for (int d = 0; d < D; d++) sq += in[p * D + d] * in[p * D + d];
+        rms[p] = (float)sqrt(sq / D + 1e-5);
+        for (int d = 0; d < D; d++) y[p * D + d] = in[p * D + d] / rms[p], out[p * D + d] = y[p * D + d] * g[d];
+    }
+    const char *config = "{\"heads\": 4, \"d_model\": 64, \"kv_heads\": 2, \"head_dim\": 16, \"pe\": \"rope\", "
+                         "\"rope_style\": \"half\", \"rotary_pct\": 0.25, \"rope_theta\": 10000, \"norm_kind\": \"rms\"}";
+    ts_trace_options opt;
+    ts_trace_options_default(&opt);
+    opt.level = TS_TRACE_VALUES;
+    char *meta = NULL;
+    assert_ok(ts_trace_metadata_build(&meta, config, tokens, 4, NULL, 0, 0, NULL));
+    ts_trace_writer *wr;
+    assert_ok(ts_trace_writer_open(path, meta, &opt, &wr));
+    free(meta);
+    ts_tensor t;
+    const char *n = "decoder.layers.0.";
+    char name[96];
+#define STEP(leaf, op, tag, data, rank, ...)                                             \
+    do {                                                                                 \
+        assert_ok(ts_tensor_view(&t, data, rank, (int64_t[]){__VA_ARGS__}));            \
+        snprintf(name, sizeof name, "%s%s", n, leaf);                                    \
+        assert_ok(ts_trace_writer_step(wr, name, op, &t, tag));                           \
+    } while (0)
+    STEP("norm1.in", TS_OP_INPUT, TS_TAG_NORM_IN, in, 3, 1, S, D);
+    STEP("norm1.rms", TS_OP_RMS, TS_TAG_NORM_STAT, rms, 3, 1, S, 1);
+    STEP("norm1.y", TS_OP_RMS, TS_TAG_PLAIN, y, 3, 1, S, D);
+    STEP("norm1.gamma", TS_OP_PARAM, TS_TAG_PARAM, g, 1, D);
+    STEP("norm1.out", TS_OP_RMS, TS_TAG_NORM_OUT, out, 3, 1, S, D);
+    STEP("self_attn.q", TS_OP_PERMUTE, TS_TAG_HEADS, q, 4, 1, H, S, HD);
+    STEP("self_attn.q_rot", TS_OP_ROPE, TS_TAG_HEADS, qr, 4, 1, H, S, HD);
+    STEP("self_attn.v", TS_OP_CHUNK, TS_TAG_HEADS, v, 4, 1, KV, S, HD);
+    STEP("self_attn.weights", TS_OP_SOFTMAX, TS_TAG_ATTN_WEIGHTS, w, 4, 1, H, S, S);
+#undef STEP
+    assert_ok(ts_trace_writer_close(wr, NULL));
+}
+
+static void scene_draws_todays_blocks(void **state) {
+    (void)state;
+    char dir[] = "/tmp/tscope-scene-XXXXXX", path[96];
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/modern.tstrace", dir);
+    for (int planted = 0; planted < 2; planted++) {
+        write_modern_trace(path, planted);
+        ts_trace *t;
+        assert_ok(ts_trace_open(path, &t));
+        ts_scene *sc;
+        static text_seen seen;
+        /* q_rot: the RoPE view, from the config, checked against the trace's own turning */
+        ts_scene_request rq = ts_scene_request_default("decoder.layers.0.self_attn.q_rot");
+        assert_ok(ts_scene_build(&sc, t, &rq));
+        assert_string_equal(ts_scene_view_name(sc), "rope");
+        draw_seen(sc, &seen);
+        assert_true(saw(&seen, "pair 1 (dims 1, 3): 0.01 rad/position"));
+        assert_true(saw(&seen, "dims 4\xe2\x80\x93" "15: not rotated"));
+        assert_true(saw(&seen, planted ? "Not this trace's turning" : "Checked on this trace"));
+        assert_false(saw(&seen, planted ? "Checked on this trace" : "Not this trace's turning"));
+        /* the same distance gives the same score, as printed */
+        const char *a = line_with(&seen, "(i, j) = (5, 2)"), *b = line_with(&seen, "(i, j) = (21, 18)");
+        assert_true(a[0] && b[0]);
+        assert_string_equal(strrchr(a, ':'), strrchr(b, ':'));
+        ts_scene_free(sc);
+        /* --view rope on another step of the same model */
+        rq = ts_scene_request_default("decoder.layers.0.self_attn.q");
+        rq.view = TS_RENDER_VIEW_ROPE;
+        assert_ok(ts_scene_build(&sc, t, &rq));
+        ts_scene_free(sc);
+        if (planted) {
+            ts_trace_close(t);
+            continue;
+        }
+        /* the norm: RMS statistics, no beta */
+        rq = ts_scene_request_default("decoder.layers.0.norm1.out");
+        assert_ok(ts_scene_build(&sc, t, &rq));
+        assert_string_equal(ts_scene_view_name(sc), "stats");
+        draw_seen(sc, &seen);
+        assert_true(saw(&seen, "RMSNorm over d_model = 64"));
+        assert_true(saw(&seen, "RMS of each token"));
+        assert_true(saw(&seen, "Learned scale \xce\xb3 (no \xce\xb2)"));
+        assert_false(saw(&seen, "Std of each token"));
+        ts_scene_free(sc);
+        /* every head, grouped by the key/value head it reads */
+        rq = ts_scene_request_default("decoder.layers.0.self_attn.weights");
+        assert_ok(ts_scene_build(&sc, t, &rq));
+        draw_seen(sc, &seen);
+        assert_true(saw(&seen, "kv 0 \xc2\xb7 heads 0, 1"));
+        assert_true(saw(&seen, "kv 1 \xc2\xb7 heads 2, 3"));
+        ts_scene_free(sc);
+        rq.head = 3;
+        assert_ok(ts_scene_build(&sc, t, &rq));
+        draw_seen(sc, &seen);
+        assert_true(saw(&seen, "head 3 of 4 (reads kv head 1)"));
+        ts_scene_free(sc);
+        /* a key/value head says who reads it */
+        rq = ts_scene_request_default("decoder.layers.0.self_attn.v");
+        rq.head = 1;
+        assert_ok(ts_scene_build(&sc, t, &rq));
+        draw_seen(sc, &seen);
+        assert_true(saw(&seen, "kv head 1 of 2, read by query heads 2 and 3"));
+        ts_scene_free(sc);
+        ts_trace_close(t);
+    }
+    assert_int_equal(unlink(path), 0);
+    assert_int_equal(rmdir(dir), 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(colormap_ends_match_the_tables),
@@ -1013,6 +1238,8 @@ int main(void) {
         cmocka_unit_test(plot_draws_its_level_line),
         cmocka_unit_test(scene_picks_the_view_and_finds_the_mask),
         cmocka_unit_test(scene_without_values_says_how_to_rerun),
+        cmocka_unit_test(rope_view_turns_as_the_forward),
+        cmocka_unit_test(scene_draws_todays_blocks),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
     ts_render_release_fonts();

@@ -98,6 +98,7 @@ typedef enum ts_lesson_view {
     TS_LESSON_VIEW_SHAPES,
     TS_LESSON_VIEW_LENS, /* the logit lens of a run with --lens */
     TS_LESSON_VIEW_DIST, /* one position's next-token distribution */
+    TS_LESSON_VIEW_ROPE, /* RoPE's turning and the score against distance */
     TS_LESSON_VIEW_COUNT
 } ts_lesson_view;
 

@@ -190,6 +190,10 @@ typedef struct ts_render_grid_opts {
     const char *const *panel_titles;    /* optional, one per panel: "head 3" */
     const char *const *row_headers;     /* optional, grid_rows entries: "layer 2" */
     const char *const *col_headers;     /* optional, grid_cols entries: "head 0" */
+    int group;                          /* optional, >= 2: panels come in groups of this many (the query heads
+                                         * that share a key/value head), each framed in a colour of its own
+                                         * under a band naming it; rows then hold whole groups */
+    const char *const *group_labels;    /* n / group entries: "kv 0 \xc2\xb7 heads 0, 1" */
     bool fixed_scale;                   /* otherwise one auto scale for all panels */
     ts_render_scale scale;
 } ts_render_grid_opts;
@@ -212,6 +216,7 @@ typedef struct ts_render_series {
     bool dashed; /* e.g. the cos partner of a sin curve */
     bool mark;      /* mark point mark_at: a line across the plot there (the viewer's snapshot) */
     int mark_at;
+    bool points;    /* dots only, no line (points that should fall on another series' line) */
 } ts_render_series;
 
 typedef struct ts_render_plot_opts {
@@ -244,19 +249,49 @@ ts_status ts_render_posenc(cairo_t *cr, ts_render_rect area, const float *pe, in
                            int d_model, const int *dims, int n_dims, const char *title,
                            const char *subtitle, ts_render_layout *layout);
 
-/* One LayerNorm, for one batch element. */
+/* One LayerNorm or RMSNorm, for one batch element. */
 typedef struct ts_render_norm {
     const float *in;  /* (seq, dim) what the norm receives */
     const float *out; /* (seq, dim) what it gives */
     int seq, dim;
-    const float *gamma, *beta;     /* optional (dim) */
+    const float *gamma, *beta;     /* optional (dim); an RMSNorm has no beta */
     const char *const *tokens;     /* optional (seq) */
+    const float *rms;              /* (seq): an RMSNorm's step rms, sqrt(mean(x^2) + eps); NULL: a LayerNorm */
+    const float *y;                /* optional (seq, dim): an RMSNorm's x / rms */
+    bool one_plus;                 /* Gemma's RMSNorm: gamma holds w, the scale is 1 + w */
 } ts_render_norm;
 
-/* Per-token mean and std before and after, histograms of values before and
- * after, and gamma and beta when given. */
+/* A LayerNorm: per-token mean and std before and after, histograms of values
+ * before and after, and gamma and beta when given. An RMSNorm (rms given):
+ * per-token rms of x, y and out, the mean it leaves alone, the scale
+ * (gamma, or 1 + w), the histograms. */
 ts_status ts_render_layernorm(cairo_t *cr, ts_render_rect area, const ts_render_norm *d,
                               const char *title, const char *subtitle);
+
+/* RoPE, from the model's numbers alone: each pair of a head's first `rotary`
+ * dims turns by angle = position * theta^(-2i / rotary) (pair i: dims i and
+ * i + rotary/2 in the rotate-half style, 2i and 2i + 1 interleaved); the
+ * other head_dim - rotary dims do not turn. Drawn: cos(angle) of a few pairs
+ * over positions (fast pairs first, the unturned dims flat), and the score
+ * q.k of one q and one k (every dim 1) turned to positions i and j, against
+ * i - j, with the same score from positions shifted by `shift` dotted on
+ * it: it depends on the distance only. */
+typedef struct ts_render_rope_view {
+    int head_dim, rotary;  /* rotary even, 2..head_dim */
+    double theta;
+    bool interleaved;
+    int positions;         /* the curves' positions 0..positions-1 (>= 2) */
+    int seq;               /* the trace's positions, said in the caption; 0: none */
+    const char *title, *subtitle;
+    const char *check;     /* optional: a line on how the trace's own rotation agrees with the formula */
+} ts_render_rope_view;
+
+ts_status ts_render_rope(cairo_t *cr, ts_render_rect area, const ts_render_rope_view *v);
+/* The score the view draws: q = k = every dim 1, q turned to position i, k
+ * to j, their dot product over head_dim (1 at i = j). */
+double ts_render_rope_score(const ts_render_rope_view *v, int i, int j);
+/* The angle per position of pair p (theta^(-2p / rotary)). */
+double ts_render_rope_frequency(const ts_render_rope_view *v, int pair);
 
 /* Token ids (one sequence) as categories: each position a plain box with the
  * id in it and its token under it; no colour scale, no statistics. */
@@ -393,7 +428,8 @@ ts_status ts_render_training(cairo_t *cr, ts_render_rect area, const ts_render_s
     X(TS_RENDER_VIEW_STATS, "stats")   \
     X(TS_RENDER_VIEW_SHAPES, "shapes") \
     X(TS_RENDER_VIEW_LENS, "lens")     \
-    X(TS_RENDER_VIEW_DIST, "dist")
+    X(TS_RENDER_VIEW_DIST, "dist")     \
+    X(TS_RENDER_VIEW_ROPE, "rope")
 
 #define TS_RENDER_VIEW_ENTRY(e, name) e,
 typedef enum ts_render_view { TS_RENDER_VIEW_LIST(TS_RENDER_VIEW_ENTRY) TS_RENDER_VIEW_COUNT } ts_render_view;
@@ -446,6 +482,8 @@ typedef struct ts_render_text_info {
     const char *text;
     double font_px, line_px;
     double x, y;
+    double w, h;     /* its logical extents in device pixels (unturned) */
+    bool ellipsized; /* cut short with "…" to fit a width */
 } ts_render_text_info;
 typedef void (*ts_render_text_probe)(void *ctx, const ts_render_text_info *t);
 void ts_render_set_text_probe(ts_render_text_probe fn, void *ctx);

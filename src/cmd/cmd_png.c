@@ -237,10 +237,10 @@ int ts_cmd_png(int argc, char **argv) {
     const ts_flag flags[] = {
         {"--tensor", TS_FLAG_STRING, &a.tensor, "NAME", "the step to draw, e.g. encoder.layers.0.self_attn.weights", NULL, NULL, NULL},
         {"--view", TS_FLAG_CHOICE, &a.view, "V",
-         "auto|heatmap|grid|overview|curves|stats|shapes|lens|dist; auto goes by the step's tag: attention -> grid "
-         "(heatmap with --head), PE -> curves + heatmap, norm -> stats, lens.layers.N -> lens, probs -> dist, "
-         "else heatmap (auto)",
-         "auto|heatmap|grid|overview|curves|stats|shapes|lens|dist", NULL, NULL},
+         "auto|heatmap|grid|overview|curves|stats|shapes|lens|dist|rope; auto goes by the step's tag: attention -> "
+         "grid (heatmap with --head), PE -> curves + heatmap, norm -> stats, lens.layers.N -> lens, probs -> dist, "
+         "q_rot, k_rot -> rope, else heatmap (auto)",
+         "auto|heatmap|grid|overview|curves|stats|shapes|lens|dist|rope", NULL, NULL},
         {"--batch", TS_FLAG_INT, &a.batch, "I", "batch element (0)", NULL, NULL, &a.batch_seen},
         {"--layer", TS_FLAG_INT, &a.layer, "L", "the same step in layer L (replaces layers.N in the name)", NULL, NULL,
          &a.layer_seen},
@@ -278,8 +278,8 @@ int ts_cmd_png(int argc, char **argv) {
                     "       [--font-scale F | --projector] [--position P --top K]",
         .description = "Draw one step of a trace as PNG, SVG or PDF (the extension of -o picks), with no display:\n"
                        "attention heads and grids, the layers x heads overview, positional encoding curves,\n"
-                       "LayerNorm statistics, any tensor as a heatmap with its statistics, or the data flow of\n"
-                       "a module's steps. SVG and PDF are drawn by the same code as the PNG, in points.",
+                       "RoPE's turning, LayerNorm and RMSNorm statistics, any tensor as a heatmap with its\n"
+                       "statistics, or the data flow of a module's steps. SVG and PDF are drawn by the same code as the PNG, in points.",
         .flags = flags,
         .n_flags = (int)(sizeof flags / sizeof flags[0]),
         .min_positional = 1,

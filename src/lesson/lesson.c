@@ -501,7 +501,7 @@ static const char *const view_names[TS_LESSON_VIEW_COUNT] = {
     [TS_LESSON_VIEW_GRID] = "grid",         [TS_LESSON_VIEW_OVERVIEW] = "overview",
     [TS_LESSON_VIEW_CURVES] = "curves",     [TS_LESSON_VIEW_STATS] = "stats",
     [TS_LESSON_VIEW_SHAPES] = "shapes",     [TS_LESSON_VIEW_LENS] = "lens",
-    [TS_LESSON_VIEW_DIST] = "dist",
+    [TS_LESSON_VIEW_DIST] = "dist",         [TS_LESSON_VIEW_ROPE] = "rope",
 };
 
 const char *ts_lesson_view_name(ts_lesson_view v) {

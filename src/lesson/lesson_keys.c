@@ -88,7 +88,7 @@ static const keydef setup_keys[] = {
 /* Step keys are `tscope png`'s flags, plus what only a lesson needs. */
 static const keydef step_keys[] = {
     {"tensor", V_NAME, NULL, 0, 0, false, false},
-    {"view", V_CHOICE, "heatmap|grid|overview|curves|stats|shapes|lens|dist|auto", 0, 0, false, false},
+    {"view", V_CHOICE, "heatmap|grid|overview|curves|stats|shapes|lens|dist|rope|auto", 0, 0, false, false},
     {"position", V_INT, NULL, -4096, 1 << 20, false, false}, /* the dist view's position (-1: the last) */
     {"top", V_INT, NULL, 1, 40, false, false},                /* the dist view's number of tokens */
     {"layer", V_INT, NULL, 0, 4096, false, false},

@@ -142,7 +142,11 @@ static void probe_layout(cairo_t *cr, PangoLayout *layout) {
     double x = 0, y = 0;
     if (cairo_has_current_point(cr)) cairo_get_current_point(cr, &x, &y);
     cairo_user_to_device(cr, &x, &y);
-    ts_render_text_info info = {text, font * k, (isfinite(line) ? line : font) * k, x, y};
+    PangoRectangle ext;
+    pango_layout_get_extents(layout, NULL, &ext);
+    ts_render_text_info info = {text, font * k, (isfinite(line) ? line : font) * k, x, y,
+                                (double)ext.width / PANGO_SCALE * k, (double)ext.height / PANGO_SCALE * k,
+                                pango_layout_is_ellipsized(layout) != 0};
     probe_fn(probe_ctx, &info);
 }
 

@@ -667,12 +667,13 @@ ts_status ts_render_heatmap(cairo_t *cr, ts_render_rect area, const ts_render_ma
 /* ---- several matrices ------------------------------------------------------ */
 
 /* Grid shape that gives the largest cells for n panels of rows x cols. */
-static void choose_grid(int n, int rows, int cols, double w, double h, double gap, double title_h, int *gr,
+static void choose_grid(int n, int rows, int cols, double w, double h, double gap, double title_h, int group, int *gr,
                         int *gc) {
     double best = -1;
     *gr = 1;
     *gc = n;
     for (int c = 1; c <= n; c++) {
+        if (group > 1 && c % group != 0 && group % c != 0) continue; /* a row holds whole groups, or a group whole rows */
         int r = (n + c - 1) / c;
         double cell = fmin((w - (c - 1) * gap) / ((double)c * cols), (h - r * title_h - (r - 1) * gap) / ((double)r * rows));
         if (cell > best * 1.0001) {
@@ -724,7 +725,10 @@ ts_status ts_render_grid(cairo_t *cr, ts_render_rect area, const ts_render_matri
     double bar_w = 26 + ts_render__colorbar_width(&pen, &scale);
     double avail_w = area.w - 2 * pad - bar_w;
     double avail_h = area.y + area.h - pad - top - header_h - (zoomed ? label_h + 6 : 0);
-    if (gr <= 0 || gc <= 0) choose_grid(n, rows, cols, avail_w, avail_h, gap, title_h, &gr, &gc);
+    int group = o->group > 1 && o->group_labels && n % o->group == 0 ? o->group : 0;
+    double band_h = group ? label_h + 8 : 0; /* the band naming a group, above its panels' titles */
+    title_h += band_h;
+    if (gr <= 0 || gc <= 0) choose_grid(n, rows, cols, avail_w, avail_h, gap, title_h, group, &gr, &gc);
     if (o->row_headers)
         for (int r = 0; r < gr; r++) {
             double w;
@@ -801,6 +805,26 @@ ts_status ts_render_grid(cairo_t *cr, ts_render_rect area, const ts_render_matri
         if (o->col_headers && gi == 0 && gj < gc && o->col_headers[gj])
             ts_render__text(&pen, o->col_headers[gj], &hf, c.grid.x + pw / 2, top, 0.5, 0, 0);
         if (layout) layout->panel[i] = c;
+        /* A group's band: over the run of its panels in this row, in its colour, named once a row. */
+        bool first = group && (gj == 0 || (i - 1) / group != i / group);
+        if (first) {
+            int last = i;
+            while (last + 1 < n && (last + 1) / group == i / group && (last + 1) / gc == gi) last++;
+            double bx = c.grid.x, bw = (last - i) * (pw + gap) + pw, by = c.grid.y - above - title_h;
+            ts_rgb col = ts_render__palette(i / group);
+            cairo_save(cr);
+            cairo_set_source_rgba(cr, col.r, col.g, col.b, 0.16);
+            cairo_rectangle(cr, bx, by, bw, band_h - 3);
+            cairo_fill(cr);
+            ts_render__set_rgb(cr, col);
+            cairo_rectangle(cr, bx, by, bw, 2.5); /* a rule on top of the band */
+            cairo_rectangle(cr, bx, c.grid.y + ph + 3, bw, 2.5); /* and under the group's cells */
+            cairo_fill(cr);
+            cairo_restore(cr);
+            ts_render__font gf = ts_render__font_of(TS_RENDER__LABEL_SIZE, TS_RENDER__BOLD, ts_render__ink);
+            gf.max_w = bw - 10;
+            ts_render__text(&pen, o->group_labels[i / group], &gf, bx + 5, by + 2.5 + (band_h - 5.5) / 2, 0, 0.5, 0);
+        }
     }
     double grid_h = gr * ph + (gr - 1) * (gap + title_h);
     if (kr > 1 || kc > 1) { /* say that labels were thinned, as a heatmap's axis titles do */

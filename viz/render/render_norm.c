@@ -1,6 +1,8 @@
 /* render_norm: what a LayerNorm does, in one picture. Each token's features
  * get mean 0 and std 1 (then gamma scales and beta shifts them): the per-token
- * lines show it, the histograms show the values' spread before and after. */
+ * lines show it, the histograms show the values' spread before and after. An
+ * RMSNorm only divides each token by its root mean square (then scales): the
+ * lines show the rms of its input, y and output, and the mean it keeps. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -73,6 +75,95 @@ static void summary_text(ts_render__pen *p, ts_render_rect r, const float *mean_
     ts_render__text(p, "mean and std over each token's own features", &mf, r.x, y, 0, 0, 0);
 }
 
+/* Root mean square of each row of x (seq, dim). */
+static void row_rms(const float *x, int seq, int dim, float *rms) {
+    for (int s = 0; s < seq; s++) {
+        const float *row = x + (int64_t)s * dim;
+        double sq = 0;
+        for (int d = 0; d < dim; d++) sq += (double)row[d] * row[d];
+        rms[s] = (float)sqrt(sq / dim);
+    }
+}
+
+static double average(const float *v, int n, bool absolute) {
+    double a = 0;
+    for (int k = 0; k < n; k++) a += absolute ? fabs(v[k]) : v[k];
+    return a / n;
+}
+
+/* An RMSNorm's numbers and formula, under the histograms' right. */
+static void rms_summary(ts_render__pen *p, ts_render_rect r, const ts_render_norm *d, const float *rms_y,
+                        const float *rms_out, const float *mean_in, const float *mean_out) {
+    double y = r.y + ts_render__caption(p, r, "In numbers (averaged over tokens)");
+    ts_render__font f = ts_render__font_of(TS_RENDER__LABEL_SIZE, TS_RENDER__MONO, ts_render__ink);
+    ts_render__font mf = ts_render__font_of(TS_RENDER__LABEL_SIZE, 0, ts_render__muted);
+    f.max_w = mf.max_w = r.w;
+    double h;
+    ts_render__measure(p, "Ag", &f, NULL, &h);
+    char b[4][120];
+    snprintf(b[0], sizeof b[0], "           rms    |mean|");
+    snprintf(b[1], sizeof b[1], "in     %8.3f %8.3f", average(d->rms, d->seq, false), average(mean_in, d->seq, true));
+    snprintf(b[2], sizeof b[2], "y      %8.3f", average(rms_y, d->seq, false));
+    snprintf(b[3], sizeof b[3], "out    %8.3f %8.3f", average(rms_out, d->seq, false), average(mean_out, d->seq, true));
+    for (int k = 0; k < 4; k++) {
+        if (k == 2 && !rms_y) continue;
+        ts_render__text(p, b[k], &f, r.x, y, 0, 0, 0);
+        y += h + 2;
+    }
+    y += 4;
+    char line[160];
+    snprintf(line, sizeof line, "over %d features per token, %d tokens", d->dim, d->seq);
+    ts_render__text(p, line, &mf, r.x, y, 0, 0, 0);
+    y += h + 8;
+    ts_render__text(p, "rms = \xe2\x88\x9a(mean(x\xc2\xb2) + \xce\xb5),  y = x / rms", &f, r.x, y, 0, 0, 0);
+    y += h + 4;
+    ts_render__text(p, d->one_plus ? "out = y \xc2\xb7 (1 + w)" : "out = y \xc2\xb7 \xce\xb3", &f, r.x, y, 0, 0, 0);
+    y += h + 4;
+    ts_render__text(p, "no mean taken away, no \xce\xb2: only the size is set", &mf, r.x, y, 0, 0, 0);
+}
+
+/* An RMSNorm: each token divided by its root mean square, then scaled. */
+static void draw_rms(ts_render__pen *pen, ts_render_rect cell[2][3], const ts_render_norm *d, const float *mean_in,
+                     const float *mean_out, float *rms_y, float *rms_out) {
+    row_rms(d->out, d->seq, d->dim, rms_out);
+    if (d->y) row_rms(d->y, d->seq, d->dim, rms_y);
+    ts_render_series s[3];
+    int n = 0;
+    s[n++] = (ts_render_series){.label = "in (the step rms)", .y = d->rms, .n = d->seq, .color = 0};
+    if (d->y) s[n++] = (ts_render_series){.label = "y = in / rms", .y = rms_y, .n = d->seq, .color = 4};
+    s[n++] = (ts_render_series){.label = "out", .y = rms_out, .n = d->seq, .color = 1};
+    ts_render_plot_opts o = {.x_label = d->tokens ? "token" : "token position", .y_label = "rms",
+                             .markers = d->seq <= 40, .y_from_zero = true, .x_tick_labels = d->tokens,
+                             .n_x_tick_labels = d->tokens ? d->seq : 0};
+    ts_render_rect r = cell[0][0];
+    double cap = ts_render__caption(pen, r, "RMS of each token");
+    ts_render__plot_body(pen, (ts_render_rect){r.x, r.y + cap, r.w, r.h - cap}, s, n, &o);
+    stat_plot(pen, cell[0][1], "Mean of each token (not taken away)", mean_in, mean_out, d->seq, "mean", d->tokens);
+    r = cell[0][2];
+    if (d->gamma) {
+        float *scale = NULL;
+        ts_render_series g[2];
+        int ng = 0;
+        if (d->one_plus && (scale = malloc(sizeof(float) * (size_t)d->dim))) {
+            for (int k = 0; k < d->dim; k++) scale[k] = 1 + d->gamma[k];
+            g[ng++] = (ts_render_series){.label = "1 + w", .y = scale, .n = d->dim, .color = 2};
+            g[ng++] = (ts_render_series){.label = "w (stored)", .y = d->gamma, .n = d->dim, .color = 2, .dashed = true};
+        } else {
+            g[ng++] = (ts_render_series){.label = "\xce\xb3", .y = d->gamma, .n = d->dim, .color = 2};
+        }
+        cap = ts_render__caption(pen, r, d->one_plus ? "Learned scale 1 + w (no \xce\xb2)" : "Learned scale \xce\xb3 (no \xce\xb2)");
+        ts_render_plot_opts go = {.x_label = "feature", .markers = d->dim <= 32, .y_from_zero = true};
+        ts_render__plot_body(pen, (ts_render_rect){r.x, r.y + cap, r.w, r.h - cap}, g, ng, &go);
+        free(scale);
+    } else {
+        cap = ts_render__caption(pen, r, "\xce\xb3");
+        ts_render__font mf = ts_render__font_of(TS_RENDER__LABEL_SIZE, TS_RENDER__ITALIC, ts_render__muted);
+        mf.max_w = r.w;
+        ts_render__text(pen, "not in this trace", &mf, r.x, r.y + cap, 0, 0, 0);
+    }
+    rms_summary(pen, cell[1][2], d, d->y ? rms_y : NULL, rms_out, mean_in, mean_out);
+}
+
 ts_status ts_render_layernorm(cairo_t *cr, ts_render_rect area, const ts_render_norm *d,
                               const char *title, const char *subtitle) {
     if (!d || !d->in || !d->out || d->seq < 1 || d->dim < 1)
@@ -97,8 +188,12 @@ ts_status ts_render_layernorm(cairo_t *cr, ts_render_rect area, const ts_render_
         for (int c = 0; c < 3; c++)
             cell[r][c] = (ts_render_rect){body.x + c * (cw + gap), body.y + r * (rh + gap), cw, rh};
 
-    stat_plot(&pen, cell[0][0], "Mean of each token", mean_in, mean_out, d->seq, "mean", d->tokens);
-    stat_plot(&pen, cell[0][1], "Std of each token", std_in, std_out, d->seq, "std", d->tokens);
+    if (!d->rms) {
+        stat_plot(&pen, cell[0][0], "Mean of each token", mean_in, mean_out, d->seq, "mean", d->tokens);
+        stat_plot(&pen, cell[0][1], "Std of each token", std_in, std_out, d->seq, "std", d->tokens);
+    } else {
+        draw_rms(&pen, cell, d, mean_in, mean_out, std_in, std_out); /* the stds' room holds the rms of y and out */
+    }
 
     /* Before and after on one x range, so the squeeze is visible. */
     ts_render_hist hin, hout;
@@ -111,7 +206,9 @@ ts_status ts_render_layernorm(cairo_t *cr, ts_render_rect area, const ts_render_
     ts_render__hist(&pen, cell[1][0], &hin, NULL, &c0, "Values before the norm");
     ts_render__hist(&pen, cell[1][1], &hout, NULL, &c1, "Values after the norm");
 
-    if (d->gamma && d->beta) {
+    if (d->rms) {
+        /* drawn by draw_rms */
+    } else if (d->gamma && d->beta) {
         double cap = ts_render__caption(&pen, cell[0][2], "Learned \xce\xb3 (scale) and \xce\xb2 (shift)");
         ts_render_series s[2] = {
             {.label = "\xce\xb3", .y = d->gamma, .n = d->dim, .color = 2},
@@ -126,7 +223,7 @@ ts_status ts_render_layernorm(cairo_t *cr, ts_render_rect area, const ts_render_
         mf.max_w = cw;
         ts_render__text(&pen, "not in this trace", &mf, cell[0][2].x, cell[0][2].y + cap, 0, 0, 0);
     }
-    summary_text(&pen, cell[1][2], mean_in, std_in, mean_out, std_out, d->seq, d->dim);
+    if (!d->rms) summary_text(&pen, cell[1][2], mean_in, std_in, mean_out, std_out, d->seq, d->dim);
 
     free(buf);
     ts_render__pen_free(&pen);

@@ -148,9 +148,17 @@ static bool integer_x(const ts_render_series *s, int n) {
     return true;
 }
 
-static void legend_swatch(cairo_t *cr, double x, double y, ts_rgb c, bool dashed) {
+static void legend_swatch(cairo_t *cr, double x, double y, ts_rgb c, bool dashed, bool points) {
     static const double dash[] = {5, 3};
     ts_render__set_rgb(cr, c);
+    if (points) {
+        for (int k = 0; k < 2; k++) {
+            cairo_new_sub_path(cr);
+            cairo_arc(cr, x + 5 + 12 * k, y, 3.6, 0, 2 * M_PI);
+        }
+        cairo_fill(cr);
+        return;
+    }
     cairo_set_line_width(cr, 2);
     cairo_set_dash(cr, dash, dashed ? 2 : 0, 0);
     cairo_move_to(cr, x, y);
@@ -179,7 +187,7 @@ static void draw_series(cairo_t *cr, const ts_render_series *s, int k, const axi
     cairo_set_line_join(cr, CAIRO_LINE_JOIN_ROUND);
     cairo_set_dash(cr, dash, s->dashed ? 2 : 0, 0);
     bool pen_down = false;
-    for (int i = 0; i < s->n; i++) {
+    for (int i = 0; i < s->n && !s->points; i++) {
         double xv = series_x(s, i), yv = series_y(s, i);
         if (!isfinite(xv) || !usable(yv, y->log)) {
             pen_down = false; /* a gap where the value is missing */
@@ -194,13 +202,13 @@ static void draw_series(cairo_t *cr, const ts_render_series *s, int k, const axi
     }
     cairo_stroke(cr);
     cairo_set_dash(cr, NULL, 0, 0);
-    if (!markers) return;
+    if (!markers && !s->points) return;
     for (int i = 0; i < s->n; i++) {
         double xv = series_x(s, i), yv = series_y(s, i);
         if (!isfinite(xv) || !usable(yv, y->log)) continue;
         double px = plot.x + axis_t(x, xv) * plot.w, py = plot.y + plot.h - axis_t(y, yv) * plot.h;
         cairo_new_sub_path(cr);
-        cairo_arc(cr, px, py, 2.6, 0, 2 * M_PI);
+        cairo_arc(cr, px, py, s->points ? 3.6 : 2.6, 0, 2 * M_PI);
     }
     cairo_fill(cr);
 }
@@ -351,7 +359,8 @@ void ts_render__plot_body(ts_render__pen *p, ts_render_rect r, const ts_render_s
         lf.max_w = legend_w - 22 - 6 - 14;
         for (int k = 0; k < n && ly + label_h <= r.y + r.h; k++) {
             if (!s[k].label) continue;
-            legend_swatch(cr, lx, ly + label_h / 2, ts_render__palette(s[k].color >= 0 ? s[k].color : k), s[k].dashed);
+            legend_swatch(cr, lx, ly + label_h / 2, ts_render__palette(s[k].color >= 0 ? s[k].color : k), s[k].dashed,
+                          s[k].points);
             ts_render__text(p, s[k].label, &lf, lx + 28, ly + label_h / 2, 0, 0.5, 0);
             ly += label_h + 4;
         }

@@ -318,6 +318,45 @@ bool scene_has_variant(ts_scene *job, const char *variant) {
     return cJSON_IsString(v) && strstr(v->valuestring, variant) != NULL;
 }
 
+/* The traced model's shape choices from its config (what the views of
+ * today's blocks need: heads, widths, the norm, RoPE's numbers), so the
+ * model's own helpers (ts_model_head_dim, ts_model_kv_heads,
+ * ts_model_rotary_dims, ts_model_rope_theta) give the view the forward's
+ * numbers. false when the trace names no heads or width. */
+bool scene_model_config(ts_scene *job, ts_model_config *c) {
+    memset(c, 0, sizeof *c);
+    const cJSON *v;
+    const struct {
+        const char *key;
+        int *to;
+    } ints[] = {{"heads", &c->heads}, {"d_model", &c->d_model}, {"kv_heads", &c->kv_heads}, {"head_dim", &c->head_dim}};
+    for (size_t k = 0; k < sizeof ints / sizeof ints[0]; k++)
+        if (cJSON_IsNumber(v = scene_config_item(job, ints[k].key)) && v->valuedouble >= 0 && v->valuedouble < 1e6)
+            *ints[k].to = v->valueint;
+    if (cJSON_IsNumber(v = scene_config_item(job, "rotary_pct"))) c->rotary_pct = (float)v->valuedouble;
+    if (cJSON_IsNumber(v = scene_config_item(job, "rope_theta"))) c->rope_theta = (float)v->valuedouble;
+    if (cJSON_IsString(v = scene_config_item(job, "pe")) && ts_model_pe_parse(v->valuestring, "pe", &c->pe) != TS_OK)
+        c->pe = TS_PE_SINUSOIDAL;
+    if (cJSON_IsString(v = scene_config_item(job, "rope_style")) &&
+        ts_model_rope_style_parse(v->valuestring, "rope_style", &c->rope_style) != TS_OK)
+        c->rope_style = TS_ROPE_HALF;
+    if (cJSON_IsString(v = scene_config_item(job, "norm_kind")) &&
+        ts_model_norm_kind_parse(v->valuestring, "norm_kind", &c->norm_kind) != TS_OK)
+        c->norm_kind = TS_NORMK_LAYER;
+    if (c->kv_heads < 0 || (c->kv_heads > 0 && (c->heads % c->kv_heads) != 0)) c->kv_heads = 0;
+    return c->heads > 0 && c->d_model > 0;
+}
+
+/* Query heads per key/value head of the traced model (1: each head its own,
+ * plain multi-head attention), when a step's dim 1 has `heads` of them. */
+int scene_kv_group(ts_scene *job, int64_t heads) {
+    ts_model_config c;
+    if (!scene_model_config(job, &c)) return 1;
+    int kv = ts_model_kv_heads(&c);
+    if (kv < 1 || kv >= c.heads || heads != c.heads) return 1;
+    return c.heads / kv;
+}
+
 /* ---- choosing ------------------------------------------------------------------ */
 
 static ts_status build(ts_scene *job, ts_render_view view) {
@@ -365,6 +404,7 @@ static ts_status build(ts_scene *job, ts_render_view view) {
         if (s->tag == TS_TAG_HEAD_SCORES && strncmp(s->name, "ablate.", 7) == 0) return scene_build_tensor(job, i);
         if (s->tag == TS_TAG_HEAD_SCORES) return scene_build_head_scores(job, s);
         if (s->tag == TS_TAG_PER_POSITION) return scene_build_position_curves(job, s);
+        if (scene_is_rope(s)) return scene_build_rope(job, i);
         return scene_build_tensor(job, i);
     }
     switch (view) {
@@ -390,6 +430,7 @@ static ts_status build(ts_scene *job, ts_render_view view) {
         if (norm) return scene_build_norm(job, s->name);
         return scene_build_tensor(job, i);
     case TS_RENDER_VIEW_SHAPES: return scene_build_shapes(job, s->name);
+    case TS_RENDER_VIEW_ROPE: return scene_build_rope(job, i);
     default: return ts_fail(TS_ERR_ARG, "scene: unknown view %d", (int)view);
     }
 }
@@ -415,6 +456,7 @@ static ts_status draw_kind(ts_scene *job, cairo_t *cr, ts_render_rect area, cons
     case PIC_IDS: return ts_render_ids(cr, area, &job->ids);
     case PIC_LENS: return ts_render_lens(cr, area, &job->lens);
     case PIC_DIST: return ts_render_dist(cr, area, &job->dist);
+    case PIC_ROPE: return ts_render_rope(cr, area, &job->rope);
     }
     return ts_fail(TS_ERR_ARG, "scene: unknown picture");
 }

@@ -109,8 +109,11 @@ ts_status scene_build_attention_head(ts_scene *job, int64_t i) {
     int layer = ts_name_layer(s->name);
     char lay[32] = "";
     if (layer >= 0) snprintf(lay, sizeof lay, "layer %d \xc2\xb7 ", layer);
-    snprintf(job->subtitle, sizeof job->subtitle, "%shead %d of %d \xc2\xb7 batch %d \xc2\xb7 %s %s (B, H, Sq, Sk)", lay,
-             head, heads, job->rq.batch, ts_op_name(s->op), shape);
+    int group = scene_kv_group(job, heads);
+    char kv[48] = "";
+    if (group > 1) snprintf(kv, sizeof kv, " (reads kv head %d)", head / group);
+    snprintf(job->subtitle, sizeof job->subtitle, "%shead %d of %d%s \xc2\xb7 batch %d \xc2\xb7 %s %s (B, H, Sq, Sk)", lay,
+             head, heads, kv, job->rq.batch, ts_op_name(s->op), shape);
     job->hopts.title = job->title;
     job->hopts.subtitle = job->subtitle;
     if (scene_is_probability(s)) job->hopts.fixed_scale = true, job->hopts.scale = scene_probability_scale;
@@ -148,11 +151,31 @@ ts_status scene_build_attention_grid(ts_scene *job, int64_t i) {
     job->gopts.subtitle = job->subtitle;
     job->gopts.panel_titles = job->panel_titles;
     if (scene_is_probability(s)) job->gopts.fixed_scale = true, job->gopts.scale = scene_probability_scale;
+    /* Shared key/value heads: the query heads reading one are a group, named by it. */
+    int group = scene_kv_group(job, heads), per_row = heads < 4 ? heads : 4;
+    enum { NAME = 64 };
+    char *names = group > 1 ? scene_own(job, (size_t)(heads / group) * NAME) : NULL;
+    if (names) {
+        for (int g = 0; g < heads / group; g++) {
+            char *name = names + g * NAME;
+            if (group == 2)
+                snprintf(name, NAME, "kv %d \xc2\xb7 heads %d, %d", g, g * group, g * group + 1);
+            else
+                snprintf(name, NAME, "kv %d \xc2\xb7 heads %d\xe2\x80\x93%d", g, g * group, g * group + group - 1);
+            job->row_headers[g] = name;
+        }
+        job->gopts.group = group;
+        job->gopts.group_labels = job->row_headers;
+        if (group < 4 && 4 % group != 0) per_row = group;
+        size_t n = strlen(job->subtitle);
+        snprintf(job->subtitle + n, sizeof job->subtitle - n, " \xc2\xb7 %d key/value head%s, each read by %d query heads",
+                 heads / group, heads / group == 1 ? "" : "s", group);
+    }
     /* Panels in rows of up to four. */
-    int per_row = heads < 4 ? heads : 4, rows = (heads + per_row - 1) / per_row;
+    int rows = (heads + per_row - 1) / per_row;
     int side = cells_side(t.shape[3], 40, 220, 330);
     job->width = per_row * (side + 18) + 260;
-    job->height = rows * (side + 34) + 170;
+    job->height = rows * (side + 34 + (group > 1 ? 24 : 0)) + 170;
     return TS_OK;
 }
 

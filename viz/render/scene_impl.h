@@ -2,8 +2,9 @@
  * itself (the job a build fills and a draw reads), its owned blocks, the
  * trace's metadata, a step's values and labels, and each view family's
  * builder. scene.c holds the job and the choice of a view; scene_attention.c,
- * scene_posenc.c, scene_norm.c, scene_tensor.c, scene_dist.c, scene_curves.c
- * and scene_shapes.c build one family of views each. Names carry scene_:
+ * scene_posenc.c, scene_rope.c, scene_norm.c, scene_tensor.c, scene_dist.c,
+ * scene_curves.c and scene_shapes.c build one family of views each. Names
+ * carry scene_:
  * private to viz/render (tscope/render.h is the public face). */
 #ifndef TSCOPE_VIZ_SCENE_IMPL_H
 #define TSCOPE_VIZ_SCENE_IMPL_H
@@ -35,6 +36,7 @@ typedef enum pic_kind {
     PIC_IDS,      /* token ids: categories, not quantities */
     PIC_LENS,     /* the logit lens: layers x positions of predicted tokens */
     PIC_DIST,     /* one position's next-token distribution as bars */
+    PIC_ROPE,     /* RoPE's turning and the score against distance */
 } pic_kind;
 
 struct ts_scene {
@@ -66,6 +68,8 @@ struct ts_scene {
     ts_render_ids_view ids; /* PIC_IDS */
     ts_render_lens_view lens; /* PIC_LENS */
     ts_render_dist_view dist; /* PIC_DIST */
+    ts_render_rope_view rope; /* PIC_ROPE */
+    char rope_check[200];     /* its line on the trace's own rotation */
     ts_trace_stats stats;
     ts_render_hist hist;
     ts_render_step *steps;
@@ -87,6 +91,11 @@ const cJSON *scene_metadata_item(ts_scene *job, const char *object, const char *
 const cJSON *scene_config_item(ts_scene *job, const char *key);
 /* Whether the traced model ran a seed's mistake (its config's "variant" names it). */
 bool scene_has_variant(ts_scene *job, const char *variant);
+/* The traced model's heads, widths, norm and RoPE choices from its config
+ * (the rest zero); false when it names no heads or width. */
+bool scene_model_config(ts_scene *job, ts_model_config *c);
+/* Query heads per key/value head, for a step of `heads` query heads (1: none shared). */
+int scene_kv_group(ts_scene *job, int64_t heads);
 
 /* ---- names, values, labels (scene.c) ---- */
 
@@ -124,6 +133,9 @@ ts_status scene_build_attention_grid(ts_scene *job, int64_t i);
 ts_status scene_build_overview(ts_scene *job, int64_t i);
 /* scene_posenc.c: kind PIC_HEATMAP, PIC_PE_CURVES or PIC_POSENC (both) */
 ts_status scene_build_posenc(ts_scene *job, int64_t i, pic_kind kind);
+/* scene_rope.c */
+bool scene_is_rope(const ts_trace_step *s); /* q_rot, k_rot */
+ts_status scene_build_rope(ts_scene *job, int64_t i);
 /* scene_norm.c */
 ts_status scene_build_norm(ts_scene *job, const char *name);
 /* scene_tensor.c */

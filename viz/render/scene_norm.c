@@ -1,5 +1,6 @@
-/* scene_norm: what a LayerNorm does (its input and output, per token, with
- * gamma and beta when the trace kept them). Part of the scene (scene_impl.h). */
+/* scene_norm: what a LayerNorm or an RMSNorm does (its input and output,
+ * per token, with gamma and beta, or an RMSNorm's rms, y and scale, when the
+ * trace kept them). Part of the scene (scene_impl.h). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,7 +28,7 @@ ts_status scene_build_norm(ts_scene *job, const char *name) {
     snprintf(glob, sizeof glob, "%s.*", prefix);
     int64_t ii = ts_trace_find(job->t, in_name), io = ts_trace_find(job->t, out_name);
     if (ii < 0 || io < 0)
-        return ts_fail(TS_ERR_ARG, "--view stats shows a LayerNorm: %s needs the steps %s and %s", name, in_name, out_name);
+        return ts_fail(TS_ERR_ARG, "--view stats shows a norm: %s needs the steps %s and %s", name, in_name, out_name);
     ts_tensor tin, tout;
     ts_status rc = scene_step_tensor(job, ii, glob, &tin);
     if (rc) return rc;
@@ -52,10 +53,32 @@ ts_status scene_build_norm(ts_scene *job, const char *name) {
     job->norm.gamma = pv[0];
     job->norm.beta = pv[0] && pv[1] ? pv[1] : NULL;
     if (!job->norm.beta) job->norm.gamma = NULL;
+    /* An RMSNorm hands over rms (B, S, 1) and y where a LayerNorm has mean and std. */
+    char rms_name[320], y_name[320];
+    snprintf(rms_name, sizeof rms_name, "%s.rms", prefix);
+    snprintf(y_name, sizeof y_name, "%s.y", prefix);
+    int64_t ir = ts_trace_find(job->t, rms_name);
+    const char *kind = "LayerNorm";
+    if (ir >= 0) {
+        ts_tensor tr, ty;
+        if ((rc = scene_step_tensor(job, ir, glob, &tr))) return rc;
+        if (ts_tensor_numel(&tr) != seq || !ts_tensor_is_contiguous(&tr))
+            return ts_fail(TS_ERR_ARG, "%s is not one number a token of %s", rms_name, in_name);
+        job->norm.rms = tr.data;
+        int64_t iy = ts_trace_find(job->t, y_name);
+        if (iy >= 0 && ts_trace_step_at(job->t, iy)->has_values && scene_step_tensor(job, iy, glob, &ty) == TS_OK &&
+            ts_tensor_same_shape(&ty, &tin) && ts_tensor_is_contiguous(&ty))
+            job->norm.y = ty.data;
+        job->norm.gamma = pv[0];
+        job->norm.beta = NULL;
+        ts_model_config c;
+        job->norm.one_plus = scene_model_config(job, &c) && c.norm_kind == TS_NORMK_RMS_GEMMA;
+        kind = job->norm.one_plus ? "RMSNorm (Gemma's: scale 1 + w)" : "RMSNorm";
+    }
     job->kind = PIC_NORM;
     job->view = TS_RENDER_VIEW_STATS;
     snprintf(job->title, sizeof job->title, "%s", prefix);
-    snprintf(job->subtitle, sizeof job->subtitle, "LayerNorm over d_model = %lld \xc2\xb7 batch %d \xc2\xb7 %lld tokens",
+    snprintf(job->subtitle, sizeof job->subtitle, "%s over d_model = %lld \xc2\xb7 batch %d \xc2\xb7 %lld tokens", kind,
              (long long)dim, job->rq.batch, (long long)seq);
     job->width = 1200;
     job->height = 760;

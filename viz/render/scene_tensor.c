@@ -121,6 +121,18 @@ static void column_groups(ts_scene *job, const ts_trace_step *s, ts_render_matri
     m->col_group_labels = labels;
 }
 
+/* Query heads per key/value head when s is a self-attention's keys or
+ * values (k, v, k_rot, k_proj's heads) with fewer heads than the queries;
+ * 1 otherwise. */
+static int kv_heads_of(ts_scene *job, const ts_trace_step *s, const ts_tensor *t) {
+    if (t->rank != 4 || s->tag != TS_TAG_HEADS || strstr(s->name, ".cross_attn.")) return 1;
+    if (!scene_ends_with(s->name, ".k") && !scene_ends_with(s->name, ".v") && !scene_ends_with(s->name, ".k_rot")) return 1;
+    ts_model_config c;
+    if (!scene_model_config(job, &c)) return 1;
+    int kv = ts_model_kv_heads(&c);
+    return kv >= 1 && kv < c.heads && t->shape[1] == kv ? c.heads / kv : 1;
+}
+
 ts_status scene_build_tensor(ts_scene *job, int64_t i) {
     const ts_trace_step *s = ts_trace_step_at(job->t, i);
     ts_tensor t;
@@ -142,7 +154,12 @@ ts_status scene_build_tensor(ts_scene *job, int64_t i) {
         if (index[d] >= t.shape[d]) return ts_fail(TS_ERR_ARG, "--head %d: dim 1 of %s has %lld", job->rq.head, s->name, (long long)t.shape[d]);
         if ((scene_has_batch_dim(s) && d == 0) || at >= sizeof fixed) continue;
         const char *what = axis_name(job, s, &t, d, false);
-        if (strcmp(what, "head") == 0) /* "head 3", not "dim 1 = 3" */
+        int group = kv_heads_of(job, s, &t);
+        if (strcmp(what, "head") == 0 && group > 1) /* a shared key/value head: who reads it */
+            at += (size_t)snprintf(fixed + at, sizeof fixed - at, " \xc2\xb7 kv head %lld of %lld, read by query heads %lld%s%lld",
+                                   (long long)index[d], (long long)t.shape[1], (long long)index[d] * group,
+                                   group == 2 ? " and " : "\xe2\x80\x93", (long long)index[d] * group + group - 1);
+        else if (strcmp(what, "head") == 0) /* "head 3", not "dim 1 = 3" */
             at += (size_t)snprintf(fixed + at, sizeof fixed - at, " \xc2\xb7 head %lld", (long long)index[d]);
         else
             at += (size_t)snprintf(fixed + at, sizeof fixed - at, " \xc2\xb7 dim %d = %lld", d, (long long)index[d]);
