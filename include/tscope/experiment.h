@@ -15,13 +15,15 @@
  *   decoder.layers.1.self_attn.head0=mean   ... replaced by its mean
  *   decoder.layers.*.ffn.out                globs (fnmatch) over step names
  *   TRACE:decoder.layers.0.out@27           (patch) position 27 from TRACE
+ *   TRACE:decoder.layers.1.self_attn.head1  (patch) head 1's slice of values from TRACE
+ *   decoder.layers.0.out@27=steer.npy       (add) a vector added at position 27
  */
 #ifndef TSCOPE_EXPERIMENT_H
 #define TSCOPE_EXPERIMENT_H
 
 #include "tscope/model.h"
 
-typedef enum ts_edit_kind { TS_EDIT_ZERO, TS_EDIT_MEAN, TS_EDIT_PATCH } ts_edit_kind;
+typedef enum ts_edit_kind { TS_EDIT_ZERO, TS_EDIT_MEAN, TS_EDIT_PATCH, TS_EDIT_ADD } ts_edit_kind;
 
 #define TS_EDIT_SPEC_MAX 512
 
@@ -30,8 +32,8 @@ typedef struct ts_edit {
     ts_edit_kind kind;
     char glob[TS_EDIT_SPEC_MAX]; /* the steps it edits (fnmatch) */
     char heads[32];              /* "" the whole step; else a glob over "head0".."head{H-1}" */
-    int pos;                     /* a patch of one position; -1 all */
-    float *values;               /* a patch's values (row-major, shape), owned */
+    int pos;                     /* a patch or an addition at one position; -1 all */
+    float *values;               /* a patch's values (row-major, shape), or the vector added; owned */
     char *trace_config;          /* a patch: the config its trace was made with (JSON), owned */
     int rank;
     int64_t shape[TS_MAX_RANK];
@@ -45,6 +47,10 @@ typedef struct ts_experiment {
      * B*S*D) during the forward, then read through the final norm and the
      * head into probabilities (layers, B, S, V). */
     bool lens;
+    /* --mean-from: the trace whose values mean ablations average (over its
+     * batch and positions) instead of this run's, owned; NULL: this run's. */
+    struct ts_trace *mean_ref;
+    char mean_ref_path[TS_EDIT_SPEC_MAX];
     char stack[16];
     int lens_layers;
     int64_t lens_rows; /* B * S */
@@ -62,6 +68,17 @@ ts_status ts_experiment_add_ablate(ts_experiment *ex, const char *spec);
 /* --patch TRACE:STEP[@POS]: STEP's values (or position POS's) from TRACE,
  * which must keep that step's values for all of its batch. */
 ts_status ts_experiment_add_patch(ts_experiment *ex, const char *spec);
+
+/* --add STEP[@POS]=VEC.npy: VEC added to STEP's values (a steering
+ * vector): VEC of STEP's last dim is added at every position (or at POS), or
+ * VEC of STEP's whole shape is added as it is (with @POS, only POS's rows). */
+ts_status ts_experiment_add_add(ts_experiment *ex, const char *spec);
+
+/* --mean-from TRACE: mean ablations (=mean) replace a step by its mean over
+ * TRACE's batch and positions (a reference set), not this run's. TRACE must
+ * keep the values of every step a mean ablation names, for its whole batch,
+ * and be the same model's. */
+ts_status ts_experiment_mean_from(ts_experiment *ex, const char *trace_path);
 
 /* Check every edit against the model of cfg (a dry run lists its steps): a
  * spec that names no step, a head that does not exist, a patch whose trace
