@@ -51,6 +51,11 @@ typedef struct ts_experiment {
      * batch and positions) instead of this run's, owned; NULL: this run's. */
     struct ts_trace *mean_ref;
     char mean_ref_path[TS_EDIT_SPEC_MAX];
+    /* The position of the first row of the steps the forward hands over:
+     * 0 in a full pass; in cached decoding (ts_model_decode) the first new
+     * position, set by the caller before each call, so an @POS edit acts on
+     * the token at POS. */
+    int pos0;
     char stack[16];
     int lens_layers;
     int64_t lens_rows; /* B * S */
@@ -79,6 +84,12 @@ ts_status ts_experiment_add_add(ts_experiment *ex, const char *spec);
  * keep the values of every step a mean ablation names, for its whole batch,
  * and be the same model's. */
 ts_status ts_experiment_mean_from(ts_experiment *ex, const char *trace_path);
+
+/* Whether the edits can act while decoding with a cache, one new position a
+ * call (generate): not a patch (a trace's run had all its positions at
+ * once), nor a mean over this run's positions (there is one; --mean-from's
+ * reference set is fine). */
+ts_status ts_experiment_check_decode(const ts_experiment *ex);
 
 /* Check every edit against the model of cfg (a dry run lists its steps): a
  * spec that names no step, a head that does not exist, a patch whose trace

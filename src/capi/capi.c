@@ -354,6 +354,10 @@ ts_status ts_capi_forward(ts_capi_model *c, const int32_t *ids, int B, int S, co
 
 /* ---- generation ---- */
 
+static bool cached_ok(const ts_capi_model *c, int S, int n, const ts_capi_pass *p) {
+    return ts_model_can_cache(&c->base, NULL) && S + n <= max_positions(&c->base) && !(p && p->trace_path);
+}
+
 ts_status ts_capi_generate(ts_capi_model *c, const int32_t *ids, int S, int n, float temperature, int top_k,
                            uint64_t seed, const ts_capi_pass *p, int32_t *out, float *probs) {
     if (!ts_model_is_lm(&c->base)) return ts_fail(TS_ERR_ARG, "generate: this model is not a language model");
@@ -368,19 +372,20 @@ ts_status ts_capi_generate(ts_capi_model *c, const int32_t *ids, int S, int n, f
     memcpy(out, ids, sizeof(int32_t) * (size_t)S);
     ts_experiment ex;
     ts_status st = build_experiment(p, &c->base, &ex);
+    if (!st && cached_ok(c, S, n, p)) st = ts_experiment_check_decode(&ex);
     pass_ctx x = {.p = p};
     if (ex.n_edits) ts_experiment_attach(&ex, &x.exp);
     ts_hook hook = pass_hook(&x);
     uint64_t key = ts_mix64(seed ^ 0x6E4Eull);
     ts_kv_cache kv = {0};
-    bool cached = !st && ts_model_can_cache(&c->base, NULL) && S + n <= most && !(p && p->trace_path);
+    bool cached = !st && cached_ok(c, S, n, p);
     /* a batch of one at the longest window: the cache's model */
     if (!st) st = ensure(c, 1, cached ? (S + n < c->built_seq ? c->built_seq : S + n) : (S + n < window ? S + n : window), 0);
     if (!st && cached) st = ts_kv_cache_init(&kv, &c->m);
     const float *row = NULL;
     for (int i = 0; cached && !st && i < S; i += kv.rows) {
         int k = S - i < kv.rows ? S - i : kv.rows;
-        x.pos0 = i;
+        x.pos0 = ex.pos0 = i;
         const float *rows;
         st = ts_model_decode(&c->m, &kv, ids + i, k, &hook, &rows);
         if (!st) row = rows + (int64_t)(k - 1) * V;
@@ -390,12 +395,13 @@ ts_status ts_capi_generate(ts_capi_model *c, const int32_t *ids, int S, int n, f
     for (int k = 0; k < n && !st; k++) {
         int len = S + k;
         if (cached && k > 0) {
-            x.pos0 = len - 1;
+            x.pos0 = ex.pos0 = len - 1;
             st = ts_model_decode(&c->m, &kv, out + len - 1, 1, &hook, &row);
         } else if (!cached) {
             int from = len > window ? len - window : 0, m = len - from;
             memcpy(win, out + from, sizeof(int32_t) * (size_t)m);
             x.pos0 = from;
+            ex.pos0 = 0;
             st = ensure(c, 1, m, 0);
             ts_model_input in = {.src_ids = win};
             ts_tensor logits;

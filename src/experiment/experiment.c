@@ -202,6 +202,20 @@ ts_status ts_experiment_mean_from(ts_experiment *ex, const char *trace_path) {
     return TS_OK;
 }
 
+ts_status ts_experiment_check_decode(const ts_experiment *ex) {
+    for (int i = 0; i < ex->n_edits; i++) {
+        const ts_edit *e = &ex->edits[i];
+        if (e->kind == TS_EDIT_PATCH)
+            return ts_fail(TS_ERR_ARG, "--patch %s: generating decodes one new position at a time; a patch takes a "
+                                       "whole run's positions (use run --patch)", e->spec);
+        if (e->kind == TS_EDIT_MEAN && !ex->mean_ref)
+            return ts_fail(TS_ERR_ARG, "--ablate %s: generating decodes one position at a time, so this run's mean "
+                                       "over positions is the value itself; give the mean's reference set with "
+                                       "--mean-from TRACE", e->spec);
+    }
+    return TS_OK;
+}
+
 /* ---- checking against the model's steps ---- */
 
 typedef struct step_info {
@@ -510,11 +524,12 @@ static void patch_into(const ts_tensor *t, const float *v, int pd, int pos, cons
 
 /* The vector v added to t: of t's last dim at every row, or of t's whole
  * shape (row-major); all positions or position pos. */
-static void add_into(const ts_tensor *t, const float *v, bool whole, int pd, int pos) {
+static void add_into(const ts_tensor *t, const float *v, bool whole, int pd, int pos, int pos0) {
     int64_t idx[TS_MAX_RANK] = {0}, i = 0;
     if (ts_tensor_numel(t) == 0) return;
     do {
-        if (pos < 0 || (pd >= 0 && idx[pd] == pos)) t->data[offset_of(t, idx)] += whole ? v[i] : v[idx[t->rank - 1]];
+        if (pos < 0 || (pd >= 0 && idx[pd] + pos0 == pos))
+            t->data[offset_of(t, idx)] += whole ? v[i] : v[idx[t->rank - 1]];
         i++;
     } while (next_index(t, idx));
 }
@@ -547,7 +562,7 @@ static ts_status apply(const ts_experiment *ex, ts_edit *e, const char *name, ts
         for (int d = 0; whole && d < t->rank; d++) whole = t->shape[d] == e->shape[d];
         if (!whole && !(e->rank == 1 && e->shape[0] == t->shape[t->rank - 1]))
             return ts_fail(TS_ERR_SHAPE, "--add %s: the vector fits neither %s's last dim nor its shape", e->spec, name);
-        add_into(t, e->values, whole, pd, e->pos);
+        add_into(t, e->values, whole, pd, e->pos, ex->pos0);
         return TS_OK;
     }
     ts_tensor src = *t;

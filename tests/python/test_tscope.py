@@ -182,6 +182,22 @@ def generate_applies_hooks_at_every_token():
 
 
 @test
+def generate_agrees_with_the_command_line():
+    steer = os.path.join(REF, "steer.npy")
+    prompt = m.decode(ids[0, :20])
+    cli = subprocess.run([TSCOPE, "generate", "--load", MODEL, "--prompt", prompt, "-n", "24", "--temperature", "0",
+                          "--quiet", "--add", f"decoder.layers.0.out={steer}"], check=True, capture_output=True,
+                         text=True).stdout.rstrip("\n")
+    assert m.generate(prompt, 24, temperature=0, add=f"decoder.layers.0.out={steer}") == cli, cli
+    v = ref("steer")
+    assert m.generate(prompt, 24, temperature=0, hooks=[("decoder.layers.0.out", lambda x, s: x + v)]) == cli
+    cli = subprocess.run([TSCOPE, "generate", "--load", MODEL, "--prompt", prompt, "-n", "30", "--temperature", "0.9",
+                          "--top-k", "8", "--seed", "5", "--quiet"], check=True, capture_output=True,
+                         text=True).stdout.rstrip("\n")
+    assert m.generate(prompt, 30, temperature=0.9, top_k=8, seed=5) == cli, cli
+
+
+@test
 def errors_are_exceptions_with_tscopes_message():
     try:
         tscope.load("no-such-preset")

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# The command line's interventions against PyTorch (tests/ref/python, made by
+# make_fixtures.py on assets/induction-2l.safetensors): one head's output patched from
+# another run's trace (--patch TRACE:ATTN.headK[@POS]), a steering vector (--add
+# STEP[@POS]=VEC.npy), a mean ablation over a reference set (--mean-from TRACE), and
+# edits while generating; each within 1e-4 of PyTorch's logits (run --expect).
+. "$(dirname "$0")/lib.sh"
+
+M=assets/induction-2l.safetensors
+R=tests/ref/python
+POS=$(cat $R/pos.txt)
+
+# agree NAME ARGS...: run's logits within 1e-4 of $R/NAME_logits.npy
+agree() {
+    local name=$1
+    shift
+    expect 0 "$name" -- "$bin" run --load $M "$@" --expect $R/${name}_logits.npy --tol 1e-4
+    grep -q "agrees within tol" <<<"$out" || bad "$name: $(grep expect <<<"$out")"
+}
+
+expect 0 "the clean trace" -- "$bin" run --load $M --ids $R/ids.npy --trace "$tmp/clean.tstrace" --level values
+expect 0 "the reference set's trace" -- "$bin" run --load $M --ids $R/ref_ids.npy --trace "$tmp/ref.tstrace" --level values
+
+agree plain --ids $R/ids.npy
+agree head_patch --ids $R/other_ids.npy --patch "$tmp/clean.tstrace:decoder.layers.1.self_attn.head1"
+agree head_patch_pos --ids $R/other_ids.npy --patch "$tmp/clean.tstrace:decoder.layers.1.self_attn.head1@$POS"
+agree steer --ids $R/ids.npy --add "decoder.layers.0.out=$R/steer.npy"
+agree steer_pos --ids $R/ids.npy --add "decoder.layers.0.out@$POS=$R/steer.npy"
+agree mean_ref --ids $R/ids.npy --ablate decoder.layers.1.self_attn.head1=mean --mean-from "$tmp/ref.tstrace"
+grep -q "edit decoder.layers.1.self_attn.head1=mean: replaced by its mean, 1 step" <<<"$out" || bad "the edit's report: $out"
+
+# a trace of an edited run names its edits
+expect 0 "a traced --add" -- "$bin" run --load $M --ids $R/ids.npy --add "decoder.layers.0.out=$R/steer.npy" \
+    --trace "$tmp/steer.tstrace" --level values
+expect 0 "info of it" -- "$bin" info "$tmp/steer.tstrace"
+grep -q "added to" <<<"$out" || bad "info does not say what --add did: $out"
+
+# refusals, one sentence each
+expect 2 "a vector of the wrong size" -- "$bin" run --load $M --ids $R/ids.npy --add "decoder.layers.0.out=$R/ids.npy"
+grep -q "give \[64\]" <<<"$err" || bad "wrong vector: $err"
+expect 2 "--mean-from without a mean ablation" -- "$bin" run --load $M --ids $R/ids.npy --mean-from "$tmp/ref.tstrace"
+grep -q "no mean ablation" <<<"$err" || bad "mean-from alone: $err"
+expect 2 "a head that does not exist" -- "$bin" run --load $M --ids $R/other_ids.npy \
+    --patch "$tmp/clean.tstrace:decoder.layers.1.self_attn.head7"
+grep -q "head0 to head3" <<<"$err" || bad "head7: $err"
+expect 2 "--add @POS past the text" -- "$bin" run --load $M --ids $R/ids.npy --add "decoder.layers.0.out@99=$R/steer.npy"
+grep -q "positions 0 to 63" <<<"$err" || bad "@99: $err"
+
+# generate: the edits act at every new token
+P=HwIjnuLOIpexbNNJaKIn
+expect 0 "generate" -- "$bin" generate --load $M --prompt $P -n 24 --temperature 0 --quiet
+plain=$out
+expect 0 "generate --add" -- "$bin" generate --load $M --prompt $P -n 24 --temperature 0 --quiet \
+    --add "decoder.layers.0.out=$R/steer.npy"
+[ "$out" != "$plain" ] || bad "generate --add changed nothing: $out"
+steered=$out
+# the same steered text through run, one token at a time: run --add agrees with each draw
+expect 0 "generate --add --trace" -- "$bin" generate --load $M --prompt $P -n 24 --temperature 0 --quiet \
+    --add "decoder.layers.0.out=$R/steer.npy" --trace "$tmp/gen.tstrace"
+[ "$(head -1 <<<"$out")" = "$steered" ] || bad "generate --trace changed the text: $out / $steered"
+expect 0 "generate --ablate head=mean --mean-from" -- "$bin" generate --load $M --prompt $P -n 8 --temperature 0 \
+    --quiet --ablate decoder.layers.1.self_attn.head1=mean --mean-from "$tmp/ref.tstrace"
+expect 2 "generate --patch" -- "$bin" generate --load $M --prompt $P -n 8 \
+    --patch "$tmp/clean.tstrace:decoder.layers.1.self_attn.head1"
+grep -q "one new position at a time" <<<"$err" || bad "generate --patch: $err"
+expect 2 "generate =mean alone" -- "$bin" generate --load $M --prompt $P -n 8 --ablate decoder.layers.1.self_attn.head1=mean
+grep -q "mean-from" <<<"$err" || bad "generate =mean: $err"
+finish
