@@ -65,4 +65,51 @@ expect 2 "generate --patch" -- "$bin" generate --load $M --prompt $P -n 8 \
 grep -q "one new position at a time" <<<"$err" || bad "generate --patch: $err"
 expect 2 "generate =mean alone" -- "$bin" generate --load $M --prompt $P -n 8 --ablate decoder.layers.1.self_attn.head1=mean
 grep -q "mean-from" <<<"$err" || bad "generate =mean: $err"
+# the sweeps' numbers at full precision: --npz and --json agree with each other and with the table
+T=$(sed -n 1p tests/ref/experiments/texts.txt)
+expect 0 "ablate --npz --json" -- "$bin" ablate --load $M --text "$T" --positions 33-63 --npz "$tmp/a.npz" \
+    --json "$tmp/a.json"
+[ ! -e ablate.png ] || bad "ablate drew ablate.png though the numbers went to files"
+py=/usr/bin/python3
+[ -x $py ] || py=python3
+if $py -c 'import numpy' 2>/dev/null; then
+    $py - "$tmp" "$out" <<'PY' && ok || bad "ablate --npz does not round-trip"
+import json, sys
+import numpy as np
+tmp, table = sys.argv[1], sys.argv[2]
+a, j = np.load(tmp + "/a.npz"), json.load(open(tmp + "/a.json"))
+assert a["loss_change"].shape == (2, 5) and a["loss_change"].dtype == np.float32
+assert np.array_equal(np.array(j["loss_change"], dtype=np.float32), a["loss_change"])
+assert np.array_equal(np.array(j["loss_change_span"], dtype=np.float32), a["loss_change_span"])
+assert j["span"] == [33, 63] and abs(j["base"] - float(a["base"])) < 1e-6
+# the table's 3 decimals are the stored numbers rounded
+rows = [l.split() for l in table.splitlines() if l.strip()[:1].isdigit() and ("head" in l or "ffn" in l)]
+for r in rows:
+    layer, col = int(r[0]), (int(r[2]) if r[1] == "head" else 4)
+    assert f"{a['loss_change'][layer, col]:+.3f}" == r[-2], (r, a["loss_change"][layer, col])
+PY
+else
+    bad "no numpy for python3 (scripts/deps.sh installs python3-numpy)"
+fi
+half=qmKfwTzaRbnLpUchVd
+for site in heads attn ffn resid; do
+    expect 0 "patch --site $site" -- "$bin" patch --load $M --clean "$half${half:0:17}" --corrupt "${half:0:17}G${half:0:17}" \
+        --answer d --site $site --json "$tmp/p-$site.json" --npz "$tmp/p-$site.npz"
+done
+# layer 0's head 3 reads the changed letter (position 17: it looks one back); layer 1's head 1 moves it to the end
+printf '%s\n' "$out" >/dev/null
+$py - "$tmp" <<'PY' && ok || bad "patch --site heads: the heads that carry the answer"
+import json, sys
+import numpy as np
+tmp = sys.argv[1]
+j = json.load(open(tmp + "/p-heads.json"))
+r = np.array(j["restored"])
+assert r.shape == (8, 35) and j["steps"][3] == "decoder.layers.0.self_attn.head3", j["steps"]
+assert np.argmax(r[:4, 17]) == 3 and np.argmax(r[4:, -1]) == 1, r[:, [17, -1]]
+assert np.array_equal(np.load(tmp + "/p-heads.npz")["restored"], np.array(j["restored"], dtype=np.float32))
+a = json.load(open(tmp + "/p-attn.json"))
+assert a["steps"] == ["decoder.layers.0.self_attn.out", "decoder.layers.1.self_attn.out"] and abs(a["restored"][1][-1] - 1) < 1e-5
+assert len(json.load(open(tmp + "/p-resid.json"))["steps"]) == 3
+PY
+expect 2 "patch --site nowhere" -- "$bin" patch --load $M --clean abcd --corrupt abce --answer d --site nowhere
 finish

@@ -141,13 +141,23 @@ void ts_ablate_sweep_free(ts_ablate_sweep *s);
  * position: 1 when the patch brings the clean answer back in full. */
 typedef struct ts_patch_sweep {
     int rows, positions;
-    char (*names)[64];           /* (rows) the patched step */
+    char (*names)[64];           /* (rows) the patched step ("ATTN.headK" for a head) */
     double clean_diff, corrupt_diff;
     float *restored;             /* (rows, positions) */
 } ts_patch_sweep;
 
 ts_status ts_experiment_patch_sweep(ts_model *m, const int32_t *clean, const int32_t *corrupt, int answer, int wrong,
                                     ts_patch_sweep *out);
+
+/* Where a patch sweep patches: the residual stream (embed.out, then each
+ * layer's out: layers + 1 rows), each attention's output (self_attn.out) or
+ * each FFN's (ffn.out) (a row per layer), or each head's slice of values
+ * (a row per layer and head, "ATTN.headK"). */
+typedef enum ts_patch_site { TS_PATCH_RESID, TS_PATCH_ATTN, TS_PATCH_FFN, TS_PATCH_HEADS } ts_patch_site;
+const char *ts_patch_site_name(ts_patch_site s); /* "resid", "attn", "ffn", "heads" */
+ts_status ts_patch_site_parse(const char *word, ts_patch_site *out);
+ts_status ts_experiment_patch_sweep_at(ts_model *m, const int32_t *clean, const int32_t *corrupt, int answer, int wrong,
+                                       ts_patch_site site, ts_patch_sweep *out);
 void ts_patch_sweep_free(ts_patch_sweep *s);
 
 /* Direct logit attribution: a pre-LN model's final stream is the sum of
