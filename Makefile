@@ -108,12 +108,13 @@ test: deps-test
 	@scripts/run-tests.sh $(BUILD) $(ASAN_BUILD)
 
 # bench: kernels and model against their peers, measured in the same run
-bench: all
+bench: all python
 	@scripts/deps.sh bench
 	$(RUN_BIN) bench gemm
 	$(RUN_BIN) bench forward --preset seed000
 	$(RUN_BIN) bench forward --preset gpt2
 	/usr/bin/python3 tests/ref/gpt/torch_gpt2_bench.py
+	PYTHONPATH=python /usr/bin/python3 tests/ref/python/bench_sweep.py
 	$(RUN_BIN) bench train --preset copy
 	$(RUN_BIN) bench live
 	scripts/site-budget.sh $(RUN_BIN)

@@ -2,7 +2,6 @@
  * Nothing here computes: it loads, sizes and runs the model through the same
  * calls the commands make, and hands steps to a foreign callback through the
  * hook (core.h), its edit callback for the edits. */
-#include <cairo.h>
 #include <fnmatch.h>
 #include <math.h>
 #include <stdio.h>
