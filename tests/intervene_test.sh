@@ -12,10 +12,10 @@ POS=$(cat $R/pos.txt)
 
 # agree NAME ARGS...: run's logits within 1e-4 of $R/NAME_logits.npy
 agree() {
-    local name=$1
+    local what=$1 fixture=$R/$1_logits.npy
     shift
-    expect 0 "$name" -- "$bin" run --load $M "$@" --expect $R/${name}_logits.npy --tol 1e-4
-    grep -q "agrees within tol" <<<"$out" || bad "$name: $(grep expect <<<"$out")"
+    expect 0 "$what" -- "$bin" run --load $M "$@" --expect "$fixture" --tol 1e-4
+    grep -q "agrees within tol" <<<"$out" || bad "$what: $(grep expect <<<"$out")"
 }
 
 expect 0 "the clean trace" -- "$bin" run --load $M --ids $R/ids.npy --trace "$tmp/clean.tstrace" --level values
