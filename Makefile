@@ -36,6 +36,9 @@ TEST_LIBS = $(shell $(PKG_CONFIG) --libs cmocka 2>/dev/null)
 
 WARN := -std=c11 -Wall -Wextra -Wpedantic -Wshadow -Wstrict-prototypes -Werror
 OPT ?= -O2 -g
+# Every object is position-independent, so the same objects make the tscope
+# binary and libtscope.so (`make python`); calls inside the library stay direct.
+PIC := -fPIC -fno-semantic-interposition
 OMP := $(if $(NO_OMP),,-fopenmp)
 # -Isrc -Iviz: a private header of another folder is named with its folder ("core/simd_avx2.h").
 CPPFLAGS := -Iinclude -Isrc -Iviz -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE
@@ -43,7 +46,7 @@ CPPFLAGS := -Iinclude -Isrc -Iviz -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE
 LESSON_DIR_FLAG = -DTSCOPE_LESSON_DIR='"$(CURDIR)/lessons"'
 # and the shipped tokenizer files in assets/ ($TSCOPE_ASSETS overrides).
 ASSET_DIR_FLAG = -DTSCOPE_ASSET_DIR='"$(CURDIR)/assets"'
-CFLAGS_BASE = $(WARN) $(OPT) $(OMP) $(CPPFLAGS) $(CFLAGS)
+CFLAGS_BASE = $(WARN) $(OPT) $(PIC) $(OMP) $(CPPFLAGS) $(CFLAGS)
 CFLAGS_ALL = $(CFLAGS_BASE) $(PKG_CFLAGS)
 LDLIBS_ALL = $(PKG_LIBS) $(OMP) -lm -lpthread -ldl $(LDLIBS)
 SAN := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
@@ -65,7 +68,9 @@ OTHER_ISA_SRCS := $(X86_SRCS) $(NEON_SRCS)
 endif
 
 CMD_SRCS := $(wildcard src/cmd/*.c)
-CORE_SRCS := $(filter-out $(OTHER_ISA_SRCS) $(CMD_SRCS),$(wildcard src/*/*.c))
+# src/capi: the entry points of libtscope.so (include/tscope/capi.h), for python/tscope.
+CAPI_SRCS := $(wildcard src/capi/*.c)
+CORE_SRCS := $(filter-out $(OTHER_ISA_SRCS) $(CMD_SRCS) $(CAPI_SRCS),$(wildcard src/*/*.c))
 VIZ_SRCS := $(wildcard viz/*/*.c)
 # Unit tests of the drawing side (they include a viz/ header) or of the whole
 # tscope binary (they run it).
@@ -98,17 +103,18 @@ run: deps all
 
 # test: install what is missing, build with warnings as errors, run every test (plain and sanitized, and in chromium)
 test: deps-test
-	@$(MAKE) -j$$(nproc) all tests
+	@$(MAKE) -j$$(nproc) all tests python
 	@$(MAKE) -j$$(nproc) asan
 	@scripts/run-tests.sh $(BUILD) $(ASAN_BUILD)
 
 # bench: kernels and model against their peers, measured in the same run
-bench: all
+bench: all python
 	@scripts/deps.sh bench
 	$(RUN_BIN) bench gemm
 	$(RUN_BIN) bench forward --preset seed000
 	$(RUN_BIN) bench forward --preset gpt2
 	/usr/bin/python3 tests/ref/gpt/torch_gpt2_bench.py
+	PYTHONPATH=python /usr/bin/python3 tests/ref/python/bench_sweep.py
 	$(RUN_BIN) bench train --preset copy
 	$(RUN_BIN) bench live
 	scripts/site-budget.sh $(RUN_BIN)
@@ -132,6 +138,14 @@ models: all
 .PHONY: readme-images
 readme-images: all
 	scripts/readme-images.sh $(RUN_BIN)
+
+# python: libtscope.so, the library python/tscope loads (docs/python.md)
+.PHONY: python
+PY_LIB := $(BUILD)/libtscope.so
+python: $(PY_LIB)
+$(PY_LIB): $(call objs,$(BUILD),$(CAPI_SRCS) $(CORE_SRCS) $(VIZ_SRCS)) $(BUILD)/gen/colormaps_data.o
+	@echo "  LD  $@"
+	$(Q)$(CC) $(CFLAGS_ALL) -shared -Wl,-soname,libtscope.so -o $@ $^ $(LDLIBS_ALL)
 
 # asan: the unit tests and a tscope binary built with address and undefined-behaviour sanitizers
 asan:

@@ -41,7 +41,7 @@ group_test=(
     cmd:xvfb-run:xvfb cmd:xauth:xauth
     file:/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf:fonts-dejavu-core
     cmd:rsvg-convert:librsvg2-bin cmd:pdftoppm:poppler-utils
-    cmd:python3:python3
+    cmd:python3:python3 pkg::python3-numpy pkg::python3-venv
 )
 # A browser and node for tests/web (puppeteer-core itself comes from npm, below).
 group_web=(cmd:chromium:chromium cmd:node:nodejs cmd:npm:npm)

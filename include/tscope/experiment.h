@@ -15,13 +15,15 @@
  *   decoder.layers.1.self_attn.head0=mean   ... replaced by its mean
  *   decoder.layers.*.ffn.out                globs (fnmatch) over step names
  *   TRACE:decoder.layers.0.out@27           (patch) position 27 from TRACE
+ *   TRACE:decoder.layers.1.self_attn.head1  (patch) head 1's slice of values from TRACE
+ *   decoder.layers.0.out@27=steer.npy       (add) a vector added at position 27
  */
 #ifndef TSCOPE_EXPERIMENT_H
 #define TSCOPE_EXPERIMENT_H
 
 #include "tscope/model.h"
 
-typedef enum ts_edit_kind { TS_EDIT_ZERO, TS_EDIT_MEAN, TS_EDIT_PATCH } ts_edit_kind;
+typedef enum ts_edit_kind { TS_EDIT_ZERO, TS_EDIT_MEAN, TS_EDIT_PATCH, TS_EDIT_ADD } ts_edit_kind;
 
 #define TS_EDIT_SPEC_MAX 512
 
@@ -30,8 +32,8 @@ typedef struct ts_edit {
     ts_edit_kind kind;
     char glob[TS_EDIT_SPEC_MAX]; /* the steps it edits (fnmatch) */
     char heads[32];              /* "" the whole step; else a glob over "head0".."head{H-1}" */
-    int pos;                     /* a patch of one position; -1 all */
-    float *values;               /* a patch's values (row-major, shape), owned */
+    int pos;                     /* a patch or an addition at one position; -1 all */
+    float *values;               /* a patch's values (row-major, shape), or the vector added; owned */
     char *trace_config;          /* a patch: the config its trace was made with (JSON), owned */
     int rank;
     int64_t shape[TS_MAX_RANK];
@@ -45,6 +47,15 @@ typedef struct ts_experiment {
      * B*S*D) during the forward, then read through the final norm and the
      * head into probabilities (layers, B, S, V). */
     bool lens;
+    /* --mean-from: the trace whose values mean ablations average (over its
+     * batch and positions) instead of this run's, owned; NULL: this run's. */
+    struct ts_trace *mean_ref;
+    char mean_ref_path[TS_EDIT_SPEC_MAX];
+    /* The position of the first row of the steps the forward hands over:
+     * 0 in a full pass; in cached decoding (ts_model_decode) the first new
+     * position, set by the caller before each call, so an @POS edit acts on
+     * the token at POS. */
+    int pos0;
     char stack[16];
     int lens_layers;
     int64_t lens_rows; /* B * S */
@@ -62,6 +73,23 @@ ts_status ts_experiment_add_ablate(ts_experiment *ex, const char *spec);
 /* --patch TRACE:STEP[@POS]: STEP's values (or position POS's) from TRACE,
  * which must keep that step's values for all of its batch. */
 ts_status ts_experiment_add_patch(ts_experiment *ex, const char *spec);
+
+/* --add STEP[@POS]=VEC.npy: VEC added to STEP's values (a steering
+ * vector): VEC of STEP's last dim is added at every position (or at POS), or
+ * VEC of STEP's whole shape is added as it is (with @POS, only POS's rows). */
+ts_status ts_experiment_add_add(ts_experiment *ex, const char *spec);
+
+/* --mean-from TRACE: mean ablations (=mean) replace a step by its mean over
+ * TRACE's batch and positions (a reference set), not this run's. TRACE must
+ * keep the values of every step a mean ablation names, for its whole batch,
+ * and be the same model's. */
+ts_status ts_experiment_mean_from(ts_experiment *ex, const char *trace_path);
+
+/* Whether the edits can act while decoding with a cache, one new position a
+ * call (generate): not a patch (a trace's run had all its positions at
+ * once), nor a mean over this run's positions (there is one; --mean-from's
+ * reference set is fine). */
+ts_status ts_experiment_check_decode(const ts_experiment *ex);
 
 /* Check every edit against the model of cfg (a dry run lists its steps): a
  * spec that names no step, a head that does not exist, a patch whose trace
@@ -113,13 +141,23 @@ void ts_ablate_sweep_free(ts_ablate_sweep *s);
  * position: 1 when the patch brings the clean answer back in full. */
 typedef struct ts_patch_sweep {
     int rows, positions;
-    char (*names)[64];           /* (rows) the patched step */
+    char (*names)[64];           /* (rows) the patched step ("ATTN.headK" for a head) */
     double clean_diff, corrupt_diff;
     float *restored;             /* (rows, positions) */
 } ts_patch_sweep;
 
 ts_status ts_experiment_patch_sweep(ts_model *m, const int32_t *clean, const int32_t *corrupt, int answer, int wrong,
                                     ts_patch_sweep *out);
+
+/* Where a patch sweep patches: the residual stream (embed.out, then each
+ * layer's out: layers + 1 rows), each attention's output (self_attn.out) or
+ * each FFN's (ffn.out) (a row per layer), or each head's slice of values
+ * (a row per layer and head, "ATTN.headK"). */
+typedef enum ts_patch_site { TS_PATCH_RESID, TS_PATCH_ATTN, TS_PATCH_FFN, TS_PATCH_HEADS } ts_patch_site;
+const char *ts_patch_site_name(ts_patch_site s); /* "resid", "attn", "ffn", "heads" */
+ts_status ts_patch_site_parse(const char *word, ts_patch_site *out);
+ts_status ts_experiment_patch_sweep_at(ts_model *m, const int32_t *clean, const int32_t *corrupt, int answer, int wrong,
+                                       ts_patch_site site, ts_patch_sweep *out);
 void ts_patch_sweep_free(ts_patch_sweep *s);
 
 /* Direct logit attribution: a pre-LN model's final stream is the sum of

@@ -11,7 +11,7 @@
 #include "sweep_cli.h"
 
 typedef struct ablate_opts {
-    const char *load, *text, *positions, *output, *trace;
+    const char *load, *text, *positions, *output, *trace, *npz, *json;
     bool mean;
     int argc; /* the command line, for the trace's metadata */
     char **argv;
@@ -96,7 +96,23 @@ static int run(const ablate_opts *o) {
         rc = ts_cli_error("ablate", "%s", ts_last_error());
         goto out;
     }
-    if (o->trace && !o->output) goto out; /* the figure when asked for, or when there is no trace */
+    if (o->npz || o->json) {
+        int64_t shape[2] = {sw.layers, sw.heads + 1};
+        sweep_array arr[] = {
+            {"loss_change", sw.delta, NULL, NULL, 2, {shape[0], shape[1]}},
+            {"loss_change_span", sw.delta_span, NULL, NULL, 2, {shape[0], shape[1]}},
+            {"base", NULL, &sw.base, NULL, 0, {0}},
+            {"base_span", NULL, &sw.base_span, NULL, 0, {0}},
+            {"span", NULL, (double[]){first, last}, NULL, 1, {2}},
+        };
+        int n = (int)(sizeof arr / sizeof arr[0]);
+        if (o->npz && (st = sweep_cli_write_npz(o->npz, arr, n))) rc = ts_cli_error("ablate", "%s", ts_last_error());
+        if (!rc && o->json && (st = sweep_cli_write_json(o->json, arr, n)))
+            rc = ts_cli_error("ablate", "%s", ts_last_error());
+        if (rc) goto out;
+    }
+    /* the figure when asked for, or when the numbers go nowhere else */
+    if ((o->trace || o->npz || o->json) && !o->output) goto out;
     const char *path = o->output ? o->output : "ablate.png";
     int L = sw.layers, H = sw.heads;
     char rows[16][24], cols[65][24], title[160], sub[300];
@@ -145,11 +161,16 @@ int ts_cmd_ablate(int argc, char **argv) {
          "the heatmap, also -o: .png, .svg or .pdf (ablate.png, unless --trace is given)", NULL, NULL, NULL},
         {"--trace", TS_FLAG_STRING, &o.trace, "FILE",
          "also the changes as a trace: ablate.loss_change (layers, heads + 1), the FFN last", NULL, NULL, NULL},
+        {"--npz", TS_FLAG_STRING, &o.npz, "FILE",
+         "also the numbers at full precision: loss_change, loss_change_span (layers, heads + 1), base, base_span, "
+         "span", NULL, NULL, NULL},
+        {"--json", TS_FLAG_STRING, &o.json, "FILE", "the same as JSON", NULL, NULL, NULL},
     };
     o.argc = argc, o.argv = argv;
     const ts_cli_spec spec = {
         .command = "ablate",
-        .synopsis = "--load W.safetensors --text T [--positions A-B] [--mean] [-o FIG.png|svg|pdf] [--trace FILE]",
+        .synopsis = "--load W.safetensors --text T [--positions A-B] [--mean] [-o FIG.png|svg|pdf] [--trace FILE]\n"
+                    "       [--npz FILE] [--json FILE]",
         .description = "Knock out every attention head (its slice of values), then every FFN (its out), one at a\n"
                        "time, and print how much each raises the loss on the text: the heads that matter are\n"
                        "the ones whose loss goes up. Also drawn as a layers x heads heatmap (docs/experiments.md).",

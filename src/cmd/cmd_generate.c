@@ -34,6 +34,7 @@ typedef struct gen_opts {
     float temperature;
     bool seed_seen, quiet, prompt_seen;
     trace_cli trace;
+    experiment_cli xc; /* --ablate, --add, --mean-from: at every new token */
 } gen_opts;
 
 static ts_status grow(ts_bpe_ids *ids, size_t need) {
@@ -59,8 +60,14 @@ static ts_status trace_text(const gen_opts *o, const ts_bpe_ids *ids, size_t pro
     int T = (int)ids->count, n = (int)(ids->count - prompt_len);
     ts_status st = ts_lm_checkpoint_open(o->load, &o->lm, 1, T, &m, &tok);
     if (st) return st;
-    st = lm_cli_trace_open(&o->trace, &m.cfg, &tok, ids->ids, 1, T, argc, argv, NULL, &w);
+    ts_experiment ex;
+    ts_experiment_init(&ex);
+    if (experiment_cli_given(&o->xc)) st = experiment_cli_build(&o->xc, &m.cfg, &ex);
+    char *edits = !st && ex.n_edits ? ts_experiment_to_json(&ex) : NULL;
+    if (!st) st = lm_cli_trace_open(&o->trace, &m.cfg, &tok, ids->ids, 1, T, argc, argv, edits, &w);
+    free(edits);
     ts_hook hook = w ? ts_trace_writer_hook(w) : (ts_hook){0};
+    if (ex.n_edits) ts_experiment_attach(&ex, &hook);
     ts_model_input in = {.src_ids = ids->ids};
     ts_tensor logits;
     if (!st) st = ts_model_forward(&m, &in, &hook, &logits);
@@ -90,6 +97,7 @@ static ts_status trace_text(const gen_opts *o, const ts_bpe_ids *ids, size_t pro
     } else if (trace_cli_close(&o->trace, w, "generate")) {
         st = ts_fail(TS_ERR_IO, "the trace %s was not written", o->trace.path);
     }
+    ts_experiment_free(&ex);
     ts_model_free(&m);
     ts_lmtok_free(&tok);
     return st;
@@ -155,6 +163,13 @@ static int generate(const gen_opts *o, int argc, char **argv) {
                                  "do not fit",
                      S, ids.count, o->n);
     if (!st) st = ts_lm_checkpoint_open(o->load, &o->lm, 1, S, &m, &tok);
+    /* the edits, at every position the cache decodes (and in each re-read window past it) */
+    ts_experiment ex;
+    ts_experiment_init(&ex);
+    if (!st && experiment_cli_given(&o->xc)) st = experiment_cli_build(&o->xc, &m.cfg, &ex);
+    if (!st) st = ts_experiment_check_decode(&ex);
+    ts_hook edits = {0};
+    if (ex.n_edits) ts_experiment_attach(&ex, &edits);
     if (!st) st = grow(&ids, ids.count + (size_t)o->n);
     int V = m.cfg.vocab;
     if (!st && !(probs = malloc(sizeof(float) * (size_t)V * (size_t)(o->n > 0 ? o->n : 1))))
@@ -167,14 +182,18 @@ static int generate(const gen_opts *o, int argc, char **argv) {
     bool cached = !st && ts_model_can_cache(&m.cfg, NULL) && ids.count <= (size_t)S;
     const float *row = NULL;
     if (cached) st = ts_kv_cache_init(&kv, &m);
-    for (size_t i = 0; cached && !st && i < ids.count; i++) st = ts_model_decode_step(&m, &kv, ids.ids[i], &row);
+    for (size_t i = 0; cached && !st && i < ids.count; i++) {
+        ex.pos0 = (int)i;
+        st = ts_model_decode(&m, &kv, &ids.ids[i], 1, &edits, &row);
+    }
     bool tty = isatty(fileno(stderr));
     double last = 0;
     for (int k = 0; k < o->n && !st; k++) {
         size_t n = ids.count;
         if (cached && k > 0) {
+            ex.pos0 = (int)n - 1;
             if (kv.len < kv.capacity)
-                st = ts_model_decode_step(&m, &kv, ids.ids[n - 1], &row);
+                st = ts_model_decode(&m, &kv, &ids.ids[n - 1], 1, &edits, &row);
             else
                 cached = false; /* the positions are used up: slide the window from here */
         }
@@ -185,7 +204,8 @@ static int generate(const gen_opts *o, int argc, char **argv) {
             memcpy(window, ids.ids + from, sizeof(int32_t) * (n - from));
             ts_model_input in = {.src_ids = window};
             ts_tensor logits;
-            if ((st = ts_model_forward(&m, &in, NULL, &logits))) break;
+            ex.pos0 = 0;
+            if ((st = ts_model_forward(&m, &in, &edits, &logits))) break;
             row = logits.data + (int64_t)(n - from - 1) * V;
         }
         ids.ids[ids.count++] =
@@ -210,6 +230,7 @@ static int generate(const gen_opts *o, int argc, char **argv) {
     free(probs);
     free(window);
     ts_bpe_ids_free(&ids);
+    ts_experiment_free(&ex);
     ts_model_free(&m);
     ts_lmtok_free(&tok);
     return rc;
@@ -217,8 +238,9 @@ static int generate(const gen_opts *o, int argc, char **argv) {
 
 int ts_cmd_generate(int argc, char **argv) {
     gen_opts o = {.prompt = "And God said", .n = 200, .temperature = 0.8f};
-    ts_flag flags[11 + TRACE_CLI_FLAGS];
+    ts_flag flags[11 + TRACE_CLI_FLAGS + EXPERIMENT_CLI_FLAGS];
     int n = trace_cli_table(flags, 0, &o.trace);
+    n = experiment_cli_edit_table(flags, n, &o.xc);
     const ts_flag rows[] = {
         {"--load", TS_FLAG_STRING, &o.load, "W.safetensors",
          "a language model saved by tscope train --task lm (required)", NULL, NULL, NULL},
@@ -242,11 +264,13 @@ int ts_cmd_generate(int argc, char **argv) {
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) flags[n++] = rows[i];
     const ts_cli_spec spec = {
         .command = "generate",
-        .synopsis = "--load W.safetensors [--prompt S] [-n N] [--temperature T] [--top-k K] [--seed N] [--trace FILE]",
+        .synopsis = "--load W.safetensors [--prompt S] [-n N] [--temperature T] [--top-k K] [--seed N] [--trace FILE]\n"
+                    "       [--ablate SPEC] [--add STEP[@POS]=VEC.npy] [--mean-from TRACE]",
         .description = "Continue a prompt with a language model trained by tscope train --task lm: each new token is\n"
                        "drawn from the softmax of the logits at the text's last position. The text (prompt and\n"
                        "continuation) goes to stdout. --trace records each token's forward pass, then\n"
-                       "generate.probs (what the token was drawn from) and generate.token.",
+                       "generate.probs (what the token was drawn from) and generate.token. --ablate and --add act\n"
+                       "at every new token (each decoded position), as run's do on a whole text.",
         .flags = flags,
         .n_flags = n,
     };

@@ -14,7 +14,7 @@
 #include "tscope/io.h"
 
 typedef struct patch_opts {
-    const char *load, *clean, *corrupt, *answer, *wrong, *output;
+    const char *load, *clean, *corrupt, *answer, *wrong, *output, *site, *npz, *json;
 } patch_opts;
 
 static int run(const patch_opts *o) {
@@ -45,7 +45,9 @@ static int run(const patch_opts *o) {
             st = ts_fail(TS_ERR_ARG, "the corrupted text predicts '%s' too: give --wrong Y to compare it with",
                          o->answer);
     }
-    if (!st) st = ts_experiment_patch_sweep(&m, clean.ids, corrupt.ids, answer, wrong, &sw);
+    ts_patch_site site = TS_PATCH_RESID;
+    if (!st && o->site) st = ts_patch_site_parse(o->site, &site);
+    if (!st) st = ts_experiment_patch_sweep_at(&m, clean.ids, corrupt.ids, answer, wrong, site, &sw);
     if (st) {
         rc = ts_cli_error("patch", "%s", ts_last_error());
         goto out;
@@ -63,7 +65,7 @@ static int run(const patch_opts *o) {
         rc = ts_cli_error("patch", "out of memory");
         goto out;
     }
-    printf("%-24s", "patched step \\ position");
+    printf("%-32s", "patched step \\ position");
     for (int p = 0; p < S; p++) {
         char t[16];
         ts_lmtok_label(&tok, corrupt.ids[p], t, sizeof t);
@@ -74,9 +76,27 @@ static int run(const patch_opts *o) {
     printf("\n");
     for (int r = 0; r < sw.rows; r++) {
         rl[r] = sw.names[r];
-        printf("%-24s", sw.names[r]);
+        printf("%-32s", sw.names[r]);
         for (int p = 0; p < S; p++) printf(" %6.2f", sw.restored[r * S + p]);
         printf("\n");
+    }
+    if (o->npz || o->json) {
+        const char **names = rl;
+        sweep_array arr[] = {
+            {"restored", sw.restored, NULL, NULL, 2, {sw.rows, S}},
+            {"clean_diff", NULL, &sw.clean_diff, NULL, 0, {0}},
+            {"corrupt_diff", NULL, &sw.corrupt_diff, NULL, 0, {0}},
+            {"steps", NULL, NULL, names, 1, {sw.rows}},
+            {"positions", NULL, NULL, cl, 1, {S}},
+        };
+        int n = (int)(sizeof arr / sizeof arr[0]);
+        if (o->npz && (st = sweep_cli_write_npz(o->npz, arr, n))) rc = ts_cli_error("patch", "%s", ts_last_error());
+        if (!rc && o->json && (st = sweep_cli_write_json(o->json, arr, n)))
+            rc = ts_cli_error("patch", "%s", ts_last_error());
+        if (rc || !o->output) {
+            free(labels), free(cl), free(rl);
+            goto out;
+        }
     }
     const char *path = o->output ? o->output : "patch.png";
     char title[200], sub[300];
@@ -110,12 +130,21 @@ int ts_cmd_patch(int argc, char **argv) {
          NULL},
         {"--wrong", TS_FLAG_STRING, &o.wrong, "Y", "the token to compare it with (the corrupted text's own guess)",
          NULL, NULL, NULL},
-        {"--output", TS_FLAG_STRING, &o.output, "FILE", "the heatmap, also -o: .png, .svg or .pdf (patch.png)", NULL,
-         NULL, NULL},
+        {"--site", TS_FLAG_CHOICE, &o.site, "WHERE",
+         "what is patched: resid (embed.out and each layer's out), attn (each attention's out), ffn (each FFN's "
+         "out), heads (each head's slice of values) (resid)", "resid|attn|ffn|heads", NULL, NULL},
+        {"--output", TS_FLAG_STRING, &o.output, "FILE",
+         "the heatmap, also -o: .png, .svg or .pdf (patch.png, unless --npz or --json is given)", NULL, NULL, NULL},
+        {"--npz", TS_FLAG_STRING, &o.npz, "FILE",
+         "also the numbers at full precision: restored (rows, positions), clean_diff, corrupt_diff", NULL, NULL,
+         NULL},
+        {"--json", TS_FLAG_STRING, &o.json, "FILE", "the same as JSON, with the rows' steps and positions' tokens",
+         NULL, NULL, NULL},
     };
     const ts_cli_spec spec = {
         .command = "patch",
-        .synopsis = "--load W.safetensors --clean T1 --corrupt T2 --answer X [--wrong Y] [-o FIG.png|svg|pdf]",
+        .synopsis = "--load W.safetensors --clean T1 --corrupt T2 --answer X [--wrong Y] [--site resid|attn|ffn|heads]\n"
+                    "       [-o FIG.png|svg|pdf] [--npz FILE] [--json FILE]",
         .description = "Activation patching: for every layer's residual stream (embed.out, then each layer's out)\n"
                        "and every position, run the corrupted text with that one vector from the clean run, and\n"
                        "print how much of the clean logit difference (answer minus wrong, at the last position)\n"

@@ -5,20 +5,33 @@
 #include "experiment_cli.h"
 
 int experiment_cli_table(ts_flag *flags, int n, experiment_cli *xc) {
-    flags[n++] = (ts_flag){"--ablate", TS_FLAG_LIST, &xc->ablate, "SPEC",
-                           "knock out a step before later steps read it: a step name or glob, or ATTN.headK (that "
-                           "head's slice of values); =mean for its mean over batch and positions instead of zero "
-                           "(repeatable; docs/experiments.md)", NULL, NULL, NULL};
-    flags[n++] = (ts_flag){"--patch", TS_FLAG_LIST, &xc->patch, "TRACE:STEP[@POS]",
-                           "take STEP's values (or position POS's) from another run's trace of the same model "
-                           "(repeatable)", NULL, NULL, NULL};
+    n = experiment_cli_edit_table(flags, n, xc);
     flags[n++] = (ts_flag){"--lens", TS_FLAG_BOOL, &xc->lens, NULL,
                            "the logit lens: each layer's stream through the final norm and the head, as "
                            "probabilities lens.layers.N in the trace and a table", NULL, NULL, NULL};
     return n;
 }
 
-bool experiment_cli_given(const experiment_cli *xc) { return xc->ablate.count || xc->patch.count || xc->lens; }
+int experiment_cli_edit_table(ts_flag *flags, int n, experiment_cli *xc) {
+    flags[n++] = (ts_flag){"--ablate", TS_FLAG_LIST, &xc->ablate, "SPEC",
+                           "knock out a step before later steps read it: a step name or glob, or ATTN.headK (that "
+                           "head's slice of values); =mean for its mean over batch and positions instead of zero "
+                           "(repeatable; docs/experiments.md)", NULL, NULL, NULL};
+    flags[n++] = (ts_flag){"--patch", TS_FLAG_LIST, &xc->patch, "TRACE:STEP[@POS]",
+                           "take STEP's values (or position POS's) from another run's trace of the same model; "
+                           "STEP ATTN.headK takes that head's slice of values (repeatable)", NULL, NULL, NULL};
+    flags[n++] = (ts_flag){"--add", TS_FLAG_LIST, &xc->add, "STEP[@POS]=VEC.npy",
+                           "add a vector to STEP at every position (or POS): VEC of the step's last dim, or of its "
+                           "whole shape (a steering vector; repeatable)", NULL, NULL, NULL};
+    flags[n++] = (ts_flag){"--mean-from", TS_FLAG_STRING, &xc->mean_from, "TRACE",
+                           "=mean ablations take the mean over TRACE's batch and positions (a reference set, "
+                           "recorded with --level values) instead of this run's", NULL, NULL, NULL};
+    return n;
+}
+
+bool experiment_cli_given(const experiment_cli *xc) {
+    return xc->ablate.count || xc->patch.count || xc->add.count || xc->mean_from || xc->lens;
+}
 
 ts_status experiment_cli_build(const experiment_cli *xc, const ts_model_config *cfg, ts_experiment *ex) {
     ts_experiment_init(ex);
@@ -26,6 +39,8 @@ ts_status experiment_cli_build(const experiment_cli *xc, const ts_model_config *
     ts_status st = TS_OK;
     for (int i = 0; !st && i < xc->ablate.count; i++) st = ts_experiment_add_ablate(ex, xc->ablate.items[i]);
     for (int i = 0; !st && i < xc->patch.count; i++) st = ts_experiment_add_patch(ex, xc->patch.items[i]);
+    for (int i = 0; !st && i < xc->add.count; i++) st = ts_experiment_add_add(ex, xc->add.items[i]);
+    if (!st && xc->mean_from) st = ts_experiment_mean_from(ex, xc->mean_from);
     if (!st) st = ts_experiment_check(ex, cfg);
     if (st) {
         char msg[1024];
@@ -37,7 +52,7 @@ ts_status experiment_cli_build(const experiment_cli *xc, const ts_model_config *
 }
 
 void experiment_cli_report(const ts_experiment *ex) {
-    static const char *const verbs[] = {"zeroed", "replaced by its mean", "patched"};
+    static const char *const verbs[] = {"zeroed", "replaced by its mean", "patched", "added to"};
     for (int i = 0; i < ex->n_edits; i++) {
         const ts_edit *e = &ex->edits[i];
         printf("# edit %s: %s, %lld step%s\n", e->spec, verbs[e->kind], (long long)e->applied,

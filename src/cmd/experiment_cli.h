@@ -1,5 +1,6 @@
-/* experiment_cli: run's experiment flags (--ablate, --patch, --lens), shared
- * by a language model's run (run_lm.c) and every other model's (cmd_run.c),
+/* experiment_cli: run's experiment flags (--ablate, --patch, --add,
+ * --mean-from, --lens), shared by a language model's run (run_lm.c), every
+ * other model's (cmd_run.c) and generate (cmd_generate.c, without --lens),
  * and the lens's table. */
 #ifndef TSCOPE_CMD_EXPERIMENT_CLI_H
 #define TSCOPE_CMD_EXPERIMENT_CLI_H
@@ -9,14 +10,16 @@
 #include "tscope/tokenizer.h"
 
 typedef struct experiment_cli {
-    ts_cli_list ablate, patch;
+    ts_cli_list ablate, patch, add;
+    const char *mean_from;
     bool lens;
 } experiment_cli;
 
-#define EXPERIMENT_CLI_FLAGS 3
+#define EXPERIMENT_CLI_FLAGS 5
 
-/* The three flags into flags[n..]; returns the new count. */
+/* The flags into flags[n..] (the edits', then --lens when lens); returns the new count. */
 int experiment_cli_table(ts_flag *flags, int n, experiment_cli *xc);
+int experiment_cli_edit_table(ts_flag *flags, int n, experiment_cli *xc);
 
 /* Whether any experiment flag was given. */
 bool experiment_cli_given(const experiment_cli *xc);

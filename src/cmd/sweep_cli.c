@@ -80,3 +80,90 @@ ts_status sweep_cli_figure(const sweep_figure *f) {
         return ts_fail(TS_ERR_ARG, "-o %s: the figure is .png, .svg or .pdf", f->path);
     return ts_figure_write(f->path, &spec, draw, (void *)f);
 }
+
+ts_status sweep_cli_write_npz(const char *path, const sweep_array *a, int n) {
+    ts_npz z;
+    TS_TRY(ts_npz_open(&z, path));
+    ts_status st = TS_OK;
+    for (int i = 0; !st && i < n; i++) {
+        if (a[i].s) continue;
+        int64_t count = a[i].rank == 0 ? 1 : a[i].rank == 1 ? a[i].shape[0] : a[i].shape[0] * a[i].shape[1];
+        float *tmp = NULL, *data;
+        if (a[i].f) {
+            memcpy(&data, &a[i].f, sizeof data); /* ts_npz_add only reads */
+        } else {
+            tmp = malloc(sizeof(float) * (size_t)(count ? count : 1));
+            if (!tmp) {
+                st = ts_fail(TS_ERR_NOMEM, "out of memory");
+                break;
+            }
+            for (int64_t j = 0; j < count; j++) tmp[j] = (float)a[i].d[j];
+            data = tmp;
+        }
+        ts_tensor t;
+        int64_t one = 1;
+        st = ts_tensor_view(&t, data, a[i].rank ? a[i].rank : 1, a[i].rank ? a[i].shape : &one);
+        if (!st && a[i].rank == 0) t.rank = 0;
+        if (!st) st = ts_npz_add(&z, a[i].name, &t);
+        free(tmp);
+    }
+    if (st) {
+        ts_npz_abort(&z);
+        return st;
+    }
+    return ts_npz_close(&z);
+}
+
+static void json_string(ts_text_buf *b, const char *s) {
+    ts_text_buf_str(b, "\"");
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') ts_text_buf_printf(b, "\\%c", c);
+        else if (c < 0x20) ts_text_buf_printf(b, "\\u%04x", c);
+        else ts_text_buf_add(b, s, 1);
+    }
+    ts_text_buf_str(b, "\"");
+}
+
+static void json_number(ts_text_buf *b, const sweep_array *a, int64_t j) {
+    double v = a->f ? (double)a->f[j] : a->d[j];
+    if (!isfinite(v)) ts_text_buf_str(b, "null");
+    else if (a->f) ts_text_buf_printf(b, "%.9g", v);
+    else ts_text_buf_printf(b, "%.17g", v);
+}
+
+ts_status sweep_cli_write_json(const char *path, const sweep_array *a, int n) {
+    ts_text_buf b = {0};
+    ts_text_buf_str(&b, "{");
+    for (int i = 0; i < n; i++) {
+        ts_text_buf_str(&b, i ? ",\n  " : "\n  ");
+        json_string(&b, a[i].name);
+        ts_text_buf_str(&b, ": ");
+        if (a[i].rank == 0) {
+            json_number(&b, &a[i], 0);
+            continue;
+        }
+        int64_t rows = a[i].rank == 2 ? a[i].shape[0] : 1, cols = a[i].rank == 2 ? a[i].shape[1] : a[i].shape[0];
+        if (a[i].rank == 2) ts_text_buf_str(&b, "[");
+        for (int64_t r = 0; r < rows; r++) {
+            ts_text_buf_str(&b, r ? ",\n    [" : "[");
+            for (int64_t c = 0; c < cols; c++) {
+                if (c) ts_text_buf_str(&b, ", ");
+                if (a[i].s) json_string(&b, a[i].s[r * cols + c]);
+                else json_number(&b, &a[i], r * cols + c);
+            }
+            ts_text_buf_str(&b, "]");
+        }
+        if (a[i].rank == 2) ts_text_buf_str(&b, "]");
+    }
+    ts_text_buf_str(&b, "\n}\n");
+    char *text = ts_text_buf_take(&b);
+    if (!text) return ts_fail(TS_ERR_NOMEM, "out of memory");
+    ts_outfile o;
+    ts_status st = ts_outfile_open(&o, path);
+    if (!st) st = ts_outfile_write(&o, text, strlen(text));
+    if (!st) st = ts_outfile_commit(&o);
+    else ts_outfile_abort(&o);
+    free(text);
+    return st;
+}

@@ -32,6 +32,26 @@ ts_status sweep_cli_one_token(ts_lmtok *tok, const char *flag, const char *text,
  * when the command runs, else its exit code. */
 int sweep_cli_parse(const ts_cli_spec *spec, int argc, char **argv);
 
+/* A sweep's numbers for --npz and --json: an array of floats or doubles
+ * (rank 0: one number; rank 1 or 2: shape), or of strings (labels, rank 1;
+ * JSON only). */
+typedef struct sweep_array {
+    const char *name;
+    const float *f;
+    const double *d;
+    const char *const *s;
+    int rank;
+    int64_t shape[2];
+} sweep_array;
+
+/* --npz PATH: each number array a member (float32, as the sweep computed
+ * it: float32 values round-trip exactly). */
+ts_status sweep_cli_write_npz(const char *path, const sweep_array *a, int n);
+
+/* --json PATH: {"name": number or nested lists, ...}, floats with 9
+ * significant digits and doubles with 17 (each reads back to the same value). */
+ts_status sweep_cli_write_json(const char *path, const sweep_array *a, int n);
+
 /* A path ending in .png, .svg or .pdf; else the error. */
 ts_status sweep_cli_check_output(const char *path);
 

@@ -23,6 +23,7 @@ void ts_experiment_free(ts_experiment *ex) {
     free(ex->edits);
     free(ex->lens_x);
     free(ex->lens_p);
+    ts_trace_close(ex->mean_ref);
     memset(ex, 0, sizeof *ex);
 }
 
@@ -113,8 +114,15 @@ ts_status ts_experiment_add_patch(ts_experiment *ex, const char *spec) {
             e->pos = (int)pos;
             *at = '\0';
         }
-        snprintf(e->glob, sizeof e->glob, "%s", step);
-        if (!st && (strpbrk(step, "*?[") || !step[0]))
+        char *dot = strrchr(step, '.');
+        if (dot && is_head_leaf(dot + 1)) { /* ATTN.headK: head K's slice of ATTN.values */
+            snprintf(e->heads, sizeof e->heads, "%.31s", dot + 1);
+            *dot = '\0';
+            snprintf(e->glob, sizeof e->glob, "%.*s.values", (int)sizeof e->glob - 8, step);
+        } else {
+            snprintf(e->glob, sizeof e->glob, "%s", step);
+        }
+        if (!st && (strpbrk(e->glob, "*?[") || !step[0]))
             st = ts_fail(TS_ERR_ARG, "--patch %s: name one step, not a glob", spec);
     }
     ts_trace *t = NULL;
@@ -145,6 +153,67 @@ ts_status ts_experiment_add_patch(ts_experiment *ex, const char *spec) {
         ex->n_edits--;
     }
     return st;
+}
+
+ts_status ts_experiment_add_add(ts_experiment *ex, const char *spec) {
+    ts_edit *e;
+    TS_TRY(new_edit(ex, spec, &e));
+    e->kind = TS_EDIT_ADD;
+    char step[TS_EDIT_SPEC_MAX];
+    snprintf(step, sizeof step, "%s", spec);
+    char *eq = strchr(step, '=');
+    ts_status st = TS_OK;
+    if (!eq || !eq[1] || eq == step)
+        st = ts_fail(TS_ERR_ARG, "--add %s: give STEP[@POS]=VEC.npy, e.g. decoder.layers.0.out@27=steer.npy", spec);
+    if (!st) {
+        *eq = '\0';
+        char *at = strrchr(step, '@');
+        if (at) {
+            char *end;
+            long pos = strtol(at + 1, &end, 10);
+            if (at[1] == '\0' || *end || pos < 0 || pos > 1 << 30)
+                st = ts_fail(TS_ERR_ARG, "--add %s: the position after '@' is not a number >= 0", spec);
+            e->pos = (int)pos;
+            *at = '\0';
+        }
+        snprintf(e->glob, sizeof e->glob, "%s", step);
+    }
+    ts_npy v = {0};
+    if (!st && ts_npy_read(&v, eq + 1)) st = ts_fail(TS_ERR_ARG, "--add %s: %s", spec, ts_last_error());
+    if (!st) {
+        e->values = v.f32, v.f32 = NULL;
+        e->rank = v.rank;
+        memcpy(e->shape, v.shape, sizeof e->shape);
+        if (v.numel == 0) st = ts_fail(TS_ERR_ARG, "--add %s: %s is empty", spec, eq + 1);
+    }
+    ts_npy_free(&v);
+    if (st) {
+        free(e->values);
+        ex->n_edits--;
+    }
+    return st;
+}
+
+ts_status ts_experiment_mean_from(ts_experiment *ex, const char *trace_path) {
+    if (ex->mean_ref) return ts_fail(TS_ERR_ARG, "--mean-from is given once");
+    if (ts_trace_open(trace_path, &ex->mean_ref))
+        return ts_fail(TS_ERR_ARG, "--mean-from %s: %s", trace_path, ts_last_error());
+    snprintf(ex->mean_ref_path, sizeof ex->mean_ref_path, "%s", trace_path);
+    return TS_OK;
+}
+
+ts_status ts_experiment_check_decode(const ts_experiment *ex) {
+    for (int i = 0; i < ex->n_edits; i++) {
+        const ts_edit *e = &ex->edits[i];
+        if (e->kind == TS_EDIT_PATCH)
+            return ts_fail(TS_ERR_ARG, "--patch %s: generating decodes one new position at a time; a patch takes a "
+                                       "whole run's positions (use run --patch)", e->spec);
+        if (e->kind == TS_EDIT_MEAN && !ex->mean_ref)
+            return ts_fail(TS_ERR_ARG, "--ablate %s: generating decodes one position at a time, so this run's mean "
+                                       "over positions is the value itself; give the mean's reference set with "
+                                       "--mean-from TRACE", e->spec);
+    }
+    return TS_OK;
 }
 
 /* ---- checking against the model's steps ---- */
@@ -268,8 +337,25 @@ static ts_status check_edit(ts_edit *e, const step_list *l, const ts_model_confi
                        e->spec, l->n > 20 ? l->steps[20].name : "embed.out");
     }
     if (e->heads[0] && heads_matched == 0)
-        return ts_fail(TS_ERR_ARG, "--ablate %s: this model's attentions have heads head0 to head%d", e->spec,
-                       cfg->heads - 1);
+        return ts_fail(TS_ERR_ARG, "%s %s: this model's attentions have heads head0 to head%d",
+                       e->kind == TS_EDIT_PATCH ? "--patch" : "--ablate", e->spec, cfg->heads - 1);
+    if (e->kind == TS_EDIT_ADD) {
+        int pd = pos_dim(hit->rank, hit->tag);
+        bool vec = e->rank == 1 && e->shape[0] == hit->shape[hit->rank - 1];
+        bool whole = e->rank == hit->rank;
+        for (int d = 0; whole && d < e->rank; d++) whole = hit->shape[d] == e->shape[d];
+        if (!vec && !whole) {
+            char a[TS_SHAPE_TEXT_MAX], b[TS_SHAPE_TEXT_MAX];
+            shape_text(a, sizeof a, hit->rank, hit->shape);
+            shape_text(b, sizeof b, e->rank, e->shape);
+            return ts_fail(TS_ERR_SHAPE, "--add %s: %s is %s; the vector is %s (give [%lld], added at every position, "
+                                         "or the step's whole shape)", e->spec, hit->name, a, b,
+                           (long long)hit->shape[hit->rank - 1]);
+        }
+        if (e->pos >= 0 && (pd < 0 || e->pos >= hit->shape[pd]))
+            return ts_fail(TS_ERR_ARG, "--add %s: %s has positions 0 to %lld", e->spec, hit->name,
+                           pd < 0 ? -1LL : (long long)hit->shape[pd] - 1);
+    }
     if (e->kind == TS_EDIT_PATCH) {
         if (!same_model(cfg, e->trace_config))
             return ts_fail(TS_ERR_ARG, "--patch %s: that trace was made by another model (its config differs from this "
@@ -291,6 +377,46 @@ static ts_status check_edit(ts_edit *e, const step_list *l, const ts_model_confi
     return TS_OK;
 }
 
+/* --mean-from: the reference trace is this model's and keeps, for its whole
+ * batch, every step a mean ablation names, in a shape whose dims but the
+ * batch and the positions are this run's. */
+static ts_status check_mean_ref(const ts_experiment *ex, const step_list *l, const ts_model_config *cfg) {
+    const char *path = ex->mean_ref_path;
+    char *config = trace_config(ex->mean_ref);
+    bool same = config && same_model(cfg, config);
+    free(config);
+    if (!same)
+        return ts_fail(TS_ERR_ARG, "--mean-from %s: that trace was made by another model (its config differs from this "
+                                   "one's, or it has none)", path);
+    int means = 0;
+    for (int k = 0; k < ex->n_edits; k++) {
+        const ts_edit *e = &ex->edits[k];
+        if (e->kind != TS_EDIT_MEAN) continue;
+        means++;
+        for (int i = 0; i < l->n; i++) {
+            const step_info *s = &l->steps[i];
+            if (!editable(s) || fnmatch(e->glob, s->name, 0) != 0) continue;
+            int64_t j = ts_trace_find(ex->mean_ref, s->name);
+            const ts_trace_step *r = j < 0 ? NULL : ts_trace_step_at(ex->mean_ref, j);
+            if (!r || !r->has_values || r->batch_index >= 0)
+                return ts_fail(TS_ERR_ARG, "--mean-from %s: it keeps no values of %s for its whole batch (record it "
+                                           "with --level values)", path, s->name);
+            int pd = pos_dim(s->rank, s->tag);
+            bool fits = r->rank == s->rank;
+            for (int d = 1; fits && d < s->rank; d++) fits = d == pd || r->shape[d] == s->shape[d];
+            if (!fits) {
+                char a[TS_SHAPE_TEXT_MAX], b[TS_SHAPE_TEXT_MAX];
+                shape_text(a, sizeof a, s->rank, s->shape);
+                shape_text(b, sizeof b, r->rank, r->shape);
+                return ts_fail(TS_ERR_SHAPE, "--mean-from %s: %s is %s in this run but %s there", path, s->name, a, b);
+            }
+        }
+    }
+    if (!means)
+        return ts_fail(TS_ERR_ARG, "--mean-from %s: no mean ablation to take means for (add --ablate STEP=mean)", path);
+    return TS_OK;
+}
+
 /* The stack the head reads: an encoder-decoder's decoder, else the one stack. */
 static const char *lens_stack(const ts_model_config *cfg) {
     return cfg->arch == TS_ARCH_ENCODER_DECODER ? "decoder" : ts_model_stack_name(cfg);
@@ -306,6 +432,7 @@ ts_status ts_experiment_check(ts_experiment *ex, const ts_model_config *cfg) {
     ts_hook hook = {.fn = collect, .ctx = &l};
     ts_status st = ts_model_dry_run(cfg, &hook, NULL);
     for (int i = 0; !st && i < ex->n_edits; i++) st = check_edit(&ex->edits[i], &l, cfg);
+    if (!st && ex->mean_ref) st = check_mean_ref(ex, &l, cfg);
     free(l.steps);
     if (st || !ex->lens) return st;
     snprintf(ex->stack, sizeof ex->stack, "%s", lens_stack(cfg));
@@ -346,11 +473,12 @@ static void zero_all(const ts_tensor *t) {
     while (next_index(t, idx));
 }
 
-/* t's elements replaced by their mean over dim 0 and dim pd (the batch and
- * the positions), every other index kept. */
-static ts_status mean_all(const ts_tensor *t, int pd) {
-    int64_t n = ts_tensor_numel(t);
-    if (n == 0) return TS_OK;
+/* t's elements replaced by the mean of src's over dim 0 and dim pd (the
+ * batch and the positions), every other index kept: src is t itself, or a
+ * reference run's step (--mean-from) with its own batch and positions. */
+static ts_status mean_all(const ts_tensor *t, int pd, const ts_tensor *src) {
+    int64_t n = ts_tensor_numel(src);
+    if (n == 0 || ts_tensor_numel(t) == 0) return TS_OK;
     /* the kept index space: t with dims 0 and pd of size 1 */
     ts_tensor k = *t;
     k.shape[0] = 1;
@@ -362,46 +490,94 @@ static ts_status mean_all(const ts_tensor *t, int pd) {
     int64_t per = n / nk;
     /* the kept index of an element: its row-major number in k's shape */
     for (int pass = 0; pass < 2; pass++) {
+        const ts_tensor *w = pass == 0 ? src : t;
         memset(idx, 0, sizeof idx);
         do {
             int64_t j = 0;
             for (int d = 0; d < t->rank; d++) j = j * k.shape[d] + (k.shape[d] == 1 ? 0 : idx[d]);
-            float *x = &t->data[offset_of(t, idx)];
+            float *x = &w->data[offset_of(w, idx)];
             if (pass == 0) sum[j] += *x;
             else *x = (float)(sum[j] / (double)per);
-        } while (next_index(t, idx));
+        } while (next_index(w, idx));
     }
     free(sum);
     return TS_OK;
 }
 
-/* The patch's values (row-major, t's shape) into t, all or position pos. */
-static void patch_into(const ts_tensor *t, const float *v, int pd, int pos) {
+/* The patch's values (row-major, t's shape) into t, all or position pos,
+ * every head or those heads matches (a glob over "head0".."head{H-1}"). */
+static void patch_into(const ts_tensor *t, const float *v, int pd, int pos, const char *heads) {
     int64_t idx[TS_MAX_RANK] = {0}, i = 0;
     if (ts_tensor_numel(t) == 0) return;
+    bool pick[256];
+    for (int h = 0; heads[0] && h < 256 && h < t->shape[1]; h++) {
+        char hn[32];
+        snprintf(hn, sizeof hn, "head%d", h);
+        pick[h] = fnmatch(heads, hn, 0) == 0;
+    }
     do {
-        if (pos < 0 || idx[pd] == pos) t->data[offset_of(t, idx)] = v[i];
+        if ((pos < 0 || idx[pd] == pos) && (!heads[0] || (idx[1] < 256 && pick[idx[1]])))
+            t->data[offset_of(t, idx)] = v[i];
         i++;
     } while (next_index(t, idx));
 }
 
-static ts_status apply(ts_edit *e, ts_tensor *t, ts_tag tag) {
+/* The vector v added to t: of t's last dim at every row, or of t's whole
+ * shape (row-major); all positions or position pos. */
+static void add_into(const ts_tensor *t, const float *v, bool whole, int pd, int pos, int pos0) {
+    int64_t idx[TS_MAX_RANK] = {0}, i = 0;
+    if (ts_tensor_numel(t) == 0) return;
+    do {
+        if (pos < 0 || (pd >= 0 && idx[pd] + pos0 == pos))
+            t->data[offset_of(t, idx)] += whole ? v[i] : v[idx[t->rank - 1]];
+        i++;
+    } while (next_index(t, idx));
+}
+
+/* The reference run's step `name` (--mean-from), as a tensor. */
+static ts_status mean_source(const ts_experiment *ex, const char *name, const ts_tensor *t, ts_tensor *src) {
+    if (!ex->mean_ref) {
+        *src = *t;
+        return TS_OK;
+    }
+    int64_t j = ts_trace_find(ex->mean_ref, name);
+    if (j < 0) return ts_fail(TS_ERR_ARG, "--mean-from %s: it has no step %s", ex->mean_ref_path, name);
+    TS_TRY(ts_trace_tensor(ex->mean_ref, j, src));
+    if (src->rank != t->rank) return ts_fail(TS_ERR_SHAPE, "--mean-from %s: %s has another rank there",
+                                             ex->mean_ref_path, name);
+    return TS_OK;
+}
+
+static ts_status apply(const ts_experiment *ex, ts_edit *e, const char *name, ts_tensor *t, ts_tag tag) {
     int pd = pos_dim(t->rank, tag);
     if (e->kind == TS_EDIT_PATCH) {
         bool same = t->rank == e->rank;
         for (int d = 0; same && d < t->rank; d++) same = t->shape[d] == e->shape[d];
         if (!same) return ts_fail(TS_ERR_SHAPE, "--patch %s: the step's shape in this run is not the trace's", e->spec);
-        patch_into(t, e->values, pd, e->pos);
+        patch_into(t, e->values, pd, e->pos, e->heads);
         return TS_OK;
     }
-    if (!e->heads[0]) return e->kind == TS_EDIT_ZERO ? (zero_all(t), TS_OK) : mean_all(t, pd);
+    if (e->kind == TS_EDIT_ADD) {
+        bool whole = e->rank == t->rank;
+        for (int d = 0; whole && d < t->rank; d++) whole = t->shape[d] == e->shape[d];
+        if (!whole && !(e->rank == 1 && e->shape[0] == t->shape[t->rank - 1]))
+            return ts_fail(TS_ERR_SHAPE, "--add %s: the vector fits neither %s's last dim nor its shape", e->spec, name);
+        add_into(t, e->values, whole, pd, e->pos, ex->pos0);
+        return TS_OK;
+    }
+    ts_tensor src = *t;
+    if (e->kind == TS_EDIT_MEAN) TS_TRY(mean_source(ex, name, t, &src));
+    if (!e->heads[0]) return e->kind == TS_EDIT_ZERO ? (zero_all(t), TS_OK) : mean_all(t, pd, &src);
     for (int h = 0; h < t->shape[1]; h++) {
         char hn[32];
         snprintf(hn, sizeof hn, "head%d", h);
         if (fnmatch(e->heads, hn, 0) != 0) continue;
         ts_tensor s = head_slice(t, h);
         if (e->kind == TS_EDIT_ZERO) zero_all(&s);
-        else TS_TRY(mean_all(&s, pd));
+        else {
+            ts_tensor r = head_slice(&src, h);
+            TS_TRY(mean_all(&s, pd, &r));
+        }
     }
     return TS_OK;
 }
@@ -431,7 +607,7 @@ static ts_status edit_step(void *ctx, const char *name, ts_op op, ts_tensor *t, 
     for (int i = 0; i < ex->n_edits; i++) {
         ts_edit *e = &ex->edits[i];
         if (fnmatch(e->glob, name, 0) != 0) continue;
-        TS_TRY(apply(e, t, tag));
+        TS_TRY(apply(ex, e, name, t, tag));
         e->applied++;
         *edited = true;
     }
@@ -455,7 +631,7 @@ void ts_experiment_attach(ts_experiment *ex, ts_hook *hook) {
 }
 
 char *ts_experiment_to_json(const ts_experiment *ex) {
-    static const char *const kinds[] = {"zero", "mean", "patch"};
+    static const char *const kinds[] = {"zero", "mean", "patch", "add"};
     cJSON *a = cJSON_CreateArray();
     for (int i = 0; a && i < ex->n_edits; i++) {
         const ts_edit *e = &ex->edits[i];
@@ -466,6 +642,7 @@ char *ts_experiment_to_json(const ts_experiment *ex) {
         cJSON_AddStringToObject(o, "steps", e->glob);
         if (e->heads[0]) cJSON_AddStringToObject(o, "heads", e->heads);
         if (e->pos >= 0) cJSON_AddNumberToObject(o, "pos", e->pos);
+        if (e->kind == TS_EDIT_MEAN && ex->mean_ref) cJSON_AddStringToObject(o, "mean_from", ex->mean_ref_path);
         cJSON_AddItemToArray(a, o);
     }
     char *text = a ? cJSON_PrintUnformatted(a) : NULL;

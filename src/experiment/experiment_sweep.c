@@ -104,16 +104,17 @@ void ts_ablate_sweep_free(ts_ablate_sweep *s) {
 
 typedef struct capture {
     ts_patch_sweep *sw;
+    char (*steps)[64]; /* (rows) the step each row patches (a head's: its attention's values) */
     float *values;   /* (rows, S * D) */
-    int64_t per_row; /* S * D */
+    int64_t per_row; /* S * D: (1, S, D), or values (1, H, S, hd) */
 } capture;
 
-/* Keep the clean run's residual stream at each patched step. */
+/* Keep the clean run's values at each patched step. */
 static ts_status capture_step(void *ctx, const char *name, ts_op op, const ts_tensor *t, ts_tag tag) {
     (void)op, (void)tag;
     capture *c = ctx;
     for (int r = 0; r < c->sw->rows; r++) {
-        if (strcmp(name, c->sw->names[r]) != 0 || ts_tensor_numel(t) != c->per_row) continue;
+        if (strcmp(name, c->steps[r]) != 0 || ts_tensor_numel(t) != c->per_row) continue;
         ts_tensor dst = *t;
         dst.data = c->values + r * c->per_row;
         ts_tensor_row_major(&dst);
@@ -127,25 +128,56 @@ static double logit_diff(const ts_tensor *logits, int S, int V, int answer, int 
     return (double)row[answer] - row[wrong];
 }
 
+const char *ts_patch_site_name(ts_patch_site s) {
+    static const char *const names[] = {"resid", "attn", "ffn", "heads"};
+    return (unsigned)s < 4 ? names[s] : "?";
+}
+
+ts_status ts_patch_site_parse(const char *word, ts_patch_site *out) {
+    for (int s = 0; s < 4; s++)
+        if (strcmp(word, ts_patch_site_name((ts_patch_site)s)) == 0) {
+            *out = (ts_patch_site)s;
+            return TS_OK;
+        }
+    return ts_fail(TS_ERR_ARG, "--site %s: the sites are resid (the residual stream), attn (each attention's out), "
+                               "ffn (each FFN's out) and heads (each head's slice of values)", word);
+}
+
 ts_status ts_experiment_patch_sweep(ts_model *m, const int32_t *clean, const int32_t *corrupt, int answer, int wrong,
                                     ts_patch_sweep *out) {
+    return ts_experiment_patch_sweep_at(m, clean, corrupt, answer, wrong, TS_PATCH_RESID, out);
+}
+
+ts_status ts_experiment_patch_sweep_at(ts_model *m, const int32_t *clean, const int32_t *corrupt, int answer, int wrong,
+                                       ts_patch_site site, ts_patch_sweep *out) {
     memset(out, 0, sizeof *out);
     TS_TRY(sweep_model_ok(m));
     const ts_model_config *c = &m->cfg;
-    int L = c->layers, S = m->S, V = c->vocab, D = c->d_model;
+    int L = c->layers, H = c->heads, S = m->S, V = c->vocab, D = c->d_model;
     if (answer < 0 || answer >= V || wrong < 0 || wrong >= V || answer == wrong)
         return ts_fail(TS_ERR_ARG, "patch: the answer and the wrong token must be two tokens of the vocabulary");
-    out->rows = L + 1, out->positions = S;
+    out->rows = site == TS_PATCH_RESID ? L + 1 : site == TS_PATCH_HEADS ? L * H : L;
+    out->positions = S;
     out->names = calloc((size_t)out->rows, sizeof *out->names);
     out->restored = calloc((size_t)out->rows * S, sizeof(float));
-    capture cap = {out, calloc((size_t)out->rows * S * D, sizeof(float)), (int64_t)S * D};
-    if (!out->names || !out->restored || !cap.values) {
-        free(cap.values);
+    capture cap = {out, calloc((size_t)out->rows, sizeof *cap.steps), calloc((size_t)out->rows * S * D, sizeof(float)),
+                   (int64_t)S * D};
+    if (!out->names || !out->restored || !cap.values || !cap.steps) {
+        free(cap.values), free(cap.steps);
         ts_patch_sweep_free(out);
         return ts_fail(TS_ERR_NOMEM, "out of memory for the sweep");
     }
-    snprintf(out->names[0], sizeof out->names[0], "embed.out");
-    for (int l = 0; l < L; l++) snprintf(out->names[l + 1], sizeof out->names[0], "%s.layers.%d.out", stack_of(c), l);
+    const char *stack = stack_of(c);
+    for (int r = 0; r < out->rows; r++) {
+        size_t n = sizeof out->names[0];
+        if (site == TS_PATCH_RESID && r == 0) snprintf(out->names[r], n, "embed.out");
+        else if (site == TS_PATCH_RESID) snprintf(out->names[r], n, "%s.layers.%d.out", stack, r - 1);
+        else if (site == TS_PATCH_ATTN) snprintf(out->names[r], n, "%s.layers.%d.self_attn.out", stack, r);
+        else if (site == TS_PATCH_FFN) snprintf(out->names[r], n, "%s.layers.%d.ffn.out", stack, r);
+        else snprintf(out->names[r], n, "%s.layers.%d.self_attn.head%d", stack, r / H, r % H);
+        if (site == TS_PATCH_HEADS) snprintf(cap.steps[r], n, "%s.layers.%d.self_attn.values", stack, r / H);
+        else snprintf(cap.steps[r], n, "%s", out->names[r]);
+    }
     ts_tensor logits;
     ts_hook keep = {.fn = capture_step, .ctx = &cap};
     ts_model_input in = {.src_ids = clean};
@@ -162,11 +194,17 @@ ts_status ts_experiment_patch_sweep(ts_model *m, const int32_t *clean, const int
             ts_edit e;
             memset(&e, 0, sizeof e);
             e.kind = TS_EDIT_PATCH;
-            snprintf(e.glob, sizeof e.glob, "%s", out->names[r]);
+            snprintf(e.glob, sizeof e.glob, "%s", cap.steps[r]);
             e.pos = p;
             e.values = cap.values + r * cap.per_row;
-            e.rank = 3;
-            e.shape[0] = 1, e.shape[1] = S, e.shape[2] = D;
+            if (site == TS_PATCH_HEADS) {
+                snprintf(e.heads, sizeof e.heads, "head%d", r % H);
+                e.rank = 4;
+                e.shape[0] = 1, e.shape[1] = H, e.shape[2] = S, e.shape[3] = D / H;
+            } else {
+                e.rank = 3;
+                e.shape[0] = 1, e.shape[1] = S, e.shape[2] = D;
+            }
             ts_experiment ex;
             ts_experiment_init(&ex);
             ex.edits = &e, ex.n_edits = 1, ex.cap = 1; /* borrowed: never freed */
@@ -175,6 +213,7 @@ ts_status ts_experiment_patch_sweep(ts_model *m, const int32_t *clean, const int
             if (!st) out->restored[r * S + p] = (float)((logit_diff(&logits, S, V, answer, wrong) - out->corrupt_diff) / span);
         }
     free(cap.values);
+    free(cap.steps);
     if (st) ts_patch_sweep_free(out);
     return st;
 }

@@ -28,7 +28,8 @@ static int edits_of(const char *metadata, const char *step, char *buf, size_t si
         const cJSON *pos = cJSON_GetObjectItemCaseSensitive(e, "pos");
         if (!steps || !kind || (step && fnmatch(steps, step, 0) != 0)) continue;
         const char *verb = strcmp(kind, "zero") == 0 ? "zeroed" : strcmp(kind, "mean") == 0 ? "mean-ablated"
-                                                                                           : "patched";
+                           : strcmp(kind, "add") == 0  ? "added to"
+                                                       : "patched";
         char where[64] = "";
         if (cJSON_IsNumber(pos) && step) snprintf(where, sizeof where, " at position %d", pos->valueint);
         /* all edits: each as its spec says (its '=mean' as the verb); one step's: the heads it touched */

@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# The command line's interventions against PyTorch (tests/ref/python, made by
+# make_fixtures.py on assets/induction-2l.safetensors): one head's output patched from
+# another run's trace (--patch TRACE:ATTN.headK[@POS]), a steering vector (--add
+# STEP[@POS]=VEC.npy), a mean ablation over a reference set (--mean-from TRACE), and
+# edits while generating; each within 1e-4 of PyTorch's logits (run --expect).
+. "$(dirname "$0")/lib.sh"
+
+M=assets/induction-2l.safetensors
+R=tests/ref/python
+POS=$(cat $R/pos.txt)
+
+# agree NAME ARGS...: run's logits within 1e-4 of $R/NAME_logits.npy
+agree() {
+    local what=$1 fixture=$R/$1_logits.npy
+    shift
+    expect 0 "$what" -- "$bin" run --load $M "$@" --expect "$fixture" --tol 1e-4
+    grep -q "agrees within tol" <<<"$out" || bad "$what: $(grep expect <<<"$out")"
+}
+
+expect 0 "the clean trace" -- "$bin" run --load $M --ids $R/ids.npy --trace "$tmp/clean.tstrace" --level values
+expect 0 "the reference set's trace" -- "$bin" run --load $M --ids $R/ref_ids.npy --trace "$tmp/ref.tstrace" --level values
+
+agree plain --ids $R/ids.npy
+agree head_patch --ids $R/other_ids.npy --patch "$tmp/clean.tstrace:decoder.layers.1.self_attn.head1"
+agree head_patch_pos --ids $R/other_ids.npy --patch "$tmp/clean.tstrace:decoder.layers.1.self_attn.head1@$POS"
+agree steer --ids $R/ids.npy --add "decoder.layers.0.out=$R/steer.npy"
+agree steer_pos --ids $R/ids.npy --add "decoder.layers.0.out@$POS=$R/steer.npy"
+agree mean_ref --ids $R/ids.npy --ablate decoder.layers.1.self_attn.head1=mean --mean-from "$tmp/ref.tstrace"
+grep -q "edit decoder.layers.1.self_attn.head1=mean: replaced by its mean, 1 step" <<<"$out" || bad "the edit's report: $out"
+
+# a trace of an edited run names its edits
+expect 0 "a traced --add" -- "$bin" run --load $M --ids $R/ids.npy --add "decoder.layers.0.out=$R/steer.npy" \
+    --trace "$tmp/steer.tstrace" --level values
+expect 0 "info of it" -- "$bin" info "$tmp/steer.tstrace"
+grep -q "added to" <<<"$out" || bad "info does not say what --add did: $out"
+
+# refusals, one sentence each
+expect 2 "a vector of the wrong size" -- "$bin" run --load $M --ids $R/ids.npy --add "decoder.layers.0.out=$R/ids.npy"
+grep -q "give \[64\]" <<<"$err" || bad "wrong vector: $err"
+expect 2 "--mean-from without a mean ablation" -- "$bin" run --load $M --ids $R/ids.npy --mean-from "$tmp/ref.tstrace"
+grep -q "no mean ablation" <<<"$err" || bad "mean-from alone: $err"
+expect 2 "a head that does not exist" -- "$bin" run --load $M --ids $R/other_ids.npy \
+    --patch "$tmp/clean.tstrace:decoder.layers.1.self_attn.head7"
+grep -q "head0 to head3" <<<"$err" || bad "head7: $err"
+expect 2 "--add @POS past the text" -- "$bin" run --load $M --ids $R/ids.npy --add "decoder.layers.0.out@99=$R/steer.npy"
+grep -q "positions 0 to 63" <<<"$err" || bad "@99: $err"
+
+# generate: the edits act at every new token
+P=HwIjnuLOIpexbNNJaKIn
+expect 0 "generate" -- "$bin" generate --load $M --prompt $P -n 24 --temperature 0 --quiet
+plain=$out
+expect 0 "generate --add" -- "$bin" generate --load $M --prompt $P -n 24 --temperature 0 --quiet \
+    --add "decoder.layers.0.out=$R/steer.npy"
+[ "$out" != "$plain" ] || bad "generate --add changed nothing: $out"
+steered=$out
+# the same steered text through run, one token at a time: run --add agrees with each draw
+expect 0 "generate --add --trace" -- "$bin" generate --load $M --prompt $P -n 24 --temperature 0 --quiet \
+    --add "decoder.layers.0.out=$R/steer.npy" --trace "$tmp/gen.tstrace"
+[ "$(head -1 <<<"$out")" = "$steered" ] || bad "generate --trace changed the text: $out / $steered"
+expect 0 "generate --ablate head=mean --mean-from" -- "$bin" generate --load $M --prompt $P -n 8 --temperature 0 \
+    --quiet --ablate decoder.layers.1.self_attn.head1=mean --mean-from "$tmp/ref.tstrace"
+expect 2 "generate --patch" -- "$bin" generate --load $M --prompt $P -n 8 \
+    --patch "$tmp/clean.tstrace:decoder.layers.1.self_attn.head1"
+grep -q "one new position at a time" <<<"$err" || bad "generate --patch: $err"
+expect 2 "generate =mean alone" -- "$bin" generate --load $M --prompt $P -n 8 --ablate decoder.layers.1.self_attn.head1=mean
+grep -q "mean-from" <<<"$err" || bad "generate =mean: $err"
+# the sweeps' numbers at full precision: --npz and --json agree with each other and with the table
+T=$(sed -n 1p tests/ref/experiments/texts.txt)
+expect 0 "ablate --npz --json" -- "$bin" ablate --load $M --text "$T" --positions 33-63 --npz "$tmp/a.npz" \
+    --json "$tmp/a.json"
+[ ! -e ablate.png ] || bad "ablate drew ablate.png though the numbers went to files"
+py=/usr/bin/python3
+[ -x $py ] || py=python3
+if $py -c 'import numpy' 2>/dev/null; then
+    $py - "$tmp" "$out" <<'PY' && ok || bad "ablate --npz does not round-trip"
+import json, sys
+import numpy as np
+tmp, table = sys.argv[1], sys.argv[2]
+a, j = np.load(tmp + "/a.npz"), json.load(open(tmp + "/a.json"))
+assert a["loss_change"].shape == (2, 5) and a["loss_change"].dtype == np.float32
+assert np.array_equal(np.array(j["loss_change"], dtype=np.float32), a["loss_change"])
+assert np.array_equal(np.array(j["loss_change_span"], dtype=np.float32), a["loss_change_span"])
+assert j["span"] == [33, 63] and abs(j["base"] - float(a["base"])) < 1e-6
+# the table's 3 decimals are the stored numbers rounded
+rows = [l.split() for l in table.splitlines() if l.strip()[:1].isdigit() and ("head" in l or "ffn" in l)]
+for r in rows:
+    layer, col = int(r[0]), (int(r[2]) if r[1] == "head" else 4)
+    assert f"{a['loss_change'][layer, col]:+.3f}" == r[-2], (r, a["loss_change"][layer, col])
+PY
+else
+    bad "no numpy for python3 (scripts/deps.sh installs python3-numpy)"
+fi
+half=qmKfwTzaRbnLpUchVd
+for site in heads attn ffn resid; do
+    expect 0 "patch --site $site" -- "$bin" patch --load $M --clean "$half${half:0:17}" --corrupt "${half:0:17}G${half:0:17}" \
+        --answer d --site $site --json "$tmp/p-$site.json" --npz "$tmp/p-$site.npz"
+done
+# layer 0's head 3 reads the changed letter (position 17: it looks one back); layer 1's head 1 moves it to the end
+printf '%s\n' "$out" >/dev/null
+$py - "$tmp" <<'PY' && ok || bad "patch --site heads: the heads that carry the answer"
+import json, sys
+import numpy as np
+tmp = sys.argv[1]
+j = json.load(open(tmp + "/p-heads.json"))
+r = np.array(j["restored"])
+assert r.shape == (8, 35) and j["steps"][3] == "decoder.layers.0.self_attn.head3", j["steps"]
+assert np.argmax(r[:4, 17]) == 3 and np.argmax(r[4:, -1]) == 1, r[:, [17, -1]]
+assert np.array_equal(np.load(tmp + "/p-heads.npz")["restored"], np.array(j["restored"], dtype=np.float32))
+a = json.load(open(tmp + "/p-attn.json"))
+assert a["steps"] == ["decoder.layers.0.self_attn.out", "decoder.layers.1.self_attn.out"] and abs(a["restored"][1][-1] - 1) < 0.05
+assert len(json.load(open(tmp + "/p-resid.json"))["steps"]) == 3
+PY
+expect 2 "patch --site nowhere" -- "$bin" patch --load $M --clean abcd --corrupt abce --answer d --site nowhere
+finish

@@ -1,0 +1,119 @@
+"""PyTorch's numbers for the Python package's experiments (tests/python_test.sh) and the command
+line's flags that make them (--patch ATTN.headK, --add, --mean-from).
+
+Run from the repository root with Debian's python3-torch:
+
+    /usr/bin/python3 tests/ref/python/make_fixtures.py
+
+The model is assets/induction-2l.safetensors rebuilt in float64 with hook points
+(torch_gpt.py); TEXT and OTHER are tests/ref/experiments/texts.txt's two lines (32 letters
+written twice; OTHER has four letters of the first copy changed). Each experiment is a forward
+hook, as TransformerLens edits a step:
+
+  pattern_patch  on OTHER, layer 1 head 1's attention pattern (weights[:, 1]) from TEXT's run
+  head_patch     on OTHER, layer 1 head 1's output (values[:, 1], every position) from TEXT's run
+                 (`--patch text.tstrace:decoder.layers.1.self_attn.head1`)
+  head_patch_pos the same at position POS only (`...head1@POS`)
+  steer          on TEXT, steer.npy (D) added to decoder.layers.0.out at every position
+                 (`--add decoder.layers.0.out=steer.npy`)
+  steer_pos      the same at position POS only (`--add decoder.layers.0.out@POS=steer.npy`)
+  mean_ref       on TEXT, layer 1 head 1's values replaced by their mean over ref_ids's batch and
+                 positions (`--ablate decoder.layers.1.self_attn.head1=mean --mean-from ref.tstrace`)
+
+Written (little-endian, C order): ids.npy, other_ids.npy (1, S) and ref_ids.npy (R, S) int64;
+steer.npy (D) float32; NAME_logits.npy (1, S, V) float32 for each experiment and for plain (TEXT)
+and other_plain (OTHER); pos.txt holds POS. Byte-for-byte the same on each run.
+"""
+import os
+
+import numpy as np
+import torch
+
+from torch_gpt import GPT, HERE, read_model, run, texts
+
+POS = 45
+R = 4
+
+
+def save(name, a):
+    np.save(os.path.join(HERE, name + ".npy"), a)
+
+
+def replace_head(source, head, pos=None):
+    def hook(module, inputs, out):
+        out = out.clone()
+        if pos is None:
+            out[:, head] = source[:, head]
+        else:
+            out[:, head, pos] = source[:, head, pos]
+        return out
+    return hook
+
+
+def add_vector(vec, pos=None):
+    def hook(module, inputs, out):
+        out = out.clone()
+        if pos is None:
+            out += vec
+        else:
+            out[:, pos] += vec
+        return out
+    return hook
+
+
+def head_mean(mean, head):
+    def hook(module, inputs, out):
+        out = out.clone()
+        out[:, head] = mean
+        return out
+    return hook
+
+
+def main():
+    torch.set_num_threads(1)
+    w, config, tokens = read_model()
+    model = GPT(w, config).eval()
+    text, other = texts()
+    enc = lambda s: torch.tensor([[tokens.index(c) for c in s]], dtype=torch.int64)
+    ids, other_ids = enc(text), enc(other)
+    S, D, V = ids.shape[1], config["d_model"], config["vocab"]
+    rng = np.random.default_rng(43)
+    ref_ids = torch.from_numpy(rng.integers(0, V, size=(R, S)).astype(np.int64))
+    steer = (rng.standard_normal(D) * 2.0).astype("<f4")
+    f32 = lambda t: t.numpy().astype("<f4")
+
+    plain, kept = run(model, ids, keep=[("w1", model.weights[1]), ("v1", model.values[1])])
+    other_plain = run(model, other_ids)[0]
+    _, ref = run(model, ref_ids, keep=[("v1", model.values[1])])
+    out = {
+        "plain": plain,
+        "other_plain": other_plain,
+        "pattern_patch": run(model, other_ids, [(model.weights[1], replace_head(kept["w1"], 1))])[0],
+        "head_patch": run(model, other_ids, [(model.values[1], replace_head(kept["v1"], 1))])[0],
+        "head_patch_pos": run(model, other_ids, [(model.values[1], replace_head(kept["v1"], 1, POS))])[0],
+        "steer": run(model, ids, [(model.out[0], add_vector(torch.from_numpy(steer.astype(np.float64))))])[0],
+        "steer_pos": run(model, ids, [(model.out[0], add_vector(torch.from_numpy(steer.astype(np.float64)),
+                                                                 POS))])[0],
+        # tscope's mean ablation of (B, H, S, hd): the mean over the batch and the positions (dims 0, 2)
+        "mean_ref": run(model, ids, [(model.values[1], head_mean(ref["v1"][:, 1].mean(dim=(0, 1)), 1))])[0],
+    }
+    save("ids", ids.numpy().astype("<i8"))
+    save("other_ids", other_ids.numpy().astype("<i8"))
+    save("ref_ids", ref_ids.numpy().astype("<i8"))
+    save("steer", steer)
+    for name, a in out.items():
+        save(name + "_logits", f32(a))
+    with open(os.path.join(HERE, "pos.txt"), "w") as f:
+        f.write(f"{POS}\n")
+    for name in ("pattern_patch", "head_patch", "head_patch_pos"):
+        d = float((out[name] - other_plain).abs().max())
+        print(f"{name}: largest change of a logit {d:.4f}")
+        assert d > 1e-2, name
+    for name in ("steer", "steer_pos", "mean_ref"):
+        d = float((out[name] - plain).abs().max())
+        print(f"{name}: largest change of a logit {d:.4f}")
+        assert d > 1e-2, name
+
+
+if __name__ == "__main__":
+    main()
