@@ -703,7 +703,7 @@ static void bad_configs_are_refused(void **state) {
     (void)state;
     ts_model_config c;
     assert_int_equal(ts_model_config_preset(&c, "gpt5"), TS_ERR_ARG);
-    assert_string_equal(ts_last_error(), "unknown preset 'gpt5'; the presets are tiny, seed000, seed001, seed004, copy, base, lm, gpt2");
+    assert_string_equal(ts_last_error(), "unknown preset 'gpt5'; the presets are tiny, seed000, seed001, seed004, copy, base, lm, gpt2, llama-1b");
     c = small_encoder();
     c.layers = 0;
     assert_int_equal(ts_model_config_check(&c), TS_ERR_ARG);

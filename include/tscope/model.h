@@ -238,18 +238,18 @@ typedef struct ts_ffn_weights {
     float *w2, *b2; // (D, F), (D): back to D (down)
 } ts_ffn_weights;
 
-typedef struct ts_enc_layer_weights {
+typedef struct ts_self_attn_layer_weights {
     ts_attn_weights self_attn;
     ts_norm_weights norm1;
     ts_ffn_weights ffn;
     ts_norm_weights norm2;
-} ts_enc_layer_weights;
+} ts_self_attn_layer_weights;
 
-typedef struct ts_dec_layer_weights {
+typedef struct ts_cross_attn_layer_weights {
     ts_attn_weights self_attn, cross_attn;
     ts_norm_weights norm1, norm2, norm3;
     ts_ffn_weights ffn;
-} ts_dec_layer_weights;
+} ts_cross_attn_layer_weights;
 
 typedef struct ts_embed_weights {
     float *tokens;    // (V, D) or NULL for embedded input
@@ -261,10 +261,13 @@ typedef struct ts_embed_weights {
  * gradient block (training) or an optimizer's moments: see ts_model_point. */
 typedef struct ts_model_weights {
     ts_embed_weights embed, dec_embed;
-    ts_enc_layer_weights *enc;  // (layers), owned by the model
-    ts_dec_layer_weights *dec;  // (dec_layers), owned by the model
+    /* The self-attention stack: an encoder's layers, or a GPT's (traced decoder.layers) */
+    ts_self_attn_layer_weights *layers; // (layers), owned by the model
+    ts_norm_weights norm;               // its closing norm (encoder.norm, or a GPT's decoder.norm)
+    /* The encoder-decoder's decoder: self-attention, cross-attention, FFN */
+    ts_cross_attn_layer_weights *cross_layers; // (dec_layers), owned by the model
+    ts_norm_weights cross_norm;                // decoder.norm
     ts_attn_weights attn;       // TS_ARCH_ATTENTION only
-    ts_norm_weights enc_norm, dec_norm;
     float *head_w, *head_b;     // (V or n_labels, D), (V or n_labels)
 } ts_model_weights;
 

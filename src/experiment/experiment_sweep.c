@@ -303,7 +303,7 @@ ts_status ts_experiment_dla(ts_model *m, const int32_t *ids, int pos, int token,
         const float *gamma = nw ? nw->gamma : NULL;
         out->embed = through_norm(k.embed, gamma, std, u, D);
         for (int l = 0; l < L; l++) {
-            const ts_attn_weights *a = &w->enc[l].self_attn;
+            const ts_attn_weights *a = &w->layers[l].self_attn;
             for (int h = 0; h < H; h++) { /* head h through its columns of out_proj: (D, D) as PyTorch stores it */
                 const double *v = k.values + (int64_t)l * D + h * hd;
                 for (int j = 0; j < D; j++) {

@@ -76,9 +76,9 @@ ts_status ts_lm_copying(const ts_model *m, float *out) {
             for (int b = 0; b < D; b++) P[(int64_t)a * D + b] += e * u[b];
         }
     for (int l = 0; !st && l < c->layers; l++) {
-        const ts_enc_layer_weights *w = &m->w.enc[l];
+        const ts_self_attn_layer_weights *w = &m->w.layers[l];
         const float *g1 = c->norm == TS_NORM_PRE ? w->norm1.gamma : NULL;
-        const float *gf = c->final_norm ? m->w.enc_norm.gamma : NULL;
+        const float *gf = c->final_norm ? m->w.norm.gamma : NULL;
         for (int h = 0; !st && h < H; h++) {
             /* W_V^h: stored rows h*3hd + 2hd + j (model.c, TS_LAYOUT_QKV_HEADS) */
             const float *wv = w->self_attn.in_w + ((int64_t)h * 3 * hd + 2 * hd) * D;

@@ -175,7 +175,7 @@ static void walk_all(table_walk *t, ts_model_weights *w) {
     walk_embed(t, &w->embed, "embed", true);
     const char *stack = ts_model_stack_name(c); /* "encoder", or "decoder" for a GPT */
     for (int i = 0; i < c->layers; i++) {
-        ts_enc_layer_weights *e = &w->enc[i];
+        ts_self_attn_layer_weights *e = &w->layers[i];
         snprintf(p, sizeof p, "%s.layers.%d.self_attn", stack, i);
         if (c->split_qkv) walk_split_attn(t, &e->self_attn, p);
         else walk_attn(t, &e->self_attn, p, D, D, TS_LAYOUT_QKV_HEADS);
@@ -187,12 +187,12 @@ static void walk_all(table_walk *t, ts_model_weights *w) {
         walk_norm(t, &e->norm2, p, D);
     }
     snprintf(p, sizeof p, "%s.norm", stack);
-    if (c->final_norm) walk_norm(t, &w->enc_norm, p, D);
+    if (c->final_norm) walk_norm(t, &w->norm, p, D);
     if (c->arch == TS_ARCH_ENCODER_DECODER) {
         walk_embed(t, &w->dec_embed, "decoder.embed", !c->tie_embed);
         if (c->tie_embed) w->dec_embed.tokens = w->embed.tokens;
         for (int i = 0; i < c->dec_layers; i++) {
-            ts_dec_layer_weights *d = &w->dec[i];
+            ts_cross_attn_layer_weights *d = &w->cross_layers[i];
             snprintf(p, sizeof p, "decoder.layers.%d.self_attn", i);
             walk_attn(t, &d->self_attn, p, D, D, TS_LAYOUT_QKV_HEADS);
             snprintf(p, sizeof p, "decoder.layers.%d.multihead_attn", i);
@@ -204,7 +204,7 @@ static void walk_all(table_walk *t, ts_model_weights *w) {
                 walk_norm(t, k == 1 ? &d->norm1 : k == 2 ? &d->norm2 : &d->norm3, p, D);
             }
         }
-        if (c->final_norm) walk_norm(t, &w->dec_norm, "decoder.norm", D);
+        if (c->final_norm) walk_norm(t, &w->cross_norm, "decoder.norm", D);
     }
     if (c->head == TS_HEAD_LM) {
         if (c->tie_embed)
@@ -227,14 +227,14 @@ static ts_status alloc_layers(const ts_model *m, ts_model_weights *w) {
     memset(w, 0, sizeof *w);
     const ts_model_config *c = &m->cfg;
     if (c->arch != TS_ARCH_ATTENTION && c->layers > 0) {
-        w->enc = calloc((size_t)c->layers, sizeof *w->enc);
-        if (!w->enc) return ts_fail(TS_ERR_NOMEM, "model: out of memory for %d layers", c->layers);
+        w->layers = calloc((size_t)c->layers, sizeof *w->layers);
+        if (!w->layers) return ts_fail(TS_ERR_NOMEM, "model: out of memory for %d layers", c->layers);
     }
     if (c->arch == TS_ARCH_ENCODER_DECODER && c->dec_layers > 0) {
-        w->dec = calloc((size_t)c->dec_layers, sizeof *w->dec);
-        if (!w->dec) {
-            free(w->enc);
-            w->enc = NULL;
+        w->cross_layers = calloc((size_t)c->dec_layers, sizeof *w->cross_layers);
+        if (!w->cross_layers) {
+            free(w->layers);
+            w->layers = NULL;
             return ts_fail(TS_ERR_NOMEM, "model: out of memory for %d layers", c->dec_layers);
         }
     }
@@ -242,8 +242,8 @@ static ts_status alloc_layers(const ts_model *m, ts_model_weights *w) {
 }
 
 void ts_model_weights_free(ts_model_weights *w) {
-    free(w->enc);
-    free(w->dec);
+    free(w->layers);
+    free(w->cross_layers);
     memset(w, 0, sizeof *w);
 }
 

@@ -195,8 +195,8 @@ static const float *sub_input(const bctx *b, const ts_kept_layer *l, int k) {
 /* *g: the gradient at the layer's output in, at its input out. */
 static ts_status self_attn_layer_bwd(bctx *b, int i, const float **g) {
     ts_kept_layer *l = &b->a->k.enc[i];
-    const ts_enc_layer_weights *w = &b->m->w.enc[i];
-    ts_enc_layer_weights *gw = &b->gw->enc[i];
+    const ts_self_attn_layer_weights *w = &b->m->w.layers[i];
+    ts_self_attn_layer_weights *gw = &b->gw->layers[i];
     ts_layer_names nm;
     ts_layer_names_of(&nm, ts_model_stack_name(b->c), i);
     int S = b->m->S;
@@ -216,8 +216,8 @@ static ts_status self_attn_layer_bwd(bctx *b, int i, const float **g) {
 
 static ts_status cross_attn_layer_bwd(bctx *b, int i, const float **g) {
     ts_kept_layer *l = &b->a->k.dec[i];
-    const ts_dec_layer_weights *w = &b->m->w.dec[i];
-    ts_dec_layer_weights *gw = &b->gw->dec[i];
+    const ts_cross_attn_layer_weights *w = &b->m->w.cross_layers[i];
+    ts_cross_attn_layer_weights *gw = &b->gw->cross_layers[i];
     ts_layer_names nm;
     ts_layer_names_of(&nm, "decoder", i);
     int T = b->m->T;
@@ -326,7 +326,7 @@ static ts_status self_attn_stack_bwd(bctx *b, const float *g) {
     char stack_out[16];
     snprintf(stack_out, sizeof stack_out, "%s.out", stack);
     TS_TRY(emit3(b, NULL, stack_out, g, b->B, S, b->D));
-    TS_TRY(final_norm_bwd(b, stack, &a->k.enc_norm, &m->w.enc_norm, &b->gw->enc_norm, a->k.enc_top, S, &g));
+    TS_TRY(final_norm_bwd(b, stack, &a->k.enc_norm, &m->w.norm, &b->gw->norm, a->k.enc_top, S, &g));
     for (int i = b->c->layers - 1; i >= 0; i--) TS_TRY(self_attn_layer_bwd(b, i, &g));
     return embed_bwd(b, &a->k.src, &m->w.embed, &b->gw->embed, "embed", "input", a->gsrc, S, g);
 }
@@ -360,7 +360,7 @@ ts_status ts_model_backward(const ts_model *m, ts_backprop_bufs *a, ts_model_wei
     if (c->arch == TS_ARCH_ENCODER_DECODER) {
         TS_TRY(head_bwd(&b, gtop, a->k.dec_out, T, &g));
         TS_TRY(emit3(&b, NULL, "decoder.out", g, B, T, D));
-        TS_TRY(final_norm_bwd(&b, "decoder", &a->k.dec_norm, &m->w.dec_norm, &gw->dec_norm, a->k.dec_top, T, &g));
+        TS_TRY(final_norm_bwd(&b, "decoder", &a->k.dec_norm, &m->w.cross_norm, &gw->cross_norm, a->k.dec_top, T, &g));
         for (int i = c->dec_layers - 1; i >= 0; i--) TS_TRY(cross_attn_layer_bwd(&b, i, &g));
         TS_TRY(embed_bwd(&b, &a->k.tgt, &m->w.dec_embed, &gw->dec_embed, "decoder.embed", "decoder.input", a->gtgt, T,
                          g));

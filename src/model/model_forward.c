@@ -765,7 +765,7 @@ static ts_status layer_out(fwd *f, const block *b, const float *x, const float *
  * h = norm1(x); attn(h) is computed and dropped; x = x + dropout(x);
  * x = norm2(x); x = x + ffn(x); x = dropout(x). Same step names as pre-LN.
  * Inference only (training runs the correct model). */
-static ts_status self_attn_layer_seed004(fwd *f, int i, const ts_enc_layer_weights *w, const float *in, float *out) {
+static ts_status self_attn_layer_seed004(fwd *f, int i, const ts_self_attn_layer_weights *w, const float *in, float *out) {
     int S = f->S;
     int64_t n = (int64_t)f->B * S * f->D;
     float *tmp = f->a->tmp;
@@ -790,7 +790,7 @@ static ts_status self_attn_layer_seed004(fwd *f, int i, const ts_enc_layer_weigh
  *   pre-LN:  x = x + attn(norm1(x));  x = x + ffn(norm2(x))
  *   post-LN: x = norm1(x + attn(x));  x = norm2(x + ffn(x))
  * fwd_self_attn_block (model_pass.c) says where each value goes. */
-static ts_status self_attn_layer(fwd *f, int i, const ts_enc_layer_weights *w, const float *in, float *out,
+static ts_status self_attn_layer(fwd *f, int i, const ts_self_attn_layer_weights *w, const float *in, float *out,
                                  const float **y) {
     if (f->c->norm == TS_NORM_PRE && (f->c->variants & TS_VARIANT_SEED004_RESIDUAL)) {
         *y = out;
@@ -824,7 +824,7 @@ static ts_status self_attn_layer(fwd *f, int i, const ts_enc_layer_weights *w, c
 
 /* Layer i of the encoder-decoder's decoder: masked self-attention,
  * cross-attention over the memory (B, S, D), FFN; in -> *y as above. */
-static ts_status cross_attn_layer(fwd *f, int i, const ts_dec_layer_weights *w, const float *in, const float *mem,
+static ts_status cross_attn_layer(fwd *f, int i, const ts_cross_attn_layer_weights *w, const float *in, const float *mem,
                                   float *out, const float **y) {
     block b;
     fwd_cross_attn_block(f, &b, i, w, mem, in, out);
@@ -1118,12 +1118,12 @@ static ts_status run(fwd *f, const ts_model_input *in, ts_tensor *out) {
         embed_step e = {"embed", "input", &m->w.embed, tokens, in->src_ids, in->src_embedded, S, a->x,
                         keep ? &keep->src : NULL};
         st = embed(f, &e, &x);
-        for (int i = 0; !st && i < c->layers; i++) st = self_attn_layer(f, i, &m->w.enc[i], x, a->x, &x);
+        for (int i = 0; !st && i < c->layers; i++) st = self_attn_layer(f, i, &m->w.layers[i], x, a->x, &x);
         const char *stack = ts_model_stack_name(c);
         char stack_out[16];
         snprintf(stack_out, sizeof stack_out, "%s.out", stack);
         if (keep) keep->enc_top = x;
-        if (!st) st = final_norm(f, stack, &m->w.enc_norm, &x, a->x, S, keep ? &keep->enc_norm : NULL);
+        if (!st) st = final_norm(f, stack, &m->w.norm, &x, a->x, S, keep ? &keep->enc_norm : NULL);
         ts_tensor t = view3(x, f->B, S, f->D);
         if (!st) st = fwd_emit(f, NULL, stack_out, stack_op(c), &t, TS_TAG_PLAIN, true);
         mem = x;
@@ -1137,9 +1137,9 @@ static ts_status run(fwd *f, const ts_model_input *in, ts_tensor *out) {
         embed_step e = {"decoder.embed", "decoder.input", &m->w.dec_embed, tokens, in->tgt_ids, in->tgt_embedded,
                         T, a->y, keep ? &keep->tgt : NULL};
         st = embed(f, &e, &y);
-        for (int i = 0; !st && i < c->dec_layers; i++) st = cross_attn_layer(f, i, &m->w.dec[i], y, mem, a->y, &y);
+        for (int i = 0; !st && i < c->dec_layers; i++) st = cross_attn_layer(f, i, &m->w.cross_layers[i], y, mem, a->y, &y);
         if (keep) keep->dec_top = y;
-        if (!st) st = final_norm(f, "decoder", &m->w.dec_norm, &y, a->y, T, keep ? &keep->dec_norm : NULL);
+        if (!st) st = final_norm(f, "decoder", &m->w.cross_norm, &y, a->y, T, keep ? &keep->dec_norm : NULL);
         if (keep) keep->dec_out = y;
         ts_tensor t = view3(y, f->B, T, f->D);
         if (!st) st = fwd_emit(f, NULL, "decoder.out", stack_op(c), &t, TS_TAG_PLAIN, true);

@@ -9,8 +9,8 @@
 
 const ts_norm_weights *ts_model_final_norm_weights(const ts_model *m) {
     if (!m->cfg.final_norm) return NULL;
-    /* a single stack (a GPT's "decoder" too) ends on enc_norm; an encoder-decoder's decoder on dec_norm */
-    return m->cfg.arch == TS_ARCH_ENCODER_DECODER ? &m->w.dec_norm : &m->w.enc_norm;
+    /* a single stack (a GPT's "decoder" too) ends on norm; an encoder-decoder's decoder on cross_norm */
+    return m->cfg.arch == TS_ARCH_ENCODER_DECODER ? &m->w.cross_norm : &m->w.norm;
 }
 
 void ts_model_final_norm_rows(const ts_model *m, float *out, float *mean, float *rstd, const float *x,

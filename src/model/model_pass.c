@@ -204,7 +204,7 @@ static void ffn_at(fwd *f, block *b, int k, const ts_ffn_weights *w) {
                         &b->res[k].key_inner};
 }
 
-void fwd_self_attn_block(fwd *f, block *b, int i, const ts_enc_layer_weights *w, const float *in, float *out) {
+void fwd_self_attn_block(fwd *f, block *b, int i, const ts_self_attn_layer_weights *w, const float *in, float *out) {
     memset(b, 0, sizeof *b);
     ts_layer_names_of(&b->nm, ts_model_stack_name(f->c), i);
     b->S = f->S;
@@ -227,7 +227,7 @@ void fwd_self_attn_block(fwd *f, block *b, int i, const ts_enc_layer_weights *w,
     ffn_at(f, b, 1, &w->ffn);
 }
 
-void fwd_cross_attn_block(fwd *f, block *b, int i, const ts_dec_layer_weights *w, const float *mem, const float *in,
+void fwd_cross_attn_block(fwd *f, block *b, int i, const ts_cross_attn_layer_weights *w, const float *mem, const float *in,
                           float *out) {
     memset(b, 0, sizeof *b);
     ts_layer_names_of(&b->nm, "decoder", i);

@@ -175,10 +175,10 @@ typedef struct block {
 
 /* Layer i of a self-attention stack (an encoder's, or a GPT's decoder.layers)
  * writing its output to `out`: names, buffers, masks and the cache. */
-void fwd_self_attn_block(fwd *f, block *b, int i, const ts_enc_layer_weights *w, const float *in, float *out);
+void fwd_self_attn_block(fwd *f, block *b, int i, const ts_self_attn_layer_weights *w, const float *in, float *out);
 
 /* Layer i of the encoder-decoder's decoder, over the memory mem (B, S, D). */
-void fwd_cross_attn_block(fwd *f, block *b, int i, const ts_dec_layer_weights *w, const float *mem, const float *in,
+void fwd_cross_attn_block(fwd *f, block *b, int i, const ts_cross_attn_layer_weights *w, const float *mem, const float *in,
                           float *out);
 
 /* The buffers of an attention when nothing is kept: q, k, v and the scores
