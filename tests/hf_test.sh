@@ -24,10 +24,13 @@ done
 
 # every block choice is in the settings line, where diff compares it
 expect 0 "the settings line" -- "$bin" run --load "$ref/gpt_neox" --ids "$ref/gpt_neox/ids.npy"
-has "$out" "norm kind layernorm (eps 1e-05), rope half, 4 of 16 dims, theta 10000, kv heads 4, head dim 16, ffn plain, residual parallel" "gpt_neox settings"
+has "$out" "norm kind layernorm (eps 1e-05), rope pairs half, 4 of 16 dims, theta 10000, kv heads 4, head dim 16, ffn plain, residual parallel" "gpt_neox settings"
 expect 0 "the settings line" -- "$bin" run --load "$ref/gemma" --ids "$ref/gemma/ids.npy"
 has "$out" "norm kind rms-gemma" "gemma settings"
-has "$out" "kv heads 1, head dim 32, ffn geglu" "gemma settings"
+has "$out" "kv heads 1, head dim 32, ffn geglu, residual sequential, embeddings x sqrt(d_model)" "gemma settings"
+has "$out" "1 key/value head, head dim 32, gated ffn (geglu)" "gemma's whole description, uncut"
+expect 2 "--layout on a Hugging Face folder" -- "$bin" run --load "$ref/llama" --ids "$ref/llama/ids.npy" --layout hf
+has "$err" "--layout is for GPT-2's and nanoGPT's files" "--layout refused"
 
 # a folder's own tokenizer reads --text (here BERT's vocab.txt of 13 words beside llama's weights)
 mkdir -p "$tmp/tok"

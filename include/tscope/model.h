@@ -512,6 +512,9 @@ int32_t ts_model_argmax(const float *logits, int V);
  * (model_probs.c). Nothing without a hook function, or for logits not of rank 3. */
 ts_status ts_model_probs_step(const ts_hook *hook, const ts_tensor *logits, float temperature);
 
+/* Room for ts_model_config_describe's line with every choice of today's blocks. */
+#define TS_MODEL_DESCRIBE_MAX 640
+
 /* One line describing the config: "tiny encoder-decoder: B1 S4 T4, d_model 16,
  * 2 heads, ffn 32, 2+2 layers, post-LN, relu, ...", then what differs from
  * the correct model (variants, mask, train mode) (model_describe.c). */

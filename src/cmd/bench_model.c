@@ -126,7 +126,7 @@ int bench_model_forward(int reps, const char *preset) {
     if (!st) {
         double after = ts_kernels_peak_gflops();
         if (after > peak) peak = after;
-        char desc[256];
+        char desc[TS_MODEL_DESCRIBE_MAX];
         ts_model_config_describe(&cfg, desc, sizeof desc);
         printf("# %s\n", desc);
         printf("# %.1f GFLOP of matmuls per forward; kernels %s, %d threads, peak %.1f GFLOP/s; medians of %d rounds "

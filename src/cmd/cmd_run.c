@@ -261,7 +261,7 @@ static int run(const model_flags *mf, const run_opts *o) {
             goto out;
         }
     }
-    char desc[256];
+    char desc[TS_MODEL_DESCRIBE_MAX];
     ts_model_config_describe(&cfg, desc, sizeof desc);
     printf("# %s\n", desc);
     /* what shapes cannot tell, printed and kept in the trace: a wrong one changes the numbers, not the shapes */

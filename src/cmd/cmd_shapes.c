@@ -109,7 +109,7 @@ int ts_cmd_shapes(int argc, char **argv) {
         return ts_cli_error("shapes", "--style prints the steps' shapes; --params lists the parameters instead");
     ts_model_config cfg;
     if (model_flags_resolve(&mf, &cfg, NULL)) return ts_cli_error("shapes", "%s", ts_last_error());
-    char desc[256];
+    char desc[TS_MODEL_DESCRIBE_MAX];
     ts_model_config_describe(&cfg, desc, sizeof desc);
     printf("# %s\n", desc);
     if (params) return print_params(&cfg);

@@ -229,7 +229,7 @@ static int train(const train_opts *o, ts_model_config *cfg) {
     lo.trace = w ? &hook : NULL;
     int64_t params = 0;
     for (int i = 0; i < m.n_params; i++) params += m.params[i].numel;
-    char desc[256];
+    char desc[TS_MODEL_DESCRIBE_MAX];
     ts_model_config_describe(cfg, desc, sizeof desc);
     printf("# %s\n", desc);
     printf("# task %s: %d sequences of %d ids (1, then %d from [1, %d)) per step; %lld parameters; %s lr %g, "

@@ -11,7 +11,7 @@ int model_flags_table(ts_flag *t, int n, model_flags *mf) {
     bool *s = mf->seen;
     const ts_flag rows[] = {
         {"--preset", TS_FLAG_STRING, &mf->preset, "P",
-         "tiny|seed000|seed001|seed004|copy|base|lm|gpt2 (default tiny)", NULL, NULL, &s[F_PRESET]},
+         "tiny|seed000|seed001|seed004|copy|base|lm|gpt2|llama-1b (default tiny)", NULL, NULL, &s[F_PRESET]},
         {"--d-model", TS_FLAG_INT, &mf->d_model, "N", "model width D (tiny: 16)", NULL, NULL, &s[F_D_MODEL]},
         {"--heads", TS_FLAG_INT, &mf->heads, "N", "attention heads H, must divide D (tiny: 2)", NULL, NULL,
          &s[F_HEADS]},

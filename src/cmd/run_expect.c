@@ -59,7 +59,7 @@ int run_expect(const char *path, float tol, const ts_tensor *out) {
         printf("expect: the output agrees within tol %g (|diff| <= tol * max(1, |want|))\n", (double)tol);
         return 0;
     }
-    fprintf(stderr, "tscope run: the output differs from %s beyond tol %g: |diff| %.3g at %s\n", path, (double)tol,
-            worst_score, is);
+    fprintf(stderr, "tscope run: the output differs from %s beyond tol %g: |diff| / max(1, |want|) %.3g at %s\n",
+            path, (double)tol, worst_score, is);
     return 1;
 }

@@ -153,8 +153,8 @@ int run_lm(const char *load, const ts_load_options *lo, const ts_cli_list *text,
         bool ok = false;
         for (int k = 0; used[k] && !ok; k++) ok = strcmp(flags[i].name, used[k]) == 0;
         if (given && !ok)
-            return ts_cli_error("run", "%s: --load %s is read as a language model (a GPT-2 folder, or a checkpoint of "
-                                       "train --task lm), whose config and tokenizer come with it; give it only --text "
+            return ts_cli_error("run", "%s: --load %s is read as a language model (a Hugging Face or GPT-2 folder, or "
+                                       "a checkpoint of train --task lm), whose config and tokenizer come with it; give it only --text "
                                        "or --ids (and the trace's flags)",
                                 flags[i].name, load);
     }
@@ -205,7 +205,7 @@ int run_lm(const char *load, const ts_load_options *lo, const ts_cli_list *text,
         rc = ts_cli_error("run", "%s", ts_last_error());
         goto out;
     }
-    char desc[256];
+    char desc[TS_MODEL_DESCRIBE_MAX];
     ts_model_config_describe(&m.cfg, desc, sizeof desc);
     printf("# %s\n", desc);
     if (tok.count == m.cfg.vocab)

@@ -62,7 +62,7 @@ static void add_modern_settings(cJSON *o, const ts_model_config *c, char *line, 
     size_t len = strlen(line);
     char rope[96] = "none";
     if (c->pe == TS_PE_ROPE)
-        snprintf(rope, sizeof rope, "%s, %d of %d dims, theta %g", ts_model_rope_style_name(c->rope_style),
+        snprintf(rope, sizeof rope, "pairs %s, %d of %d dims, theta %g", ts_model_rope_style_name(c->rope_style),
                  ts_model_rotary_dims(c), ts_model_head_dim(c), ts_model_rope_theta(c));
     const char *ffn = !c->gated_ffn ? "plain" : c->activation == TS_ACT_SILU ? "swiglu" : "geglu";
     if (len < size)
@@ -76,6 +76,11 @@ static void add_modern_settings(cJSON *o, const ts_model_config *c, char *line, 
     cJSON_AddNumberToObject(o, "head_dim", ts_model_head_dim(c));
     cJSON_AddStringToObject(o, "ffn", ffn);
     cJSON_AddStringToObject(o, "residual", c->parallel_residual ? "parallel" : "sequential");
+    if (c->scale_embed) {
+        len = strlen(line);
+        if (len < size) snprintf(line + len, size - len, ", embeddings x sqrt(d_model)");
+        cJSON_AddBoolToObject(o, "scale_embed", true);
+    }
 }
 
 char *trace_cli_settings(const ts_model_config *c, const ts_model_input *in, const char *layout, char *line,

@@ -485,7 +485,7 @@ int train_lm(const train_opts *o, const model_flags *mf) {
     double bpc_factor = chars > 0 ? (double)d->n_windows * cfg->seq / chars / log(2.0) : NAN;
     int64_t params = 0;
     for (int i = 0; i < run.m.n_params; i++) params += run.m.params[i].numel;
-    char desc[256];
+    char desc[TS_MODEL_DESCRIBE_MAX];
     ts_model_config_describe(cfg, desc, sizeof desc);
     printf("# %s\n", desc);
     printf("# corpus %s: %zu tokens (%s, vocabulary %d), %lld to train on, %lld held out (%d windows of %d measured)\n",

@@ -151,6 +151,9 @@ static ts_status hf_read(const char *path, ts_model_config *cfg, ts_lmtok *tok) 
 }
 
 ts_status ts_lm_checkpoint_read(const char *path, const ts_load_options *o, ts_model_config *cfg, ts_lmtok *tok) {
+    if (ts_hf_is(path) && o && o->layout)
+        return ts_fail(TS_ERR_ARG, "--layout %s: %s is a Hugging Face folder whose config.json says how its weights "
+                                   "are laid out; --layout is for GPT-2's and nanoGPT's files", o->layout, path);
     if (ts_hf_is(path)) return hf_read(path, cfg, tok);
     if (ts_gpt2_is(path)) return gpt2_read(path, o, cfg, tok);
     ts_safetensors f;

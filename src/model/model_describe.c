@@ -27,9 +27,10 @@ static void describe_modern(const ts_model_config *c, char *buf, size_t size) {
 #define ADD(...) (len < size ? (len += (size_t)snprintf(buf + len, size - len, __VA_ARGS__)) : len)
     ADD("; %s norm (eps %g)", ts_model_norm_kind_name(c->norm_kind), (double)c->eps);
     if (c->pe == TS_PE_ROPE)
-        ADD(", rope %s (%d of %d dims, theta %g)", ts_model_rope_style_name(c->rope_style), ts_model_rotary_dims(c),
+        ADD(", rope pairs %s (%d of %d dims, theta %g)", ts_model_rope_style_name(c->rope_style), ts_model_rotary_dims(c),
             ts_model_head_dim(c), ts_model_rope_theta(c));
-    if (ts_model_kv_heads(c) != c->heads) ADD(", %d key/value heads", ts_model_kv_heads(c));
+    if (ts_model_kv_heads(c) != c->heads)
+        ADD(", %d key/value head%s", ts_model_kv_heads(c), ts_model_kv_heads(c) == 1 ? "" : "s");
     if (c->head_dim) ADD(", head dim %d", c->head_dim);
     if (c->gated_ffn) ADD(", gated ffn (%s)", c->activation == TS_ACT_SILU ? "swiglu" : "geglu");
     if (c->parallel_residual) ADD(", parallel residual");

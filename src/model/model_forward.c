@@ -992,7 +992,7 @@ static ts_status head(fwd *f, const float *x, int S, ts_tensor *out) {
 
 /* What made a stack's last output: a LayerNorm, unless pre-LN ends on a residual add. */
 static ts_op stack_op(const ts_model_config *c) {
-    if (c->final_norm || c->norm == TS_NORM_POST) return TS_OP_LAYERNORM;
+    if (c->final_norm || c->norm == TS_NORM_POST) return c->norm_kind == TS_NORMK_LAYER ? TS_OP_LAYERNORM : TS_OP_RMS;
     return c->variants & TS_VARIANT_NO_RESIDUAL ? TS_OP_DROPOUT : TS_OP_ADD;
 }
 

@@ -367,6 +367,7 @@ int64_t ts_lmtok_chars(const ts_lmtok *t, const int32_t *ids, size_t n) {
 size_t ts_lmtok_label(const ts_lmtok *t, int32_t id, char *buf, size_t cap) {
     if (t->kind == TS_LMTOK_BPE) return ts_bpe_token_label(t->bpe, id, buf, cap);
     if (t->kind == TS_LMTOK_HF) return ts_hftok_token_label(t->hf, id, buf, cap);
+    if (t->count == 0) return (size_t)snprintf(buf, cap, "id %d", (int)id); /* no tokenizer: ids only */
     if (id < 0 || id >= t->count) return (size_t)snprintf(buf, cap, "<bad id %d>", (int)id);
     if (t->kind == TS_LMTOK_WORD && id == 0) return (size_t)snprintf(buf, cap, UNK);
     return ts_bpe_label(t->piece[id], strlen(t->piece[id]), buf, cap);
