@@ -2,6 +2,7 @@
  * "checkpoint"). */
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -161,10 +162,8 @@ ts_status ts_optim_state_save(const char *path, const ts_optim *opt, int n_meta,
 
 ts_status ts_optim_state_load(ts_safetensors *f, ts_optim *opt) {
     const char *steps = ts_safetensors_meta(f, "optim_steps");
-    char *end = NULL;
-    errno = 0;
-    long long k = steps ? strtoll(steps, &end, 10) : -1;
-    if (!steps || end == steps || *end || errno || k < 0)
+    int64_t k = -1;
+    if (!ts_text_int(steps, 0, INT64_MAX / 2, &k))
         return ts_fail(TS_ERR_FORMAT, "%s: \"optim_steps\" is %s%.40s%s, not a step count: not a training state "
                                       "written by tscope train",
                        f->path, steps ? "\"" : "", steps ? steps : "missing", steps ? "\"" : "");
@@ -176,6 +175,11 @@ ts_status ts_optim_state_load(ts_safetensors *f, ts_optim *opt) {
         if (t.rank != 1 || t.shape[0] != opt->n)
             return ts_fail(TS_ERR_SHAPE, "%s: %s has %lld values; the model has %lld parameters", f->path, names[i],
                            (long long)ts_tensor_numel(&t), (long long)opt->n);
+        for (int64_t j = 0; j < opt->n; j++) /* Adam's moments: finite, the second never negative */
+            if (!isfinite(t.data[j]) || (i == 1 && t.data[j] < 0))
+                return ts_fail(TS_ERR_FORMAT, "%s: %s[%lld] is %g, not a moment Adam can have (finite%s): the state is "
+                                              "damaged", f->path, names[i], (long long)j, (double)t.data[j],
+                               i == 1 ? ", 0 or more" : "");
         memcpy(into[i], t.data, sizeof(float) * (size_t)opt->n);
     }
     opt->steps = k;
