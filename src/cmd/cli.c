@@ -160,11 +160,14 @@ int ts_cli_parse(const ts_cli_spec *spec, int argc, char **argv, const char **po
                  int *n_positional) {
     int n_pos = 0;
     bool only_positional = false;
-    for (int i = 1; i < argc; i++) {
-        if (!only_positional && is_help(argv[i])) {
+    for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++) {
+        if (is_help(argv[i])) {
             ts_cli_usage(stdout, spec);
             return 0;
         }
+        /* a flag's value is not a flag: `--text -h` runs on the text "-h" */
+        const ts_flag *f = argv[i][0] == '-' && !strchr(argv[i], '=') ? find_flag(spec, argv[i], strlen(argv[i])) : NULL;
+        if (f && f->kind != TS_FLAG_BOOL && f->kind != TS_FLAG_OPTIONAL) i++;
     }
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
