@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "tscope/io.h"
 
@@ -28,13 +29,20 @@ bool ts_lm_checkpoint_is(const char *path) {
 
 /* The whole of a small file (at most `most` bytes), malloc'd. */
 static ts_status slurp(const char *path, size_t most, unsigned char **out, size_t *size) {
+    struct stat sb;
+    if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode))
+        return ts_fail(TS_ERR_IO, "%s is %s, not a file", path, S_ISDIR(sb.st_mode) ? "a folder" : "not a regular file");
     FILE *fp = fopen(path, "rb");
-    if (!fp) return ts_fail(TS_ERR_IO, "cannot open %s", path);
+    if (!fp) return ts_fail(TS_ERR_IO, "cannot open %s: %s", path, strerror(errno));
     unsigned char *buf = malloc(most);
     size_t n = buf ? fread(buf, 1, most, fp) : 0;
-    bool more = buf && fgetc(fp) != EOF;
+    bool more = buf && fgetc(fp) != EOF, failed = ferror(fp) != 0;
     fclose(fp);
     if (!buf) return ts_fail(TS_ERR_NOMEM, "%s: out of memory", path);
+    if (failed) {
+        free(buf);
+        return ts_fail(TS_ERR_IO, "cannot read %s", path);
+    }
     if (more) {
         free(buf);
         return ts_fail(TS_ERR_FORMAT, "%s is larger than %zu bytes", path, most);
