@@ -157,6 +157,11 @@ int ts_cmd_info(int argc, char **argv) {
     if (rc >= 0) return rc;
     ts_trace *t;
     if (ts_trace_open(path, &t)) return ts_cli_error("info", "%s", ts_last_error());
+    if (ts_trace_verify(t, NULL)) { /* which records are damaged, before any table that would hide it */
+        rc = ts_cli_error("info", "%s: %s", path, ts_last_error());
+        ts_trace_close(t);
+        return rc;
+    }
     if (ts_trace_warning(t)[0]) fprintf(stderr, "tscope info: warning: %s\n", ts_trace_warning(t));
     char size[32];
     ts_text_bytes(size, sizeof size, ts_trace_file_size(t));

@@ -335,6 +335,11 @@ int ts_cmd_png(int argc, char **argv) {
 
     ts_trace *t;
     if (ts_trace_open(a.trace_path, &t) != TS_OK) return fail("%s", ts_last_error());
+    if (ts_trace_verify(t, NULL)) { /* never a picture drawn around a damaged step */
+        rc = fail("%s: %s", a.trace_path, ts_last_error());
+        ts_trace_close(t);
+        return rc;
+    }
     if (ts_trace_warning(t)[0]) fprintf(stderr, "tscope png: warning: %s\n", ts_trace_warning(t));
     ts_scene_request rq = ts_scene_request_default(name);
     rq.view = view;

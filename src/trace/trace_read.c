@@ -653,6 +653,34 @@ static ts_status stored_values(ts_trace *t, int64_t i, const float **values) {
     return TS_OK;
 }
 
+ts_status ts_trace_verify(ts_trace *t, int64_t *n_bad) {
+    int64_t bad = 0;
+    char list[400] = "";
+    size_t at = 0;
+    for (int64_t i = 0; i < t->n; i++) {
+        const ts_trace_step *step = &t->steps[i];
+        const float *v;
+        /* the record's headers as the file holds them (the index keeps copies, which open reads) */
+        const unsigned char *p = t->data + step->file_offset;
+        uint64_t prefix = t->extra[i].values_offset - step->file_offset;
+        const unsigned char *sfx = p + step->record_bytes - TRF_SUFFIX_SIZE;
+        bool header = memcmp(p, TRF_PREFIX_MAGIC, 4) == 0 && memcmp(sfx, TRF_SUFFIX_MAGIC, 4) == 0 &&
+                      trf_crc32(trf_crc32(0, p, (size_t)prefix), sfx, TRF_S_RECORD_CRC) == trf_get32(sfx + TRF_S_RECORD_CRC);
+        if (header && (!step->has_values || step->view_of >= 0 || stored_values(t, i, &v) == TS_OK)) continue;
+        if (bad++ < 3 && at < sizeof list) {
+            char name[80];
+            size_t n = strlen(step->name);
+            safe_name(name, sizeof name, (const unsigned char *)step->name, n);
+            at += (size_t)snprintf(list + at, sizeof list - at, "%sstep %lld '%s'", bad > 1 ? ", " : "",
+                                   (long long)i, name);
+        }
+    }
+    if (n_bad) *n_bad = bad;
+    if (!bad) return TS_OK;
+    return ts_fail(TS_ERR_FORMAT, "trace: %lld record%s damaged (its own CRC fails%s): %s%s", (long long)bad,
+                   bad == 1 ? " is" : "s are", bad == 1 ? "" : ", each", list, bad > 3 ? ", ..." : "");
+}
+
 /* Whether a view's strides walk its base's values in order, so the view is
  * a run of them and needs no copy. */
 static bool view_in_place(const ts_trace_step *step, const step_extra *x) {
