@@ -10,12 +10,17 @@
 
 #include "tscope/core.h"
 
+void ts_cli_verror(const char *command, const char *fmt, va_list ap) {
+    /* a message may quote a file's text (a step's name, a token): inert on the terminal, one line */
+    char msg[8192], shown[8192 + 64];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    fprintf(stderr, "tscope %s: %s\n", command, ts_text_inert(shown, sizeof shown, msg));
+}
+
 int ts_cli_error(const char *command, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "tscope %s: ", command);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    ts_cli_verror(command, fmt, ap);
     va_end(ap);
     return 2;
 }

@@ -48,9 +48,7 @@ static int fail(const char *fmt, ...)
 static int fail(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "tscope %s: ", CMD);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    ts_cli_verror(CMD, fmt, ap);
     va_end(ap);
     return 2;
 }

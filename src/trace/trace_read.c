@@ -452,6 +452,10 @@ static ts_status read_header(ts_trace *t, uint64_t *records) {
     if (!t->meta) return ts_fail(TS_ERR_NOMEM, "trace: no memory for the metadata");
     memcpy(t->meta, d + meta_offset, (size_t)meta_size);
     t->meta[meta_size] = '\0';
+    size_t bad;
+    if (!ts_text_utf8_valid(t->meta, (size_t)meta_size, &bad)) /* its tokens are drawn and printed */
+        return ts_fail(TS_ERR_FORMAT, "trace: the metadata is not UTF-8 (byte 0x%02X at offset %zu): a damaged or "
+                                      "hand-made trace", (unsigned char)t->meta[bad], bad);
     cJSON *root = NULL;
     TS_TRY(ts_json_parse(t->meta, strlen(t->meta), "trace: the metadata", &root));
     t->tokens[TS_TRACE_SOURCE] = token_list(root, "source_tokens", &t->n_tokens[TS_TRACE_SOURCE]);
@@ -502,6 +506,14 @@ static ts_status parse_all(ts_trace *t) {
         t->complete = true;
     } else if ((s = scan_records(t, records, why))) {
         return s;
+    }
+    for (int64_t i = 0; i < t->n; i++) {
+        size_t bad;
+        char shown[80];
+        if (!ts_text_utf8_valid(t->steps[i].name, strlen(t->steps[i].name), &bad))
+            return ts_fail(TS_ERR_FORMAT, "trace: step %lld's name ('%s') is not UTF-8 (byte %zu): a damaged or "
+                                          "hand-made trace", (long long)i,
+                           ts_text_inert(shown, sizeof shown, t->steps[i].name), bad);
     }
     return build_table(t);
 }
