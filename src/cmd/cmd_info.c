@@ -123,7 +123,7 @@ static void print_table(const ts_trace *t, const ts_cli_list *only) {
         if (len > NAME_WIDTH_MAX) /* keep the end: it says which part of the layer */
             snprintf(name, sizeof name, "...%s", inert + len - (NAME_WIDTH_MAX - 3));
         else
-            snprintf(name, sizeof name, "%s", inert);
+            memcpy(name, inert, len + 1);
         printf("%*lld  %-*s  %-*s  %-*s  ", index_w, (long long)i, name_w, name, op_w, op, shape_w, shape);
         if (s->has_stats && s->stats.finite > 0)
             printf("%11.4g %11.4g %11.4g %11.4g", s->stats.min, s->stats.max, s->stats.mean, s->stats.std);

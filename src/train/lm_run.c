@@ -44,11 +44,14 @@ static void fingerprint(const int32_t *ids, size_t n, char *out, size_t size) {
     snprintf(out, size, "%016llx", (unsigned long long)h);
 }
 
-/* FNV-1a over the model's parameters: the weights a state was saved with. */
+/* FNV-1a over the model's parameters, one by one (not the block's padding
+ * between them): the weights a state was saved with. */
 static void weights_digest(const ts_model *m, char *out, size_t size) {
     uint64_t h = 1469598103934665603ull;
-    const unsigned char *b = (const unsigned char *)m->block;
-    for (size_t i = 0; i < sizeof(float) * (size_t)m->n_floats; i++) h = (h ^ b[i]) * 1099511628211ull;
+    for (int p = 0; p < m->n_params; p++) {
+        const unsigned char *b = (const unsigned char *)(m->block + m->params[p].offset);
+        for (size_t i = 0; i < sizeof(float) * (size_t)m->params[p].numel; i++) h = (h ^ b[i]) * 1099511628211ull;
+    }
     snprintf(out, size, "%016llx", (unsigned long long)h);
 }
 
