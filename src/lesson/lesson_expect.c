@@ -476,8 +476,8 @@ static const char *check_rows(ts_trace *t, int64_t rec, const ts_lesson_step *st
 static ts_status check_item(const ts_lessonrun *r, const ts_lesson_step *st, const ts_lesson_kv *kv, char *item) {
     const ts_lesson *l = r->lesson;
     if (strlen(item) >= MAX_ITEM)
-        return ts_lesson_fail_at(l, kv->line, "expect: an item of %zu bytes (%.40s...): an item is shorter than %d",
-                                 strlen(item), item, MAX_ITEM);
+        return ts_lesson_fail_at(l, kv->line, "expect '%.40s...': an item of %zu bytes; an item is shorter than %d",
+                                 item, strlen(item), MAX_ITEM);
     bool right = strncmp(item, "right ", 6) == 0;
     if (right) {
         if (!st->compare_with && !st->compare_run && st->compare_step == TS_LESSON_UNSET)
