@@ -196,6 +196,24 @@ bool ts_text_in_choices(const char *choices, const char *word, size_t len);
  * character, whatever its byte count ("␣the" is 4, though 6 bytes). */
 int ts_text_columns(const char *s);
 
+/* A whole number written in decimal (an optional sign, digits, nothing
+ * else: no spaces, no fraction, no exponent) in [lo, hi]: true with *out set,
+ * false (and *out untouched) for anything else, out-of-range included. Every
+ * integer read from a file, a lesson or a flag goes through it, or through
+ * ts_json_int: never atoi, never a cast that wraps. */
+bool ts_text_int(const char *s, int64_t lo, int64_t hi, int64_t *out);
+
+/* Whether the n bytes of s are well-formed UTF-8 (no overlong forms, no
+ * surrogates, nothing past U+10FFFF); *bad (when not NULL) gets the offset of
+ * the first byte that is not. */
+bool ts_text_utf8_valid(const char *s, size_t n, size_t *bad);
+
+/* s made inert for a terminal, into buf (cut to fit, with "..."): control
+ * characters (C0, DEL, C1) written as \xHH, a backslash as \\, and bytes
+ * that are not UTF-8 as \xHH; the rest as it is. Returns buf. Text read
+ * from a file (a trace's names and tokens) is printed through it. */
+char *ts_text_inert(char *buf, size_t size, const char *s);
+
 /* "1.50 GB", "12.3 MB", "4.0 KB" into buf; returns buf. */
 char *ts_text_bytes(char *buf, size_t size, uint64_t n);
 

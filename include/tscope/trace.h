@@ -239,6 +239,12 @@ int64_t ts_trace_find_glob(const ts_trace *t, const char *glob, int64_t from);
  * after checking their CRC (once; later calls are free). TS_ERR_ARG when the
  * step keeps no values, TS_ERR_FORMAT when the CRC fails. */
 ts_status ts_trace_values(ts_trace *t, int64_t i, const float **values);
+/* Every stored step's values checked against their CRC (each once, as
+ * ts_trace_values does): TS_OK when all hold; else TS_ERR_FORMAT with a
+ * message naming the damaged steps (the first few, and how many), *n_bad
+ * (when not NULL) their number. Every command that reads a trace's values
+ * calls it first, so a damaged step is named, never drawn around. */
+ts_status ts_trace_verify(ts_trace *t, int64_t *n_bad);
 /* The same as a tensor view. The memory is read-only: never write through it. */
 ts_status ts_trace_tensor(ts_trace *t, int64_t i, ts_tensor *out);
 

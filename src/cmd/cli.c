@@ -10,12 +10,17 @@
 
 #include "tscope/core.h"
 
+void ts_cli_verror(const char *command, const char *fmt, va_list ap) {
+    /* a message may quote a file's text (a step's name, a token): inert on the terminal, one line */
+    char msg[8192], shown[8192 + 64];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    fprintf(stderr, "tscope %s: %s\n", command, ts_text_inert(shown, sizeof shown, msg));
+}
+
 int ts_cli_error(const char *command, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "tscope %s: ", command);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    ts_cli_verror(command, fmt, ap);
     va_end(ap);
     return 2;
 }
@@ -160,11 +165,14 @@ int ts_cli_parse(const ts_cli_spec *spec, int argc, char **argv, const char **po
                  int *n_positional) {
     int n_pos = 0;
     bool only_positional = false;
-    for (int i = 1; i < argc; i++) {
-        if (!only_positional && is_help(argv[i])) {
+    for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++) {
+        if (is_help(argv[i])) {
             ts_cli_usage(stdout, spec);
             return 0;
         }
+        /* a flag's value is not a flag: `--text -h` runs on the text "-h" */
+        const ts_flag *f = argv[i][0] == '-' && !strchr(argv[i], '=') ? find_flag(spec, argv[i], strlen(argv[i])) : NULL;
+        if (f && f->kind != TS_FLAG_BOOL && f->kind != TS_FLAG_OPTIONAL) i++;
     }
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];

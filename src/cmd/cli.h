@@ -8,6 +8,7 @@
 #ifndef TSCOPE_CLI_H
 #define TSCOPE_CLI_H
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 
@@ -69,6 +70,9 @@ void ts_cli_usage(FILE *out, const ts_cli_spec *spec);
 
 /* Report a bad value found after parsing ("--heads 7 does not divide 512"):
  * one line on stderr, prefixed "tscope CMD: ". Returns 2, the exit code. */
+/* The same from a va_list. Control characters in the message (a file's
+ * text it quotes) are escaped, so it stays one inert line. */
+void ts_cli_verror(const char *command, const char *fmt, va_list ap);
 int ts_cli_error(const char *command, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 2, 3)))

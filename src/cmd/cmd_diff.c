@@ -273,6 +273,13 @@ int ts_cmd_diff(int argc, char **argv) {
         ts_trace_close(ta);
         return rc;
     }
+    for (int k = 0; k < 2; k++)
+        if (ts_trace_verify(k ? tb : ta, NULL)) {
+            rc = ts_cli_error("diff", "%s: %s", paths[k], ts_last_error());
+            ts_trace_close(ta);
+            ts_trace_close(tb);
+            return rc;
+        }
     if (ts_trace_warning(ta)[0]) fprintf(stderr, "tscope diff: warning: %s: %s\n", paths[0], ts_trace_warning(ta));
     if (ts_trace_warning(tb)[0]) fprintf(stderr, "tscope diff: warning: %s: %s\n", paths[1], ts_trace_warning(tb));
     rc = diff(ta, tb, tol, common);

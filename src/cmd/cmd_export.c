@@ -107,6 +107,11 @@ int ts_cmd_export(int argc, char **argv) {
     if (!npz) return ts_cli_error("export", "--npz FILE is required");
     ts_trace *t;
     if (ts_trace_open(path, &t)) return ts_cli_error("export", "%s", ts_last_error());
+    if (ts_trace_verify(t, NULL)) {
+        rc = ts_cli_error("export", "%s: %s", path, ts_last_error());
+        ts_trace_close(t);
+        return rc;
+    }
     if (ts_trace_warning(t)[0]) fprintf(stderr, "tscope export: warning: %s\n", ts_trace_warning(t));
     rc = export_npz(t, npz, &only);
     ts_trace_close(t);

@@ -35,6 +35,11 @@ int ts_cmd_html(int argc, char **argv) {
     if (!out || !out[0]) return ts_cli_error("html", "say where to write the page: -o DIR");
     ts_trace *t;
     if (ts_trace_open(pos[0], &t) != TS_OK) return ts_cli_error("html", "%s", ts_last_error());
+    if (ts_trace_verify(t, NULL)) { /* never a page with a damaged step's figure left out */
+        rc = ts_cli_error("html", "%s: %s", pos[0], ts_last_error());
+        ts_trace_close(t);
+        return rc;
+    }
     if (ts_trace_warning(t)[0]) fprintf(stderr, "tscope html: warning: %s\n", ts_trace_warning(t));
     int figures = 0;
     ts_status st = ts_trace_html_write(t, pos[0], out, &figures);

@@ -20,14 +20,17 @@ static void print_writer(const ts_trace *t) {
     if (writer) {
         const char *torch = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(meta, "torch_version"));
         const cJSON *recomputed = cJSON_GetObjectItemCaseSensitive(meta, "recomputed");
-        printf("written by %s%s%s%s", writer, torch ? " (torch " : "", torch ? torch : "", torch ? ")" : "");
+        char w[200], v[100];
+        printf("written by %s%s%s%s", ts_text_inert(w, sizeof w, writer), torch ? " (torch " : "",
+               torch ? ts_text_inert(v, sizeof v, torch) : "", torch ? ")" : "");
         if (cJSON_IsArray(recomputed))
             printf("; %d steps recomputed from module weights and checked against the module's output",
                    cJSON_GetArraySize(recomputed));
         printf("\n");
         const cJSON *seq_first = cJSON_GetObjectItemCaseSensitive(meta, "seq_first");
         const char *note = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(seq_first, "note"));
-        if (note) printf("%s\n", note);
+        char shown[1024];
+        if (note) printf("%s\n", ts_text_inert(shown, sizeof shown, note));
     }
     cJSON_Delete(meta);
 }
@@ -114,11 +117,13 @@ static void print_table(const ts_trace *t, const ts_cli_list *only) {
         op_text(op, sizeof op, s->op);
         flags_text(flags, sizeof flags, s);
         values_text(values, sizeof values, s);
-        size_t len = strlen(s->name);
+        char inert[4 * 1024 + 8]; /* a name from the file, made inert for the terminal */
+        ts_text_inert(inert, sizeof inert, s->name);
+        size_t len = strlen(inert);
         if (len > NAME_WIDTH_MAX) /* keep the end: it says which part of the layer */
-            snprintf(name, sizeof name, "...%s", s->name + len - (NAME_WIDTH_MAX - 3));
+            snprintf(name, sizeof name, "...%s", inert + len - (NAME_WIDTH_MAX - 3));
         else
-            snprintf(name, sizeof name, "%s", s->name);
+            memcpy(name, inert, len + 1);
         printf("%*lld  %-*s  %-*s  %-*s  ", index_w, (long long)i, name_w, name, op_w, op, shape_w, shape);
         if (s->has_stats && s->stats.finite > 0)
             printf("%11.4g %11.4g %11.4g %11.4g", s->stats.min, s->stats.max, s->stats.mean, s->stats.std);
@@ -126,7 +131,8 @@ static void print_table(const ts_trace *t, const ts_cli_list *only) {
             printf("%11s %11s %11s %11s", "-", "-", "-", "-");
         char edits[256];
         bool edited = ts_trace_step_edits(t, s->name, edits, sizeof edits) > 0;
-        printf("  %-9s %s%s%s%s\n", flags, values, edited ? "  [edited: " : "", edited ? edits : "", edited ? "]" : "");
+        printf("  %-9s %s%s%s%s\n", flags, values, edited ? "  [edited: " : "",
+               edited ? ts_text_inert(inert, sizeof inert, edits) : "", edited ? "]" : "");
         any_empty = any_empty || empty_rows(s);
     }
     if (any_empty)
@@ -157,6 +163,11 @@ int ts_cmd_info(int argc, char **argv) {
     if (rc >= 0) return rc;
     ts_trace *t;
     if (ts_trace_open(path, &t)) return ts_cli_error("info", "%s", ts_last_error());
+    if (ts_trace_verify(t, NULL)) { /* which records are damaged, before any table that would hide it */
+        rc = ts_cli_error("info", "%s: %s", path, ts_last_error());
+        ts_trace_close(t);
+        return rc;
+    }
     if (ts_trace_warning(t)[0]) fprintf(stderr, "tscope info: warning: %s\n", ts_trace_warning(t));
     char size[32];
     ts_text_bytes(size, sizeof size, ts_trace_file_size(t));
@@ -164,11 +175,13 @@ int ts_cmd_info(int argc, char **argv) {
            ts_trace_complete(t) ? "" : " (incomplete: the run did not finish)");
     print_writer(t);
     char edits[1024];
-    if (ts_trace_step_edits(t, NULL, edits, sizeof edits)) printf("edited run: %s\n", edits);
+    char shown[4096];
+    if (ts_trace_step_edits(t, NULL, edits, sizeof edits)) printf("edited run: %s\n", ts_text_inert(shown, sizeof shown, edits));
     int n_src = ts_trace_token_count(t, TS_TRACE_SOURCE);
     if (n_src > 0) {
         printf("source:");
-        for (int i = 0; i < n_src; i++) printf(" %s", ts_trace_token(t, TS_TRACE_SOURCE, i));
+        char tok[256];
+        for (int i = 0; i < n_src; i++) printf(" %s", ts_text_inert(tok, sizeof tok, ts_trace_token(t, TS_TRACE_SOURCE, i)));
         printf("\n");
     }
     print_table(t, &only);

@@ -130,6 +130,13 @@ int ts_cmd_live(int argc, char **argv) {
         return ts_cli_error("live", "--width and --height must be 900..16384 and 500..16384 (got %d x %d)", width, height);
     if (!(temperature > 0) || temperature > 100) return ts_cli_error("live", "--temperature must be above 0 and at most 100 (got %g)", temperature);
     if (top_k < 0) return ts_cli_error("live", "--top-k must be 0 (all) or more (got %d)", top_k);
+    const char *given[2][2] = {{"--text", text}, {"--target", target}};
+    for (int k = 0; k < 2; k++) {
+        size_t bad;
+        if (given[k][1] && !ts_text_utf8_valid(given[k][1], strlen(given[k][1]), &bad))
+            return ts_cli_error("live", "%s is not UTF-8 (byte 0x%02X at offset %zu): the text field holds characters",
+                                given[k][0], (unsigned char)given[k][1][bad], bad);
+    }
     ts_status st = ts_live_script_check(script);
     if (st) return ts_cli_error("live", "%s", ts_last_error());
     ts_model m;

@@ -48,9 +48,7 @@ static int fail(const char *fmt, ...)
 static int fail(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "tscope %s: ", CMD);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    ts_cli_verror(CMD, fmt, ap);
     va_end(ap);
     return 2;
 }
@@ -335,6 +333,11 @@ int ts_cmd_png(int argc, char **argv) {
 
     ts_trace *t;
     if (ts_trace_open(a.trace_path, &t) != TS_OK) return fail("%s", ts_last_error());
+    if (ts_trace_verify(t, NULL)) { /* never a picture drawn around a damaged step */
+        rc = fail("%s: %s", a.trace_path, ts_last_error());
+        ts_trace_close(t);
+        return rc;
+    }
     if (ts_trace_warning(t)[0]) fprintf(stderr, "tscope png: warning: %s\n", ts_trace_warning(t));
     ts_scene_request rq = ts_scene_request_default(name);
     rq.view = view;

@@ -14,6 +14,10 @@
 
 char *ts_json_quote(const cJSON *v, char *buf, size_t size) {
     if (!size) return buf;
+    if (v && cJSON_IsNumber(v) && !isfinite(v->valuedouble)) { /* cJSON prints null for 1e400 */
+        snprintf(buf, size, "a number too large for a double (%s1e308 or past)", v->valuedouble < 0 ? "-" : "");
+        return buf;
+    }
     char *text = v ? cJSON_PrintUnformatted(v) : NULL;
     if (!text) {
         snprintf(buf, size, "%s", v ? "(a value)" : "(nothing)");

@@ -109,3 +109,74 @@ bool ts_text_in_choices(const char *choices, const char *word, size_t len) {
     }
     return false;
 }
+
+bool ts_text_int(const char *s, int64_t lo, int64_t hi, int64_t *out) {
+    if (!s) return false;
+    const char *p = s;
+    bool neg = *p == '-';
+    if (*p == '-' || *p == '+') p++;
+    if (*p < '0' || *p > '9') return false;
+    uint64_t v = 0, limit = neg ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX;
+    for (; *p >= '0' && *p <= '9'; p++) {
+        unsigned d = (unsigned)(*p - '0');
+        if (v > (limit - d) / 10) return false;
+        v = v * 10 + d;
+    }
+    if (*p) return false;
+    int64_t x = neg ? (v == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)v) : (int64_t)v;
+    if (x < lo || x > hi) return false;
+    *out = x;
+    return true;
+}
+
+/* The length of the UTF-8 character at s (n bytes left), or 0 when it is not one. */
+static size_t utf8_char(const unsigned char *s, size_t n) {
+    unsigned c = s[0];
+    if (c < 0x80) return 1;
+    size_t len = c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
+    if (!len || len > n) return 0;
+    for (size_t i = 1; i < len; i++)
+        if ((s[i] & 0xC0) != 0x80) return 0;
+    if (c == 0xE0 && s[1] < 0xA0) return 0; /* overlong */
+    if (c == 0xED && s[1] >= 0xA0) return 0; /* a surrogate */
+    if (c == 0xF0 && s[1] < 0x90) return 0; /* overlong */
+    if (c == 0xF4 && s[1] >= 0x90) return 0; /* past U+10FFFF */
+    return len;
+}
+
+bool ts_text_utf8_valid(const char *s, size_t n, size_t *bad) {
+    const unsigned char *u = (const unsigned char *)s;
+    for (size_t i = 0; i < n;) {
+        size_t len = utf8_char(u + i, n - i);
+        if (!len) {
+            if (bad) *bad = i;
+            return false;
+        }
+        i += len;
+    }
+    return true;
+}
+
+char *ts_text_inert(char *buf, size_t size, const char *s) {
+    if (!size) return buf;
+    const unsigned char *u = (const unsigned char *)s;
+    size_t n = strlen(s), at = 0;
+    for (size_t i = 0; i < n;) {
+        char piece[8];
+        size_t len = utf8_char(u + i, n - i), w;
+        bool c1 = len == 2 && u[i] == 0xC2 && u[i + 1] < 0xA0; /* U+0080..U+009F */
+        if (len == 1 && u[i] >= 0x20 && u[i] != 0x7F && u[i] != '\\') memcpy(piece, u + i, 1), w = 1;
+        else if (len == 1 && u[i] == '\\') memcpy(piece, "\\\\", 2), w = 2;
+        else if (len > 1 && !c1) memcpy(piece, u + i, len), w = len;
+        else len = len ? len : 1, w = (size_t)snprintf(piece, sizeof piece, "\\x%02X", u[i]), len = c1 ? 1 : len;
+        if (at + w + 4 > size) {
+            snprintf(buf + (at + 4 <= size ? at : size > 4 ? size - 4 : 0), size > 4 ? 4 : size, "...");
+            return buf;
+        }
+        memcpy(buf + at, piece, w);
+        at += w;
+        i += len;
+    }
+    buf[at] = '\0';
+    return buf;
+}

@@ -129,6 +129,9 @@ ts_status ts_experiment_add_patch(ts_experiment *ex, const char *spec) {
     if (!st && ts_trace_open(path, &t))
         st = ts_fail(TS_ERR_ARG, "--patch %s: %s", spec, ts_last_error());
     int64_t i = st ? -1 : ts_trace_find(t, e->glob);
+    if (!st && i < 0 && !ts_trace_complete(t)) /* cut short: the step may be in the part lost */
+        st = ts_fail(TS_ERR_FORMAT, "--patch %s: %s is incomplete (%s) and holds no step %s", spec, path,
+                     ts_trace_warning(t), e->glob);
     if (!st && i < 0) st = ts_fail(TS_ERR_ARG, "--patch %s: %s has no step %s", spec, path, e->glob);
     const ts_trace_step *s = st ? NULL : ts_trace_step_at(t, i);
     if (!st && (!s->has_values || s->batch_index >= 0))

@@ -2,9 +2,11 @@
  * "checkpoint"). */
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "tscope/io.h"
@@ -32,13 +34,20 @@ bool ts_lm_checkpoint_is(const char *path) {
 
 /* The whole of a small file (at most `most` bytes), malloc'd. */
 static ts_status slurp(const char *path, size_t most, unsigned char **out, size_t *size) {
+    struct stat sb;
+    if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode))
+        return ts_fail(TS_ERR_IO, "%s is %s, not a file", path, S_ISDIR(sb.st_mode) ? "a folder" : "not a regular file");
     FILE *fp = fopen(path, "rb");
-    if (!fp) return ts_fail(TS_ERR_IO, "cannot open %s", path);
+    if (!fp) return ts_fail(TS_ERR_IO, "cannot open %s: %s", path, strerror(errno));
     unsigned char *buf = malloc(most);
     size_t n = buf ? fread(buf, 1, most, fp) : 0;
-    bool more = buf && fgetc(fp) != EOF;
+    bool more = buf && fgetc(fp) != EOF, failed = ferror(fp) != 0;
     fclose(fp);
     if (!buf) return ts_fail(TS_ERR_NOMEM, "%s: out of memory", path);
+    if (failed) {
+        free(buf);
+        return ts_fail(TS_ERR_IO, "cannot read %s", path);
+    }
     if (more) {
         free(buf);
         return ts_fail(TS_ERR_FORMAT, "%s is larger than %zu bytes", path, most);
@@ -196,10 +205,8 @@ ts_status ts_optim_state_save(const char *path, const ts_optim *opt, int n_meta,
 
 ts_status ts_optim_state_load(ts_safetensors *f, ts_optim *opt) {
     const char *steps = ts_safetensors_meta(f, "optim_steps");
-    char *end = NULL;
-    errno = 0;
-    long long k = steps ? strtoll(steps, &end, 10) : -1;
-    if (!steps || end == steps || *end || errno || k < 0)
+    int64_t k = -1;
+    if (!ts_text_int(steps, 0, INT64_MAX / 2, &k))
         return ts_fail(TS_ERR_FORMAT, "%s: \"optim_steps\" is %s%.40s%s, not a step count: not a training state "
                                       "written by tscope train",
                        f->path, steps ? "\"" : "", steps ? steps : "missing", steps ? "\"" : "");
@@ -211,6 +218,11 @@ ts_status ts_optim_state_load(ts_safetensors *f, ts_optim *opt) {
         if (t.rank != 1 || t.shape[0] != opt->n)
             return ts_fail(TS_ERR_SHAPE, "%s: %s has %lld values; the model has %lld parameters", f->path, names[i],
                            (long long)ts_tensor_numel(&t), (long long)opt->n);
+        for (int64_t j = 0; j < opt->n; j++) /* Adam's moments: finite, the second never negative */
+            if (!isfinite(t.data[j]) || (i == 1 && t.data[j] < 0))
+                return ts_fail(TS_ERR_FORMAT, "%s: %s[%lld] is %g, not a moment Adam can have (finite%s): the state is "
+                                              "damaged", f->path, names[i], (long long)j, (double)t.data[j],
+                               i == 1 ? ", 0 or more" : "");
         memcpy(into[i], t.data, sizeof(float) * (size_t)opt->n);
     }
     opt->steps = k;

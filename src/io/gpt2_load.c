@@ -160,7 +160,7 @@ static ts_status check_layout(gpt2_file *g, const char *dir, gpt2_layout request
     if (requested != LAYOUT_UNSET) {
         g->linear = requested == LAYOUT_NANOGPT;
         g->layout_why = "--layout";
-    } else if (ts_safetensors_meta(f, "model_args.n_head")) {
+    } else if (ts_safetensors_meta(f, "torch.model_args")) {
         g->linear = true;
         g->layout_why = "its model_args (nanoGPT's ckpt.pt)";
     } else if (exists(cfg_json)) {
@@ -347,12 +347,17 @@ static ts_status sizes_from_tensors(gpt2_file *g, ts_model_config *c, bool *tied
  * 1e-5 and its activation nn.GELU's exact form. */
 static ts_status read_model_args(const ts_safetensors *f, ts_model_config *c, bool *bias) {
     const char *heads = ts_safetensors_meta(f, "model_args.n_head");
-    int h = heads ? atoi(heads) : 0;
-    if (h < 1) return ts_fail(TS_ERR_FORMAT, "%s: model_args has no n_head (the number of attention heads)", f->path);
-    c->heads = h;
+    int64_t h;
+    if (!heads) return ts_fail(TS_ERR_FORMAT, "%s: model_args has no n_head (the number of attention heads)", f->path);
+    if (!ts_text_int(heads, 1, 1 << 16, &h))
+        return ts_fail(TS_ERR_FORMAT, "%s: model_args n_head is %.40s, not a whole number from 1 to %d", f->path, heads,
+                       1 << 16);
+    c->heads = (int)h;
     c->eps = c->embed_eps = 1e-5f;
     c->activation = TS_ACT_GELU;
     const char *b = ts_safetensors_meta(f, "model_args.bias");
+    if (b && strcmp(b, "False") != 0 && strcmp(b, "True") != 0)
+        return ts_fail(TS_ERR_FORMAT, "%s: model_args bias is %.40s, not True or False", f->path, b);
     *bias = !b || strcmp(b, "False") != 0;
     static const struct { const char *key; size_t at; } sizes[] = {
         {"model_args.n_embd", offsetof(ts_model_config, d_model)},
@@ -363,8 +368,14 @@ static ts_status read_model_args(const ts_safetensors *f, ts_model_config *c, bo
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
         const char *v = ts_safetensors_meta(f, sizes[i].key);
         int mine = *(const int *)((const char *)c + sizes[i].at);
-        if (v && atoi(v) != mine)
-            return ts_fail(TS_ERR_FORMAT, "%s: %s is %s but the tensors have %d", f->path, sizes[i].key, v, mine);
+        int64_t x;
+        if (!v) continue;
+        if (!ts_text_int(v, 1, INT32_MAX, &x))
+            return ts_fail(TS_ERR_FORMAT, "%s: model_args %s is %.40s, not a whole number from 1 to %d", f->path,
+                           sizes[i].key + 11, v, INT32_MAX);
+        if (x != mine)
+            return ts_fail(TS_ERR_FORMAT, "%s: model_args %s is %lld but the tensors have %d", f->path, sizes[i].key + 11,
+                           (long long)x, mine);
     }
     return TS_OK;
 }
@@ -377,7 +388,7 @@ ts_status ts_gpt2_config(const char *path, const ts_load_options *o, ts_model_co
     ts_status st = ts_model_config_preset(c, "gpt2");
     bool tied = true, bias = true;
     if (!st) st = sizes_from_tensors(&g, c, &tied);
-    if (!st && ts_safetensors_meta(&g.f, "model_args.n_head")) st = read_model_args(&g.f, c, &bias);
+    if (!st && ts_safetensors_meta(&g.f, "torch.model_args")) st = read_model_args(&g.f, c, &bias);
     else if (!st) st = read_config_json(dir, g.f.path, c);
     ts_safetensors_close(&g.f);
     if (st) return st;

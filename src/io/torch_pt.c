@@ -154,12 +154,17 @@ static ts_status find_state_dict(const char *path, const ts_pk *root, const ts_p
         }
     }
     bool all = root->n > 0;
+    int64_t odd = -1; /* the first entry that is not a tensor */
     for (int64_t i = 1; i < root->n && all; i += 2)
-        all = root->items[i]->kind == TS_PK_TENSOR || root->items[i]->kind == TS_PK_NONE;
+        if (!(all = root->items[i]->kind == TS_PK_TENSOR || root->items[i]->kind == TS_PK_NONE)) odd = i - 1;
     if (all && has_tensor(root)) {
         *sd = root, *where = "";
         return TS_OK;
     }
+    if (has_tensor(root) && odd >= 0 && root->items[odd + 1]->kind != TS_PK_OBJECT)
+        return ts_fail(TS_ERR_FORMAT, "%s: a state_dict of tensors but its entry %.200s is not a tensor (a pickled %s)", path,
+                       root->items[odd]->kind == TS_PK_STR ? root->items[odd]->s : "(not a string)",
+                       ts_pk_kind_name(root->items[odd + 1]));
     for (int64_t i = 0; i + 1 < root->n; i += 2)
         if (root->items[i + 1]->kind == TS_PK_OBJECT)
             return ts_fail(TS_ERR_UNSUPPORTED, "%s: entry %s is what calling %s would return; tscope never runs "
@@ -332,7 +337,10 @@ static ts_status add_meta(ts_safetensors *f, const char *key, const char *value)
 static ts_status model_args_meta(ts_safetensors *f, const ts_pk *root, const char *where) {
     TS_TRY(add_meta(f, "torch.state_dict", where));
     const ts_pk *args = ts_pk_get(root, "model_args");
-    if (!args || args->kind != TS_PK_DICT || !where[0]) return TS_OK;
+    if (!args || !where[0]) return TS_OK;
+    if (args->kind != TS_PK_DICT)
+        return ts_fail(TS_ERR_FORMAT, "%s: model_args is not a dict of the model's settings", f->path);
+    TS_TRY(add_meta(f, "torch.model_args", "dict")); /* present: its n_head is then required */
     for (int64_t i = 0; i + 1 < args->n; i += 2) {
         const ts_pk *k = args->items[i], *v = args->items[i + 1];
         if (k->kind != TS_PK_STR || k->len > 64 || strlen(k->s) != k->len) continue;
@@ -342,8 +350,9 @@ static ts_status model_args_meta(ts_safetensors *f, const ts_pk *root, const cha
         else if (v->kind == TS_PK_BOOL) snprintf(value, sizeof value, "%s", v->i ? "True" : "False");
         else if (v->kind == TS_PK_FLOAT) snprintf(value, sizeof value, "%.17g", v->f);
         else if (v->kind == TS_PK_NONE) snprintf(value, sizeof value, "None");
-        else if (v->kind == TS_PK_STR && v->len < sizeof value && strlen(v->s) == v->len) snprintf(value, sizeof value, "%s", v->s);
-        else continue;
+        else if (v->kind == TS_PK_STR && v->len < sizeof value - 2 && strlen(v->s) == v->len)
+            snprintf(value, sizeof value, "'%s'", v->s); /* quoted as Python prints it: '4' is not 4 */
+        else snprintf(value, sizeof value, "(not a number or a string)"); /* named, not skipped */
         TS_TRY(add_meta(f, key, value));
     }
     return TS_OK;

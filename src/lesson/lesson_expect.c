@@ -207,16 +207,20 @@ static int split_words(char *s, char **w) {
     return n;
 }
 
+/* A finite number (a level, a step, a figure): "nan" and "inf" are not one. */
 static bool is_number(const char *s, double *v) {
     char *end;
     *v = strtod(s, &end);
-    return end != s && !*end;
+    return end != s && !*end && isfinite(*v);
 }
 
+/* A whole number that fits an int either way (a row, a head, an offset, a
+ * count): no larger number has a meaning in a matrix a page can draw. */
 static bool is_whole(const char *s, long *v) {
-    char *end;
-    *v = strtol(s, &end, 10);
-    return end != s && !*end;
+    int64_t x;
+    if (!ts_text_int(s, -INT32_MAX, INT32_MAX, &x)) return false;
+    *v = (long)x;
+    return true;
 }
 
 /* "0,2" -> {0, 2}; "1,*" -> {1, -1} with *star the place of the star (-1: none). */
@@ -379,7 +383,7 @@ static const char *matrix_of(ts_trace *t, int64_t rec, const ts_lesson_step *st,
     }
     int64_t off = 0;
     for (int d = from; d < nl; d++) {
-        if (lead[d] >= s->shape[d]) return "the step's head or batch is outside the step's shape";
+        if (lead[d] < 0 || lead[d] >= s->shape[d]) return "the step's head or batch is outside the step's shape";
         off = off * s->shape[d] + lead[d];
     }
     *R = s->shape[s->rank - 2];
@@ -398,7 +402,8 @@ static const char *check_rows(ts_trace *t, int64_t rec, const ts_lesson_step *st
         "'rows [head H] [A-B] max above|below L COUNT'";
     long head = st->head > 0 ? st->head : 0;
     if (n >= 3 && strcmp(w[1], "head") == 0) { /* another head than the step's (a grid of heads) */
-        if (!is_whole(w[2], &head) || head < 0) return usage;
+        if (!is_whole(w[2], &head) || head < 0)
+            return "rows head H: H is a head's number, a whole number from 0 (of the step's heads)";
         w += 2;
         n -= 2;
     }
@@ -420,11 +425,12 @@ static const char *check_rows(ts_trace *t, int64_t rec, const ts_lesson_step *st
     double level = 0, fig;
     long want = 0;
     if (maxed) {
-        if ((!above && strcmp(w[i + 1], "below") != 0) || !is_number(w[i + 2], &level) || !is_whole(w[i + 3], &want))
-            return usage;
+        if (!above && strcmp(w[i + 1], "below") != 0) return usage;
+        if (!is_number(w[i + 2], &level)) return "rows max above|below L: the level L is a finite number";
+        if (!is_whole(w[i + 3], &want)) return "a count of rows is a whole number";
     } else {
-        if ((!count && strcmp(w[i], "mean") != 0) || strcmp(w[i + 1], "offset") != 0 || !is_whole(w[i + 2], &k))
-            return usage;
+        if ((!count && strcmp(w[i], "mean") != 0) || strcmp(w[i + 1], "offset") != 0) return usage;
+        if (!is_whole(w[i + 2], &k)) return "rows ... offset K: K is a whole number of columns (an int)";
         if (count ? !is_whole(w[i + 3], &want) : !is_number(w[i + 3], &fig))
             return count ? "an argmax count is a whole number" : "the last word of an item is the figure quoted, a number";
     }
@@ -469,6 +475,9 @@ static const char *check_rows(ts_trace *t, int64_t rec, const ts_lesson_step *st
 
 static ts_status check_item(const ts_lessonrun *r, const ts_lesson_step *st, const ts_lesson_kv *kv, char *item) {
     const ts_lesson *l = r->lesson;
+    if (strlen(item) >= MAX_ITEM)
+        return ts_lesson_fail_at(l, kv->line, "expect '%.40s...': an item of %zu bytes; an item is shorter than %d",
+                                 item, strlen(item), MAX_ITEM);
     bool right = strncmp(item, "right ", 6) == 0;
     if (right) {
         if (!st->compare_with && !st->compare_run && st->compare_step == TS_LESSON_UNSET)
@@ -511,12 +520,43 @@ static ts_status check_item(const ts_lessonrun *r, const ts_lesson_step *st, con
 }
 
 static ts_status check_step(const ts_lessonrun *r, const ts_lesson_step *st, const ts_lesson_kv *kv) {
-    char list[4096];
-    snprintf(list, sizeof list, "%s", kv->value);
-    for (char *save = NULL, *item = strtok_r(list, ";", &save); item; item = strtok_r(NULL, ";", &save)) {
+    char *list = strdup(kv->value); /* whole: an item past any fixed size is still checked */
+    if (!list) return ts_fail(TS_ERR_NOMEM, "lesson: out of memory");
+    ts_status s = TS_OK;
+    int items = 0;
+    for (char *p = list, *item; !s && p; items++) {
+        item = p;
+        p = strchr(p, ';');
+        if (p) *p++ = '\0';
         item += strspn(item, " ");
         for (size_t n = strlen(item); n && item[n - 1] == ' '; n--) item[n - 1] = '\0';
-        TS_TRY(check_item(r, st, kv, item));
+        if (!*item)
+            s = ts_lesson_fail_at(r->lesson, kv->line, "expect: item %d is empty: items are separated by one ';' "
+                                  "each, as 'max 0.72; mean 0.25'", items + 1);
+        else
+            s = check_item(r, st, kv, item);
+    }
+    free(list);
+    return s;
+}
+
+/* A step's zoom: inside the matrix its heatmap draws (the last two dimensions). */
+static ts_status check_zoom(const ts_lessonrun *r, const ts_lesson_step *st) {
+    const ts_lesson *l = r->lesson;
+    panel pn;
+    panel_of(&pn, st, false);
+    int k = ts_lesson_find_setup(l, pn.run);
+    ts_trace *t = k >= 0 ? r->traces[k] : NULL;
+    int64_t rec = t ? record_of(t, pn.tensor, pn.which) : -1;
+    if (rec < 0) return TS_OK; /* a step the trace lacks is reported by the names' check */
+    const ts_trace_step *s = ts_trace_step_at(t, rec);
+    if (s->rank < 2) return TS_OK;
+    static const char *const what[2] = {"rows", "cols"};
+    for (int d = 0; d < 2; d++) {
+        int64_t n = s->shape[s->rank - 2 + d];
+        if (st->zoom[2 * d] >= n || st->zoom[2 * d + 1] >= n)
+            return ts_lesson_fail_at(l, ts_lesson_step_line(st, "zoom"), "zoom %s %d-%d: %s has %s 0-%lld only",
+                                     what[d], st->zoom[2 * d], st->zoom[2 * d + 1], pn.tensor, what[d], (long long)n - 1);
     }
     return TS_OK;
 }
@@ -525,6 +565,7 @@ ts_status ts_lessonrun_check_expects(const ts_lessonrun *r) {
     const ts_lesson *l = r->lesson;
     for (int i = 0; i < l->n_steps; i++) {
         const ts_lesson_step *st = &l->steps[i];
+        if (st->zoomed) TS_TRY(check_zoom(r, st));
         for (int j = 0; j < st->n_keys; j++)
             if (strcmp(st->keys[j].key, "expect") == 0) TS_TRY(check_step(r, st, &st->keys[j]));
     }

@@ -259,11 +259,18 @@ static ts_status parse_ints(parser *p, int line, const char *key, const char *va
 }
 
 /* Check one value against its definition. */
+#define MAX_VALUE 65536 /* bytes: a setup's value becomes one argument of the tscope it runs */
+#define MAX_TITLE 200   /* bytes: a title is one line above the figure */
+
 static ts_status check_value(parser *p, const keydef *d, int line, const char *v) {
+    size_t len = strlen(v), most = strcmp(d->key, "title") == 0 ? MAX_TITLE : MAX_VALUE;
+    if (len > most)
+        return lp_problem(p, line, "'%s' is %zu bytes long, more than the %zu a%s can be", d->key, len, most,
+                          most == MAX_TITLE ? " title" : " lesson's value");
     switch (d->kind) {
     case V_INT: {
         long x;
-        if (!parse_long(v, &x)) return lp_problem(p, line, "'%s' expects a whole number, not '%s'", d->key, v);
+        if (!parse_long(v, &x)) return lp_problem(p, line, "'%s' expects a whole number, not '%.60s'", d->key, v);
         if (x < d->min || x > d->max)
             return lp_problem(p, line, "'%s' is %ld, outside %.0f..%.0f", d->key, x, d->min, d->max);
         return TS_OK;
@@ -273,7 +280,7 @@ static ts_status check_value(parser *p, const keydef *d, int line, const char *v
         errno = 0;
         double x = strtod(v, &end);
         if (errno || end == v || *end || !isfinite(x))
-            return lp_problem(p, line, "'%s' expects a number, not '%s'", d->key, v);
+            return lp_problem(p, line, "'%s' expects a number, not '%.60s'", d->key, v);
         if (x < d->min || (d->min_open && x == d->min) || x > d->max)
             return lp_problem(p, line, "'%s' is %s, outside %s%g..%g]", d->key, v, d->min_open ? "(" : "[",
                              d->min, d->max);
@@ -483,11 +490,14 @@ static ts_status parse_zoom(parser *p, int line, const char *v, ts_lesson_step *
     st->zoom[0] = st->zoom[2] = 0;
     st->zoom[1] = st->zoom[3] = -1;
     if (n != 2 && n != 4) return lp_fail_line(p, line, "'zoom' is 'rows A-B cols C-D' (either part may be left out)");
+    bool seen[3] = {false};
     for (int i = 0; i < n; i += 2) {
         int k = strcmp(w[i], "rows") == 0 ? 0 : strcmp(w[i], "cols") == 0 ? 2 : -1;
         long a, b;
         char *end;
         if (k < 0) return lp_fail_line(p, line, "'zoom' is 'rows A-B cols C-D', not '%s'", w[i]);
+        if (seen[k]) return lp_fail_line(p, line, "zoom: %s given twice", w[i]);
+        seen[k] = true;
         a = strtol(w[i + 1], &end, 10);
         if (end == w[i + 1] || *end != '-') return lp_fail_line(p, line, "zoom %s: a range A-B of whole numbers, not '%s'", w[i], w[i + 1]);
         char *second = end + 1;
@@ -526,8 +536,14 @@ static ts_status fill_step(parser *p, ts_lesson_step *st) {
             if (parse_ints(p, kv->line, k, v, st->axes, &st->n_axes, 2) == TS_OK && st->n_axes != 2)
                 lp_problem(p, kv->line, "'axes' is two dims, as 'axes: 1, 2'");
         }
-        else {
-            int x = atoi(v);
+        else if (strcmp(k, "unchecked") == 0 || strcmp(k, "expect") == 0) {
+            /* figures: unchecked: lists some; expect: items are read once the run is there */
+            if (k[0] == 'u' && !strpbrk(v, "0123456789"))
+                lp_problem(p, kv->line, "'unchecked' lists the figures the narration quotes and the page need not "
+                                        "draw ('unchecked: 0.5, 12'): '%.60s' names none", v);
+        } else {
+            int64_t x64 = 0; /* checked already against the key's range (read_pairs) */
+            int x = ts_text_int(v, INT32_MIN, INT32_MAX, &x64) ? (int)x64 : 0;
             if (strcmp(k, "layer") == 0) st->layer = x;
             else if (strcmp(k, "head") == 0) st->head = x;
             else if (strcmp(k, "batch") == 0) st->batch = x;

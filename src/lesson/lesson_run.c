@@ -509,7 +509,7 @@ ts_status ts_lessonrun_open(ts_lessonrun *r, const ts_lesson *l, const ts_lesson
     for (int k = 0; k < r->n && !st; k++) {
         if (!used[k]) continue;
         st = run_setup(r, k, o, dir);
-        if (!st && ts_trace_open(r->paths[k], &r->traces[k]) != TS_OK)
+        if (!st && (ts_trace_open(r->paths[k], &r->traces[k]) != TS_OK || ts_trace_verify(r->traces[k], NULL)))
             st = ts_lesson_fail_at(l, l->setups[k].line, "setup '%s': %s", l->setups[k].name, ts_last_error());
     }
     free(used);

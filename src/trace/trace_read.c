@@ -452,6 +452,10 @@ static ts_status read_header(ts_trace *t, uint64_t *records) {
     if (!t->meta) return ts_fail(TS_ERR_NOMEM, "trace: no memory for the metadata");
     memcpy(t->meta, d + meta_offset, (size_t)meta_size);
     t->meta[meta_size] = '\0';
+    size_t bad;
+    if (!ts_text_utf8_valid(t->meta, (size_t)meta_size, &bad)) /* its tokens are drawn and printed */
+        return ts_fail(TS_ERR_FORMAT, "trace: the metadata is not UTF-8 (byte 0x%02X at offset %zu): a damaged or "
+                                      "hand-made trace", (unsigned char)t->meta[bad], bad);
     cJSON *root = NULL;
     TS_TRY(ts_json_parse(t->meta, strlen(t->meta), "trace: the metadata", &root));
     t->tokens[TS_TRACE_SOURCE] = token_list(root, "source_tokens", &t->n_tokens[TS_TRACE_SOURCE]);
@@ -502,6 +506,14 @@ static ts_status parse_all(ts_trace *t) {
         t->complete = true;
     } else if ((s = scan_records(t, records, why))) {
         return s;
+    }
+    for (int64_t i = 0; i < t->n; i++) {
+        size_t bad;
+        char shown[80];
+        if (!ts_text_utf8_valid(t->steps[i].name, strlen(t->steps[i].name), &bad))
+            return ts_fail(TS_ERR_FORMAT, "trace: step %lld's name ('%s') is not UTF-8 (byte %zu): a damaged or "
+                                          "hand-made trace", (long long)i,
+                           ts_text_inert(shown, sizeof shown, t->steps[i].name), bad);
     }
     return build_table(t);
 }
@@ -651,6 +663,34 @@ static ts_status stored_values(ts_trace *t, int64_t i, const float **values) {
                        (long long)i, step->name);
     *values = (const float *)(const void *)(t->data + x->values_offset);
     return TS_OK;
+}
+
+ts_status ts_trace_verify(ts_trace *t, int64_t *n_bad) {
+    int64_t bad = 0;
+    char list[400] = "";
+    size_t at = 0;
+    for (int64_t i = 0; i < t->n; i++) {
+        const ts_trace_step *step = &t->steps[i];
+        const float *v;
+        /* the record's headers as the file holds them (the index keeps copies, which open reads) */
+        const unsigned char *p = t->data + step->file_offset;
+        uint64_t prefix = t->extra[i].values_offset - step->file_offset;
+        const unsigned char *sfx = p + step->record_bytes - TRF_SUFFIX_SIZE;
+        bool header = memcmp(p, TRF_PREFIX_MAGIC, 4) == 0 && memcmp(sfx, TRF_SUFFIX_MAGIC, 4) == 0 &&
+                      trf_crc32(trf_crc32(0, p, (size_t)prefix), sfx, TRF_S_RECORD_CRC) == trf_get32(sfx + TRF_S_RECORD_CRC);
+        if (header && (!step->has_values || step->view_of >= 0 || stored_values(t, i, &v) == TS_OK)) continue;
+        if (bad++ < 3 && at < sizeof list) {
+            char name[80];
+            size_t n = strlen(step->name);
+            safe_name(name, sizeof name, (const unsigned char *)step->name, n);
+            at += (size_t)snprintf(list + at, sizeof list - at, "%sstep %lld '%s'", bad > 1 ? ", " : "",
+                                   (long long)i, name);
+        }
+    }
+    if (n_bad) *n_bad = bad;
+    if (!bad) return TS_OK;
+    return ts_fail(TS_ERR_FORMAT, "trace: %lld record%s damaged (its own CRC fails%s): %s%s", (long long)bad,
+                   bad == 1 ? " is" : "s are", bad == 1 ? "" : ", each", list, bad > 3 ? ", ..." : "");
 }
 
 /* Whether a view's strides walk its base's values in order, so the view is

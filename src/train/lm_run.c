@@ -44,6 +44,26 @@ static void fingerprint(const int32_t *ids, size_t n, char *out, size_t size) {
     snprintf(out, size, "%016llx", (unsigned long long)h);
 }
 
+/* FNV-1a over the model's parameters, one by one (not the block's padding
+ * between them): the weights a state was saved with. */
+static void weights_digest(const ts_model *m, char *out, size_t size) {
+    uint64_t h = 1469598103934665603ull;
+    for (int p = 0; p < m->n_params; p++) {
+        const unsigned char *b = (const unsigned char *)(m->block + m->params[p].offset);
+        for (size_t i = 0; i < sizeof(float) * (size_t)m->params[p].numel; i++) h = (h ^ b[i]) * 1099511628211ull;
+    }
+    snprintf(out, size, "%016llx", (unsigned long long)h);
+}
+
+/* The same over the model's config as JSON (its seed included): the run's model. */
+static void config_digest(const ts_model_config *c, char *out, size_t size) {
+    char *json = ts_model_config_to_json(c);
+    uint64_t h = 1469598103934665603ull;
+    for (const char *p = json ? json : ""; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ull;
+    free(json);
+    snprintf(out, size, "%016llx", (unsigned long long)h);
+}
+
 /* The weights at `step`, then the training state beside them (PATH.state). */
 ts_status ts_lm_run_save(ts_lm_run *r, int64_t step) {
     const ts_train_loop_opts *lo = &r->lo;
@@ -71,13 +91,27 @@ ts_status ts_lm_run_save(ts_lm_run *r, int64_t step) {
     PUT("%lld", (long long)r->corpus_tokens);
     PUT("%d", lo->patience);
 #undef PUT
+    char wd[24], cd[24];
+    weights_digest(&r->m, wd, sizeof wd);
+    config_digest(&r->cfg, cd, sizeof cd);
     const char *meta[] = {"format", "tscope-train-state", "step", v[0], "steps", v[1], "lr", v[2], "min_lr", v[3],
                           "warmup", v[4], "schedule", v[5], "clip", v[6], "label_smoothing", v[7],
                           "eval_every", v[8], "optimizer", v[9], "beta1", v[10], "beta2", v[11], "eps", v[12],
                           "weight_decay", v[13], "forwards", v[14], "heldout", v[15], "repeat_frac", v[16],
                           "corpus_tokens", v[17], "patience", v[18], "corpus", r->corpus,
-                          "corpus_hash", r->corpus_hash};
-    TS_TRY(ts_train_save(&r->m, r->save, r->n_meta, r->meta));
+                          "corpus_hash", r->corpus_hash, "weights_digest", wd, "config_digest", cd};
+    /* the checkpoint's own "steps" says the step it holds, at a periodic save too */
+    const char **cm = malloc(sizeof *cm * (size_t)(2 * r->n_meta + 2));
+    if (!cm) return ts_fail(TS_ERR_NOMEM, "out of memory saving %s", r->save);
+    int n_cm = 0;
+    for (int i = 0; i < r->n_meta; i++) {
+        cm[2 * n_cm] = r->meta[2 * i];
+        cm[2 * n_cm + 1] = strcmp(r->meta[2 * i], "steps") == 0 ? v[0] : r->meta[2 * i + 1];
+        n_cm++;
+    }
+    ts_status st = ts_train_save(&r->m, r->save, n_cm, cm);
+    free(cm);
+    TS_TRY(st);
     char state[4096 + 8];
     snprintf(state, sizeof state, "%s.state", r->save);
     return ts_optim_state_save(state, &r->opt, (int)(sizeof meta / sizeof meta[0]) / 2, meta);
@@ -128,6 +162,9 @@ static ts_status read_state(const ts_safetensors *f, ts_train_loop_opts *lo, ts_
     lo->schedule = strcmp(sched, "cosine") == 0 ? TS_LR_COSINE : TS_LR_INV_SQRT;
     TS_TRY(state_float(f, "clip", &lo->clip));
     TS_TRY(state_float(f, "label_smoothing", &lo->smoothing));
+    if (!(lo->smoothing < 1))
+        return ts_fail(TS_ERR_FORMAT, "%s: \"label_smoothing\" is %g, not below 1: the state is damaged", f->path,
+                       (double)lo->smoothing);
     TS_TRY(state_int(f, "eval_every", 1, INT32_MAX, &x));
     lo->eval_every = (int)x;
     if (!optim || (strcmp(optim, "adam") != 0 && strcmp(optim, "adamw") != 0))
@@ -137,6 +174,9 @@ static ts_status read_state(const ts_safetensors *f, ts_train_loop_opts *lo, ts_
     TS_TRY(state_float(f, "beta2", &oc->beta2));
     TS_TRY(state_float(f, "eps", &oc->eps));
     TS_TRY(state_float(f, "weight_decay", &oc->weight_decay));
+    if (!(oc->beta1 < 1) || !(oc->beta2 < 1) || !(oc->eps > 0))
+        return ts_fail(TS_ERR_FORMAT, "%s: \"beta1\" %g, \"beta2\" %g, \"eps\" %g: betas are below 1 and eps above 0; "
+                                      "the state is damaged", f->path, (double)oc->beta1, (double)oc->beta2, (double)oc->eps);
     TS_TRY(state_int(f, "forwards", 0, INT64_MAX, forwards));
     TS_TRY(state_int(f, "heldout", 1, INT32_MAX, &x));
     dop->heldout = (int)x;
@@ -197,6 +237,41 @@ ts_status ts_lm_run_data(ts_lm_run *r, const int32_t *ids, size_t n) {
     return ts_lm_data_init(&r->d, ids, (int64_t)n, &r->dop);
 }
 
+/* The step a checkpoint's metadata says it holds, as words for a message. */
+static void checkpoint_step(const char *path, char *out, size_t size) {
+    ts_safetensors f;
+    int64_t k;
+    snprintf(out, size, "an unknown step");
+    if (ts_safetensors_open(&f, path)) return;
+    if (ts_text_int(ts_safetensors_meta(&f, "steps"), 0, INT64_MAX, &k)) snprintf(out, size, "step %lld", (long long)k);
+    ts_safetensors_close(&f);
+}
+
+/* A resumed state belongs to its checkpoint: saved with these weights, this
+ * model (its seed included), and its optimizer at the state's step. */
+static ts_status belongs(ts_lm_run *r) {
+    const ts_safetensors *f = &r->state;
+    const char *want_w = ts_safetensors_meta(f, "weights_digest"), *want_c = ts_safetensors_meta(f, "config_digest");
+    char wd[24], cd[24], ck[40];
+    weights_digest(&r->m, wd, sizeof wd);
+    config_digest(&r->cfg, cd, sizeof cd);
+    if (!want_w || !want_c)
+        return ts_fail(TS_ERR_FORMAT, "%s: no \"weights_digest\" or \"config_digest\": a state written before "
+                                      "tscope tied states to their checkpoints, or not one; it cannot be matched to %s",
+                       f->path, r->resume);
+    if (strcmp(want_w, wd) != 0 || strcmp(want_c, cd) != 0) {
+        checkpoint_step(r->resume, ck, sizeof ck);
+        return ts_fail(TS_ERR_ARG, "--resume %s: its training state %s was saved at step %lld with other %s than the "
+                                   "checkpoint's (%s): give a checkpoint and the state saved with it",
+                       r->resume, f->path, (long long)r->lo.first_step,
+                       strcmp(want_c, cd) != 0 ? "model settings" : "weights", ck);
+    }
+    if (r->opt.steps != r->lo.first_step)
+        return ts_fail(TS_ERR_FORMAT, "%s: the optimizer has taken %lld steps but the run is at step %lld: the state "
+                                      "is damaged", f->path, (long long)r->opt.steps, (long long)r->lo.first_step);
+    return TS_OK;
+}
+
 ts_status ts_lm_run_model(ts_lm_run *r) {
     ts_status st = ts_model_init(&r->m, &r->cfg);
     if (!st && r->resume && (st = ts_lm_checkpoint_load(&r->m, r->resume, NULL))) st = named(st, "--resume %s", r->resume);
@@ -205,6 +280,7 @@ ts_status ts_lm_run_model(ts_lm_run *r) {
     if (!st) st = ts_optim_init(&r->opt, &r->oc, r->m.n_floats);
     if (!st && r->oc.kind == TS_OPTIM_ADAMW) st = decay_matrices(&r->opt, &r->m);
     if (!st && r->resume) st = ts_optim_state_load(&r->state, &r->opt);
+    if (!st && r->resume) st = belongs(r);
     return st;
 }
 

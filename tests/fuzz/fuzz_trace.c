@@ -61,6 +61,8 @@ static void touch(ts_trace *t) {
     volatile double sink = 0;
     (void)ts_trace_metadata(t);
     (void)ts_trace_warning(t);
+    int64_t n_bad = -1;
+    if ((ts_trace_verify(t, &n_bad) == TS_OK) != (n_bad == 0)) abort(); /* its count agrees with its verdict */
     for (int side = 0; side < 2; side++)
         for (int i = 0; i < ts_trace_token_count(t, (ts_trace_side)side); i++)
             sink += (double)strlen(ts_trace_token(t, (ts_trace_side)side, i));

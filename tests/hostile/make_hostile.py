@@ -548,5 +548,217 @@ for i, (name, text, want) in enumerate(lessons):
     case(f"lesson --check, {name}", want, "lesson", p, "--check")
 case("lesson --check on no file", "none", "lesson", f"{out}/none.md", "--check")
 
+# ---- issue 47: the readers and arguments added since the last round ------------------------
+import pickletools
+import struct as _st
+import zipfile
+import zlib
+
+base_dir = os.path.dirname(base_lm)
+# a training state that is not its checkpoint's: another step of the same run, another seed's run
+for name, state_file, want in [
+        ("a state saved at step 3 beside the checkpoint of step 2", f"{base_dir}/lm3.safetensors.state", "saved at step 3"),
+        ("a state of another seed's run", f"{base_dir}/seed9.safetensors.state", "other model settings")]:
+    p = f"{out}/other-{len(cases)}.safetensors"
+    shutil.copy(base_lm, p)
+    shutil.copy(state_file, p + ".state")
+    case(f"train --resume, {name}", want, "train", "--task", "lm", "--resume", p, "--corpus", f"{out}/corpus-ok.txt",
+         "--steps", "5", "--save", "@W/x.safetensors")
+
+
+def state_moment(name, value):
+    """The state with element 0 of optim.m or optim.v set to value."""
+    h = json.loads(s_header)
+    at = h[name]["data_offsets"][0]
+    return with_header(h, s_data[:at] + _st.pack("<f", value) + s_data[at + 4:])
+
+
+state47 = [
+    ("state optimizer steps 999999999999", state_with(optim_steps="999999999999"), "has taken 999999999999 steps"),
+    ("state moment NaN", state_moment("optim.m", float("nan")), "optim.m[0] is nan"),
+    ("state second moment negative", state_moment("optim.v", -1.0), "optim.v[0] is -1"),
+    ("state beta1 1", state_with(beta1="1"), '"beta1" 1'),
+    ("state label smoothing 1.5", state_with(label_smoothing="1.5"), '"label_smoothing" is 1.5'),
+]
+for i, (name, data, want) in enumerate(state47):
+    p = f"{out}/state47-{i:02d}.safetensors"
+    shutil.copy(base_lm, p)
+    write(p + ".state", data)
+    case(f"train --resume, {name}", want, "train", "--task", "lm", "--resume", p, "--corpus", f"{out}/corpus-ok.txt",
+         "--steps", "5", "--save", "@W/x.safetensors")
+
+# nanoGPT's model_args, each value changed in the pickle of ckpt.pt
+nano = os.path.abspath("tests/ref/pt/nanogpt")
+
+
+def nano_with(key, value=None, rename=None):
+    """ckpt.pt with model_args[key] set to the pickled opcodes `value`, or the key renamed."""
+    z = zipfile.ZipFile(f"{nano}/ckpt.pt")
+    members = [(i, z.read(i.filename)) for i in z.infolist()]
+    pk_name = next(i.filename for i, _ in members if i.filename.endswith("data.pkl"))
+    pkl = dict((i.filename, d) for i, d in members)[pk_name]
+    ops = list(pickletools.genops(pkl))
+    strings = ("BINUNICODE", "SHORT_BINUNICODE", "UNICODE")
+    in_args = False
+    for n, (op, arg, pos) in enumerate(ops):
+        in_args = in_args or (op.name in strings and arg == "model_args")
+        if in_args and op.name in strings and arg == key:
+            if rename:
+                at = pkl.index(key.encode(), pos)
+                pkl = pkl[:at] + rename.encode() + pkl[at + len(key):]
+            else:
+                m = n + 1
+                while ops[m][0].name in ("BINPUT", "LONG_BINPUT", "MEMOIZE"):
+                    m += 1
+                pkl = pkl[:ops[m][2]] + value + pkl[ops[m + 1][2]:]
+            break
+    else:
+        raise SystemExit("nanoGPT's ckpt.pt has no model_args " + key)
+    nano_with.n = getattr(nano_with, "n", 0) + 1
+    buf = f"{out}/nano-{nano_with.n}.pt"
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_STORED) as o:
+        for i, d in members:
+            o.writestr(i, pkl if i.filename == pk_name else d)
+    return buf
+
+
+def pk_long(i):
+    return b"\x8a\x08" + i.to_bytes(8, "little", signed=True)
+
+
+block = 16  # nanoGPT's fixture: block_size
+for name, path, want in [
+        ("n_head 2.9", nano_with("n_head", b"G" + _st.pack(">d", 2.9)), "n_head is 2.89"),
+        ("n_head 2^32+2", nano_with("n_head", pk_long((1 << 32) + 2)), "n_head is 4294967298"),
+        ("n_head -4", nano_with("n_head", pk_long(-4)), "n_head is -4"),
+        ("n_head the string '4'", nano_with("n_head", b"X\x01\x00\x00\x004"), "n_head is '4'"),
+        ("no n_head", nano_with("n_head", rename="n_hexd"), "model_args has no n_head"),
+        ("n_embd 2^32+16", nano_with("n_embd", pk_long((1 << 32) + 16)), "n_embd is 4294967312"),
+        ("block_size 2^32+16", nano_with("block_size", pk_long((1 << 32) + block)), "block_size is 42949673"),
+]:
+    case(f"nanoGPT model_args: {name}", want, "run", "--load", path, "--ids", f"{nano}/ids.npy", "--trace", "@W/t.tstrace")
+d = f"{out}/nano-metadir"
+os.makedirs(f"{d}/meta.pkl")
+shutil.copy(f"{nano}/ckpt.pt", d)
+case("nanoGPT: meta.pkl a folder", "meta.pkl is a folder", "run", "--load", f"{d}/ckpt.pt", "--text", "First",
+     "--trace", "@W/t.tstrace")
+
+
+def pk_str(s):
+    b = s.encode()
+    return b"X" + _st.pack("<I", len(b)) + b
+
+
+def pk_tuple(items):
+    return b"(" + b"".join(items) + b"t"
+
+
+def pk_tensor():
+    pid = pk_tuple([pk_str("storage"), b"ctorch\nFloatStorage\n", pk_str("0"), pk_str("cpu"), b"K\x06"])
+    return (b"ctorch._utils\n_rebuild_tensor_v2\n" + pk_tuple([pid + b"Q", b"K\x00", pk_tuple([b"K\x02", b"K\x03"]),
+            pk_tuple([b"K\x03", b"K\x01"]), b"\x89", b"ccollections\nOrderedDict\n)R"]) + b"R")
+
+
+pkl = b"\x80\x02}(" + pk_str("w") + pk_tensor() + pk_str("step") + b"K\x05" + b"u."
+with zipfile.ZipFile(f"{out}/not-a-tensor.pt", "w", zipfile.ZIP_STORED) as o:
+    o.writestr("archive/data.pkl", pkl)
+    o.writestr("archive/byteorder", b"little")
+    o.writestr("archive/data/0", _st.pack("<6f", 1, 2, 3, 4, 5, 6))
+case("torch.save: a state_dict entry that is not a tensor", "its entry step is not a tensor", "run", "--load",
+     f"{out}/not-a-tensor.pt", "--input", os.path.abspath("tests/ref/load_encoder/x.npy"), "--heads", "4")
+
+# JSON: a number past a double
+d = f"{out}/cfg-1e400"
+os.makedirs(d)
+for f in ("model.safetensors", "encoder.json", "vocab.bpe"):
+    shutil.copy(f"{gpt}/{f}", d)
+write(f"{d}/config.json", config_text.replace('"n_head": 4', '"n_head": 1e400'))
+case("config.json: n_head 1e400", '"n_head" is a number too large', "run", "--load", d, "--text", "Hello")
+
+# traces: one flipped byte in a record's values, or in its header; tokens that are not UTF-8
+
+
+def record_of(b, name):
+    name = name.encode()
+    at = 0
+    while True:
+        at = b.index(b"TSTP", at)
+        n = _st.unpack_from("<I", b, at + 36)[0]
+        if b[at + 160:at + 160 + n] == name and b[at + 160 + n] == 0:
+            return at
+        at += 4
+
+
+weights = "encoder.layers.0.self_attn.weights"
+at = record_of(tr, weights)
+prefix = _st.unpack_from("<I", tr, at + 4)[0]
+for name, flip in [("a flipped byte in a record's values", at + prefix + 5),
+                   ("a flipped byte in a record's header", at + 48)]:
+    b = bytearray(tr)
+    b[flip] ^= 0x10
+    p = f"{out}/flip-{len(cases)}.tstrace"
+    write(p, bytes(b))
+    want = f"step 12 '{weights}'"
+    case(f"info: {name}", want, "info", p)
+    case(f"png of another step: {name}", want, "png", p, "--tensor", "embed.out", "-o", "@W/x.png")
+    case(f"png of the step: {name}", want, "png", p, "--tensor", weights, "-o", "@W/x.png")
+    case(f"html: {name}", want, "html", p, "-o", "@W/page")
+    case(f"diff: {name}", want, "diff", base_trace, p)
+    case(f"export: {name}", want, "export", p, "--npz", "@W/x.npz")
+meta_off, meta_size = _st.unpack_from("<QQ", tr, 16)
+meta = tr[meta_off:meta_off + meta_size]
+
+
+def with_meta(new):
+    b = bytearray(tr)
+    b[meta_off:meta_off + meta_size] = new
+    _st.pack_into("<I", b, 40, zlib.crc32(new))
+    _st.pack_into("<I", b, 60, zlib.crc32(bytes(b[:60])))
+    return bytes(b)
+
+
+write(f"{out}/tok-utf8.tstrace", with_meta(meta.replace(b'"goro"', b'"\xff\xfe\xfd\xfc"')))
+write(f"{out}/tok-esc.tstrace", with_meta(meta.replace(b'"goro"', b'"\x1b[2J"')))
+case("info: a token that is not UTF-8", "the metadata is not UTF-8", "info", f"{out}/tok-utf8.tstrace")
+case("png: a token that is not UTF-8", "the metadata is not UTF-8", "png", f"{out}/tok-utf8.tstrace", "--tensor", weights,
+     "-o", "@W/x.png")
+write(f"{out}/cut.tstrace", tr[:len(tr) // 2])
+case("--patch from a trace cut short", "is incomplete", "run", "--preset", "tiny", "--patch",
+     f"{out}/cut.tstrace:decoder.layers.1.out", "--trace", "@W/t.tstrace")
+
+# lessons: expect:, zoom:, unchecked:, title:, setup values
+
+
+def lesson47(extra, setup=""):
+    return ("# Expect\n\n```tscope setup\npreset: tiny\nlevel: values\n%s```\n\n```tscope step\n"
+            "tensor: encoder.layers.0.self_attn.weights\nhead: 0\n%s\n```\n\nText.\n" % (setup, extra))
+
+
+lesson47_cases = [
+    ("expect rows offset 2^63-1", lesson47("expect: rows 0-1 mean offset 9223372036854775807 0.5"), "offset K"),
+    ("expect rows head 2^31", lesson47("expect: rows head 2147483648 argmax offset 0 4"), "rows head H"),
+    ("expect rows head 2^32", lesson47("expect: rows head 4294967296 argmax offset 0 4"), "rows head H"),
+    ("expect ;;;", lesson47("expect: ;;;"), "item 1 is empty"),
+    ("expect: a wrong item past 4095 bytes", lesson47("expect: " + "max 0.72; " * 420 + "mean 0.99"),
+     "expect 'mean 0.99'"),
+    ("expect rows max above nan", lesson47("expect: rows max above nan 1"), "a finite number"),
+    ("zoom rows 900-1000 on a 4x4 matrix", lesson47("zoom: rows 900-1000"), "has rows 0-3 only"),
+    ("zoom rows given twice", lesson47("zoom: rows 1-2 rows 0-1"), "rows given twice"),
+    ("unchecked: because", lesson47("unchecked: because"), "names none"),
+    ("a 10 MB title", lesson47("title: " + "x" * (10 << 20)), "'title' is 10485760 bytes long"),
+    ("a 2 MB setup value", lesson47("", "text: " + "my " * (700 << 10) + "\n"), "'text' is 21503"),
+]
+for i, (name, text, want) in enumerate(lesson47_cases):
+    p = f"{out}/lesson47-{i:02d}.md"
+    write(p, text)
+    case(f"lesson --export, {name}", want, "lesson", p, "--export", "@W/out", "--quiet")
+case("site with a lesson that fails", "offset K", "site", "@W/site", "--lessons", f"{out}/lesson47-00.md", "--quiet")
+
+# live: its text and script words (refused before any window is asked for)
+case("live --text not UTF-8", "--text is not UTF-8", "live", "--preset", "gpt2", "--text", "a\udcffb")
+case("live --script pick:10", "0 to 9", "live", "--preset", "gpt2", "--script", "pick:10")
+case("live --script head:9", "0 to 8", "live", "--preset", "gpt2", "--script", "head:9")
+
+sys.stdout = open(sys.stdout.fileno(), "w", encoding="utf-8", errors="surrogateescape", closefd=False)
 for c in cases:
     print("\t".join(c))

@@ -10,6 +10,8 @@
  * static host. The pages share one style sheet (with a print style: one step
  * a page) and one small script (arrow keys, Home, End). */
 #include <ctype.h>
+#include <dirent.h>
+#include <unistd.h>
 #include <errno.h>
 #include <md4c-html.h>
 #include <stdio.h>
@@ -33,6 +35,9 @@ struct ts_site {
     char dir[2048];
     site_lesson *lessons;
     int n;
+    bool made_dir;     /* the folder was not there: an abort takes it away */
+    char (*made)[2400]; /* the lesson folders this site made, for an abort */
+    int n_made;
 };
 
 /* ---- files ---------------------------------------------------------------------------------- */
@@ -358,22 +363,30 @@ static ts_status write_step(ts_site *site, const ts_lessonrun *r, const site_les
 ts_status ts_site_open(ts_site **out, const char *dir) {
     *out = NULL;
     if (strlen(dir) >= sizeof ((ts_site *)0)->dir) return ts_fail(TS_ERR_ARG, "site: the folder's path is too long: %s", dir);
+    struct stat sb;
+    bool there = stat(dir, &sb) == 0;
     ts_status st = ts_mkdir_p(dir);
     if (st) return st;
     ts_site *s = calloc(1, sizeof *s);
     if (!s) return ts_fail(TS_ERR_NOMEM, "site: out of memory");
     snprintf(s->dir, sizeof s->dir, "%s", dir);
-    char path[4096];
-    snprintf(path, sizeof path, "%s/style.css", dir);
-    st = ts_pages__write_file(path, ts_site_css, strlen(ts_site_css));
-    snprintf(path, sizeof path, "%s/site.js", dir);
-    if (!st) st = ts_pages__write_file(path, ts_site_js, strlen(ts_site_js));
-    if (st) {
-        free(s);
-        return st;
-    }
-    *out = s;
+    s->made_dir = !there;
+    *out = s; /* the style sheet and scripts are written by ts_site_close, once every lesson is in */
     return TS_OK;
+}
+
+/* Every file in a folder this site made, then the folder. */
+static void remove_made(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+        char path[4400];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        remove(path);
+    }
+    closedir(d);
+    rmdir(dir);
 }
 
 ts_status ts_site_add_lesson(ts_site *s, const ts_lessonrun *r) {
@@ -391,6 +404,13 @@ ts_status ts_site_add_lesson(ts_site *s, const ts_lessonrun *r) {
     if (l->n_steps == 0) return ts_fail(TS_ERR_ARG, "%s: a lesson without steps has no pages", l->path);
     char ldir[sizeof s->dir + sizeof sl.slug + 8]; /* files in it still fit a 4096-byte path */
     snprintf(ldir, sizeof ldir, "%s/%s", s->dir, sl.slug);
+    struct stat sb;
+    if (stat(ldir, &sb) != 0) { /* made here: an abort removes it */
+        char (*grown_made)[2400] = realloc(s->made, (size_t)(s->n_made + 1) * sizeof *grown_made);
+        if (!grown_made) return ts_fail(TS_ERR_NOMEM, "site: out of memory");
+        s->made = grown_made;
+        snprintf(s->made[s->n_made++], sizeof s->made[0], "%s", ldir);
+    }
     ts_status st = ts_mkdir_p(ldir);
     for (int i = 0; !st && i < l->n_steps; i++) st = write_step(s, r, &sl, ldir, i);
     if (st) return st;
@@ -414,6 +434,7 @@ static void site_free(ts_site *s) {
         free(s->lessons[i].summary);
     }
     free(s->lessons);
+    free(s->made);
     free(s);
 }
 
@@ -441,12 +462,20 @@ ts_status ts_site_close(ts_site *s) {
     ts_text_buf_str(&b, "</ol>\n</main>\n<footer>Made by <code>tscope site</code>: every figure is drawn by the code "
                         "that draws tscope's PNG, SVG and PDF figures.</footer>\n</body>\n</html>\n");
     char path[4096];
+    snprintf(path, sizeof path, "%s/style.css", s->dir);
+    ts_status st = ts_pages__write_file(path, ts_site_css, strlen(ts_site_css));
+    snprintf(path, sizeof path, "%s/site.js", s->dir);
+    if (!st) st = ts_pages__write_file(path, ts_site_js, strlen(ts_site_js));
     snprintf(path, sizeof path, "%s/index.html", s->dir);
-    ts_status st = write_buf(path, &b);
+    if (!st) st = write_buf(path, &b);
+    else free(ts_text_buf_take(&b));
     site_free(s);
     return st;
 }
 
 void ts_site_abort(ts_site *s) {
-    if (s) site_free(s);
+    if (!s) return;
+    for (int i = 0; i < s->n_made; i++) remove_made(s->made[i]); /* a failed site leaves nothing of its own */
+    if (s->made_dir) rmdir(s->dir);
+    site_free(s);
 }

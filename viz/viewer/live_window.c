@@ -57,10 +57,13 @@ static ts_status bad_word(const char *w) {
 
 static bool number_word(const char *w, const char *prefix, int lo, int hi) {
     size_t n = strlen(prefix);
-    if (strncmp(w, prefix, n) != 0) return false;
-    char *end;
-    long v = strtol(w + n, &end, 10);
-    return end != w + n && *end == '\0' && v >= lo && v <= hi;
+    int64_t v;
+    return strncmp(w, prefix, n) == 0 && ts_text_int(w + n, lo, hi, &v);
+}
+
+/* A word of the script's vocabulary with a number it cannot take: say which numbers it takes. */
+static ts_status bad_number(const char *w, const char *takes) {
+    return ts_fail(TS_ERR_ARG, "'%.60s' in the live script: %s", w, takes);
 }
 
 static bool point_word(const char *w) {
@@ -72,9 +75,18 @@ static bool point_word(const char *w) {
 
 static ts_status check_action(const live_action *a) {
     const char *w = a->word;
+    size_t bad;
+    if (strncmp(w, "type:", 5) == 0 && a->text[0] && !ts_text_utf8_valid(a->text, strlen(a->text), &bad))
+        return ts_fail(TS_ERR_ARG, "type: in the live script is not UTF-8 (byte 0x%02X at offset %zu)",
+                       (unsigned char)a->text[bad], bad);
     if (strncmp(w, "type:", 5) == 0) return a->text[0] ? TS_OK : bad_word(w);
-    if (strncmp(w, "head:", 5) == 0) return strcmp(w, "head:all") == 0 || number_word(w, "head:", 0, 8) ? TS_OK : bad_word(w);
-    if (strncmp(w, "pick:", 5) == 0) return number_word(w, "pick:", 0, 9) ? TS_OK : bad_word(w);
+    if (strncmp(w, "head:", 5) == 0)
+        return strcmp(w, "head:all") == 0 || number_word(w, "head:", 0, 8)
+                   ? TS_OK
+                   : bad_number(w, "head:N shows head N, 0 to 8 (the keys 1 to 9), or head:all");
+    if (strncmp(w, "pick:", 5) == 0)
+        return number_word(w, "pick:", 0, 9) ? TS_OK
+                                             : bad_number(w, "pick:N appends the next-token panel's bar N, 0 to 9");
     if (strncmp(w, "hover:", 6) == 0 || strncmp(w, "click:", 6) == 0) return point_word(w) ? TS_OK : bad_word(w);
     if ((strncmp(w, "find:", 5) == 0 || strncmp(w, "shot:", 5) == 0) && !w[5]) return bad_word(w);
     if (strncmp(w, "knock:", 6) == 0 && !w[6]) return bad_word(w);
@@ -188,7 +200,8 @@ static ts_status apply(ts_live *l, const live_action *a, bool *redraw, const cha
         return TS_OK;
     }
     if (strncmp(w, "knock:", 6) == 0) return ts_live_knock(l, w + 6);
-    if (strncmp(w, "pick:", 5) == 0) return ts_live_append_token(l, atoi(w + 5));
+    int64_t num = 0; /* pick: and head: were checked by check_action */
+    if (strncmp(w, "pick:", 5) == 0) return ts_live_append_token(l, ts_text_int(w + 5, 0, 9, &num) ? (int)num : -1);
     if (strcmp(w, "backspace") == 0) return ts_live_backspace(l);
     if (strcmp(w, "left") == 0 || strcmp(w, "right") == 0) {
         *redraw = ts_live_cursor(l, w[0] == 'l' ? -1 : 1);
@@ -203,7 +216,8 @@ static ts_status apply(ts_live *l, const live_action *a, bool *redraw, const cha
     if (strcmp(w, "pgup") == 0) return view_key(l, TS_VIEW_KEY_UP, 0, redraw);
     if (strcmp(w, "pgdn") == 0) return view_key(l, TS_VIEW_KEY_DOWN, 0, redraw);
     if (strncmp(w, "head:", 5) == 0)
-        return view_key(l, TS_VIEW_KEY_CHAR, strcmp(w + 5, "all") == 0 ? '0' : (char)('1' + atoi(w + 5)), redraw);
+        return view_key(l, TS_VIEW_KEY_CHAR,
+                        strcmp(w + 5, "all") == 0 || !ts_text_int(w + 5, 0, 8, &num) ? '0' : (char)('1' + num), redraw);
     if (strcmp(w, "esc") == 0) {
         ts_live_request_quit(l);
         return TS_OK;
