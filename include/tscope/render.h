@@ -453,6 +453,11 @@ double ts_render_font_scale(void);
  * rule; returns the height it takes; draws only when `draw`. */
 double ts_render_caption_block(cairo_t *cr, ts_render_rect area, const char *text, bool draw);
 
+/* One end of a highlight range as the command line and the Python figure
+ * take it: "4", "2-6", "*" (every one), len bytes at s, into out (first,
+ * last); false when it is none of these. */
+bool ts_render_parse_range(const char *s, size_t len, int out[2]);
+
 /* Frame the cells rows row0..row1, columns col0..col1 (inclusive) in every
  * panel of a drawn layout, in red with a white edge, outside the cells. An
  * error when the view drew no cells or the range is not the matrix's.

@@ -491,23 +491,6 @@ static ts_status draw_figure(void *ctx, cairo_t *cr, double w, double h) {
     return st;
 }
 
-/* "4", "2-6", "*" */
-static bool parse_range(const char *s, size_t len, int out[2]) {
-    char buf[32], extra;
-    if (len == 0 || len >= sizeof buf) return false;
-    memcpy(buf, s, len);
-    buf[len] = '\0';
-    if (strcmp(buf, "*") == 0) {
-        out[0] = 0, out[1] = 1 << 30;
-        return true;
-    }
-    int a, b;
-    if (sscanf(buf, "%d-%d%c", &a, &b, &extra) == 2) out[0] = a, out[1] = b;
-    else if (sscanf(buf, "%d%c", &a, &extra) == 1) out[0] = out[1] = a;
-    else return false;
-    return out[0] >= 0 && out[1] >= out[0];
-}
-
 #define FIGURE_HL_MAX 16
 
 ts_status ts_capi_figure(const char *trace_path, const char *step, int head, int batch, const char *title,
@@ -520,8 +503,8 @@ ts_status ts_capi_figure(const char *trace_path, const char *step, int head, int
         const char *end = strchr(s, ';');
         size_t len = end ? (size_t)(end - s) : strlen(s);
         const char *comma = memchr(s, ',', len);
-        if (n_hl == FIGURE_HL_MAX || !comma || !parse_range(s, (size_t)(comma - s), hl[n_hl]) ||
-            !parse_range(comma + 1, len - (size_t)(comma + 1 - s), hl[n_hl] + 2))
+        if (n_hl == FIGURE_HL_MAX || !comma || !ts_render_parse_range(s, (size_t)(comma - s), hl[n_hl]) ||
+            !ts_render_parse_range(comma + 1, len - (size_t)(comma + 1 - s), hl[n_hl] + 2))
             return ts_fail(TS_ERR_ARG, "highlight %s: give ROW,COL or ranges like 3-5,0-2 (* for all), counting "
                                        "from 0, at most %d", highlight, FIGURE_HL_MAX);
         n_hl++;

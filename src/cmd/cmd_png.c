@@ -199,27 +199,10 @@ static int unused(const png_args *a, const ts_scene *sc) {
     return -1;
 }
 
-/* One end of a --highlight range: "4", "2-6", "*" (every one). */
-static bool parse_range(const char *s, size_t len, int out[2]) {
-    char buf[32], extra;
-    if (len == 0 || len >= sizeof buf) return false;
-    memcpy(buf, s, len);
-    buf[len] = '\0';
-    if (strcmp(buf, "*") == 0) {
-        out[0] = 0, out[1] = 1 << 30;
-        return true;
-    }
-    int a, b;
-    if (sscanf(buf, "%d-%d%c", &a, &b, &extra) == 2) out[0] = a, out[1] = b;
-    else if (sscanf(buf, "%d%c", &a, &extra) == 1) out[0] = out[1] = a;
-    else return false;
-    return out[0] >= 0 && out[1] >= out[0];
-}
-
 /* "R,C" or "R0-R1,C0-C1" into row0, row1, col0, col1; -1: parsed. */
 static int parse_highlight(const char *text, int hl[4]) {
     const char *comma = strchr(text, ',');
-    if (!comma || !parse_range(text, (size_t)(comma - text), hl) || !parse_range(comma + 1, strlen(comma + 1), hl + 2))
+    if (!comma || !ts_render_parse_range(text, (size_t)(comma - text), hl) || !ts_render_parse_range(comma + 1, strlen(comma + 1), hl + 2))
         return fail("--highlight %s: give ROW,COL, or ranges like 3-5,0-2 (* for all), counting from 0", text);
     return -1;
 }

@@ -83,6 +83,20 @@ ts_status ts_experiment_add_ablate(ts_experiment *ex, const char *spec) {
     return TS_OK;
 }
 
+/* STEP@POS: the position after the last '@' into *pos (left as it is
+ * without one), and step cut before it. flag and spec for the message. */
+static ts_status split_position(const char *flag, const char *spec, char *step, int *pos) {
+    char *at = strrchr(step, '@');
+    if (!at) return TS_OK;
+    char *end;
+    long p = strtol(at + 1, &end, 10);
+    if (at[1] == '\0' || *end || p < 0 || p > 1 << 30)
+        return ts_fail(TS_ERR_ARG, "%s %s: the position after '@' is not a number >= 0", flag, spec);
+    *pos = (int)p;
+    *at = '\0';
+    return TS_OK;
+}
+
 /* The "config" object of a trace's metadata, as JSON text (malloc'd), or NULL. */
 static char *trace_config(const ts_trace *t) {
     cJSON *root = cJSON_Parse(ts_trace_metadata(t));
@@ -105,15 +119,7 @@ ts_status ts_experiment_add_patch(ts_experiment *ex, const char *spec) {
     char *step = colon ? colon + 1 : NULL;
     if (!st) {
         *colon = '\0';
-        char *at = strrchr(step, '@');
-        if (at) {
-            char *end;
-            long pos = strtol(at + 1, &end, 10);
-            if (at[1] == '\0' || *end || pos < 0 || pos > 1 << 30)
-                st = ts_fail(TS_ERR_ARG, "--patch %s: the position after '@' is not a number >= 0", spec);
-            e->pos = (int)pos;
-            *at = '\0';
-        }
+        st = split_position("--patch", spec, step, &e->pos);
         char *dot = strrchr(step, '.');
         if (dot && is_head_leaf(dot + 1)) { /* ATTN.headK: head K's slice of ATTN.values */
             snprintf(e->heads, sizeof e->heads, "%.31s", dot + 1);
@@ -170,15 +176,7 @@ ts_status ts_experiment_add_add(ts_experiment *ex, const char *spec) {
         st = ts_fail(TS_ERR_ARG, "--add %s: give STEP[@POS]=VEC.npy, e.g. decoder.layers.0.out@27=steer.npy", spec);
     if (!st) {
         *eq = '\0';
-        char *at = strrchr(step, '@');
-        if (at) {
-            char *end;
-            long pos = strtol(at + 1, &end, 10);
-            if (at[1] == '\0' || *end || pos < 0 || pos > 1 << 30)
-                st = ts_fail(TS_ERR_ARG, "--add %s: the position after '@' is not a number >= 0", spec);
-            e->pos = (int)pos;
-            *at = '\0';
-        }
+        st = split_position("--add", spec, step, &e->pos);
         snprintf(e->glob, sizeof e->glob, "%s", step);
     }
     ts_npy v = {0};

@@ -739,3 +739,21 @@ ts_status ts_render_frame_cells(cairo_t *cr, const ts_render_layout *l, int row0
     }
     return TS_OK;
 }
+
+/* One end of a highlight: "4", "2-6", "*" (every one) of len bytes at s into
+ * out[0..1] (first, last); false when it is none of these. */
+bool ts_render_parse_range(const char *s, size_t len, int out[2]) {
+    char buf[32], extra;
+    if (len == 0 || len >= sizeof buf) return false;
+    memcpy(buf, s, len);
+    buf[len] = '\0';
+    if (strcmp(buf, "*") == 0) {
+        out[0] = 0, out[1] = 1 << 30;
+        return true;
+    }
+    int a, b;
+    if (sscanf(buf, "%d-%d%c", &a, &b, &extra) == 2) out[0] = a, out[1] = b;
+    else if (sscanf(buf, "%d%c", &a, &extra) == 1) out[0] = out[1] = a;
+    else return false;
+    return out[0] >= 0 && out[1] >= out[0];
+}
