@@ -6,11 +6,42 @@
 # planted variant mistake of that folder (mistake_*.npy: rotate-half vs
 # interleaved RoPE, RMSNorm vs LayerNorm, (1 + w) vs w, tanh vs erf GELU,
 # partial vs full rotary, parallel vs sequential residual, ...) is caught.
-# The storage variants (bf16 shards, f16, pytorch_model.bin) load too. The
+# The storage variants (bf16 shards, f16, pytorch_model.bin) load too. BERT
+# (bert/) reads its token types from --token-types, and bad ones, or a bert
+# folder that contradicts itself, are refused like the rest. The
 # refused folders of tests/ref/hf/bad/ each give one line on stderr naming
 # the problem, exit 2, on the plain and the sanitized binary.
 . "$(dirname "$0")/lib.sh"
 ref=tests/ref/hf
+# npy OUT DESCR SHAPE VALUES...: a .npy file (format 1.0) of those values, e.g. npy t.npy '<i8' 2,12 0 0 ...;
+# npy OUT row IN K: row K of the 2-d array IN (as a 1-d array). Plain python3: no numpy needed.
+npy() {
+    python3 - "$@" <<'PY'
+import struct, sys
+def write(path, descr, shape, raw):
+    shape_text = '(' + ''.join(f'{n}, ' for n in shape).rstrip(' ') + ')' if len(shape) > 1 else f'({shape[0]},)'
+    head = "{'descr': '%s', 'fortran_order': False, 'shape': %s, }" % (descr, shape_text)
+    head += ' ' * (-(10 + len(head) + 1) % 64) + '\n'
+    open(path, 'wb').write(b'\x93NUMPY\x01\x00' + struct.pack('<H', len(head)) + head.encode() + raw)
+out, what = sys.argv[1], sys.argv[2]
+if what == 'row':
+    data = open(sys.argv[3], 'rb').read()
+    n = struct.unpack('<H', data[8:10])[0]
+    head = data[10:10 + n].decode()
+    shape = [int(x) for x in head.split("'shape': (")[1].split(')')[0].split(',') if x.strip()]
+    descr = head.split("'descr': '")[1].split("'")[0]
+    size = int(descr[2:])
+    k = int(sys.argv[4])
+    body = data[10 + n:]
+    write(out, descr, [shape[1]], body[k * shape[1] * size:(k + 1) * shape[1] * size])
+else:
+    shape = [int(x) for x in sys.argv[3].split(',')]
+    code = {'<i8': '<q', '<f4': '<f'}[what]
+    vals = [float(v) if what == '<f4' else int(v) for v in sys.argv[4:]]
+    write(out, what, shape, b''.join(struct.pack(code, v) for v in vals))
+PY
+}
+fill() { local n=$1 v=$2 i; for ((i = 0; i < n; i++)); do printf '%s ' "$v"; done; }
 
 for d in gpt2 llama llama_bf16 mistral qwen2 qwen2_f16 gemma gpt_neox gpt_neox_bin; do
     expect 0 "$d agrees with its reference" -- "$bin" run --load "$ref/$d" --ids "$ref/$d/ids.npy" --expect "$ref/$d/logits.npy"
@@ -21,6 +52,74 @@ for d in gpt2 llama llama_bf16 mistral qwen2 qwen2_f16 gemma gpt_neox gpt_neox_b
         has "$err" "differs from $m beyond tol 0.0001" "$d $(basename "$m")"
     done
 done
+
+# BERT (bert/: BertForMaskedLM's names, token types 0 for positions 0-5 and 1 for 6-11): agrees with
+# its reference given its token types, and each planted mistake is caught:
+#   mistake_no_token_types  the token type embeddings left out of the sum (a GPT-style embedding)
+#   mistake_causal          a causal mask, as a decoder would have: BERT's positions see both ways
+#   mistake_gelu_tanh       GELU's tanh form where hidden_act "gelu" is the exact (erf) one, in the
+#                           FFN and in the masked-LM head's transform
+d=bert
+expect 0 "bert agrees with its reference" -- "$bin" run --load "$ref/$d" --ids "$ref/$d/ids.npy" --token-types "$ref/$d/token_type_ids.npy" --expect "$ref/$d/logits.npy"
+has "$out$err" "agrees within tol 0.0001" "bert agrees"
+has "$out" "token types given (2 kinds), head masked-LM (dense, activation, LayerNorm, decoder), eps 1e-12, embeddings' eps 1e-12" "bert's settings"
+has "$out" "masked LM: each position scores the token there" "bert's report: the token at each position, not the next"
+has "$out" "not used: the pooler (pooler.dense) and the next-sentence head (cls.seq_relationship)" "bert's unused parts named"
+for m in no_token_types causal gelu_tanh; do
+    expect 1 "bert: mistake_$m is caught" -- "$bin" run --load "$ref/$d" --ids "$ref/$d/ids.npy" --token-types "$ref/$d/token_type_ids.npy" --expect "$ref/$d/mistake_$m.npy"
+    has "$err" "differs from $ref/$d/mistake_$m.npy beyond tol 0.0001" "bert mistake_$m"
+done
+# without --token-types every position is type 0: said in the settings line, and not the reference's logits
+expect 1 "bert without its token types" -- "$bin" run --load "$ref/$d" --ids "$ref/$d/ids.npy" --expect "$ref/$d/logits.npy"
+has "$out" "token types all 0, none given (2 kinds)" "the settings line says the token types are all 0"
+npy "$tmp/zeros.npy" '<i8' 2,12 $(fill 24 0)
+expect 0 "bert with all-0 token types" -- "$bin" run --load "$ref/$d" --ids "$ref/$d/ids.npy" --token-types "$tmp/zeros.npy"
+zeros_table=$(printf '%s\n' "$out" | grep -v '^#')
+expect 0 "bert without token types" -- "$bin" run --load "$ref/$d" --ids "$ref/$d/ids.npy"
+[ "$zeros_table" = "$(printf '%s\n' "$out" | grep -v '^#')" ] && ok || bad "all-0 --token-types and none give different predictions"
+# the masked LM's own steps are traced and the settings reach the trace, where diff compares them
+expect 0 "bert traced" -- "$bin" run --load "$ref/$d" --ids "$ref/$d/ids.npy" --token-types "$ref/$d/token_type_ids.npy" --trace "$tmp/bert.tstrace"
+expect 0 "bert's trace" -- "$bin" info "$tmp/bert.tstrace"
+for step in token_type_ids embed.token_types embed.norm.out encoder.layers.1.norm2.out mlm.dense mlm.act mlm.norm.out logits; do
+    has "$out" " $step " "bert's step $step"
+done
+expect 0 "bert traced without token types" -- "$bin" run --load "$ref/$d" --ids "$ref/$d/ids.npy" --trace "$tmp/bert0.tstrace"
+expect 1 "diff of bert with and without token types" -- "$bin" diff "$tmp/bert.tstrace" "$tmp/bert0.tstrace"
+has "$out" "settings DIFFER: token_types" "diff names the token types setting"
+# experiments: a head knocked out changes the logits; the lens reads each layer through the masked-LM head
+expect 1 "bert with a head ablated" -- "$bin" run --load "$ref/$d" --ids "$ref/$d/ids.npy" --token-types "$ref/$d/token_type_ids.npy" --ablate encoder.layers.1.self_attn.head2 --expect "$ref/$d/logits.npy"
+has "$out" "encoder.layers.1.self_attn.head2" "the ablation is reported"
+has "$err" "differs from $ref/$d/logits.npy" "an ablated head changes bert's logits"
+npy "$tmp/one_ids.npy" row "$ref/$d/ids.npy" 0
+npy "$tmp/one_types.npy" row "$ref/$d/token_type_ids.npy" 0
+expect 0 "bert's lens" -- "$bin" run --load "$ref/$d" --ids "$tmp/one_ids.npy" --token-types "$tmp/one_types.npy" --lens
+has "$out" "through the masked-LM head): most likely token at each position" "bert's lens in its own words"
+has "$out" "layer 1:" "bert's lens has both layers"
+# the lens's last layer is the model's own output: its argmax at each position is the report's
+# (bert through its masked-LM head; llama and gemma through their final RMSNorm, Gemma's 1 + w)
+lens_is_output() {
+    local what=$1 last pred
+    last=$(printf '%s\n' "$out" | sed -n 's/^layer 1://p' | sed 's/id //g' | tr ' ' '\n' | sed -n 's/(.*//p' | tr '\n' ' ')
+    pred=$(printf '%s\n' "$out" | awk '/^position/{on=1; next} /^(masked LM|loss on)/{on=0} on{print $3}' | tr '\n' ' ')
+    [ -n "$last" ] && [ "$last" = "$pred" ] && ok || bad "$what's lens at its last layer ($last) is not the model's argmax ($pred)"
+}
+lens_is_output bert
+for d in llama gemma; do
+    npy "$tmp/one_ids.npy" row "$ref/$d/ids.npy" 0
+    expect 0 "$d's lens" -- "$bin" run --load "$ref/$d" --ids "$tmp/one_ids.npy" --lens
+    lens_is_output "$d"
+done
+d=bert
+# the attention of a bert head as a figure
+expect 0 "bert's attention as PNG" -- "$bin" png "$tmp/bert.tstrace" --tensor encoder.layers.0.self_attn.weights --head 1 -o "$tmp/bert_attn.png"
+[ -s "$tmp/bert_attn.png" ] && ok || bad "no PNG of bert's attention"
+# what a masked LM does not do: write text, or score heads by the next token
+expect 2 "generate with bert" -- "$bin" generate --load "$ref/$d" --prompt "x" -n 2
+has "$err" "masked language model (BERT)" "generate refused"
+expect 2 "the ablation sweep with bert" -- "$bin" ablate --load "$ref/$d" --text "x"
+has "$err" "masked language model (BERT)" "ablate's sweep refused"
+expect 2 "--scores with bert" -- "$bin" run --load "$ref/$d" --ids "$ref/$d/ids.npy" --scores
+has "$err" "masked language model (BERT)" "--scores refused"
 
 # every block choice is in the settings line, where diff compares it
 expect 0 "the settings line" -- "$bin" run --load "$ref/gpt_neox" --ids "$ref/gpt_neox/ids.npy"
@@ -47,11 +146,12 @@ bins=("$bin")
 asan=${TSCOPE_ASAN:-build-asan/tscope}
 [ -x "$asan" ] && bins+=("$(abs "$asan")")
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
-# refused CASE WORDS: one line naming the problem, exit 2, nothing on stdout
-refused() {
-    local case=$1 want=$2 b
+# refused_at DIR IDS WORDS: the folder DIR read with IDS gives one line naming the problem, exit 2, nothing on stdout
+refused_at() {
+    local dir=$1 ids=$2 want=$3 case b
+    case=$(basename "$dir")
     for b in "${bins[@]}"; do
-        "$b" run --load "$ref/bad/$case" --ids "$ref/bad/$case/ids.npy" >"$tmp/out" 2>"$tmp/err" </dev/null
+        "$b" run --load "$dir" --ids "$ids" >"$tmp/out" 2>"$tmp/err" </dev/null
         local rc=$? lines
         lines=$(grep -c '' "$tmp/err")
         if [ $rc != 2 ]; then bad "$case ($b): exit $rc, want 2: $(head -c 300 "$tmp/err")"
@@ -61,6 +161,8 @@ refused() {
         else ok; fi
     done
 }
+# refused CASE WORDS: the folder tests/ref/hf/bad/CASE with its own ids
+refused() { refused_at "$ref/bad/$1" "$ref/bad/$1/ids.npy" "$2"; }
 refused config_contradicts_weights "tensor embed.tokens.weight has shape [16, 32], the model needs [16, 64]"
 refused missing_shard "model-00002-of-00002.safetensors is not there (a shard is missing)"
 refused index_names_missing_file "names model-00003-of-00002.safetensors"
@@ -72,6 +174,76 @@ for b in "${bins[@]}"; do
     expect 2 "a sliding window in effect ($b)" -- "$b" run --load "$tmp/window" --ids "$tmp/window/ids.npy"
     has "$err" '"sliding_window" is 4' "sliding window"
 done
+# BERT's inputs and folders: bad token types, a config that contradicts its weights, a missing part
+one_line() { [ "$(printf '%s\n' "$err" | grep -c '')" = 1 ] && ok || bad "$1: not one line on stderr: $err"; }
+npy "$tmp/tt_shape.npy" '<i8' 2,11 $(fill 22 0)
+npy "$tmp/tt_big.npy" '<i8' 2,12 $(fill 24 2)
+npy "$tmp/tt_neg.npy" '<i8' 2,12 $(fill 24 -1)
+npy "$tmp/tt_float.npy" '<f4' 2,12 $(fill 24 0.5)
+# tt_refused LOAD IDS TYPES WANT: run --load LOAD --ids IDS --token-types TYPES says WANT in one line, exit 2,
+# on the plain and the sanitized binary
+tt_refused() {
+    local load=$1 ids=$2 types=$3 want=$4 b
+    for b in "${bins[@]}"; do
+        expect 2 "--token-types $(basename "$types") ($b)" -- "$b" run --load "$load" --ids "$ids" --token-types "$types"
+        has "$err" "$want" "--token-types $(basename "$types") with $(basename "$load")"
+        one_line "--token-types $(basename "$types") with $(basename "$load")"
+    done
+}
+B="$ref/bert"
+tt_refused "$B" "$B/ids.npy" "$tmp/tt_shape.npy" "--token-types $tmp/tt_shape.npy is [2, 11]; the ids are (2, 12): one type for each id"
+tt_refused "$B" "$B/ids.npy" "$tmp/tt_big.npy" "type 2 at position 0 is not one of the model's 2 (0 to 1)"
+tt_refused "$B" "$B/ids.npy" "$tmp/tt_neg.npy" "type -1 at position 0"
+tt_refused "$B" "$B/ids.npy" "$tmp/tt_float.npy" "--token-types"         # fractional types
+tt_refused "$B" "$B/ids.npy" "$B/config.json" "--token-types"            # not an array at all
+tt_refused "$ref/llama" "$ref/llama/ids.npy" "$B/token_type_ids.npy" "this model has no token type embeddings"
+for b in "${bins[@]}"; do
+    expect 2 "token types without a folder ($b)" -- "$b" run --token-types "$B/token_type_ids.npy"
+    has "$err" "token types are read by a model that has them" "token types without --load"
+    one_line "token types without --load"
+done
+# bert folders that must be refused, made from bert/ (CASE: what changes; the line that must be said)
+mkbert() {
+    local case=$1 cfgpy=$2 dropname=${3:-}
+    mkdir -p "$tmp/$case"
+    python3 - "$ref/bert" "$tmp/$case" "$cfgpy" "$dropname" <<'PY'
+import json, struct, sys
+src, dst, change, drop = sys.argv[1:5]
+cfg = json.load(open(src + '/config.json'))
+exec(change)
+open(dst + '/config.json', 'w').write(json.dumps(cfg, indent=2, sort_keys=True) + '\n')
+data = open(src + '/model.safetensors', 'rb').read()
+n = struct.unpack('<Q', data[:8])[0]
+head = json.loads(data[8:8 + n]); body = data[8 + n:]
+if drop:
+    del head[drop]
+# the data packed again without the dropped tensor's bytes
+out, at = b'', 0
+for k, v in head.items():
+    if k == '__metadata__':
+        continue
+    a, b = v['data_offsets']
+    out += body[a:b]
+    v['data_offsets'] = [at, at + b - a]
+    at += b - a
+h = json.dumps(head).encode(); h += b' ' * (-len(h) % 8)
+open(dst + '/model.safetensors', 'wb').write(struct.pack('<Q', len(h)) + h + out)
+PY
+}
+mkbert bert_types3 "cfg['type_vocab_size'] = 3"
+mkbert bert_hidden "cfg['hidden_size'] = 128"
+mkbert bert_relative "cfg['position_embedding_type'] = 'relative_key'"
+mkbert bert_decoder "cfg['is_decoder'] = True"
+mkbert bert_no_key "" bert.encoder.layer.1.attention.self.key.weight
+mkbert bert_no_head "" cls.predictions.transform.dense.weight
+bert_refused() { refused_at "$tmp/$1" "$ref/bert/ids.npy" "$2"; }
+bert_refused bert_types3 "tensor embed.token_types.weight has shape [2, 64], the model needs [3, 64]"
+bert_refused bert_hidden "tensor embed.norm.bias has shape [64], the model needs [128]"
+bert_refused bert_relative '"position_embedding_type" is "relative_key"'
+bert_refused bert_decoder '"is_decoder" is set'
+bert_refused bert_no_key "not its key rows"
+bert_refused bert_no_head "no tensor of the files gives mlm.dense.weight"
+
 # a tensor no part of the model takes is named, not dropped
 mkdir -p "$tmp/extra"
 cp "$ref/llama/config.json" "$tmp/extra/"

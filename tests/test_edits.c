@@ -13,7 +13,8 @@
  *
  * For each kind of model (the encoder-decoder preset, a small seeded GPT,
  * the two shipped language models, two encoders: BERT-like with a [CLS]
- * head and seed 000's post-LN stack on vectors):
+ * head and seed 000's post-LN stack on vectors; Hugging Face folders of
+ * llama, gemma, gpt_neox and bert, the last with token types):
  *   - every step the dry run names is zero-ablated in turn (what `run
  *     --ablate STEP` does); the final output must differ from the unedited
  *     run's at tolerance 0, or the edit must be refused (status and one
@@ -143,7 +144,7 @@ typedef struct model_case {
     const char *kind;
     ts_model m;
     float *weights;       /* the block as first built or loaded: restored after a leak */
-    int32_t *src[2], *tgt[2];
+    int32_t *src[2], *tgt[2], *types[2];
     float *vecs[2];
     ts_model_input in[2]; /* in[0] the run under test, in[1] the other input patches come from */
     float *base;          /* the unedited output of in[0] */
@@ -170,6 +171,10 @@ static void make_inputs(model_case *mc) {
         if (c->input == TS_INPUT_TOKENS) {
             mc->src[k] = random_ids(B * S, c->vocab, 11 + (uint64_t)k);
             mc->in[k].src_ids = mc->src[k];
+            if (c->type_vocab) { /* BERT: segments of both kinds, so the type table's rows all count */
+                mc->types[k] = random_ids(B * S, c->type_vocab, 41 + (uint64_t)k);
+                mc->in[k].src_types = mc->types[k];
+            }
         } else {
             int din = c->in_dim ? c->in_dim : c->d_model;
             mc->vecs[k] = malloc(sizeof(float) * (size_t)(B * S * din));
@@ -260,6 +265,7 @@ static void case_free(model_case *mc) {
     for (int k = 0; k < 2; k++) {
         free(mc->src[k]);
         free(mc->tgt[k]);
+        free(mc->types[k]);
         free(mc->vecs[k]);
     }
     free(mc->base);
@@ -625,6 +631,13 @@ static void hf_gpt_neox(void **state) {
     hf_folder("gpt_neox", 8);
 }
 
+/* BERT as Hugging Face writes it: token types, post-LN, no causal mask, the
+ * masked-LM head (dense, GELU, LayerNorm, tied decoder, bias) */
+static void hf_bert(void **state) {
+    (void)state;
+    hf_folder("bert", 8);
+}
+
 /* An encoder preset: seed 004's BERT layout (pre-LN, learned positions
  * through the embedding LayerNorm, a [CLS] classifier) at toy sizes. */
 static void bert_encoder_preset(void **state) {
@@ -656,7 +669,7 @@ int main(void) {
         cmocka_unit_test(induction_model),        cmocka_unit_test(kjv_model),
         cmocka_unit_test(bert_encoder_preset),    cmocka_unit_test(seed000_encoder_preset),
         cmocka_unit_test(hf_llama),               cmocka_unit_test(hf_gemma),
-        cmocka_unit_test(hf_gpt_neox),
+        cmocka_unit_test(hf_gpt_neox),            cmocka_unit_test(hf_bert),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -122,6 +122,26 @@ static void config_survives_json(void **state) {
         free(json);
         assert_memory_equal(&a, &b, sizeof a);
     }
+    /* BERT's parts (token types, the masked-LM head) on seed 004's encoder, as a bert folder builds it */
+    ts_model_config a, b;
+    assert_ok(ts_model_config_preset(&a, "seed004"));
+    a.text = NULL;
+    a.norm = TS_NORM_POST, a.activation = TS_ACT_GELU, a.head = TS_HEAD_LM, a.tie_embed = true;
+    a.type_vocab = 2, a.mlm_head = true;
+    char *bert = ts_model_config_to_json(&a);
+    assert_non_null(bert);
+    assert_non_null(strstr(bert, "\"type_vocab\":2,\"mlm_head\":true"));
+    assert_ok(ts_model_config_from_json(bert, &b));
+    free(bert);
+    assert_memory_equal(&a, &b, sizeof a);
+    /* ... and nowhere else: a GPT with token types, a classifier with the masked-LM transform */
+    assert_ok(ts_model_config_preset(&b, "lm"));
+    b.type_vocab = 2;
+    assert_int_equal(ts_model_config_check(&b), TS_ERR_ARG);
+    assert_non_null(strstr(ts_last_error(), "built for an encoder over tokens; this model is decoder over tokens"));
+    a.head = TS_HEAD_CLS, a.tie_embed = false;
+    assert_int_equal(ts_model_config_check(&a), TS_ERR_ARG);
+    assert_non_null(strstr(ts_last_error(), "this model's head is cls"));
     /* a word this tscope does not know is refused, naming the field */
     ts_model_config c;
     assert_ok(ts_model_config_preset(&c, "lm"));

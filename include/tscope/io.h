@@ -458,6 +458,11 @@ ts_status ts_model_read_pad_mask(const char *path, const char *flag, int B, int 
  * (S), every one in [0, vocab). ids (B * S) is freed with ts_bpe_ids_free. */
 ts_status ts_lm_read_ids(const char *path, int vocab, ts_bpe_ids *ids, int *B);
 
+/* Read --token-types for the ids (B, S) of a model with type_vocab token
+ * types (BERT's token_type_ids): the same shape ((S) for one sequence),
+ * every value in [0, type_vocab). *types (B * S) is freed with free(). */
+ts_status ts_lm_read_token_types(const char *path, int type_vocab, int B, int S, int32_t **types);
+
 /* config_json: a model config as a JSON object and back, every field by
  * name ("arch": "encoder", "d_model": 128, ...), each setting spelled with
  * the model's own words. Checkpoints keep it in their metadata ("config") so
@@ -543,7 +548,7 @@ bool ts_gpt2_vocab_dir(const char *path, char *dir, size_t size);
 /* ---- Hugging Face folders (src/io/hf_load.c) -----------------------------------
  *
  * A folder as Hugging Face writes it, for model_type llama, mistral, qwen2,
- * gemma and gpt_neox (gpt2's go through ts_gpt2_*): config.json, whose keys
+ * gemma, gpt_neox and bert (gpt2's go through ts_gpt2_*): config.json, whose keys
  * give the blocks and sizes (hidden_size, num_hidden_layers,
  * num_attention_heads, num_key_value_heads, head_dim, intermediate_size,
  * rms_norm_eps / layer_norm_eps, rope_theta, rotary_pct, hidden_act,
@@ -551,7 +556,8 @@ bool ts_gpt2_vocab_dir(const char *path, char *dir, size_t size);
  * model.safetensors, shards named by model.safetensors.index.json, or
  * pytorch_model.bin, in F32, F16 or BF16. Buffers the files carry and no
  * model needs (attention.bias, masked_bias, rotary_emb.inv_freq,
- * position_ids) are skipped by name; any other tensor the model does not
+ * position_ids; BERT's pre-training pooler and next-sentence head) are
+ * skipped by name; any other tensor the model does not
  * place is refused, named, and so is a missing one, a missing shard, and a
  * config key that changes the arithmetic in a way tscope does not compute
  * (rope_scaling, a sliding window in effect). */
@@ -560,5 +566,8 @@ bool ts_hf_is(const char *path);
 const char *ts_lm_tokenizer_files(const char *path); /* a folder whose config.json names a model_type other than gpt2 */
 ts_status ts_hf_config(const char *dir, ts_model_config *cfg);
 ts_status ts_hf_load(ts_model *m, const char *dir);
+/* What of a bert folder's files the model skips as unused (BERT's pre-training
+ * pooler and next-sentence head), in words into `what`: false when nothing is. */
+bool ts_hf_unused(const char *dir, char *what, size_t size);
 
 #endif

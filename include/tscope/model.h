@@ -25,6 +25,8 @@
  * `weights` because seed 000's scaled_dot_product returns (values, attention)
  * and prints them in that order. The decoder has self_attn (causal) and
  * cross_attn (q_proj, q_heads, q, kv, kv_heads, kv_perm, k, v, ...), norm1..3.
+ * BERT's parts: token_type_ids (B, S) and embed.token_types (B, S, D) before
+ * embed.pe; mlm.{dense, act, norm.*} between the encoder and the logits.
  * See src/model/model_forward.c for the full list and the reasons.
  */
 #ifndef TSCOPE_MODEL_H
@@ -155,6 +157,11 @@ typedef struct ts_model_config {
     ts_rope_style rope_style;
     float rotary_pct;   /* share of each head's dims RoPE rotates (GPT-NeoX's rotary_pct); 0 = all */
     float rope_theta;   /* RoPE's base; 0 = 10000 */
+    /* BERT's parts (an encoder over tokens): each a declared choice, 0 = absent. */
+    int type_vocab;     /* token types (BERT's segments A and B): rows of embed.token_types, added to the
+                           token and position embeddings; 0 = none */
+    bool mlm_head;      /* the vocabulary head reads a transform first: dense, activation, LayerNorm
+                           (BERT's masked-LM head), then the (tied) decoder and its bias */
 } ts_model_config;
 
 /* What a config's head width, key/value heads, rotated dims and RoPE base
@@ -165,6 +172,12 @@ int ts_model_rotary_dims(const ts_model_config *cfg);
 double ts_model_rope_theta(const ts_model_config *cfg);
 /* Whether the config uses any of today's block choices above. */
 bool ts_model_is_modern(const ts_model_config *cfg);
+/* Whether the config has BERT's parts: token types or the masked-LM head. */
+bool ts_model_is_bert(const ts_model_config *cfg);
+/* Whether the config is a masked language model: a vocabulary head over an
+ * encoder that sees both ways (BERT), whose logits at a position score the
+ * token there, not the next one. */
+bool ts_model_is_masked_lm(const ts_model_config *cfg);
 
 /* Names of the presets, "tiny, seed000, ..." for messages and --help. */
 const char *ts_model_preset_names(void);
@@ -253,6 +266,7 @@ typedef struct ts_cross_attn_layer_weights {
 
 typedef struct ts_embed_weights {
     float *tokens;    // (V, D) or NULL for embedded input
+    float *types;     // (type_vocab, D) token types (BERT), or NULL
     float *positions; // (max_pos, D) learned positions, or NULL
     ts_norm_weights norm; // learned embeddings' LayerNorm (gamma NULL otherwise)
 } ts_embed_weights;
@@ -269,6 +283,8 @@ typedef struct ts_model_weights {
     ts_norm_weights cross_norm;                // decoder.norm
     ts_attn_weights attn;       // TS_ARCH_ATTENTION only
     float *head_w, *head_b;     // (V or n_labels, D), (V or n_labels)
+    float *mlm_w, *mlm_b;       // (D, D), (D): the masked-LM head's dense transform, or NULL
+    ts_norm_weights mlm_norm;   // its LayerNorm
 } ts_model_weights;
 
 /* A model's module, for the table of `tscope shapes`. */
@@ -366,6 +382,7 @@ void ts_model_export_param(const ts_model *m, int i, float *dst);
  * src_key_padding_mask, tgt_key_padding_mask, memory_key_padding_mask. */
 typedef struct ts_model_input {
     const int32_t *src_ids;     // (B, S)
+    const int32_t *src_types;   // (B, S) token types in [0, type_vocab), or NULL: all 0 (BERT's token_type_ids)
     const float *src_embedded;  // (B, S, in_dim)
     const uint8_t *src_pad;     // (B, S) or NULL
     const int32_t *tgt_ids;     // (B, T)
@@ -491,6 +508,12 @@ void ts_model_final_norm_rows(const ts_model *m, float *out, float *mean, float 
  * head (V = vocab), or the classifier's (V = n_labels). A model with no head
  * (TS_HEAD_NONE) leaves logits as it is. */
 void ts_model_head_rows(const ts_model *m, float *logits, const float *x, int64_t rows);
+
+/* out (rows, D) = BERT's masked-LM transform of x (rows, D), LayerNorm(act(x
+ * W^T + b)), what the head reads after the last layer; a copy of x for a
+ * model without it. scratch holds rows * D floats; none of out, scratch and x
+ * overlap. */
+void ts_model_mlm_rows(const ts_model *m, float *out, float *scratch, const float *x, int64_t rows);
 
 /* ---- sampling (model_sample.c) ------------------------------------------- */
 

@@ -7,7 +7,8 @@
  * such as the PyTorch bridge's and tscope's), only the steps both have count,
  * and the others are listed once at the end. Before any value, the settings
  * both traces record (metadata "settings": heads, norm, activation, masks,
- * layout, batch, seq) are compared, and a mismatch is named ("heads 4 vs 2"):
+ * layout, batch, seq; today's blocks' norm kind, rope, kv heads, ffn, ...;
+ * BERT's token types and head) are compared, and a mismatch is named ("heads 4 vs 2"):
  * two set-ups that differ there give different numbers for a reason no step
  * shows. */
 #include <cjson/cJSON.h>
@@ -110,13 +111,16 @@ static void setting_text(const cJSON *v, char *buf, size_t size) {
 
 /* The settings both traces record, compared: one line, and the number that differ. */
 static int compare_settings(ts_trace *ta, ts_trace *tb, char *first, size_t size) {
-    static const char *const keys[] = {"heads", "norm", "activation", "masks", "layout", "batch", "seq", "tgt_seq",
-                                       NULL};
+    /* the 2017 block's, today's blocks' (trace_cli.c, add_modern_settings) and BERT's (add_bert_settings) */
+    static const char *const keys[] = {"heads",     "norm",      "activation", "masks",       "layout",   "batch",
+                                       "seq",       "tgt_seq",   "norm_kind",  "eps",         "rope",     "kv_heads",
+                                       "head_dim",  "ffn",       "residual",   "scale_embed", "token_types",
+                                       "lm_head",   "embed_eps", NULL};
     cJSON *ma = cJSON_Parse(ts_trace_metadata(ta)), *mb = cJSON_Parse(ts_trace_metadata(tb));
     const cJSON *sa = cJSON_GetObjectItemCaseSensitive(ma, "settings");
     const cJSON *sb = cJSON_GetObjectItemCaseSensitive(mb, "settings");
     int differ = 0, same = 0;
-    char line[1024] = "", ok[512] = "";
+    char line[1024] = "", ok[1024] = "";
     first[0] = '\0';
     for (int k = 0; keys[k] && cJSON_IsObject(sa) && cJSON_IsObject(sb); k++) {
         const cJSON *a = cJSON_GetObjectItemCaseSensitive(sa, keys[k]);

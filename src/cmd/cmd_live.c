@@ -70,6 +70,12 @@ int live_open_model(const char *who, const char *load, const char *preset, ts_mo
     ts_status st;
     if (load) {
         st = ts_lm_checkpoint_is(load) ? ts_lm_checkpoint_open(load, NULL, 1, 0, m, tok) : open_seq2seq(load, m);
+        if (!st && ts_model_is_masked_lm(&m->cfg)) { /* live shows each next token's chances */
+            ts_model_free(m);
+            ts_lmtok_free(tok);
+            st = ts_fail(TS_ERR_ARG, "%s is a masked language model (BERT), whose logits score the token at each "
+                         "position, not the next one; live reads next-token models: use tscope run --load %s", load, load);
+        }
         return st ? ts_cli_error(who, "%s", ts_last_error()) : -1;
     }
     ts_model_config cfg;

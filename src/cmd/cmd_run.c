@@ -21,6 +21,7 @@
 typedef struct run_opts {
     const char *print_shapes; /* NULL, "plain" or "torch" */
     const char *load, *input, *target, *ids; /* --ids IDS.npy: token ids (B, S) */
+    const char *token_types;  /* --token-types T.npy: BERT's token_type_ids (B, S) (run_lm.c) */
     const char *load_prefix;  /* --load-prefix P: stripped from the file's names */
     bool ignore_extra;        /* --ignore-extra: skip tensors with no place, and list them */
     const char *src_kpm, *tgt_kpm, *mem_kpm; /* --{src,tgt,memory}-key-padding-mask M.npy */
@@ -306,7 +307,7 @@ static int run(const model_flags *mf, const run_opts *o) {
     }
     experiment_cli_report(&ex);
     report(&m, &batch, &out, t1 - t0, o->load != NULL, o->greedy);
-    if (ex.lens) experiment_cli_print_lens(&ex, NULL, m.S, cfg.vocab);
+    if (ex.lens) experiment_cli_print_lens(&ex, NULL, m.S, cfg.vocab, ts_model_is_masked_lm(&cfg));
     if (o->greedy) report_greedy(&batch, &out);
     if (cfg.head == TS_HEAD_LM && tracer && (st = ts_model_probs_step(&hook, &out, run_temperature))) {
         rc = ts_cli_error("run", "%s", ts_last_error());
@@ -339,7 +340,7 @@ out:
 int ts_cmd_run(int argc, char **argv) {
     model_flags mf;
     run_opts o = {0};
-    ts_flag flags[MODEL_FLAGS_COUNT + 19 + TRACE_CLI_FLAGS + EXPERIMENT_CLI_FLAGS];
+    ts_flag flags[MODEL_FLAGS_COUNT + 20 + TRACE_CLI_FLAGS + EXPERIMENT_CLI_FLAGS];
     int n = model_flags_table(flags, 0, &mf);
     n = trace_cli_table(flags, n, &o.trace);
     n = experiment_cli_table(flags, n, &o.xc);
@@ -364,6 +365,9 @@ int ts_cmd_run(int argc, char **argv) {
     flags[n++] = (ts_flag){"--ids", TS_FLAG_STRING, &o.ids, "IDS.npy",
                            "(B, S) token ids (int32 or int64) for a model with a token table, instead of text", NULL,
                            NULL, NULL};
+    flags[n++] = (ts_flag){"--token-types", TS_FLAG_STRING, &o.token_types, "T.npy",
+                           "(B, S) token types, one per id, for a BERT folder (--load): its segments A = 0 and B = 1 "
+                           "(default: all 0)", NULL, NULL, NULL};
     flags[n++] = (ts_flag){"--src-key-padding-mask", TS_FLAG_STRING, &o.src_kpm, "M.npy",
                            "(B, S) bool or 0/1, True = padding: keys the encoder ignores (or (B) lengths)", NULL,
                            NULL, NULL};
@@ -424,9 +428,12 @@ int ts_cmd_run(int argc, char **argv) {
     if (o.tol_seen && !(o.tol >= 0)) return ts_cli_error("run", "--tol %g: a tolerance is 0 or more", (double)o.tol);
     if (o.load && ts_lm_checkpoint_is(o.load)) {
         if (o.tol_seen && !o.expect) return ts_cli_error("run", "--tol is --expect's tolerance; add --expect OUT.npy");
-        return run_lm(o.load, &o.lm, &mf.text, o.ids, flags, n, &o.trace, o.print_shapes, o.backward, o.scores,
-                      o.expect, o.tol, &o.xc, argc, argv);
+        return run_lm(o.load, &o.lm, &mf.text, o.ids, o.token_types, flags, n, &o.trace, o.print_shapes, o.backward,
+                      o.scores, o.expect, o.tol, &o.xc, argc, argv);
     }
+    if (o.token_types)
+        return ts_cli_error("run", "--token-types %s: token types are read by a model that has them (a BERT folder, "
+                                   "--load DIR)", o.token_types);
     if (o.scores) return ts_cli_error("run", "--scores measures a language model's heads: --load one saved by tscope train --task lm");
     return run(&mf, &o);
 }

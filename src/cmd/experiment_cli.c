@@ -60,9 +60,13 @@ void experiment_cli_report(const ts_experiment *ex) {
     }
 }
 
-void experiment_cli_print_lens(const ts_experiment *ex, const ts_lmtok *tok, int S, int V) {
-    printf("logit lens (each layer's stream through the final norm and the head): most likely next token, and its "
-           "probability\n");
+void experiment_cli_print_lens(const ts_experiment *ex, const ts_lmtok *tok, int S, int V, bool masked) {
+    if (masked)
+        printf("logit lens (each layer's stream through the masked-LM head): most likely token at each position, and "
+               "its probability\n");
+    else
+        printf("logit lens (each layer's stream through the final norm and the head): most likely next token, and its "
+               "probability\n");
     for (int l = 0; l < ex->lens_layers; l++) {
         const float *p = ts_experiment_lens_at(ex, l, V);
         if (!p) return;

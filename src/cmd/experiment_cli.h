@@ -32,6 +32,6 @@ void experiment_cli_report(const ts_experiment *ex);
 
 /* The lens of batch element 0 as a table: a row per layer, each position's
  * most likely next token (tok's labels, or ids without tok). */
-void experiment_cli_print_lens(const ts_experiment *ex, const ts_lmtok *tok, int S, int V);
+void experiment_cli_print_lens(const ts_experiment *ex, const ts_lmtok *tok, int S, int V, bool masked);
 
 #endif

@@ -17,14 +17,16 @@ ts_status lm_cli_trace_open(const trace_cli *tc, const ts_model_config *cfg, con
 
 /* tscope run with an LM checkpoint: --text (one), or --ids (B, S) with any
  * vocabulary (no tokenizer needed), through the model; what it predicts next
- * at each position of each sequence. --scores instead (or too): the table of
+ * at each position of each sequence (a masked LM, BERT: the token it
+ * predicts at each position; types_path, --token-types, its token types,
+ * all 0 when NULL). --scores instead (or too): the table of
  * every head's scores (ts_lm_measure). --expect: the logits (B, S, V) against
  * a reference within tol (run_expect). flags (n rows) tell which model flags
  * were given: none may be. lo: the options the checkpoint is read with (a
  * GPT-2-named file's --layout). Returns the exit code. */
-int run_lm(const char *load, const ts_load_options *lo, const ts_cli_list *text, const char *ids_path, ts_flag *flags,
-           int n, const trace_cli *tc, const char *print_shapes, bool backward, bool scores, const char *expect,
-           float tol, const experiment_cli *xc, int argc, char **argv);
+int run_lm(const char *load, const ts_load_options *lo, const ts_cli_list *text, const char *ids_path,
+           const char *types_path, ts_flag *flags, int n, const trace_cli *tc, const char *print_shapes, bool backward,
+           bool scores, const char *expect, float tol, const experiment_cli *xc, int argc, char **argv);
 
 /* run's --temperature, read by run_lm (1 unless given). */
 extern float run_temperature;

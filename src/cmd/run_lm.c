@@ -54,33 +54,43 @@ static int32_t argmax_row(const float *row, int64_t V, double *p_best, double *l
     return best;
 }
 
-/* Each position's most likely next token, and how sure the model is; the
- * columns as wide as their longest label. One sequence: ids (S), logits (S, V). */
-static void report(const ts_lmtok *tok, const int32_t *ids, const float *logits, int64_t S, int64_t V) {
-    int w_token = 5, w_next = 13;
+/* Each position's most likely next token, and how sure the model is; for a
+ * masked LM (BERT), whose logits at a position score the token there, each
+ * position's most likely token and the chance of the one that is there (a
+ * [MASK] in the text shows what the model fills in). The columns as wide as
+ * their longest label. One sequence: ids (S), logits (S, V). */
+static void report(const ts_lmtok *tok, const int32_t *ids, const float *logits, int64_t S, int64_t V, bool masked) {
+    const char *pred_head = masked ? "predicted (argmax)" : "next (argmax)";
+    int w_token = 5, w_pred = (int)strlen(pred_head);
     char a[64], b[64];
     double p_best, log_z, loss = 0;
     for (int64_t i = 0; i < S; i++) {
         label(tok, ids[i], a, sizeof a);
         label(tok, argmax_row(logits + i * V, V, &p_best, &log_z), b, sizeof b);
         if (ts_text_columns(a) > w_token) w_token = ts_text_columns(a);
-        if (ts_text_columns(b) > w_next) w_next = ts_text_columns(b);
+        if (ts_text_columns(b) > w_pred) w_pred = ts_text_columns(b);
     }
-    printf("position  token%*s  next (argmax)%*s  p(argmax)  p(actual next)\n", w_token - 5, "", w_next - 13, "");
+    printf("position  token%*s  %s%*s  p(argmax)  %s\n", w_token - 5, "", pred_head, w_pred - (int)strlen(pred_head), "",
+           masked ? "p(token)" : "p(actual next)");
     for (int64_t i = 0; i < S; i++) {
         const float *row = logits + i * V;
         int32_t best = argmax_row(row, V, &p_best, &log_z);
         label(tok, ids[i], a, sizeof a);
         label(tok, best, b, sizeof b);
-        printf("%8lld  %s%*s  %s%*s  %9.3f", (long long)i, a, pad_to(a, w_token), "", b, pad_to(b, w_next), "", p_best);
-        if (i + 1 < S) {
-            double p = exp((double)row[ids[i + 1]] - log_z);
+        printf("%8lld  %s%*s  %s%*s  %9.3f", (long long)i, a, pad_to(a, w_token), "", b, pad_to(b, w_pred), "", p_best);
+        int64_t scored = masked ? i : i + 1; /* the position whose token this row's logits score */
+        if (scored < S) {
+            double p = exp((double)row[ids[scored]] - log_z);
             loss -= log(p);
-            printf("  %14.3f", p);
+            printf(masked ? "  %8.3f" : "  %14.3f", p);
         }
         printf("\n");
     }
-    if (S > 1) printf("loss on this text: %.4f nats/token over %lld predictions\n", loss / (S - 1), (long long)S - 1);
+    if (masked)
+        printf("masked LM: each position scores the token there; -log p(token) %.4f nats/token over %lld positions\n",
+               loss / (double)S, (long long)S);
+    else if (S > 1)
+        printf("loss on this text: %.4f nats/token over %lld predictions\n", loss / (S - 1), (long long)S - 1);
 }
 
 /* Every head's scores on 8 random sequences written twice, as the training
@@ -132,14 +142,14 @@ static int print_scores(const char *load, const ts_load_options *lo, const exper
     return st ? ts_cli_error("run", "%s", ts_last_error()) : 0;
 }
 
-int run_lm(const char *load, const ts_load_options *lo, const ts_cli_list *text, const char *ids_path, ts_flag *flags,
-           int n, const trace_cli *tc, const char *print_shapes, bool backward, bool scores, const char *expect,
-           float tol, const experiment_cli *xc, int argc, char **argv) {
+int run_lm(const char *load, const ts_load_options *lo, const ts_cli_list *text, const char *ids_path,
+           const char *types_path, ts_flag *flags, int n, const trace_cli *tc, const char *print_shapes, bool backward,
+           bool scores, const char *expect, float tol, const experiment_cli *xc, int argc, char **argv) {
     /* what a language model's run uses; any other flag given is refused, never ignored */
     static const char *const used[] = {"--load", "--text", "--ids", "--scores", "--backward", "--print-shapes",
                                        "--trace", "--level", "--only", "--keep-batch", "--layout", "--expect",
                                        "--tol", "--ablate", "--patch", "--add", "--mean-from", "--lens",
-                                       "--temperature", NULL};
+                                       "--temperature", "--token-types", NULL};
     for (int i = 0; i < n; i++) {
         bool given = flags[i].seen ? *flags[i].seen : false;
         if (!flags[i].seen) { /* a flag without a seen slot: given when its value is set */
@@ -188,6 +198,11 @@ int run_lm(const char *load, const ts_load_options *lo, const ts_cli_list *text,
     if (!st && ids.count == 0) st = ts_fail(TS_ERR_ARG, "--text has no tokens");
     ts_lmtok_free(&tok);
     int S = (int)(ids.count / (size_t)B);
+    int32_t *types = NULL; /* BERT's token types (B, S); NULL: every position type 0 */
+    if (!st && types_path) st = ts_lm_read_token_types(types_path, cfg.type_vocab, B, S, &types);
+    if (!st && scores && ts_model_is_masked_lm(&cfg))
+        st = ts_fail(TS_ERR_ARG, "--scores measures heads by the next token's loss; %s is a masked language model "
+                     "(BERT), whose logits score the token at each position", load);
     if (!st) st = ts_lm_checkpoint_open(load, lo, B, S, &m, &tok);
     if (!st) st = experiment_cli_build(xc, &m.cfg, &ex);
     if (!st && ex.n_edits && !(edits_json = ts_experiment_to_json(&ex))) st = ts_fail(TS_ERR_NOMEM, "out of memory");
@@ -195,7 +210,7 @@ int run_lm(const char *load, const ts_load_options *lo, const ts_cli_list *text,
     rc = 0;
     /* what shapes cannot tell, printed and kept in the trace */
     const char *layout = !st && ts_gpt2_is(load) ? ts_gpt2_layout_name(load, lo) : NULL;
-    ts_model_input in = {.src_ids = ids.ids};
+    ts_model_input in = {.src_ids = ids.ids, .src_types = types};
     char settings_line[512];
     if (!st) settings = trace_cli_settings(&m.cfg, &in, layout, settings_line, sizeof settings_line);
     trace_cli tcs = *tc;
@@ -217,13 +232,16 @@ int run_lm(const char *load, const ts_load_options *lo, const ts_cli_list *text,
     if (layout)
         printf("# layout: %s\n", strcmp(layout, "nanogpt") == 0 ? "nanogpt (nn.Linear weights, (out, in))"
                                                                  : "hf (Conv1D weights, (in, out), transposed)");
+    char unused[160];
+    if (ts_hf_unused(load, unused, sizeof unused)) printf("# %s: not used: %s\n", load, unused);
     printf("# settings: %s\n", settings_line);
     ts_hook hook = w ? ts_trace_writer_hook(w) : (ts_hook){0};
     if (ts_experiment_active(&ex)) ts_experiment_attach(&ex, &hook);
     ts_tensor out;
     st = ts_model_forward(&m, &in, &hook, &out);
     if (!st) st = ts_experiment_lens_finish(&ex, &m, &hook);
-    if (!st && w && B == 1) st = ts_lm_next_loss_step(&hook, ids.ids, &out); /* one text's losses */
+    bool masked = ts_model_is_masked_lm(&m.cfg);
+    if (!st && w && B == 1 && !masked) st = ts_lm_next_loss_step(&hook, ids.ids, &out); /* one text's losses */
     if (st) {
         rc = ts_cli_error("run", "%s", ts_last_error());
         trace_cli_close(tc, w, "run");
@@ -233,9 +251,9 @@ int run_lm(const char *load, const ts_load_options *lo, const ts_cli_list *text,
     experiment_cli_report(&ex);
     for (int b = 0; b < B; b++) {
         if (B > 1) printf("%ssequence %d of %d\n", b ? "\n" : "", b, B);
-        report(&tok, ids.ids + (size_t)b * S, out.data + (size_t)b * S * out.shape[2], S, out.shape[2]);
+        report(&tok, ids.ids + (size_t)b * S, out.data + (size_t)b * S * out.shape[2], S, out.shape[2], masked);
     }
-    if (ex.lens) experiment_cli_print_lens(&ex, &tok, S, m.cfg.vocab);
+    if (ex.lens) experiment_cli_print_lens(&ex, &tok, S, m.cfg.vocab, masked);
     st = ts_model_probs_step(&hook, &out, run_temperature);
     if (st) {
         rc = ts_cli_error("run", "%s", ts_last_error());
@@ -250,6 +268,7 @@ int run_lm(const char *load, const ts_load_options *lo, const ts_cli_list *text,
     if (!rc && scores) rc = print_scores(load, lo, xc);
 out:
     if (w) ts_trace_writer_abort(w);
+    free(types);
     free(settings);
     ts_experiment_free(&ex);
     free(edits_json);

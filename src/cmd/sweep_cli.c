@@ -21,7 +21,11 @@ ts_status sweep_cli_open(const char *load, const char *text, const char *what, t
                        load);
     if (!text) return ts_fail(TS_ERR_ARG, "give %s TEXT", what);
     ts_status st = ts_kernels_init();
-    if (!st) st = ts_lm_checkpoint_read(load, NULL, NULL, tok);
+    ts_model_config cfg;
+    if (!st) st = ts_lm_checkpoint_read(load, NULL, &cfg, tok);
+    if (!st && ts_model_is_masked_lm(&cfg))
+        st = ts_fail(TS_ERR_ARG, "--load %s: the sweeps score each next token; this is a masked language model (BERT), "
+                     "whose logits score the token at each position: use run --ablate STEP, --patch or --lens", load);
     if (!st) st = ts_lmtok_encode(tok, text, strlen(text), ids);
     if (!st && ids->count < 2) st = ts_fail(TS_ERR_ARG, "%s has %d token%s: the sweeps need at least 2", what,
                                             (int)ids->count, ids->count == 1 ? "" : "s");

@@ -83,6 +83,23 @@ static void add_modern_settings(cJSON *o, const ts_model_config *c, char *line, 
     }
 }
 
+/* BERT's parts, in the line and the JSON alike: whether token types were
+ * given (without them every position is type 0), the masked-LM head, the eps. */
+static void add_bert_settings(cJSON *o, const ts_model_config *c, const ts_model_input *in, char *line, size_t size) {
+    size_t len = strlen(line);
+    bool given = in && in->src_types;
+    char types[64] = "none";
+    if (c->type_vocab) snprintf(types, sizeof types, "%s (%d kinds)", given ? "given" : "all 0, none given", c->type_vocab);
+    if (len < size)
+        snprintf(line + len, size - len, ", token types %s, head %s, eps %g, embeddings' eps %g", types,
+                 c->mlm_head ? "masked-LM (dense, activation, LayerNorm, decoder)" : "decoder", (double)c->eps,
+                 (double)c->embed_eps);
+    cJSON_AddStringToObject(o, "token_types", types);
+    cJSON_AddStringToObject(o, "lm_head", c->mlm_head ? "masked-LM" : "decoder");
+    cJSON_AddNumberToObject(o, "eps", c->eps);
+    cJSON_AddNumberToObject(o, "embed_eps", c->embed_eps);
+}
+
 char *trace_cli_settings(const ts_model_config *c, const ts_model_input *in, const char *layout, char *line,
                          size_t size) {
     /* the masks in force, in one order for every program that writes them */
@@ -111,6 +128,7 @@ char *trace_cli_settings(const ts_model_config *c, const ts_model_input *in, con
         cJSON_AddStringToObject(o, "activation", ts_model_activation_name(c->activation));
     }
     if (ts_model_is_modern(c)) add_modern_settings(o, c, line, size);
+    if (ts_model_is_bert(c)) add_bert_settings(o, c, in, line, size);
     cJSON_AddStringToObject(o, "masks", masks);
     if (layout) cJSON_AddStringToObject(o, "layout", layout);
     cJSON_AddNumberToObject(o, "batch", c->batch);

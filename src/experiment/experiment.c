@@ -264,13 +264,16 @@ static ts_status refuse_uneditable(const ts_edit *e, const step_info *s, const s
         return ts_fail(TS_ERR_ARG, "%s %s: %s is a parameter of the model, not a step it computes; edit %s "
                                    "(what the parameter makes) instead", what, e->spec, s->name, instead);
     }
-    if (s->op == TS_OP_INPUT && before && strcmp(s->name, "decoder.input") != 0)
+    size_t len = strlen(s->name);
+    bool norm_in = len > 3 && strcmp(s->name + len - 3, ".in") == 0; /* a norm's input: the step before it */
+    if (s->op == TS_OP_INPUT && before && norm_in)
         return ts_fail(TS_ERR_ARG, "%s %s: %s is %s under another name (the norm reads the stream as it is); edit "
                                    "%s instead", what, e->spec, s->name, before->name, before->name);
     if (s->op == TS_OP_INPUT) {
         bool dec = strncmp(s->name, "decoder.", 8) == 0;
+        bool types = strcmp(s->name, "token_type_ids") == 0; /* BERT's: their rows are embed.token_types */
         return ts_fail(TS_ERR_ARG, "%s %s: %s is what the model reads, not a step it computes; edit %s instead", what,
-                       e->spec, s->name, dec ? "decoder.embed.out" : "embed.out");
+                       e->spec, s->name, types ? "embed.token_types" : dec ? "decoder.embed.out" : "embed.out");
     }
     return ts_fail(TS_ERR_ARG, "%s %s: %s is the input's padding, shown for reading; the attention masks are made "
                                "from the padding itself (edit a step's masked scores, e.g. *.self_attn.masked, "
@@ -658,7 +661,9 @@ ts_status ts_experiment_lens_finish(ts_experiment *ex, const ts_model *m, const 
     const ts_model_config *c = &m->cfg;
     int64_t rows = ex->lens_rows, D = c->d_model, V = c->vocab;
     if (!ex->lens_x) return ts_fail(TS_ERR_ARG, "--lens: the forward handed over no %s layer", ex->stack);
-    float *y = malloc(sizeof(float) * (size_t)(rows * D));
+    /* y: the stream through the final norm; with BERT's masked-LM head, z its transform (h as scratch) */
+    float *y = malloc(sizeof(float) * (size_t)(rows * D) * (c->mlm_head ? 3 : 1));
+    float *z = c->mlm_head && y ? y + rows * D : y, *h = c->mlm_head && y ? z + rows * D : NULL;
     free(ex->lens_p);
     ex->lens_p = malloc(sizeof(float) * (size_t)(ex->lens_layers * rows * V));
     if (!y || !ex->lens_p) {
@@ -669,8 +674,9 @@ ts_status ts_experiment_lens_finish(ts_experiment *ex, const ts_model *m, const 
     for (int l = 0; l < ex->lens_layers && !st; l++) {
         const float *x = ex->lens_x + l * rows * D;
         ts_model_final_norm_rows(m, y, NULL, NULL, x, rows);
+        if (c->mlm_head) ts_model_mlm_rows(m, z, h, y, rows);
         float *p = ex->lens_p + l * rows * V;
-        ts_model_head_rows(m, p, y, rows);
+        ts_model_head_rows(m, p, z, rows);
         for (int64_t r = 0; r < rows; r++) ts_softmax_vocab(p + r * V, p + r * V, V, 1.0, -INFINITY);
         char name[64];
         snprintf(name, sizeof name, "lens.layers.%d", l);

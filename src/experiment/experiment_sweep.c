@@ -42,6 +42,10 @@ static ts_status sweep_model_ok(const ts_model *m) {
     if (c->head != TS_HEAD_LM || c->input != TS_INPUT_TOKENS || c->arch == TS_ARCH_ENCODER_DECODER ||
         c->arch == TS_ARCH_ATTENTION)
         return ts_fail(TS_ERR_ARG, "the sweeps read one stack over tokens with a vocabulary head (a language model)");
+    if (ts_model_is_masked_lm(c))
+        return ts_fail(TS_ERR_ARG, "the sweeps score each next token; this is a masked language model (BERT), whose "
+                                   "logits at a position score the token there: use run --ablate STEP --expect, or "
+                                   "--trace and diff");
     if (c->batch != 1) return ts_fail(TS_ERR_ARG, "the sweeps read one sequence (batch 1), not %d", c->batch);
     return TS_OK;
 }

@@ -66,6 +66,10 @@ static char *config_json(const ts_model_config *c, bool run) {
     cJSON_AddNumberToObject(o, "seed", (double)c->seed);
     if (run && c->text) cJSON_AddStringToObject(o, "text", c->text);
     if (ts_model_is_modern(c)) add_modern(o, c);
+    if (ts_model_is_bert(c)) { /* BERT's parts, only in the configs that have them */
+        cJSON_AddNumberToObject(o, "type_vocab", c->type_vocab);
+        cJSON_AddBoolToObject(o, "mlm_head", c->mlm_head);
+    }
     char *text = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
     return text;
@@ -186,6 +190,10 @@ ts_status ts_model_config_from_json(const char *json, ts_model_config *c) {
     if (!r.st) r.st = ts_json_int(o, "seed", WHAT, true, 0, INT64_MAX, &seed);
     c->seed = (uint64_t)seed;
     read_modern(&r, c);
+    if (!r.st && ts_json_has(o, "type_vocab")) { /* BERT's parts: both present, or both absent */
+        c->type_vocab = int_of(&r, "type_vocab");
+        c->mlm_head = bool_of(&r, "mlm_head");
+    }
     cJSON_Delete(o);
     if (!r.st) r.st = ts_model_config_check(c);
     return r.st;

@@ -8,6 +8,12 @@
  *                          embeddings times sqrt(hidden), head_dim of its own
  *   gpt_neox               LayerNorm, partial RoPE, q/k/v packed per head,
  *                          GELU, a parallel residual (Pythia)
+ *   bert                   an encoder (no causal mask): word + token type +
+ *                          learned position embeddings through a LayerNorm,
+ *                          post-LN layers, the masked-LM head (dense, GELU,
+ *                          LayerNorm, decoder tied to the word embeddings,
+ *                          bias); the pre-training pooler and next-sentence
+ *                          head the files may carry are skipped by name
  * The weights are model.safetensors, shards named by
  * model.safetensors.index.json, or pytorch_model.bin; F32, F16 and BF16 are
  * converted to float32 as each tensor is read. Every tensor of the files is
@@ -28,8 +34,8 @@
 #define CONFIG_MAX (1 << 20)
 #define SHARDS_MAX 256
 
-typedef enum hf_type { HF_LLAMA, HF_MISTRAL, HF_QWEN2, HF_GEMMA, HF_GPT_NEOX, HF_TYPES } hf_type;
-static const char *const type_names[HF_TYPES] = {"llama", "mistral", "qwen2", "gemma", "gpt_neox"};
+typedef enum hf_type { HF_LLAMA, HF_MISTRAL, HF_QWEN2, HF_GEMMA, HF_GPT_NEOX, HF_BERT, HF_TYPES } hf_type;
+static const char *const type_names[HF_TYPES] = {"llama", "mistral", "qwen2", "gemma", "gpt_neox", "bert"};
 
 /* ---- the folder ------------------------------------------------------------------- */
 
@@ -181,6 +187,29 @@ static void refuse_window(hf_config *h, hf_type type) {
                         h->path, (long long)window, (long long)window);
 }
 
+/* BERT (modeling_bert.py, BertForMaskedLM): an encoder that sees both ways,
+ * post-LN, learned positions and token types through the embeddings'
+ * LayerNorm, every LayerNorm with layer_norm_eps, the masked-LM head. */
+static void bert_config(hf_config *h, ts_model_config *c) {
+    c->arch = TS_ARCH_ENCODER;
+    c->causal = false;
+    c->norm = TS_NORM_POST;
+    c->final_norm = false;
+    c->pe = TS_PE_LEARNED;
+    c->mlm_head = true;
+    c->type_vocab = (int)int_key(h, "type_vocab_size", false, 2, 1, 1 << 16);
+    c->eps = c->embed_eps = (float)number_key(h, "layer_norm_eps", 1e-12);
+    c->tie_embed = bool_key(h, "tie_word_embeddings", true);
+    activation_key(h, "hidden_act", "gelu", &c->activation);
+    const char *positions = string_key(h, "position_embedding_type");
+    if (!h->st && positions && strcmp(positions, "absolute") != 0)
+        h->st = ts_fail(TS_ERR_UNSUPPORTED, "%s: \"position_embedding_type\" is \"%.40s\": relative positions in the "
+                                            "attention scores, which tscope does not compute (it adds absolute ones)",
+                        h->path, positions);
+    refuse_key(h, "is_decoder", "a causal mask (BERT as a decoder)");
+    refuse_key(h, "add_cross_attention", "cross-attention layers");
+}
+
 /* The model_type's blocks, then the sizes, each from its Hugging Face key. */
 static void config_of(hf_config *h, hf_type type, ts_model_config *c) {
     memset(c, 0, sizeof *c);
@@ -204,6 +233,10 @@ static void config_of(hf_config *h, hf_type type, ts_model_config *c) {
     c->max_pos = (int)positions;
     refuse_key(h, "rope_scaling", "RoPE's angles rescaled (linear, dynamic, yarn or llama3 scaling)");
     refuse_window(h, type);
+    if (type == HF_BERT) {
+        bert_config(h, c);
+        return;
+    }
     if (neox) {
         c->norm_kind = TS_NORMK_LAYER;
         c->eps = c->embed_eps = (float)number_key(h, "layer_norm_eps", 1e-5);
@@ -246,7 +279,7 @@ ts_status ts_hf_config(const char *path, ts_model_config *c) {
     while (!h.st && type && t < HF_TYPES && strcmp(type, type_names[t]) != 0) t++;
     if (!h.st && (!type || t == HF_TYPES))
         h.st = ts_fail(TS_ERR_UNSUPPORTED, "%s: model_type \"%.40s\" is not one tscope reads (gpt2, llama, mistral, "
-                                           "qwen2, gemma, gpt_neox)", cfg_path, type ? type : "(none)");
+                                           "qwen2, gemma, gpt_neox, bert)", cfg_path, type ? type : "(none)");
     if (!h.st) config_of(&h, (hf_type)t, c);
     cJSON_Delete(o);
     if (!h.st) snprintf(c->preset, sizeof c->preset, "%.15s", type_names[t]);
@@ -367,11 +400,69 @@ static ts_status neox_qkv(ts_model *m, const char *param, const ts_tensor *src, 
     return st;
 }
 
-/* One Hugging Face tensor name -> tscope's parameter name (into out), for
- * the layers of either family; false when the name is none of them. */
-static bool map_name(hf_type type, const char *name, char *out, size_t size) {
+/* BERT's names (with or without the "bert." prefix BertForMaskedLM adds;
+ * very old files call LayerNorm's weight and bias gamma and beta) -> tscope's.
+ * query, key and value are parts 0, 1, 2 of one packed in_proj (*part); every
+ * other name is a whole parameter (*part -1). */
+static bool bert_name(const char *name, char *out, size_t size, int *part) {
+    static const char *const whole[][2] = {
+        {"embeddings.word_embeddings.weight", "embed.tokens.weight"},
+        {"embeddings.position_embeddings.weight", "embed.positions.weight"},
+        {"embeddings.token_type_embeddings.weight", "embed.token_types.weight"},
+        {"embeddings.LayerNorm.weight", "embed.norm.weight"}, {"embeddings.LayerNorm.bias", "embed.norm.bias"},
+        {"embeddings.LayerNorm.gamma", "embed.norm.weight"}, {"embeddings.LayerNorm.beta", "embed.norm.bias"},
+        {"cls.predictions.transform.dense.weight", "mlm.dense.weight"},
+        {"cls.predictions.transform.dense.bias", "mlm.dense.bias"},
+        {"cls.predictions.transform.LayerNorm.weight", "mlm.norm.weight"},
+        {"cls.predictions.transform.LayerNorm.bias", "mlm.norm.bias"},
+        {"cls.predictions.transform.LayerNorm.gamma", "mlm.norm.weight"},
+        {"cls.predictions.transform.LayerNorm.beta", "mlm.norm.bias"},
+        {"cls.predictions.decoder.weight", "generator.weight"}, /* tied: the word embeddings */
+        {"cls.predictions.decoder.bias", "generator.bias"},     /* tied to cls.predictions.bias */
+        {"cls.predictions.bias", "generator.bias"}};
+    static const char *const layer[][2] = {
+        {"attention.self.query.weight", "self_attn.in_proj_weight"}, {"attention.self.query.bias", "self_attn.in_proj_bias"},
+        {"attention.self.key.weight", "self_attn.in_proj_weight"},   {"attention.self.key.bias", "self_attn.in_proj_bias"},
+        {"attention.self.value.weight", "self_attn.in_proj_weight"}, {"attention.self.value.bias", "self_attn.in_proj_bias"},
+        {"attention.output.dense.weight", "self_attn.out_proj.weight"},
+        {"attention.output.dense.bias", "self_attn.out_proj.bias"},
+        {"attention.output.LayerNorm.weight", "norm1.weight"}, {"attention.output.LayerNorm.bias", "norm1.bias"},
+        {"attention.output.LayerNorm.gamma", "norm1.weight"},  {"attention.output.LayerNorm.beta", "norm1.bias"},
+        {"intermediate.dense.weight", "linear1.weight"},       {"intermediate.dense.bias", "linear1.bias"},
+        {"output.dense.weight", "linear2.weight"},             {"output.dense.bias", "linear2.bias"},
+        {"output.LayerNorm.weight", "norm2.weight"},           {"output.LayerNorm.bias", "norm2.bias"},
+        {"output.LayerNorm.gamma", "norm2.weight"},            {"output.LayerNorm.beta", "norm2.bias"}};
+    *part = -1;
+    if (strncmp(name, "bert.", 5) == 0) name += 5;
+    for (size_t k = 0; k < sizeof whole / sizeof whole[0]; k++)
+        if (strcmp(name, whole[k][0]) == 0) return snprintf(out, size, "%s", whole[k][1]) > 0;
     int i, used = 0;
     char rest[160];
+    if (sscanf(name, "encoder.layer.%d.%159s%n", &i, rest, &used) != 2 || name[used] || i < 0) return false;
+    for (size_t k = 0; k < sizeof layer / sizeof layer[0]; k++)
+        if (strcmp(rest, layer[k][0]) == 0) {
+            *part = k < 6 ? (int)k / 2 : -1;
+            return snprintf(out, size, "encoder.layers.%d.%s", i, layer[k][1]) > 0;
+        }
+    return false;
+}
+
+/* BERT's parts of pre-training that the masked-LM logits never read:
+ * BertForPreTraining's pooler ([CLS] through a dense tanh) and its
+ * next-sentence head. bert-base-uncased's files carry them; skipped by name. */
+static bool bert_unused(const char *name) {
+    if (strncmp(name, "bert.", 5) == 0) name += 5;
+    return strncmp(name, "pooler.dense.", 13) == 0 || strncmp(name, "cls.seq_relationship.", 21) == 0;
+}
+
+/* One Hugging Face tensor name -> tscope's parameter name (into out), for
+ * the layers of each family; false when the name is none of them. *part:
+ * which of q, k, v it gives of a packed in_proj (BERT), else -1. */
+static bool map_name(hf_type type, const char *name, char *out, size_t size, int *part) {
+    int i, used = 0;
+    char rest[160];
+    *part = -1;
+    if (type == HF_BERT) return bert_name(name, out, size, part);
     if (type == HF_GPT_NEOX) {
         static const char *const pairs[][2] = {
             {"input_layernorm.weight", "norm1.weight"}, {"input_layernorm.bias", "norm1.bias"},
@@ -408,6 +499,29 @@ static bool map_name(hf_type type, const char *name, char *out, size_t size) {
     return false;
 }
 
+/* BERT's query, key or value (part 0, 1, 2; rows (D, D) or a bias (D)) into
+ * its rows of the packed in_proj, written straight into the stored layout
+ * (model.c: torch row part*D + h*hd + j is stored row h*3hd + part*hd + j). */
+static ts_status place_qkv_part(ts_model *m, const char *param, int part, const ts_tensor *src) {
+    ts_tensor dst;
+    TS_TRY(ts_model_param(m, param, &dst));
+    int64_t D = m->cfg.d_model, hd = ts_model_head_dim(&m->cfg), cols = dst.rank == 2 ? dst.shape[1] : 1;
+    if (src->rank != dst.rank || src->shape[0] != D || (dst.rank == 2 && src->shape[1] != cols)) {
+        char got[TS_SHAPE_TEXT_MAX], want[TS_SHAPE_TEXT_MAX];
+        int64_t need[2] = {D, cols};
+        ts_tensor_shape_str(got, sizeof got, src, TS_SHAPE_PLAIN);
+        ts_shape_format(want, sizeof want, dst.rank, need, TS_SHAPE_PLAIN);
+        static const char *const parts[] = {"query", "key", "value"};
+        return ts_fail(TS_ERR_SHAPE, "the %s rows of %s have shape %s, the model needs %s", parts[part], param, got, want);
+    }
+    for (int64_t r = 0; r < D; r++) {
+        int64_t stored = (r / hd) * 3 * hd + part * hd + r % hd;
+        for (int64_t c = 0; c < cols; c++)
+            dst.data[stored * cols + c] = src->data[r * src->stride[0] + (src->rank == 2 ? c * src->stride[1] : 0)];
+    }
+    return TS_OK;
+}
+
 /* ---- loading ----------------------------------------------------------------------- */
 
 /* Every tensor of the files, placed into the model's parameter it names. */
@@ -417,11 +531,12 @@ static ts_status place_all(ts_model *m, hf_weights *w, hf_type type, const char 
         ts_safetensors *f = &w->files[fi];
         for (int e = 0; e < f->count; e++) {
             const char *name = f->entries[e].name;
-            if (skip_buffer(name)) {
+            if (skip_buffer(name) || (type == HF_BERT && bert_unused(name))) {
                 w->used[fi][e] = true;
                 continue;
             }
-            if (!map_name(type, name, param, sizeof param))
+            int part;
+            if (!map_name(type, name, param, sizeof param, &part))
                 return ts_fail(TS_ERR_FORMAT, "%s: tensor %s is not a part of a %s model that tscope places (it "
                                               "would be left out of the computation)", f->path, name, type_names[type]);
             if (strcmp(param, "generator.weight") == 0 && m->cfg.tie_embed) { /* tied: the table itself */
@@ -430,9 +545,10 @@ static ts_status place_all(ts_model *m, hf_weights *w, hf_type type, const char 
             }
             ts_tensor t;
             TS_TRY(ts_safetensors_get(f, name, &t));
-            ts_status st = type == HF_GPT_NEOX && strstr(param, "in_proj")
-                               ? neox_qkv(m, param, &t, m->cfg.heads, ts_model_head_dim(&m->cfg))
-                               : ts_model_load_param(m, param, &t);
+            ts_status st = part >= 0                                     ? place_qkv_part(m, param, part, &t)
+                           : type == HF_GPT_NEOX && strstr(param, "in_proj") ? neox_qkv(m, param, &t, m->cfg.heads,
+                                                                                        ts_model_head_dim(&m->cfg))
+                                                                             : ts_model_load_param(m, param, &t);
             ts_safetensors_release(f, name); /* its float32 copy is in the model now */
             if (st) return ts_fail(st, "%s: %s (from %s)", dir, ts_last_error(), name);
             w->used[fi][e] = true;
@@ -441,15 +557,29 @@ static ts_status place_all(ts_model *m, hf_weights *w, hf_type type, const char 
     return TS_OK;
 }
 
-/* Every parameter the model has was in the files. */
+/* Every parameter the model has was in the files, each of q, k and v of a
+ * packed in_proj that BERT's files give apart. */
 static ts_status check_complete(const ts_model *m, const hf_weights *w, hf_type type, const char *dir) {
     char param[TS_MODEL_NAME_MAX];
     for (int i = 0; i < m->n_params; i++) {
-        bool found = false;
-        for (int fi = 0; fi < w->n && !found; fi++)
-            for (int e = 0; e < w->files[fi].count && !found; e++)
-                found = map_name(type, w->files[fi].entries[e].name, param, sizeof param) &&
-                        strcmp(param, m->params[i].name) == 0;
+        unsigned found = 0; /* bit k: part k of q, k, v; all three bits: the whole parameter */
+        for (int fi = 0; fi < w->n && found != 7; fi++)
+            for (int e = 0; e < w->files[fi].count && found != 7; e++) {
+                int part;
+                if (map_name(type, w->files[fi].entries[e].name, param, sizeof param, &part) &&
+                    strcmp(param, m->params[i].name) == 0)
+                    found |= part >= 0 ? 1u << part : 7u;
+            }
+        if (found && found != 7) {
+            static const char *const parts[] = {"query", "key", "value"};
+            char missing[32] = "";
+            for (int k = 0; k < 3; k++)
+                if (!(found & 1u << k))
+                    snprintf(missing + strlen(missing), sizeof missing - strlen(missing), "%s%s", missing[0] ? " and " : "",
+                             parts[k]);
+            return ts_fail(TS_ERR_FORMAT, "%s: the files give part of %s, not its %s rows (BERT's query, key and value)",
+                           dir, m->params[i].name, missing);
+        }
         if (!found)
             return ts_fail(TS_ERR_FORMAT, "%s: no tensor of the files gives %s, which a %s model with this "
                                           "config.json has", dir, m->params[i].name, type_names[type]);
@@ -472,4 +602,34 @@ ts_status ts_hf_load(ts_model *m, const char *dir) {
     weights_close(w);
     free(w);
     return st;
+}
+
+bool ts_hf_unused(const char *dir, char *what, size_t size) {
+    char *type_name = model_type_of(dir);
+    bool bert = type_name && strcmp(type_name, "bert") == 0;
+    free(type_name);
+    if (!bert || size == 0) return false;
+    hf_weights *w = malloc(sizeof *w);
+    if (!w) return false;
+    bool pooler = false, nsp = false;
+    if (weights_open(w, dir)) { /* the load itself says what is wrong with the files */
+        ts_clear_error();
+        weights_close(w);
+        free(w);
+        return false;
+    }
+    for (int fi = 0; fi < w->n; fi++)
+        for (int e = 0; e < w->files[fi].count; e++) {
+            const char *name = w->files[fi].entries[e].name;
+            if (!bert_unused(name)) continue;
+            if (strstr(name, "pooler.")) pooler = true;
+            else nsp = true;
+        }
+    weights_close(w);
+    free(w);
+    if (!pooler && !nsp) return false;
+    snprintf(what, size, "%s%s%s (BertForPreTraining's, which the masked-LM logits do not read)",
+             pooler ? "the pooler (pooler.dense)" : "", pooler && nsp ? " and " : "",
+             nsp ? "the next-sentence head (cls.seq_relationship)" : "");
+    return true;
 }

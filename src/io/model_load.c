@@ -223,3 +223,32 @@ ts_status ts_lm_read_ids(const char *path, int vocab, ts_bpe_ids *ids, int *B) {
     ts_npy_free(&x);
     return st;
 }
+
+ts_status ts_lm_read_token_types(const char *path, int type_vocab, int B, int S, int32_t **types) {
+    *types = NULL;
+    if (type_vocab < 1)
+        return ts_fail(TS_ERR_ARG, "--token-types %s: this model has no token type embeddings (BERT's segments)", path);
+    ts_npy x = {0};
+    ts_status st = ts_npy_read_labels(&x, path);
+    if (st) return ts_fail(st, "--token-types: %s", ts_last_error());
+    bool fits = (x.rank == 2 && x.shape[0] == B && x.shape[1] == S) || (x.rank == 1 && B == 1 && x.shape[0] == S);
+    if (!fits) {
+        char got[TS_SHAPE_TEXT_MAX];
+        ts_shape_format(got, sizeof got, x.rank, x.shape, TS_SHAPE_PLAIN);
+        st = ts_fail(TS_ERR_SHAPE, "--token-types %s is %s; the ids are (%d, %d): one type for each id", path, got, B, S);
+    }
+    if (!st && !(*types = malloc(sizeof(int32_t) * (size_t)x.numel))) st = ts_fail(TS_ERR_NOMEM, "out of memory");
+    for (int64_t i = 0; !st && i < x.numel; i++) {
+        if (x.i64[i] < 0 || x.i64[i] >= type_vocab)
+            st = ts_fail(TS_ERR_ARG, "--token-types %s: type %lld at position %lld is not one of the model's %d (0 to %d)",
+                         path, (long long)x.i64[i], (long long)i, type_vocab, type_vocab - 1);
+        else
+            (*types)[i] = (int32_t)x.i64[i];
+    }
+    if (st) {
+        free(*types);
+        *types = NULL;
+    }
+    ts_npy_free(&x);
+    return st;
+}

@@ -152,6 +152,9 @@ static void walk_embed(table_walk *t, ts_embed_weights *w, const char *prefix, b
         if (c->arch == TS_ARCH_DECODER) sd = 0.02f;
         w->tokens = param(t, TS_LAYOUT_TORCH, TS_INIT_NORMAL, sd, 2, c->vocab, D, "%s.tokens.weight", prefix);
     }
+    /* BERT's token types: nn.Embedding(type_vocab_size, hidden), one row per segment */
+    if (c->type_vocab && own_tokens)
+        w->types = param(t, TS_LAYOUT_TORCH, TS_INIT_NORMAL, 1.0f, 2, c->type_vocab, D, "%s.token_types.weight", prefix);
     if (c->pe == TS_PE_LEARNED) {
         float psd = c->arch == TS_ARCH_DECODER ? 0.02f : 1.0f; /* GPT-2's, beside its small token table */
         w->positions = param(t, TS_LAYOUT_TORCH, TS_INIT_NORMAL, psd, 2, P, D, "%s.positions.weight", prefix);
@@ -205,6 +208,10 @@ static void walk_all(table_walk *t, ts_model_weights *w) {
             }
         }
         if (c->final_norm) walk_norm(t, &w->cross_norm, "decoder.norm", D);
+    }
+    if (c->head == TS_HEAD_LM && c->mlm_head) { /* BERT's masked-LM transform before the decoder */
+        walk_linear(t, &w->mlm_w, &w->mlm_b, true, D, D, "mlm", "dense");
+        walk_norm(t, &w->mlm_norm, "mlm.norm", D);
     }
     if (c->head == TS_HEAD_LM) {
         if (c->tie_embed)

@@ -218,6 +218,26 @@ bool ts_model_is_modern(const ts_model_config *c) {
            c->activation == TS_ACT_SILU;
 }
 
+bool ts_model_is_bert(const ts_model_config *c) { return c->type_vocab != 0 || c->mlm_head; }
+
+bool ts_model_is_masked_lm(const ts_model_config *c) {
+    return c->arch == TS_ARCH_ENCODER && !c->causal && c->head == TS_HEAD_LM && c->input == TS_INPUT_TOKENS;
+}
+
+/* BERT's parts: on an encoder over tokens, the MLM head on a vocabulary head. */
+static ts_status check_bert(const ts_model_config *c) {
+    if (!ts_model_is_bert(c)) return TS_OK;
+    if (c->type_vocab < 0 || c->type_vocab > 1 << 16)
+        return ts_fail(TS_ERR_ARG, "token types %d: a model has 0 (none) to %d kinds of token", c->type_vocab, 1 << 16);
+    if (c->arch != TS_ARCH_ENCODER || c->input != TS_INPUT_TOKENS)
+        return ts_fail(TS_ERR_ARG, "token types and the masked-LM head are BERT's, built for an encoder over tokens; "
+                                   "this model is %s over %s", ts_model_arch_name(c->arch), ts_model_input_name(c->input));
+    if (c->mlm_head && c->head != TS_HEAD_LM)
+        return ts_fail(TS_ERR_ARG, "the masked-LM head's transform sits before a vocabulary head; this model's head is "
+                                   "%s", ts_model_head_name(c->head));
+    return TS_OK;
+}
+
 /* Today's blocks: a GPT's, whole and consistent. */
 static ts_status check_modern(const ts_model_config *c) {
     if (!ts_model_is_modern(c)) return TS_OK;
@@ -299,6 +319,7 @@ ts_status ts_model_config_check(const ts_model_config *c) {
     if (c->tie_embed && !(tokens && c->head == TS_HEAD_LM))
         return ts_fail(TS_ERR_ARG, "shared embeddings need token input and a vocabulary head");
     st = check_modern(c);
+    if (!st) st = check_bert(c);
     if (st) return st;
     return ts_model_variants_check(c);
 }

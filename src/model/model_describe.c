@@ -42,6 +42,19 @@ static void describe_modern(const ts_model_config *c, char *buf, size_t size) {
 #undef ADD
 }
 
+/* "; 2 token types, masked-LM head (dense, gelu, LayerNorm), LayerNorm eps 1e-12, embeddings' 1e-12" for BERT's parts. */
+static void describe_bert(const ts_model_config *c, char *buf, size_t size) {
+    if (!ts_model_is_bert(c)) return;
+    size_t len = strlen(buf);
+#define ADD(...) (len < size ? (len += (size_t)snprintf(buf + len, size - len, __VA_ARGS__)) : len)
+    ADD("; ");
+    if (c->type_vocab) ADD("%d token types, ", c->type_vocab);
+    if (c->mlm_head)
+        ADD("masked-LM head (dense, %s, LayerNorm), ", ts_model_activation_name(c->activation));
+    ADD("LayerNorm eps %g, embeddings' %g", (double)c->eps, (double)c->embed_eps);
+#undef ADD
+}
+
 void ts_model_config_describe(const ts_model_config *c, char *buf, size_t size) {
     static const char *const arch[] = {[TS_ARCH_ENCODER] = "encoder",
                                        [TS_ARCH_ENCODER_DECODER] = "encoder-decoder",
@@ -76,4 +89,5 @@ void ts_model_config_describe(const ts_model_config *c, char *buf, size_t size) 
              c->tie_embed && c->head == TS_HEAD_LM ? ", vocabulary logits (tied)" : head[c->head]);
     describe_variants(c, buf, size);
     describe_modern(c, buf, size);
+    describe_bert(c, buf, size);
 }

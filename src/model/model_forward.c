@@ -859,7 +859,34 @@ typedef struct embed_step {
     int S;
     float *dst;             // the stream (B, S, D)
     ts_kept_embed *kept;    // training, or NULL
+    const int32_t *types;   // (B, S) token types (BERT's token_type_ids), or NULL: all 0
 } embed_step;
+
+/* BERT's token types: the ids (B, S) handed over as `token_type_ids` (an
+ * input, as `input` is), then their rows of the type table added to the
+ * token embeddings in sum (B, S, D) as the step embed.token_types, made in
+ * scratch (ctx, unused until the first attention), handed over, then read. */
+static ts_status add_token_types(fwd *f, const embed_step *e, float *sum) {
+    int64_t B = f->B, D = f->D, S = e->S;
+    ts_model_acts *a = f->a;
+    float *rows = a->ctx;
+    if (!f->dry)
+        for (int64_t i = 0; i < B * S; i++) a->types[i] = e->types ? (float)e->types[i] : 0.0f;
+    ts_tensor t = view(a->types, 2, (int64_t[]){B, S}, NULL);
+    TS_TRY(fwd_emit(f, NULL, "token_type_ids", TS_OP_INPUT, &t, TS_TAG_PLAIN, false));
+    if (!f->dry) {
+        const float *table = e->w->types;
+        TS_MODEL_OMP(parallel for num_threads(f->threads) if(f->par) schedule(static))
+        for (int64_t i = 0; i < B * S; i++) {
+            int64_t type = e->types ? e->types[i] : 0;
+            memcpy(rows + i * D, table + type * D, sizeof(float) * (size_t)D);
+        }
+    }
+    t = view3(rows, B, S, D);
+    TS_TRY(fwd_emit(f, e->name, "token_types", TS_OP_EMBED, &t, TS_TAG_PLAIN, false));
+    if (!f->dry) ts_add(sum, sum, rows, B * S * D);
+    return TS_OK;
+}
 
 /* Token ids or given vectors -> the stream. *res is where the result is: dst
  * (or the kept buffer), or the caller's vectors when nothing is added.
@@ -908,6 +935,7 @@ static ts_status embed(fwd *f, const embed_step *e, const float **res) {
         }
         t = view3(sum, B, S, D);
         TS_TRY(fwd_emit(f, e->name, "tokens", TS_OP_EMBED, &t, TS_TAG_PLAIN, false));
+        if (c->type_vocab) TS_TRY(add_token_types(f, e, sum)); /* (an encoder's one embedding: check_bert) */
     } else if (!f->dry) {
         memcpy(sum, e->vecs, sizeof(float) * (size_t)(B * S * D));
     }
@@ -962,13 +990,39 @@ static ts_status final_norm(fwd *f, const char *stack, const ts_norm_weights *w,
     return TS_OK;
 }
 
+/* BERT's masked-LM transform (BertPredictionHeadTransform) between the
+ * encoder and the decoder: h = LayerNorm(act(x W^T + b)), traced as
+ * mlm.dense, mlm.act and mlm.norm.*, each read only after it is handed
+ * over; *x then points at h. The stream x is in a->x (or a kept buffer), so
+ * tmp and ctx are free. */
+static ts_status mlm_transform(fwd *f, const float **x, int S) {
+    const ts_model_config *c = f->c;
+    ts_model_acts *a = f->a;
+    const ts_model_weights *w = &f->m->w;
+    int64_t B = f->B, D = f->D;
+    double flops0 = f->flops;
+    float *h = a->tmp;
+    linear(f, h, *x, B * S, (int)D, (int)D, w->mlm_w, w->mlm_b, (int)D, TS_EPI_BIAS);
+    ts_tensor t = view3(h, B, S, D);
+    TS_TRY(fwd_emit(f, "mlm", "dense", TS_OP_LINEAR, &t, TS_TAG_PLAIN, false));
+    if (!f->dry) activation_of(c->activation)(h, h, B * S * D);
+    TS_TRY(fwd_emit(f, "mlm", "act", activation_op(c->activation), &t, TS_TAG_PLAIN, false));
+    norm_step n = {"mlm.norm", "mlm.norm.", &w->mlm_norm, c->eps, activation_op(c->activation), true, a->ctx,
+                   a->mean, a->rstd};
+    TS_TRY(norm(f, &n, h, S));
+    *x = n.out;
+    t = view3(n.out, B, S, D);
+    return fwd_module_done(f, "mlm", "mlm.", &t, flops0);
+}
+
 static ts_status head(fwd *f, const float *x, int S, ts_tensor *out) {
     const ts_model_config *c = f->c;
     ts_model_acts *a = f->a;
     ts_model_weights *w = &f->m->w;
     int64_t B = f->B, D = f->D;
-    double flops0 = f->flops;
     float *logits = f->keep ? f->keep->logits : a->logits;
+    if (c->head == TS_HEAD_LM && c->mlm_head) TS_TRY(mlm_transform(f, &x, S));
+    double flops0 = f->flops;
     if (c->head == TS_HEAD_LM) {
         linear(f, logits, x, B * S, (int)D, c->vocab, w->head_w, w->head_b, (int)D, TS_EPI_BIAS);
         *out = view3(logits, B, S, c->vocab);
@@ -1048,6 +1102,14 @@ static ts_status check_input(const fwd *f, const ts_model_input *in) {
                            c->in_dim ? c->in_dim : c->d_model);
         if (in->src_ids) TS_TRY(check_ids(in->src_ids, (int64_t)f->B * f->S, c->vocab, "source"));
     }
+    if (!m->dry && in->src_types) {
+        if (!c->type_vocab)
+            return ts_fail(TS_ERR_ARG, "model: token types given, but this model has no token type embeddings");
+        for (int64_t i = 0; i < (int64_t)f->B * f->S; i++)
+            if (in->src_types[i] < 0 || in->src_types[i] >= c->type_vocab)
+                return ts_fail(TS_ERR_ARG, "token type %d at position %lld is not one of the model's %d (0 to %d)",
+                               (int)in->src_types[i], (long long)i, c->type_vocab, c->type_vocab - 1);
+    }
     if (!m->dry && encdec) {
         if (!in->tgt_ids && !in->tgt_embedded) return ts_fail(TS_ERR_ARG, "model: the decoder needs its input");
         if (in->tgt_ids && c->input != TS_INPUT_TOKENS)
@@ -1103,7 +1165,7 @@ static ts_status run(fwd *f, const ts_model_input *in, ts_tensor *out) {
     if (c->arch == TS_ARCH_ATTENTION) {
         int din = c->in_dim ? c->in_dim : f->D;
         embed_step e = {"embed", "input", &m->w.embed, false, NULL, in->src_embedded, S, a->x,
-                        keep ? &keep->src : NULL};
+                        keep ? &keep->src : NULL, NULL};
         st = embed(f, &e, &x);
         attn_step at = {.name = "self_attn", .params = "self_attn.", .w = &m->w.attn, .key_mask = fwd_enc_key_mask(f),
                         .causal = c->causal, .din = din, .buf = keep ? keep->lone : fwd_scratch_attn(f, false, S, S)};
@@ -1116,7 +1178,7 @@ static ts_status run(fwd *f, const ts_model_input *in, ts_tensor *out) {
     if (!(encdec && mem)) {
         bool tokens = c->input == TS_INPUT_TOKENS && !in->src_embedded;
         embed_step e = {"embed", "input", &m->w.embed, tokens, in->src_ids, in->src_embedded, S, a->x,
-                        keep ? &keep->src : NULL};
+                        keep ? &keep->src : NULL, in->src_types};
         st = embed(f, &e, &x);
         for (int i = 0; !st && i < c->layers; i++) st = self_attn_layer(f, i, &m->w.layers[i], x, a->x, &x);
         const char *stack = ts_model_stack_name(c);
@@ -1135,7 +1197,7 @@ static ts_status run(fwd *f, const ts_model_input *in, ts_tensor *out) {
         const float *y = NULL;
         bool tokens = c->input == TS_INPUT_TOKENS && !in->tgt_embedded;
         embed_step e = {"decoder.embed", "decoder.input", &m->w.dec_embed, tokens, in->tgt_ids, in->tgt_embedded,
-                        T, a->y, keep ? &keep->tgt : NULL};
+                        T, a->y, keep ? &keep->tgt : NULL, NULL};
         st = embed(f, &e, &y);
         for (int i = 0; !st && i < c->dec_layers; i++) st = cross_attn_layer(f, i, &m->w.cross_layers[i], y, mem, a->y, &y);
         if (keep) keep->dec_top = y;

@@ -2,6 +2,7 @@
  * stream (model.h, "the closing norm and the head"), with the forward's
  * weights and kernels, for the readers of a layer's stream (the lens, direct
  * logit attribution). */
+#include <math.h>
 #include <string.h>
 
 #include "tscope/kernels.h"
@@ -17,6 +18,19 @@ void ts_model_final_norm_rows(const ts_model *m, float *out, float *mean, float 
                               int64_t rows) {
     const ts_norm_weights *nw = ts_model_final_norm_weights(m);
     int64_t D = m->cfg.d_model;
+    if (nw && m->cfg.norm_kind != TS_NORMK_LAYER) { /* RMSNorm: x / rms * w (Gemma: * (1 + w)), as the forward's */
+        bool one_plus = m->cfg.norm_kind == TS_NORMK_RMS_GEMMA;
+        for (int64_t r = 0; r < rows; r++) {
+            double sq = 0;
+            for (int64_t j = 0; j < D; j++) sq += (double)x[r * D + j] * x[r * D + j];
+            float rms = (float)sqrt(sq / (double)D + (double)m->cfg.eps);
+            for (int64_t j = 0; j < D; j++)
+                out[r * D + j] = x[r * D + j] / rms * (one_plus ? 1.0f + nw->gamma[j] : nw->gamma[j]);
+            if (mean) mean[r] = 0.0f;
+            if (rstd) rstd[r] = 1.0f / rms;
+        }
+        return;
+    }
     if (nw) {
         ts_layernorm(out, mean, rstd, x, nw->gamma, nw->beta, rows, (int)D, m->cfg.eps);
         return;
@@ -35,4 +49,23 @@ void ts_model_head_rows(const ts_model *m, float *logits, const float *x, int64_
     const float *b = m->w.head_b;
     ts_gemm(false, true, (int)rows, V, D, 1.0f, x, D, m->w.head_w, D, 0.0f, logits, V, b ? TS_EPI_BIAS : TS_EPI_NONE,
             b);
+}
+
+void ts_model_mlm_rows(const ts_model *m, float *out, float *scratch, const float *x, int64_t rows) {
+    const ts_model_config *c = &m->cfg;
+    const ts_model_weights *w = &m->w;
+    int D = c->d_model;
+    if (!c->mlm_head) {
+        memcpy(out, x, sizeof(float) * (size_t)(rows * D));
+        return;
+    }
+    ts_gemm(false, true, (int)rows, D, D, 1.0f, x, D, w->mlm_w, D, 0.0f, scratch, D, TS_EPI_BIAS, w->mlm_b);
+    int64_t n = rows * D;
+    switch (c->activation) {
+    case TS_ACT_GELU: ts_gelu(scratch, scratch, n); break;
+    case TS_ACT_GELU_TANH: ts_gelu_tanh(scratch, scratch, n); break;
+    case TS_ACT_SILU: ts_silu(scratch, scratch, n); break;
+    case TS_ACT_RELU: ts_relu(scratch, scratch, n); break;
+    }
+    ts_layernorm(out, NULL, NULL, scratch, w->mlm_norm.gamma, w->mlm_norm.beta, rows, D, c->eps);
 }

@@ -27,6 +27,7 @@ typedef struct ts_model_acts {
     float *rstd;     // (B, L)
     float *std;      // (B, L) 1/rstd, for the trace
     float *ids;      // (B, L) token ids as floats, for the trace
+    float *types;    // (B, L) token types as floats, for the trace (BERT), or NULL
     float *pe;       // (L, D) sinusoidal table, filled at init
     float *src_mask; // (B, S) 0 or -inf
     float *tgt_mask; // (B, T)

@@ -71,6 +71,7 @@ size_t ts_model_plan_acts(const ts_model *m, ts_model_acts *a, unsigned char *ba
     a->rstd = take(&cur, base, B * L);
     a->std = take(&cur, base, B * L);
     a->ids = take(&cur, base, c->input == TS_INPUT_TOKENS ? B * L : 0);
+    a->types = take(&cur, base, c->type_vocab ? B * L : 0);
     a->pe = take(&cur, base, c->pe == TS_PE_SINUSOIDAL ? L * D : 0);
     a->src_mask = take(&cur, base, B * S);
     a->tgt_mask = take(&cur, base, encdec ? B * T : 0);

@@ -32,6 +32,9 @@ ts_status ts_train_init(ts_train *tr, ts_model *m) {
         return ts_fail(TS_ERR_UNSUPPORTED, "train: the backward runs through the 2017 and GPT-2 blocks only; RMSNorm, "
                                            "RoPE, gated FFNs, shared key/value heads and parallel residuals run "
                                            "forward (inference and experiments), not in training yet");
+    if (ts_model_is_bert(c))
+        return ts_fail(TS_ERR_UNSUPPORTED, "train: the backward has no token types or masked-LM head yet; BERT's parts "
+                                           "run forward (inference and experiments), not in training");
     tr->m = m;
     tr_acts *a = calloc(1, sizeof *a);
     if (!a) return ts_fail(TS_ERR_NOMEM, "train: out of memory");
