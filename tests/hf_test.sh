@@ -138,6 +138,13 @@ printf '[PAD]\n[UNK]\n[CLS]\n[SEP]\nin\nthe\nbeginning\ngod\ncreated\nheaven\nan
 expect 0 "--text through the folder's tokenizer" -- "$bin" run --load "$tmp/tok" --text "In the beginning God created the heaven and the earth."
 has "$out" "hf tokenizer, 13 tokens" "the folder's tokenizer"
 has "$out" "       2  beginning" "the text's words, lower-cased as BERT's tokenizer does"
+# ... and BERT's own: a text's token types are all 0 (one segment), as the settings line says
+mkdir -p "$tmp/berttok"
+cp "$ref/bert/config.json" "$ref/bert/model.safetensors" "$tmp/tok/vocab.txt" "$tmp/berttok/"
+expect 0 "bert reads --text through its vocab.txt" -- "$bin" run --load "$tmp/berttok" --text "In the beginning God created the heaven and the earth."
+has "$out" "       2  beginning" "bert's text through WordPiece"
+has "$out" "token types all 0, none given (2 kinds)" "a text's token types"
+has "$out" "predicted (argmax)" "bert's report on a text"
 rm "$tmp/tok/vocab.txt"
 expect 2 "--text without a tokenizer" -- "$bin" run --load "$tmp/tok" --text "In the beginning"
 has "$err" "no tokenizer.json, tokenizer.model or vocab.txt beside it" "the files a folder's tokenizer is read from"
