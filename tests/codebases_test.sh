@@ -111,6 +111,37 @@ one_line "--names a folder"
 expect 2 "--names without --load" -- "$bin" run --names "$tmp/names.txt"
 one_line "--names without --load"
 
+# ---- tscope shapes --params prints names that load back ----
+py=${PYTHON:-/usr/bin/python3}
+[ -x "$py" ] || py=$(command -v python3)
+for arch in encoder encoder-decoder; do
+    expect 0 "shapes --params ($arch)" -- "$bin" shapes --params --preset tiny --arch $arch
+    printf '%s\n' "$out" >"$tmp/params.txt"
+    # a safetensors file of every printed name and shape, small values (the standard library only)
+    "$py" - "$tmp/params.txt" "$tmp/params.safetensors" <<'PY'
+import json, re, struct, sys
+header, data, at = {}, b"", 0
+for line in open(sys.argv[1]):
+    m = re.match(r"^([a-z_][a-z0-9_.]*(?:weight|bias))\s+\[([0-9, ]+)\]", line)
+    if not m:
+        continue
+    shape = [int(x) for x in m.group(2).split(",")]
+    n = 1
+    for d in shape:
+        n *= d
+    header[m.group(1)] = {"dtype": "F32", "shape": shape, "data_offsets": [at, at + 4 * n]}
+    data += struct.pack("<%df" % n, *[((i * 7919) % 13 - 6) * 0.01 for i in range(n)])
+    at += 4 * n
+h = json.dumps(header).encode()
+h += b" " * ((8 - len(h) % 8) % 8)
+open(sys.argv[2], "wb").write(struct.pack("<Q", len(h)) + h + data)
+PY
+    expect 0 "the names of shapes --params load back ($arch)" -- "$bin" run --load "$tmp/params.safetensors" --heads 2 \
+        --norm post --activation relu --pe sinusoidal
+    has "$out" "$([ $arch = encoder ] && echo "# encoder: B1 S4" || echo "# encoder-decoder: B1 S4 T4")" \
+        "$arch: read as the model it was printed for, its token table found"
+done
+
 # ---- the bridge's trace and tscope's, step by step ----
 bridge() { # NAME FLAGS...: tscope's trace of codebase NAME against its bridge.tstrace, exit 0
     local name=$1

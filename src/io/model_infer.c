@@ -297,8 +297,9 @@ static void unplaced_list(const ts_safetensors *f, const char *prefix, char *buf
         }
         char near[160];
         nearest_read_name(name, near, sizeof near);
-        at += (size_t)snprintf(buf + at, size - at, "%s%.100s (nearest: %s)", shown ? ", " : "", f->entries[e].name,
-                               near);
+        bool same = strcmp(near, name) == 0; /* read by itself: the file lacks what makes it a model */
+        at += (size_t)snprintf(buf + at, size - at, "%s%.100s (%s%s)", shown ? ", " : "", f->entries[e].name,
+                               same ? "a name tscope reads" : "nearest: ", same ? "" : near);
         shown++;
     }
 }
@@ -356,10 +357,17 @@ typedef struct reader {
     ts_weights_info *info;
 } reader;
 
-/* The entry holding tscope's parameter `model`, or NULL. */
+/* The entry holding tscope's parameter `model`, or NULL: under the layout's
+ * name for it, or under tscope's own when the layout reads that too (the
+ * names tscope shapes --params prints: embed.tokens.weight beside tscope
+ * train's embed.src.weight). */
 static const ts_st_entry *entry_of(const reader *r, const char *model) {
-    char file[TS_MODEL_NAME_MAX + TS_LAYOUT_PREFIX_MAX + 64];
-    if (!ts_weights_file_name(r->info, model, file, sizeof file)) return NULL;
+    char file[TS_MODEL_NAME_MAX + TS_LAYOUT_PREFIX_MAX + 64], back[TS_MODEL_NAME_MAX + 64];
+    const ts_st_entry *e = NULL;
+    if (ts_weights_file_name(r->info, model, file, sizeof file)) e = ts_safetensors_find(r->f, file);
+    if (e) return e;
+    snprintf(file, sizeof file, "%s%s", r->info->prefix, model);
+    if (!ts_weights_model_name(r->info, file, back, sizeof back) || strcmp(back, model) != 0) return NULL;
     return ts_safetensors_find(r->f, file);
 }
 
