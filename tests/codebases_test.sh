@@ -90,11 +90,19 @@ has "$err" "model.tok_emb.weight (nearest: " "an unplaced name beside the neares
 has "$err" "and 19 more" "the rest counted"
 has "$err" "the Annotated Transformer's" "every layout tscope reads is named"
 has "$err" "--names MAP.txt" "the way out is named"
+# hostile maps, on the sanitized tscope too when there is one
+bins=("$bin")
+asan=${TSCOPE_ASAN:-build-asan/tscope}
+[ -x "$asan" ] && bins+=("$(abs "$asan")")
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
 bad_map() { # WHAT TEXT PART: a --names file refused in one line naming PART
+    local b
     printf '%b' "$2" >"$tmp/bad.txt"
-    expect 2 "$1" -- "$bin" run --load $M/renamed.pt --names "$tmp/bad.txt" --ids $M/ids.npy --heads 4
-    one_line "$1"
-    has "$err" "$3" "$1"
+    for b in "${bins[@]}"; do
+        expect 2 "$1 ($b)" -- "$b" run --load $M/renamed.pt --names "$tmp/bad.txt" --ids $M/ids.npy --heads 4
+        one_line "$1 ($b)"
+        has "$err" "$3" "$1 ($b)"
+    done
 }
 bad_map "no arrow" 'net\\.(.*) \\1\n' "no '->'"
 bad_map "a bad regular expression" 'net\\.((.* -> \\1\n' "is not a regular expression"
@@ -104,10 +112,17 @@ bad_map "a NUL byte" 'net\\.(.*) -> \\1\0\n' "NUL byte"
 bad_map "two names made one" 'net\\..* -> wte.weight\n' "gives two tensors"
 bad_map "#q alone" 'net\\.tok_emb\\.weight -> wte.weight#q\n' "no "
 bad_map "# other than q, k, v" 'net\\.(.*) -> \\1#x\n' "#q, #k or #v"
-expect 2 "--names missing" -- "$bin" run --load $M/renamed.pt --names "$tmp/none.txt" --ids $M/ids.npy --heads 4
-one_line "--names missing"
-expect 2 "--names a folder" -- "$bin" run --load $M/renamed.pt --names "$tmp" --ids $M/ids.npy --heads 4
-one_line "--names a folder"
+bad_map "a line too long" "$(printf 'a%.0s' $(seq 2000)) -> b\n" "longer than"
+bad_map "too many rules" "$(for i in $(seq 300); do printf 'a%d -> b\\n' "$i"; done)" "more than 256 rules"
+for b in "${bins[@]}"; do
+    expect 2 "--names missing ($b)" -- "$b" run --load $M/renamed.pt --names "$tmp/none.txt" --ids $M/ids.npy --heads 4
+    one_line "--names missing ($b)"
+    expect 2 "--names a folder ($b)" -- "$b" run --load $M/renamed.pt --names "$tmp" --ids $M/ids.npy --heads 4
+    one_line "--names a folder ($b)"
+    expect 2 "an unplaceable file ($b)" -- "$b" run --load $M/renamed.pt --names "$tmp/wrong.txt" --ids $M/ids.npy \
+        --heads 4
+    one_line "an unplaceable file ($b)"
+done
 expect 2 "--names without --load" -- "$bin" run --names "$tmp/names.txt"
 one_line "--names without --load"
 
