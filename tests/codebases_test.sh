@@ -67,6 +67,14 @@ expect 2 "--heads against model_args" -- "$bin" run --load tests/ref/pt/nanogpt/
 one_line "--heads against model_args"
 has "$err" "disagrees with its model_args" "model_args wins, said"
 
+expect 2 "--activation against config.json" -- "$bin" run --load tests/ref/gpt/small --ids tests/ref/gpt/ids.npy \
+    --activation gelu
+one_line "--activation against config.json"
+has "$err" "disagrees with config.json" "config.json wins, said"
+expect 2 "--heads for a checkpoint with its own config" -- "$bin" run --load assets/kjv-char.safetensors --text And \
+    --heads 2
+one_line "--heads for a checkpoint with its own config"
+
 # ---- word_language_model: --mask is asked with the rest ----
 W=$C/wlm
 expect 2 "word_language_model with no flag" -- "$bin" run --load $W/model.pt --load-prefix encoder. --ignore-extra \
