@@ -235,8 +235,9 @@ class Recorder:
         self.stack = []  # module paths whose forward is running
         self.handles, self.patched = [], []
         self.inside_known = 0
-        # GPT-2-named models (nanoGPT, Hugging Face's) get tscope's names
-        self.gpt_names = any(_strip(n).startswith(("transformer.h.0", "h.0")) for n in self.paths.values())
+        # GPT-2-named models (nanoGPT, minGPT, Hugging Face's) and the Annotated Transformer get tscope's names
+        self.renames = _family_names(self.paths.values())
+        self.gpt_names = self.renames is _GPT_NAMES or self.renames is _MINGPT_OLD_NAMES
         self.settings = {}      # what shapes cannot tell, as far as seen (metadata "settings")
         self.masks = set()      # the masks in force
         self.seq_first = []     # the seq-first modules recorded transposed
@@ -247,8 +248,8 @@ class Recorder:
         return f"{path}.{leaf}" if path else leaf
 
     def tscope_path(self, path):
-        """A module path under tscope's name (GPT-2-named models), else as it is."""
-        return _gpt_name(path) if self.gpt_names else path
+        """A module path under tscope's name (the families tscope knows), else as it is."""
+        return _renamed(path, self.renames) if self.renames else path
 
     def metadata_out(self):
         settings = dict(self.settings)
@@ -315,21 +316,57 @@ class Recorder:
         if self.inside_known or isinstance(output, tuple) or not torch.is_tensor(output):
             return
         if list(module.children()):
-            # only leaves, but a GPT-2-named block's output is its layer's output in tscope
-            if self.gpt_names and re.fullmatch(r"decoder\.layers\.\d+", self.tscope_path(path)):
-                self.emit(self.tscope_path(path) + ".out", "add", "plain", output)
+            # only leaves, but a block's output is its layer's output in tscope, a stack's its stack's
+            name = self.tscope_path(path)
+            if self.renames and re.fullmatch(r"(encoder|decoder)\.layers\.\d+", name):
+                self.emit(name + ".out", "add", "plain", output)
+            elif self.renames is _ANNOTATED_NAMES and name in ("encoder.out", "decoder.out"):
+                self.emit(name, "layernorm", "norm_out", output)
+            elif self.renames is _ANNOTATED_NAMES and name in ("embed.tokens", "decoder.embed.tokens"):
+                self.emit(name, "embedding", "plain", output)
             return
         op = _op_of(module)
-        if self.gpt_names and "gelu" in type(module).__name__.lower():
-            self.settings["activation"] = "gelu-tanh" if getattr(module, "approximate", "none") == "tanh" else "gelu"
-        if self.gpt_names and op == "layernorm":
-            self.settings["norm"] = "pre"  # GPT-2's blocks normalise before each sublayer
+        if self.renames and op in ("gelu", "relu"):
+            # what the module computes, not what its class is called (minGPT's NewGELU is the tanh form)
+            self.settings["activation"] = _probe_activation(module) or op
+        if op == "layernorm" and self.renames:
+            self.settings["norm"] = "pre"  # GPT-2's blocks and the Annotated Transformer's sublayers normalise first
+            formula, eps = _probe_layernorm(module)
+            if formula:
+                self.settings.update(norm_formula=formula, eps=eps)
+                if args and torch.is_tensor(args[0]):
+                    self._norm_steps(self.tscope_path(path), module, args[0], formula, eps)
         self.emit(self.tscope_path(path) or "output", op, "norm_out" if op == "layernorm" else "plain", output)
+
+    def _norm_steps(self, name, module, x, formula, eps):
+        """A LayerNorm's inner steps, as tscope traces them: in, mean, std (what divides), y, gamma, beta."""
+        if not name.endswith(".out"):
+            return
+        base = name[: -len(".out")]
+        with torch.no_grad():
+            mean = x.mean(-1, keepdim=True)
+            if formula == "std+eps":
+                std = x.std(-1, keepdim=True) + eps
+            else:
+                std = torch.sqrt(x.var(-1, unbiased=False, keepdim=True) + eps)
+            y = (x - mean) / std
+        gamma, beta = _norm_params(module)
+        self.emit(base + ".in", "add", "norm_in", x)
+        self.emit(base + ".mean", "mean", "norm_stat", mean)
+        self.emit(base + ".std", "std", "norm_stat", std)
+        self.emit(base + ".y", "layernorm", "plain", y)
+        if gamma is not None:
+            self.emit(base + ".gamma", "parameter", "param", gamma)
+        if beta is not None:
+            self.emit(base + ".beta", "parameter", "param", beta)
 
     # -- the tensor ops of a module with its own attention code
     def on_op(self, name, args, out):
         """Called for every torch function while recording: the attention steps of a module
         that computes attention itself are recorded under tscope's names."""
+        if name == "relu" and self.renames is _ANNOTATED_NAMES and self.stack and not self.inside_known:
+            self.settings["activation"] = "relu"  # written as x.relu() in its feed-forward
+            return
         if self.inside_known or not self.stack or not torch.is_tensor(out) or out.dim() != 4:
             return
         path = self.stack[-1]
@@ -359,7 +396,13 @@ class Recorder:
         elif name == "masked_fill" and first is not None and id(first) in (st.get("scores"), st.get("scaled")):
             st["masked"] = id(out)
             emit("masked", "mask", "attn_scores", out)
-            self.masks.add(_mask_kind(args[1] if len(args) > 1 else None, out.shape))
+            mask = args[1] if len(args) > 1 else None
+            if torch.is_tensor(mask) and _hides_nothing(mask):
+                return  # an all-ones keep mask (masked where == 0) hides nothing: as no mask
+            kind = _mask_kind(mask, out.shape)
+            if p.startswith("decoder.") and kind == "causal" and self.renames is _ANNOTATED_NAMES:
+                kind = "tgt causal"  # an encoder-decoder's causal mask is its target's, as tscope says
+            self.masks.add(kind)
 
     # -- the modules tscope knows
     def _transformer(self, module, forward, src, tgt, src_mask=None, tgt_mask=None, memory_mask=None,
@@ -466,6 +509,7 @@ class Recorder:
         """heads, norm, activation of a standard layer, and the batch-first input's sizes."""
         self.settings.update(heads=int(layer.self_attn.num_heads), norm="pre" if layer.norm_first else "post",
                              activation="gelu" if _activation(layer) is F.gelu else "relu",
+                             eps=float(layer.norm1.eps), norm_formula="standard",
                              batch=int(x.shape[0]), seq=int(x.shape[1]))
 
     def _mask_settings(self, attn_mask, causal_word, key_padding_mask, padding_word):
@@ -676,12 +720,141 @@ def _strip(path):
     return path[len("_orig_mod."):] if path.startswith("_orig_mod.") else path
 
 
-def _gpt_name(path):
+# minGPT's older model.py: tok_emb, pos_emb (a parameter), blocks of ln1, attn (key, query, value,
+# proj), ln2, mlp (Sequential: 0 Linear, 1 GELU, 2 Linear, 3 Dropout); ln_f, head
+_MINGPT_OLD_NAMES = [
+    (r"tok_emb", "embed.tokens"),
+    (r"drop", "embed.out"),  # dropout of tok_emb + pos_emb: the sum (identity at inference)
+    (r"blocks\.(\d+)", r"decoder.layers.\1"),
+    (r"blocks\.(\d+)\.ln1", r"decoder.layers.\1.norm1.out"),
+    (r"blocks\.(\d+)\.ln2", r"decoder.layers.\1.norm2.out"),
+    (r"blocks\.(\d+)\.attn", r"decoder.layers.\1.self_attn"),
+    (r"blocks\.(\d+)\.attn\.(key|query|value)", r"decoder.layers.\1.self_attn.\2"),
+    (r"blocks\.(\d+)\.attn\.proj", r"decoder.layers.\1.self_attn.out"),
+    (r"blocks\.(\d+)\.attn\.(\w+)", r"decoder.layers.\1.self_attn.\2"),
+    (r"blocks\.(\d+)\.mlp\.0", r"decoder.layers.\1.ffn.hidden"),
+    (r"blocks\.(\d+)\.mlp\.1", r"decoder.layers.\1.ffn.act"),
+    (r"blocks\.(\d+)\.mlp\.2", r"decoder.layers.\1.ffn.out"),
+    (r"blocks\.(\d+)\.mlp\.3", r"decoder.layers.\1.ffn.resid_dropout"),
+    (r"ln_f", "decoder.norm.out"),
+    (r"head", "logits"),
+]
+
+# the Annotated Transformer's make_model: src_embed/tgt_embed (Embeddings' lut, PositionalEncoding's
+# dropout of the sum), layers of sublayer.K.norm, self_attn/src_attn.linears.0..3, feed_forward.w_1/w_2
+_ANNOTATED_NAMES = [
+    (r"src_embed\.0", "embed.tokens"),  # Embeddings: lut(x) * sqrt(d_model), as tscope's embed.tokens
+    (r"tgt_embed\.0", "decoder.embed.tokens"),
+    (r"src_embed\.0\.lut", "embed.lookup"),
+    (r"tgt_embed\.0\.lut", "decoder.embed.lookup"),
+    (r"src_embed\.1\.dropout", "embed.out"),
+    (r"tgt_embed\.1\.dropout", "decoder.embed.out"),
+    (r"(encoder|decoder)", r"\1.out"),
+    (r"(encoder|decoder)\.norm", r"\1.norm.out"),
+    (r"(encoder|decoder)\.layers\.(\d+)\.sublayer\.0\.norm", r"\1.layers.\2.norm1.out"),
+    (r"(encoder|decoder)\.layers\.(\d+)\.sublayer\.1\.norm", r"\1.layers.\2.norm2.out"),
+    (r"decoder\.layers\.(\d+)\.sublayer\.2\.norm", r"decoder.layers.\1.norm3.out"),
+    (r"(encoder|decoder)\.layers\.(\d+)\.sublayer\.(\d)\.dropout", r"\1.layers.\2.residual\3_dropout"),
+    (r"(encoder|decoder)\.layers\.(\d+)\.self_attn\.linears\.([0-2])", r"\1.layers.\2.self_attn.proj\3"),
+    (r"(encoder|decoder)\.layers\.(\d+)\.self_attn\.linears\.3", r"\1.layers.\2.self_attn.out"),
+    (r"decoder\.layers\.(\d+)\.src_attn\.linears\.([0-2])", r"decoder.layers.\1.cross_attn.proj\2"),
+    (r"decoder\.layers\.(\d+)\.src_attn\.linears\.3", r"decoder.layers.\1.cross_attn.out"),
+    (r"decoder\.layers\.(\d+)\.src_attn\.dropout", r"decoder.layers.\1.cross_attn.attn_dropout"),
+    (r"decoder\.layers\.(\d+)\.src_attn", r"decoder.layers.\1.cross_attn"),
+    (r"(encoder|decoder)\.layers\.(\d+)\.self_attn\.dropout", r"\1.layers.\2.self_attn.attn_dropout"),
+    (r"(encoder|decoder)\.layers\.(\d+)\.feed_forward\.w_1", r"\1.layers.\2.ffn.hidden"),
+    (r"(encoder|decoder)\.layers\.(\d+)\.feed_forward\.dropout", r"\1.layers.\2.ffn.act"),  # relu's, at inference
+    (r"(encoder|decoder)\.layers\.(\d+)\.feed_forward\.w_2", r"\1.layers.\2.ffn.out"),
+    (r"generator\.proj", "logits"),
+]
+
+
+def _family_names(paths):
+    """The renaming table of the model family whose module paths these are, or None."""
+    paths = [_strip(p) for p in paths]
+    if any(p.startswith(("transformer.h.0", "h.0")) for p in paths):
+        return _GPT_NAMES
+    if "tok_emb" in paths and "blocks.0.attn.key" in paths:
+        return _MINGPT_OLD_NAMES
+    if "src_embed.0.lut" in paths and "encoder.layers.0.sublayer.0.norm" in paths:
+        return _ANNOTATED_NAMES
+    return None
+
+
+def _renamed(path, table):
     path = _strip(path)
-    for pattern, name in _GPT_NAMES:
+    for pattern, name in table:
         if re.fullmatch(pattern, path):
             return re.sub(pattern, name, path)
     return path
+
+
+def _probe_activation(module):
+    """Which activation a module computes, from its values on a probe: "gelu" (the exact, erf
+    form), "gelu-tanh" (the tanh approximation) or "relu"; None when none of them. Its forward
+    is called directly, so no hook records the probe."""
+    x = torch.linspace(-4.0, 4.0, 41)
+    try:
+        with torch.no_grad():
+            y = module.forward(x).double()
+    except Exception:  # noqa: BLE001 - a module that takes no plain tensor is not an activation
+        return None
+    x = x.double()
+    forms = {"gelu": 0.5 * x * (1 + torch.erf(x / math.sqrt(2.0))),
+             "gelu-tanh": 0.5 * x * (1 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3))),
+             "relu": torch.clamp(x, min=0)}
+    best = min(forms, key=lambda w: float((y - forms[w]).abs().max()))
+    return best if float((y - forms[best]).abs().max()) < 1e-5 else None
+
+
+def _norm_params(module):
+    """A norm module's gain and shift (nn.LayerNorm's weight/bias, the Annotated Transformer's a_2/b_2)."""
+    def one_d(names):
+        for n in names:
+            t = getattr(module, n, None)
+            if torch.is_tensor(t) and t.dim() == 1:
+                return t
+        return None
+    return one_d(("weight", "a_2", "gamma", "scale")), one_d(("bias", "b_2", "beta"))
+
+
+def _probe_layernorm(module):
+    """Which LayerNorm formula a module computes, and its eps, from its values on a probe:
+    ("standard", eps) for (x - mean) / sqrt(var + eps), ("std+eps", eps) for the Annotated
+    Transformer's (x - mean) / (unbiased std + eps); (None, None) when neither fits. Rows of
+    variances from 1 down to 1e-12 make every eps and both formulas tell apart."""
+    gamma, beta = _norm_params(module)
+    if gamma is None:
+        return None, None
+    D = gamma.shape[0]
+    g = torch.Generator().manual_seed(7)
+    z = torch.randn(1, D, generator=g, dtype=torch.float64)
+    z = (z - z.mean()) / z.std(unbiased=False)
+    scales = torch.tensor([1.0, 1e-2, 3e-3, 1e-3, 3e-4, 1e-4, 1e-5, 1e-6], dtype=torch.float64).view(-1, 1)
+    x = scales * z  # mean 0: float32 keeps the small rows' deviations exact
+    try:
+        with torch.no_grad():
+            y = module.forward(x.to(gamma.dtype)).double()
+    except Exception:  # noqa: BLE001 - not a norm over the last dim
+        return None, None
+    xd = x.to(gamma.dtype).double()
+    gd, bd = gamma.detach().double(), (beta.detach().double() if beta is not None else 0.0)
+    mean = xd.mean(-1, keepdim=True)
+    eps_attr = getattr(module, "eps", None) or getattr(module, "variance_epsilon", None)
+    candidates = ([float(eps_attr)] if isinstance(eps_attr, (int, float)) else []) + \
+        [1e-5, 1e-6, 1e-12, 1e-8, 1e-7, 1e-9, 1e-10, 1e-4, 1e-3]
+    best, best_err = (None, None), float("inf")
+    for formula in ("standard", "std+eps"):
+        for eps in candidates:
+            if formula == "standard":
+                div = torch.sqrt(xd.var(-1, unbiased=False, keepdim=True) + eps)
+            else:
+                div = xd.std(-1, keepdim=True) + eps
+            want = gd * (xd - mean) / div + bd
+            err = float(((y - want).abs() / (want.abs() + 1e-3)).max())
+            if err < best_err:
+                best, best_err = (formula, eps), err
+    return best if best_err < 1e-2 else (None, None)  # float32's rounding; a wrong eps or formula is off by far more
 
 
 def _standard(module, cls):
@@ -715,8 +888,8 @@ def _is_causal(mask, sq, sk):
     """Whether a mask (bool: True = hidden or kept, float: -inf = hidden) hides exactly the keys
     after each query: the causal mask, written either way."""
     m = mask.detach()
-    while m.dim() > 2 and m.shape[0] == 1:
-        m = m[0]
+    while m.dim() > 2 and (m.shape[0] == 1 or bool((m == m[:1]).all())):
+        m = m[0]  # one mask for every batch element and head (the Annotated Transformer's (B, 1, T, T))
     if m.dim() != 2:
         return False
     m = m[-sq:, :sk] if m.shape[0] >= sq and m.shape[1] >= sk else m
@@ -742,7 +915,8 @@ class _OpWatcher(TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
         name = getattr(func, "__name__", "")
-        if name in ("softmax", "matmul", "__matmul__", "bmm", "mul", "__mul__", "div", "__truediv__", "masked_fill"):
+        if name in ("softmax", "matmul", "__matmul__", "bmm", "mul", "__mul__", "div", "__truediv__", "masked_fill",
+                    "relu"):
             self.recorder.on_op(name, args, out)
         return out
 

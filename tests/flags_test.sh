@@ -123,7 +123,7 @@ refuse "--pe learned: $E/weights.safetensors has no learned position table" run 
 refuse "--heads 3 does not divide d_model 16 of $E/weights.safetensors" run --load $E/weights.safetensors --input $E/x.npy --heads 3 --norm pre --activation gelu
 refuse "preset copy has d_model 512, but $A has d_model 16" run --load $A --preset copy
 refuse "preset seed000 is encoder; $A holds encoder-decoder" run --load $A --preset seed000
-refuse "does not say the model's heads, norm placement, activation (tensor shapes cannot, and it has no __metadata__): give --heads N --norm post|pre --activation relu|gelu" run --load $E/weights.safetensors --input $E/x.npy
+refuse "does not say the model's heads, norm placement, activation, masks (tensor shapes cannot, and it has no __metadata__): give --heads N --norm post|pre --activation relu|gelu|gelu-tanh --mask causal|none" run --load $E/weights.safetensors --input $E/x.npy
 refuse "does not say the model's activation" run --load $X/weights.safetensors --input $X/src.npy --target $X/tgt.npy --heads 2 --norm post
 refuse "$E/prefixed.safetensors: no tensor name reads as a layout tscope knows" run --load $E/prefixed.safetensors --input $E/x.npy $EF
 refuse "add --load-prefix backbone. (and --ignore-extra for the others)" run --load $E/prefixed.safetensors --input $E/x.npy $EF

@@ -661,6 +661,19 @@ static void seed000_encoder_preset(void **state) {
     check_case(&mc);
 }
 
+/* The Annotated Transformer's arrangement: pre-LN sublayers, final norms,
+ * its LayerNorm (eps 1e-6 added to the unbiased std), every step edited. */
+static void annotated_layernorm(void **state) {
+    (void)state;
+    model_case mc = {.kind = "encoder-decoder (pre-LN, norm formula std+eps)"};
+    ts_model_config c;
+    assert_ok(ts_model_config_preset(&c, "tiny"));
+    c.vocab = 13, c.seq = 5, c.heads = 4, c.norm = TS_NORM_PRE, c.final_norm = true;
+    c.ln_std_eps = true, c.eps = c.embed_eps = 1e-6f;
+    assert_ok(ts_model_init(&mc.m, &c));
+    check_case(&mc);
+}
+
 int main(void) {
     assert_ok(ts_kernels_init());
     const struct CMUnitTest tests[] = {
@@ -670,6 +683,7 @@ int main(void) {
         cmocka_unit_test(bert_encoder_preset),    cmocka_unit_test(seed000_encoder_preset),
         cmocka_unit_test(hf_llama),               cmocka_unit_test(hf_gemma),
         cmocka_unit_test(hf_gpt_neox),            cmocka_unit_test(hf_bert),
+        cmocka_unit_test(annotated_layernorm),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -175,7 +175,17 @@ typedef struct ts_st_entry {
     int64_t shape[TS_MAX_RANK];
     uint64_t begin, end;        /* byte range inside the data section */
     float *converted;           /* float32 copy (owned), made on first use when needed */
+    bool made;                  /* converted holds the only values (q, k, v stacked by a name map) */
 } ts_st_entry;
+
+/* Codebases recognised by their names (name_map.c), or named by --layout. */
+typedef enum ts_codebase {
+    TS_CODEBASE_NONE,
+    TS_CODEBASE_NANOGPT,    /* --layout nanogpt: exact GELU, eps 1e-5 */
+    TS_CODEBASE_MINGPT,     /* --layout mingpt: minGPT today, tanh GELU (NewGELU), eps 1e-5 */
+    TS_CODEBASE_MINGPT_OLD, /* tok_emb, pos_emb, blocks.N.attn.key: exact GELU (nn.GELU), eps 1e-5 */
+    TS_CODEBASE_ANNOTATED,  /* src_embed.0.lut, sublayer.K.norm.a_2: its LayerNorm, eps 1e-6, pre-norm */
+} ts_codebase;
 
 typedef struct ts_safetensors {
     char *path;                 /* for messages (owned) */
@@ -190,6 +200,8 @@ typedef struct ts_safetensors {
     int meta_count;             /* pairs */
     unsigned char *owned;       /* a torch.save file's tensors, copied (map is NULL then) */
     bool torch_pt;              /* read from a torch.save file (ts_torch_pt_open) */
+    ts_codebase codebase;       /* recognised by its names and renamed (name_map.c) */
+    int renamed;                /* names a --names map changed */
 } ts_safetensors;
 
 /* Map and validate a file. On failure nothing is left open. */
@@ -226,6 +238,37 @@ const char *ts_safetensors_meta(const ts_safetensors *f, const char *key);
  * a temporary file renamed into place. Names must be unique and non-empty. */
 ts_status ts_safetensors_write(const char *path, int n, const char *const *names,
                                const ts_tensor *tensors, int n_meta, const char *const *meta);
+
+/* name maps: a checkpoint's names made names tscope reads (src/io/name_map.c).
+ *
+ * A map is lines `PATTERN -> NAME`: a POSIX extended regular expression that
+ * must match a whole tensor name, and the name it becomes, \1 .. \9 standing
+ * for the pattern's groups; NAME#q, NAME#k, NAME#v stack three tensors by rows
+ * into NAME (q, k, v: nn.MultiheadAttention's in_proj, GPT-2's c_attn); "-"
+ * drops a buffer the code recomputes. Blank lines and lines starting with #
+ * are skipped. minGPT's older names and the Annotated Transformer's are
+ * recognised and mapped by maps of the same kind; ts_safetensors_open applies
+ * them, then the map ts_name_map_use gave (--names), to every file it opens,
+ * and says which codebase it recognised in f->codebase.
+ */
+#define TS_NAME_MAP_MAX 256
+
+typedef struct ts_name_map {
+    struct ts_name_rule *rules;
+    int count;
+    char *path; /* for messages (owned) */
+} ts_name_map;
+
+/* Read and check every rule of a --names file (the regular expressions
+ * compile, each \N names a group); nothing is held on failure. */
+ts_status ts_name_map_read(ts_name_map *m, const char *path);
+void ts_name_map_free(ts_name_map *m);
+/* The map every later ts_safetensors_open applies (NULL: none); m must outlive them. */
+void ts_name_map_use(const ts_name_map *m);
+/* What ts_safetensors_open does with a file it opened: codebases, then --names. */
+ts_status ts_name_map_apply_all(ts_safetensors *f);
+/* "minGPT's older code", "the Annotated Transformer's code", ... */
+const char *ts_codebase_name(ts_codebase c);
 
 /* pickle: the subset of Python's pickle torch.save writes (src/io/pickle.c).
  *
@@ -371,6 +414,7 @@ typedef enum ts_setting_source {
     TS_SOURCE_META,     /* the file's __metadata__: a flag that disagrees is an error */
     TS_SOURCE_SHAPES,   /* the tensors (a learned position table): likewise */
     TS_SOURCE_UNUSED,   /* the model has no use for it (--norm of a lone attention) */
+    TS_SOURCE_CODE,     /* the code of a codebase recognised by its names; a flag may change it */
 } ts_setting_source;
 
 #define TS_LAYOUT_PREFIX_MAX 128
@@ -388,6 +432,7 @@ typedef struct ts_weights_info {
     int n_mapped;                         /* names the layout reads (the others are extra) */
     bool has_metadata;                    /* the file has a __metadata__ (a torch.save file has none) */
     bool torch_pt;                        /* the file is a torch.save archive */
+    ts_codebase codebase;                 /* recognised by its names: its code gives the settings marked CODE */
 } ts_weights_info;
 
 /* Read f's names and shapes (and __metadata__) into info. prefix: stripped
@@ -415,8 +460,11 @@ typedef struct ts_load_options {
     const char *into;            /* with info NULL: put before each name, to load a submodule's state_dict
                                   * into the model ("decoder.layers.0." for an nn.TransformerDecoderLayer) */
     bool ignore_extra;           /* skip tensors with no place in the model (listed in the report) */
-    const char *layout;          /* GPT-2-named files (ts_gpt2_*, ts_lm_checkpoint_*): "hf" (Conv1D, (in, out))
-                                  * or "nanogpt" (nn.Linear, (out, in)), as --layout asks; NULL: as the file says */
+    const char *layout;          /* GPT-2-named files (ts_gpt2_*, ts_lm_checkpoint_*): "hf" (Conv1D, (in, out)),
+                                  * "nanogpt" or "mingpt" (nn.Linear, (out, in)), as --layout asks; NULL: as the
+                                  * file says */
+    int heads;                   /* --heads for a GPT-2-named state_dict that does not say them (0: not given) */
+    const char *activation;      /* --activation for one (NULL: its code's, its config's) */
 } ts_load_options;
 
 #define TS_LOAD_LIST_MAX 1024
@@ -541,6 +589,10 @@ ts_status ts_gpt2_config(const char *path, const ts_load_options *o, ts_model_co
 ts_status ts_gpt2_load(ts_model *m, const char *path, const ts_load_options *o);
 /* The layout path is read in under o: "hf" (Conv1D) or "nanogpt" (nn.Linear); NULL when it cannot be read. */
 const char *ts_gpt2_layout_name(const char *path, const ts_load_options *o);
+/* Where the settings shapes cannot tell came from, in words for the settings
+ * line: "heads 4 from --heads, activation gelu from nanoGPT's code, eps 1e-05
+ * from nanoGPT's code". */
+void ts_gpt2_sources(const char *path, const ts_load_options *o, char *buf, size_t size);
 /* The directory of path's vocabulary (encoder.json or vocab.json beside the
  * weights): true when there is one. */
 bool ts_gpt2_vocab_dir(const char *path, char *dir, size_t size);

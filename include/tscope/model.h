@@ -140,6 +140,7 @@ typedef struct ts_model_config {
     unsigned variants;  /* ts_variant bits; 0 = the correct model */
     ts_pe_variant pe_variant;
     ts_mask_kind mask;
+    bool ln_std_eps;    /* LayerNorm as the Annotated Transformer writes it: (x - mean) / (unbiased std + eps) */
     bool train_mode;    /* forward as in training (dropout on): ts_model_init sets training */
     uint64_t seed;      /* parameters, random input, dropout */
     const char *text;   /* the preset's sentence, or NULL (random tokens) */

@@ -30,8 +30,9 @@ typedef struct run_opts {
     bool scores;        /* --scores: a language model's per-head scores (run_lm.c) */
     bool greedy;        /* --greedy: the decoder reads what it wrote (decode_greedy) */
     const char *labels; /* --labels L.npy for the backward's loss */
-    ts_load_options lm; /* how a language model's checkpoint is read: lm.layout is --layout hf|nanogpt, how a
-                         * GPT-2-named file stores its linear weights */
+    ts_load_options lm; /* how a language model's checkpoint is read: lm.layout is --layout hf|nanogpt|mingpt,
+                         * how a GPT-2-named file stores its linear weights and whose code it runs in */
+    const char *names;  /* --names MAP.txt: PATTERN -> NAME renames of the weights' tensors */
     const char *expect; /* --expect OUT.npy: the final output against a reference */
     float tol;          /* --tol T for --expect */
     bool tol_seen;
@@ -206,6 +207,9 @@ static int run(const model_flags *mf, const run_opts *o) {
         st = ts_fail(TS_ERR_ARG, "--backward runs through the correct model (or --variant no-residual) only; "
                                  "--variant %s is for forward passes that show a seed's mistake", names);
     }
+    if (!st && o->backward && cfg.ln_std_eps)
+        st = ts_fail(TS_ERR_ARG, "--backward: the LayerNorm with eps added to the unbiased std (--norm-formula "
+                                 "std+eps, the Annotated Transformer's) has no backward pass yet");
     if (!st && o->tgt_mask) {
         if (cfg.arch != TS_ARCH_ENCODER_DECODER)
             st = ts_fail(TS_ERR_ARG, "--tgt-mask %s is the decoder's self-attention mask; this model has no decoder",
@@ -388,8 +392,13 @@ int ts_cmd_run(int argc, char **argv) {
                            "an encoder-decoder writes its own answer: from <bos>, each argmax fed back as the next "
                            "input until <eos>; the trace is the pass over what it wrote", NULL, NULL, NULL};
     flags[n++] = (ts_flag){"--layout", TS_FLAG_CHOICE, &o.lm.layout, NULL,
-                           "a GPT-2-named file's linear weights: hf (Conv1D, (in, out)) or nanogpt (nn.Linear, "
-                           "(out, in)), when neither model_args nor config.json says", "hf|nanogpt", NULL, NULL};
+                           "a GPT-2-named file's code: hf (Conv1D, (in, out)), nanogpt (nn.Linear, (out, in), exact "
+                           "GELU) or mingpt (nn.Linear, tanh GELU), when neither model_args nor config.json says",
+                           "hf|nanogpt|mingpt", NULL, NULL};
+    flags[n++] = (ts_flag){"--names", TS_FLAG_STRING, &o.names, "MAP.txt",
+                           "rename the weights' tensors: lines PATTERN -> NAME (a regular expression over the whole "
+                           "name, \\1.. its groups; NAME in a layout tscope reads; docs/own-model.md)", NULL, NULL,
+                           NULL};
     flags[n++] = (ts_flag){"--expect", TS_FLAG_STRING, &o.expect, "OUT.npy",
                            "compare the final output (a language model's logits (B, S, V)) with a reference "
                            "array: the largest differences; exit 1 beyond --tol", NULL, NULL, NULL};
@@ -426,14 +435,27 @@ int ts_cmd_run(int argc, char **argv) {
     if (o.labels && !o.backward) return ts_cli_error("run", "--labels is the backward pass's target; add --backward");
     /* a language model's checkpoint brings its config and tokenizer; run_lm refuses the flags it has no use for */
     if (o.tol_seen && !(o.tol >= 0)) return ts_cli_error("run", "--tol %g: a tolerance is 0 or more", (double)o.tol);
+    if (o.names && !o.load) return ts_cli_error("run", "--names renames the weights' tensors: add --load W");
+    /* the map is checked whole before any weight is read, and every file opened from here on goes through it */
+    ts_name_map names = {0};
+    if (o.names && ts_name_map_read(&names, o.names)) return ts_cli_error("run", "%s", ts_last_error());
+    if (o.names) ts_name_map_use(&names);
     if (o.load && ts_lm_checkpoint_is(o.load)) {
-        if (o.tol_seen && !o.expect) return ts_cli_error("run", "--tol is --expect's tolerance; add --expect OUT.npy");
-        return run_lm(o.load, &o.lm, &mf.text, o.ids, o.token_types, flags, n, &o.trace, o.print_shapes, o.backward,
-                      o.scores, o.expect, o.tol, &o.xc, argc, argv);
+        /* what a GPT-2-named state_dict cannot say (a config does when there is one) */
+        o.lm.heads = mf.seen[F_HEADS] ? mf.heads : 0;
+        o.lm.activation = mf.seen[F_ACTIVATION] ? mf.activation : NULL;
+        if (o.tol_seen && !o.expect) rc = ts_cli_error("run", "--tol is --expect's tolerance; add --expect OUT.npy");
+        else rc = run_lm(o.load, &o.lm, &mf.text, o.ids, o.token_types, flags, n, &o.trace, o.print_shapes,
+                         o.backward, o.scores, o.expect, o.tol, &o.xc, argc, argv);
+    } else if (o.token_types) {
+        rc = ts_cli_error("run", "--token-types %s: token types are read by a model that has them (a BERT folder, "
+                                 "--load DIR)", o.token_types);
+    } else if (o.scores) {
+        rc = ts_cli_error("run", "--scores measures a language model's heads: --load one saved by tscope train --task lm");
+    } else {
+        rc = run(&mf, &o);
     }
-    if (o.token_types)
-        return ts_cli_error("run", "--token-types %s: token types are read by a model that has them (a BERT folder, "
-                                   "--load DIR)", o.token_types);
-    if (o.scores) return ts_cli_error("run", "--scores measures a language model's heads: --load one saved by tscope train --task lm");
-    return run(&mf, &o);
+    ts_name_map_use(NULL);
+    ts_name_map_free(&names);
+    return rc;
 }

@@ -59,6 +59,10 @@ int model_flags_table(ts_flag *t, int n, model_flags *mf) {
          "encoder (one stack), encoder-decoder, or decoder: a GPT (causal self-attention, pre-LN, learned "
          "positions, GELU, final norm, head tied to the token table, named decoder.*); default: the preset's",
          "encoder|encoder-decoder|decoder", NULL, &s[F_ARCH]},
+        {"--norm-formula", TS_FLAG_CHOICE, &mf->norm_formula, NULL,
+         "LayerNorm's formula: standard (x - mean) / sqrt(var + eps), nn.LayerNorm's; or std+eps, (x - mean) / "
+         "(unbiased std + eps), the Annotated Transformer's (default: standard)", "standard|std+eps", NULL,
+         &s[F_NORM_FORMULA]},
     };
     _Static_assert(sizeof rows / sizeof rows[0] == MODEL_FLAGS_COUNT, "one row per model_flag_id");
     int count = (int)(sizeof rows / sizeof rows[0]);
@@ -125,6 +129,7 @@ static ts_status apply_flags(const model_flags *mf, ts_model_config *c) {
     if (!st && s[F_NORM]) st = ts_model_norm_parse(mf->norm, "--norm", &c->norm);
     if (!st && s[F_PE]) st = ts_model_pe_parse(mf->pe, "--pe", &c->pe);
     if (!st && s[F_ACTIVATION]) st = ts_model_activation_parse(mf->activation, "--activation", &c->activation);
+    if (s[F_NORM_FORMULA]) c->ln_std_eps = strcmp(mf->norm_formula, "std+eps") == 0;
     if (s[F_PE] && c->pe != TS_PE_SINUSOIDAL) c->scale_embed = false;
     if (s[F_HEAD]) {
         c->head = strcmp(mf->head, "lm") == 0 ? TS_HEAD_LM : TS_HEAD_NONE;
@@ -359,7 +364,7 @@ static ts_status unused_by_attention(const model_flags *mf, const ts_model_confi
     if (c->arch == TS_ARCH_ATTENTION) {
         static const struct { int flag; const char *name; } none[] = {
             {F_FFN, "--ffn"}, {F_LAYERS, "--layers"}, {F_NORM, "--norm"}, {F_ACTIVATION, "--activation"},
-            {F_EPS, "--eps"}, {F_FINAL_NORM, "--final-norm"}, {F_HEAD, "--head"}};
+            {F_EPS, "--eps"}, {F_FINAL_NORM, "--final-norm"}, {F_HEAD, "--head"}, {F_NORM_FORMULA, "--norm-formula"}};
         for (size_t i = 0; i < sizeof none / sizeof none[0]; i++)
             if (s[none[i].flag])
                 return ts_fail(TS_ERR_ARG, "%s: the attention-alone model (seed001) has no feed-forward layer, "

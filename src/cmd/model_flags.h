@@ -25,7 +25,7 @@
 enum model_flag_id {
     F_PRESET, F_D_MODEL, F_HEADS, F_FFN, F_LAYERS, F_DEC_LAYERS, F_VOCAB, F_SEQ, F_BATCH, F_DROPOUT,
     F_NORM, F_PE, F_ACTIVATION, F_EPS, F_FINAL_NORM, F_SEED, F_TEXT, F_VARIANT, F_PE_VARIANT, F_MASK,
-    F_TRAIN_MODE, F_HEAD, F_ARCH,
+    F_TRAIN_MODE, F_HEAD, F_ARCH, F_NORM_FORMULA,
     MODEL_FLAGS_COUNT
 };
 
@@ -41,6 +41,7 @@ typedef struct model_flags {
     bool train_mode;
     const char *head;                  /* --head none|lm */
     const char *arch;                  /* --arch encoder|encoder-decoder|decoder */
+    const char *norm_formula;          /* --norm-formula standard|std+eps */
     bool seen[MODEL_FLAGS_COUNT]; /* which flags were given, in table order */
 } model_flags;
 

@@ -232,6 +232,13 @@ ts_status model_weights_config(const model_flags *mf, const ts_weights_info *w, 
         snprintf(what + wlen, sizeof what - wlen, "%s%s", missing ? ", " : "", words[s]);
         missing++;
     }
+    /* nor whether an encoder's self-attention is causal (a language model's is):
+     * asked with the rest, so that no flag is found missing one at a time */
+    if (missing && cfg->arch == TS_ARCH_ENCODER && !mf->seen[F_MASK]) {
+        size_t len = strlen(need), wlen = strlen(what);
+        snprintf(need + len, sizeof need - len, " --mask causal|none");
+        snprintf(what + wlen, sizeof what - wlen, ", masks");
+    }
     if (missing)
         return ts_fail(TS_ERR_ARG, "%s does not say the model's %s (tensor shapes cannot, and %s): give %s "
                                    "(docs/own-model.md: where to find them in PyTorch)",
@@ -267,6 +274,21 @@ void model_weights_describe(const ts_weights_info *w, const model_flags *mf, con
             snprintf(list + len, sizeof list - len, "%s%s", len ? ", " : "", ts_model_setting_key(s));
         }
         if (list[0]) at += (size_t)snprintf(buf + at, size - at, "; %s from %s", list, from[k]);
+    }
+    if (at < size && w->codebase != TS_CODEBASE_NONE) {
+        char list[160] = "";
+        for (int s = 0; s < TS_SETTING_COUNT; s++) {
+            if (w->source[s] != TS_SOURCE_CODE || mf->seen[setting_flag_ids[s]]) continue;
+            char v[32];
+            size_t len = strlen(list);
+            snprintf(list + len, sizeof list - len, "%s%s %s", len ? ", " : "", ts_model_setting_key(s),
+                     setting_text(v, sizeof v, &w->cfg, (ts_model_setting)s));
+        }
+        at += (size_t)snprintf(buf + at, size - at, "; names recognised as %s, which gives %s%s%s", 
+                               ts_codebase_name(w->codebase), list, list[0] ? ", " : "",
+                               mf->seen[F_NORM_FORMULA] ? "embeddings x sqrt(d_model)"
+                                                        : "its LayerNorm (x - mean) / (unbiased std + eps), embeddings "
+                                                          "x sqrt(d_model)");
     }
     if (at < size && w->source[TS_SETTING_EPS] == TS_SOURCE_DEFAULT && !mf->seen[F_EPS] && !mf->seen[F_PRESET])
         at += (size_t)snprintf(buf + at, size - at, "; eps 1e-05 (PyTorch's default)");

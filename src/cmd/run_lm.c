@@ -149,7 +149,7 @@ int run_lm(const char *load, const ts_load_options *lo, const ts_cli_list *text,
     static const char *const used[] = {"--load", "--text", "--ids", "--scores", "--backward", "--print-shapes",
                                        "--trace", "--level", "--only", "--keep-batch", "--layout", "--expect",
                                        "--tol", "--ablate", "--patch", "--add", "--mean-from", "--lens",
-                                       "--temperature", "--token-types", NULL};
+                                       "--temperature", "--token-types", "--heads", "--activation", "--names", NULL};
     for (int i = 0; i < n; i++) {
         bool given = flags[i].seen ? *flags[i].seen : false;
         if (!flags[i].seen) { /* a flag without a seen slot: given when its value is set */
@@ -165,9 +165,12 @@ int run_lm(const char *load, const ts_load_options *lo, const ts_cli_list *text,
         if (given && !ok)
             return ts_cli_error("run", "%s: --load %s is read as a language model (a Hugging Face or GPT-2 folder, or "
                                        "a checkpoint of train --task lm), whose config and tokenizer come with it; give it only --text "
-                                       "or --ids (and the trace's flags)",
+                                       "or --ids, --heads and --activation where its file does not say them (and the trace's flags)",
                                 flags[i].name, load);
     }
+    if ((lo->heads || lo->activation) && (ts_hf_is(load) || !ts_gpt2_is(load)))
+        return ts_cli_error("run", "%s: %s brings its own config, which says it; the flag is for a GPT-2-named "
+                            "state_dict that does not", lo->heads ? "--heads" : "--activation", load);
     if (backward) return ts_cli_error("run", "--backward is not for a language model's checkpoint yet");
     if (print_shapes) return ts_cli_error("run", "--print-shapes: use tscope shapes --preset lm");
     if (scores && text->count == 0 && !ids_path && !tc->path) return print_scores(load, lo, xc);
@@ -230,11 +233,14 @@ int run_lm(const char *load, const ts_load_options *lo, const ts_cli_list *text,
                ts_lmtok_kind_name(tok.kind), (int)tok.count, m.cfg.vocab, (int)tok.count);
     else printf("# %s: no tokenizer (ids only), a vocabulary of %d\n", load, m.cfg.vocab);
     if (layout)
-        printf("# layout: %s\n", strcmp(layout, "nanogpt") == 0 ? "nanogpt (nn.Linear weights, (out, in))"
+        printf("# layout: %s\n", strcmp(layout, "nanogpt") == 0  ? "nanogpt (nn.Linear weights, (out, in))"
+                                 : strcmp(layout, "mingpt") == 0 ? "mingpt (nn.Linear weights, (out, in))"
                                                                  : "hf (Conv1D weights, (in, out), transposed)");
     char unused[160];
     if (ts_hf_unused(load, unused, sizeof unused)) printf("# %s: not used: %s\n", load, unused);
-    printf("# settings: %s\n", settings_line);
+    char sources[400] = "";
+    if (layout) ts_gpt2_sources(load, lo, sources, sizeof sources);
+    printf("# settings: %s%s%s\n", settings_line, sources[0] ? "; " : "", sources);
     ts_hook hook = w ? ts_trace_writer_hook(w) : (ts_hook){0};
     if (ts_experiment_active(&ex)) ts_experiment_attach(&ex, &hook);
     ts_tensor out;

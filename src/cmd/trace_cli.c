@@ -100,6 +100,20 @@ static void add_bert_settings(cJSON *o, const ts_model_config *c, const ts_model
     cJSON_AddNumberToObject(o, "embed_eps", c->embed_eps);
 }
 
+/* A LayerNorm's arithmetic, declared: eps, and which formula (nn.LayerNorm's,
+ * or the Annotated Transformer's eps added to the unbiased std); and the
+ * embeddings' scale. What a diff compares before any value. */
+static void add_layernorm_settings(cJSON *o, const ts_model_config *c, char *line, size_t size) {
+    size_t len = strlen(line);
+    const char *formula = c->ln_std_eps ? "std+eps" : "standard";
+    if (len < size)
+        snprintf(line + len, size - len, ", eps %g, norm formula %s%s", (double)c->eps, formula,
+                 c->scale_embed ? ", embeddings x sqrt(d_model)" : "");
+    cJSON_AddNumberToObject(o, "eps", c->eps);
+    cJSON_AddStringToObject(o, "norm_formula", formula);
+    if (c->scale_embed) cJSON_AddBoolToObject(o, "scale_embed", true);
+}
+
 char *trace_cli_settings(const ts_model_config *c, const ts_model_input *in, const char *layout, char *line,
                          size_t size) {
     /* the masks in force, in one order for every program that writes them */
@@ -129,6 +143,7 @@ char *trace_cli_settings(const ts_model_config *c, const ts_model_input *in, con
     }
     if (ts_model_is_modern(c)) add_modern_settings(o, c, line, size);
     if (ts_model_is_bert(c)) add_bert_settings(o, c, in, line, size);
+    else if (!ts_model_is_modern(c) && blocks) add_layernorm_settings(o, c, line, size);
     cJSON_AddStringToObject(o, "masks", masks);
     if (layout) cJSON_AddStringToObject(o, "layout", layout);
     cJSON_AddNumberToObject(o, "batch", c->batch);

@@ -70,6 +70,7 @@ static char *config_json(const ts_model_config *c, bool run) {
         cJSON_AddNumberToObject(o, "type_vocab", c->type_vocab);
         cJSON_AddBoolToObject(o, "mlm_head", c->mlm_head);
     }
+    if (c->ln_std_eps) cJSON_AddStringToObject(o, "norm_formula", "std+eps"); /* only where it is not the standard */
     char *text = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
     return text;
@@ -194,6 +195,11 @@ ts_status ts_model_config_from_json(const char *json, ts_model_config *c) {
         c->type_vocab = int_of(&r, "type_vocab");
         c->mlm_head = bool_of(&r, "mlm_head");
     }
+    const char *formula = NULL;
+    if (!r.st) r.st = ts_json_string(o, "norm_formula", WHAT, false, &formula);
+    if (!r.st && formula && strcmp(formula, "std+eps") != 0 && strcmp(formula, "standard") != 0)
+        r.st = ts_fail(TS_ERR_FORMAT, "config: \"norm_formula\" is \"%.60s\", not standard or std+eps", formula);
+    c->ln_std_eps = formula && strcmp(formula, "std+eps") == 0;
     cJSON_Delete(o);
     if (!r.st) r.st = ts_model_config_check(c);
     return r.st;

@@ -63,7 +63,7 @@ static void weights_path(const char *path, char *out, size_t size) {
 
 /* ---- the layout ------------------------------------------------------------------- */
 
-typedef enum gpt2_layout { LAYOUT_UNSET, LAYOUT_HF, LAYOUT_NANOGPT } gpt2_layout;
+typedef enum gpt2_layout { LAYOUT_UNSET, LAYOUT_HF, LAYOUT_NANOGPT, LAYOUT_MINGPT } gpt2_layout;
 
 /* The layout the load options ask for (--layout), or LAYOUT_UNSET. */
 static ts_status requested_layout(const ts_load_options *o, gpt2_layout *out) {
@@ -71,7 +71,9 @@ static ts_status requested_layout(const ts_load_options *o, gpt2_layout *out) {
     if (!name) *out = LAYOUT_UNSET;
     else if (strcmp(name, "hf") == 0) *out = LAYOUT_HF;
     else if (strcmp(name, "nanogpt") == 0) *out = LAYOUT_NANOGPT;
-    else return ts_fail(TS_ERR_ARG, "--layout %s: hf (Conv1D weights, (in, out)) or nanogpt (nn.Linear, (out, in))", name);
+    else if (strcmp(name, "mingpt") == 0) *out = LAYOUT_MINGPT;
+    else return ts_fail(TS_ERR_ARG, "--layout %s: hf (Conv1D weights, (in, out)), nanogpt or mingpt (nn.Linear, "
+                        "(out, in))", name);
     return TS_OK;
 }
 
@@ -82,6 +84,7 @@ typedef struct gpt2_file {
     char outer[48];   /* before lm_head.weight: the prefix without "transformer." */
     bool linear;      /* nn.Linear's (out, in); false: Conv1D's (in, out) */
     const char *layout_why; /* "--layout", "model_args", "config.json" */
+    ts_codebase code; /* whose code the weights run in: its GELU and eps when no config says them */
 } gpt2_file;
 
 /* The directory that holds the weights (config.json and vocabulary files). */
@@ -158,19 +161,28 @@ static ts_status check_layout(gpt2_file *g, const char *dir, gpt2_layout request
     snprintf(cfg_json, sizeof cfg_json, "%s/config.json", dir);
     TS_TRY(config_is_a_file(cfg_json));
     if (requested != LAYOUT_UNSET) {
-        g->linear = requested == LAYOUT_NANOGPT;
+        g->linear = requested != LAYOUT_HF;
         g->layout_why = "--layout";
+        g->code = requested == LAYOUT_NANOGPT ? TS_CODEBASE_NANOGPT
+                  : requested == LAYOUT_MINGPT ? TS_CODEBASE_MINGPT
+                                               : TS_CODEBASE_NONE;
+        if (f->codebase == TS_CODEBASE_MINGPT_OLD && requested != LAYOUT_HF) g->code = f->codebase;
+    } else if (f->codebase == TS_CODEBASE_MINGPT_OLD) {
+        g->linear = true;
+        g->layout_why = "its names (minGPT's older code)";
+        g->code = f->codebase;
     } else if (ts_safetensors_meta(f, "torch.model_args")) {
         g->linear = true;
         g->layout_why = "its model_args (nanoGPT's ckpt.pt)";
+        g->code = TS_CODEBASE_NANOGPT;
     } else if (exists(cfg_json)) {
         g->linear = false;
         g->layout_why = "config.json beside it (Hugging Face's GPT-2)";
     } else {
         return ts_fail(TS_ERR_ARG, "%s: GPT-2's names, but no config.json beside it and no model_args in it: nothing "
                        "says the heads, nor whether its weights are Conv1D's (in, out) as Hugging Face saves GPT-2 "
-                       "or nn.Linear's (out, in) as nanoGPT does (square ones cannot show it); add Hugging Face's "
-                       "config.json, or give --layout hf|nanogpt", f->path);
+                       "or nn.Linear's (out, in) as nanoGPT and minGPT do (square ones cannot show it); add Hugging "
+                       "Face's config.json, or give --layout hf|nanogpt|mingpt and --heads N", f->path);
     }
     if (g->linear ? !linear_shape : !conv1d_shape)
         return ts_fail(TS_ERR_SHAPE, "%s: %s is [%lld, %lld], %s, but %s says %s; if every weight is stored that way, "
@@ -380,16 +392,63 @@ static ts_status read_model_args(const ts_safetensors *f, ts_model_config *c, bo
     return TS_OK;
 }
 
+/* What a state_dict with neither model_args nor config.json runs with: its
+ * code's GELU and eps (nanoGPT's and minGPT's older nn.GELU is the exact form,
+ * today's minGPT's NewGELU the tanh one), and the heads from --heads. */
+static ts_status settings_from_code(const gpt2_file *g, const ts_load_options *o, ts_model_config *c) {
+    c->eps = c->embed_eps = 1e-5f;
+    c->activation = g->code == TS_CODEBASE_MINGPT ? TS_ACT_GELU_TANH : TS_ACT_GELU;
+    if (!o || o->heads <= 0)
+        return ts_fail(TS_ERR_ARG, "%s: a bare state_dict (%s) does not say the heads (no model_args, no "
+                       "config.json beside it): give --heads N", g->f.path, ts_codebase_name(g->code));
+    c->heads = o->heads;
+    return TS_OK;
+}
+
+/* --heads and --activation over what the file and its code say: a flag that
+ * disagrees with the file's own config is an error; the activation a code
+ * implies may be changed (to see what the other form would give). */
+static ts_status apply_flags(const gpt2_file *g, const ts_load_options *o, const char *said_by, ts_model_config *c) {
+    if (!o) return TS_OK;
+    if (o->heads > 0 && said_by && o->heads != c->heads)
+        return ts_fail(TS_ERR_ARG, "--heads %d disagrees with %s: it says %d heads", o->heads, said_by, c->heads);
+    if (o->heads > 0 && c->d_model % o->heads != 0)
+        return ts_fail(TS_ERR_ARG, "--heads %d does not divide the width %d of %s's tensors", o->heads, c->d_model,
+                       g->f.path);
+    if (o->activation) {
+        ts_activation a;
+        TS_TRY(ts_model_activation_parse(o->activation, "--activation", &a));
+        if (said_by && strcmp(said_by, "config.json") == 0 && a != c->activation) /* model_args has none */
+            return ts_fail(TS_ERR_ARG, "--activation %s disagrees with %s: it says %s", o->activation, said_by,
+                           ts_model_activation_name(c->activation));
+        c->activation = a;
+    }
+    return TS_OK;
+}
+
 ts_status ts_gpt2_config(const char *path, const ts_load_options *o, ts_model_config *c) {
-    char dir[4096];
+    char dir[4096], cfg_json[4096 + 16];
     dir_of(path, dir, sizeof dir);
+    snprintf(cfg_json, sizeof cfg_json, "%s/config.json", dir);
     gpt2_file g;
     TS_TRY(open_gpt2(path, o, &g));
     ts_status st = ts_model_config_preset(c, "gpt2");
     bool tied = true, bias = true;
+    const char *said_by = NULL;
     if (!st) st = sizes_from_tensors(&g, c, &tied);
-    if (!st && ts_safetensors_meta(&g.f, "torch.model_args")) st = read_model_args(&g.f, c, &bias);
-    else if (!st) st = read_config_json(dir, g.f.path, c);
+    if (!st && ts_safetensors_meta(&g.f, "torch.model_args")) {
+        st = read_model_args(&g.f, c, &bias);
+        said_by = "its model_args";
+        if (g.code == TS_CODEBASE_MINGPT) c->activation = TS_ACT_GELU_TANH; /* --layout mingpt: NewGELU */
+    } else if (!st && exists(cfg_json)) {
+        st = read_config_json(dir, g.f.path, c);
+        said_by = "config.json";
+    } else if (!st && g.code == TS_CODEBASE_NONE) {
+        st = read_config_json(dir, g.f.path, c); /* --layout hf: GPT-2's settings are in config.json */
+    } else if (!st) {
+        st = settings_from_code(&g, o, c);
+    }
+    if (!st) st = apply_flags(&g, o, said_by, c);
     ts_safetensors_close(&g.f);
     if (st) return st;
     snprintf(c->preset, sizeof c->preset, "%s", "");
@@ -466,7 +525,8 @@ static ts_status check_no_extra(const gpt2_file *g, const ts_model_config *c) {
     const ts_safetensors *f = &g->f;
     const char *prefix = g->prefix;
     size_t pn = strlen(prefix);
-    char head[NAME_MAX_LEN];
+    char head[NAME_MAX_LEN], list[2400] = "";
+    int unplaced = 0;
     snprintf(head, sizeof head, "%slm_head.weight", g->outer);
     for (int e = 0; e < f->count; e++) {
         const char *name = f->entries[e].name;
@@ -488,9 +548,15 @@ static ts_status check_no_extra(const gpt2_file *g, const ts_model_config *c) {
             for (int k = 0; top[k] && !known; k++) known = strcmp(rest, top[k]) == 0;
             if (known) continue;
         }
-        return ts_fail(TS_ERR_FORMAT, "%s: tensor %s has no place in GPT-2's layout (%d layers)", f->path, name,
-                       c->layers);
+        size_t len = strlen(list);
+        if (unplaced < 20) snprintf(list + len, sizeof list - len, "%s%.100s", unplaced ? ", " : "", name);
+        unplaced++;
     }
+    if (unplaced)
+        return ts_fail(TS_ERR_FORMAT, "%s: %d tensor%s no place in GPT-2's layout (%d layers: wte, wpe, h.N.ln_1, "
+                       "h.N.attn.c_attn, h.N.attn.c_proj, h.N.ln_2, h.N.mlp.c_fc, h.N.mlp.c_proj, ln_f, lm_head): %s%s; "
+                       "rename them with --names MAP.txt", f->path, unplaced, unplaced == 1 ? " has" : "s have",
+                       c->layers, list, unplaced > 20 ? ", ..." : "");
     return TS_OK;
 }
 
@@ -515,5 +581,30 @@ const char *ts_gpt2_layout_name(const char *path, const ts_load_options *o) {
     gpt2_file g;
     if (open_gpt2(path, o, &g)) return NULL;
     ts_safetensors_close(&g.f);
+    if (g.code == TS_CODEBASE_MINGPT || g.code == TS_CODEBASE_MINGPT_OLD) return "mingpt";
     return g.linear ? "nanogpt" : "hf";
+}
+
+void ts_gpt2_sources(const char *path, const ts_load_options *o, char *buf, size_t size) {
+    char dir[4096], cfg_json[4096 + 16];
+    buf[0] = '\0';
+    dir_of(path, dir, sizeof dir);
+    snprintf(cfg_json, sizeof cfg_json, "%s/config.json", dir);
+    gpt2_file g;
+    if (open_gpt2(path, o, &g)) return;
+    const char *config = ts_safetensors_meta(&g.f, "torch.model_args") ? "model_args"
+                         : exists(cfg_json)                            ? "config.json"
+                                                                       : NULL;
+    bool recognised = g.f.codebase != TS_CODEBASE_NONE;
+    ts_safetensors_close(&g.f);
+    char code[64], from_config[48], heads[64], act[64], eps[64];
+    snprintf(code, sizeof code, "from %s", ts_codebase_name(g.code));
+    snprintf(from_config, sizeof from_config, "from its %s", config ? config : "");
+    snprintf(heads, sizeof heads, "%s", config ? from_config : "from --heads");
+    /* config.json says the GELU and eps; nanoGPT's model_args only the sizes, its code the rest */
+    bool config_says = config && strcmp(config, "config.json") == 0;
+    snprintf(act, sizeof act, "%s", o && o->activation ? "from --activation" : config_says ? from_config : code);
+    snprintf(eps, sizeof eps, "%s", config_says ? from_config : code);
+    snprintf(buf, size, "%s%s%sheads %s, activation %s, eps %s, layout %s", recognised ? "names " : "",
+             recognised ? code : "", recognised ? ", " : "", heads, act, eps, g.layout_why);
 }

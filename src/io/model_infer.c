@@ -230,6 +230,80 @@ static bool number_before(const char *name, const char *dot) {
     return p < dot && (p == name || p[-1] == '.');
 }
 
+/* Names tscope reads, N for a layer's index: what an unplaced name is set beside. */
+static const char *const READ_NAMES[] = {
+    "embed.tokens.weight", "embed.positions.weight", "encoder.layers.N.self_attn.in_proj_weight",
+    "encoder.layers.N.self_attn.in_proj_bias", "encoder.layers.N.self_attn.out_proj.weight",
+    "encoder.layers.N.self_attn.out_proj.bias", "encoder.layers.N.linear1.weight", "encoder.layers.N.linear1.bias",
+    "encoder.layers.N.linear2.weight", "encoder.layers.N.linear2.bias", "encoder.layers.N.norm1.weight",
+    "encoder.layers.N.norm1.bias", "encoder.layers.N.norm2.weight", "encoder.layers.N.norm2.bias",
+    "encoder.norm.weight", "decoder.layers.N.multihead_attn.in_proj_weight", "decoder.layers.N.norm3.weight",
+    "decoder.norm.weight", "generator.weight", "generator.bias", "classifier.weight", "wte.weight", "wpe.weight",
+    "h.N.ln_1.weight", "h.N.ln_1.bias", "h.N.attn.c_attn.weight", "h.N.attn.c_attn.bias", "h.N.attn.c_proj.weight",
+    "h.N.attn.c_proj.bias", "h.N.ln_2.weight", "h.N.mlp.c_fc.weight", "h.N.mlp.c_fc.bias", "h.N.mlp.c_proj.weight",
+    "h.N.mlp.c_proj.bias", "ln_f.weight", "ln_f.bias", "lm_head.weight", NULL};
+
+/* Edit distance of a and b (insertions, deletions, substitutions), capped at 99. */
+static int distance(const char *a, const char *b) {
+    size_t n = strlen(a), m = strlen(b);
+    if (n > 120 || m > 120) return 99;
+    int row[121];
+    for (size_t j = 0; j <= m; j++) row[j] = (int)j;
+    for (size_t i = 1; i <= n; i++) {
+        int diag = row[0];
+        row[0] = (int)i;
+        for (size_t j = 1; j <= m; j++) {
+            int up = row[j], best = diag + (a[i - 1] != b[j - 1]);
+            if (up + 1 < best) best = up + 1;
+            if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
+            diag = up;
+            row[j] = best;
+        }
+    }
+    return row[m] > 99 ? 99 : row[m];
+}
+
+/* The name tscope reads nearest to `name`, its N the name's first number. */
+static void nearest_read_name(const char *name, char *out, size_t size) {
+    const char *digits = strpbrk(name, "0123456789");
+    int layer = digits ? atoi(digits) : 0;
+    int best = 1000;
+    out[0] = '\0';
+    for (int k = 0; READ_NAMES[k]; k++) {
+        char cand[160];
+        const char *n_at = strstr(READ_NAMES[k], ".N.");
+        if (n_at)
+            snprintf(cand, sizeof cand, "%.*s.%d.%s", (int)(n_at - READ_NAMES[k]), READ_NAMES[k], layer, n_at + 3);
+        else
+            snprintf(cand, sizeof cand, "%s", READ_NAMES[k]);
+        int d = distance(name, cand);
+        if (d < best) best = d, snprintf(out, size, "%s", cand);
+    }
+}
+
+#define UNPLACED_SHOWN 20
+
+/* "a (nearest: x), b (nearest: y), ... and N more": every name, up to 20. */
+static void unplaced_list(const ts_safetensors *f, const char *prefix, char *buf, size_t size) {
+    size_t at = 0;
+    int shown = 0;
+    buf[0] = '\0';
+    for (int e = 0; e < f->count && at < size; e++) {
+        const char *name = strip(f->entries[e].name, prefix);
+        if (!name) name = f->entries[e].name;
+        if (shown == UNPLACED_SHOWN) {
+            snprintf(buf + at, size - at, ", and %d more", f->count - e);
+            return;
+        }
+        char near[160];
+        nearest_read_name(name, near, sizeof near);
+        bool same = strcmp(near, name) == 0; /* read by itself: the file lacks what makes it a model */
+        at += (size_t)snprintf(buf + at, size - at, "%s%.100s (%s%s)", shown ? ", " : "", f->entries[e].name,
+                               same ? "a name tscope reads" : "nearest: ", same ? "" : near);
+        shown++;
+    }
+}
+
 /* No layout reads the names: is there a prefix that would make them readable?
  * The dotted prefixes of the names (each once, none ending in a layer index)
  * are the candidates; the one after which the most names read wins. */
@@ -256,9 +330,8 @@ static ts_status unreadable(const ts_safetensors *f, const char *prefix) {
             }
         }
     }
-    char names[256], first[160];
+    char names[256];
     layout_names(names, sizeof names);
-    snprintf(first, sizeof first, "%s", f->count ? f->entries[0].name : "(none)");
     if (best_n > 0) {
         int extra = f->count - best_n;
         return ts_fail(TS_ERR_ARG,
@@ -267,10 +340,14 @@ static ts_status unreadable(const ts_safetensors *f, const char *prefix) {
                        f->path, names, best_n, f->count, layouts[best_layout_i].name, best, best,
                        extra > 0 ? " (and --ignore-extra for the others)" : "");
     }
+    char list[3000];
+    unplaced_list(f, prefix, list, sizeof list);
     return ts_fail(TS_ERR_ARG,
-                   "%s: no tensor name reads as a layout tscope knows (%s); the file's names look like %s "
-                   "(tscope shapes --params lists the names it reads)",
-                   f->path, names, first);
+                   "%s: no tensor name reads as a layout tscope knows (%s; GPT-2's, nanoGPT's and minGPT's "
+                   "h.N.attn.c_attn with --layout; minGPT's older tok_emb/blocks.N and the Annotated Transformer's "
+                   "src_embed/sublayer names, recognised; Hugging Face folders). Unplaced, with the nearest name "
+                   "tscope reads: %s. Rename them with --names MAP.txt (lines PATTERN -> NAME; docs/own-model.md)",
+                   f->path, names, list);
 }
 
 /* ---- facts ---------------------------------------------------------------------- */
@@ -280,10 +357,17 @@ typedef struct reader {
     ts_weights_info *info;
 } reader;
 
-/* The entry holding tscope's parameter `model`, or NULL. */
+/* The entry holding tscope's parameter `model`, or NULL: under the layout's
+ * name for it, or under tscope's own when the layout reads that too (the
+ * names tscope shapes --params prints: embed.tokens.weight beside tscope
+ * train's embed.src.weight). */
 static const ts_st_entry *entry_of(const reader *r, const char *model) {
-    char file[TS_MODEL_NAME_MAX + TS_LAYOUT_PREFIX_MAX + 64];
-    if (!ts_weights_file_name(r->info, model, file, sizeof file)) return NULL;
+    char file[TS_MODEL_NAME_MAX + TS_LAYOUT_PREFIX_MAX + 64], back[TS_MODEL_NAME_MAX + 64];
+    const ts_st_entry *e = NULL;
+    if (ts_weights_file_name(r->info, model, file, sizeof file)) e = ts_safetensors_find(r->f, file);
+    if (e) return e;
+    snprintf(file, sizeof file, "%s%s", r->info->prefix, model);
+    if (!ts_weights_model_name(r->info, file, back, sizeof back) || strcmp(back, model) != 0) return NULL;
     return ts_safetensors_find(r->f, file);
 }
 
@@ -449,6 +533,25 @@ static void settle(ts_weights_info *info, const bool from_meta[TS_SETTING_COUNT]
     }
 }
 
+/* What the Annotated Transformer's code computes and its state_dict cannot
+ * say: pre-norm sublayers (x + sublayer(norm(x))), its LayerNorm (eps 1e-6
+ * added to the unbiased std), ReLU, sinusoidal positions over embeddings
+ * scaled by sqrt(d_model). A __metadata__ (a safetensors copy) still wins. */
+static void annotated_settings(ts_weights_info *info, const bool from_meta[TS_SETTING_COUNT]) {
+    ts_model_config *c = &info->cfg;
+    info->codebase = TS_CODEBASE_ANNOTATED;
+    c->ln_std_eps = true;
+    c->scale_embed = true;
+    info->scale_known = true;
+    if (!from_meta[TS_SETTING_NORM]) c->norm = TS_NORM_PRE;
+    if (!from_meta[TS_SETTING_ACTIVATION]) c->activation = TS_ACT_RELU;
+    if (!from_meta[TS_SETTING_EPS]) c->eps = c->embed_eps = 1e-6f;
+    if (!from_meta[TS_SETTING_PE]) c->pe = TS_PE_SINUSOIDAL;
+    static const ts_model_setting coded[] = {TS_SETTING_NORM, TS_SETTING_ACTIVATION, TS_SETTING_EPS, TS_SETTING_PE};
+    for (size_t i = 0; i < sizeof coded / sizeof coded[0]; i++)
+        if (!from_meta[coded[i]]) info->source[coded[i]] = TS_SOURCE_CODE;
+}
+
 ts_status ts_weights_infer(const ts_safetensors *f, const char *prefix, ts_weights_info *info) {
     memset(info, 0, sizeof *info);
     info->layout = -1;
@@ -498,5 +601,6 @@ ts_status ts_weights_infer(const ts_safetensors *f, const char *prefix, ts_weigh
     /* the paper scales token embeddings by sqrt(d_model) with its sines; tscope does so there only */
     info->scale_known = scale_known;
     if (!scale_known) c->scale_embed = c->input == TS_INPUT_TOKENS && c->pe == TS_PE_SINUSOIDAL;
+    if (f->codebase == TS_CODEBASE_ANNOTATED) annotated_settings(info, from_meta);
     return TS_OK;
 }

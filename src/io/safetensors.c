@@ -261,7 +261,7 @@ static ts_status parse_header(ts_safetensors *f, const char *json, size_t len) {
     return st ? st : check_layout(f);
 }
 
-ts_status ts_safetensors_open(ts_safetensors *f, const char *path) {
+static ts_status open_file(ts_safetensors *f, const char *path) {
     /* a torch.save file is a zip archive: its own reader fills the same struct */
     if (ts_torch_pt_is(path)) return ts_torch_pt_open(f, path);
     memset(f, 0, sizeof *f);
@@ -307,6 +307,14 @@ ts_status ts_safetensors_open(ts_safetensors *f, const char *path) {
             st = parse_header(f, (const char *)f->map + 8, (size_t)header_len);
         }
     }
+    if (st) ts_safetensors_close(f);
+    return st;
+}
+
+ts_status ts_safetensors_open(ts_safetensors *f, const char *path) {
+    TS_TRY(open_file(f, path));
+    /* a codebase's names, or --names, made the names tscope reads */
+    ts_status st = ts_name_map_apply_all(f);
     if (st) ts_safetensors_close(f);
     return st;
 }
@@ -448,6 +456,7 @@ ts_status ts_safetensors_get(ts_safetensors *f, const char *name, ts_tensor *vie
     if (!floating)
         return ts_fail(TS_ERR_UNSUPPORTED, "%s: tensor %s has dtype %s; tscope reads float tensors only "
                        "(F32, F16, BF16, F64)", f->path, name, e->dtype_name);
+    if (e->made) return ts_tensor_view(view, e->converted, e->rank, e->shape);
     const unsigned char *src = f->data + e->begin;
     bool in_place = e->dtype == TS_ST_F32 && ((uintptr_t)src % sizeof(float)) == 0;
     if (!in_place && !e->converted) {
@@ -459,7 +468,7 @@ ts_status ts_safetensors_get(ts_safetensors *f, const char *name, ts_tensor *vie
 
 void ts_safetensors_release(ts_safetensors *f, const char *name) {
     ts_st_entry *e = find_entry(f, name);
-    if (!e) return;
+    if (!e || e->made) return; /* stacked values have no other copy */
     free(e->converted);
     e->converted = NULL;
 }

@@ -343,6 +343,9 @@ static ts_status lone_bwd(bctx *b, const float *gtop) {
 
 ts_status ts_model_backward(const ts_model *m, ts_backprop_bufs *a, ts_model_weights *gw, const float *gtop,
                             const ts_hook *hook, ts_input_grads *d) {
+    if (m->cfg.ln_std_eps) /* its gradient is not LayerNorm's: refused, never a wrong one */
+        return ts_fail(TS_ERR_UNSUPPORTED, "backward: the LayerNorm with eps added to the unbiased std (the Annotated "
+                       "Transformer's) has no backward pass yet");
     const ts_model_config *c = &m->cfg;
     bctx b = {m, gw, c, a, hook, c->batch, c->d_model, c->heads, c->d_model / c->heads, c->ffn, a->k.dropout};
     int64_t B = c->batch, D = c->d_model;

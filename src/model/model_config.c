@@ -279,6 +279,9 @@ ts_status ts_model_config_check(const ts_model_config *c) {
                        (double)c->dropout);
     if (!(c->eps > 0.0f)) return ts_fail(TS_ERR_ARG, "--eps %g must be positive: it keeps LayerNorm from dividing by 0", (double)c->eps);
     if (!(c->embed_eps > 0.0f)) return ts_fail(TS_ERR_ARG, "the embeddings' LayerNorm eps must be positive");
+    if (c->ln_std_eps && (c->norm_kind != TS_NORMK_LAYER || (c->variants & TS_VARIANT_SEED001_LAYERNORM)))
+        return ts_fail(TS_ERR_ARG, "--norm-formula std+eps is a LayerNorm's formula; this model's norm is %s",
+                       c->norm_kind != TS_NORMK_LAYER ? ts_model_norm_kind_name(c->norm_kind) : "seed 001's");
     if (c->in_dim < 0) return ts_fail(TS_ERR_ARG, "input width %d must be positive", c->in_dim);
     if (c->in_dim && c->in_dim != c->d_model && c->arch != TS_ARCH_ATTENTION)
         return ts_fail(TS_ERR_ARG,

@@ -212,12 +212,60 @@ static ts_status rms_norm(fwd *f, const norm_step *n, const float *in, int S) {
     return fwd_module_done(f, n->name, n->params, &t, flops0);
 }
 
+/* mean (rows) and std (rows) = the unbiased std + eps, as torch's x.std() and
+ * the Annotated Transformer's LayerNorm; summed in double. */
+static void mean_std_plus_eps(float *mean, float *stdv, const float *in, int64_t rows, int64_t D, float eps) {
+    for (int64_t r = 0; r < rows; r++) {
+        double sum = 0, sq = 0;
+        for (int64_t j = 0; j < D; j++) sum += in[r * D + j];
+        double mu = sum / (double)D;
+        for (int64_t j = 0; j < D; j++) sq += (in[r * D + j] - mu) * (in[r * D + j] - mu);
+        mean[r] = (float)mu;
+        stdv[r] = (float)(sqrt(sq / (double)(D > 1 ? D - 1 : 1)) + (double)eps);
+    }
+}
+
+/* The Annotated Transformer's LayerNorm: out = gamma * (in - mean) / (std + eps)
+ * + beta, std unbiased (divided by D - 1) and eps added to it, not to the
+ * variance. Traces in, mean, std (B, S, 1: the std + eps that divides), y,
+ * gamma, beta, out, each read only after the hook had it: y and out follow an
+ * edit of mean, std or y. */
+static ts_status norm_std_eps(fwd *f, const norm_step *n, const float *in, int S) {
+    double flops0 = f->flops;
+    int64_t B = f->B, D = f->D, rows = B * S;
+    ts_model_acts *a = f->a;
+    const ts_norm_weights *w = n->w;
+    ts_tensor t = view3(in, B, S, D);
+    TS_TRY(fwd_emit(f, n->name, "in", n->in_op, &t, TS_TAG_NORM_IN, n->in_traced));
+    float *y = at(a->big, rows * D); /* in may be out: y apart, out written last */
+    if (!f->dry) mean_std_plus_eps(n->mean, a->std, in, rows, D, n->eps);
+    t = view3(n->mean, B, S, 1);
+    TS_TRY(fwd_emit(f, n->name, "mean", TS_OP_MEAN, &t, TS_TAG_NORM_STAT, false));
+    t = view3(a->std, B, S, 1);
+    TS_TRY(fwd_emit(f, n->name, "std", TS_OP_STD, &t, TS_TAG_NORM_STAT, false));
+    if (!f->dry) normalize_rows(y, in, n->mean, a->std, rows, D);
+    t = view3(y, B, S, D);
+    TS_TRY(fwd_emit(f, n->name, "y", TS_OP_LAYERNORM, &t, TS_TAG_PLAIN, false));
+    t = view(w->gamma, 1, (int64_t[]){D}, NULL);
+    TS_TRY(fwd_emit(f, n->name, "gamma", TS_OP_PARAM, &t, TS_TAG_PARAM, false));
+    t = view(w->beta, 1, (int64_t[]){D}, NULL);
+    TS_TRY(fwd_emit(f, n->name, "beta", TS_OP_PARAM, &t, TS_TAG_PARAM, false));
+    if (!f->dry) affine_rows(n->out, y, w->gamma, w->beta, rows, D);
+    /* what the norm view reads: the statistics that made y */
+    if (!f->dry)
+        for (int64_t r = 0; r < rows; r++) n->rstd[r] = 1.0f / a->std[r];
+    t = view3(n->out, B, S, D);
+    TS_TRY(fwd_emit(f, n->name, "out", TS_OP_LAYERNORM, &t, TS_TAG_NORM_OUT, false));
+    return fwd_module_done(f, n->name, n->params, &t, flops0);
+}
+
 /* out = gamma * (in - mean) / std + beta over the last dim, std = sqrt(var + eps)
  * with the biased variance, as seed 000's LayerNormalization and nn.LayerNorm.
  * Traces in, mean, std (B, S, 1), y = (in - mean) / std, gamma, beta, out. */
 static ts_status norm(fwd *f, const norm_step *n, const float *in, int S) {
     if (f->c->variants & TS_VARIANT_SEED001_LAYERNORM) return norm_two_dims(f, n, in, S);
     if (f->c->norm_kind != TS_NORMK_LAYER) return rms_norm(f, n, in, S);
+    if (f->c->ln_std_eps) return norm_std_eps(f, n, in, S);
     double flops0 = f->flops;
     int64_t B = f->B, D = f->D, rows = B * S;
     ts_model_acts *a = f->a;

@@ -1,0 +1,209 @@
+#!/usr/bin/env bash
+# Your model as you wrote it (issue 42), from committed fixtures: five
+# codebases' own model code (tests/ref/codebases/make_fixtures.py wrote them
+# with Debian's python3-torch; this test needs neither) load with no
+# conversion and match PyTorch's logits; each arithmetic choice is said with
+# where it came from; --names renames a checkpoint and a file nothing places
+# lists every name; the bridge's trace and tscope's agree under diff --common,
+# and a wrong GELU form or LayerNorm formula is named as a settings difference.
+. "$(dirname "$0")/lib.sh"
+C=tests/ref/codebases
+
+one_line() { [ "$(printf '%s\n' "$err" | grep -c .)" = 1 ] && ok || bad "$1: not one line: $err"; }
+
+# ---- as they come: recognised by their names ----
+M=$C/mingpt_old
+expect 0 "older minGPT, --heads only" -- "$bin" run --load $M/model.pt --ids $M/ids.npy --heads 4 --expect $M/logits.npy
+has "$out" "the output agrees within tol" "older minGPT equals PyTorch's"
+has "$out" "names from minGPT's older code" "the codebase is said"
+has "$out" "activation from minGPT's older code" "its exact GELU is said with its source"
+has "$out" "heads from --heads" "the heads' source is said"
+expect 2 "older minGPT without --heads" -- "$bin" run --load $M/model.pt --ids $M/ids.npy
+one_line "older minGPT without --heads"
+has "$err" "give --heads N" "the missing flag is asked for"
+expect 1 "older minGPT, the tanh GELU" -- "$bin" run --load $M/model.pt --ids $M/ids.npy --heads 4 \
+    --activation gelu-tanh --expect $M/logits.npy
+has "$out" "activation from --activation" "an --activation over the code's is said"
+
+A=$C/annotated
+expect 0 "Annotated Transformer, --heads only" -- "$bin" run --load $A/model.pt --ids $A/ids.npy --heads 4 \
+    --expect $A/logits.npy
+has "$out" "the output agrees within tol" "the Annotated Transformer equals PyTorch's"
+has "$out" "names recognised as the Annotated Transformer's code" "the codebase is said"
+has "$out" "norm pre, activation relu, pe sinusoidal, eps 1e-06" "its settings are said"
+has "$out" "eps 1e-06, norm formula std+eps, embeddings x sqrt(d_model)" "the settings line declares the arithmetic"
+expect 1 "Annotated Transformer, the standard LayerNorm" -- "$bin" run --load $A/model.pt --ids $A/ids.npy --heads 4 \
+    --norm-formula standard --expect $A/logits.npy
+expect 1 "Annotated Transformer, eps 1e-5" -- "$bin" run --load $A/model.pt --ids $A/ids.npy --heads 4 --eps 1e-5 \
+    --expect $A/logits.npy --tol 1e-6
+expect 2 "Annotated Transformer without --heads" -- "$bin" run --load $A/model.pt --ids $A/ids.npy
+one_line "Annotated Transformer without --heads"
+has "$err" "--heads N" "the heads are asked for"
+expect 2 "Annotated Transformer, --backward" -- "$bin" run --load $A/model.pt --ids $A/ids.npy --heads 4 --backward
+one_line "Annotated Transformer, --backward"
+
+# ---- GPT-2 names: the layout says whose code ----
+G=$C/mingpt
+expect 0 "today's minGPT, --layout mingpt" -- "$bin" run --load $G/model.pt --ids $G/ids.npy --heads 4 --layout mingpt \
+    --expect $G/logits.npy
+has "$out" "the output agrees within tol" "today's minGPT equals PyTorch's"
+has "$out" "activation gelu-tanh, masks: causal, layout mingpt" "NewGELU's tanh form is said"
+has "$out" "activation from minGPT's code" "with its source"
+expect 1 "today's minGPT read as nanoGPT (exact GELU)" -- "$bin" run --load $G/model.pt --ids $G/ids.npy --heads 4 \
+    --layout nanogpt --expect $G/logits.npy
+N=$C/nanogpt
+expect 0 "bare nanoGPT state_dict, --layout nanogpt" -- "$bin" run --load $N/model.pt --ids $N/ids.npy --heads 4 \
+    --layout nanogpt --expect $N/logits.npy
+has "$out" "activation from nanoGPT's code, eps from nanoGPT's code" "nanoGPT's arithmetic is said"
+expect 2 "bare nanoGPT state_dict, no --layout" -- "$bin" run --load $N/model.pt --ids $N/ids.npy --heads 4
+one_line "bare nanoGPT state_dict, no --layout"
+has "$err" "--layout hf|nanogpt|mingpt" "the layout is asked for"
+expect 2 "bare nanoGPT state_dict, no --heads" -- "$bin" run --load $N/model.pt --ids $N/ids.npy --layout nanogpt
+one_line "bare nanoGPT state_dict, no --heads"
+expect 2 "--heads that does not divide" -- "$bin" run --load $N/model.pt --ids $N/ids.npy --layout nanogpt --heads 3
+one_line "--heads that does not divide"
+expect 2 "--heads against model_args" -- "$bin" run --load tests/ref/pt/nanogpt/ckpt.pt \
+    --ids tests/ref/pt/nanogpt/ids.npy --heads 2
+one_line "--heads against model_args"
+has "$err" "disagrees with its model_args" "model_args wins, said"
+
+expect 2 "--activation against config.json" -- "$bin" run --load tests/ref/gpt/small --ids tests/ref/gpt/ids.npy \
+    --activation gelu
+one_line "--activation against config.json"
+has "$err" "disagrees with config.json" "config.json wins, said"
+expect 2 "--heads for a checkpoint with its own config" -- "$bin" run --load assets/kjv-char.safetensors --text And \
+    --heads 2
+one_line "--heads for a checkpoint with its own config"
+
+# ---- word_language_model: --mask is asked with the rest ----
+W=$C/wlm
+expect 2 "word_language_model with no flag" -- "$bin" run --load $W/model.pt --load-prefix encoder. --ignore-extra \
+    --input $W/x.npy
+one_line "word_language_model with no flag"
+has "$err" "--heads N --norm post|pre --activation relu|gelu|gelu-tanh --mask causal|none" "every missing flag, --mask too"
+WB="--load $W/model.pt --load-prefix encoder. --ignore-extra --input $W/x.npy --heads 4 --norm post"
+WF="$WB --activation relu"
+expect 0 "word_language_model encoder" -- "$bin" run $WF --mask causal --expect $W/enc_out.npy
+has "$out" "the output agrees within tol" "the encoder equals PyTorch's"
+
+# ---- --names ----
+printf '# the older minGPT saved inside a wrapper\nnet\\.layers\\.(.*) -> blocks.\\1\nnet\\.(.*) -> \\1\n' >"$tmp/names.txt"
+expect 0 "--names loads a renamed checkpoint" -- "$bin" run --load $M/renamed.pt --names "$tmp/names.txt" \
+    --ids $M/ids.npy --heads 4 --expect $M/logits.npy
+has "$out" "the output agrees within tol" "renamed weights equal PyTorch's"
+printf 'net\\.(.*) -> model.\\1\n' >"$tmp/wrong.txt"
+expect 2 "an unplaceable file" -- "$bin" run --load $M/renamed.pt --names "$tmp/wrong.txt" --ids $M/ids.npy --heads 4
+one_line "an unplaceable file"
+has "$err" "model.tok_emb.weight (nearest: " "an unplaced name beside the nearest"
+has "$err" "and 19 more" "the rest counted"
+has "$err" "the Annotated Transformer's" "every layout tscope reads is named"
+has "$err" "--names MAP.txt" "the way out is named"
+# hostile maps, on the sanitized tscope too when there is one
+bins=("$bin")
+asan=${TSCOPE_ASAN:-build-asan/tscope}
+[ -x "$asan" ] && bins+=("$(abs "$asan")")
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
+bad_map() { # WHAT TEXT PART: a --names file refused in one line naming PART
+    local b
+    printf '%b' "$2" >"$tmp/bad.txt"
+    for b in "${bins[@]}"; do
+        expect 2 "$1 ($b)" -- "$b" run --load $M/renamed.pt --names "$tmp/bad.txt" --ids $M/ids.npy --heads 4
+        one_line "$1 ($b)"
+        has "$err" "$3" "$1 ($b)"
+    done
+}
+bad_map "no arrow" 'net\\.(.*) \\1\n' "no '->'"
+bad_map "a bad regular expression" 'net\\.((.* -> \\1\n' "is not a regular expression"
+bad_map "a group the pattern lacks" 'net\\.(.*) -> \\2\n' "uses \\\\2 but the pattern has 1 group"
+bad_map "an empty map" '# nothing\n\n' "has no rule"
+bad_map "a NUL byte" 'net\\.(.*) -> \\1\0\n' "NUL byte"
+bad_map "two names made one" 'net\\..* -> wte.weight\n' "gives two tensors"
+bad_map "#q alone" 'net\\.tok_emb\\.weight -> wte.weight#q\n' "no "
+bad_map "# other than q, k, v" 'net\\.(.*) -> \\1#x\n' "#q, #k or #v"
+bad_map "a line too long" "$(printf 'a%.0s' $(seq 2000)) -> b\n" "longer than"
+bad_map "too many rules" "$(for i in $(seq 300); do printf 'a%d -> b\\n' "$i"; done)" "more than 256 rules"
+for b in "${bins[@]}"; do
+    expect 2 "--names missing ($b)" -- "$b" run --load $M/renamed.pt --names "$tmp/none.txt" --ids $M/ids.npy --heads 4
+    one_line "--names missing ($b)"
+    expect 2 "--names a folder ($b)" -- "$b" run --load $M/renamed.pt --names "$tmp" --ids $M/ids.npy --heads 4
+    one_line "--names a folder ($b)"
+    expect 2 "an unplaceable file ($b)" -- "$b" run --load $M/renamed.pt --names "$tmp/wrong.txt" --ids $M/ids.npy \
+        --heads 4
+    one_line "an unplaceable file ($b)"
+done
+expect 2 "--names without --load" -- "$bin" run --names "$tmp/names.txt"
+one_line "--names without --load"
+
+# ---- tscope shapes --params prints names that load back ----
+py=${PYTHON:-/usr/bin/python3}
+[ -x "$py" ] || py=$(command -v python3)
+for arch in encoder encoder-decoder; do
+    expect 0 "shapes --params ($arch)" -- "$bin" shapes --params --preset tiny --arch $arch
+    printf '%s\n' "$out" >"$tmp/params.txt"
+    # a safetensors file of every printed name and shape, small values (the standard library only)
+    "$py" - "$tmp/params.txt" "$tmp/params.safetensors" <<'PY'
+import json, re, struct, sys
+header, data, at = {}, b"", 0
+for line in open(sys.argv[1]):
+    m = re.match(r"^([a-z_][a-z0-9_.]*(?:weight|bias))\s+\[([0-9, ]+)\]", line)
+    if not m:
+        continue
+    shape = [int(x) for x in m.group(2).split(",")]
+    n = 1
+    for d in shape:
+        n *= d
+    header[m.group(1)] = {"dtype": "F32", "shape": shape, "data_offsets": [at, at + 4 * n]}
+    data += struct.pack("<%df" % n, *[((i * 7919) % 13 - 6) * 0.01 for i in range(n)])
+    at += 4 * n
+h = json.dumps(header).encode()
+h += b" " * ((8 - len(h) % 8) % 8)
+open(sys.argv[2], "wb").write(struct.pack("<Q", len(h)) + h + data)
+PY
+    expect 0 "the names of shapes --params load back ($arch)" -- "$bin" run --load "$tmp/params.safetensors" --heads 2 \
+        --norm post --activation relu --pe sinusoidal
+    has "$out" "$([ $arch = encoder ] && echo "# encoder: B1 S4" || echo "# encoder-decoder: B1 S4 T4")" \
+        "$arch: read as the model it was printed for, its token table found"
+done
+
+# ---- the bridge's trace and tscope's, step by step ----
+bridge() { # NAME FLAGS...: tscope's trace of codebase NAME against its bridge.tstrace, exit 0
+    local name=$1
+    shift
+    expect 0 "$name traced by tscope" -- "$bin" run "$@" --trace "$tmp/$name.tstrace" --level values
+    expect 0 "diff --common $name" -- "$bin" diff --common --tol 1e-4 $C/$name/bridge.tstrace "$tmp/$name.tstrace"
+    has "$(printf '%s' "$out" | head -1)" "settings: the same" "$name: the bridge sees the same settings"
+    has "$out" "no step differs beyond tol 0.0001" "$name: every shared step equal"
+}
+wrong() { # NAME SETTING FLAGS...: a wrong arithmetic choice named as a settings difference, exit 1
+    local name=$1 setting=$2
+    shift 2
+    expect 0 "$name, wrongly" -- "$bin" run "$@" --trace "$tmp/$name-wrong.tstrace" --level values
+    expect 1 "diff --common $name, wrongly" -- "$bin" diff --common $C/$name/bridge.tstrace "$tmp/$name-wrong.tstrace"
+    has "$(printf '%s' "$out" | head -1)" "settings DIFFER: $setting" "$name: the wrong setting is named"
+}
+NF="--load $N/model.pt --ids $N/ids.npy --heads 4 --layout nanogpt"
+bridge nanogpt $NF
+has "$out" "logits" "nanoGPT: the logits are compared"
+printf '%s\n' "$out" | grep -q " logits .* ok (last position)$" && ok || bad "nanoGPT: the last position is compared, and said"
+for step in decoder.layers.0.norm1.mean decoder.layers.0.norm1.std decoder.layers.1.norm2.y; do
+    printf '%s\n' "$out" | grep -q " $step .* ok$" && ok || bad "nanoGPT: $step (a LayerNorm's inner step) not compared"
+done
+wrong nanogpt "activation gelu vs gelu-tanh" $NF --activation gelu-tanh
+GF="--load $G/model.pt --ids $G/ids.npy --heads 4 --layout mingpt"
+bridge mingpt $GF
+printf '%s\n' "$out" | grep -q " embed.pe .* ok$" && ok || bad "minGPT: wpe's [1, S, D] compared with [S, D]"
+wrong mingpt "activation gelu-tanh vs gelu" $GF --activation gelu
+MF="--load $M/model.pt --ids $M/ids.npy --heads 4"
+bridge mingpt_old $MF
+printf '%s\n' "$out" | grep -q " decoder.layers.1.self_attn.weights .* ok$" && ok ||
+    bad "older minGPT: its attention is compared"
+wrong mingpt_old "activation gelu vs gelu-tanh" $MF --activation gelu-tanh
+AF="--load $A/model.pt --ids $A/ids.npy --heads 4"
+bridge annotated $AF
+for step in encoder.layers.0.norm1.std decoder.layers.1.cross_attn.weights decoder.norm.out; do
+    printf '%s\n' "$out" | grep -q " $step .* ok$" && ok || bad "Annotated Transformer: $step not compared"
+done
+wrong annotated "norm_formula std+eps vs standard" $AF --norm-formula standard
+bridge wlm $WF --mask causal
+wrong wlm "activation relu vs gelu" $WB --mask causal --activation gelu
+finish
