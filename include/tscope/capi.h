@@ -95,6 +95,17 @@ ts_status ts_capi_forward(ts_capi_model *m, const int32_t *ids, int B, int S, co
 ts_status ts_capi_generate(ts_capi_model *m, const int32_t *ids, int S, int n, float temperature, int top_k,
                            uint64_t seed, const ts_capi_pass *pass, int32_t *out, float *probs);
 
+/* Direct logit attribution at every position of ids (S), from one forward
+ * pass (ts_experiment_dla): answer (S) the token whose logit is split at
+ * each position, -1 for the model's top guess there; wrong (S, or NULL) the
+ * token subtracted, -1 for none. share (S, parts) with parts = 2 + layers *
+ * (heads + 2) (share_cap floats of room), logit (S) what each row adds up
+ * to, answer_out and wrong_out (S) the tokens used; part_names: the parts'
+ * names, one a line (malloc'd; free with ts_capi_free). */
+ts_status ts_capi_attribute(ts_capi_model *m, const int32_t *ids, int S, const int32_t *answer, const int32_t *wrong,
+                            float *share, int64_t share_cap, float *logit, int32_t *answer_out, int32_t *wrong_out,
+                            char **part_names);
+
 /* ---- traces ---- */
 
 typedef struct ts_trace ts_trace;

@@ -32,7 +32,7 @@ import numpy as np
 from . import _lib
 from ._lib import TscopeError
 
-__all__ = ["load", "Model", "Trace", "Cache", "Step", "figure", "TscopeError", "OPS", "TAGS"]
+__all__ = ["load", "Model", "Trace", "Cache", "Step", "Attribution", "figure", "TscopeError", "OPS", "TAGS"]
 
 # core.h's tables, in order (append-only there too).
 OPS = ["input", "embedding", "positional_encoding", "add", "linear", "reshape", "permute", "chunk", "matmul",
@@ -333,12 +333,77 @@ class Model:
         res = self.decode(out) if text else out
         return (res, probs[:n]) if return_probs else res
 
+    def _token(self, what, t):
+        """One token: an id, or a text that is exactly one token."""
+        if isinstance(t, (int, np.integer)):
+            return int(t)
+        ids = self.tokenize(t)
+        if len(ids) != 1:
+            raise TscopeError(f"{what} {t!r} is {len(ids)} tokens for this tokenizer; give one token")
+        return int(ids[0])
+
+    def _targets(self, what, t, S, none):
+        """A token for every position: one token (text or id) for all, or a sequence of S of them."""
+        if t is None:
+            return np.full(S, none, np.int32)
+        if isinstance(t, (str, int, np.integer)):
+            return np.full(S, self._token(what, t), np.int32)
+        a = np.asarray([self._token(what, x) for x in t], np.int32)
+        if a.shape != (S,):
+            raise TscopeError(f"{what}: give one token, or one for each of the {S} positions (not {len(a)})")
+        return a
+
+    def attribute(self, ids, answer=None, wrong=None):
+        """Direct logit attribution at every position from one forward pass (`tscope attribute
+        --position all`): the logit of `answer` (the model's top guess where None), or with `wrong`
+        the difference logit(answer) - logit(wrong), split into each part's share through the final
+        norm. answer, wrong: a token (text or id) for every position, or one per position."""
+        a = self._ids(ids)
+        if a.shape[0] != 1:
+            raise TscopeError("attribute: one sequence at a time")
+        S = a.shape[1]
+        if wrong is not None and answer is None:
+            raise TscopeError("attribute: wrong= needs answer= to subtract it from")
+        ans, wr = self._targets("answer", answer, S, -1), self._targets("wrong", wrong, S, -1)
+        c = self.config
+        P = 2 + c["layers"] * (c["heads"] + 2)
+        share = np.empty((S, P), np.float32)
+        logit = np.empty(S, np.float32)
+        ans_out, wr_out = np.empty(S, np.int32), np.empty(S, np.int32)
+        names = c_void_p()
+        i32 = lambda x: x.ctypes.data_as(POINTER(c_int32))
+        _lib.check(_lib.ts_capi_attribute(self._h, i32(a), S, i32(ans), i32(wr) if wrong is not None else None,
+                                          share.ctypes.data_as(POINTER(c_float)), share.size,
+                                          logit.ctypes.data_as(POINTER(c_float)), i32(ans_out), i32(wr_out),
+                                          ctypes.byref(names)))
+        return Attribution(share, _lib.take_string(names).splitlines(), logit, ans_out, wr_out)
+
     def _metadata(self, ids):
         a = self._ids(ids)
         p = c_void_p()
         _lib.check(_lib.ts_capi_metadata(self._h, a.ctypes.data_as(POINTER(c_int32)), a.shape[0], a.shape[1],
                                          ctypes.byref(p)))
         return _lib.take_string(p)
+
+
+class Attribution:
+    """What Model.attribute returns: shares (positions, parts) float32, each part's share of the
+    logit (or difference) at each position; parts, the parts' names ("embedding", "layer 1 head 1",
+    "layer 1 attn bias", "layer 1 FFN", ..., "norm beta, head bias"); logit (positions), the
+    model's own logit (or difference), which each row adds up to; answer and wrong (positions), the
+    tokens used (wrong -1 where none)."""
+
+    def __init__(self, shares, parts, logit, answer, wrong):
+        self.shares, self.parts, self.logit, self.answer, self.wrong = shares, parts, logit, answer, wrong
+
+    def __getitem__(self, part):
+        """One part's share at every position: attr["layer 1 head 1"]."""
+        if part not in self.parts:
+            raise KeyError(f"no part {part!r} (they are {', '.join(self.parts)})")
+        return self.shares[:, self.parts.index(part)]
+
+    def __repr__(self):
+        return f"tscope.Attribution({self.shares.shape[0]} positions x {len(self.parts)} parts)"
 
 
 def load(path_or_preset, layout=None, **flags):

@@ -72,6 +72,9 @@ ts_capi_forward = _decl("ts_capi_forward", S, c_void_p, POINTER(c_int32), c_int,
 ts_capi_generate = _decl("ts_capi_generate", S, c_void_p, POINTER(c_int32), c_int, c_int, c_float, c_int, c_uint64,
                          POINTER(Pass), POINTER(c_int32), POINTER(c_float))
 ts_capi_metadata = _decl("ts_capi_metadata", S, c_void_p, POINTER(c_int32), c_int, c_int, POINTER(c_void_p))
+ts_capi_attribute = _decl("ts_capi_attribute", S, c_void_p, POINTER(c_int32), c_int, POINTER(c_int32), POINTER(c_int32),
+                          POINTER(c_float), c_int64, POINTER(c_float), POINTER(c_int32), POINTER(c_int32),
+                          POINTER(c_void_p))
 ts_capi_trace_open = _decl("ts_capi_trace_open", S, c_char_p, POINTER(c_void_p))
 ts_capi_trace_close = _decl("ts_capi_trace_close", None, c_void_p)
 ts_capi_trace_count = _decl("ts_capi_trace_count", c_int64, c_void_p)

@@ -417,6 +417,39 @@ ts_status ts_capi_generate(ts_capi_model *c, const int32_t *ids, int S, int n, f
     return st;
 }
 
+/* ---- attribution ---- */
+
+ts_status ts_capi_attribute(ts_capi_model *c, const int32_t *ids, int S, const int32_t *answer, const int32_t *wrong,
+                            float *share, int64_t share_cap, float *logit, int32_t *answer_out, int32_t *wrong_out,
+                            char **part_names) {
+    *part_names = NULL;
+    if (c->base.input != TS_INPUT_TOKENS || !ts_model_is_lm(&c->base))
+        return ts_fail(TS_ERR_ARG, "attribute: this model is not a language model");
+    TS_TRY(check_ids(c, ids, S, "ids"));
+    TS_TRY(ensure(c, 1, S, 0));
+    ts_dla d;
+    TS_TRY(ts_experiment_dla(&c->m, ids, answer, wrong, &d));
+    ts_status st = (int64_t)S * d.parts > share_cap ? ts_fail(TS_ERR_ARG, "internal: no room for the shares") : TS_OK;
+    ts_text_buf b = {0};
+    for (int k = 0; !st && k < d.parts; k++) {
+        char name[48];
+        ts_dla_part_name(&d, k, name, sizeof name);
+        ts_text_buf_printf(&b, "%s\n", name);
+    }
+    if (!st) {
+        memcpy(share, d.share, sizeof(float) * (size_t)S * (size_t)d.parts);
+        memcpy(logit, d.logit, sizeof(float) * (size_t)S);
+        memcpy(answer_out, d.answer, sizeof(int32_t) * (size_t)S);
+        memcpy(wrong_out, d.wrong, sizeof(int32_t) * (size_t)S);
+        *part_names = ts_text_buf_take(&b);
+        if (!*part_names) st = ts_fail(TS_ERR_NOMEM, "out of memory");
+    } else {
+        free(ts_text_buf_take(&b));
+    }
+    ts_dla_free(&d);
+    return st;
+}
+
 /* ---- traces ---- */
 
 ts_status ts_capi_trace_open(const char *path, ts_trace **out) { return ts_trace_open(path, out); }

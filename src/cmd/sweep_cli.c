@@ -32,6 +32,15 @@ ts_status sweep_cli_open(const char *load, const char *text, const char *what, t
 }
 
 ts_status sweep_cli_one_token(ts_lmtok *tok, const char *flag, const char *text, int *out) {
+    if (strncmp(text, "id:", 3) == 0) { /* an id, for a token no text spells alone */
+        char *end;
+        long id = strtol(text + 3, &end, 10);
+        if (end == text + 3 || *end || id < 0 || id >= tok->count)
+            return ts_fail(TS_ERR_ARG, "%s %s: give id:N with N from 0 to %d (this tokenizer's ids)", flag, text,
+                           (int)tok->count - 1);
+        *out = (int)id;
+        return TS_OK;
+    }
     ts_bpe_ids ids = {0};
     ts_status st = ts_lmtok_encode(tok, text, strlen(text), &ids);
     if (!st && ids.count != 1)

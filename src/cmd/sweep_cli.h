@@ -25,7 +25,8 @@ typedef struct sweep_figure {
 
 ts_status sweep_cli_figure(const sweep_figure *f);
 
-/* The one token `text` is for tok, or an error naming flag. */
+/* The one token `text` is for tok, or "id:N" the token of id N; else an
+ * error naming flag. */
 ts_status sweep_cli_one_token(ts_lmtok *tok, const char *flag, const char *text, int *out);
 
 /* ts_cli_parse of spec with -o read as --output (the figure's path): < 0

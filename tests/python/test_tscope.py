@@ -274,6 +274,33 @@ def figures_show_in_a_notebook():
 
 
 @test
+def attribution_matches_pytorch_and_the_command_line():
+    a = m.attribute(ids, answer="d", wrong="G")
+    assert a.shares.shape == (64, 14) and a.parts[1] == "layer 0 head 0" and a.parts[-1] == "norm beta, head bias"
+    close("attribute answer - wrong", a.shares, ref("dla_diff"))
+    close("attribute one token", m.attribute(ids, answer="e").shares, ref("dla_token"))
+    top = m.attribute(ids)
+    close("attribute the top guess", top.shares, ref("dla_top"))
+    assert np.array_equal(top.answer, ref("dla_top_ids")) and (top.wrong == -1).all()
+    close("the shares add up to the logit difference", a.shares.astype(np.float64).sum(1), a.logit)
+    assert np.array_equal(a["layer 1 head 1"], a.shares[:, 8])
+    by_id = m.attribute(ids, answer=int(m.tokenize("d")[0]), wrong=[int(m.tokenize("G")[0])] * 64)
+    assert np.array_equal(by_id.shares, a.shares)
+    # the command line's --npz holds the very float32s: full precision both ways
+    npz = os.path.join(TMP, "dla.npz")
+    subprocess.run([TSCOPE, "attribute", "--load", MODEL, "--text", m.decode(ids), "--position", "all",
+                    "--answer", "d", "--wrong", "G", "--npz", npz], check=True, capture_output=True)
+    assert np.array_equal(np.load(npz)["shares"], a.shares)
+    for kw, want in ((dict(answer="dd"), "2 tokens"), (dict(wrong="G"), "needs answer"),
+                     (dict(answer="d", wrong="d"), "both"), (dict(answer=[1, 2]), "each of the 64")):
+        try:
+            m.attribute(ids, **kw)
+            raise AssertionError(f"no error for {kw}")
+        except tscope.TscopeError as e:
+            assert want in str(e), (kw, str(e))
+
+
+@test
 def a_20_run_sweep_is_fast():
     t0 = time.perf_counter()
     sweep(m, ids, other)
