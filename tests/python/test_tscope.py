@@ -301,6 +301,46 @@ def attribution_matches_pytorch_and_the_command_line():
 
 
 @test
+def a_bare_state_dict_loads_with_run_s_flags():
+    enc = os.path.join(ROOT, "tests", "ref", "load_encoder")
+    path = os.path.join(enc, "weights.safetensors")
+    cli = subprocess.run([TSCOPE, "run", "--load", path, "--input", os.path.join(enc, "x.npy")], capture_output=True,
+                         text=True)
+    want = cli.stderr.strip().split(": ", 1)[1]  # run's sentence, after "tscope run: "
+    try:
+        tscope.load(path, heads=4)
+        raise AssertionError("no error")
+    except tscope.TscopeError as e:
+        assert "norm placement, activation" in str(e), str(e)
+    try:
+        tscope.load(path)
+        raise AssertionError("no error")
+    except tscope.TscopeError as e:
+        assert str(e) == want, (str(e), want)
+    e = tscope.load(path, heads=4, norm="pre", activation="gelu")
+    assert e.config["heads"] == 4 and e.config["norm"] == "pre" and not e.has_tokenizer
+    close("nn.TransformerEncoder's state_dict from Python", e(np.load(os.path.join(enc, "x.npy"))),
+          np.load(os.path.join(enc, "out.npy")))
+    tr = os.path.join(ROOT, "tests", "ref", "load_transformer")
+    t = tscope.load(os.path.join(tr, "weights.safetensors"), heads=2, norm="post", activation="relu")
+    got = t(np.load(os.path.join(tr, "src.npy")), tgt=np.load(os.path.join(tr, "tgt.npy")))
+    close("nn.Transformer's state_dict from Python", got, np.load(os.path.join(tr, "out.npy")))
+    for kw, part in ((dict(heads=3, norm="pre", activation="gelu"), "does not divide"),
+                     (dict(heads=4, norm="sideways", activation="gelu"), "post or pre"),
+                     (dict(heads=4, norm="pre", activation="gelu", d_model=16), "the tensors decide")):
+        try:
+            tscope.load(path, **kw)
+            raise AssertionError(f"no error for {kw}")
+        except tscope.TscopeError as err:
+            assert part in str(err), (kw, str(err))
+    try:
+        tscope.load(MODEL, heads=4)
+        raise AssertionError("no error")
+    except tscope.TscopeError as err:
+        assert "brings its own config" in str(err), str(err)
+
+
+@test
 def a_20_run_sweep_is_fast():
     t0 = time.perf_counter()
     sweep(m, ids, other)
