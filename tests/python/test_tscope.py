@@ -301,6 +301,16 @@ def attribution_matches_pytorch_and_the_command_line():
 
 
 @test
+def attribution_adds_up_with_and_without_a_final_norm():
+    # without a final norm nothing is centred or scaled: the shares are the parts read along W_U
+    for final_norm in (True, False):
+        g = tscope.load("lm", vocab=50, d_model=32, heads=2, ffn=64, layers=2, seq=16, seed=7, final_norm=final_norm)
+        a = g.attribute(np.arange(12) % 50)
+        assert a.shares.shape == (12, 10)
+        close(f"shares add up, final_norm={final_norm}", a.shares.astype(np.float64).sum(1), a.logit, 1e-5)
+
+
+@test
 def a_bare_state_dict_loads_with_run_s_flags():
     enc = os.path.join(ROOT, "tests", "ref", "load_encoder")
     path = os.path.join(enc, "weights.safetensors")
