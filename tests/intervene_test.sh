@@ -182,4 +182,22 @@ expect 2 "--position nowhere" -- "$bin" attribute --load $M --text "$T" --positi
 has "$err" "or all" "--position last"
 expect 2 "an id past the vocabulary" -- "$bin" attribute --load $M --text "$T" --token id:73
 has "$err" "0 to 72" "id:73"
+# a checkpoint without a tokenizer reads --ids: GPT-NeoX's parallel residual adds up too; Llama's RMSNorm is refused
+H=tests/ref/hf
+$py -c "import numpy as np, sys; [np.save(f'$tmp/{m}1.npy', np.load(f'$H/{m}/ids.npy')[:1]) for m in ('gpt_neox', 'llama')]"
+expect 0 "attribute --ids (GPT-NeoX)" -- "$bin" attribute --load $H/gpt_neox --ids "$tmp/gpt_neox1.npy" --position all \
+    --answer id:3 --wrong id:5 --npz "$tmp/neox.npz"
+$py - "$tmp" <<'PY' && ok || bad "GPT-NeoX's shares add up to its logit differences"
+import sys
+import numpy as np
+a = np.load(sys.argv[1] + "/neox.npz")
+assert a["shares"].shape == (12, 2 + 2 * (4 + 2)), a["shares"].shape
+assert np.abs(a["shares"].astype(np.float64).sum(1) - a["logit"]).max() < 1e-4
+PY
+expect 2 "attribute on an RMSNorm model" -- "$bin" attribute --load $H/llama --ids "$tmp/llama1.npy" --npz "$tmp/l.npz"
+has "$err" "final norm as a LayerNorm" "an RMSNorm is refused"
+expect 2 "--ids of two sequences" -- "$bin" attribute --load $H/gpt_neox --ids $H/gpt_neox/ids.npy --npz "$tmp/n.npz"
+has "$err" "holds 2 sequences" "--ids (2, S)"
+expect 2 "--text and --ids" -- "$bin" attribute --load $M --text "$T" --ids $R/ids.npy
+has "$err" "choose one" "--text with --ids"
 finish

@@ -16,7 +16,7 @@
 #include "tscope/render.h"
 
 typedef struct attr_opts {
-    const char *load, *text, *token, *answer, *wrong, *position, *output, *npz, *json;
+    const char *load, *text, *ids, *token, *answer, *wrong, *position, *output, *npz, *json;
 } attr_opts;
 
 typedef struct bars_job {
@@ -215,7 +215,7 @@ static int run(const attr_opts *o) {
     ts_model m;
     ts_lmtok tok;
     ts_bpe_ids ids;
-    if ((st = sweep_cli_open(o->load, o->text, "--text", &m, &tok, &ids)))
+    if ((st = sweep_cli_open_input(o->load, o->text, o->ids, "--text", &m, &tok, &ids)))
         return ts_cli_error("attribute", "%s", ts_last_error());
     int S = (int)ids.count, first, last;
     bool diff;
@@ -241,6 +241,8 @@ int ts_cmd_attribute(int argc, char **argv) {
     const ts_flag flags[] = {
         {"--load", TS_FLAG_STRING, &o.load, "W.safetensors", "a pre-LN language model's checkpoint", NULL, NULL, NULL},
         {"--text", TS_FLAG_STRING, &o.text, "T", "the text", NULL, NULL, NULL},
+        {"--ids", TS_FLAG_STRING, &o.ids, "IDS.npy", "token ids (S) or (1, S) instead of the text (a checkpoint "
+         "without a tokenizer)", NULL, NULL, NULL},
         {"--token", TS_FLAG_STRING, &o.token, "X",
          "the token whose logit is split, as text or id:N (the model's top guess at each position)", NULL, NULL, NULL},
         {"--answer", TS_FLAG_STRING, &o.answer, "X", "split logit(X) - logit(Y) instead, with --wrong Y (text or id:N)",
@@ -260,7 +262,7 @@ int ts_cmd_attribute(int argc, char **argv) {
     };
     const ts_cli_spec spec = {
         .command = "attribute",
-        .synopsis = "--load W.safetensors --text T [--token X | --answer X --wrong Y] [--position P|all]\n"
+        .synopsis = "--load W.safetensors (--text T | --ids IDS.npy) [--token X | --answer X --wrong Y] [--position P|all]\n"
                     "       [-o FIG.png|svg|pdf] [--npz FILE] [--json FILE]",
         .description = "Direct logit attribution: split the logit of a token at a position (or the difference\n"
                        "logit(X) - logit(Y)) into what each head, each FFN and the embedding wrote into the\n"
