@@ -58,6 +58,13 @@ const char *ts_capi_error(void);
  * file's ("hf", "nanogpt", NULL: as the file says). */
 ts_status ts_capi_open(const char *path, const char *layout, ts_capi_model **out);
 ts_status ts_capi_open_config(const char *config_json, ts_capi_model **out);
+/* Any weights `run --load` reads: a checkpoint as ts_capi_open (no
+ * settings), or a bare state_dict (nn.Transformer's and its parts') with the
+ * settings its file leaves open as "key=value" (heads=4, norm=pre,
+ * activation=gelu, pe=..., eps=..., pe_variant=...): one that contradicts the
+ * file, or a missing one, is refused with run's sentence. */
+ts_status ts_capi_open_weights(const char *path, const char *layout, const char *const *settings, int n,
+                               ts_capi_model **out);
 void ts_capi_close(ts_capi_model *m); /* NULL is fine */
 
 /* A preset's config as JSON (malloc'd, free with ts_capi_free). */
@@ -87,6 +94,11 @@ ts_status ts_capi_steps(ts_capi_model *m, int B, int S, char **out);
 ts_status ts_capi_forward(ts_capi_model *m, const int32_t *ids, int B, int S, const int32_t *tgt, int T,
                           const ts_capi_pass *pass, float *out, int64_t out_cap, int64_t *out_numel);
 
+/* The same for a model over vectors (no token table): x (B, S, W) with W
+ * its input width, and tgt (B, T, d_model) for an encoder-decoder (else NULL). */
+ts_status ts_capi_forward_vectors(ts_capi_model *m, const float *x, int B, int S, int W, const float *tgt, int T,
+                                  const ts_capi_pass *pass, float *out, int64_t out_cap, int64_t *out_numel);
+
 /* n new tokens after the prompt ids (S), drawn at temperature (0: argmax)
  * among the top_k (0: all) with seed, through the cache of keys and values
  * (each token one position, the pass's edits and watches at every one); a
@@ -94,6 +106,17 @@ ts_status ts_capi_forward(ts_capi_model *m, const int32_t *ids, int B, int S, co
  * and the new tokens; probs (n, V; may be NULL) the distributions drawn from. */
 ts_status ts_capi_generate(ts_capi_model *m, const int32_t *ids, int S, int n, float temperature, int top_k,
                            uint64_t seed, const ts_capi_pass *pass, int32_t *out, float *probs);
+
+/* Direct logit attribution at every position of ids (S), from one forward
+ * pass (ts_experiment_dla): answer (S) the token whose logit is split at
+ * each position, -1 for the model's top guess there; wrong (S, or NULL) the
+ * token subtracted, -1 for none. share (S, parts) with parts = 2 + layers *
+ * (heads + 2) (share_cap floats of room), logit (S) what each row adds up
+ * to, answer_out and wrong_out (S) the tokens used; part_names: the parts'
+ * names, one a line (malloc'd; free with ts_capi_free). */
+ts_status ts_capi_attribute(ts_capi_model *m, const int32_t *ids, int S, const int32_t *answer, const int32_t *wrong,
+                            float *share, int64_t share_cap, float *logit, int32_t *answer_out, int32_t *wrong_out,
+                            char **part_names);
 
 /* ---- traces ---- */
 

@@ -38,6 +38,8 @@ typedef struct ts_edit {
     int rank;
     int64_t shape[TS_MAX_RANK];
     int64_t applied;             /* steps it changed in the last forward */
+    int skipped;                 /* steps its glob matched that no edit reaches (parameters, inputs), left alone */
+    char skipped_example[2 * TS_MODEL_NAME_MAX]; /* the first of them, for the report */
 } ts_edit;
 
 typedef struct ts_experiment {
@@ -163,21 +165,31 @@ void ts_patch_sweep_free(ts_patch_sweep *s);
 /* Direct logit attribution: a pre-LN model's final stream is the sum of
  * what each part wrote into it (the embedding, each head through its
  * columns of the output projection, each attention's bias, each FFN), so
- * the logit of `token` at position `pos` splits into one share per part,
- * each through the final norm's scale at that position:
- * gamma * (part - mean(part)) / std . W_U[token], plus the norm's beta and
- * the head's bias (`rest`). The shares and rest add up to the logit. */
+ * the logit of a token at a position splits into one share per part, each
+ * through the final norm's scale at that position:
+ * gamma * (part - mean(part)) / std . u, plus the norm's beta . u and the
+ * head's bias (`rest`), with u = W_U[answer], or W_U[answer] - W_U[wrong]
+ * for a logit difference. The shares and rest add up to the logit (or the
+ * difference). Every position of ids comes from one forward pass: the parts
+ * are kept, the final norm's std read, and each share is a dot product (u
+ * through a layer's output projection once per target, not per head).
+ *
+ * answer (S): the token at each position, or -1 for the model's top guess
+ * there; wrong (S, may be NULL): the token subtracted, or -1 for none. The
+ * parts, in order (ts_dla_part_name): the embedding; per layer each head,
+ * the attention's bias, the FFN; then the rest. */
 typedef struct ts_dla {
-    int layers, heads;
-    double embed;        /* the token and position embeddings */
-    double *head;        /* (layers, heads) */
-    double *attn_bias;   /* (layers) each attention's output-projection bias */
-    double *ffn;         /* (layers) */
-    double rest;         /* beta . W_U[token] + the head's bias */
-    double logit;        /* the model's logit, for the check */
+    int layers, heads, positions, parts; /* parts = 2 + layers * (heads + 2) */
+    float *share;        /* (positions, parts), computed in double */
+    float *logit;        /* (positions) the model's logit (or difference): what each row adds up to */
+    int32_t *answer;     /* (positions) the token whose logit is split */
+    int32_t *wrong;      /* (positions) the token subtracted, -1 when none */
 } ts_dla;
 
-ts_status ts_experiment_dla(ts_model *m, const int32_t *ids, int pos, int token, ts_dla *out);
+ts_status ts_experiment_dla(ts_model *m, const int32_t *ids, const int32_t *answer, const int32_t *wrong,
+                            ts_dla *out);
+/* Part k's name: "embedding", "layer 0 head 1", "layer 0 attn bias", "layer 0 FFN", "norm beta, head bias". */
+void ts_dla_part_name(const ts_dla *d, int k, char *buf, size_t size);
 void ts_dla_free(ts_dla *d);
 
 /* ---- in-context measures of a language model (lm_scores.c) ------------------------

@@ -442,6 +442,34 @@ typedef struct ts_weights_info {
  * checked tensor by tensor when the weights load. */
 ts_status ts_weights_infer(const ts_safetensors *f, const char *prefix, ts_weights_info *info);
 
+/* model_settings: the settings a state_dict leaves open, given by the
+ * caller (run's flags, Python's keywords), decided in one place so both
+ * say the same sentence (src/io/model_settings.c). */
+
+/* A setting's value as words ("8", "pre", "gelu", "1e-05"), whether two
+ * configs agree on it, and a copy of it from one to the other. */
+const char *ts_model_setting_text(char *buf, size_t n, const ts_model_config *c, ts_model_setting s);
+bool ts_model_setting_same(const ts_model_config *a, const ts_model_config *b, ts_model_setting s);
+void ts_model_setting_copy(ts_model_config *to, const ts_model_config *from, ts_model_setting s);
+/* value (as __metadata__ or a keyword spells it) into cfg; false, with what
+ * was expected in *want ("post or pre"), when it does not parse. */
+bool ts_model_setting_parse(ts_model_setting s, const char *value, ts_model_config *cfg, const char **want);
+
+/* Why w fixes setting s: "W's __metadata__ says heads 2", "W has a learned position table (...)". */
+void ts_weights_fixed_by(char *buf, size_t n, const ts_weights_info *w, ts_model_setting s, const char *path);
+
+/* given's value of s may be given for w: not when w fixes it otherwise (its
+ * __metadata__, a learned position table), nor when the model has no use
+ * for it (a lone attention's norm), nor --pe learned without a table. */
+ts_status ts_weights_check_setting(const ts_weights_info *w, const char *path, const ts_model_config *given,
+                                   ts_model_setting s);
+
+/* Once every source has spoken (known[s]: the file, a preset or the caller
+ * gave s): a setting nobody gave is an error naming the flags to give, and
+ * heads that do not divide d_model an error naming the heads that do. */
+ts_status ts_weights_settings_complete(const ts_weights_info *w, const char *path, const bool known[TS_SETTING_COUNT],
+                                       const ts_model_config *cfg, bool heads_given, bool ask_mask);
+
 /* Name translation under a layout: a file's name (prefix included) to
  * tscope's parameter name, and back. False when the layout has no rule. */
 bool ts_weights_model_name(const ts_weights_info *info, const char *file_name, char *out, size_t size);

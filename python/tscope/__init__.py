@@ -32,7 +32,7 @@ import numpy as np
 from . import _lib
 from ._lib import TscopeError
 
-__all__ = ["load", "Model", "Trace", "Cache", "Step", "figure", "TscopeError", "OPS", "TAGS"]
+__all__ = ["load", "Model", "Trace", "Cache", "Step", "Attribution", "figure", "TscopeError", "OPS", "TAGS"]
 
 # core.h's tables, in order (append-only there too).
 OPS = ["input", "embedding", "positional_encoding", "add", "linear", "reshape", "permute", "chunk", "matmul",
@@ -241,6 +241,15 @@ class Model:
             raise TscopeError(f"ids: give integer token ids, not {a.dtype}")
         return np.ascontiguousarray(a, dtype=np.int32)
 
+    def _vectors(self, x, what):
+        """A model over vectors reads (S, W) or (B, S, W) floats."""
+        a = np.asarray(x)
+        if a.ndim == 2:
+            a = a[None]
+        if a.ndim != 3:
+            raise TscopeError(f"{what}: give (S, W) or (B, S, W) vectors, not shape {a.shape}")
+        return np.ascontiguousarray(a, dtype=np.float32)
+
     # ---- steps ----
     def steps(self, batch=1, seq=None):
         """Every step of a pass: (name, op, tag, shape) rows (a shapes-only run, nothing computed)."""
@@ -262,19 +271,21 @@ class Model:
     # ---- passes ----
     def run(self, ids, *, tgt=None, hooks=None, names=None, cache=None, trace=None, level=None,
             ablate=None, patch=None, add=None, mean_from=None):
-        """One forward pass: the logits (B, S, V) (or the last stack's output). hooks: [(NAME_OR_GLOB, fn)]
+        """One forward pass: the logits (B, S, V) (or the last stack's output). ids: token ids, or float
+        vectors (B, S, W) for a model without a token table (tgt likewise). hooks: [(NAME_OR_GLOB, fn)]
         edit steps; names: globs copied into `cache`; trace: a .tstrace written as `tscope run --trace`
         writes one; ablate/patch/add/mean_from: the command line's edits (docs/experiments.md)."""
-        a = self._ids(ids)
-        B, S = a.shape
+        vectors = not isinstance(ids, str) and np.asarray(ids).dtype.kind == "f"
+        a = self._vectors(ids, "x") if vectors else self._ids(ids)
+        B, S = a.shape[:2]
         t = None
         T = 0
         if tgt is not None:
-            t = self._ids(tgt)
+            t = self._vectors(tgt, "tgt") if vectors else self._ids(tgt)
             T = t.shape[1]
         watch = [names] if isinstance(names, str) else list(names or ())
         if watch and cache is None:
-            cache = Cache(self, a)
+            cache = Cache(self, None if vectors else a)
         h = _Hooks(hooks, watch, cache)
         p = h.pass_struct(trace, level, _edit_specs(ablate, patch, add, mean_from))
         V = self.config["vocab"] if self.config.get("head") == "lm" else max(self.config["d_model"],
@@ -282,9 +293,14 @@ class Model:
         cap = B * max(S, T) * V
         out = np.empty(cap, np.float32)
         n = c_int64(0)
-        st = _lib.ts_capi_forward(self._h, a.ctypes.data_as(POINTER(c_int32)), B, S,
-                                  t.ctypes.data_as(POINTER(c_int32)) if t is not None else None, T, ctypes.byref(p),
-                                  out.ctypes.data_as(POINTER(c_float)), cap, ctypes.byref(n))
+        f32 = lambda v: v.ctypes.data_as(POINTER(c_float)) if v is not None else None
+        if vectors:
+            st = _lib.ts_capi_forward_vectors(self._h, f32(a), B, S, a.shape[2], f32(t), T, ctypes.byref(p), f32(out),
+                                              cap, ctypes.byref(n))
+        else:
+            st = _lib.ts_capi_forward(self._h, a.ctypes.data_as(POINTER(c_int32)), B, S,
+                                      t.ctypes.data_as(POINTER(c_int32)) if t is not None else None, T,
+                                      ctypes.byref(p), f32(out), cap, ctypes.byref(n))
         h.raise_error()
         _lib.check(st)
         rows = T if t is not None else S
@@ -297,8 +313,9 @@ class Model:
 
     def run_with_cache(self, ids, names="*", **kw):
         """(logits, cache): cache maps each step matching names (a glob or a list) to a copy of its values."""
-        a = self._ids(ids)
-        cache = Cache(self, a)
+        vectors = not isinstance(ids, str) and np.asarray(ids).dtype.kind == "f"
+        a = self._vectors(ids, "x") if vectors else self._ids(ids)
+        cache = Cache(self, None if vectors else a)
         logits = self.run(a, names=names, cache=cache, **kw)
         return logits, cache
 
@@ -333,6 +350,51 @@ class Model:
         res = self.decode(out) if text else out
         return (res, probs[:n]) if return_probs else res
 
+    def _token(self, what, t):
+        """One token: an id, or a text that is exactly one token."""
+        if isinstance(t, (int, np.integer)):
+            return int(t)
+        ids = self.tokenize(t)
+        if len(ids) != 1:
+            raise TscopeError(f"{what} {t!r} is {len(ids)} tokens for this tokenizer; give one token")
+        return int(ids[0])
+
+    def _targets(self, what, t, S, none):
+        """A token for every position: one token (text or id) for all, or a sequence of S of them."""
+        if t is None:
+            return np.full(S, none, np.int32)
+        if isinstance(t, (str, int, np.integer)):
+            return np.full(S, self._token(what, t), np.int32)
+        a = np.asarray([self._token(what, x) for x in t], np.int32)
+        if a.shape != (S,):
+            raise TscopeError(f"{what}: give one token, or one for each of the {S} positions (not {len(a)})")
+        return a
+
+    def attribute(self, ids, answer=None, wrong=None):
+        """Direct logit attribution at every position from one forward pass (`tscope attribute
+        --position all`): the logit of `answer` (the model's top guess where None), or with `wrong`
+        the difference logit(answer) - logit(wrong), split into each part's share through the final
+        norm. answer, wrong: a token (text or id) for every position, or one per position."""
+        a = self._ids(ids)
+        if a.shape[0] != 1:
+            raise TscopeError("attribute: one sequence at a time")
+        S = a.shape[1]
+        if wrong is not None and answer is None:
+            raise TscopeError("attribute: wrong= needs answer= to subtract it from")
+        ans, wr = self._targets("answer", answer, S, -1), self._targets("wrong", wrong, S, -1)
+        c = self.config
+        P = 2 + c["layers"] * (c["heads"] + 2)
+        share = np.empty((S, P), np.float32)
+        logit = np.empty(S, np.float32)
+        ans_out, wr_out = np.empty(S, np.int32), np.empty(S, np.int32)
+        names = c_void_p()
+        i32 = lambda x: x.ctypes.data_as(POINTER(c_int32))
+        _lib.check(_lib.ts_capi_attribute(self._h, i32(a), S, i32(ans), i32(wr) if wrong is not None else None,
+                                          share.ctypes.data_as(POINTER(c_float)), share.size,
+                                          logit.ctypes.data_as(POINTER(c_float)), i32(ans_out), i32(wr_out),
+                                          ctypes.byref(names)))
+        return Attribution(share, _lib.take_string(names).splitlines(), logit, ans_out, wr_out)
+
     def _metadata(self, ids):
         a = self._ids(ids)
         p = c_void_p()
@@ -341,16 +403,39 @@ class Model:
         return _lib.take_string(p)
 
 
+class Attribution:
+    """What Model.attribute returns: shares (positions, parts) float32, each part's share of the
+    logit (or difference) at each position; parts, the parts' names ("embedding", "layer 1 head 1",
+    "layer 1 attn bias", "layer 1 FFN", ..., "norm beta, head bias"); logit (positions), the
+    model's own logit (or difference), which each row adds up to; answer and wrong (positions), the
+    tokens used (wrong -1 where none)."""
+
+    def __init__(self, shares, parts, logit, answer, wrong):
+        self.shares, self.parts, self.logit, self.answer, self.wrong = shares, parts, logit, answer, wrong
+
+    def __getitem__(self, part):
+        """One part's share at every position: attr["layer 1 head 1"]."""
+        if part not in self.parts:
+            raise KeyError(f"no part {part!r} (they are {', '.join(self.parts)})")
+        return self.shares[:, self.parts.index(part)]
+
+    def __repr__(self):
+        return f"tscope.Attribution({self.shares.shape[0]} positions x {len(self.parts)} parts)"
+
+
 def load(path_or_preset, layout=None, **flags):
     """A model: a checkpoint (`tscope train --task lm`'s .safetensors, GPT-2's or nanoGPT's files: what
-    `tscope run --load` reads without flags), or a preset (`lm`, `tiny`, `seed000`, ...) whose config
-    the flags change (d_model=64, heads=4, layers=2, seed=1, ...: the names of m.config)."""
+    `tscope run --load` reads without flags); a bare state_dict (nn.Transformer's or its parts') with
+    the settings its file leaves open, as `run --load W --heads 4 --norm pre` takes them (heads=4,
+    norm="pre", activation="gelu", pe=, eps=, pe_variant=); or a preset (`lm`, `tiny`, `seed000`, ...)
+    whose config the flags change (d_model=64, heads=4, layers=2, seed=1, ...: the names of m.config)."""
     h = c_void_p()
     path = os.fspath(path_or_preset)
     if os.path.exists(path):
-        if flags:
-            raise TscopeError(f"{path}: a checkpoint brings its own config; {', '.join(flags)} cannot change it")
-        _lib.check(_lib.ts_capi_open(_b(path), _b(layout) if layout else None, ctypes.byref(h)))
+        kv = [_b(f"{k.replace('-', '_')}={v}") for k, v in flags.items()]
+        arr = (c_char_p * max(1, len(kv)))(*kv)
+        _lib.check(_lib.ts_capi_open_weights(_b(path), _b(layout) if layout else None, arr, len(kv),
+                                             ctypes.byref(h)))
         return Model(h, path)
     p = c_void_p()
     _lib.check(_lib.ts_capi_preset_json(_b(path), ctypes.byref(p)))

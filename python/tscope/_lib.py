@@ -59,6 +59,8 @@ ts_capi_error = _decl("ts_capi_error", c_char_p)
 ts_capi_free = _decl("ts_capi_free", None, c_void_p)
 ts_capi_open = _decl("ts_capi_open", S, c_char_p, c_char_p, POINTER(c_void_p))
 ts_capi_open_config = _decl("ts_capi_open_config", S, c_char_p, POINTER(c_void_p))
+ts_capi_open_weights = _decl("ts_capi_open_weights", S, c_char_p, c_char_p, POINTER(c_char_p), c_int,
+                             POINTER(c_void_p))
 ts_capi_close = _decl("ts_capi_close", None, c_void_p)
 ts_capi_preset_json = _decl("ts_capi_preset_json", S, c_char_p, POINTER(c_void_p))
 ts_capi_config = _decl("ts_capi_config", c_char_p, c_void_p)
@@ -69,9 +71,14 @@ ts_capi_token_label = _decl("ts_capi_token_label", S, c_void_p, c_int32, ctypes.
 ts_capi_steps = _decl("ts_capi_steps", S, c_void_p, c_int, c_int, POINTER(c_void_p))
 ts_capi_forward = _decl("ts_capi_forward", S, c_void_p, POINTER(c_int32), c_int, c_int, POINTER(c_int32), c_int,
                         POINTER(Pass), POINTER(c_float), c_int64, POINTER(c_int64))
+ts_capi_forward_vectors = _decl("ts_capi_forward_vectors", S, c_void_p, POINTER(c_float), c_int, c_int, c_int,
+                                POINTER(c_float), c_int, POINTER(Pass), POINTER(c_float), c_int64, POINTER(c_int64))
 ts_capi_generate = _decl("ts_capi_generate", S, c_void_p, POINTER(c_int32), c_int, c_int, c_float, c_int, c_uint64,
                          POINTER(Pass), POINTER(c_int32), POINTER(c_float))
 ts_capi_metadata = _decl("ts_capi_metadata", S, c_void_p, POINTER(c_int32), c_int, c_int, POINTER(c_void_p))
+ts_capi_attribute = _decl("ts_capi_attribute", S, c_void_p, POINTER(c_int32), c_int, POINTER(c_int32), POINTER(c_int32),
+                          POINTER(c_float), c_int64, POINTER(c_float), POINTER(c_int32), POINTER(c_int32),
+                          POINTER(c_void_p))
 ts_capi_trace_open = _decl("ts_capi_trace_open", S, c_char_p, POINTER(c_void_p))
 ts_capi_trace_close = _decl("ts_capi_trace_close", None, c_void_p)
 ts_capi_trace_count = _decl("ts_capi_trace_count", c_int64, c_void_p)

@@ -58,6 +58,74 @@ ts_status ts_capi_open(const char *path, const char *layout, ts_capi_model **out
     return finish_open(c, out);
 }
 
+/* "key=value" of a setting the weights leave open into given (set[s] marks it). */
+static ts_status read_setting(const char *kv, ts_model_config *given, bool set[TS_SETTING_COUNT]) {
+    const char *eq = strchr(kv, '=');
+    size_t k = eq ? (size_t)(eq - kv) : strlen(kv);
+    for (int s = 0; s < TS_SETTING_COUNT; s++) {
+        const char *key = ts_model_setting_key((ts_model_setting)s), *want;
+        if (!eq || strlen(key) != k || strncmp(kv, key, k) != 0) continue;
+        if (!ts_model_setting_parse((ts_model_setting)s, eq + 1, given, &want))
+            return ts_fail(TS_ERR_ARG, "%s: give %s", kv, want);
+        set[s] = true;
+        return TS_OK;
+    }
+    return ts_fail(TS_ERR_ARG, "%.*s: not a setting these weights leave open (the tensors decide the sizes; give heads, "
+                               "norm, activation, pe, eps or pe_variant)", (int)k, kv);
+}
+
+/* A state_dict whose file leaves settings open: run --load W's config, with
+ * the caller's settings in place of run's flags (model_settings.c decides). */
+static ts_status open_state_dict(const char *path, const char *const *settings, int n, ts_capi_model *c) {
+    ts_safetensors f;
+    TS_TRY(ts_safetensors_open(&f, path));
+    ts_weights_info w;
+    ts_status st = ts_weights_infer(&f, NULL, &w);
+    ts_model_config cfg = w.cfg, given = w.cfg, tiny;
+    bool known[TS_SETTING_COUNT], set[TS_SETTING_COUNT] = {false};
+    for (int s = 0; s < TS_SETTING_COUNT; s++) known[s] = w.source[s] != TS_SOURCE_NONE;
+    for (int i = 0; !st && i < n; i++) st = read_setting(settings[i], &given, set);
+    for (int s = 0; !st && s < TS_SETTING_COUNT; s++) {
+        if (!set[s]) continue;
+        st = ts_weights_check_setting(&w, path, &given, (ts_model_setting)s);
+        ts_model_setting_copy(&cfg, &given, (ts_model_setting)s);
+        known[s] = true;
+    }
+    if (!st) st = ts_weights_settings_complete(&w, path, known, &cfg, set[TS_SETTING_HEADS], false);
+    if (!st) st = ts_model_config_preset(&tiny, "tiny"); /* the input's sizes, as run has them; a pass re-plans */
+    if (!st) {
+        cfg.batch = 1, cfg.seq = tiny.seq, cfg.tgt_seq = tiny.tgt_seq, cfg.seed = tiny.seed, cfg.text = NULL;
+        cfg.preset[0] = '\0';
+        if (!w.scale_known) cfg.scale_embed = cfg.input == TS_INPUT_TOKENS && cfg.pe == TS_PE_SINUSOIDAL;
+        st = ts_model_init(&c->m, &cfg);
+    }
+    ts_load_options lo = {.info = &w};
+    if (!st && (st = ts_model_load_weights(&c->m, &f, &lo, NULL))) ts_model_free(&c->m);
+    ts_safetensors_close(&f);
+    return st;
+}
+
+ts_status ts_capi_open_weights(const char *path, const char *layout, const char *const *settings, int n,
+                               ts_capi_model **out) {
+    *out = NULL;
+    if (ts_lm_checkpoint_is(path)) {
+        if (n > 0)
+            return ts_fail(TS_ERR_ARG, "%s: a language model's checkpoint brings its own config; %s cannot change it",
+                           path, settings[0]);
+        return ts_capi_open(path, layout, out);
+    }
+    if (layout) return ts_fail(TS_ERR_ARG, "layout %s: for GPT-2-named files; %s is not one", layout, path);
+    TS_TRY(ts_kernels_init());
+    ts_capi_model *c = calloc(1, sizeof *c);
+    if (!c) return ts_fail(TS_ERR_NOMEM, "out of memory");
+    ts_status st = open_state_dict(path, settings, n, c);
+    if (st) {
+        free(c);
+        return st;
+    }
+    return finish_open(c, out);
+}
+
 ts_status ts_capi_preset_json(const char *preset, char **out) {
     ts_model_config cfg;
     TS_TRY(ts_model_config_preset(&cfg, preset));
@@ -314,15 +382,10 @@ static ts_status open_trace(const ts_capi_model *c, const ts_capi_pass *p, const
     return st;
 }
 
-ts_status ts_capi_forward(ts_capi_model *c, const int32_t *ids, int B, int S, const int32_t *tgt, int T,
-                          const ts_capi_pass *p, float *out, int64_t out_cap, int64_t *out_numel) {
-    bool two = c->base.arch == TS_ARCH_ENCODER_DECODER;
-    if (two && !tgt) return ts_fail(TS_ERR_ARG, "an encoder-decoder reads a target too: give tgt ids");
-    if (!two && tgt) return ts_fail(TS_ERR_ARG, "this model has one stack: it reads no target");
-    if (c->base.input != TS_INPUT_TOKENS) return ts_fail(TS_ERR_UNSUPPORTED, "a model over vectors, not ids, is not "
-                                                                          "run from Python yet");
-    TS_TRY(check_ids(c, ids, (int64_t)B * S, "ids"));
-    if (tgt) TS_TRY(check_ids(c, tgt, (int64_t)B * T, "tgt"));
+/* One pass of in (B, S; T for the decoder): the edits, watches and trace
+ * of p; the output copied into out. ids: the token ids, for a trace's labels (NULL for vectors). */
+static ts_status forward_pass(ts_capi_model *c, const ts_model_input *in, const int32_t *ids, int B, int S, int T,
+                              const ts_capi_pass *p, float *out, int64_t out_cap, int64_t *out_numel) {
     TS_TRY(ensure(c, B, S, T));
     ts_experiment ex;
     ts_status st = build_experiment(p, &c->m.cfg, &ex);
@@ -332,9 +395,8 @@ ts_status ts_capi_forward(ts_capi_model *c, const int32_t *ids, int B, int S, co
     if (w) x.inner = ts_trace_writer_hook(w);
     if (ex.n_edits) ts_experiment_attach(&ex, &x.exp);
     ts_hook hook = pass_hook(&x);
-    ts_model_input in = {.src_ids = ids, .tgt_ids = tgt};
     ts_tensor logits;
-    if (!st) st = ts_model_forward(&c->m, &in, &hook, &logits);
+    if (!st) st = ts_model_forward(&c->m, in, &hook, &logits);
     if (!st && w && c->m.cfg.head == TS_HEAD_LM) st = ts_model_probs_step(&hook, &logits, 1.0f);
     if (!st) {
         *out_numel = ts_tensor_numel(&logits);
@@ -349,6 +411,33 @@ ts_status ts_capi_forward(ts_capi_model *c, const int32_t *ids, int B, int S, co
     else if (w) st = ts_trace_writer_close(w, NULL);
     ts_experiment_free(&ex);
     return st;
+}
+
+ts_status ts_capi_forward(ts_capi_model *c, const int32_t *ids, int B, int S, const int32_t *tgt, int T,
+                          const ts_capi_pass *p, float *out, int64_t out_cap, int64_t *out_numel) {
+    bool two = c->base.arch == TS_ARCH_ENCODER_DECODER;
+    if (two && !tgt) return ts_fail(TS_ERR_ARG, "an encoder-decoder reads a target too: give tgt ids");
+    if (!two && tgt) return ts_fail(TS_ERR_ARG, "this model has one stack: it reads no target");
+    if (c->base.input != TS_INPUT_TOKENS)
+        return ts_fail(TS_ERR_ARG, "this model reads vectors (it has no token table): give a float array (B, S, %d)",
+                       c->base.in_dim ? c->base.in_dim : c->base.d_model);
+    TS_TRY(check_ids(c, ids, (int64_t)B * S, "ids"));
+    if (tgt) TS_TRY(check_ids(c, tgt, (int64_t)B * T, "tgt"));
+    ts_model_input in = {.src_ids = ids, .tgt_ids = tgt};
+    return forward_pass(c, &in, ids, B, S, T, p, out, out_cap, out_numel);
+}
+
+ts_status ts_capi_forward_vectors(ts_capi_model *c, const float *x, int B, int S, int W, const float *tgt, int T,
+                                  const ts_capi_pass *p, float *out, int64_t out_cap, int64_t *out_numel) {
+    const ts_model_config *b = &c->base;
+    bool two = b->arch == TS_ARCH_ENCODER_DECODER;
+    int width = b->in_dim ? b->in_dim : b->d_model;
+    if (b->input != TS_INPUT_EMBEDDED) return ts_fail(TS_ERR_ARG, "this model reads token ids: give integer ids");
+    if (W != width) return ts_fail(TS_ERR_SHAPE, "x is (%d, %d, %d): this model reads vectors of %d", B, S, W, width);
+    if (two && !tgt) return ts_fail(TS_ERR_ARG, "an encoder-decoder reads a target too: give tgt (B, T, %d)", b->d_model);
+    if (!two && tgt) return ts_fail(TS_ERR_ARG, "this model has one stack: it reads no target");
+    ts_model_input in = {.src_embedded = x, .tgt_embedded = tgt, .mem_pad_set = two};
+    return forward_pass(c, &in, NULL, B, S, T, p, out, out_cap, out_numel);
 }
 
 /* ---- generation ---- */
@@ -414,6 +503,39 @@ ts_status ts_capi_generate(ts_capi_model *c, const int32_t *ids, int S, int n, f
     free(win);
     ts_kv_cache_free(&kv);
     ts_experiment_free(&ex);
+    return st;
+}
+
+/* ---- attribution ---- */
+
+ts_status ts_capi_attribute(ts_capi_model *c, const int32_t *ids, int S, const int32_t *answer, const int32_t *wrong,
+                            float *share, int64_t share_cap, float *logit, int32_t *answer_out, int32_t *wrong_out,
+                            char **part_names) {
+    *part_names = NULL;
+    if (c->base.input != TS_INPUT_TOKENS || !ts_model_is_lm(&c->base))
+        return ts_fail(TS_ERR_ARG, "attribute: this model is not a language model");
+    TS_TRY(check_ids(c, ids, S, "ids"));
+    TS_TRY(ensure(c, 1, S, 0));
+    ts_dla d;
+    TS_TRY(ts_experiment_dla(&c->m, ids, answer, wrong, &d));
+    ts_status st = (int64_t)S * d.parts > share_cap ? ts_fail(TS_ERR_ARG, "internal: no room for the shares") : TS_OK;
+    ts_text_buf b = {0};
+    for (int k = 0; !st && k < d.parts; k++) {
+        char name[48];
+        ts_dla_part_name(&d, k, name, sizeof name);
+        ts_text_buf_printf(&b, "%s\n", name);
+    }
+    if (!st) {
+        memcpy(share, d.share, sizeof(float) * (size_t)S * (size_t)d.parts);
+        memcpy(logit, d.logit, sizeof(float) * (size_t)S);
+        memcpy(answer_out, d.answer, sizeof(int32_t) * (size_t)S);
+        memcpy(wrong_out, d.wrong, sizeof(int32_t) * (size_t)S);
+        *part_names = ts_text_buf_take(&b);
+        if (!*part_names) st = ts_fail(TS_ERR_NOMEM, "out of memory");
+    } else {
+        free(ts_text_buf_take(&b));
+    }
+    ts_dla_free(&d);
     return st;
 }
 

@@ -55,8 +55,12 @@ void experiment_cli_report(const ts_experiment *ex) {
     static const char *const verbs[] = {"zeroed", "replaced by its mean", "patched", "added to"};
     for (int i = 0; i < ex->n_edits; i++) {
         const ts_edit *e = &ex->edits[i];
-        printf("# edit %s: %s, %lld step%s\n", e->spec, verbs[e->kind], (long long)e->applied,
+        printf("# edit %s: %s, %lld step%s", e->spec, verbs[e->kind], (long long)e->applied,
                e->applied == 1 ? "" : "s");
+        if (e->skipped)
+            printf("; %d more matched and were left alone: parameters or inputs, which no edit reaches (e.g. %s)",
+                   e->skipped, e->skipped_example);
+        printf("\n");
     }
 }
 

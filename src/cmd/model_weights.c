@@ -62,56 +62,7 @@ static ts_status size_clash(const char *preset, const model_flags *mf, const siz
     return ts_fail(TS_ERR_ARG, "%s disagrees with %s: it has %s (%s)", flag, path, file, why);
 }
 
-/* One setting's value as words: "8", "pre", "gelu", "sinusoidal", "1e-05". */
-static const char *setting_text(char *buf, size_t n, const ts_model_config *c, ts_model_setting s) {
-    switch (s) {
-    case TS_SETTING_HEADS: snprintf(buf, n, "%d", c->heads); return buf;
-    case TS_SETTING_NORM: return ts_model_norm_name(c->norm);
-    case TS_SETTING_ACTIVATION: return ts_model_activation_name(c->activation);
-    case TS_SETTING_PE: return ts_model_pe_name(c->pe);
-    case TS_SETTING_EPS: snprintf(buf, n, "%g", (double)c->eps); return buf;
-    case TS_SETTING_PE_VARIANT: return ts_model_pe_variant_name(c->pe_variant);
-    case TS_SETTING_COUNT: break;
-    }
-    return "?";
-}
-
-static bool same_setting(const ts_model_config *a, const ts_model_config *b, ts_model_setting s) {
-    switch (s) {
-    case TS_SETTING_HEADS: return a->heads == b->heads;
-    case TS_SETTING_NORM: return a->norm == b->norm;
-    case TS_SETTING_ACTIVATION: return a->activation == b->activation;
-    case TS_SETTING_PE: return a->pe == b->pe;
-    case TS_SETTING_EPS: return fabsf(a->eps - b->eps) <= 1e-6f * fabsf(b->eps);
-    case TS_SETTING_PE_VARIANT: return a->pe_variant == b->pe_variant;
-    case TS_SETTING_COUNT: break;
-    }
-    return true;
-}
-
-static void copy_setting(ts_model_config *to, const ts_model_config *from, ts_model_setting s) {
-    switch (s) {
-    case TS_SETTING_HEADS: to->heads = from->heads; break;
-    case TS_SETTING_NORM: to->norm = from->norm; break;
-    case TS_SETTING_ACTIVATION: to->activation = from->activation; break;
-    case TS_SETTING_PE: to->pe = from->pe; break;
-    case TS_SETTING_EPS: to->eps = from->eps, to->embed_eps = from->embed_eps; break;
-    case TS_SETTING_PE_VARIANT: to->pe_variant = from->pe_variant; break;
-    case TS_SETTING_COUNT: break;
-    }
-}
-
 static const int setting_flag_ids[TS_SETTING_COUNT] = {F_HEADS, F_NORM, F_ACTIVATION, F_PE, F_EPS, F_PE_VARIANT};
-
-/* Why the file fixes a setting: "its __metadata__ says pre". */
-static void fixed_by(char *buf, size_t n, const ts_weights_info *w, ts_model_setting s, const char *path) {
-    char v[32];
-    if (w->source[s] == TS_SOURCE_SHAPES)
-        snprintf(buf, n, "%s has a learned position table (%s)", path, w->why[TS_FACT_POSITIONS]);
-    else
-        snprintf(buf, n, "%s's __metadata__ says %s %s", path, ts_model_setting_key(s),
-                 setting_text(v, sizeof v, &w->cfg, s));
-}
 
 /* A preset given with --load: its architecture must be the file's; it
  * supplies the settings the file does not fix, and the input. */
@@ -138,14 +89,14 @@ static ts_status with_preset(const model_flags *mf, const ts_weights_info *w, co
         ts_setting_source src = w->source[s];
         if (src == TS_SOURCE_UNUSED) continue;
         if (src == TS_SOURCE_META || src == TS_SOURCE_SHAPES) {
-            if (!same_setting(&p, c, (ts_model_setting)s)) {
+            if (!ts_model_setting_same(&p, c, (ts_model_setting)s)) {
                 char a[32], why[400];
-                fixed_by(why, sizeof why, w, (ts_model_setting)s, path);
+                ts_weights_fixed_by(why, sizeof why, w, (ts_model_setting)s, path);
                 return ts_fail(TS_ERR_ARG, "preset %s has %s %s, but %s", mf->preset, ts_model_setting_key(s),
-                               setting_text(a, sizeof a, &p, (ts_model_setting)s), why);
+                               ts_model_setting_text(a, sizeof a, &p, (ts_model_setting)s), why);
             }
         } else {
-            copy_setting(c, &p, (ts_model_setting)s);
+            ts_model_setting_copy(c, &p, (ts_model_setting)s);
             known[s] = true;
         }
     }
@@ -174,20 +125,7 @@ static ts_status with_flags(const model_flags *mf, const ts_weights_info *w, con
     }
     for (int s = 0; s < TS_SETTING_COUNT; s++) {
         if (!mf->seen[setting_flag_ids[s]]) continue;
-        ts_setting_source src = w->source[s];
-        char a[32], why[400];
-        if (src == TS_SOURCE_UNUSED)
-            return ts_fail(TS_ERR_ARG, "%s: %s holds a lone attention (%s), with no LayerNorm, feed-forward layer or "
-                                       "positions for it to change", ts_model_setting_flag(s), path,
-                           w->why[TS_FACT_ARCH]);
-        if ((src == TS_SOURCE_META || src == TS_SOURCE_SHAPES) && !same_setting(&f, c, (ts_model_setting)s)) {
-            fixed_by(why, sizeof why, w, (ts_model_setting)s, path);
-            return ts_fail(TS_ERR_ARG, "%s %s disagrees with the weights: %s", ts_model_setting_flag(s),
-                           setting_text(a, sizeof a, &f, (ts_model_setting)s), why);
-        }
-        if (s == TS_SETTING_PE && f.pe == TS_PE_LEARNED && !c->max_pos)
-            return ts_fail(TS_ERR_ARG, "--pe learned: %s has no learned position table (no embed.positions.weight)",
-                           path);
+        TS_TRY(ts_weights_check_setting(w, path, &f, (ts_model_setting)s));
         known[s] = true;
     }
     /* everything else the flags say: seed, dropout, masks, variants, input sizes */
@@ -219,42 +157,10 @@ ts_status model_weights_config(const model_flags *mf, const ts_weights_info *w, 
     for (int s = 0; s < TS_SETTING_COUNT; s++) known[s] = w->source[s] != TS_SOURCE_NONE;
     if (mf->seen[F_PRESET] && (st = with_preset(mf, w, path, cfg, known))) return st;
     if ((st = with_flags(mf, w, path, cfg, known))) return st;
-    char need[256] = "", what[160] = "";
-    int missing = 0;
-    static const char *const words[TS_SETTING_COUNT] = {"heads", "norm placement", "activation", "positions",
-                                                        "eps", "positions' formula"};
-    static const char *const how[TS_SETTING_COUNT] = {"--heads N", "--norm post|pre", "--activation relu|gelu|gelu-tanh",
-                                                      "--pe sinusoidal|none", "--eps X", "--pe-variant V"};
-    for (int s = 0; s < TS_SETTING_COUNT; s++) {
-        if (known[s]) continue;
-        size_t len = strlen(need), wlen = strlen(what);
-        snprintf(need + len, sizeof need - len, "%s%s", missing ? " " : "", how[s]);
-        snprintf(what + wlen, sizeof what - wlen, "%s%s", missing ? ", " : "", words[s]);
-        missing++;
-    }
     /* nor whether an encoder's self-attention is causal (a language model's is):
      * asked with the rest, so that no flag is found missing one at a time */
-    if (missing && cfg->arch == TS_ARCH_ENCODER && !mf->seen[F_MASK]) {
-        size_t len = strlen(need), wlen = strlen(what);
-        snprintf(need + len, sizeof need - len, " --mask causal|none");
-        snprintf(what + wlen, sizeof what - wlen, ", masks");
-    }
-    if (missing)
-        return ts_fail(TS_ERR_ARG, "%s does not say the model's %s (tensor shapes cannot, and %s): give %s "
-                                   "(docs/own-model.md: where to find them in PyTorch)",
-                       path, what, w->has_metadata ? "its __metadata__ does not"
-                                   : w->torch_pt ? "a torch.save state_dict carries no settings"
-                                                 : "it has no __metadata__", need);
-    if (cfg->heads < 1 || cfg->d_model % cfg->heads != 0) {
-        char divisors[160] = "";
-        for (int d = 1, at = 0; d <= cfg->d_model && at < (int)sizeof divisors - 16; d++)
-            if (cfg->d_model % d == 0) at += snprintf(divisors + at, sizeof divisors - (size_t)at, "%s%d", at ? ", " : "", d);
-        return ts_fail(TS_ERR_SHAPE, "%s %d does not divide d_model %d of %s (%s): each head needs a whole number "
-                                     "of dims; the heads the weights allow are %s",
-                       mf->seen[F_HEADS] ? "--heads" : "heads", cfg->heads, cfg->d_model, path,
-                       w->why[TS_FACT_D_MODEL], divisors);
-    }
-    return TS_OK;
+    bool ask_mask = cfg->arch == TS_ARCH_ENCODER && !mf->seen[F_MASK];
+    return ts_weights_settings_complete(w, path, known, cfg, mf->seen[F_HEADS], ask_mask);
 }
 
 void model_weights_describe(const ts_weights_info *w, const model_flags *mf, const char *path, char *buf,

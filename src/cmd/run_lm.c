@@ -172,7 +172,9 @@ int run_lm(const char *load, const ts_load_options *lo, const ts_cli_list *text,
         return ts_cli_error("run", "%s: %s brings its own config, which says it; the flag is for a GPT-2-named "
                             "state_dict that does not", lo->heads ? "--heads" : "--activation", load);
     if (backward) return ts_cli_error("run", "--backward is not for a language model's checkpoint yet");
-    if (print_shapes) return ts_cli_error("run", "--print-shapes: use tscope shapes --preset lm");
+    if (print_shapes)
+        return ts_cli_error("run", "--print-shapes: a checkpoint's steps and shapes are listed by tscope info of a "
+                                   "trace of it (--trace T.tstrace --level shapes)");
     if (scores && text->count == 0 && !ids_path && !tc->path) return print_scores(load, lo, xc);
     if (ids_path && text->count) return ts_cli_error("run", "--text and --ids both give the input: choose one");
     if (!ids_path && text->count != 1)

@@ -10,8 +10,27 @@
 #include "tscope/kernels.h"
 #include "tscope/render.h"
 
+/* The ids of text (or of the file ids_path: one sequence) for load's model. */
+static ts_status read_input(const char *load, const char *text, const char *ids_path, ts_lmtok *tok, ts_bpe_ids *ids) {
+    ts_model_config cfg;
+    int B = 1;
+    ts_status st = ts_lm_checkpoint_read(load, NULL, &cfg, tok);
+    if (!st && ts_model_is_masked_lm(&cfg))
+        st = ts_fail(TS_ERR_ARG, "--load %s: the sweeps score each next token; this is a masked language model (BERT), "
+                     "whose logits score the token at each position: use run --ablate STEP, --patch or --lens", load);
+    if (!st && ids_path) st = ts_lm_read_ids(ids_path, cfg.vocab, ids, &B);
+    else if (!st) st = ts_lmtok_encode(tok, text, strlen(text), ids);
+    if (!st && B != 1) st = ts_fail(TS_ERR_ARG, "--ids %s holds %d sequences: the sweeps read one", ids_path, B);
+    return st;
+}
+
 ts_status sweep_cli_open(const char *load, const char *text, const char *what, ts_model *m, ts_lmtok *tok,
                          ts_bpe_ids *ids) {
+    return sweep_cli_open_input(load, text, NULL, what, m, tok, ids);
+}
+
+ts_status sweep_cli_open_input(const char *load, const char *text, const char *ids_path, const char *what, ts_model *m,
+                               ts_lmtok *tok, ts_bpe_ids *ids) {
     memset(ids, 0, sizeof *ids);
     memset(tok, 0, sizeof *tok);
     memset(m, 0, sizeof *m);
@@ -19,16 +38,12 @@ ts_status sweep_cli_open(const char *load, const char *text, const char *what, t
     if (!ts_lm_checkpoint_is(load))
         return ts_fail(TS_ERR_ARG, "--load %s: the sweeps read a language model's checkpoint (tscope train --task lm)",
                        load);
-    if (!text) return ts_fail(TS_ERR_ARG, "give %s TEXT", what);
+    if (text && ids_path) return ts_fail(TS_ERR_ARG, "%s and --ids both give the input: choose one", what);
+    if (!text && !ids_path) return ts_fail(TS_ERR_ARG, "give %s TEXT", what);
     ts_status st = ts_kernels_init();
-    ts_model_config cfg;
-    if (!st) st = ts_lm_checkpoint_read(load, NULL, &cfg, tok);
-    if (!st && ts_model_is_masked_lm(&cfg))
-        st = ts_fail(TS_ERR_ARG, "--load %s: the sweeps score each next token; this is a masked language model (BERT), "
-                     "whose logits score the token at each position: use run --ablate STEP, --patch or --lens", load);
-    if (!st) st = ts_lmtok_encode(tok, text, strlen(text), ids);
-    if (!st && ids->count < 2) st = ts_fail(TS_ERR_ARG, "%s has %d token%s: the sweeps need at least 2", what,
-                                            (int)ids->count, ids->count == 1 ? "" : "s");
+    if (!st) st = read_input(load, text, ids_path, tok, ids);
+    if (!st && ids->count < 2) st = ts_fail(TS_ERR_ARG, "%s has %d token%s: the sweeps need at least 2",
+                                            ids_path ? "--ids" : what, (int)ids->count, ids->count == 1 ? "" : "s");
     ts_lmtok_free(tok);
     if (!st) st = ts_lm_checkpoint_open(load, NULL, 1, (int)ids->count, m, tok);
     if (st) ts_bpe_ids_free(ids);
@@ -36,6 +51,15 @@ ts_status sweep_cli_open(const char *load, const char *text, const char *what, t
 }
 
 ts_status sweep_cli_one_token(ts_lmtok *tok, const char *flag, const char *text, int *out) {
+    if (strncmp(text, "id:", 3) == 0) { /* an id, for a token no text spells alone */
+        char *end;
+        long id = strtol(text + 3, &end, 10);
+        if (end == text + 3 || *end || id < 0 || (tok->count > 0 && id >= tok->count)) /* no tokenizer: the model checks */
+            return ts_fail(TS_ERR_ARG, "%s %s: give id:N with N from 0 to %d (this tokenizer's ids)", flag, text,
+                           (int)tok->count - 1);
+        *out = (int)id;
+        return TS_OK;
+    }
     ts_bpe_ids ids = {0};
     ts_status st = ts_lmtok_encode(tok, text, strlen(text), &ids);
     if (!st && ids.count != 1)

@@ -11,6 +11,10 @@
 /* The model of checkpoint `load` for `text`'s tokens (ids owned by the caller). */
 ts_status sweep_cli_open(const char *load, const char *text, const char *what, ts_model *m, ts_lmtok *tok,
                          ts_bpe_ids *ids);
+/* The same for text, or for the token ids in ids_path (--ids, one sequence),
+ * which a checkpoint without a tokenizer needs; exactly one of them. */
+ts_status sweep_cli_open_input(const char *load, const char *text, const char *ids_path, const char *what, ts_model *m,
+                               ts_lmtok *tok, ts_bpe_ids *ids);
 
 /* A heatmap of values (rows, cols) with its labels, a colour scale
  * symmetric about zero (or 0..1 when unit), the value in every cell, into
@@ -25,7 +29,8 @@ typedef struct sweep_figure {
 
 ts_status sweep_cli_figure(const sweep_figure *f);
 
-/* The one token `text` is for tok, or an error naming flag. */
+/* The one token `text` is for tok, or "id:N" the token of id N; else an
+ * error naming flag. */
 ts_status sweep_cli_one_token(ts_lmtok *tok, const char *flag, const char *text, int *out);
 
 /* ts_cli_parse of spec with -o read as --output (the figure's path): < 0

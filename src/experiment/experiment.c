@@ -308,13 +308,14 @@ static int pos_dim(int rank, ts_tag tag) {
 }
 
 static ts_status check_edit(ts_edit *e, const step_list *l, const ts_model_config *cfg) {
-    int matched = 0, heads_matched = 0;
+    int matched = 0, heads_matched = 0, skipped = 0;
     const step_info *hit = NULL, *uneditable = NULL, *before_uneditable = NULL;
     for (int i = 0; i < l->n; i++) {
         const step_info *s = &l->steps[i];
         if (fnmatch(e->glob, s->name, 0) != 0) continue;
         if (!editable(s)) {
             if (!uneditable) uneditable = s, before_uneditable = i > 0 ? &l->steps[i - 1] : NULL;
+            skipped++;
             continue;
         }
         matched++;
@@ -337,9 +338,12 @@ static ts_status check_edit(ts_edit *e, const step_list *l, const ts_model_confi
                                        "ATTN.headK with ATTN like %s.layers.0.self_attn, layers 0 to %d)", what, e->spec,
                            e->glob, cfg->arch == TS_ARCH_ENCODER ? "encoder" : "decoder",
                            (cfg->arch == TS_ARCH_ENCODER_DECODER ? cfg->dec_layers : cfg->layers) - 1);
-        return ts_fail(TS_ERR_ARG, "%s %s: names no step of this model (tscope shapes lists them, e.g. %s)", what,
+        return ts_fail(TS_ERR_ARG, "%s %s: names no step of this model (tscope info lists them from a trace of it, "
+                                   "--trace T.tstrace --level shapes; m.step_names() in Python; e.g. %s)", what,
                        e->spec, l->n > 20 ? l->steps[20].name : "embed.out");
     }
+    e->skipped = skipped; /* a glob over steps and parameters edits the steps; the report says what it left */
+    snprintf(e->skipped_example, sizeof e->skipped_example, "%s", uneditable ? uneditable->name : "");
     if (e->heads[0] && heads_matched == 0)
         return ts_fail(TS_ERR_ARG, "%s %s: this model's attentions have heads head0 to head%d",
                        e->kind == TS_EDIT_PATCH ? "--patch" : "--ablate", e->spec, cfg->heads - 1);

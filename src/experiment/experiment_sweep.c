@@ -231,109 +231,198 @@ void ts_patch_sweep_free(ts_patch_sweep *s) {
 /* ---- direct logit attribution ---- */
 
 typedef struct dla_keep {
-    const ts_model_config *c;
     const char *stack;
-    int pos;
-    double *embed;   /* (D) */
-    double *values;  /* (L, H, hd) */
-    double *ffn;     /* (L, D) */
-    float *final;    /* (2 D) the stream after the last layer, then its final norm */
+    int L, S, D, HD;  /* HD: heads * head width, the output projection's input */
+    double *embed;    /* (S, D) embed.out */
+    double *values;   /* (L, S, HD) each layer's heads' values side by side, as the projection reads them */
+    double *ffn;      /* (L, S, D) each layer's ffn.out */
+    float *final;     /* (S, D) the stream after the last layer */
+    int kept;         /* steps kept, to check that none was missed */
 } dla_keep;
 
-/* Row pos of batch element 0 of a (1, S, D) or (1, H, S, hd) step into dst. */
-static void keep_row(const ts_tensor *t, int pos, double *dst) {
-    if (t->rank == 3)
-        for (int64_t j = 0; j < t->shape[2]; j++) dst[j] = t->data[pos * t->stride[1] + j * t->stride[2]];
-    else
-        for (int64_t h = 0; h < t->shape[1]; h++)
-            for (int64_t j = 0; j < t->shape[3]; j++)
-                dst[h * t->shape[3] + j] = t->data[h * t->stride[1] + pos * t->stride[2] + j * t->stride[3]];
+/* Batch element 0 of a (1, S, W) step, or of a (1, H, S, hd) one with its
+ * heads side by side (W = H * hd), into dst (S, W). */
+static void keep_rows(const ts_tensor *t, double *dst, int S, int W) {
+    if (t->rank == 3) {
+        for (int p = 0; p < S; p++)
+            for (int j = 0; j < W; j++) dst[(int64_t)p * W + j] = t->data[p * t->stride[1] + j * t->stride[2]];
+        return;
+    }
+    int64_t hd = t->shape[3];
+    for (int64_t h = 0; h < t->shape[1]; h++)
+        for (int p = 0; p < S; p++)
+            for (int64_t q = 0; q < hd; q++)
+                dst[(int64_t)p * W + h * hd + q] = t->data[h * t->stride[1] + p * t->stride[2] + q * t->stride[3]];
+}
+
+static bool dla_shape(const ts_tensor *t, int S, int W) {
+    if (t->rank == 3) return t->shape[0] == 1 && t->shape[1] == S && t->shape[2] == W;
+    return t->rank == 4 && t->shape[0] == 1 && t->shape[2] == S && t->shape[1] * t->shape[3] == W;
 }
 
 static ts_status dla_step(void *ctx, const char *name, ts_op op, const ts_tensor *t, ts_tag tag) {
     (void)op, (void)tag;
     dla_keep *k = ctx;
-    int L = k->c->layers, D = k->c->d_model;
-    if (strcmp(name, "embed.out") == 0) return keep_row(t, k->pos, k->embed), TS_OK;
+    double *dst = NULL;
+    int width = k->D;
     const char *end;
     int l = ts_name_stack_layer(name, k->stack, &end);
-    if (l < 0 || l >= L) return TS_OK;
-    if (strcmp(end, ".self_attn.values") == 0) keep_row(t, k->pos, k->values + l * D);
-    else if (strcmp(end, ".ffn.out") == 0) keep_row(t, k->pos, k->ffn + l * D);
-    else if (strcmp(end, ".out") == 0 && l == L - 1)
-        for (int64_t j = 0; j < t->shape[2]; j++) k->final[j] = t->data[k->pos * t->stride[1] + j * t->stride[2]];
+    if (strcmp(name, "embed.out") == 0) dst = k->embed;
+    else if (l < 0 || l >= k->L) return TS_OK;
+    else if (strcmp(end, ".self_attn.values") == 0) dst = k->values + (int64_t)l * k->S * k->HD, width = k->HD;
+    else if (strcmp(end, ".ffn.out") == 0) dst = k->ffn + (int64_t)l * k->S * k->D;
+    else if (strcmp(end, ".out") == 0 && l == k->L - 1) {
+        if (!dla_shape(t, k->S, k->D)) return ts_fail(TS_ERR_SHAPE, "attribution: %s is not (1, %d, %d)", name, k->S, k->D);
+        for (int p = 0; p < k->S; p++)
+            for (int j = 0; j < k->D; j++) k->final[(int64_t)p * k->D + j] = t->data[p * t->stride[1] + j * t->stride[2]];
+        k->kept++;
+        return TS_OK;
+    } else return TS_OK;
+    if (!dla_shape(t, k->S, width)) return ts_fail(TS_ERR_SHAPE, "attribution: %s has an unexpected shape", name);
+    keep_rows(t, dst, k->S, width);
+    k->kept++;
     return TS_OK;
 }
 
-/* gamma * (v - mean(v)) / std . u */
-static double through_norm(const double *v, const float *gamma, double std, const float *u, int D) {
-    double mean = 0, s = 0;
-    for (int j = 0; j < D; j++) mean += v[j];
+/* One target's direction through the final norm and every layer's output
+ * projection. A share is (1/std) sum_j part_j gamma_j (u_j - ...) once the
+ * norm's mean is folded into the direction: w = gamma*u - mean(gamma*u)
+ * (no centring without a final norm); a head's share is then its values
+ * against r = out_w^T w (HD), read once per layer. */
+typedef struct dla_dir {
+    double *w;     /* (D) */
+    double *r;     /* (L, HD) */
+    double *bias;  /* (L) each output projection's bias . w */
+    double rest;   /* beta . u + the head's biases */
+} dla_dir;
+
+static void dla_direction(const ts_model *m, int answer, int wrong, const dla_keep *k, dla_dir *d) {
+    const ts_model_weights *w = &m->w;
+    const ts_norm_weights *nw = ts_model_final_norm_weights(m); /* a single stack's closing norm, or NULL */
+    int D = k->D, HD = k->HD;
+    const float *ua = w->head_w + (int64_t)answer * D, *uw = wrong >= 0 ? w->head_w + (int64_t)wrong * D : NULL;
+    double mean = 0, rest = 0;
+    for (int j = 0; j < D; j++) {
+        double u = (double)ua[j] - (uw ? uw[j] : 0.0);
+        if (nw && nw->beta) rest += (double)nw->beta[j] * u;
+        d->w[j] = nw ? (double)nw->gamma[j] * u : u;
+        mean += d->w[j];
+    }
     mean /= D;
-    for (int j = 0; j < D; j++) s += (double)(gamma ? gamma[j] : 1.0f) * (v[j] - mean) / std * u[j];
+    for (int j = 0; nw && j < D; j++) d->w[j] -= mean;
+    if (w->head_b) rest += (double)w->head_b[answer] - (wrong >= 0 ? (double)w->head_b[wrong] : 0.0);
+    d->rest = rest;
+    for (int l = 0; l < k->L; l++) {
+        const ts_attn_weights *a = &w->layers[l].self_attn; /* out_w (D, HD) as PyTorch stores it */
+        double *r = d->r + (int64_t)l * HD, b = 0;
+        for (int i = 0; i < HD; i++) r[i] = 0;
+        for (int j = 0; j < D; j++) {
+            const float *row = a->out_w + (int64_t)j * HD;
+            for (int i = 0; i < HD; i++) r[i] += (double)row[i] * d->w[j];
+            if (a->out_b) b += (double)a->out_b[j] * d->w[j];
+        }
+        d->bias[l] = b;
+    }
+}
+
+static double dot(const double *a, const double *b, int n) {
+    double s = 0;
+    for (int i = 0; i < n; i++) s += a[i] * b[i];
     return s;
 }
 
-ts_status ts_experiment_dla(ts_model *m, const int32_t *ids, int pos, int token, ts_dla *out) {
-    memset(out, 0, sizeof *out);
+/* Row p of the shares: one direction read against position p's parts. */
+static void dla_row(const dla_keep *k, const dla_dir *d, int p, double inv_std, int H, float *share) {
+    int D = k->D, HD = k->HD, hd = HD / H, n = 0;
+    share[n++] = (float)(inv_std * dot(k->embed + (int64_t)p * D, d->w, D));
+    for (int l = 0; l < k->L; l++) {
+        const double *v = k->values + ((int64_t)l * k->S + p) * HD, *r = d->r + (int64_t)l * HD;
+        for (int h = 0; h < H; h++) share[n++] = (float)(inv_std * dot(v + h * hd, r + h * hd, hd));
+        share[n++] = (float)(inv_std * d->bias[l]);
+        share[n++] = (float)(inv_std * dot(k->ffn + ((int64_t)l * k->S + p) * D, d->w, D));
+    }
+    share[n] = (float)d->rest;
+}
+
+static ts_status dla_model_ok(const ts_model *m) {
     TS_TRY(sweep_model_ok(m));
     const ts_model_config *c = &m->cfg;
     if (c->norm != TS_NORM_PRE || (c->variants & TS_VARIANT_NO_RESIDUAL))
         return ts_fail(TS_ERR_ARG, "direct logit attribution needs a pre-LN model, whose stream is the sum of what "
                                    "each part adds; this one normalises the stream inside each layer");
-    int L = c->layers, H = c->heads, D = c->d_model, S = m->S, V = c->vocab, hd = D / H;
-    if (pos < 0 || pos >= S) return ts_fail(TS_ERR_ARG, "position %d: the text has positions 0 to %d", pos, S - 1);
-    if (token < 0 || token >= V) return ts_fail(TS_ERR_ARG, "token %d is not in the vocabulary of %d", token, V);
-    dla_keep k = {c, stack_of(c), pos, calloc((size_t)D, sizeof(double)), calloc((size_t)L * D, sizeof(double)),
-                  calloc((size_t)L * D, sizeof(double)), calloc((size_t)(2 * D), sizeof(float))};
-    out->layers = L, out->heads = H;
-    out->head = calloc((size_t)L * H, sizeof(double));
-    out->attn_bias = calloc((size_t)L, sizeof(double));
-    out->ffn = calloc((size_t)L, sizeof(double));
-    double *part = malloc(sizeof(double) * (size_t)D);
-    ts_status st = k.embed && k.values && k.ffn && k.final && out->head && out->attn_bias && out->ffn && part
+    if (c->norm_kind != TS_NORMK_LAYER)
+        return ts_fail(TS_ERR_UNSUPPORTED, "direct logit attribution reads the final norm as a LayerNorm; this "
+                                           "model's is %s", ts_model_norm_kind_name(c->norm_kind));
+    return TS_OK;
+}
+
+static ts_status dla_targets_ok(const int32_t *answer, const int32_t *wrong, int S, int V) {
+    for (int p = 0; p < S; p++) {
+        int a = answer[p], w = wrong ? wrong[p] : -1;
+        if (a < -1 || a >= V) return ts_fail(TS_ERR_ARG, "position %d: token %d is not in the vocabulary of %d", p, a, V);
+        if (w < -1 || w >= V) return ts_fail(TS_ERR_ARG, "position %d: token %d is not in the vocabulary of %d", p, w, V);
+        if (w >= 0 && a < 0)
+            return ts_fail(TS_ERR_ARG, "position %d: a wrong token needs an answer to subtract it from", p);
+        if (w >= 0 && a == w)
+            return ts_fail(TS_ERR_ARG, "position %d: the answer and the wrong token are both %d: their difference "
+                                       "is 0", p, a);
+    }
+    return TS_OK;
+}
+
+ts_status ts_experiment_dla(ts_model *m, const int32_t *ids, const int32_t *answer, const int32_t *wrong,
+                            ts_dla *out) {
+    memset(out, 0, sizeof *out);
+    TS_TRY(dla_model_ok(m));
+    const ts_model_config *c = &m->cfg;
+    int L = c->layers, H = c->heads, D = c->d_model, S = m->S, V = c->vocab, HD = H * ts_model_head_dim(c);
+    TS_TRY(dla_targets_ok(answer, wrong, S, V));
+    int P = 2 + L * (H + 2);
+    dla_keep k = {stack_of(c), L, S, D, HD, calloc((size_t)S * D, sizeof(double)),
+                  calloc((size_t)L * S * HD, sizeof(double)), calloc((size_t)L * S * D, sizeof(double)),
+                  calloc((size_t)S * D, sizeof(float)), 0};
+    dla_dir dir = {calloc((size_t)D, sizeof(double)), calloc((size_t)L * HD, sizeof(double)),
+                   calloc((size_t)L, sizeof(double)), 0};
+    float *normed = calloc((size_t)S * D, sizeof(float)), *rstd = calloc((size_t)S, sizeof(float));
+    *out = (ts_dla){L, H, S, P, calloc((size_t)S * P, sizeof(float)), calloc((size_t)S, sizeof(float)),
+                    calloc((size_t)S, sizeof(int32_t)), calloc((size_t)S, sizeof(int32_t))};
+    ts_status st = k.embed && k.values && k.ffn && k.final && dir.w && dir.r && dir.bias && normed && rstd &&
+                           out->share && out->logit && out->answer && out->wrong
                        ? TS_OK : ts_fail(TS_ERR_NOMEM, "out of memory for the attribution");
     ts_tensor logits;
     ts_hook hook = {.fn = dla_step, .ctx = &k};
     ts_model_input in = {.src_ids = ids};
     if (!st) st = ts_model_forward(m, &in, &hook, &logits);
-    if (!st) {
-        const ts_model_weights *w = &m->w;
-        const ts_norm_weights *nw = ts_model_final_norm_weights(m); /* a single stack's closing norm, or NULL */
-        const float *u = w->head_w + (int64_t)token * D;
-        float rstd; /* the final norm's, as the forward normalised this position */
-        ts_model_final_norm_rows(m, k.final + D, NULL, &rstd, k.final, 1);
-        double std = 1.0 / rstd;
-        const float *gamma = nw ? nw->gamma : NULL;
-        out->embed = through_norm(k.embed, gamma, std, u, D);
-        for (int l = 0; l < L; l++) {
-            const ts_attn_weights *a = &w->layers[l].self_attn;
-            for (int h = 0; h < H; h++) { /* head h through its columns of out_proj: (D, D) as PyTorch stores it */
-                const double *v = k.values + (int64_t)l * D + h * hd;
-                for (int j = 0; j < D; j++) {
-                    double s = 0;
-                    for (int q = 0; q < hd; q++) s += v[q] * a->out_w[(int64_t)j * D + h * hd + q];
-                    part[j] = s;
-                }
-                out->head[l * H + h] = through_norm(part, gamma, std, u, D);
-            }
-            for (int j = 0; j < D; j++) part[j] = a->out_b ? a->out_b[j] : 0;
-            out->attn_bias[l] = through_norm(part, gamma, std, u, D);
-            out->ffn[l] = through_norm(k.ffn + (int64_t)l * D, gamma, std, u, D);
-        }
-        double rest = w->head_b ? w->head_b[token] : 0;
-        for (int j = 0; nw && j < D; j++) rest += (double)nw->beta[j] * u[j];
-        out->rest = rest;
-        out->logit = logits.data[(int64_t)pos * V + token];
+    if (!st && k.kept != 2 + 2 * L) st = ts_fail(TS_ERR_ARG, "attribution: the forward handed over %d of the %d steps "
+                                                             "it reads", k.kept, 2 + 2 * L);
+    if (!st) ts_model_final_norm_rows(m, normed, NULL, rstd, k.final, S); /* the std the forward divided by */
+    for (int p = 0; !st && p < S; p++) {
+        const float *row = logits.data + (int64_t)p * V;
+        int a = answer[p] >= 0 ? answer[p] : ts_model_argmax(row, V), w = wrong ? wrong[p] : -1;
+        if (p == 0 || a != out->answer[p - 1] || w != out->wrong[p - 1]) dla_direction(m, a, w, &k, &dir);
+        out->answer[p] = a, out->wrong[p] = w;
+        out->logit[p] = w >= 0 ? row[a] - row[w] : row[a];
+        dla_row(&k, &dir, p, rstd[p], H, out->share + (int64_t)p * P);
     }
-    free(k.embed), free(k.values), free(k.ffn), free(k.final), free(part);
+    free(k.embed), free(k.values), free(k.ffn), free(k.final);
+    free(dir.w), free(dir.r), free(dir.bias), free(normed), free(rstd);
     if (st) ts_dla_free(out);
     return st;
 }
 
+void ts_dla_part_name(const ts_dla *d, int k, char *buf, size_t size) {
+    int per = d->heads + 2;
+    if (k == 0) snprintf(buf, size, "embedding");
+    else if (k >= d->parts - 1) snprintf(buf, size, "norm beta, head bias");
+    else if ((k - 1) % per < d->heads) snprintf(buf, size, "layer %d head %d", (k - 1) / per, (k - 1) % per);
+    else if ((k - 1) % per == d->heads) snprintf(buf, size, "layer %d attn bias", (k - 1) / per);
+    else snprintf(buf, size, "layer %d FFN", (k - 1) / per);
+}
+
 void ts_dla_free(ts_dla *d) {
-    free(d->head);
-    free(d->attn_bias);
-    free(d->ffn);
+    free(d->share);
+    free(d->logit);
+    free(d->answer);
+    free(d->wrong);
     memset(d, 0, sizeof *d);
 }

@@ -77,42 +77,14 @@ static ts_status read_setting(const meta_src *m, ts_model_setting s, ts_model_co
         if (number && !cJSON_IsNumber(item)) return bad_meta(m, key, v, "a JSON number");
         if (!number && !cJSON_IsString(item)) return bad_meta(m, key, v, "a JSON string");
     }
-    char *end = NULL;
-    switch (s) {
-    case TS_SETTING_HEADS: {
-        long h = strtol(v, &end, 10);
-        if (end == v || *end || h < 1 || h > (1 << 12)) return bad_meta(m, key, v, "a number of heads");
-        cfg->heads = (int)h;
+    if (flip) {
+        if (strcmp(v, "True") != 0 && strcmp(v, "False") != 0 && strcmp(v, "true") != 0 && strcmp(v, "false") != 0)
+            return bad_meta(m, key, v, "True or False");
+        cfg->norm = v[0] == 'T' || v[0] == 't' ? TS_NORM_PRE : TS_NORM_POST;
         return TS_OK;
     }
-    case TS_SETTING_NORM:
-        if (flip) {
-            if (strcmp(v, "True") != 0 && strcmp(v, "False") != 0 && strcmp(v, "true") != 0 &&
-                strcmp(v, "false") != 0)
-                return bad_meta(m, key, v, "True or False");
-            cfg->norm = v[0] == 'T' || v[0] == 't' ? TS_NORM_PRE : TS_NORM_POST;
-            return TS_OK;
-        }
-        if (ts_model_norm_parse(v, key, &cfg->norm)) return bad_meta(m, key, v, "post or pre");
-        return TS_OK;
-    case TS_SETTING_ACTIVATION:
-        if (ts_model_activation_parse(v, key, &cfg->activation)) return bad_meta(m, key, v, "relu, gelu or gelu-tanh");
-        return TS_OK;
-    case TS_SETTING_PE:
-        if (ts_model_pe_parse(v, key, &cfg->pe)) return bad_meta(m, key, v, "sinusoidal, learned or none");
-        return TS_OK;
-    case TS_SETTING_EPS: {
-        double e = strtod(v, &end);
-        if (end == v || *end || !(e > 0) || !isfinite(e)) return bad_meta(m, key, v, "a positive number");
-        cfg->eps = (float)e;
-        return TS_OK;
-    }
-    case TS_SETTING_PE_VARIANT:
-        if (ts_model_pe_variant_parse(v, &cfg->pe_variant))
-            return bad_meta(m, key, v, "paper, seed001-sin-only or seed001-odd-exponent");
-        return TS_OK;
-    case TS_SETTING_COUNT: break;
-    }
+    const char *want;
+    if (!ts_model_setting_parse(s, v, cfg, &want)) return bad_meta(m, key, v, want);
     return TS_OK;
 }
 

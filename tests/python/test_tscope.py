@@ -274,6 +274,83 @@ def figures_show_in_a_notebook():
 
 
 @test
+def attribution_matches_pytorch_and_the_command_line():
+    a = m.attribute(ids, answer="d", wrong="G")
+    assert a.shares.shape == (64, 14) and a.parts[1] == "layer 0 head 0" and a.parts[-1] == "norm beta, head bias"
+    close("attribute answer - wrong", a.shares, ref("dla_diff"))
+    close("attribute one token", m.attribute(ids, answer="e").shares, ref("dla_token"))
+    top = m.attribute(ids)
+    close("attribute the top guess", top.shares, ref("dla_top"))
+    assert np.array_equal(top.answer, ref("dla_top_ids")) and (top.wrong == -1).all()
+    close("the shares add up to the logit difference", a.shares.astype(np.float64).sum(1), a.logit)
+    assert np.array_equal(a["layer 1 head 1"], a.shares[:, 8])
+    by_id = m.attribute(ids, answer=int(m.tokenize("d")[0]), wrong=[int(m.tokenize("G")[0])] * 64)
+    assert np.array_equal(by_id.shares, a.shares)
+    # the command line's --npz holds the very float32s: full precision both ways
+    npz = os.path.join(TMP, "dla.npz")
+    subprocess.run([TSCOPE, "attribute", "--load", MODEL, "--text", m.decode(ids), "--position", "all",
+                    "--answer", "d", "--wrong", "G", "--npz", npz], check=True, capture_output=True)
+    assert np.array_equal(np.load(npz)["shares"], a.shares)
+    for kw, want in ((dict(answer="dd"), "2 tokens"), (dict(wrong="G"), "needs answer"),
+                     (dict(answer="d", wrong="d"), "both"), (dict(answer=[1, 2]), "each of the 64")):
+        try:
+            m.attribute(ids, **kw)
+            raise AssertionError(f"no error for {kw}")
+        except tscope.TscopeError as e:
+            assert want in str(e), (kw, str(e))
+
+
+@test
+def attribution_adds_up_with_and_without_a_final_norm():
+    # without a final norm nothing is centred or scaled: the shares are the parts read along W_U
+    for final_norm in (True, False):
+        g = tscope.load("lm", vocab=50, d_model=32, heads=2, ffn=64, layers=2, seq=16, seed=7, final_norm=final_norm)
+        a = g.attribute(np.arange(12) % 50)
+        assert a.shares.shape == (12, 10)
+        close(f"shares add up, final_norm={final_norm}", a.shares.astype(np.float64).sum(1), a.logit, 1e-5)
+
+
+@test
+def a_bare_state_dict_loads_with_run_s_flags():
+    enc = os.path.join(ROOT, "tests", "ref", "load_encoder")
+    path = os.path.join(enc, "weights.safetensors")
+    cli = subprocess.run([TSCOPE, "run", "--load", path, "--input", os.path.join(enc, "x.npy")], capture_output=True,
+                         text=True)
+    want = cli.stderr.strip().split(": ", 1)[1]  # run's sentence, after "tscope run: "
+    try:
+        tscope.load(path, heads=4)
+        raise AssertionError("no error")
+    except tscope.TscopeError as e:
+        assert "norm placement, activation" in str(e), str(e)
+    try:
+        tscope.load(path)
+        raise AssertionError("no error")
+    except tscope.TscopeError as e:
+        assert str(e) == want, (str(e), want)
+    e = tscope.load(path, heads=4, norm="pre", activation="gelu")
+    assert e.config["heads"] == 4 and e.config["norm"] == "pre" and not e.has_tokenizer
+    close("nn.TransformerEncoder's state_dict from Python", e(np.load(os.path.join(enc, "x.npy"))),
+          np.load(os.path.join(enc, "out.npy")))
+    tr = os.path.join(ROOT, "tests", "ref", "load_transformer")
+    t = tscope.load(os.path.join(tr, "weights.safetensors"), heads=2, norm="post", activation="relu")
+    got = t(np.load(os.path.join(tr, "src.npy")), tgt=np.load(os.path.join(tr, "tgt.npy")))
+    close("nn.Transformer's state_dict from Python", got, np.load(os.path.join(tr, "out.npy")))
+    for kw, part in ((dict(heads=3, norm="pre", activation="gelu"), "does not divide"),
+                     (dict(heads=4, norm="sideways", activation="gelu"), "post or pre"),
+                     (dict(heads=4, norm="pre", activation="gelu", d_model=16), "the tensors decide")):
+        try:
+            tscope.load(path, **kw)
+            raise AssertionError(f"no error for {kw}")
+        except tscope.TscopeError as err:
+            assert part in str(err), (kw, str(err))
+    try:
+        tscope.load(MODEL, heads=4)
+        raise AssertionError("no error")
+    except tscope.TscopeError as err:
+        assert "brings its own config" in str(err), str(err)
+
+
+@test
 def a_20_run_sweep_is_fast():
     t0 = time.perf_counter()
     sweep(m, ids, other)

@@ -20,9 +20,21 @@ hook, as TransformerLens edits a step:
   mean_ref       on TEXT, layer 1 head 1's values replaced by their mean over ref_ids's batch and
                  positions (`--ablate decoder.layers.1.self_attn.head1=mean --mean-from ref.tstrace`)
 
+Direct logit attribution (`tscope attribute --position all`), on TEXT at every position: the
+stream after the last layer is the embedding plus each head's values through its columns of
+out_proj, each out_proj bias and each FFN's output; each part is centred, scaled by the final
+norm's gamma / std at that position (std of the whole stream, as layer_norm divides) and read
+along a direction u, and beta . u is the rest:
+
+  dla_diff   u = W_U[ANSWER] - W_U[WRONG]   (`--answer d --wrong G`)
+  dla_token  u = W_U[TOKEN]                  (`--token e`)
+  dla_top    u = W_U[the top guess at each position] (no flag); dla_top_ids.npy the guesses
+
 Written (little-endian, C order): ids.npy, other_ids.npy (1, S) and ref_ids.npy (R, S) int64;
 steer.npy (D) float32; NAME_logits.npy (1, S, V) float32 for each experiment and for plain (TEXT)
-and other_plain (OTHER); pos.txt holds POS. Byte-for-byte the same on each run.
+and other_plain (OTHER); dla_NAME.npy (S, 2 + L * (H + 2)) float64, the parts in tscope's order
+(embedding; per layer each head, the attention's bias, the FFN; the rest), and dla_top_ids.npy (S)
+int64; pos.txt holds POS. Byte-for-byte the same on each run.
 """
 import os
 
@@ -33,6 +45,7 @@ from torch_gpt import GPT, HERE, read_model, run, texts
 
 POS = 45
 R = 4
+ANSWER, WRONG, TOKEN = "d", "G", "e"
 
 
 def save(name, a):
@@ -69,6 +82,53 @@ def head_mean(mean, head):
     return hook
 
 
+def attribution(model, ids, directions):
+    """Each part's share of the logit along directions (S, D) at every position: (S, parts)."""
+    L, H, D, w = model.L, model.H, model.D, model.w
+    hd = D // H
+    keep = [(f"v{i}", model.values[i]) for i in range(L)] + [(f"f{i}", model.ffn_out[i]) for i in range(L)]
+    _, kept = run(model, ids, keep=keep + [("x", model.out[L - 1])])
+    S = ids.shape[1]
+    x = kept["x"][0]
+    std = torch.sqrt(x.var(-1, unbiased=False) + model.eps)  # (S), as layer_norm divides
+    gamma, beta = w["decoder.norm.weight"], w["decoder.norm.bias"]
+
+    def share(part):  # (S, D) -> (S)
+        centred = part - part.mean(-1, keepdim=True)
+        return (centred * gamma / std[:, None] * directions).sum(-1)
+
+    cols = [share(w["embed.src.weight"][ids[0]] + w["embed.positions.weight"][:S])]
+    for i in range(L):
+        p = f"decoder.layers.{i}.self_attn.out_proj."
+        v = kept[f"v{i}"][0]  # (H, S, hd)
+        for h in range(H):
+            cols.append(share(v[h] @ w[p + "weight"][:, h * hd:(h + 1) * hd].t()))
+        cols.append(share(w[p + "bias"].expand(S, D)))
+        cols.append(share(kept[f"f{i}"][0]))
+    cols.append(directions @ beta)  # the head is the tied token table, with no bias
+    return torch.stack(cols, 1)
+
+
+def attributions(model, ids, tokens, logits):
+    """dla_diff, dla_token, dla_top (and the top guesses), each row checked against the logits."""
+    table = model.w["embed.src.weight"]
+    S = ids.shape[1]
+    a, b, t = (tokens.index(c) for c in (ANSWER, WRONG, TOKEN))
+    top = logits[0].argmax(-1)
+    runner_up = logits[0].topk(2, dim=-1).values
+    assert float((runner_up[:, 0] - runner_up[:, 1]).min()) > 1e-3, "a near tie: the top guess is not clear"
+    out = {
+        "diff": (attribution(model, ids, (table[a] - table[b]).expand(S, -1)), logits[0, :, a] - logits[0, :, b]),
+        "token": (attribution(model, ids, table[t].expand(S, -1)), logits[0, :, t]),
+        "top": (attribution(model, ids, table[top]), logits[0].gather(1, top[:, None])[:, 0]),
+    }
+    for name, (shares, want) in out.items():
+        d = float((shares.sum(1) - want).abs().max())
+        print(f"dla_{name}: the shares add up to the logit within {d:.1e}")
+        assert d < 1e-9, name
+    return {name: shares for name, (shares, _) in out.items()}, top
+
+
 def main():
     torch.set_num_threads(1)
     w, config, tokens = read_model()
@@ -103,6 +163,10 @@ def main():
     save("steer", steer)
     for name, a in out.items():
         save(name + "_logits", f32(a))
+    dla, top = attributions(model, ids, tokens, plain)
+    for name, shares in dla.items():
+        save("dla_" + name, shares.numpy().astype("<f8"))
+    save("dla_top_ids", top.numpy().astype("<i8"))
     with open(os.path.join(HERE, "pos.txt"), "w") as f:
         f.write(f"{POS}\n")
     for name in ("pattern_patch", "head_patch", "head_patch_pos"):
