@@ -370,8 +370,8 @@ static ts_status neox_qkv(ts_model *m, const char *param, const ts_tensor *src, 
 /* One Hugging Face tensor name -> tscope's parameter name (into out), for
  * the layers of either family; false when the name is none of them. */
 static bool map_name(hf_type type, const char *name, char *out, size_t size) {
-    int i, used = 0;
-    char rest[160];
+    int i;
+    const char *rest; /* what follows "<stack>.layers.N." (N read as a number, never wrapped) */
     if (type == HF_GPT_NEOX) {
         static const char *const pairs[][2] = {
             {"input_layernorm.weight", "norm1.weight"}, {"input_layernorm.bias", "norm1.bias"},
@@ -385,7 +385,7 @@ static bool map_name(hf_type type, const char *name, char *out, size_t size) {
         if (strcmp(name, "gpt_neox.final_layer_norm.weight") == 0) return snprintf(out, size, "decoder.norm.weight") > 0;
         if (strcmp(name, "gpt_neox.final_layer_norm.bias") == 0) return snprintf(out, size, "decoder.norm.bias") > 0;
         if (strcmp(name, "embed_out.weight") == 0) return snprintf(out, size, "generator.weight") > 0;
-        if (sscanf(name, "gpt_neox.layers.%d.%159s%n", &i, rest, &used) != 2 || name[used] || i < 0) return false;
+        if ((i = ts_name_stack_layer(name, "gpt_neox", &rest)) < 0 || *rest++ != '.') return false;
         for (size_t k = 0; k < sizeof pairs / sizeof pairs[0]; k++)
             if (strcmp(rest, pairs[k][0]) == 0) return snprintf(out, size, "decoder.layers.%d.%s", i, pairs[k][1]) > 0;
         return false;
@@ -402,7 +402,7 @@ static bool map_name(hf_type type, const char *name, char *out, size_t size) {
     if (strcmp(name, "model.embed_tokens.weight") == 0) return snprintf(out, size, "embed.tokens.weight") > 0;
     if (strcmp(name, "model.norm.weight") == 0) return snprintf(out, size, "decoder.norm.weight") > 0;
     if (strcmp(name, "lm_head.weight") == 0) return snprintf(out, size, "generator.weight") > 0;
-    if (sscanf(name, "model.layers.%d.%159s%n", &i, rest, &used) != 2 || name[used] || i < 0) return false;
+    if ((i = ts_name_stack_layer(name, "model", &rest)) < 0 || *rest++ != '.') return false;
     for (size_t k = 0; k < sizeof pairs / sizeof pairs[0]; k++)
         if (strcmp(rest, pairs[k][0]) == 0) return snprintf(out, size, "decoder.layers.%d.%s", i, pairs[k][1]) > 0;
     return false;

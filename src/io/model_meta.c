@@ -80,8 +80,8 @@ static ts_status read_setting(const meta_src *m, ts_model_setting s, ts_model_co
     char *end = NULL;
     switch (s) {
     case TS_SETTING_HEADS: {
-        long h = strtol(v, &end, 10);
-        if (end == v || *end || h < 1 || h > (1 << 12)) return bad_meta(m, key, v, "a number of heads");
+        int64_t h;
+        if (!ts_text_int(v, 1, 1 << 12, &h)) return bad_meta(m, key, v, "a number of heads");
         cfg->heads = (int)h;
         return TS_OK;
     }
