@@ -17,11 +17,13 @@ command -v python3 >/dev/null || { echo "hostile_test: python3 is needed (script
 hostile=$tmp/hostile
 mkdir -p "$hostile" "$tmp/base"
 # the good files the damage starts from: a one-step language model (and its
-# training state) and a trace of the tiny model, made by the plain binary
+# training state, and a trace of it) and a trace of the tiny model, made by the plain binary
 printf 'the cat sat on the mat. %.0s' $(seq 200) >"$tmp/base/corpus.txt"
 if ! "$bin" train --task lm --corpus "$tmp/base/corpus.txt" --layers 1 --d-model 8 --heads 2 --ffn 16 --seq 16 \
     --batch 2 --heldout 2 --steps 2 --sample 0 --quiet --save "$tmp/base/lm.safetensors" >"$tmp/base/out" 2>&1 ||
-    ! "$bin" run --preset tiny --trace "$tmp/base/t.tstrace" >>"$tmp/base/out" 2>&1; then
+    ! "$bin" run --preset tiny --trace "$tmp/base/t.tstrace" >>"$tmp/base/out" 2>&1 ||
+    ! "$bin" run --load "$tmp/base/lm.safetensors" --text "the cat" --trace "$tmp/base/lm.tstrace" --level values \
+        >>"$tmp/base/out" 2>&1; then
     bad "the good files: $(tail -n 3 "$tmp/base/out")"
     finish
 fi
@@ -103,5 +105,34 @@ done
 printf '# H\n\n```tscope setup\npreset: tiny\ntext: -h\n```\n\n```tscope step\ntensor: input\n```\n\nText.\n' >"$tmp/h.md"
 "$bin" lesson "$tmp/h.md" --export "$tmp/h-out" --quiet >"$tmp/out" 2>"$tmp/err" && [ -s "$tmp/h-out/step01.png" ] && ok ||
     bad "a setup of text -h: $(head -c 300 "$tmp/err")"
+# a lesson's number is read from its file name by type: 4294967299-big.md is no lesson 3 (atoi wrapped it)
+printf '# Big\n\n```tscope setup\npreset: tiny\n```\n\n```tscope step\ntensor: input\n```\n\nText.\n' >"$tmp/4294967299-big.md"
+for b in "${bins[@]}"; do
+    label=$([ "$b" = "$bin" ] && echo plain || echo sanitized)
+    rm -rf "$tmp/site-big"
+    # (the font stack keeps its caches at exit: tests/lsan.supp names it, as web_test does)
+    LSAN_OPTIONS=suppressions=$PWD/tests/lsan.supp:print_suppressions=0 "$b" site "$tmp/site-big" --lessons "$tmp/4294967299-big.md" \
+        --quiet >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    if [ $rc = 0 ] && [ -s "$tmp/site-big/index.html" ] && ! grep -rqE 'Lesson 3|"num">3<' "$tmp/site-big" &&
+        ! grep -qE 'Sanitizer|runtime error:' "$tmp/err"; then ok
+    else bad "$label: site of 4294967299-big.md: exit $rc, $(grep -rhoE 'Lesson 3|"num">3<' "$tmp/site-big" | head -1) $(head -c 300 "$tmp/err")"; fi
+done
+# a NaN that reaches a softmax is shown, not hidden: zeroing an RMSNorm's rms divides by zero; the
+# attention softmax once turned its NaN rows into zeros counted as rows with every key masked, and
+# the probs step into zeros with no NaN flag. The run says which step first holds NaN or Inf, and
+# the trace's statistics count them in the attention weights and in probs.
+llama=tests/ref/hf/llama
+for b in "${bins[@]}"; do
+    label=$([ "$b" = "$bin" ] && echo plain || echo sanitized)
+    "$b" run --load "$llama" --ids "$llama/ids.npy" --ablate decoder.layers.0.norm1.rms --trace "$tmp/nan.tstrace" \
+        >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    "$b" info "$tmp/nan.tstrace" --only decoder.layers.0.self_attn.weights --only probs >"$tmp/info" 2>>"$tmp/err"
+    if [ $rc = 0 ] && grep -q 'steps hold NaN or Inf, the first decoder.layers.0.norm1' "$tmp/out" &&
+        ! grep -q 'every key masked' "$tmp/out" && [ "$(grep -c 'NaN:' "$tmp/info")" = 2 ] &&
+        ! grep -qE 'Sanitizer|runtime error:' "$tmp/err"; then ok
+    else bad "$label: a NaN reaching a softmax: exit $rc: $(grep -E 'NaN|masked' "$tmp/out") / $(cat "$tmp/info") $(head -c 300 "$tmp/err")"; fi
+done
 echo "hostile inputs: $(grep -c '' "$tmp/cases.tsv") cases on ${#bins[@]} binaries ($cases runs)"
 finish

@@ -113,31 +113,57 @@ static void test_trace_records_the_edit(void **state) {
     ts_model_free(&m);
 }
 
+/* A small encoder's forward on seeded input, unedited and with one edit,
+ * each keeping the values of one step: a before, b after the edit. */
+typedef struct edited_run {
+    ts_model_config c;
+    ts_model m;
+    float *x;
+    const char *keep[2];
+    capture before, after;
+    ts_experiment ex;
+    const float *a, *b;
+} edited_run;
+
+static void edited_run_init(edited_run *r, const char *edit, const char *step, uint64_t seed) {
+    r->c = small();
+    assert_ok(ts_model_init(&r->m, &r->c));
+    r->x = fixture_randn((int64_t)r->c.batch * r->c.seq * r->c.d_model, seed);
+    r->keep[0] = step, r->keep[1] = NULL;
+    capture_init(&r->before, MAX_STEPS, r->keep);
+    capture_init(&r->after, MAX_STEPS, r->keep);
+    ts_model_input in = {.src_embedded = r->x};
+    ts_tensor t;
+    ts_hook hook = {.fn = capture_record, .ctx = &r->before};
+    assert_ok(ts_model_forward(&r->m, &in, &hook, &t));
+    ts_experiment_init(&r->ex);
+    assert_ok(ts_experiment_add_ablate(&r->ex, edit));
+    assert_ok(ts_experiment_check(&r->ex, &r->c));
+    hook = (ts_hook){.fn = capture_record, .ctx = &r->after};
+    ts_experiment_attach(&r->ex, &hook);
+    assert_ok(ts_model_forward(&r->m, &in, &hook, &t));
+    r->a = capture_values(&r->before, step);
+    r->b = capture_values(&r->after, step);
+    assert_non_null(r->a);
+    assert_non_null(r->b);
+}
+
+static void edited_run_free(edited_run *r) {
+    capture_free(&r->before);
+    capture_free(&r->after);
+    ts_experiment_free(&r->ex);
+    free(r->x);
+    ts_model_free(&r->m);
+}
+
 /* =mean on one head: every value of the slice becomes its mean over the
  * batch and the positions, per dim; the other head is untouched. */
 static void test_mean_ablation(void **state) {
     (void)state;
-    ts_model_config c = small();
-    ts_model m;
-    assert_ok(ts_model_init(&m, &c));
-    float *x = fixture_randn((int64_t)c.batch * c.seq * c.d_model, 4);
-    const char *keep[] = {"encoder.layers.0.self_attn.values", NULL};
-    capture before, after;
-    capture_init(&before, MAX_STEPS, keep);
-    capture_init(&after, MAX_STEPS, keep);
-    ts_model_input in = {.src_embedded = x};
-    ts_tensor t;
-    ts_hook hook = {.fn = capture_record, .ctx = &before};
-    assert_ok(ts_model_forward(&m, &in, &hook, &t));
-    ts_experiment ex;
-    ts_experiment_init(&ex);
-    assert_ok(ts_experiment_add_ablate(&ex, "encoder.layers.0.self_attn.head1=mean"));
-    assert_ok(ts_experiment_check(&ex, &c));
-    hook = (ts_hook){.fn = capture_record, .ctx = &after};
-    ts_experiment_attach(&ex, &hook);
-    assert_ok(ts_model_forward(&m, &in, &hook, &t));
-    const float *a = capture_values(&before, keep[0]), *b = capture_values(&after, keep[0]);
-    int B = c.batch, H = c.heads, S = c.seq, hd = c.d_model / c.heads;
+    edited_run r;
+    edited_run_init(&r, "encoder.layers.0.self_attn.head1=mean", "encoder.layers.0.self_attn.values", 4);
+    const float *a = r.a, *b = r.b;
+    int B = r.c.batch, H = r.c.heads, S = r.c.seq, hd = r.c.d_model / r.c.heads;
     for (int d = 0; d < hd; d++) {
         double mean = 0;
         for (int bb = 0; bb < B; bb++)
@@ -149,11 +175,29 @@ static void test_mean_ablation(void **state) {
                 assert_float_equal(b[((bb * H + 0) * S + s) * hd + d], a[((bb * H + 0) * S + s) * hd + d], 0);
             }
     }
-    capture_free(&before);
-    capture_free(&after);
-    ts_experiment_free(&ex);
-    free(x);
-    ts_model_free(&m);
+    edited_run_free(&r);
+}
+
+/* =mean on a whole (B, S, D) step: every position of every sequence holds
+ * one and the same vector, the step's mean over the batch and the positions
+ * per dim (a mean over the batch alone, or over the positions alone, would
+ * leave the positions different). */
+static void test_mean_ablation_of_a_whole_step(void **state) {
+    (void)state;
+    edited_run r;
+    edited_run_init(&r, "encoder.layers.0.ffn.out=mean", "encoder.layers.0.ffn.out", 6);
+    int rows = r.c.batch * r.c.seq, D = r.c.d_model;
+    assert_true(r.c.batch > 1 && r.c.seq > 1);
+    for (int d = 0; d < D; d++) {
+        double mean = 0;
+        for (int k = 0; k < rows; k++) mean += r.a[k * D + d];
+        mean /= rows;
+        for (int k = 0; k < rows; k++) {
+            if (r.b[k * D + d] != r.b[d]) fail_msg("position %d of the ablated step differs from position 0 in dim %d", k, d);
+            assert_float_equal(r.b[k * D + d], mean, 1e-6);
+        }
+    }
+    edited_run_free(&r);
 }
 
 /* An experiment that edits nothing (the lens only watches) runs the staged
@@ -211,6 +255,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_trace_records_the_edit),
         cmocka_unit_test(test_mean_ablation),
+        cmocka_unit_test(test_mean_ablation_of_a_whole_step),
         cmocka_unit_test(test_no_edit_same_numbers),
         cmocka_unit_test(test_refusals),
     };

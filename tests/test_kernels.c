@@ -413,6 +413,70 @@ static void softmax_mask_causal_and_fully_masked(void **state) {
     }
 }
 
+/* Logits far from 0 on every instruction set: a row like [1000, 999] needs
+ * the row's max taken off before exp (else inf / inf), a row like [-1000,
+ * -999] too (else 0 / 0), and a row of one large value repeated is uniform.
+ * Widths cover a lone vector tail, a vector and a tail, and several vectors
+ * on every width (4, 8, 16 lanes). */
+static void softmax_large_logits_every_path(void **state) {
+    (void)state;
+    static const int widths[] = {2, 3, 9, 17, 33};
+    for (int p = 0; p < N_PATHS; p++) {
+        if (!use_path(all_paths[p])) continue;
+        for (int wi = 0; wi < 5; wi++) {
+            int cols = widths[wi], rows = 3;
+            float x[3 * 33], y[3 * 33], want[3 * 33];
+            for (int c = 0; c < cols; c++) {
+                x[c] = 1000.0f - (float)c;
+                x[cols + c] = -1000.0f + (float)c;
+                x[2 * cols + c] = 1000.0f;
+            }
+            for (int r = 0; r < rows; r++) {
+                double mx = -INFINITY, z = 0;
+                for (int c = 0; c < cols; c++) mx = fmax(mx, x[r * cols + c]);
+                for (int c = 0; c < cols; c++) z += exp(x[r * cols + c] - mx);
+                for (int c = 0; c < cols; c++) want[r * cols + c] = (float)(exp(x[r * cols + c] - mx) / z);
+            }
+            assert_int_equal(ts_softmax_rows(y, x, rows, cols, NULL, false, 0), 0);
+            char what[64];
+            snprintf(what, sizeof what, "softmax %s of large logits, %d columns", ts_isa_name(all_paths[p]), cols);
+            fail_if_far(y, want, (int64_t)rows * cols, 1e-6, what);
+            if (cols == 2 && fabsf(y[0] - 0.7310586f) > 1e-6f)
+                fail_msg("%s: softmax([1000, 999])[0] is %.9g, want 0.7310586", what, (double)y[0]);
+        }
+    }
+}
+
+/* A NaN that reaches a softmax stays NaN on every path (PyTorch's softmax
+ * gives NaN there too): never zeros counted as a row with nothing to see,
+ * even in a causal row narrower than a vector, where a vector max can drop a
+ * NaN lane. The hidden entries stay exactly 0. */
+static void softmax_keeps_nan_visible(void **state) {
+    (void)state;
+    for (int p = 0; p < N_PATHS; p++) {
+        if (!use_path(all_paths[p])) continue;
+        for (int ci = 0; ci < 6; ci++) {
+            int cols = odd_cols[ci], rows = cols < 9 ? cols : 9;
+            int64_t n = (int64_t)rows * cols;
+            float *x = alloc(n), *y = alloc(n);
+            fill(x, n);
+            for (int r = 0; r < rows; r++) x[(int64_t)r * cols] = NAN; /* every row sees column 0 */
+            int64_t empty = ts_softmax_rows(y, x, rows, cols, NULL, true, 0);
+            if (empty != 0)
+                fail_msg("softmax %s cols=%d: %lld rows of NaN counted as rows with nothing to see",
+                         ts_isa_name(all_paths[p]), cols, (long long)empty);
+            for (int r = 0; r < rows; r++)
+                for (int c = 0; c < cols; c++) {
+                    float v = y[(int64_t)r * cols + c];
+                    if (c <= r ? !isnan(v) : v != 0.0f)
+                        fail_msg("softmax %s cols=%d: entry (%d,%d) is %g, want %s", ts_isa_name(all_paths[p]), cols, r,
+                                 c, (double)v, c <= r ? "NaN" : "0 (hidden)");
+                }
+            free(x), free(y);
+        }
+    }
+}
+
 /* Many rows: the threaded split gives what one row at a time gives. */
 static void softmax_many_rows_threaded(void **state) {
     (void)state;
@@ -633,6 +697,8 @@ int main(void) {
         cmocka_unit_test(softmax_rows_sum_to_one_and_match),
         cmocka_unit_test(softmax_mask_causal_and_fully_masked),
         cmocka_unit_test(softmax_many_rows_threaded),
+        cmocka_unit_test(softmax_large_logits_every_path),
+        cmocka_unit_test(softmax_keeps_nan_visible),
         cmocka_unit_test(layernorm_matches_double),
         cmocka_unit_test(eltwise_match_double),
         cmocka_unit_test(gelu_known_values_and_specials),

@@ -220,6 +220,23 @@ static void sampling_follows_the_softmax(void **state) {
     }
 }
 
+/* A NaN logit makes the distribution NaN (PyTorch's softmax does the same),
+ * never a distribution that drops it: the `probs` step must show it. */
+static void a_nan_logit_is_not_dropped(void **state) {
+    (void)state;
+    float logits[4] = {1.0f, NAN, 2.0f, 0.5f}, p[4];
+    double log_z = ts_softmax_vocab(p, logits, 4, 1.0, -INFINITY);
+    assert_true(isnan(log_z));
+    for (int v = 0; v < 4; v++) assert_true(isnan(p[v]));
+    ts_model_sample(logits, 4, 1.0f, 0, 0.5, p);
+    for (int v = 0; v < 4; v++) assert_true(isnan(p[v]));
+    assert_true(isnan(ts_logsumexp(logits, 4)));
+    /* finite logits are untouched by the rule */
+    float fine[2] = {1000.0f, 999.0f};
+    ts_softmax_vocab(p, fine, 2, 1.0, -INFINITY);
+    assert_true(fabsf(p[0] - 0.7310586f) < 1e-6f);
+}
+
 static void cosine_schedule(void **state) {
     (void)state;
     assert_true(fabsf(ts_optim_lr_cosine(1e-3f, 1e-4f, 10, 1, 110) - 1e-4f) < 1e-9f);   /* warm-up: 1/10 */
@@ -426,6 +443,7 @@ int main(void) {
         cmocka_unit_test(config_survives_json),
         cmocka_unit_test(eigenvalues_are_found),
         cmocka_unit_test(sampling_follows_the_softmax),
+        cmocka_unit_test(a_nan_logit_is_not_dropped),
         cmocka_unit_test(cosine_schedule),
         cmocka_unit_test(data_source_split_and_batches),
         cmocka_unit_test(loop_lowers_the_loss),

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "tscope/pages.h"
 #include "tscope/render.h"
 #include "tscope/trace.h"
 #include "render/render_internal.h"
@@ -922,6 +923,50 @@ static void scene_picks_the_view_and_finds_the_mask(void **state) {
     assert_int_equal(rmdir(dir), 0);
 }
 
+/* The library behind png and html, not only the commands, refuses a trace
+ * whose helper step is damaged: attention weights are never drawn without
+ * the mask they read from a `masked` step whose values fail their CRC, and
+ * no page is written with that figure missing (issue 47). */
+static void scene_and_page_name_a_damaged_helper_step(void **state) {
+    (void)state;
+    char dir[] = "/tmp/tscope-scene-XXXXXX", path[96], page[120];
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/attn.tstrace", dir);
+    snprintf(page, sizeof page, "%s/page", dir);
+    write_attention_trace(path, TS_TRACE_VALUES);
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    static unsigned char bytes[1 << 16];
+    size_t n = fread(bytes, 1, sizeof bytes, f);
+    fclose(f);
+    assert_true(n > 0 && n < sizeof bytes);
+    /* the masked step's first values (head 0 of its own record: the weights are softmaxed) */
+    float w[16], sm[16];
+    unsigned char mask[16];
+    attention(w, sm, mask);
+    size_t at = 0;
+    while (at + sizeof sm <= n && memcmp(bytes + at, sm, sizeof sm) != 0) at++;
+    assert_true(at + sizeof sm <= n);
+    bytes[at + 1] ^= 0x10;
+    ts_trace *t;
+    assert_ok(ts_trace_open_memory(bytes, n, &t));
+    ts_scene_request rq = ts_scene_request_default("decoder.layers.0.self_attn.weights");
+    rq.head = 1;
+    ts_scene *sc;
+    assert_int_equal(ts_scene_build(&sc, t, &rq), TS_ERR_FORMAT);
+    assert_null(sc);
+    assert_non_null(strstr(ts_last_error(), "step 0 'decoder.layers.0.self_attn.masked'"));
+    int figures = -1;
+    assert_int_equal(ts_trace_html_write(t, path, page, &figures), TS_ERR_FORMAT);
+    assert_non_null(strstr(ts_last_error(), "'decoder.layers.0.self_attn.masked'"));
+    assert_int_equal(figures, 0);
+    struct stat sb;
+    assert_int_not_equal(stat(page, &sb), 0); /* nothing written */
+    ts_trace_close(t);
+    assert_int_equal(unlink(path), 0);
+    assert_int_equal(rmdir(dir), 0);
+}
+
 /* PyTorch computes the rows of padded queries and leaves them unspecified:
  * a picture draws them as padding (hatched), not as data. */
 static void scene_draws_padded_query_rows_as_padding(void **state) {
@@ -1237,6 +1282,7 @@ int main(void) {
         cmocka_unit_test(shape_flow_links_the_real_inputs),
         cmocka_unit_test(plot_draws_its_level_line),
         cmocka_unit_test(scene_picks_the_view_and_finds_the_mask),
+        cmocka_unit_test(scene_and_page_name_a_damaged_helper_step),
         cmocka_unit_test(scene_without_values_says_how_to_rerun),
         cmocka_unit_test(rope_view_turns_as_the_forward),
         cmocka_unit_test(scene_draws_todays_blocks),

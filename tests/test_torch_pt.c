@@ -169,12 +169,56 @@ static void every_prefix(void **state) {
     }
 }
 
+/* A string or bytes value whose length runs exactly one byte past the end
+ * is refused as such by the plain build too (not only as an overread that
+ * ASan alone would see); one that ends exactly at the end is read. Each
+ * length-prefixed opcode: BINUNICODE, SHORT_BINUNICODE, BINUNICODE8,
+ * SHORT_BINSTRING, BINSTRING, BINBYTES, SHORT_BINBYTES, BINBYTES8. */
+static void a_string_one_byte_past_the_end(void **state) {
+    (void)state;
+    static const struct {
+        unsigned char op;
+        int len_bytes;
+    } ops[] = {{'X', 4}, {0x8c, 1}, {0x8d, 8}, {'U', 1}, {'T', 4}, {'B', 4}, {'C', 1}, {0x8e, 8}};
+    for (size_t k = 0; k < sizeof ops / sizeof ops[0]; k++)
+        for (int over = 0; over < 2; over++) {
+            unsigned char buf[32];
+            size_t n = 0;
+            buf[n++] = 0x80, buf[n++] = 4; /* PROTO 4 */
+            buf[n++] = ops[k].op;
+            size_t have = 5, len = have + (size_t)over;
+            for (int b = 0; b < ops[k].len_bytes; b++) buf[n++] = (unsigned char)(len >> (8 * b));
+            memcpy(buf + n, "abcde", have);
+            n += have;
+            if (!over) buf[n++] = '.'; /* STOP */
+            unsigned char *exact = malloc(n); /* exactly n bytes, so ASan sees a read past them too */
+            assert_non_null(exact);
+            memcpy(exact, buf, n);
+            ts_pickle p;
+            ts_status st = ts_pickle_parse(&p, exact, n, "t.pkl");
+            free(exact);
+            if (!over) {
+                if (st) fail_msg("opcode 0x%02x: a string that ends at the end was refused: %s", ops[k].op, ts_last_error());
+                assert_int_equal(p.root->len, have);
+                ts_pickle_free(&p);
+                continue;
+            }
+            if (st == TS_OK) {
+                ts_pickle_free(&p);
+                fail_msg("opcode 0x%02x: a string one byte past the end was read", ops[k].op);
+            }
+            if (!strstr(ts_last_error(), "a string runs past the end of the pickle"))
+                fail_msg("opcode 0x%02x: a string one byte past the end: %s", ops[k].op, ts_last_error());
+        }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(state_dict_as_safetensors), cmocka_unit_test(half_dtypes),
         cmocka_unit_test(tiny_file),                 cmocka_unit_test(nanogpt_checkpoint),
         cmocka_unit_test(meta_pkl),                  cmocka_unit_test(hostile_files),
         cmocka_unit_test(every_prefix),
+        cmocka_unit_test(a_string_one_byte_past_the_end),
     };
     return cmocka_run_group_tests_name("torch.save files", tests, NULL, NULL);
 }

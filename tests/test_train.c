@@ -335,6 +335,36 @@ static int setup(void **state) {
     return ts_kernels_init() == TS_OK ? 0 : -1;
 }
 
+/* Adam's first step moves every parameter by lr x sign(g), whatever |g|:
+ * with bias correction m_hat = g and v_hat = g^2 after one step. Without it
+ * the step is lr x 0.1 / sqrt(0.001) = 3.16 lr; with the corrections the
+ * wrong way round, 0.32 lr. Both Adam and AdamW (weight decay 0 here, so the
+ * two agree); a zero gradient moves nothing. */
+static void adam_first_step_is_lr_times_sign(void **state) {
+    (void)state;
+    const float g[] = {1e-3f, -1e-3f, 0.5f, -0.5f, 30.0f, -300.0f, 7e2f, 0.0f};
+    enum { N = sizeof g / sizeof g[0] };
+    const float lr = 1e-2f;
+    for (int kind = 0; kind < 2; kind++) {
+        ts_optim_config oc;
+        ts_optim_config_default(&oc, kind ? TS_OPTIM_ADAMW : TS_OPTIM_ADAM);
+        oc.weight_decay = 0;
+        ts_optim opt;
+        assert_ok(ts_optim_init(&opt, &oc, N));
+        float p[N];
+        for (int i = 0; i < N; i++) p[i] = 1.0f + (float)i;
+        ts_optim_step(&opt, p, g, lr);
+        for (int i = 0; i < N; i++) {
+            double moved = p[i] - (1.0 + i), want = g[i] > 0 ? -lr : g[i] < 0 ? lr : 0;
+            /* eps 1e-8 against |g| >= 1e-3 changes the step by at most 1e-5 of it */
+            if (fabs(moved - want) > 1e-4 * lr + 1e-6)
+                fail_msg("%s: g %g moved the parameter by %.9g, want %.9g (lr x sign(g))", kind ? "AdamW" : "Adam",
+                         (double)g[i], moved, want);
+        }
+        ts_optim_free(&opt);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(training_forward_matches_inference),
@@ -344,6 +374,7 @@ int main(void) {
         cmocka_unit_test(encoder_classifier),
         cmocka_unit_test(gpt_decoder_tied_gelu_tanh),
         cmocka_unit_test(training_lowers_the_loss),
+        cmocka_unit_test(adam_first_step_is_lr_times_sign),
     };
     return cmocka_run_group_tests_name("train", tests, setup, NULL);
 }

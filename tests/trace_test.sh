@@ -53,6 +53,30 @@ else
     echo "numpy not found: export checked as a zip only"
     expect 0 "the export is a zip" -- unzip -l "$npz"
 fi
+# a traced statistic, quoted: the min, max, mean and std info prints for a step are those of the
+# values export wrote, computed here apart (the population std, as torch.std(unbiased=False)), to
+# the 4 digits info gives; a std of n - 1, or one without its square root, is far off on these
+# small steps (32 and 64 values). The standard library only: this check never skips.
+for s in encoder.layers.0.self_attn.weights embed.pe encoder.layers.0.self_attn.scores; do
+    expect 0 "info --only $s" -- "$bin" info "$t" --only "$s"
+    row=$(printf '%s\n' "$out" | grep -F "  $s  ")
+    expect 0 "the traced statistics of $s" -- python3 -c '
+import ast, math, struct, sys, zipfile
+npz, name, row = sys.argv[1:]
+raw = zipfile.ZipFile(npz).read(name + ".npy")
+n = struct.unpack("<H", raw[8:10])[0]
+head = ast.literal_eval(raw[10:10 + n].decode())
+assert head["descr"] == "<f4", head
+x = struct.unpack("<%df" % (len(raw[10 + n:]) // 4), raw[10 + n:])
+mean = math.fsum(x) / len(x)
+std = math.sqrt(math.fsum((v - mean) ** 2 for v in x) / len(x))
+got = [float(w) for w in row.split("]", 1)[1].split()[:4]]
+for what, g, w in zip(("min", "max", "mean", "std"), got, (min(x), max(x), mean, std)):
+    if abs(g - w) > 5e-4 * abs(w) + 1e-6:
+        sys.exit("%s of %s: info says %g, the values give %.6g" % (what, name, g, w))
+' "$npz" "$s" "$row"
+done
+
 # hd = 4: scaled is scores x 0.5, a power of two, so it is stored as a scaled
 # view of scores; an eval-mode dropout is a view of the activation.
 t4=$work/hd4.tstrace

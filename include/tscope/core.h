@@ -203,6 +203,15 @@ int ts_text_columns(const char *s);
  * ts_json_int: never atoi, never a cast that wraps. */
 bool ts_text_int(const char *s, int64_t lo, int64_t hi, int64_t *out);
 
+/* The same at the start of s, for numbers inside other text ("layers.12.ln",
+ * "3-7"): an optional '-' and digits; returns the text after them with *out
+ * set, or NULL when s does not start with one or it is outside [lo, hi]. */
+const char *ts_text_int_prefix(const char *s, int64_t lo, int64_t hi, int64_t *out);
+
+/* "A-B" of whole numbers with 0 <= A <= B <= hi (or "A" alone, read as A-A,
+ * when single is true): true with *a and *b set; false for anything else. */
+bool ts_text_range(const char *s, int64_t hi, bool single, int64_t *a, int64_t *b);
+
 /* Whether the n bytes of s are well-formed UTF-8 (no overlong forms, no
  * surrogates, nothing past U+10FFFF); *bad (when not NULL) gets the offset of
  * the first byte that is not. */

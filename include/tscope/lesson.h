@@ -219,6 +219,10 @@ const char *ts_lesson_view_name(ts_lesson_view view);
  * lessons/ compiled in at build time. */
 const char *ts_lesson_dir(void);
 
+/* The number a lesson's file name starts with, before a '-': "03-attention.md"
+ * (or a path ending in it) -> 3; 0 when it has none or one past INT32_MAX. */
+int ts_lesson_number(const char *path);
+
 typedef struct ts_lesson_entry {
     int number;  /* 3 for 03-attention.md */
     char *name;  /* "attention" */

@@ -97,6 +97,8 @@ typedef struct ts_trace_summary {
     int64_t steps;             /* records written */
     int64_t steps_with_values; /* of which keep values */
     uint64_t values_bytes;     /* bytes of values kept */
+    int64_t steps_not_finite;  /* steps whose statistics count a NaN or an Inf */
+    char first_not_finite[160]; /* the first of them: "NAME (NaN n, Inf m)" */
     uint64_t file_bytes;       /* size of the file */
     double hook_seconds;       /* time spent in the hook, all of it */
     double wait_seconds;       /* of which waiting for the disk */
@@ -243,7 +245,9 @@ ts_status ts_trace_values(ts_trace *t, int64_t i, const float **values);
  * ts_trace_values does): TS_OK when all hold; else TS_ERR_FORMAT with a
  * message naming the damaged steps (the first few, and how many), *n_bad
  * (when not NULL) their number. Every command that reads a trace's values
- * calls it first, so a damaged step is named, never drawn around. */
+ * calls it first, and so do ts_scene_build and ts_trace_html_write, so a
+ * damaged step is named, never drawn around. The verdict is kept: later
+ * calls cost nothing. */
 ts_status ts_trace_verify(ts_trace *t, int64_t *n_bad);
 /* The same as a tensor view. The memory is read-only: never write through it. */
 ts_status ts_trace_tensor(ts_trace *t, int64_t i, ts_tensor *out);

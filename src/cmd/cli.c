@@ -103,8 +103,8 @@ static int store_value(const ts_cli_spec *spec, const ts_flag *f, const char *te
     errno = 0;
     switch (f->kind) {
     case TS_FLAG_INT: {
-        long v = strtol(text, &end, 10);
-        if (errno || end == text || *end || v < INT_MIN || v > INT_MAX)
+        int64_t v;
+        if (!ts_text_int(text, INT_MIN, INT_MAX, &v))
             return value_error(spec, "%s expects a whole number, not '%s'", f->name, text);
         *(int *)f->value = (int)v;
         break;

@@ -21,14 +21,8 @@ typedef struct ablate_opts {
 static ts_status parse_span(const char *text, int S, int *first, int *last) {
     *first = 1, *last = S - 1;
     if (!text) return TS_OK;
-    char *end;
-    long a = strtol(text, &end, 10), b = a;
-    if (end != text && *end == '-') {
-        const char *rest = end + 1;
-        b = strtol(rest, &end, 10);
-        if (end == rest) end = (char *)text;
-    }
-    if (end == text || *end || a < 1 || b < a || b > S - 1)
+    int64_t a, b;
+    if (!ts_text_range(text, S - 1, true, &a, &b) || a < 1)
         return ts_fail(TS_ERR_ARG, "--positions %s: give A-B with 1 <= A <= B <= %d (the text's tokens, each "
                                    "predicted from the ones before)", text, S - 1);
     *first = (int)a, *last = (int)b;

@@ -229,6 +229,12 @@ int trace_cli_close(const trace_cli *tc, ts_trace_writer *w, const char *command
     char size[32];
     ts_text_bytes(size, sizeof size, sum.file_bytes);
     printf("trace: %s: %lld steps, %s; %s\n", tc->path, (long long)sum.steps, size, sum.policy);
+    if (sum.steps_not_finite) { /* never left to be found: a NaN spreads, and a softmax hides none of it */
+        char first[sizeof sum.first_not_finite];
+        printf("trace: %lld step%s NaN or Inf, the first %s (tscope info lists them)\n",
+               (long long)sum.steps_not_finite, sum.steps_not_finite == 1 ? " holds" : "s hold",
+               ts_text_inert(first, sizeof first, sum.first_not_finite));
+    }
     /* What tracing cost the run: time in the hook, and how much of it was the disk's. */
     printf("trace: the hook took %.2f s (%.2f s of it waiting for the disk), closing %.2f s\n", sum.hook_seconds,
            sum.wait_seconds, sum.close_seconds);

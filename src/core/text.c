@@ -110,22 +110,40 @@ bool ts_text_in_choices(const char *choices, const char *word, size_t len) {
     return false;
 }
 
-bool ts_text_int(const char *s, int64_t lo, int64_t hi, int64_t *out) {
-    if (!s) return false;
+const char *ts_text_int_prefix(const char *s, int64_t lo, int64_t hi, int64_t *out) {
+    if (!s) return NULL;
     const char *p = s;
     bool neg = *p == '-';
-    if (*p == '-' || *p == '+') p++;
-    if (*p < '0' || *p > '9') return false;
+    if (neg) p++;
+    if (*p < '0' || *p > '9') return NULL;
     uint64_t v = 0, limit = neg ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX;
     for (; *p >= '0' && *p <= '9'; p++) {
         unsigned d = (unsigned)(*p - '0');
-        if (v > (limit - d) / 10) return false;
+        if (v > (limit - d) / 10) return NULL; /* past int64: never wrapped round */
         v = v * 10 + d;
     }
-    if (*p) return false;
     int64_t x = neg ? (v == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)v) : (int64_t)v;
-    if (x < lo || x > hi) return false;
+    if (x < lo || x > hi) return NULL;
     *out = x;
+    return p;
+}
+
+bool ts_text_int(const char *s, int64_t lo, int64_t hi, int64_t *out) {
+    if (s && *s == '+' && s[1] != '-') s++;
+    int64_t x;
+    const char *end = ts_text_int_prefix(s, lo, hi, &x);
+    if (!end || *end) return false;
+    *out = x;
+    return true;
+}
+
+bool ts_text_range(const char *s, int64_t hi, bool single, int64_t *a, int64_t *b) {
+    int64_t x, y;
+    const char *end = ts_text_int_prefix(s, 0, hi, &x);
+    if (!end) return false;
+    if (*end == '\0' && single) y = x;
+    else if (*end != '-' || !(end = ts_text_int_prefix(end + 1, 0, hi, &y)) || *end || y < x) return false;
+    *a = x, *b = y;
     return true;
 }
 

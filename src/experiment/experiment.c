@@ -88,9 +88,8 @@ ts_status ts_experiment_add_ablate(ts_experiment *ex, const char *spec) {
 static ts_status split_position(const char *flag, const char *spec, char *step, int *pos) {
     char *at = strrchr(step, '@');
     if (!at) return TS_OK;
-    char *end;
-    long p = strtol(at + 1, &end, 10);
-    if (at[1] == '\0' || *end || p < 0 || p > 1 << 30)
+    int64_t p;
+    if (!ts_text_int(at + 1, 0, 1 << 30, &p))
         return ts_fail(TS_ERR_ARG, "%s %s: the position after '@' is not a number >= 0", flag, spec);
     *pos = (int)p;
     *at = '\0';

@@ -532,9 +532,11 @@ static ts_status check_no_extra(const gpt2_file *g, const ts_model_config *c) {
         const char *name = f->entries[e].name;
         if (strcmp(name, head) == 0) continue;
         const char *rest = strncmp(name, prefix, pn) == 0 ? name + pn : NULL;
-        int layer = -1, used = 0;
-        char leaf[NAME_MAX_LEN] = "";
-        if (rest && sscanf(rest, "h.%d.%255s%n", &layer, leaf, &used) == 2 && layer >= 0 && layer < c->layers) {
+        int64_t layer; /* h.N.leaf: N a number of a layer the model has, never wrapped round */
+        const char *leaf = rest && strncmp(rest, "h.", 2) == 0 && rest[2] >= '0' && rest[2] <= '9'
+                               ? ts_text_int_prefix(rest + 2, 0, c->layers - 1, &layer)
+                               : NULL;
+        if (leaf && *leaf++ == '.') {
             static const char *const leaves[] = {
                 "ln_1.weight", "ln_1.bias", "attn.c_attn.weight", "attn.c_attn.bias", "attn.c_proj.weight",
                 "attn.c_proj.bias", "ln_2.weight", "ln_2.bias", "mlp.c_fc.weight", "mlp.c_fc.bias",

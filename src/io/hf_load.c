@@ -24,6 +24,7 @@
  * The arithmetic follows Hugging Face's modeling_*.py files; tests/ref/hf/
  * holds float64 references of each type (tests/hf_test.sh). */
 #include <cjson/cJSON.h>
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -436,13 +437,17 @@ static bool bert_name(const char *name, char *out, size_t size, int *part) {
     if (strncmp(name, "bert.", 5) == 0) name += 5;
     for (size_t k = 0; k < sizeof whole / sizeof whole[0]; k++)
         if (strcmp(name, whole[k][0]) == 0) return snprintf(out, size, "%s", whole[k][1]) > 0;
-    int i, used = 0;
-    char rest[160];
-    if (sscanf(name, "encoder.layer.%d.%159s%n", &i, rest, &used) != 2 || name[used] || i < 0) return false;
+    static const char layers[] = "encoder.layer."; /* then N (read as a number, never wrapped) and "." */
+    if (strncmp(name, layers, sizeof layers - 1) != 0) return false;
+    const char *digits = name + sizeof layers - 1;
+    char *end = NULL;
+    long i = isdigit((unsigned char)*digits) ? strtol(digits, &end, 10) : -1;
+    if (i < 0 || i > 1 << 16 || *end != '.') return false;
+    const char *rest = end + 1;
     for (size_t k = 0; k < sizeof layer / sizeof layer[0]; k++)
         if (strcmp(rest, layer[k][0]) == 0) {
             *part = k < 6 ? (int)k / 2 : -1;
-            return snprintf(out, size, "encoder.layers.%d.%s", i, layer[k][1]) > 0;
+            return snprintf(out, size, "encoder.layers.%ld.%s", i, layer[k][1]) > 0;
         }
     return false;
 }
@@ -459,8 +464,8 @@ static bool bert_unused(const char *name) {
  * the layers of each family; false when the name is none of them. *part:
  * which of q, k, v it gives of a packed in_proj (BERT), else -1. */
 static bool map_name(hf_type type, const char *name, char *out, size_t size, int *part) {
-    int i, used = 0;
-    char rest[160];
+    int i;
+    const char *rest; /* what follows "<stack>.layers.N." (N read as a number, never wrapped) */
     *part = -1;
     if (type == HF_BERT) return bert_name(name, out, size, part);
     if (type == HF_GPT_NEOX) {
@@ -476,7 +481,7 @@ static bool map_name(hf_type type, const char *name, char *out, size_t size, int
         if (strcmp(name, "gpt_neox.final_layer_norm.weight") == 0) return snprintf(out, size, "decoder.norm.weight") > 0;
         if (strcmp(name, "gpt_neox.final_layer_norm.bias") == 0) return snprintf(out, size, "decoder.norm.bias") > 0;
         if (strcmp(name, "embed_out.weight") == 0) return snprintf(out, size, "generator.weight") > 0;
-        if (sscanf(name, "gpt_neox.layers.%d.%159s%n", &i, rest, &used) != 2 || name[used] || i < 0) return false;
+        if ((i = ts_name_stack_layer(name, "gpt_neox", &rest)) < 0 || *rest++ != '.') return false;
         for (size_t k = 0; k < sizeof pairs / sizeof pairs[0]; k++)
             if (strcmp(rest, pairs[k][0]) == 0) return snprintf(out, size, "decoder.layers.%d.%s", i, pairs[k][1]) > 0;
         return false;
@@ -493,7 +498,7 @@ static bool map_name(hf_type type, const char *name, char *out, size_t size, int
     if (strcmp(name, "model.embed_tokens.weight") == 0) return snprintf(out, size, "embed.tokens.weight") > 0;
     if (strcmp(name, "model.norm.weight") == 0) return snprintf(out, size, "decoder.norm.weight") > 0;
     if (strcmp(name, "lm_head.weight") == 0) return snprintf(out, size, "generator.weight") > 0;
-    if (sscanf(name, "model.layers.%d.%159s%n", &i, rest, &used) != 2 || name[used] || i < 0) return false;
+    if ((i = ts_name_stack_layer(name, "model", &rest)) < 0 || *rest++ != '.') return false;
     for (size_t k = 0; k < sizeof pairs / sizeof pairs[0]; k++)
         if (strcmp(rest, pairs[k][0]) == 0) return snprintf(out, size, "decoder.layers.%d.%s", i, pairs[k][1]) > 0;
     return false;

@@ -384,7 +384,8 @@ static void cite_absent(reader *r, ts_weights_fact k, const char *model, const c
     snprintf(r->info->why[k], TS_WEIGHTS_WHY_MAX, "it has no %.120s%.60s", file, what);
 }
 
-/* The first of the names that is in the file, its dim `dim`; 0 when none. */
+/* The first of the names that is in the file, its dim `dim`; -1 when none
+ * (a dim of 0 is there: it is no size, said as such by size_from). */
 static int64_t dim_of(reader *r, ts_weights_fact k, const char *const *models, int dim) {
     for (int i = 0; models[i]; i++) {
         const ts_st_entry *e = entry_of(r, models[i]);
@@ -392,7 +393,17 @@ static int64_t dim_of(reader *r, ts_weights_fact k, const char *const *models, i
         cite(r, k, e);
         return e->shape[dim];
     }
-    return 0;
+    return -1;
+}
+
+/* A size read from a tensor's dim (what the fact k cites) into an int: 1 to
+ * INT32_MAX, never 0 taken for a tensor that is not there, never wrapped. */
+static ts_status size_from(const reader *r, ts_weights_fact k, const char *what, int64_t v, int *out) {
+    if (v < 1 || v > INT32_MAX)
+        return ts_fail(TS_ERR_FORMAT, "%s: read as %s, %s: %lld is not a %s", r->f->path, r->info->layout_name,
+                       r->info->why[k], (long long)v, what);
+    *out = (int)v;
+    return TS_OK;
 }
 
 /* How many layers a stack has: 1 + the largest index under `stack` ("encoder.layers."). */
@@ -437,22 +448,25 @@ static ts_status read_sizes(reader *r) {
     static const char *const widths[] = {"encoder.layers.0.self_attn.out_proj.weight",
                                          "decoder.layers.0.self_attn.out_proj.weight", "self_attn.out_proj.weight",
                                          "embed.tokens.weight", NULL};
-    c->d_model = (int)dim_of(r, TS_FACT_D_MODEL, widths, 0);
-    if (!c->d_model) c->d_model = (int)dim_of(r, TS_FACT_D_MODEL, widths + 3, 1);
-    if (c->d_model <= 0)
+    int64_t width = dim_of(r, TS_FACT_D_MODEL, widths, 0);
+    if (width < 0) width = dim_of(r, TS_FACT_D_MODEL, widths + 3, 1);
+    if (width < 0)
         return ts_fail(TS_ERR_ARG, "%s: read as %s, it has no out_proj.weight to tell the model's width",
                        r->f->path, info->layout_name);
+    TS_TRY(size_from(r, TS_FACT_D_MODEL, "model width", width, &c->d_model));
     if (lone) {
         static const char *const in[] = {"self_attn.in_proj_weight", NULL};
-        int din = (int)dim_of(r, TS_FACT_IN_DIM, in, 1);
+        int din = 0;
+        TS_TRY(size_from(r, TS_FACT_IN_DIM, "width of the input", dim_of(r, TS_FACT_IN_DIM, in, 1), &din));
         c->in_dim = din != c->d_model ? din : 0;
         c->ffn = 4 * c->d_model; /* unused: no feed-forward */
     } else {
         static const char *const ffn[] = {"encoder.layers.0.linear1.weight", "decoder.layers.0.linear1.weight", NULL};
-        c->ffn = (int)dim_of(r, TS_FACT_FFN, ffn, 0);
-        if (c->ffn <= 0)
+        int64_t hidden = dim_of(r, TS_FACT_FFN, ffn, 0);
+        if (hidden < 0)
             return ts_fail(TS_ERR_ARG, "%s: read as %s, its first layer has no linear1.weight to tell the "
                                        "feed-forward width", r->f->path, info->layout_name);
+        TS_TRY(size_from(r, TS_FACT_FFN, "feed-forward width", hidden, &c->ffn));
     }
     /* final norms: nn.Transformer puts one after each stack; tscope has one switch for both */
     bool enc_norm = has(r, "encoder.norm.weight"), dec_norm = has(r, "decoder.norm.weight");
@@ -475,8 +489,8 @@ static ts_status read_sizes(reader *r) {
     c->input = tok ? TS_INPUT_TOKENS : TS_INPUT_EMBEDDED;
     if (tok) {
         cite(r, TS_FACT_INPUT, tok);
-        c->vocab = (int)tok->shape[0];
         cite(r, TS_FACT_VOCAB, tok);
+        TS_TRY(size_from(r, TS_FACT_VOCAB, "vocabulary size", tok->shape[0], &c->vocab));
     } else {
         cite_absent(r, TS_FACT_INPUT, "embed.tokens.weight", " (a token table): it reads vectors");
     }
@@ -487,15 +501,15 @@ static ts_status read_sizes(reader *r) {
         c->head = TS_HEAD_LM;
         cite(r, TS_FACT_HEAD, g);
         if (!tok) {
-            c->vocab = (int)g->shape[0];
             cite(r, TS_FACT_VOCAB, g);
+            TS_TRY(size_from(r, TS_FACT_VOCAB, "vocabulary size", g->shape[0], &c->vocab));
         }
         /* tscope shares the token table with the logits' weight (base preset) */
         c->tie_embed = tok && !gw;
     } else if (cw) {
         c->head = TS_HEAD_CLS;
-        c->n_labels = (int)cw->shape[0];
         cite(r, TS_FACT_HEAD, cw);
+        TS_TRY(size_from(r, TS_FACT_HEAD, "number of labels", cw->shape[0], &c->n_labels));
     } else {
         c->head = TS_HEAD_NONE;
         snprintf(info->why[TS_FACT_HEAD], TS_WEIGHTS_WHY_MAX, "read as %s's, it has no generator.weight or "
@@ -504,8 +518,8 @@ static ts_status read_sizes(reader *r) {
     const ts_st_entry *pos = entry_of(r, "embed.positions.weight");
     if (pos) {
         c->pe = TS_PE_LEARNED;
-        c->max_pos = (int)pos->shape[0];
         cite(r, TS_FACT_POSITIONS, pos);
+        TS_TRY(size_from(r, TS_FACT_POSITIONS, "number of positions", pos->shape[0], &c->max_pos));
     }
     return TS_OK;
 }

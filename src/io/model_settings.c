@@ -120,8 +120,8 @@ bool ts_model_setting_parse(ts_model_setting s, const char *v, ts_model_config *
     char *end = NULL;
     switch (s) {
     case TS_SETTING_HEADS: {
-        long h = strtol(v, &end, 10);
-        if (end == v || *end || h < 1 || h > (1 << 12)) return false;
+        int64_t h;
+        if (!ts_text_int(v, 1, 1 << 12, &h)) return false;
         cfg->heads = (int)h;
         return true;
     }

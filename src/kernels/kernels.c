@@ -297,16 +297,21 @@ void ts_gemm_batched(bool trans_a, bool trans_b, int M, int N, int K, float alph
                          ldb, stride_b, beta, C, ldc, stride_c, batch);
 }
 
+/* A logit the distribution keeps: at least the floor, or NaN, which is never
+ * dropped (it makes every probability NaN, as PyTorch's softmax does, so the
+ * trace shows it instead of zeros). */
+static bool kept_logit(float x, float floor) { return !(x < floor); }
+
 double ts_softmax_vocab(float *probs, const float *logits, int64_t n, double temperature, float floor) {
     double top = -INFINITY;
     for (int64_t v = 0; v < n; v++)
-        if (logits[v] >= floor && logits[v] > top) top = logits[v];
+        if (kept_logit(logits[v], floor) && logits[v] > top) top = logits[v];
     double z = 0;
     for (int64_t v = 0; v < n; v++)
-        if (logits[v] >= floor) z += exp(((double)logits[v] - top) / temperature);
+        if (kept_logit(logits[v], floor)) z += exp(((double)logits[v] - top) / temperature);
     if (probs)
         for (int64_t v = 0; v < n; v++)
-            probs[v] = logits[v] >= floor ? (float)(exp(((double)logits[v] - top) / temperature) / z) : 0.0f;
+            probs[v] = kept_logit(logits[v], floor) ? (float)(exp(((double)logits[v] - top) / temperature) / z) : 0.0f;
     return log(z) + top / temperature;
 }
 

@@ -9,6 +9,7 @@
 #define TSCOPE_KERNELS_SIMD_H
 
 #include <math.h>
+#include <stdbool.h>
 #include <string.h>
 
 #ifndef V_REGS
@@ -22,13 +23,24 @@ static inline vf masked_in(const float *in, const float *mask, int c, int n) {
     return x;
 }
 
+/* Whether an entry the row sees is NaN. The vector max may drop a NaN lane
+ * (max(NaN, -inf) gives -inf), and a row of NaN must never pass for a row
+ * with nothing to see: its NaN is what the trace has to show. */
+static bool row_sees_nan(const float *in, const float *mask, int valid) {
+    for (int c = 0; c < valid; c++)
+        if (isnan(in[c] + (mask ? mask[c] : 0.0f))) return true;
+    return false;
+}
+
 static int simd_softmax_row(float *out, const float *in, int cols, int valid, const float *mask) {
     vf vmax = V_SET1(-INFINITY);
     for (int c = 0; c < valid; c += VW) vmax = V_MAX(vmax, masked_in(in, mask, c, valid - c));
     float mx = V_REDUCE_MAX(vmax);
-    if (mx == -INFINITY) { /* nothing visible: zeros, not 0/0 */
+    if (mx == -INFINITY) { /* nothing visible: zeros, not 0/0; a NaN seen: NaN, as the scalar path */
+        bool nan = row_sees_nan(in, mask, valid);
         memset(out, 0, sizeof(float) * (size_t)cols);
-        return 1;
+        for (int c = 0; nan && c < valid; c++) out[c] = NAN;
+        return !nan;
     }
     vf vsum = V_SET1(0.0f), vmx = V_SET1(mx);
     for (int c = 0; c < valid; c += VW) {

@@ -91,24 +91,27 @@ static const char *value_of(ts_trace *t, int64_t rec, const char *item, double *
             *run = v[k];
             return NULL;
         }
-    long a, b;
-    if (sscanf(what, "mean %ld-%ld", &a, &b) == 2) { /* a stretch of a vector: "mean 32-62" */
+    if (strncmp(what, "mean ", 5) == 0) { /* a stretch of a vector: "mean 32-62" */
+        int64_t a, b;
+        if (!ts_text_range(what + 5, INT64_MAX, false, &a, &b))
+            return "'mean A-B' takes two whole numbers 0 <= A <= B, nothing else";
         if (s->rank != 1) return "'mean A-B' averages a stretch of a step of one dimension";
-        if (a < 0 || b < a || b >= s->shape[0]) return "'mean A-B': A <= B, both inside the step";
+        if (b >= s->shape[0]) return "'mean A-B': A <= B, both inside the step";
         const float *v;
         if (!s->has_values || ts_trace_values(t, rec, &v)) return "the trace keeps no values of this step (level: values)";
         double sum = 0;
-        for (long i = a; i <= b; i++) sum += v[i];
+        for (int64_t i = a; i <= b; i++) sum += v[i];
         *run = sum / (double)(b - a + 1);
         return NULL;
     }
     if (strncmp(what, "at ", 3) != 0) return "an item is 'min|max|mean|std|nan VALUE' or 'at I,J,... VALUE'";
     int64_t index[TS_MAX_RANK];
     int n = 0;
-    for (char *p = what + 3; *p && n < TS_MAX_RANK;) {
-        index[n++] = strtoll(p, &end, 10);
-        if (end == p) return "'at' takes whole numbers separated by commas, one per dimension";
-        p = end + strspn(end, ", ");
+    for (const char *p = what + 3; *p;) {
+        const char *after = n < TS_MAX_RANK ? ts_text_int_prefix(p, INT64_MIN, INT64_MAX, &index[n]) : NULL;
+        if (!after) return "'at' takes whole numbers separated by commas, one per dimension";
+        n++;
+        p = after + strspn(after, ", ");
     }
     if (n != s->rank) return "'at' gives one index per dimension of the step";
     if (!s->has_values || s->batch_index >= 0) return "the trace keeps no values of this step (level: values)";
@@ -234,9 +237,9 @@ static bool parse_index(const char *s, int64_t *index, int *rank, int *star) {
             index[(*rank)++] = 0;
             p++;
         } else {
-            char *end;
-            index[(*rank)++] = strtoll(p, &end, 10);
-            if (end == p) return false;
+            const char *end = ts_text_int_prefix(p, INT64_MIN, INT64_MAX, &index[*rank]);
+            if (!end) return false;
+            (*rank)++;
             p = end;
         }
         if (*p == ',') p++;

@@ -33,8 +33,16 @@ static bool lesson_file_name(const char *file, int *number, const char **name, s
         char c = (*name)[i];
         if (!(islower((unsigned char)c) || isdigit((unsigned char)c) || c == '-' || c == '_')) return false;
     }
-    *number = atoi(file);
+    *number = ts_lesson_number(file);
     return true;
+}
+
+int ts_lesson_number(const char *path) {
+    const char *slash = strrchr(path, '/');
+    const char *file = slash ? slash + 1 : path;
+    int64_t n;
+    const char *end = isdigit((unsigned char)file[0]) ? ts_text_int_prefix(file, 0, INT32_MAX, &n) : NULL;
+    return end && *end == '-' ? (int)n : 0;
 }
 
 static int by_number(const void *a, const void *b) {
@@ -120,7 +128,8 @@ static const ts_lesson_entry *match(const ts_lesson_entry *e, int n, const char 
     bool number = all_digits(what);
     for (int i = 0; i < n; i++) {
         if (number) {
-            if (strlen(what) < 6 && e[i].number == atoi(what)) return &e[i];
+            int64_t k;
+            if (ts_text_int(what, 0, INT32_MAX, &k) && e[i].number == k) return &e[i];
             continue;
         }
         if (strcmp(e[i].name, what) == 0) return &e[i];

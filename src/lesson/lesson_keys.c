@@ -3,6 +3,7 @@
  * they become. See lesson_parser.h. */
 #include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -143,11 +144,9 @@ static const char *nearest_key(const keydef *defs, int n, const char *key) {
 }
 
 static bool parse_long(const char *v, long *out) {
-    char *end;
-    errno = 0;
-    long x = strtol(v, &end, 10);
-    if (errno || end == v || *end) return false;
-    *out = x;
+    int64_t x;
+    if (!ts_text_int(v, LONG_MIN, LONG_MAX, &x)) return false;
+    *out = (long)x;
     return true;
 }
 
@@ -493,16 +492,11 @@ static ts_status parse_zoom(parser *p, int line, const char *v, ts_lesson_step *
     bool seen[3] = {false};
     for (int i = 0; i < n; i += 2) {
         int k = strcmp(w[i], "rows") == 0 ? 0 : strcmp(w[i], "cols") == 0 ? 2 : -1;
-        long a, b;
-        char *end;
+        int64_t a, b;
         if (k < 0) return lp_fail_line(p, line, "'zoom' is 'rows A-B cols C-D', not '%s'", w[i]);
         if (seen[k]) return lp_fail_line(p, line, "zoom: %s given twice", w[i]);
         seen[k] = true;
-        a = strtol(w[i + 1], &end, 10);
-        if (end == w[i + 1] || *end != '-') return lp_fail_line(p, line, "zoom %s: a range A-B of whole numbers, not '%s'", w[i], w[i + 1]);
-        char *second = end + 1;
-        b = strtol(second, &end, 10);
-        if (end == second || *end || a < 0 || b < a || b > 1000000)
+        if (!ts_text_range(w[i + 1], 1000000, false, &a, &b))
             return lp_fail_line(p, line, "zoom %s: a range A-B of whole numbers, A <= B, not '%s'", w[i], w[i + 1]);
         st->zoom[k] = (int)a;
         st->zoom[k + 1] = (int)b;

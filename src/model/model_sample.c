@@ -42,7 +42,7 @@ int32_t ts_model_sample(const float *logits, int V, float temperature, int top_k
     double log_z = ts_softmax_vocab(NULL, logits, V, temperature, floor_), acc = 0;
     int32_t pick = -1, last = arg;
     for (int v = 0; v < V; v++) {
-        double p = logits[v] >= floor_ ? exp((double)logits[v] / temperature - log_z) : 0.0;
+        double p = !(logits[v] < floor_) ? exp((double)logits[v] / temperature - log_z) : 0.0; /* NaN kept: NaN */
         if (probs) probs[v] = (float)p;
         acc += p;
         if (p > 0) last = v;

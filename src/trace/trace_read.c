@@ -62,6 +62,11 @@ struct ts_trace {
     bool complete;
     char warning[640];
     pthread_mutex_t lock; /* guards gathering views */
+    /* ts_trace_verify's verdict, once reached: every picture asks, and only
+     * the first question reads the whole file */
+    _Atomic bool verified;
+    int64_t n_damaged;
+    ts_sticky damage;
 };
 
 /* ---- small checks ---- */
@@ -666,6 +671,10 @@ static ts_status stored_values(ts_trace *t, int64_t i, const float **values) {
 }
 
 ts_status ts_trace_verify(ts_trace *t, int64_t *n_bad) {
+    if (atomic_load(&t->verified)) {
+        if (n_bad) *n_bad = t->n_damaged;
+        return ts_sticky_replay(&t->damage);
+    }
     int64_t bad = 0;
     char list[400] = "";
     size_t at = 0;
@@ -688,9 +697,12 @@ ts_status ts_trace_verify(ts_trace *t, int64_t *n_bad) {
         }
     }
     if (n_bad) *n_bad = bad;
-    if (!bad) return TS_OK;
-    return ts_fail(TS_ERR_FORMAT, "trace: %lld record%s damaged (its own CRC fails%s): %s%s", (long long)bad,
-                   bad == 1 ? " is" : "s are", bad == 1 ? "" : ", each", list, bad > 3 ? ", ..." : "");
+    t->n_damaged = bad;
+    if (bad)
+        ts_sticky_fail(&t->damage, TS_ERR_FORMAT, "trace: %lld record%s damaged (its own CRC fails%s): %s%s",
+                       (long long)bad, bad == 1 ? " is" : "s are", bad == 1 ? "" : ", each", list, bad > 3 ? ", ..." : "");
+    atomic_store(&t->verified, true);
+    return ts_sticky_replay(&t->damage);
 }
 
 /* Whether a view's strides walk its base's values in order, so the view is

@@ -555,6 +555,14 @@ static ts_status maybe_flush(ts_trace_writer *w) {
     return idle ? trw_flush_partial(w) : TS_OK;
 }
 
+/* A step holding NaN or Inf: counted, and the first named with its counts,
+ * so the run says so instead of leaving it to be found in the trace. */
+static void note_not_finite(ts_trace_writer *w, const char *name, const ts_trace_stats *st) {
+    if (w->steps_not_finite++ == 0)
+        snprintf(w->first_not_finite, sizeof w->first_not_finite, "%.100s (NaN %llu, Inf %llu)", name,
+                 (unsigned long long)st->nan, (unsigned long long)st->inf);
+}
+
 /* Plan the step, write its record, remember it. *done is false when the
  * step was offered ahead and needs its memory made first. */
 static ts_status write_step(ts_trace_writer *w, const step_in *in, bool *done) {
@@ -569,6 +577,7 @@ static ts_status write_step(ts_trace_writer *w, const step_in *in, bool *done) {
     ts_trace_stats st;
     if ((s = emit_record(w, in, &p, &st))) return s;
     remember_step(w, in, &p, &st);
+    if (st.nan || st.inf) note_not_finite(w, in->name, &st);
     w->n_steps++;
     if (p.d.values) {
         w->steps_with_values++;
@@ -990,6 +999,8 @@ ts_status ts_trace_writer_close(ts_trace_writer *w, ts_trace_summary *summary) {
         summary->steps = w->n_steps;
         summary->steps_with_values = w->steps_with_values;
         summary->values_bytes = w->values_bytes;
+        summary->steps_not_finite = w->steps_not_finite;
+        snprintf(summary->first_not_finite, sizeof summary->first_not_finite, "%s", w->first_not_finite);
         summary->file_bytes = trw_stream_pos(w);
         summary->wait_seconds = w->wait_seconds;
         summary->hook_seconds = w->hook_seconds;

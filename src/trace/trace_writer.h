@@ -148,6 +148,8 @@ struct ts_trace_writer {
     int64_t n_steps, cap_steps;
     int64_t steps_with_values;
     uint64_t values_bytes;
+    int64_t steps_not_finite;      /* steps whose statistics count a NaN or an Inf */
+    char first_not_finite[160];    /* the first of them, named for the run's report */
     /* The step views may point into: the last step whose values were stored
      * from contiguous memory, with only view steps after it. */
     struct {

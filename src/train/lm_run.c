@@ -120,10 +120,8 @@ ts_status ts_lm_run_save(ts_lm_run *r, int64_t step) {
 /* A value of the state file: a whole number, or a float as written. */
 static ts_status state_int(const ts_safetensors *f, const char *key, int64_t lo, int64_t hi, int64_t *out) {
     const char *v = ts_safetensors_meta(f, key);
-    char *end = NULL;
-    errno = 0;
-    long long x = v ? strtoll(v, &end, 10) : 0;
-    if (!v || end == v || *end || errno || x < lo || x > hi)
+    int64_t x;
+    if (!ts_text_int(v, lo, hi, &x))
         return ts_fail(TS_ERR_FORMAT, "%s: \"%s\" is %s%.40s%s, not a whole number from %lld to %lld", f->path, key,
                        v ? "\"" : "", v ? v : "missing", v ? "\"" : "", (long long)lo, (long long)hi);
     *out = x;

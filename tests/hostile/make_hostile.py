@@ -759,6 +759,98 @@ case("live --text not UTF-8", "--text is not UTF-8", "live", "--preset", "gpt2",
 case("live --script pick:10", "0 to 9", "live", "--preset", "gpt2", "--script", "pick:10")
 case("live --script head:9", "0 to 8", "live", "--preset", "gpt2", "--script", "head:9")
 
+# ---- issue 47, item 3: numbers inside names, ranges and flags read by type, never wrapped ----------
+# (each was read with atoi, strtol or sscanf %d: 2^32+1 became 1, " 5" became 5, "1-2x" became 1-2)
+
+
+def with_tensor(src, dst, name, shape):
+    """dst: the safetensors file src with one more float32 tensor of shape named name."""
+    header, data = st_split(read(src))
+    h = json.loads(header)
+    end = max(v["data_offsets"][1] for k, v in h.items() if k != "__metadata__")
+    n = 4
+    for d in shape:
+        n *= d
+    h[name] = {"dtype": "F32", "shape": shape, "data_offsets": [end, end + n]}
+    write(dst, st_join(json.dumps(h), data[:end] + b"\0" * n))
+
+
+d = f"{out}/gpt-layer-wraps"
+os.makedirs(d)
+for f in ("config.json", "encoder.json", "vocab.bpe"):
+    shutil.copy(f"{gpt}/{f}", d)
+with_tensor(f"{gpt}/model.safetensors", f"{d}/model.safetensors", "h.4294967296.ln_1.weight", [gpt_h["h.0.ln_1.weight"]["shape"][0]])
+case("GPT-2 folder: a tensor of layer 2^32 (read as layer 0)", "h.4294967296.ln_1.weight has no place", "run", "--load", d,
+     "--text", "Hello", "--trace", "@W/t.tstrace")
+llama = os.path.abspath("tests/ref/hf/llama")
+d = f"{out}/llama-layer-wraps"
+os.makedirs(d)
+shutil.copy(f"{llama}/config.json", d)
+llama_h = json.loads(st_split(read(f"{llama}/model.safetensors"))[0])
+with_tensor(f"{llama}/model.safetensors", f"{d}/model.safetensors", "model.layers.4294967296.input_layernorm.weight",
+            llama_h["model.layers.0.input_layernorm.weight"]["shape"])
+case("HF llama folder: a tensor of layer 2^32 (read as layer 0)", "model.layers.4294967296.input_layernorm.weight is not a part",
+     "run", "--load", d, "--ids", f"{llama}/ids.npy", "--trace", "@W/t.tstrace")
+case("png --highlight row 2^32+1 (read as row 1)", "--highlight 4294967297,0: give ROW,COL", "png", base_trace, "--tensor",
+     weights, "--head", "0", "--highlight", "4294967297,0", "-o", "@W/x.png")
+case("png --axes 2^32+1,2 (read as 1,2)", "--axes expects two dims", "png", base_trace, "--tensor",
+     "encoder.layers.0.self_attn.q", "--axes", "4294967297,2", "-o", "@W/x.png")
+case("a whole-number flag with a space before it", "--seed expects a whole number, not ' 5'", "run", "--preset", "tiny",
+     "--seed", " 5", "--trace", "@W/t.tstrace")
+case("--patch STEP@ 2 (a space after '@')", "the position after '@' is not a number", "run", "--preset", "tiny", "--patch",
+     f"{base_trace}:decoder.layers.1.out@ 2", "--trace", "@W/t.tstrace")
+case("ablate --positions 1- 2", "--positions 1- 2: give A-B", "ablate", "--load", base_lm, "--text",
+     "the cat sat", "--positions", "1- 2", "-o", "@W/x.png")
+p = f"{out}/state-step-space.safetensors"
+shutil.copy(base_lm, p)
+write(p + ".state", state_with(step=" 2"))
+case("train --resume, state step ' 2'", '"step" is " 2", not a whole number', "train", "--task", "lm", "--resume", p,
+     "--corpus", f"{out}/corpus-ok.txt", "--steps", "5", "--save", "@W/x.safetensors")
+for i, (name, text, want) in enumerate([
+        ("expect mean 1-2x (read as mean 1-2)", lesson47("expect: mean 1-2x 0.5"), "'mean A-B' takes two whole numbers"),
+        ("zoom rows 0-+1", lesson47("zoom: rows 0-+1"), "zoom rows: a range A-B of whole numbers")]):
+    p = f"{out}/lesson47-int-{i:02d}.md"
+    write(p, text)
+    case(f"lesson --export, {name}", want, "lesson", p, "--export", "@W/out", "--quiet")
+
+
+
+def with_shape(src, dst, name, shape):
+    """dst: the safetensors file src with tensor name given shape and no data (a dim of 0)."""
+    header, data = st_split(read(src))
+    h, body, new = json.loads(header), b"", {}
+    for k, v in h.items():
+        if k != "__metadata__":
+            piece = b"" if k == name else data[v["data_offsets"][0]:v["data_offsets"][1]]
+            v = dict(v, shape=shape if k == name else v["shape"], data_offsets=[len(body), len(body) + len(piece)])
+            body += piece
+        new[k] = v
+    write(dst, st_join(json.dumps(new), body))
+
+
+# a weight of shape [0, 16] is there, with no rows: not "missing" (issue 47's message that pointed the wrong way)
+enc = os.path.abspath("tests/ref/load_encoder")
+for tensor, want in [("layers.0.self_attn.out_proj.weight", "out_proj.weight is [0, 16]: 0 is not a model width"),
+                     ("layers.0.linear1.weight", "linear1.weight is [0, 16]: 0 is not a feed-forward width")]:
+    p = f"{out}/zero-rows-{len(cases)}.safetensors"
+    with_shape(f"{enc}/weights.safetensors", p, tensor, [0, 16])
+    case(f"a [0, 16] {tensor}", want, "run", "--load", p, "--input", f"{enc}/x.npy", "--heads", "4", "--trace", "@W/t.tstrace")
+
+# ---- issue 47, item 4: a damaged helper step: the picture that reads it says so ----------------------
+# (the language model's trace: probs drawn with the logits beside them)
+lm_trace = read(f"{base_dir}/lm.tstrace")
+for src, helper, shown, extra in [
+        (tr, "decoder.layers.0.self_attn.masked", "decoder.layers.0.self_attn.weights", ["--head", "0"]),
+        (tr, "encoder.layers.0.norm1.gamma", "encoder.layers.0.norm1.out", []),  # the norm view
+        (lm_trace, "logits", "probs", ["--view", "dist"])]:
+    at = record_of(src, helper)
+    b = bytearray(src)
+    b[at + _st.unpack_from("<I", src, at + 4)[0] + 1] ^= 0x10
+    p = f"{out}/flip-helper-{len(cases)}.tstrace"
+    write(p, bytes(b))
+    case(f"png of {shown}: its helper {helper} damaged", f"'{helper}'", "png", p, "--tensor", shown, *extra, "-o", "@W/x.png")
+    case(f"html: a helper {helper} damaged", f"'{helper}'", "html", p, "-o", "@W/page")
+
 sys.stdout = open(sys.stdout.fileno(), "w", encoding="utf-8", errors="surrogateescape", closefd=False)
 for c in cases:
     print("\t".join(c))

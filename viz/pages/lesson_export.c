@@ -723,13 +723,6 @@ static double prose_page(prose *pr, const ts_lesson_page *p, double x, double y,
 
 #define HEADER_H 50.0
 
-/* The lesson's number from its file name ("03-attention.md" -> 3), or 0. */
-static int lesson_number(const ts_lesson *l) {
-    const char *base = strrchr(l->path, '/');
-    base = base ? base + 1 : l->path;
-    return isdigit((unsigned char)base[0]) ? atoi(base) : 0;
-}
-
 static void draw_header(cairo_t *cr, const ts_lesson_page *p, double w) {
     const ts_lesson *l = p->r->lesson;
     fill_rect(cr, (ts_render_rect){0, 0, w, HEADER_H}, PANEL_BG);
@@ -742,7 +735,7 @@ static void draw_header(cairo_t *cr, const ts_lesson_page *p, double w) {
     pen_text(cr, counter, 17, true, ACCENT, w - 22, 14, 0, 1);
     char *title = g_markup_escape_text(l->title, -1);
     char buf[600];
-    int num = lesson_number(l);
+    int num = ts_lesson_number(l->path);
     if (num > 0) snprintf(buf, sizeof buf, "<span foreground=\"#6b7280\">Lesson %d</span>   %s", num, title);
     else snprintf(buf, sizeof buf, "%s", title);
     g_free(title);
@@ -903,7 +896,7 @@ static ts_status draw_handout_page(cairo_t *cr, ts_lesson_page *p, double w, dou
     const ts_lesson *l = p->r->lesson;
     char *title = g_markup_escape_text(l->title, -1);
     char buf[640], counter[64];
-    int num = lesson_number(l);
+    int num = ts_lesson_number(l->path);
     if (num > 0) snprintf(buf, sizeof buf, "<span foreground=\"#6b7280\">Lesson %d</span>   %s", num, title);
     else snprintf(buf, sizeof buf, "%s", title);
     g_free(title);

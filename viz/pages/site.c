@@ -223,8 +223,6 @@ static ts_status markdown(ts_text_buf *b, const char *md) {
 
 /* ---- pages ------------------------------------------------------------------------------------- */
 
-static int lesson_number(const char *slug) { return isdigit((unsigned char)slug[0]) ? atoi(slug) : 0; }
-
 static void page_head(ts_text_buf *b, const char *title, const char *root) {
     ts_text_buf_str(b, "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
                        "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>");
@@ -399,7 +397,7 @@ ts_status ts_site_add_lesson(ts_site *s, const ts_lessonrun *r) {
     if (dot) *dot = '\0';
     for (char *c = sl.slug; *c; c++)
         if (!isalnum((unsigned char)*c) && *c != '-' && *c != '_') *c = '-';
-    sl.number = lesson_number(sl.slug);
+    sl.number = ts_lesson_number(l->path);
     sl.n_steps = l->n_steps;
     if (l->n_steps == 0) return ts_fail(TS_ERR_ARG, "%s: a lesson without steps has no pages", l->path);
     char ldir[sizeof s->dir + sizeof sl.slug + 8]; /* files in it still fit a 4096-byte path */

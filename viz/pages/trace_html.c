@@ -110,6 +110,8 @@ ts_status ts_trace_html_write(ts_trace *t, const char *trace_path, const char *d
     if (figures) *figures = 0;
     char sub[4096];
     if (!dir[0]) return ts_fail(TS_ERR_ARG, "an empty folder name");
+    ts_status damaged = ts_trace_verify(t, NULL); /* never a page with a damaged step's figure left out */
+    if (damaged) return damaged;
     if (snprintf(sub, sizeof sub, "%s/s", dir) >= (int)sizeof sub - 64) return ts_fail(TS_ERR_ARG, "path too long: %s", dir);
     ts_status made = ts_mkdir_p(sub);
     if (made) return made;

@@ -743,7 +743,7 @@ ts_status ts_render_frame_cells(cairo_t *cr, const ts_render_layout *l, int row0
 /* One end of a highlight: "4", "2-6", "*" (every one) of len bytes at s into
  * out[0..1] (first, last); false when it is none of these. */
 bool ts_render_parse_range(const char *s, size_t len, int out[2]) {
-    char buf[32], extra;
+    char buf[32];
     if (len == 0 || len >= sizeof buf) return false;
     memcpy(buf, s, len);
     buf[len] = '\0';
@@ -751,9 +751,8 @@ bool ts_render_parse_range(const char *s, size_t len, int out[2]) {
         out[0] = 0, out[1] = 1 << 30;
         return true;
     }
-    int a, b;
-    if (sscanf(buf, "%d-%d%c", &a, &b, &extra) == 2) out[0] = a, out[1] = b;
-    else if (sscanf(buf, "%d%c", &a, &extra) == 1) out[0] = out[1] = a;
-    else return false;
-    return out[0] >= 0 && out[1] >= out[0];
+    int64_t a, b; /* read by type: a number past an int is refused, not wrapped */
+    if (!ts_text_range(buf, 1 << 30, true, &a, &b)) return false;
+    out[0] = (int)a, out[1] = (int)b;
+    return true;
 }

@@ -498,6 +498,9 @@ ts_status ts_scene_build(ts_scene **out, ts_trace *t, const ts_scene_request *rq
     *out = NULL;
     if (!t || !rq || !rq->name || !rq->name[0]) return ts_fail(TS_ERR_ARG, "scene: no step name to draw");
     if (rq->batch < 0) return ts_fail(TS_ERR_ARG, "--batch %d: batch elements count from 0", rq->batch);
+    /* a picture reads helper steps (a mask, logits, a gamma) it would otherwise draw without: never around damage */
+    ts_status damaged = ts_trace_verify(t, NULL);
+    if (damaged) return damaged;
     ts_scene *s = calloc(1, sizeof *s);
     if (!s) return ts_fail(TS_ERR_NOMEM, "scene: out of memory");
     s->t = t;

@@ -21,16 +21,16 @@ static ts_status choose_axes(ts_scene *job, const ts_tensor *t, int *r, int *c) 
     *c = t->rank - 1;
     if (!job->rq.axes) return TS_OK;
     job->used |= TS_SCENE_USED_AXES;
-    int a, b;
-    char extra;
-    if (sscanf(job->rq.axes, "%d,%d%c", &a, &b, &extra) != 2)
+    int64_t a, b;
+    const char *comma = ts_text_int_prefix(job->rq.axes, -TS_MAX_RANK, TS_MAX_RANK, &a);
+    if (!comma || *comma != ',' || !ts_text_int(comma + 1, -TS_MAX_RANK, TS_MAX_RANK, &b))
         return ts_fail(TS_ERR_ARG, "--axes expects two dims like 1,2, not '%s'", job->rq.axes);
     if (a < 0) a += t->rank;
     if (b < 0) b += t->rank;
     if (a < 0 || b < 0 || a >= t->rank || b >= t->rank || a == b)
         return ts_fail(TS_ERR_ARG, "--axes %s: pick two different dims of a rank-%d tensor", job->rq.axes, t->rank);
-    *r = a;
-    *c = b;
+    *r = (int)a;
+    *c = (int)b;
     return TS_OK;
 }
 
