@@ -188,7 +188,7 @@ void model_weights_describe(const ts_weights_info *w, const model_flags *mf, con
             char v[32];
             size_t len = strlen(list);
             snprintf(list + len, sizeof list - len, "%s%s %s", len ? ", " : "", ts_model_setting_key(s),
-                     setting_text(v, sizeof v, &w->cfg, (ts_model_setting)s));
+                     ts_model_setting_text(v, sizeof v, &w->cfg, (ts_model_setting)s));
         }
         at += (size_t)snprintf(buf + at, size - at, "; names recognised as %s, which gives %s%s%s", 
                                ts_codebase_name(w->codebase), list, list[0] ? ", " : "",
