@@ -1,5 +1,6 @@
 /* tscope run: build a model from a preset and flags, run one forward pass,
  * optionally printing every step's shape as it is computed. */
+#include <assert.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -344,7 +345,8 @@ out:
 int ts_cmd_run(int argc, char **argv) {
     model_flags mf;
     run_opts o = {0};
-    ts_flag flags[MODEL_FLAGS_COUNT + 20 + TRACE_CLI_FLAGS + EXPERIMENT_CLI_FLAGS];
+    /* run's own rows: 21 today; the assert below says when they outgrow the room */
+    ts_flag flags[MODEL_FLAGS_COUNT + 28 + TRACE_CLI_FLAGS + EXPERIMENT_CLI_FLAGS];
     int n = model_flags_table(flags, 0, &mf);
     n = trace_cli_table(flags, n, &o.trace);
     n = experiment_cli_table(flags, n, &o.xc);
@@ -411,6 +413,7 @@ int ts_cmd_run(int argc, char **argv) {
     flags[n++] = (ts_flag){"--temperature", TS_FLAG_FLOAT, &run_temperature, "T",
                            "the trace's probs step, the softmax of the logits, at temperature T (1: the model's own "
                            "chances)", NULL, NULL, &o.temperature_seen};
+    assert(n <= (int)(sizeof flags / sizeof flags[0]));
     const ts_cli_spec spec = {
         .command = "run",
         .synopsis = "[--preset P | model flags] [--text S | --input X.npy [--target Y.npy] [masks]]\n"
