@@ -427,7 +427,7 @@ def load(path_or_preset, layout=None, **flags):
     """A model: a checkpoint (`tscope train --task lm`'s .safetensors, GPT-2's or nanoGPT's files: what
     `tscope run --load` reads without flags); a bare state_dict (nn.Transformer's or its parts') with
     the settings its file leaves open, as `run --load W --heads 4 --norm pre` takes them (heads=4,
-    norm="pre", activation="gelu", pe=, eps=, pe_variant=); or a preset (`lm`, `tiny`, `seed000`, ...)
+    norm="pre", activation="gelu", pe=, eps=, pe_variant=, and mask="causal" or "none" for an encoder); or a preset (`lm`, `tiny`, `seed000`, ...)
     whose config the flags change (d_model=64, heads=4, layers=2, seed=1, ...: the names of m.config)."""
     h = c_void_p()
     path = os.fspath(path_or_preset)

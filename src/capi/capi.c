@@ -84,14 +84,26 @@ static ts_status open_state_dict(const char *path, const char *const *settings, 
     ts_model_config cfg = w.cfg, given = w.cfg, tiny;
     bool known[TS_SETTING_COUNT], set[TS_SETTING_COUNT] = {false};
     for (int s = 0; s < TS_SETTING_COUNT; s++) known[s] = w.source[s] != TS_SOURCE_NONE;
-    for (int i = 0; !st && i < n; i++) st = read_setting(settings[i], &given, set);
+    bool mask_set = false; /* mask=causal|none: whether an encoder's self-attention is causal, as run's --mask */
+    for (int i = 0; !st && i < n; i++) {
+        if (strncmp(settings[i], "mask=", 5) != 0) {
+            st = read_setting(settings[i], &given, set);
+            continue;
+        }
+        const char *v = settings[i] + 5;
+        if (strcmp(v, "causal") != 0 && strcmp(v, "none") != 0)
+            st = ts_fail(TS_ERR_ARG, "%s: give mask=causal or mask=none", settings[i]);
+        cfg.causal = strcmp(v, "causal") == 0;
+        mask_set = true;
+    }
     for (int s = 0; !st && s < TS_SETTING_COUNT; s++) {
         if (!set[s]) continue;
         st = ts_weights_check_setting(&w, path, &given, (ts_model_setting)s);
         ts_model_setting_copy(&cfg, &given, (ts_model_setting)s);
         known[s] = true;
     }
-    if (!st) st = ts_weights_settings_complete(&w, path, known, &cfg, set[TS_SETTING_HEADS], false);
+    if (!st) st = ts_weights_settings_complete(&w, path, known, &cfg, set[TS_SETTING_HEADS],
+                                                    cfg.arch == TS_ARCH_ENCODER && !mask_set);
     if (!st) st = ts_model_config_preset(&tiny, "tiny"); /* the input's sizes, as run has them; a pass re-plans */
     if (!st) {
         cfg.batch = 1, cfg.seq = tiny.seq, cfg.tgt_seq = tiny.tgt_seq, cfg.seed = tiny.seed, cfg.text = NULL;

@@ -327,7 +327,7 @@ def a_bare_state_dict_loads_with_run_s_flags():
         raise AssertionError("no error")
     except tscope.TscopeError as e:
         assert str(e) == want, (str(e), want)
-    e = tscope.load(path, heads=4, norm="pre", activation="gelu")
+    e = tscope.load(path, heads=4, norm="pre", activation="gelu", mask="none")
     assert e.config["heads"] == 4 and e.config["norm"] == "pre" and not e.has_tokenizer
     close("nn.TransformerEncoder's state_dict from Python", e(np.load(os.path.join(enc, "x.npy"))),
           np.load(os.path.join(enc, "out.npy")))
@@ -351,12 +351,18 @@ def a_bare_state_dict_loads_with_run_s_flags():
 
 
 @test
-def a_20_run_sweep_is_fast():
+def a_20_run_sweep_changes_every_run():
+    # The time is printed for the record; speed is judged by `make bench` (bench_sweep.py beside
+    # PyTorch in the same run), never by a timed assertion here.
     t0 = time.perf_counter()
-    sweep(m, ids, other)
+    runs = sweep(m, ids, other)
     dt = time.perf_counter() - t0
     print(f"  20-run sweep from Python: {dt * 1000:.1f} ms")
-    assert dt < 0.5, dt
+    clean = m(ids)
+    assert len(runs) == 18 and all(np.isfinite(r).all() for r in runs)
+    assert all(r.shape == clean.shape for r in runs)
+    knocked = runs[:8] + runs[16:]  # head and FFN knock-outs on the clean input: each edit takes effect
+    assert all(np.abs(r - clean).max() > 1e-4 for r in knocked), [float(np.abs(r - clean).max()) for r in knocked]
 
 
 if __name__ == "__main__":
