@@ -780,7 +780,7 @@ os.makedirs(d)
 for f in ("config.json", "encoder.json", "vocab.bpe"):
     shutil.copy(f"{gpt}/{f}", d)
 with_tensor(f"{gpt}/model.safetensors", f"{d}/model.safetensors", "h.4294967296.ln_1.weight", [gpt_h["h.0.ln_1.weight"]["shape"][0]])
-case("GPT-2 folder: a tensor of layer 2^32 (read as layer 0)", "h.4294967296.ln_1.weight has no place", "run", "--load", d,
+case("GPT-2 folder: a tensor of layer 2^32 (read as layer 0)", "has no place in GPT-2's layout (2 layers: wte, wpe, h.N.ln_1, h.N.attn.c_attn, h.N.attn.c_proj, h.N.ln_2, h.N.mlp.c_fc, h.N.mlp.c_proj, ln_f, lm_head): h.4294967296.ln_1.weight", "run", "--load", d,
      "--text", "Hello", "--trace", "@W/t.tstrace")
 llama = os.path.abspath("tests/ref/hf/llama")
 d = f"{out}/llama-layer-wraps"
