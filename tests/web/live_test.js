@@ -101,6 +101,10 @@ async function origin(browser, base, label, report) {
   const worst = (got, want) => got.reduce((m, g, i) => Math.max(m, Math.abs(g - want[i])), 0);
   let d = worst(await probs(), ref.plain);
   check(d <= TOL, `${label}: the page's probabilities differ from native run by ${d}`);
+  // the lens read from the last layer is the model's own prediction: its top bar
+  const lensTop = await page.evaluate(() => window.tscopeLive.lensTop());
+  const topBar = (await barTexts(page))[0];
+  check(topBar && lensTop === topBar.id, `${label}: the lens's last layer says token ${lensTop}, the top bar ${topBar && topBar.id}`);
   const pt = await headPoint(page, ref.layer, ref.head);
   check(pt !== null, `${label}: head ${ref.layer}.${ref.head} is nowhere on the canvas`);
   if (pt) await page.mouse.click(pt.x, pt.y);

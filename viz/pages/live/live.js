@@ -206,6 +206,11 @@
       const at = c('tsw_next_probs', 'number', ['number', 'number', 'number'], [s, 1, 0]) / 4;
       return Array.from(M.HEAPF32.subarray(at, at + V));
     };
+    // the lens's last layer at the last position: what the model itself predicts there
+    live.lensTop = () => {
+      const n = c('tsw_tokens', 'number', ['number'], [s]), cap = c('tsw_capacity', 'number', ['number'], [s]);
+      return n ? M.HEAP32[c('tsw_lens_ids', 'number', ['number'], [s]) / 4 + (L - 1) * cap + n - 1] : -1;
+    };
     live.pointOf = (l, h) => {
       for (let y = 0; y < canvas.clientHeight; y += 4)
         for (let x = 0; x < canvas.clientWidth; x += 4)
