@@ -132,6 +132,12 @@ grep -q '<footer>Room 4 &amp; online</footer>' "$tmp/titled/02-positional-encodi
 grep -q 'class="home" href="../index.html">Physics 101 &lt;b&gt;<' "$tmp/titled/02-positional-encoding/step01.html" && ok ||
     bad "--title is not a page's link home"
 
+# without the wasm build: a live.html that says how to make it, and a line on stderr
+TSCOPE_WASM=$tmp/no-such-build.js "$bin" site "$tmp/no-wasm" --lessons 2 --quiet >/dev/null 2>"$tmp/no-wasm.err" && ok ||
+    bad "site without the wasm build failed: $(cat "$tmp/no-wasm.err")"
+grep -q 'make wasm' "$tmp/no-wasm.err" && grep -q 'make wasm' "$tmp/no-wasm/live.html" && [ ! -e "$tmp/no-wasm/live.js" ] &&
+    ok || bad "site without the wasm build: no word on how to make it ($(cat "$tmp/no-wasm.err"))"
+
 # a teacher's folder: site finds its lessons by number as `tscope lesson` does
 mkdir -p "$tmp/teacher"
 cat >"$tmp/teacher/91-mine.md" <<'MD'
@@ -151,6 +157,11 @@ head: 1
 MD
 (cd "$tmp/teacher" && "$bin" site "$tmp/teacher-site" --lessons 91 --quiet) >/dev/null 2>"$tmp/teacher.err" &&
     [ -f "$tmp/teacher-site/91-mine/step01.html" ] && ok || bad "site --lessons 91 in the lesson's folder: $(cat "$tmp/teacher.err")"
+
+# the figures' labels are not letter-spaced: each <text> gives the x of its run only (a position
+# per character spread the letters apart once the figure was scaled)
+spaced=$(cat "$tmp/site"/*/step*.html | grep -c '<text[^>]* x="[-0-9.]* [-0-9.]')
+[ "$spaced" = 0 ] && ok || bad "$spaced inline SVG labels place each character by itself"
 
 # the page's narration: md4c's HTML, math as MathML
 grep -q '<math' "$tmp/site/03-attention/step01.html" && ok || bad "lesson 3's first page has no MathML"

@@ -103,8 +103,7 @@
             break;
           case 5: {
             const cols = o[5], rows = o[6];
-            cells.width = cols;
-            cells.height = rows;
+            if (cells.width !== cols || cells.height !== rows) cells.width = cols, cells.height = rows; // every head is n x n
             cg.putImageData(new ImageData(new Uint8ClampedArray(M.HEAPU8.buffer, pixels + o[9], cols * rows * 4), cols, rows), 0, 0);
             g.drawImage(cells, o[1], o[2], o[3], o[4]);
             break;
