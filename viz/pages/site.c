@@ -466,7 +466,7 @@ ts_status ts_site_close(ts_site *s) {
                         "through what it computes, narration beside each figure. Use \xe2\x86\x90 and \xe2\x86\x92 to "
                         "move through a lesson; hover a cell of a small heatmap to read its value.</p>\n"
                         "<p class=\"lede\"><a href=\"live.html\">Live: type into a language model and knock out its "
-                        "heads</a>, in this page, with nothing installed.</p>\n<ol class=\"lessons\">\n");
+                        "heads</a> in your browser, with nothing to install.</p>\n<ol class=\"lessons\">\n");
     for (int i = 0; i < s->n; i++) {
         const site_lesson *l = &s->lessons[i];
         ts_text_buf_printf(&b, "<li class=\"card\"><a href=\"%s/step01.html\"><img src=\"%s/thumb.png\" alt=\"", l->slug,
