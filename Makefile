@@ -70,7 +70,9 @@ endif
 CMD_SRCS := $(wildcard src/cmd/*.c)
 # src/capi: the entry points of libtscope.so (include/tscope/capi.h), for python/tscope.
 CAPI_SRCS := $(wildcard src/capi/*.c)
-CORE_SRCS := $(filter-out $(OTHER_ISA_SRCS) $(CMD_SRCS) $(CAPI_SRCS),$(wildcard src/*/*.c))
+# src/wasm: the live web page's entry points (include/tscope/wasm.h), built only by `make wasm`.
+WASM_SRCS := $(wildcard src/wasm/*.c)
+CORE_SRCS := $(filter-out $(OTHER_ISA_SRCS) $(CMD_SRCS) $(CAPI_SRCS) $(WASM_SRCS),$(wildcard src/*/*.c))
 VIZ_SRCS := $(wildcard viz/*/*.c)
 # Unit tests of the drawing side (they include a viz/ header) or of the whole
 # tscope binary (they run it).
@@ -103,7 +105,7 @@ run: deps all
 
 # test: install what is missing, build with warnings as errors, run every test (plain and sanitized, and in chromium)
 test: deps-test
-	@$(MAKE) -j$$(nproc) all tests python
+	@$(MAKE) -j$$(nproc) all tests python wasm
 	@$(MAKE) -j$$(nproc) asan
 	@scripts/run-tests.sh $(BUILD) $(ASAN_BUILD)
 
@@ -117,6 +119,7 @@ bench: all python
 	PYTHONPATH=python /usr/bin/python3 tests/ref/python/bench_sweep.py
 	$(RUN_BIN) bench train --preset copy
 	$(RUN_BIN) bench live
+	@$(MAKE) wasm
 	scripts/site-budget.sh $(RUN_BIN)
 
 # site: every lesson as a static web site in out/site (open out/site/index.html, or copy it to any static host)
@@ -146,6 +149,60 @@ python: $(PY_LIB)
 $(PY_LIB): $(call objs,$(BUILD),$(CAPI_SRCS) $(CORE_SRCS) $(VIZ_SRCS)) $(BUILD)/gen/colormaps_data.o
 	@echo "  LD  $@"
 	$(Q)$(CC) $(CFLAGS_ALL) -shared -Wl,-soname,libtscope.so -o $@ $^ $(LDLIBS_ALL)
+
+# wasm: the compute side for the browser's live page, one JS file with the wasm inside (Debian's emscripten)
+# What the page needs of src/ (no drawing library, no libzip, no md4c): the model,
+# kernels (scalar), tokenizers, weights and checkpoints, experiments, the trace
+# reader experiments use (no writer: it is threads and direct I/O); the renderers' colour maps; Debian's cJSON and zlib sources
+# (scripts/wasm-sources.sh) compiled for wasm32.
+WASM_BUILD := $(BUILD)/wasm
+WASM_JS := $(WASM_BUILD)/tscope-wasm.js
+EMCC ?= emcc
+WASM_DEPS_DIR := $(WASM_BUILD)/src
+WASM_FROM_SRC := $(filter-out src/io/torch_pt.c src/trace/trace_write.c src/trace/trace_stream.c src/trace/trace_passes.c \
+    $(wildcard src/*/*_avx2.c src/*/*_avx512.c src/*/*_neon.c), \
+    $(wildcard src/core/*.c src/kernels/*.c src/model/*.c src/tokenizer/*.c src/io/*.c src/experiment/*.c \
+    src/trace/*.c)) $(WASM_SRCS) viz/render/colormap.c
+WASM_OBJS := $(call objs,$(WASM_BUILD)/obj,$(WASM_FROM_SRC)) $(WASM_BUILD)/obj/colormaps_data.o \
+    $(WASM_BUILD)/obj/cJSON.o $(WASM_BUILD)/obj/crc32.o
+# Debian's emcc finds its acorn only through NODE_PATH when node is not Debian's; 3.1.6's
+# output runs under Node 20 without its experimental fetch.
+EMCC_ENV := NODE_PATH=/usr/share/nodejs
+# render.h names cairo's types: its headers only, nothing of cairo is linked.
+WASM_CFLAGS = $(WARN) -O2 $(CPPFLAGS) -I$(WASM_DEPS_DIR)/include -I$(WASM_DEPS_DIR)/cjson -I$(WASM_DEPS_DIR)/zlib \
+    $(filter %/cairo,$(shell $(PKG_CONFIG) --cflags-only-I cairo 2>/dev/null)) $(CFLAGS)
+WASM_EXPORTS := tsw_error tsw_open tsw_close tsw_layers tsw_heads tsw_vocab tsw_capacity tsw_set_text tsw_tokens \
+    tsw_skipped tsw_token_label tsw_vocab_label tsw_piece tsw_knock tsw_knocked tsw_n_knocked tsw_next_probs \
+    tsw_top tsw_sample tsw_attention tsw_lens_ids tsw_lens_probs tsw_loss tsw_draw tsw_dl_ops tsw_dl_count \
+    tsw_dl_text tsw_dl_pixels tsw_hit malloc free
+comma := ,
+empty :=
+space := $(empty) $(empty)
+WASM_LDFLAGS := -O2 -sSINGLE_FILE=1 -sMODULARIZE=1 -sEXPORT_NAME=tscopeWasm -sALLOW_MEMORY_GROWTH=1 \
+    -sENVIRONMENT=web,node -sFORCE_FILESYSTEM=1 -sEXIT_RUNTIME=0 \
+    -sEXPORTED_FUNCTIONS=$(subst $(space),$(comma),$(addprefix _,$(WASM_EXPORTS))) \
+    -sEXPORTED_RUNTIME_METHODS=ccall,cwrap,FS,UTF8ToString
+.PHONY: wasm
+wasm: $(WASM_JS)
+$(WASM_JS): $(WASM_OBJS)
+	@echo "  EMLD $@"
+	$(Q)$(EMCC_ENV) $(EMCC) $(WASM_LDFLAGS) -o $@.tmp.js $^ && mv $@.tmp.js $@
+$(WASM_DEPS_DIR)/include/cjson/cJSON.h:
+	@scripts/wasm-sources.sh $(WASM_DEPS_DIR)
+$(WASM_BUILD)/obj/%.o: %.c | $(WASM_DEPS_DIR)/include/cjson/cJSON.h
+	@mkdir -p $(dir $@)
+	@echo "  EMCC $<"
+	$(Q)$(EMCC_ENV) $(EMCC) $(WASM_CFLAGS) -MMD -MP -c -o $@ $<
+$(WASM_BUILD)/obj/colormaps_data.o: $(BUILD)/gen/colormaps_data.c
+	@mkdir -p $(dir $@)
+	$(Q)$(EMCC_ENV) $(EMCC) $(WASM_CFLAGS) -c -o $@ $<
+# Debian's sources are their own: built without our warnings
+$(WASM_BUILD)/obj/cJSON.o: $(WASM_DEPS_DIR)/include/cjson/cJSON.h
+	@mkdir -p $(dir $@)
+	$(Q)$(EMCC_ENV) $(EMCC) -O2 -c -o $@ $(WASM_DEPS_DIR)/cjson/cJSON.c
+$(WASM_BUILD)/obj/crc32.o: $(WASM_DEPS_DIR)/include/cjson/cJSON.h
+	@mkdir -p $(dir $@)
+	$(Q)$(EMCC_ENV) $(EMCC) -O2 -I$(WASM_DEPS_DIR)/zlib -c -o $@ $(WASM_DEPS_DIR)/zlib/crc32.c
 
 # asan: the unit tests and a tscope binary built with address and undefined-behaviour sanitizers
 asan:
@@ -246,6 +303,8 @@ $(BUILD)/%.o: %.c
 $(BUILD)/src/lesson/lesson_find.o: CPPFLAGS += $(LESSON_DIR_FLAG)
 # `tscope bench live` finds the shipped model and its PyTorch peer in this tree.
 $(BUILD)/src/cmd/bench_live.o: CPPFLAGS += -DTSCOPE_SOURCE_DIR='"$(CURDIR)"'
+# `tscope site` copies this tree's live page, its wasm build and the shipped models.
+$(BUILD)/viz/pages/site_live.o: CPPFLAGS += -DTSCOPE_SOURCE_DIR='"$(CURDIR)"'
 $(BUILD)/src/tokenizer/bpe.o: CPPFLAGS += $(ASSET_DIR_FLAG)
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -20,13 +20,13 @@ declare -A layer=(
     [viz/render]=6
     [viz/viewer]=7
     [viz/pages]=8
-    [src/cmd]=9 [src/capi]=9
+    [src/cmd]=9 [src/capi]=9 [src/wasm]=9
 )
 # public header -> the folder it belongs to
 declare -A header_home=(
     [core]=src/core [kernels]=src/kernels [tokenizer]=src/tokenizer [model]=src/model
     [io]=src/io [trace]=src/trace [train]=src/train [lesson]=src/lesson [experiment]=src/experiment
-    [render]=viz/render [viewer]=viz/viewer [pages]=viz/pages [capi]=src/capi
+    [render]=viz/render [viewer]=viz/viewer [pages]=viz/pages [capi]=src/capi [wasm]=src/wasm
 )
 
 bad=0

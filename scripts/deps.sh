@@ -5,7 +5,8 @@
 #   scripts/deps.sh [--check | --list] [GROUP...]
 # GROUP: test (the default: build, tests, `make run`), web (the browser tests
 # of `tscope site`, which `make test` runs too: chromium, node, npm, then
-# puppeteer-core into tests/web/node_modules from its package-lock.json),
+# puppeteer-core into tests/web/node_modules from its package-lock.json; and
+# emscripten for `make wasm`),
 # bench (the peers `make bench` measures against), fuzz (`make fuzz`), train
 # (the corpus of `make train-lm`), cross (`make cross-check`: an ARM64 cross
 # compiler, qemu, and the compute side's libraries for arm64 through Debian's
@@ -43,8 +44,10 @@ group_test=(
     cmd:rsvg-convert:librsvg2-bin cmd:pdftoppm:poppler-utils
     cmd:python3:python3 pkg::python3-numpy pkg::python3-venv
 )
-# A browser and node for tests/web (puppeteer-core itself comes from npm, below).
-group_web=(cmd:chromium:chromium cmd:node:nodejs cmd:npm:npm)
+# A browser and node for tests/web (puppeteer-core itself comes from npm, below);
+# Debian's emscripten for `make wasm` (the live page), and dpkg-source, with which
+# scripts/wasm-sources.sh unpacks Debian's cJSON and zlib sources for it.
+group_web=(cmd:chromium:chromium cmd:node:nodejs cmd:npm:npm cmd:emcc:emscripten cmd:dpkg-source:dpkg-dev)
 # OpenBLAS for `tscope bench gemm` (opened with dlopen); PyTorch for the peer
 # scripts, and OpenBLAS so that PyTorch does not fall back to the reference BLAS.
 group_bench=(pkg::libopenblas0-pthread pkg::python3-torch pkg::python3-numpy)

@@ -77,6 +77,17 @@ browser() {
 }
 browser site_test.js "$tmp/site" "$tmp/shots"
 
+# the live page (tscope's C in WebAssembly, `make wasm`) against native run, from disk and from a server
+if [ -f "$tmp/site/tscope-wasm.js" ]; then
+    ok
+    live_text='vQxjZkWmBpYfHgTqLzNcJdRsKwohFbGyvQxjZkWm'
+    tests/web/native-probs.sh "$bin" assets/induction-2l.safetensors "$live_text" 1 0 "$tmp/live-ref.json" && ok ||
+        bad "no native probabilities for the live page"
+    browser live_test.js "$tmp/site" "$tmp/live-ref.json" "$tmp/live.png"
+else
+    bad "the site has no live page: build/wasm/tscope-wasm.js is missing (make wasm)"
+fi
+
 # the browser's drawing of each first figure against the PNG of the same figure
 for d in "$tmp/site"/*/; do
     name=$(basename "$d")
@@ -112,6 +123,48 @@ if [ -d "$h" ]; then
 else
     bad "no pages for the hostile lesson"
 fi
+
+# a teacher's own title and footer, as text, on the index and every page
+expect 0 "site --title --footer" -- "$bin" site "$tmp/titled" --lessons 2 --title 'Physics 101 <b>' --footer 'Room 4 & online' --quiet
+grep -q '<h1>Physics 101 &lt;b&gt;</h1>' "$tmp/titled/index.html" && ok || bad "--title is not the index's heading"
+grep -q '<footer>Room 4 &amp; online</footer>' "$tmp/titled/02-positional-encoding/step01.html" && ok ||
+    bad "--footer is not on a lesson's page"
+grep -q 'class="home" href="../index.html">Physics 101 &lt;b&gt;<' "$tmp/titled/02-positional-encoding/step01.html" && ok ||
+    bad "--title is not a page's link home"
+
+# without the wasm build: a live.html that says how to make it, and a line on stderr
+expect 0 "site without the wasm build" -- env TSCOPE_WASM="$tmp/no-such-build.js" "$bin" site "$tmp/no-wasm" --lessons 2 --quiet
+case $err in *"make wasm"*) ok ;; *) bad "site without the wasm build said: $err" ;; esac
+grep -q 'make wasm' "$tmp/no-wasm/live.html" && [ ! -e "$tmp/no-wasm/live.js" ] && ok ||
+    bad "site without the wasm build: its live.html does not say how to make it"
+
+# a teacher's folder: site finds its lessons by number as `tscope lesson` does
+mkdir -p "$tmp/teacher"
+cat >"$tmp/teacher/91-mine.md" <<'MD'
+# My own lesson
+
+An introduction.
+
+```tscope setup
+load: assets/induction-2l.safetensors
+text: abcabc
+```
+
+```tscope step
+tensor: decoder.layers.1.self_attn.weights
+head: 1
+```
+MD
+cd "$tmp/teacher" && "$bin" site "$tmp/teacher-site" --lessons 91 --quiet >"$tmp/teacher.out" 2>"$tmp/teacher.err"
+rc=$?
+cd "$OLDPWD" || exit 2
+[ "$rc" = 0 ] && [ -f "$tmp/teacher-site/91-mine/step01.html" ] && ok ||
+    bad "site --lessons 91 in the lesson's folder: exit $rc, $(cat "$tmp/teacher.err")"
+
+# the figures' labels are not letter-spaced: each <text> gives the x of its run only (a position
+# per character spread the letters apart once the figure was scaled)
+spaced=$(cat "$tmp/site"/*/step*.html | grep -c '<text[^>]* x="[-0-9.]* [-0-9.]')
+[ "$spaced" = 0 ] && ok || bad "$spaced inline SVG labels place each character by itself"
 
 # the page's narration: md4c's HTML, math as MathML
 grep -q '<math' "$tmp/site/03-attention/step01.html" && ok || bad "lesson 3's first page has no MathML"

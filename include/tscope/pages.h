@@ -96,12 +96,20 @@ typedef struct ts_site ts_site;
 
 /* Create DIR (with parents) and write the shared files. */
 ts_status ts_site_open(ts_site **out, const char *dir);
+/* The site's own title (the index's heading, every page's link home) and
+ * footer, as plain text (escaped); NULL keeps tscope's. Before the lessons. */
+ts_status ts_site_set_words(ts_site *s, const char *title, const char *footer);
 /* Write every page of a lesson whose setups have run. */
 ts_status ts_site_add_lesson(ts_site *s, const ts_lessonrun *r);
 /* Write the index of the lessons added, and free s. */
 ts_status ts_site_close(ts_site *s);
 /* Free s without writing the index (after a failure). */
 void ts_site_abort(ts_site *s);
+/* Where the site takes the live page's WebAssembly build from ($TSCOPE_WASM,
+ * else this tree's build/wasm/tscope-wasm.js, `make wasm`), and whether it is
+ * there: without it live.html only says how to make it (viz/pages/site_live.c). */
+const char *ts_site_live_wasm(void);
+bool ts_site_live_available(void);
 
 /* ---- a trace as a web page (viz/pages/trace_html.c) ---------------------------------- */
 

@@ -18,7 +18,7 @@ static double now_s(void) {
 }
 
 int ts_cmd_site(int argc, char **argv) {
-    const char *cache = NULL, *only = NULL;
+    const char *cache = NULL, *only = NULL, *title = NULL, *footer = NULL;
     bool quiet = false, rerun = false;
     const ts_flag flags[] = {
         {"--lessons", TS_FLAG_STRING, &only, "LIST",
@@ -28,15 +28,20 @@ int ts_cmd_site(int argc, char **argv) {
          "where the runs' traces are kept ($TSCOPE_CACHE, else $XDG_CACHE_HOME/tscope/lessons)", NULL, NULL, NULL},
         {"--rerun", TS_FLAG_BOOL, &rerun, NULL, "run the setups again even when their traces are cached", NULL, NULL,
          NULL},
+        {"--title", TS_FLAG_STRING, &title, "TEXT", "the site's title: the index's heading and every page's link home",
+         NULL, NULL, NULL},
+        {"--footer", TS_FLAG_STRING, &footer, "TEXT", "the text at the foot of every page (plain text)", NULL, NULL, NULL},
         {"--quiet", TS_FLAG_BOOL, &quiet, NULL, "no line for each setup that runs, nor the summary", NULL, NULL, NULL},
     };
     const ts_cli_spec spec = {
         .command = "site",
-        .synopsis = "DIR [--lessons LIST] [--cache DIR] [--rerun] [--quiet]",
+        .synopsis = "DIR [--lessons LIST] [--cache DIR] [--rerun] [--title TEXT] [--footer TEXT] [--quiet]",
         .description = "Write every lesson as a static web site in DIR: DIR/index.html lists the lessons,\n"
                        "DIR/NN-name/stepKK.html is one step (narration beside its figure, an SVG with its text as\n"
                        "text). Links are relative and nothing comes from elsewhere: open DIR/index.html from disk,\n"
                        "or copy DIR to any static host. Arrow keys move through a lesson, Home and End jump.\n"
+                       "DIR/live.html types into the shipped language models in the browser (tscope's C in\n"
+                       "WebAssembly: `make wasm` first; $TSCOPE_WASM names another build).\n"
                        "Exit status: 0 written, 1 a lesson has an error (FILE:LINE: message), 2 bad usage.",
         .flags = flags,
         .n_flags = (int)(sizeof flags / sizeof flags[0]),
@@ -53,8 +58,10 @@ int ts_cmd_site(int argc, char **argv) {
     if (n <= 0) return ts_cli_error("site", "cannot find the tscope binary (/proc/self/exe)");
     exe[n] = '\0';
 
-    /* the lessons: every one in the lessons folder, or the ones asked for */
-    const char *dir = ts_lesson_dir();
+    /* the lessons: every one in the lessons folder, or the ones asked for, found
+     * as `tscope lesson` finds them ($TSCOPE_LESSONS, the working directory, its
+     * lessons/, the installed ones) */
+    const char *dir = ts_lesson_user_dir();
     char **paths = NULL;
     int n_paths = 0;
     ts_lesson_entry *e = NULL;
@@ -64,7 +71,7 @@ int ts_cmd_site(int argc, char **argv) {
         if (!copy) return ts_cli_error("site", "out of memory");
         for (char *save = NULL, *w = strtok_r(copy, ",", &save); w; w = strtok_r(NULL, ",", &save)) {
             char path[4096];
-            if (ts_lesson_find(dir, w, path, sizeof path) != TS_OK) {
+            if (ts_lesson_find_here(w, path, sizeof path) != TS_OK) {
                 free(copy);
                 for (int i = 0; i < n_paths; i++) free(paths[i]);
                 free(paths);
@@ -95,7 +102,7 @@ int ts_cmd_site(int argc, char **argv) {
     double t0 = now_s();
     ts_site *site = NULL;
     rc = 0;
-    if (ts_site_open(&site, pos[0]) != TS_OK) {
+    if (ts_site_open(&site, pos[0]) != TS_OK || ts_site_set_words(site, title, footer) != TS_OK) {
         fprintf(stderr, "tscope site: %s\n", ts_last_error());
         rc = 2;
     }
@@ -127,6 +134,9 @@ int ts_cmd_site(int argc, char **argv) {
     } else if (rc != 0) {
         ts_site_abort(site);
     }
+    if (rc == 0 && !ts_site_live_available())
+        fprintf(stderr, "tscope site: no live page: %s is missing (make wasm); live.html says how to make it\n",
+                ts_site_live_wasm());
     if (rc == 0 && !quiet)
         printf("tscope site: %d lessons, %d pages in %s/ (index.html) in %.1f s\n", n_paths, steps, pos[0],
                now_s() - t0);

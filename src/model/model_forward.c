@@ -170,7 +170,7 @@ static bool identity_affine(const ts_norm_weights *w, int64_t D) {
 
 /* rms (rows) = sqrt(mean(x^2) + eps) over the last dim, summed in double. */
 static void rms_rows(float *rms, const float *in, int64_t rows, int64_t D, float eps, const fwd *f) {
-    (void)f; /* read only by the pragma: a build without OpenMP (make fuzz) would call it unused */
+    (void)f; /* read by the OpenMP pragma only: a build without OpenMP (make fuzz, NO_OMP=1, wasm) has none */
     TS_MODEL_OMP(parallel for num_threads(f->threads) if(f->par) schedule(static))
     for (int64_t r = 0; r < rows; r++) {
         double sq = 0;

@@ -22,10 +22,11 @@ async function launch() {
   });
 }
 
-// A page that records console errors, page errors and requests leaving `root` (a folder).
-async function watchedPage(browser, root) {
+// A page that records console errors, page errors and requests leaving `root` (a folder),
+// opened from disk or (base: the server's address of that folder) from a server.
+async function watchedPage(browser, root, base) {
   const page = await browser.newPage();
-  const base = 'file://' + path.resolve(root) + '/';
+  base = base || 'file://' + path.resolve(root) + '/';
   page.problems = [];
   page.on('console', m => { if (m.type() === 'error') page.problems.push('console error: ' + m.text()); });
   page.on('pageerror', e => page.problems.push('page error: ' + e.message));

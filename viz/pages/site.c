@@ -38,6 +38,7 @@ struct ts_site {
     bool made_dir;     /* the folder was not there: an abort takes it away */
     char (*made)[2400]; /* the lesson folders this site made, for an abort */
     int n_made;
+    char *title, *footer; /* the site's own words (ts_site_set_words), or NULL: tscope's */
 };
 
 /* ---- files ---------------------------------------------------------------------------------- */
@@ -50,7 +51,7 @@ static ts_status write_buf(const char *path, ts_text_buf *b) {
     return st;
 }
 
-static ts_status read_file(const char *path, char **out, size_t *len) {
+ts_status ts_pages__read_file(const char *path, char **out, size_t *len) {
     FILE *f = fopen(path, "rb");
     if (!f) return ts_fail(TS_ERR_IO, "cannot open %s: %s", path, strerror(errno));
     ts_text_buf b = {0};
@@ -297,7 +298,7 @@ static ts_status write_step(ts_site *site, const ts_lessonrun *r, const site_les
     if (s) return s;
     char *svg = NULL;
     size_t svg_len = 0;
-    s = read_file(svg_path, &svg, &svg_len);
+    s = ts_pages__read_file(svg_path, &svg, &svg_len);
     remove(svg_path);
     if (s) return s;
 
@@ -315,7 +316,9 @@ static ts_status write_step(ts_site *site, const ts_lessonrun *r, const site_les
     else snprintf(next, sizeof next, "../index.html");
     ts_text_buf_printf(&b, "<body data-prev=\"%s\" data-next=\"%s\" data-first=\"%s\" data-last=\"%s\">\n", prev, next,
                        first, last);
-    ts_text_buf_str(&b, "<header>\n<a class=\"home\" href=\"../index.html\">tscope lessons</a>\n<h1>");
+    ts_text_buf_str(&b, "<header>\n<a class=\"home\" href=\"../index.html\">");
+    esc(&b, site->title ? site->title : "tscope lessons");
+    ts_text_buf_str(&b, "</a>\n<h1>");
     if (sl->number) ts_text_buf_printf(&b, "<span class=\"num\">Lesson %d</span> ", sl->number);
     esc(&b, l->title);
     ts_text_buf_printf(&b, "</h1>\n<span class=\"count\">step %d / %d</span>\n</header>\n<main class=\"step\">\n"
@@ -343,6 +346,11 @@ static ts_status write_step(ts_site *site, const ts_lessonrun *r, const site_les
                            "<span class=\"keys\">\xe2\x86\x90 \xe2\x86\x92 to move, Home and End for the first and last step</span>\n"
                            "<a rel=\"next\" href=\"%s\">%s \xe2\x86\x92</a>\n</nav>\n",
                        prev, i > 0 ? "previous" : "all lessons", next, i + 1 < l->n_steps ? "next" : "all lessons");
+    if (site->footer) {
+        ts_text_buf_str(&b, "<footer>");
+        esc(&b, site->footer);
+        ts_text_buf_str(&b, "</footer>\n");
+    }
     ts_text_buf_str(&b, "<script src=\"../site.js\"></script>\n</body>\n</html>\n");
     free(svg);
     if (s) {
@@ -352,7 +360,6 @@ static ts_status write_step(ts_site *site, const ts_lessonrun *r, const site_les
     char path[4096], file[32];
     step_file(file, sizeof file, i);
     snprintf(path, sizeof path, "%s/%s", ldir, file);
-    (void)site;
     return write_buf(path, &b);
 }
 
@@ -433,17 +440,31 @@ static void site_free(ts_site *s) {
     }
     free(s->lessons);
     free(s->made);
+    free(s->title);
+    free(s->footer);
     free(s);
+}
+
+ts_status ts_site_set_words(ts_site *s, const char *title, const char *footer) {
+    free(s->title);
+    free(s->footer);
+    s->title = title ? strdup(title) : NULL;
+    s->footer = footer ? strdup(footer) : NULL;
+    if ((title && !s->title) || (footer && !s->footer)) return ts_fail(TS_ERR_NOMEM, "site: out of memory");
+    return TS_OK;
 }
 
 ts_status ts_site_close(ts_site *s) {
     if (!s) return TS_OK;
     ts_text_buf b = {0};
-    page_head(&b, "tscope: the lessons", "");
-    ts_text_buf_str(&b, "<body class=\"index\" data-first=\"\" data-last=\"\">\n<header>\n<h1>tscope: a Transformer under "
-                        "a microscope</h1>\n</header>\n<main>\n<p class=\"lede\">Lessons that run a Transformer and step "
+    page_head(&b, s->title ? s->title : "tscope: the lessons", "");
+    ts_text_buf_str(&b, "<body class=\"index\" data-first=\"\" data-last=\"\">\n<header>\n<h1>");
+    esc(&b, s->title ? s->title : "tscope: a Transformer under a microscope");
+    ts_text_buf_str(&b, "</h1>\n</header>\n<main>\n<p class=\"lede\">Lessons that run a Transformer and step "
                         "through what it computes, narration beside each figure. Use \xe2\x86\x90 and \xe2\x86\x92 to "
-                        "move through a lesson; hover a cell of a small heatmap to read its value.</p>\n<ol class=\"lessons\">\n");
+                        "move through a lesson; hover a cell of a small heatmap to read its value.</p>\n"
+                        "<p class=\"lede\"><a href=\"live.html\">Live: type into a language model and knock out its "
+                        "heads</a> in your browser, with nothing to install.</p>\n<ol class=\"lessons\">\n");
     for (int i = 0; i < s->n; i++) {
         const site_lesson *l = &s->lessons[i];
         ts_text_buf_printf(&b, "<li class=\"card\"><a href=\"%s/step01.html\"><img src=\"%s/thumb.png\" alt=\"", l->slug,
@@ -457,13 +478,17 @@ ts_status ts_site_close(ts_site *s) {
         esc(&b, l->summary);
         ts_text_buf_printf(&b, "</p>\n<p class=\"steps\">%d steps</p></li>\n", l->n_steps);
     }
-    ts_text_buf_str(&b, "</ol>\n</main>\n<footer>Made by <code>tscope site</code>: every figure is drawn by the code "
-                        "that draws tscope's PNG, SVG and PDF figures.</footer>\n</body>\n</html>\n");
+    ts_text_buf_str(&b, "</ol>\n</main>\n<footer>");
+    if (s->footer) esc(&b, s->footer);
+    else ts_text_buf_str(&b, "Made by <code>tscope site</code>: every figure is drawn by the code that draws tscope's "
+                             "PNG, SVG and PDF figures.");
+    ts_text_buf_str(&b, "</footer>\n</body>\n</html>\n");
     char path[4096];
     snprintf(path, sizeof path, "%s/style.css", s->dir);
     ts_status st = ts_pages__write_file(path, ts_site_css, strlen(ts_site_css));
     snprintf(path, sizeof path, "%s/site.js", s->dir);
     if (!st) st = ts_pages__write_file(path, ts_site_js, strlen(ts_site_js));
+    if (!st) st = ts_site_write_live(s->dir);
     snprintf(path, sizeof path, "%s/index.html", s->dir);
     if (!st) st = write_buf(path, &b);
     else free(ts_text_buf_take(&b));

@@ -5,8 +5,8 @@
  * figure is drawn into an SVG surface (figure.c opens a layer around the
  * drawing), every layout that ts_render_show_layout would show is recorded
  * here instead, from the layout pango made for the drawing: each run becomes
- * a <text> with its font, colour and every character's x position as pango
- * placed its glyphs, so the SVG text falls where the PNG's glyphs fall. The
+ * a <text> with its font, colour and the x where pango placed its first
+ * glyph, so the SVG text starts where the PNG's glyphs start. The
  * layer is spliced into the SVG last, on top of the drawing, which is where
  * the views draw their text anyway. One drawing path: the views do not know
  * which surface is under them. */
@@ -133,7 +133,10 @@ static void emit_run(cairo_t *cr, PangoLayout *layout, PangoLayoutRun *run, doub
             int len = utf8_len((unsigned char)text[b]);
             if (text[b] == '\n' || text[b] == '\r') break;
             ts_render_svg_escape(&chars, text + b, (size_t)len);
-            ts_text_buf_printf(&xs, "%s%.2f", visible ? " " : "", gx + w * k / (n > 0 ? n : 1));
+            /* The run's start only: the browser advances each character with the
+             * same font. Pango's glyph positions here are device units, which
+             * under a scaled figure's transform spread the letters apart. */
+            if (!visible) ts_text_buf_printf(&xs, "%.2f", gx + w * k / (n > 0 ? n : 1));
             visible++;
             b += len;
         }
