@@ -19,6 +19,10 @@ is_png() {
     fi
 }
 
+# A figure with a text it could not draw whole is an error here (render.h:
+# TSCOPE_CLIPS=error), a warning for users.
+export TSCOPE_CLIPS=error
+
 "$bin" run --preset tiny --trace "$tmp/tiny.tstrace" --level values >/dev/null 2>&1 || { echo "cannot make a tiny trace"; echo "0 passed, 1 failed"; exit 1; }
 "$bin" run --preset tiny --trace "$tmp/stats.tstrace" --level stats >/dev/null 2>&1 || bad "a stats-only trace"
 
@@ -124,5 +128,29 @@ drawn "$tmp/log" "kv 1 · heads 2, 3"
 rm -f "$tmp/log"
 TSCOPE_TEXT_LOG="$tmp/log" expect 0 "a shared key head" -- "$bin" png "$tmp/llama.tstrace" --tensor decoder.layers.0.self_attn.k --head 1 -o "$tmp/k.png"
 drawn "$tmp/log" "kv head 1 of 2, read by query heads 2 and 3"
+
+# --dims: the positional encoding's curves of the dims asked for, refused
+# where no curve is drawn or the dim is not the step's
+rm -f "$tmp/log"
+TSCOPE_TEXT_LOG="$tmp/log" expect 0 "--dims" -- "$bin" png "$t" --tensor embed.pe --view curves --dims 0,1,10,11 -o "$tmp/dims.png"
+drawn "$tmp/log" "dim 10 · sin"
+drawn "$tmp/log" "dim 11 · cos"
+grep -qF "dim 2 · sin" "$tmp/log" && bad "--dims 0,1,10,11 still draws dim 2" || ok
+expect 2 "--dims past d_model" -- "$bin" png "$t" --tensor embed.pe --view curves --dims 0,16 -o "$tmp/x.png"
+has "$err" "dim 16: embed.pe has dims 0 to 15" "--dims 16 of 16 dims"
+expect 2 "--dims on a heatmap" -- "$bin" png "$t" --tensor embed.pe --view heatmap --dims 0,1 -o "$tmp/x.png"
+has "$err" "--dims 0,1 picks the curves" "--dims on a heatmap"
+expect 2 "--dims of words" -- "$bin" png "$t" --tensor embed.pe --dims a,b -o "$tmp/x.png"
+
+# A planted clip: a title too long for its figure is shortened with "…"; the
+# figure is refused under tests, written with a warning for users.
+long="EDITED: head 0 zeroed; head 1 zeroed; head 2 zeroed; head 3 zeroed; and a great deal more said in a title than fits"
+long="$long, $long, $long, $long, $long" # more than the three lines a title wraps onto
+expect 2 "a title cut short, under tests" -- "$bin" png "$t" --tensor $attn --head 0 --view heatmap --title "$long" -o "$tmp/cut.png"
+has "$err" "not drawn whole: shortened to fit: \"EDITED: head 0 zeroed" "a cut title"
+[ -e "$tmp/cut.png" ] && bad "the refused figure was written" || ok
+TSCOPE_CLIPS= expect 0 "a title cut short, for users" -- "$bin" png "$t" --tensor $attn --head 0 --view heatmap --title "$long" -o "$tmp/cut.png"
+has "$err" "warning: $tmp/cut.png: 1 text not drawn whole" "the warning for users"
+[ -s "$tmp/cut.png" ] && ok || bad "the figure with a warning was not written"
 
 finish

@@ -826,7 +826,7 @@ ts_status ts_render_grid(cairo_t *cr, ts_render_rect area, const ts_render_matri
             ts_render__text(&pen, o->group_labels[i / group], &gf, bx + 5, by + 2.5 + (band_h - 5.5) / 2, 0, 0.5, 0);
         }
     }
-    double grid_h = gr * ph + (gr - 1) * (gap + title_h);
+    double grid_h = gr * ph + (gr - 1) * (gap + title_h), thinned_h = 0;
     if (kr > 1 || kc > 1) { /* say that labels were thinned, as a heatmap's axis titles do */
         char note[160], a[32], b[32];
         nth(a, sizeof a, kr);
@@ -835,9 +835,13 @@ ts_status ts_render_grid(cairo_t *cr, ts_render_rect area, const ts_render_matri
         else snprintf(note, sizeof note, "rows: %s labelled, columns: %s, and the last of each", kr > 1 ? a : "every one",
                       kc > 1 ? b : "every one");
         ts_render__font nf = ts_render__font_of(TS_RENDER__TICK_SIZE, TS_RENDER__ITALIC, ts_render__muted);
+        nf.max_w = gc * pw + (gc - 1) * gap; /* under the panels, wrapped: the colour bar is to their right */
+        nf.max_lines = 3;
+        ts_render__measure(&pen, note, &nf, NULL, &thinned_h);
         ts_render__text(&pen, note, &nf, x0, y0 + grid_h + 4, 0, 0, 0);
+        thinned_h += 2;
     }
-    double note_y = y0 + grid_h + 4 + (kr > 1 || kc > 1 ? TS_RENDER__TICK_SIZE * 1.5 : 0); /* the next line */
+    double note_y = y0 + grid_h + 4 + thinned_h; /* the next line */
     double bar_h = fmin(fmax(grid_h, 160), area.y + area.h - pad - y0);
     ts_render_rect bar = {x0 + gc * pw + (gc - 1) * gap + 26, y0, bar_w - 26, bar_h};
     ts_render__colorbar(&pen, bar, &scale, seen);
