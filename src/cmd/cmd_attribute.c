@@ -83,7 +83,7 @@ static int run(const attr_opts *o) {
     char title[160], sub[300];
     snprintf(title, sizeof title, "direct logit attribution: logit('%s') at position %d", tl, pos);
     snprintf(sub, sizeof sub, "each part's share through the final norm's scale; they add up to %.2f \xc2\xb7 %s", d.logit,
-             o->load);
+             sweep_cli_file_name(o->load));
     bars_job job = {{.labels = lp, .values = vals, .n = k, .title = title, .subtitle = sub,
                      .value_axis = "share of the logit"}};
     ts_figure_spec spec = {.width = 760, .height = ts_render_bars_height(k), .scale = 1, .title = title};

@@ -8,6 +8,30 @@
 #include "tscope/experiment.h"
 #include "tscope/tokenizer.h"
 
+/* What a teacher sets of a sweep's figure: its title in their words (the
+ * command's own title goes), a caption under it, and a slide's size. */
+typedef struct sweep_look {
+    const char *title, *caption;
+    bool projector; /* 1920 x 1080 at most, every text 1.75 times its size */
+} sweep_look;
+
+/* The three flags of a sweep_look, for a command's flag table. */
+#define SWEEP_LOOK_FLAGS(look)                                                                                        \
+    {"--title", TS_FLAG_STRING, &(look).title, "TEXT", "the figure's title, in your words (the command's own)", NULL, \
+     NULL, NULL},                                                                                                    \
+        {"--caption", TS_FLAG_STRING, &(look).caption, "TEXT", "a caption under the figure, wrapped to its width",     \
+         NULL, NULL, NULL},                                                                                          \
+        {"--projector", TS_FLAG_BOOL, &(look).projector, NULL,                                                       \
+         "a slide: 1920 x 1080 at most, every text 1.75 times its size", NULL, NULL, NULL}
+
+/* An empty --title or --caption is an error (it would draw nothing), and so
+ * is any of the three when the command draws no figure. */
+ts_status sweep_cli_look_check(const sweep_look *look, bool figure);
+
+/* The file name of path, without its folders: what a figure's subtitle
+ * names (a slide shows no one's home directory). */
+const char *sweep_cli_file_name(const char *path);
+
 /* The model of checkpoint `load` for `text`'s tokens (ids owned by the caller). */
 ts_status sweep_cli_open(const char *load, const char *text, const char *what, ts_model *m, ts_lmtok *tok,
                          ts_bpe_ids *ids);
@@ -21,6 +45,7 @@ typedef struct sweep_figure {
     int rows, cols;
     const char *const *row_labels, *const *col_labels;
     bool unit; /* a fraction restored: -1..1 fixed */
+    const sweep_look *look; /* may be NULL: the command's own title, no caption */
 } sweep_figure;
 
 ts_status sweep_cli_figure(const sweep_figure *f);
