@@ -142,6 +142,47 @@ expect 2 "--dims on a heatmap" -- "$bin" png "$t" --tensor embed.pe --view heatm
 has "$err" "--dims 0,1 picks the curves" "--dims on a heatmap"
 expect 2 "--dims of words" -- "$bin" png "$t" --tensor embed.pe --dims a,b -o "$tmp/x.png"
 
+# --compare B: the same step of an edited run, named by its edit; a map
+# beside A's on one colour scale, curves on one pair of axes
+"$bin" run --preset tiny --ablate encoder.layers.0.self_attn.head0 --trace "$tmp/edited.tstrace" --level values >/dev/null 2>&1 ||
+    bad "an edited tiny trace"
+rm -f "$tmp/log"
+TSCOPE_TEXT_LOG="$tmp/log" expect 0 "--compare, a heatmap" -- "$bin" png "$t" --compare "$tmp/edited.tstrace" \
+    --tensor encoder.layers.0.self_attn.values --view heatmap --head 0 -o "$tmp/cmp.png"
+drawn "$tmp/log" "tiny.tstrace: as computed, no edit"
+drawn "$tmp/log" "edited.tstrace: encoder.layers.0.self_attn.head0 zeroed"
+single=$(TSCOPE_CLIPS= "$bin" png "$t" --tensor encoder.layers.0.self_attn.values --view heatmap --head 0 -o "$tmp/one.png" | sed -n 's/.*(\([0-9]*\) x .*/\1/p')
+pair=$(sed -n 's/.*(\([0-9]*\) x .*/\1/p' <<<"$out")
+[ -n "$single" ] && [ -n "$pair" ] && [ "$pair" -gt $((single * 3 / 2)) ] && ok || bad "--compare is not two maps side by side ($pair vs $single pixels wide)"
+rm -f "$tmp/log"
+ind=(--load assets/induction-2l.safetensors --text abcdefghabcdefgh --level values)
+"$bin" run "${ind[@]}" --trace "$tmp/ind.tstrace" >/dev/null 2>&1 &&
+    "$bin" run "${ind[@]}" --ablate decoder.layers.1.self_attn.head1 --trace "$tmp/ind-ko.tstrace" >/dev/null 2>&1 ||
+    bad "two runs of the induction model"
+TSCOPE_TEXT_LOG="$tmp/log" expect 0 "--compare, curves" -- "$bin" png "$tmp/ind.tstrace" --compare "$tmp/ind-ko.tstrace" --tensor loss.next -o "$tmp/cmpc.png"
+drawn "$tmp/log" "two runs on one pair of axes"
+drawn "$tmp/log" "ind-ko.tstrace: decoder.layers.1.self_attn.head1 zeroed"
+expect 2 "--compare of a view with neither" -- "$bin" png "$t" --compare "$tmp/edited.tstrace" --tensor embed.pe -o "$tmp/x.png"
+expect 2 "--compare with --highlight" -- "$bin" png "$t" --compare "$tmp/edited.tstrace" --tensor encoder.layers.0.self_attn.weights --head 0 --highlight 1,1 -o "$tmp/x.png"
+expect 2 "--compare with a missing trace" -- "$bin" png "$t" --compare "$tmp/nowhere.tstrace" --tensor embed.pe -o "$tmp/x.png"
+has "$err" "--compare $tmp/nowhere.tstrace" "a missing --compare trace"
+
+# the sweeps' figures for a slide: --title, --caption, --projector; the
+# checkpoint named by its file, not its path
+rm -f "$tmp/log"
+TSCOPE_TEXT_LOG="$tmp/log" expect 0 "ablate --projector" -- "$bin" ablate --load "$PWD/assets/induction-2l.safetensors" \
+    --text abcdefghabcdefgh --projector --title "Which part matters" --caption "Each cell: the rise in loss." -o "$tmp/abl.png"
+size=$(png_size "$tmp/abl.png")
+[ "${size%x*}" -le 1920 ] && [ "${size#*x}" -le 1080 ] && [ "${size%x*}" -ge 1600 ] && ok || bad "ablate --projector is $size"
+drawn "$tmp/log" "Which part matters"
+drawn "$tmp/log" "Each cell: the rise in loss."
+grep -qF "$PWD" "$tmp/log" && bad "ablate's figure prints an absolute path: $(grep -F "$PWD" "$tmp/log")" || ok
+drawn "$tmp/log" "induction-2l.safetensors"
+expect 2 "ablate --title with no figure" -- "$bin" ablate --load assets/induction-2l.safetensors --text abcdabcd --npz "$tmp/a.npz" --title T
+has "$err" "set the figure, and none is drawn" "ablate --title with no figure"
+expect 0 "patch --title --caption" -- "$bin" patch --load assets/induction-2l.safetensors --clean abcdabcd --corrupt abcdabce \
+    --answer d --title "Where the answer lives" --caption "Restored fraction." -o "$tmp/patch.png"
+
 # A planted clip: a title too long for its figure is shortened with "…"; the
 # figure is refused under tests, written with a warning for users.
 long="EDITED: head 0 zeroed; head 1 zeroed; head 2 zeroed; head 3 zeroed; and a great deal more said in a title than fits"

@@ -484,8 +484,8 @@ static void snap_point(cairo_t *cr, double *x, double *y) {
  * room; then cells differ by a pixel, as imshow's nearest interpolation does. */
 static double fit_cell(cairo_t *cr, double avail, int n) {
     double px = ts_render__pixel(cr);
-    double cell = avail / n;
-    if (cell > MAX_CELL) cell = MAX_CELL;
+    double cell = avail / n, most = MAX_CELL * ts_render_font_scale(); /* larger text, larger cells (a slide's) */
+    if (cell > most) cell = most;
     if (cell < px) return px;
     double whole = floor(cell / px + 1e-9) * px;
     return whole >= cell * 0.85 ? whole : cell;
