@@ -1013,13 +1013,7 @@ static ts_status draw_handout_page(cairo_t *cr, ts_lesson_page *p, double w, dou
     }
     prose pr;
     prose_init(&pr, cr, size, true);
-    if (!slides) { /* the introduction above the view */
-        cairo_save(cr);
-        cairo_rectangle(cr, m, top, w - 2 * m, intro_h);
-        cairo_clip(cr);
-        prose_intro(&pr, p, m, top, w - 2 * m);
-        cairo_restore(cr);
-    }
+    if (!slides) prose_intro(&pr, p, m, top, w - 2 * m); /* above the view, in the height measured for it */
     cairo_save(cr);
     cairo_rectangle(cr, text.x, text.y, text.w, text.h);
     cairo_clip(cr);
