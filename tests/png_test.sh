@@ -183,6 +183,12 @@ has "$err" "set the figure, and none is drawn" "ablate --title with no figure"
 expect 0 "patch --title --caption" -- "$bin" patch --load assets/induction-2l.safetensors --clean abcdabcd --corrupt abcdabce \
     --answer d --title "Where the answer lives" --caption "Restored fraction." -o "$tmp/patch.png"
 
+# the next-token bars: a blank's word beside its glyph, the glyph by its bar
+"$bin" run --load assets/kjv-char.safetensors --text "In the beginning" --trace "$tmp/kjv.tstrace" --level values >/dev/null 2>&1
+rm -f "$tmp/log"
+TSCOPE_TEXT_LOG="$tmp/log" expect 0 "next-token bars" -- "$bin" png "$tmp/kjv.tstrace" --tensor probs --position 1 -o "$tmp/bars.png"
+drawn "$tmp/log" "space ␣"
+
 # A planted clip: a title too long for its figure is shortened with "…"; the
 # figure is refused under tests, written with a warning for users.
 long="EDITED: head 0 zeroed; head 1 zeroed; head 2 zeroed; head 3 zeroed; and a great deal more said in a title than fits"
