@@ -56,6 +56,12 @@ png_same "$tmp/live0.png" "$tmp/lesson-live.png" "600x500+300+130" && bad "the e
 out=$("$bin" lesson 3 --width $W --height 720 --script "right right right right enter esc" --screenshot "$tmp/back.png" 2>&1); rc=$?
 png_same "$tmp/page.png" "$tmp/back.png" "1200x600+40+60" && ok || bad "Esc did not bring the page back"
 
+# a long text keeps the grid's labels: thinned, each with its position
+rm -f "$tmp/tlog"
+out=$(TSCOPE_TEXT_LOG="$tmp/tlog" "$bin" live --load "$kjv" --width $W --height $H --script "type:abcdefghijabcdefghijabcdefghijabcdefghij" --screenshot "$tmp/long.png" 2>&1)
+grep -q " 39 j$" "$tmp/tlog" && grep -q " 0 a$" "$tmp/tlog" && ok || bad "a 40-token grid lost its labels: $(grep -c '' "$tmp/tlog") texts drawn"
+grep -q "every [0-9a-z]* labelled" "$tmp/tlog" && ok || bad "the grid does not say its labels are thinned"
+
 # knocking heads out: the induction model's layer-1 heads, by name and by a click on the grid
 ind=assets/induction-2l.safetensors
 out=$("$bin" live --load "$ind" --width $W --height $H --script "type:qwertyuiopasdfqwertyuiopasdf knock:decoder.layers.1.self_attn.head0 knock:decoder.layers.1.self_attn.head1" --screenshot "$tmp/knock.png" 2>&1)

@@ -743,7 +743,9 @@ ts_status ts_render_grid(cairo_t *cr, ts_render_rect area, const ts_render_matri
      * and its cells (level when they fit a cell, turned otherwise). */
     double cell = fmin((avail_w - (gc - 1) * gap) / ((double)gc * cols),
                        (avail_h - gr * title_h - (gr - 1) * gap) / ((double)gr * rows));
-    bool labels = cell >= 13 || (cell * fmin(rows, cols) >= 150 && !m[0].row_labels && !m[0].col_labels);
+    /* Small cells: labels thinned (every k-th, and the last), each with its
+     * index, so a long text's rows can still be found and named. */
+    bool labels = cell >= 13 || cell * fmin(rows, cols) >= 150;
     double row_w = 0, col_h = 0, flat_w = 0;
     if (labels) {
         row_w = widest_label(&pen, m[0].row_labels, rows, &lf) + 8;
