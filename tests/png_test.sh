@@ -188,6 +188,10 @@ expect 0 "patch --title --caption" -- "$bin" patch --load assets/induction-2l.sa
 rm -f "$tmp/log"
 TSCOPE_TEXT_LOG="$tmp/log" expect 0 "next-token bars" -- "$bin" png "$tmp/kjv.tstrace" --tensor probs --position 1 -o "$tmp/bars.png"
 drawn "$tmp/log" "space ␣"
+# a slide of a tensor: its statistics' names and values apart at 1.75 times the text
+for k in logits decoder.layers.0.self_attn.values; do
+    expect 0 "$k --projector, every text whole" -- "$bin" png "$tmp/kjv.tstrace" --tensor $k --projector -o "$tmp/slide.png"
+done
 
 # A planted clip: a title too long for its figure is shortened with "…"; the
 # figure is refused under tests, written with a warning for users.
