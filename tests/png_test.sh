@@ -180,6 +180,10 @@ grep -qF "$PWD" "$tmp/log" && bad "ablate's figure prints an absolute path: $(gr
 drawn "$tmp/log" "induction-2l.safetensors"
 expect 2 "ablate --title with no figure" -- "$bin" ablate --load assets/induction-2l.safetensors --text abcdabcd --npz "$tmp/a.npz" --title T
 has "$err" "set the figure, and none is drawn" "ablate --title with no figure"
+expect 0 "attribute --projector --title --caption" -- "$bin" attribute --load assets/kjv-char.safetensors --text "And God sa" \
+    --projector --title "Who wrote the i" --caption "Each bar: one part's share." -o "$tmp/attr.png"
+size=$(png_size "$tmp/attr.png")
+[ "${size%x*}" -le 1920 ] && [ "${size#*x}" -le 1080 ] && ok || bad "attribute --projector is $size"
 expect 0 "patch --title --caption" -- "$bin" patch --load assets/induction-2l.safetensors --clean abcdabcd --corrupt abcdabce \
     --answer d --title "Where the answer lives" --caption "Restored fraction." -o "$tmp/patch.png"
 

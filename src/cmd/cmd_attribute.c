@@ -16,6 +16,7 @@ typedef struct attr_opts {
     const char *load, *text, *token, *output;
     int position;
     bool position_seen;
+    sweep_look look; /* --title, --caption, --projector */
 } attr_opts;
 
 typedef struct bars_job {
@@ -28,6 +29,7 @@ static ts_status draw(void *ctx, cairo_t *cr, double w, double h) {
 
 static int run(const attr_opts *o) {
     ts_status st = o->output ? sweep_cli_check_output(o->output) : TS_OK;
+    if (!st) st = sweep_cli_look_check(&o->look, true);
     if (st) return ts_cli_error("attribute", "%s", ts_last_error());
     ts_model m;
     ts_lmtok tok;
@@ -84,11 +86,10 @@ static int run(const attr_opts *o) {
     snprintf(title, sizeof title, "direct logit attribution: logit('%s') at position %d", tl, pos);
     snprintf(sub, sizeof sub, "each part's share through the final norm's scale; they add up to %.2f \xc2\xb7 %s", d.logit,
              sweep_cli_file_name(o->load));
-    bars_job job = {{.labels = lp, .values = vals, .n = k, .title = title, .subtitle = sub,
-                     .value_axis = "share of the logit"}};
-    ts_figure_spec spec = {.width = 760, .height = ts_render_bars_height(k), .scale = 1, .title = title};
-    ts_figure_format_from_path(path, &spec.format);
-    if ((st = ts_figure_write(path, &spec, draw, &job))) rc = ts_cli_error("attribute", "%s", ts_last_error());
+    bars_job job = {{.labels = lp, .values = vals, .n = k, .title = o->look.title ? o->look.title : title,
+                     .subtitle = sub, .value_axis = "share of the logit"}};
+    if ((st = sweep_cli_write_figure(path, title, &o->look, 760, ts_render_bars_height(k), draw, &job)))
+        rc = ts_cli_error("attribute", "%s", ts_last_error());
     else printf("wrote %s\n", path);
     free(labels), free(lp), free(vals);
 out:
@@ -110,10 +111,12 @@ int ts_cmd_attribute(int argc, char **argv) {
          NULL, &o.position_seen},
         {"--output", TS_FLAG_STRING, &o.output, "FILE", "the bar chart, also -o: .png, .svg or .pdf (attribute.png)",
          NULL, NULL, NULL},
+        SWEEP_LOOK_FLAGS(o.look),
     };
     const ts_cli_spec spec = {
         .command = "attribute",
-        .synopsis = "--load W.safetensors --text T [--token X] [--position P] [-o FIG.png|svg|pdf]",
+        .synopsis = "--load W.safetensors --text T [--token X] [--position P] [-o FIG.png|svg|pdf]\n"
+                    "       [--title T] [--caption C] [--projector]",
         .description = "Direct logit attribution: split the logit of one token at one position into what each\n"
                        "head, each FFN and the embedding wrote into the stream, each through the final norm's\n"
                        "scale there. The shares add up to the logit. A table and a bar chart (docs/experiments.md).",

@@ -6,6 +6,7 @@
 
 #include "cli.h"
 #include "tscope/experiment.h"
+#include "tscope/render.h"
 #include "tscope/tokenizer.h"
 
 /* What a teacher sets of a sweep's figure: its title in their words (the
@@ -49,6 +50,13 @@ typedef struct sweep_figure {
 } sweep_figure;
 
 ts_status sweep_cli_figure(const sweep_figure *f);
+
+/* Write a figure that draw paints at w x h points (its title for a PDF's
+ * metadata), with look's caption under it, look's title for the PDF, and for
+ * a projector its text 1.75 times as large and the whole as large as fits
+ * 1920 x 1080. look may be NULL. */
+ts_status sweep_cli_write_figure(const char *path, const char *title, const sweep_look *look, double w, double h,
+                                 ts_figure_draw_fn draw, void *ctx);
 
 /* The one token `text` is for tok, or an error naming flag. */
 ts_status sweep_cli_one_token(ts_lmtok *tok, const char *flag, const char *text, int *out);
