@@ -137,6 +137,11 @@ models: all
 	    --lr 3e-3 --warmup 100 --weight-decay 0.1 --repeat-frac 0.25 --save assets/induction-2l.safetensors \
 	    --trace assets/induction-2l.tstrace --every 100 --no-text-probe
 
+# readme-counts: write README.md's lesson counts from lessons/ and the site's size from a build of it
+.PHONY: readme-counts
+readme-counts: all
+	scripts/readme-counts.sh --site $(RUN_BIN)
+
 # readme-images: redraw the pictures README.md shows (assets/readme/) from tiny and seed000 runs
 .PHONY: readme-images
 readme-images: all

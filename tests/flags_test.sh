@@ -151,7 +151,8 @@ refuse "--check and --print are two answers" lesson 1 --check --print
 refuse "--scale sets the exported pages' pixels per point: add --export DIR" lesson 1 --scale 2
 refuse "--export writes the pages without a window" lesson 1 --export "$tmp/l" --step 2
 refuse "--list takes no lesson and no other flag" lesson --list --quiet
-refuse "--check and --print do not run the lesson" lesson 1 --check --cache "$tmp/c"
+refuse "--print does not run the lesson" lesson 1 --print --cache "$tmp/c"
+refuse "--no-run goes with --check" lesson 1 --no-run
 refuse "unknown flag --hedas (did you mean --heads?)" run --hedas 2
 
 "$bin" run --trace "$tmp/t.tstrace" --level values >/dev/null 2>&1 || bad "tiny run for png"

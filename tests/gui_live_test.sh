@@ -56,10 +56,24 @@ png_same "$tmp/live0.png" "$tmp/lesson-live.png" "600x500+300+130" && bad "the e
 out=$("$bin" lesson 3 --width $W --height 720 --script "right right right right enter esc" --screenshot "$tmp/back.png" 2>&1); rc=$?
 png_same "$tmp/page.png" "$tmp/back.png" "1200x600+40+60" && ok || bad "Esc did not bring the page back"
 
+# a long text keeps the grid's labels: thinned, each with its position
+rm -f "$tmp/tlog"
+out=$(TSCOPE_TEXT_LOG="$tmp/tlog" "$bin" live --load "$kjv" --width $W --height $H --script "type:abcdefghijabcdefghijabcdefghijabcdefghij" --screenshot "$tmp/long.png" 2>&1)
+grep -q " 39 j$" "$tmp/tlog" && grep -q " 0 a$" "$tmp/tlog" && ok || bad "a 40-token grid lost its labels: $(grep -c '' "$tmp/tlog") texts drawn"
+grep -q "every [0-9a-z]* labelled" "$tmp/tlog" && ok || bad "the grid does not say its labels are thinned"
+
 # knocking heads out: the induction model's layer-1 heads, by name and by a click on the grid
 ind=assets/induction-2l.safetensors
 out=$("$bin" live --load "$ind" --width $W --height $H --script "type:qwertyuiopasdfqwertyuiopasdf knock:decoder.layers.1.self_attn.head0 knock:decoder.layers.1.self_attn.head1" --screenshot "$tmp/knock.png" 2>&1)
 has "two induction heads out" '2 heads knocked out; largest change "q" 0.936 -> 0.0' "$out"
+# the same two heads by the names a learner has: L.H, and the name the panel prints
+out=$("$bin" live --load "$ind" --width $W --height $H --script "type:qwertyuiopasdfqwertyuiopasdf knock:1.0 knock:layers.1.self_attn.head1" --screenshot "$tmp/knock2.png" 2>&1)
+has "two induction heads out, by L.H and by the panel's name" '2 heads knocked out; largest change "q" 0.936 -> 0.0' "$out"
+out=$("$bin" live --load "$ind" --width $W --height $H --script "type:qwertyuiopasdfqwertyuiopasdf knock:1.0 knock:decoder.layers.1.self_attn.head0" --screenshot "$tmp/knock3.png" 2>&1)
+case "$out" in *"knocked out"*) bad "knock:1.0 then its full name did not bring it back: $out" ;; *) ok ;; esac
+out=$("$bin" live --load "$ind" --width $W --height $H --script "knock:3" --screenshot "$tmp/k.png" 2>&1) && bad "knock:3 was taken" || ok
+has "knock:3 says what a head's name is" "knock:3: this model has no such head; give L.H" "$out"
+case "$out" in *--ablate*) bad "knock:3 names a flag the learner never typed: $out" ;; *) ok ;; esac
 out=$("$bin" live --load "$ind" --width $W --height $H --script "type:qwertyuiopasdfqwertyuiopasdf pgdn click:430,300" --screenshot "$tmp/click.png" 2>&1)
 has "a click on head 0's grid knocks it out" "1 head knocked out" "$out"
 png_same "$tmp/said.png" "$tmp/click.png" "300x260+960+440" && bad "the panel did not show the knock-out" || ok

@@ -9,6 +9,9 @@
 # Runs ./tscope (TSCOPE=path overrides).
 . "$(dirname "$0")/lib.sh"
 export TSCOPE_CACHE="$tmp/cache"
+# every shipped page draws every text whole: a shortened title, a label over
+# another or a line cut off fails its export (render.h, TSCOPE_CLIPS)
+export TSCOPE_CLIPS=error
 
 # Page size at --scale 1 and where its parts are (lesson_export.c: a 50-point
 # header, the narration column 31% of the width within 360..560 points).
@@ -91,6 +94,11 @@ export_fails 1 "$tmp/view.md:8: --view grid shows the heads of a (B, H, S, S) st
 # a lesson that cannot run: nothing is cached, nothing exported
 ls "$TSCOPE_CACHE" | grep -q '^flag-\|^train-' && bad "a failed run left a trace in the cache" || ok
 [ -e "$tmp/bad-out" ] && bad "a failed lesson still exported pages" || ok
+
+# a planted clip: a title too long for the pages' header is shortened with "…"
+long='# A title far too long for the header of its pages, which says so much about so many things that no page could hold it whole on one line\n\n```tscope setup\npreset: tiny\n```\n\n'
+printf "$long"'```tscope step\ntensor: input\n```\n\nText.\n' >"$tmp/long.md"
+export_fails 1 "$tmp/long.md:7: */step01.png: 1 text not drawn whole: shortened to fit: *A title far too long*" "$tmp/long.md"
 
 # no display: say to use --export, exit 2; bad usage
 env -u DISPLAY -u WAYLAND_DISPLAY -u SDL_VIDEODRIVER "$bin" lesson 1 >/dev/null 2>"$tmp/err"

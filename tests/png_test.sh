@@ -19,6 +19,10 @@ is_png() {
     fi
 }
 
+# A figure with a text it could not draw whole is an error here (render.h:
+# TSCOPE_CLIPS=error), a warning for users.
+export TSCOPE_CLIPS=error
+
 "$bin" run --preset tiny --trace "$tmp/tiny.tstrace" --level values >/dev/null 2>&1 || { echo "cannot make a tiny trace"; echo "0 passed, 1 failed"; exit 1; }
 "$bin" run --preset tiny --trace "$tmp/stats.tstrace" --level stats >/dev/null 2>&1 || bad "a stats-only trace"
 
@@ -124,5 +128,84 @@ drawn "$tmp/log" "kv 1 · heads 2, 3"
 rm -f "$tmp/log"
 TSCOPE_TEXT_LOG="$tmp/log" expect 0 "a shared key head" -- "$bin" png "$tmp/llama.tstrace" --tensor decoder.layers.0.self_attn.k --head 1 -o "$tmp/k.png"
 drawn "$tmp/log" "kv head 1 of 2, read by query heads 2 and 3"
+
+# --dims: the positional encoding's curves of the dims asked for, refused
+# where no curve is drawn or the dim is not the step's
+rm -f "$tmp/log"
+TSCOPE_TEXT_LOG="$tmp/log" expect 0 "--dims" -- "$bin" png "$t" --tensor embed.pe --view curves --dims 0,1,10,11 -o "$tmp/dims.png"
+drawn "$tmp/log" "dim 10 · sin"
+drawn "$tmp/log" "dim 11 · cos"
+grep -qF "dim 2 · sin" "$tmp/log" && bad "--dims 0,1,10,11 still draws dim 2" || ok
+expect 2 "--dims past d_model" -- "$bin" png "$t" --tensor embed.pe --view curves --dims 0,16 -o "$tmp/x.png"
+has "$err" "dim 16: embed.pe has dims 0 to 15" "--dims 16 of 16 dims"
+expect 2 "--dims on a heatmap" -- "$bin" png "$t" --tensor embed.pe --view heatmap --dims 0,1 -o "$tmp/x.png"
+has "$err" "--dims 0,1 picks the curves" "--dims on a heatmap"
+expect 2 "--dims of words" -- "$bin" png "$t" --tensor embed.pe --dims a,b -o "$tmp/x.png"
+
+# --compare B: the same step of an edited run, named by its edit; a map
+# beside A's on one colour scale, curves on one pair of axes
+"$bin" run --preset tiny --ablate encoder.layers.0.self_attn.head0 --trace "$tmp/edited.tstrace" --level values >/dev/null 2>&1 ||
+    bad "an edited tiny trace"
+rm -f "$tmp/log"
+TSCOPE_TEXT_LOG="$tmp/log" expect 0 "--compare, a heatmap" -- "$bin" png "$t" --compare "$tmp/edited.tstrace" \
+    --tensor encoder.layers.0.self_attn.values --view heatmap --head 0 -o "$tmp/cmp.png"
+drawn "$tmp/log" "tiny.tstrace: as computed, no edit"
+drawn "$tmp/log" "edited.tstrace: encoder.layers.0.self_attn.head0 zeroed"
+single=$(TSCOPE_CLIPS= "$bin" png "$t" --tensor encoder.layers.0.self_attn.values --view heatmap --head 0 -o "$tmp/one.png" | sed -n 's/.*(\([0-9]*\) x .*/\1/p')
+pair=$(sed -n 's/.*(\([0-9]*\) x .*/\1/p' <<<"$out")
+[ -n "$single" ] && [ -n "$pair" ] && [ "$pair" -gt $((single * 3 / 2)) ] && ok || bad "--compare is not two maps side by side ($pair vs $single pixels wide)"
+rm -f "$tmp/log"
+ind=(--load assets/induction-2l.safetensors --text abcdefghabcdefgh --level values)
+"$bin" run "${ind[@]}" --trace "$tmp/ind.tstrace" >/dev/null 2>&1 &&
+    "$bin" run "${ind[@]}" --ablate decoder.layers.1.self_attn.head1 --trace "$tmp/ind-ko.tstrace" >/dev/null 2>&1 ||
+    bad "two runs of the induction model"
+TSCOPE_TEXT_LOG="$tmp/log" expect 0 "--compare, curves" -- "$bin" png "$tmp/ind.tstrace" --compare "$tmp/ind-ko.tstrace" --tensor loss.next -o "$tmp/cmpc.png"
+drawn "$tmp/log" "two runs on one pair of axes"
+drawn "$tmp/log" "ind-ko.tstrace: decoder.layers.1.self_attn.head1 zeroed"
+expect 2 "--compare of a view with neither" -- "$bin" png "$t" --compare "$tmp/edited.tstrace" --tensor embed.pe -o "$tmp/x.png"
+expect 2 "--compare with --highlight" -- "$bin" png "$t" --compare "$tmp/edited.tstrace" --tensor encoder.layers.0.self_attn.weights --head 0 --highlight 1,1 -o "$tmp/x.png"
+expect 2 "--compare with a missing trace" -- "$bin" png "$t" --compare "$tmp/nowhere.tstrace" --tensor embed.pe -o "$tmp/x.png"
+has "$err" "--compare $tmp/nowhere.tstrace" "a missing --compare trace"
+
+# the sweeps' figures for a slide: --title, --caption, --projector; the
+# checkpoint named by its file, not its path
+rm -f "$tmp/log"
+TSCOPE_TEXT_LOG="$tmp/log" expect 0 "ablate --projector" -- "$bin" ablate --load "$PWD/assets/induction-2l.safetensors" \
+    --text abcdefghabcdefgh --projector --title "Which part matters" --caption "Each cell: the rise in loss." -o "$tmp/abl.png"
+size=$(png_size "$tmp/abl.png")
+[ "${size%x*}" -le 1920 ] && [ "${size#*x}" -le 1080 ] && [ "${size%x*}" -ge 1600 ] && ok || bad "ablate --projector is $size"
+drawn "$tmp/log" "Which part matters"
+drawn "$tmp/log" "Each cell: the rise in loss."
+grep -qF "$PWD" "$tmp/log" && bad "ablate's figure prints an absolute path: $(grep -F "$PWD" "$tmp/log")" || ok
+drawn "$tmp/log" "induction-2l.safetensors"
+expect 2 "ablate --title with no figure" -- "$bin" ablate --load assets/induction-2l.safetensors --text abcdabcd --npz "$tmp/a.npz" --title T
+has "$err" "set the figure, and none is drawn" "ablate --title with no figure"
+expect 0 "attribute --projector --title --caption" -- "$bin" attribute --load assets/kjv-char.safetensors --text "And God sa" \
+    --projector --title "Who wrote the i" --caption "Each bar: one part's share." -o "$tmp/attr.png"
+size=$(png_size "$tmp/attr.png")
+[ "${size%x*}" -le 1920 ] && [ "${size#*x}" -le 1080 ] && ok || bad "attribute --projector is $size"
+expect 0 "patch --title --caption" -- "$bin" patch --load assets/induction-2l.safetensors --clean abcdabcd --corrupt abcdabce \
+    --answer d --title "Where the answer lives" --caption "Restored fraction." -o "$tmp/patch.png"
+
+# the next-token bars: a blank's word beside its glyph, the glyph by its bar
+"$bin" run --load assets/kjv-char.safetensors --text "In the beginning" --trace "$tmp/kjv.tstrace" --level values >/dev/null 2>&1
+rm -f "$tmp/log"
+TSCOPE_TEXT_LOG="$tmp/log" expect 0 "next-token bars" -- "$bin" png "$tmp/kjv.tstrace" --tensor probs --position 1 -o "$tmp/bars.png"
+drawn "$tmp/log" "space ␣"
+# a slide of a tensor: its statistics' names and values apart at 1.75 times the text
+for k in logits decoder.layers.0.self_attn.values; do
+    expect 0 "$k --projector, every text whole" -- "$bin" png "$tmp/kjv.tstrace" --tensor $k --projector -o "$tmp/slide.png"
+done
+
+# A planted clip: a title too long for its figure is shortened with "…"; the
+# figure is refused under tests, written with a warning for users.
+long="EDITED: head 0 zeroed; head 1 zeroed; head 2 zeroed; head 3 zeroed; and a great deal more said in a title than fits"
+long="$long, $long, $long, $long, $long" # more than the three lines a title wraps onto
+expect 2 "a title cut short, under tests" -- "$bin" png "$t" --tensor $attn --head 0 --view heatmap --title "$long" -o "$tmp/cut.png"
+has "$err" "not drawn whole: shortened to fit: \"EDITED: head 0 zeroed" "a cut title"
+[ -e "$tmp/cut.png" ] && bad "the refused figure was written" || ok
+TSCOPE_CLIPS= expect 0 "a title cut short, for users" -- "$bin" png "$t" --tensor $attn --head 0 --view heatmap --title "$long" -o "$tmp/cut.png"
+has "$err" "warning: $tmp/cut.png: 1 text not drawn whole" "the warning for users"
+[ -s "$tmp/cut.png" ] && ok || bad "the figure with a warning was not written"
 
 finish

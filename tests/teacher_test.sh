@@ -141,6 +141,50 @@ for want in "three.md:5: unknown key 'levle'" "three.md:10: unknown view 'heatma
 done
 [ "$(grep -c '\.md:[0-9]*: ' <<<"$err")" = 3 ] && ok || bad "--check should list exactly 3 problems: $err"
 
+# --check against the run: a misspelled step name, a wrong expect: figure and a
+# malformed expect: item, all three in one run, each at its FILE:LINE
+cat >"$tmp/ran.md" <<'EOF'
+# Three more mistakes
+
+```tscope setup
+preset: tiny
+level: values
+```
+
+```tscope step
+tensor: encoder.layers.0.self_attn.weigths
+```
+
+Text.
+
+```tscope step
+tensor: encoder.layers.0.self_attn.weights
+expect: max 0.01
+```
+
+More text.
+
+```tscope step
+tensor: embed.pe
+expect: maxx 0.5
+```
+
+The end.
+EOF
+expect 1 "--check with a wrong name, value and item" -- "$bin" lesson "$tmp/ran.md" --check --quiet
+for want in "ran.md:9: unknown step name 'encoder.layers.0.self_attn.weigths'" "did you mean 'encoder.layers.0.self_attn.weights'" \
+    "ran.md:16: expect 'max 0.01': the run gives" "ran.md:23: expect 'maxx 0.5'"; do
+    case $err in *"$want"*) ok ;; *) bad "--check does not list '$want': $err" ;; esac
+done
+[ "$(grep -c '\.md:[0-9]*: ' <<<"$err")" = 3 ] && ok || bad "--check should list exactly 3 problems: $err"
+case $err in *"ran.md: 3 problems"*) ok ;; *) bad "--check does not count its problems: $err" ;; esac
+# --no-run: only the malformed item
+expect 1 "--check --no-run" -- "$bin" lesson "$tmp/ran.md" --check --no-run
+[ "$(grep -c '\.md:[0-9]*: ' <<<"$err")" = 1 ] && ok || bad "--check --no-run should list only the malformed item: $err"
+# mended, it passes
+sed -i 's/weigths/weights/; s/max 0.01/max 1/; s/maxx 0.5/max 1/' "$tmp/ran.md"
+expect 0 "--check of the mended lesson" -- "$bin" lesson "$tmp/ran.md" --check --quiet
+
 # an unclosed block in the middle: reported at its fence, not at the narration it swallowed
 cat >"$tmp/open.md" <<'EOF'
 # Unclosed
@@ -198,6 +242,43 @@ pdftoppm -png -r 40 -f 2 -l 2 -singlefile "$pdf" "$tmp/page2" 2>/dev/null
 size=$(png_size "$tmp/page2.png")
 [ "$(png_colors "$tmp/page2.png" "${size%x*}x$((${size#*x} / 3))+0+$((${size#*x} / 6))" 4)" -gt 20 ] && ok ||
     bad "page 2 of the hand-out has no figure in its upper half"
+# the hand-out's pages: the title whole (wrapped, never "…"), the lesson's
+# file name and not its path in the footer, the introduction above the
+# figure, and the page filled (ink in its bottom fifth)
+pdftotext -f 1 -l 1 "$pdf" - 2>/dev/null >"$tmp/p1.txt"
+grep -q "$PWD\|/lessons/" "$tmp/p1.txt" && bad "the hand-out prints the lesson's path: $(grep "$PWD\|/lessons/" "$tmp/p1.txt")" || ok
+grep -q "03-attention.md" "$tmp/p1.txt" && ok || bad "the hand-out's footer does not name the lesson's file"
+pdftoppm -png -r 40 -f 3 -l 3 -singlefile "$pdf" "$tmp/page3" 2>/dev/null
+size=$(png_size "$tmp/page3.png")
+h=${size#*x}
+[ "$(png_colors "$tmp/page3.png" "${size%x*}x$((h / 5))+0+$((h * 3 / 4 - h / 10))" 4)" -gt 3 ] && ok ||
+    bad "page 3 of the hand-out leaves its bottom quarter empty"
+cat >"$tmp/longtitle.md" <<'EOF'
+# A lesson whose title is long enough that the header of a hand-out cannot hold it on one line of its width
+
+The introduction comes first.
+
+```tscope setup
+preset: tiny
+level: values
+```
+
+```tscope step
+tensor: encoder.layers.0.self_attn.weights
+head: 0
+```
+
+The narration.
+EOF
+TSCOPE_CLIPS=error expect 0 "a long title in a hand-out" -- "$bin" lesson "$tmp/longtitle.md" --export "$tmp/lt.pdf" --format pdf --handout a4 --quiet
+pdftotext "$tmp/lt.pdf" - 2>/dev/null | tr '\n' ' ' | grep -q "cannot hold it on one line of its width" && ok ||
+    bad "the hand-out cuts its title: $(pdftotext "$tmp/lt.pdf" - 2>/dev/null | head -3)"
+pdftotext -layout "$tmp/lt.pdf" - 2>/dev/null >"$tmp/lt.txt"
+a=$(grep -n "The introduction comes first" "$tmp/lt.txt" | cut -d: -f1)
+b=$(grep -n "The narration" "$tmp/lt.txt" | cut -d: -f1)
+c=$(grep -n "query" "$tmp/lt.txt" | head -1 | cut -d: -f1)
+[ -n "$a" ] && [ -n "$b" ] && [ -n "$c" ] && [ "$a" -lt "$c" ] && [ "$c" -lt "$b" ] && ok ||
+    bad "the introduction ($a) is not above the figure ($c) and the narration ($b) under it"
 expect 0 "--handout slides to a file" -- "$bin" lesson 3 --export "$tmp/s.pdf" --format pdf --handout slides --quiet
 pdfinfo "$tmp/s.pdf" 2>/dev/null | grep -Eq '^Page size: +960 x 540' && ok || bad "slides are not 960 x 540"
 expect 2 "--handout without pdf" -- "$bin" lesson 3 --export "$tmp/x" --handout a4

@@ -442,13 +442,13 @@ static void names_checked_against_a_trace(void **state) {
                       "```tscope step\ntensor: input\ncompare-run: other\n```\n" /* 10-13 */
                       "```tscope step\ntensor: logits\ncompare-with: lgits\n```\n"; /* 14-17 */
     assert_ok(parse(&l, doc));
-    assert_int_equal(ts_lesson_check_names(&l, known_names, NULL), TS_ERR_FORMAT);
+    assert_int_equal(ts_lesson_check_names(&l, known_names, NULL, NULL), TS_ERR_FORMAT);
     assert_string_equal(ts_last_error(), "bad.md:16: unknown step name 'lgits' in run 'main': did you mean 'input'?");
     ts_lesson_free(&l);
 
     assert_ok(parse(&l, HEAD "```tscope step\ntensor: logits\ncompare-run: main\n```\n" STEP
                              "```tscope step\n\ntensor: embed.pe\n```\n"));
-    assert_int_equal(ts_lesson_check_names(&l, known_names, NULL), TS_ERR_FORMAT);
+    assert_int_equal(ts_lesson_check_names(&l, known_names, NULL, NULL), TS_ERR_FORMAT);
     assert_string_equal(ts_last_error(), "bad.md:16: unknown step name 'embed.pe' in run 'main': did you mean 'input'?");
     assert_int_equal(ts_lesson_step_line(&l.steps[0], "compare-run"), 9);
     assert_int_equal(ts_lesson_step_line(&l.steps[0], "head"), 7); /* not given: the fence */

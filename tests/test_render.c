@@ -17,6 +17,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <pango/pangocairo.h>
+
 #include "check.h"
 #include "tscope/pages.h"
 #include "tscope/render.h"
@@ -1028,6 +1030,68 @@ static void scene_without_values_says_how_to_rerun(void **state) {
     assert_int_equal(rmdir(dir), 0);
 }
 
+/* ---- what a figure could not draw whole --------------------------------------- */
+
+/* Show text at (x, y) turned by angle, as the renderers do, through the one
+ * place every text of viz/ goes. */
+static void show_at(cairo_t *cr, const char *text, double x, double y, double angle) {
+    PangoLayout *lay = ts_render_text_layout(cr);
+    pango_layout_set_text(lay, text, -1);
+    cairo_save(cr);
+    cairo_translate(cr, x, y);
+    cairo_rotate(cr, angle);
+    cairo_move_to(cr, 0, 0);
+    ts_render_show_layout(cr, lay);
+    cairo_restore(cr);
+    g_object_unref(lay);
+}
+
+/* The recorder sees a label over another, a label past the picture's edge
+ * and a shortened one, and not turned labels side by side (whose boxes
+ * would overlap) nor text on another surface. */
+static void clipped_text_is_recorded(void **state) {
+    (void)state;
+    canvas c = canvas_new(300, 120);
+    char desc[600];
+    ts_render_clips_begin();
+    show_at(c.cr, "mean |x|", 20, 20, 0);
+    show_at(c.cr, "0.25", 40, 22, 0); /* over it */
+    assert_int_equal(ts_render_clips_end(desc, sizeof desc), 1);
+    assert_non_null(strstr(desc, "\"0.25\" drawn over \"mean |x|\""));
+
+    ts_render_clips_begin();
+    show_at(c.cr, "a label past the edge", 250, 60, 0);
+    assert_int_equal(ts_render_clips_end(desc, sizeof desc), 1);
+    assert_non_null(strstr(desc, "cut off at the edge of its area"));
+
+    ts_render_clips_begin(); /* column labels at 45 degrees, 22 points apart: their inks are apart */
+    for (int i = 0; i < 8; i++) show_at(c.cr, "12 a", 40 + 22 * i, 100, -M_PI / 4);
+    assert_int_equal(ts_render_clips_end(desc, sizeof desc), 0);
+
+    ts_render_clips_begin();
+    PangoLayout *lay = ts_render_text_layout(c.cr);
+    pango_layout_set_text(lay, "a title far too long for its place", -1);
+    pango_layout_set_width(lay, 60 * PANGO_SCALE);
+    pango_layout_set_ellipsize(lay, PANGO_ELLIPSIZE_END);
+    cairo_move_to(c.cr, 10, 10);
+    ts_render_show_layout(c.cr, lay);
+    g_object_unref(lay);
+    assert_int_equal(ts_render_clips_end(desc, sizeof desc), 1);
+    assert_non_null(strstr(desc, "shortened to fit: \"a title far too long"));
+
+    canvas other = canvas_new(300, 120); /* the same place on another figure */
+    ts_render_clips_begin();
+    show_at(c.cr, "mean |x|", 20, 20, 0);
+    show_at(other.cr, "mean |x|", 20, 20, 0);
+    assert_int_equal(ts_render_clips_end(NULL, 0), 0);
+    show_at(c.cr, "mean |x|", 20, 20, 0); /* not recording: nothing */
+    show_at(c.cr, "mean |x|", 20, 20, 0);
+    ts_render_clips_begin();
+    assert_int_equal(ts_render_clips_end(NULL, 0), 0);
+    canvas_free(&other);
+    canvas_free(&c);
+}
+
 /* ---- today's blocks: RoPE, RMSNorm, shared key/value heads ----------------- */
 
 /* Every text a drawing shows, with where it lands and whether it was cut. */
@@ -1286,6 +1350,7 @@ int main(void) {
         cmocka_unit_test(scene_without_values_says_how_to_rerun),
         cmocka_unit_test(rope_view_turns_as_the_forward),
         cmocka_unit_test(scene_draws_todays_blocks),
+        cmocka_unit_test(clipped_text_is_recorded),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
     ts_render_release_fonts();

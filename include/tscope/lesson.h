@@ -199,9 +199,28 @@ int ts_lesson_step_line(const ts_lesson_step *step, const char *key);
 typedef bool (*ts_lesson_name_fn)(void *ctx, const char *run, const char *name, char *hint,
                                   size_t cap);
 
-/* Ask `known` about every step's tensor and comparison; the first unknown one
- * fails with the line of its key. */
-ts_status ts_lesson_check_names(const ts_lesson *lesson, ts_lesson_name_fn known, void *ctx);
+/* Where a check that goes on after a problem puts each one (`lesson
+ * --check` lists them all): fn gets "FILE:LINE: message", n counts them.
+ * Checks given a NULL sink stop at the first problem and return it. */
+typedef struct ts_lesson_sink {
+    void (*fn)(void *ctx, const char *message);
+    void *ctx;
+    int n;
+} ts_lesson_sink;
+
+/* s (a failure whose message is in ts_last_error()) handed to the sink, and
+ * TS_OK; s itself when sink is NULL or s is TS_OK. */
+ts_status ts_lesson_sink_take(ts_lesson_sink *sink, ts_status s);
+
+/* Ask `known` about every step's tensor and comparison; an unknown one fails
+ * with the line of its key (every one goes to `sink`, may be NULL). */
+ts_status ts_lesson_check_names(const ts_lesson *lesson, ts_lesson_name_fn known, void *ctx, ts_lesson_sink *sink);
+
+/* The form of every `expect:` item, without a run: a known kind (min, max,
+ * mean, std, nan, mean A-B, at I,J,..., curve ..., rows ...), `right` only
+ * on a step with a comparison, and a number last. Each bad item goes to
+ * `sink` (may be NULL: the first fails). */
+ts_status ts_lesson_check_expect_forms(const ts_lesson *lesson, ts_lesson_sink *sink);
 
 /* Pango markup for one narration block's runs (text escaped, <i>, <b>, <tt>,
  * <sub>, <sup>, <u>); block layout (indent, marker, heading size) is left to
@@ -285,6 +304,8 @@ typedef struct ts_lessonrun_options {
     const char *cache_dir; /* NULL: ts_lessonrun_cache_dir() */
     bool rerun;            /* run again even when the cache holds the trace */
     FILE *log;             /* one line per run started ("lesson: running ..."); NULL: quiet */
+    bool defer_checks;     /* open the traces only: the names and expect: checks are the caller's
+                            * (`lesson --check` runs them with a sink, to list every problem) */
 } ts_lessonrun_options;
 
 ts_lessonrun_options ts_lessonrun_options_default(const char *exe);
@@ -324,7 +345,9 @@ ts_status ts_lessonrun_open(ts_lessonrun *r, const ts_lesson *lesson, const ts_l
  * run's value rounds to the digits written. ts_lessonrun_open calls it; a
  * figure the run does not give is "FILE:LINE: expect 'max 0.19': the run
  * gives 0.1703 ...". */
-ts_status ts_lessonrun_check_expects(const ts_lessonrun *r);
+ts_status ts_lessonrun_check_expects(const ts_lessonrun *r, ts_lesson_sink *sink);
+/* Every step's names against the run's traces (ts_lesson_check_names). */
+ts_status ts_lessonrun_check_names(const ts_lessonrun *r, ts_lesson_sink *sink);
 void ts_lessonrun_close(ts_lessonrun *r);
 
 /* The trace of the setup named `name` ("main" when NULL), or NULL. */

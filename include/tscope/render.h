@@ -453,6 +453,11 @@ double ts_render_font_scale(void);
  * rule; returns the height it takes; draws only when `draw`. */
 double ts_render_caption_block(cairo_t *cr, ts_render_rect area, const char *text, bool draw);
 
+/* One bold line at the top left of area (a panel's name: which run it
+ * shows), shortened with "…" when it must be (a clip, recorded); returns
+ * the height it takes. */
+double ts_render_caption_line(cairo_t *cr, ts_render_rect area, const char *text);
+
 /* One end of a highlight range as the command line and the Python figure
  * take it: "4", "2-6", "*" (every one), len bytes at s, into out (first,
  * last); false when it is none of these. */
@@ -494,6 +499,33 @@ typedef void (*ts_render_text_probe)(void *ctx, const ts_render_text_info *t);
 void ts_render_set_text_probe(ts_render_text_probe fn, void *ctx);
 /* The probe set now (to put it back after borrowing it). */
 void ts_render_get_text_probe(ts_render_text_probe *fn, void **ctx);
+
+/* ---- text that could not be drawn whole ---------------------------------- */
+
+/* While a figure is recorded (ts_figure_write records each figure it draws,
+ * a hand-out each page), every text viz/ shows is checked: one pango had to
+ * shorten with "…", one whose ink overlaps the ink of a text drawn before it
+ * on the same surface, one partly outside what the surface shows (a clip, the
+ * picture's edge) is recorded. The policy says what a figure with such text
+ * does: by default it is written and `warn` (may be NULL) hears of it; with
+ * TS_RENDER_CLIPS_FAIL it is refused with an error naming the texts (the
+ * command line's TSCOPE_CLIPS=error, which the tests set). */
+typedef enum ts_render_clip_policy {
+    TS_RENDER_CLIPS_WARN,
+    TS_RENDER_CLIPS_FAIL,
+} ts_render_clip_policy;
+typedef void (*ts_render_clip_warn)(const char *what, int n, const char *desc);
+void ts_render_set_clip_policy(ts_render_clip_policy p, ts_render_clip_warn warn);
+
+/* Start recording (forgetting any earlier record). */
+void ts_render_clips_begin(void);
+/* Stop recording; the number of texts recorded, and a description of the
+ * first few ("shortened to fit: \"EDITED: head0 …\"") into desc (may be NULL). */
+int ts_render_clips_end(char *desc, size_t cap);
+/* Stop recording and apply the policy to what was recorded, naming `what`
+ * (the file): TS_OK, after a warning when there was any; an error under
+ * TS_RENDER_CLIPS_FAIL. */
+ts_status ts_render_clips_check(const char *what);
 
 /* Drop pango's default font map (and the fonts it holds), so a leak checker
  * sees a clean exit. Call once, last, after all drawing (a later drawing
@@ -654,7 +686,13 @@ const ts_trace_step *ts_scene_step(const ts_scene *s);
  * flag that would change nothing (`png --head` on a LayerNorm's statistics):
  * the batch element (the step has a batch dim), the head (one head drawn, or
  * dim 1 fixed at it), the axes (a tensor heatmap's two dims). */
-enum { TS_SCENE_USED_BATCH = 1u, TS_SCENE_USED_HEAD = 2u, TS_SCENE_USED_AXES = 4u, TS_SCENE_USED_POSITION = 8u };
+enum {
+    TS_SCENE_USED_BATCH = 1u,
+    TS_SCENE_USED_HEAD = 2u,
+    TS_SCENE_USED_AXES = 4u,
+    TS_SCENE_USED_POSITION = 8u,
+    TS_SCENE_USED_DIMS = 16u, /* the request's dims (PE curves) */
+};
 
 /* Replace the title a scene draws (a slide's own words); NULL or "" keeps it. */
 void ts_scene_set_title(ts_scene *s, const char *title);

@@ -13,6 +13,7 @@
 typedef struct ablate_opts {
     const char *load, *text, *positions, *output, *trace, *npz, *json;
     bool mean;
+    sweep_look look; /* --title, --caption, --projector */
     int argc; /* the command line, for the trace's metadata */
     char **argv;
 } ablate_opts;
@@ -65,6 +66,7 @@ static ts_status write_trace(const ablate_opts *o, const ts_model *m, const ts_l
 
 static int run(const ablate_opts *o) {
     ts_status st = o->output ? sweep_cli_check_output(o->output) : TS_OK;
+    if (!st) st = sweep_cli_look_check(&o->look, o->output || !(o->trace || o->npz || o->json));
     ts_model m;
     ts_lmtok tok;
     ts_bpe_ids ids;
@@ -124,13 +126,13 @@ static int run(const ablate_opts *o) {
     snprintf(title, sizeof title, "change in loss with one head or FFN %s", o->mean ? "mean-ablated" : "knocked out");
     if (span)
         snprintf(sub, sizeof sub, "nats/token on tokens %d-%d (%.3f unedited) \xc2\xb7 %s \xc2\xb7 red: it mattered",
-                 first, last, sw.base_span, o->load);
+                 first, last, sw.base_span, sweep_cli_file_name(o->load));
     else
         snprintf(sub, sizeof sub, "nats/token on the whole text (%.3f unedited) \xc2\xb7 %s \xc2\xb7 red: it mattered",
-                 sw.base, o->load);
+                 sw.base, sweep_cli_file_name(o->load));
     sweep_figure f = {.path = path, .title = title, .subtitle = sub, .row_axis = "layer", .col_axis = "knocked out",
                       .values = span ? sw.delta_span : sw.delta, .rows = L, .cols = H + 1, .row_labels = rl,
-                      .col_labels = cl};
+                      .col_labels = cl, .look = &o->look};
     if ((st = sweep_cli_figure(&f))) rc = ts_cli_error("ablate", "%s", ts_last_error());
     else printf("wrote %s\n", path);
 out:
@@ -159,12 +161,13 @@ int ts_cmd_ablate(int argc, char **argv) {
          "also the numbers at full precision: loss_change, loss_change_span (layers, heads + 1), base, base_span, "
          "span", NULL, NULL, NULL},
         {"--json", TS_FLAG_STRING, &o.json, "FILE", "the same as JSON", NULL, NULL, NULL},
+        SWEEP_LOOK_FLAGS(o.look),
     };
     o.argc = argc, o.argv = argv;
     const ts_cli_spec spec = {
         .command = "ablate",
         .synopsis = "--load W.safetensors --text T [--positions A-B] [--mean] [-o FIG.png|svg|pdf] [--trace FILE]\n"
-                    "       [--npz FILE] [--json FILE]",
+                    "       [--npz FILE] [--json FILE] [--title T] [--caption C] [--projector]",
         .description = "Knock out every attention head (its slice of values), then every FFN (its out), one at a\n"
                        "time, and print how much each raises the loss on the text: the heads that matter are\n"
                        "the ones whose loss goes up. Also drawn as a layers x heads heatmap (docs/experiments.md).",

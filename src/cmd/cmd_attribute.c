@@ -17,6 +17,7 @@
 
 typedef struct attr_opts {
     const char *load, *text, *ids, *token, *answer, *wrong, *position, *output, *npz, *json;
+    sweep_look look; /* --title, --caption, --projector */
 } attr_opts;
 
 typedef struct bars_job {
@@ -149,12 +150,11 @@ static ts_status one_position(const attr_opts *o, const ts_dla *d, const ts_lmto
     target_text(tok, d, pos, "\xe2\x88\x92", target, sizeof target);
     snprintf(title, sizeof title, "direct logit attribution: %s at position %d", target, pos);
     snprintf(sub, sizeof sub, "each part's share through the final norm's scale; they add up to %.2f \xc2\xb7 %s",
-             (double)d->logit[pos], o->load);
-    bars_job job = {{.labels = lp, .values = vals, .n = P, .title = title, .subtitle = sub,
-                     .value_axis = "share of the logit"}};
-    ts_figure_spec spec = {.width = 760, .height = ts_render_bars_height(P), .scale = 1, .title = title};
-    ts_figure_format_from_path(path, &spec.format);
-    if (!(st = ts_figure_write(path, &spec, draw, &job))) printf("wrote %s\n", path);
+             (double)d->logit[pos], sweep_cli_file_name(o->load));
+    bars_job job = {{.labels = lp, .values = vals, .n = P, .title = o->look.title ? o->look.title : title,
+                     .subtitle = sub, .value_axis = "share of the logit"}};
+    if (!(st = sweep_cli_write_figure(path, title, &o->look, 760, ts_render_bars_height(P), draw, &job)))
+        printf("wrote %s\n", path);
 out:
     free(labels), free(lp), free(vals);
     return st;
@@ -200,9 +200,10 @@ static ts_status all_positions(const attr_opts *o, const ts_dla *d, const ts_lmt
     snprintf(title, sizeof title, "direct logit attribution at every position: %s",
              diff || o->token ? target : "the top guess's logit");
     snprintf(sub, sizeof sub, "each part's share through the final norm's scale at that position; a column adds up "
-                              "to the logit \xc2\xb7 %s", o->load);
+                              "to the logit \xc2\xb7 %s", sweep_cli_file_name(o->load));
     sweep_figure f = {.path = path, .title = title, .subtitle = sub, .row_axis = "part", .col_axis = "position",
-                      .values = cells, .rows = P, .cols = S, .row_labels = rl, .col_labels = cl};
+                      .values = cells, .rows = P, .cols = S, .row_labels = rl, .col_labels = cl,
+                      .look = &o->look};
     if (!(st = sweep_cli_figure(&f))) printf("wrote %s\n", path);
 out:
     free(rows), free(cols), free(rl), free(cl), free(cells);
@@ -211,6 +212,7 @@ out:
 
 static int run(const attr_opts *o) {
     ts_status st = o->output ? sweep_cli_check_output(o->output) : TS_OK;
+    if (!st) st = sweep_cli_look_check(&o->look, o->output || !(o->npz || o->json));
     if (st) return ts_cli_error("attribute", "%s", ts_last_error());
     ts_model m;
     ts_lmtok tok;
@@ -259,11 +261,12 @@ int ts_cmd_attribute(int argc, char **argv) {
          NULL},
         {"--json", TS_FLAG_STRING, &o.json, "FILE", "the same as JSON, with the parts', tokens' and targets' names",
          NULL, NULL, NULL},
+        SWEEP_LOOK_FLAGS(o.look),
     };
     const ts_cli_spec spec = {
         .command = "attribute",
         .synopsis = "--load W.safetensors (--text T | --ids IDS.npy) [--token X | --answer X --wrong Y] [--position P|all]\n"
-                    "       [-o FIG.png|svg|pdf] [--npz FILE] [--json FILE]",
+                    "       [-o FIG.png|svg|pdf] [--title T] [--caption C] [--projector] [--npz FILE] [--json FILE]",
         .description = "Direct logit attribution: split the logit of a token at a position (or the difference\n"
                        "logit(X) - logit(Y)) into what each head, each FFN and the embedding wrote into the\n"
                        "stream, each through the final norm's scale there. The shares add up to the logit.\n"

@@ -138,6 +138,49 @@ static bool script_ok(const char *script) {
     return good;
 }
 
+static void print_problem(void *ctx, const char *message) {
+    (void)ctx;
+    fprintf(stderr, "%s\n", message);
+}
+
+/* --check: every problem of a parsed lesson, each as FILE:LINE: message, in
+ * one pass: the form of its expect: items, then (unless --no-run) its
+ * setups' runs (cached), every step name against their traces and every
+ * expect: figure and zoom: range against their values. */
+static int check_lesson(const ts_lesson *l, const lesson_opts *o, bool no_run) {
+    ts_lesson_sink sink = {print_problem, NULL, 0};
+    ts_status st = ts_lesson_check_expect_forms(l, &sink);
+    if (!st && !no_run) {
+        char exe[4096];
+        if (!ts_platform_self_exe(exe, sizeof exe)) return ts_cli_error("lesson", "cannot find the tscope binary's path");
+        ts_lessonrun_options ro = ts_lessonrun_options_default(exe);
+        ro.cache_dir = o->cache;
+        ro.rerun = o->rerun;
+        ro.log = o->quiet ? NULL : stderr;
+        ro.defer_checks = true;
+        ts_lessonrun run;
+        ts_status opened = ts_lessonrun_open(&run, l, &ro);
+        if (opened == TS_ERR_NOMEM) st = opened;
+        else if (opened) st = ts_lesson_sink_take(&sink, opened); /* a setup that cannot run */
+        else {
+            st = ts_lessonrun_check_names(&run, &sink);
+            if (!st) st = ts_lessonrun_check_expects(&run, &sink);
+        }
+        ts_lessonrun_close(&run);
+    }
+    if (st) {
+        fprintf(stderr, "%s\n", ts_last_error());
+        return 1;
+    }
+    if (sink.n) {
+        fprintf(stderr, "%s: %d problem%s\n", l->path, sink.n, sink.n == 1 ? "" : "s");
+        return 1;
+    }
+    printf("%s: ok, %d steps, %d run%s (%s)%s\n", l->path, l->n_steps, l->n_setups, l->n_setups == 1 ? "" : "s",
+           l->title, no_run ? "; --no-run: names and expect: figures not checked against a run" : "");
+    return 0;
+}
+
 /* Run the setups (or reuse their traces), then export or open the window. */
 static int run_lesson(const ts_lesson *l, const char *what, const lesson_opts *o) {
     char exe[4096];
@@ -209,14 +252,17 @@ static int run_lesson(const ts_lesson *l, const char *what, const lesson_opts *o
 }
 
 int ts_cmd_lesson(int argc, char **argv) {
-    bool list = false, check = false, print = false;
+    bool list = false, check = false, print = false, no_run = false;
     bool scale_seen = false, step_seen = false, width_seen = false, height_seen = false, format_seen = false;
     lesson_opts o = {.scale = 1.25f, .width = 1280, .height = 720, .format = "png"};
     const ts_flag flags[] = {
         {"--list", TS_FLAG_BOOL, &list, NULL, "list every lesson: number, name, title, steps", NULL, NULL, NULL},
         {"--check", TS_FLAG_BOOL, &check, NULL,
-         "parse the lesson (syntax only; names are checked once it runs); one line, exit 0 when it is good", NULL,
-         NULL, NULL},
+         "every problem of the lesson at once, each as FILE:LINE: message: keys, expect: items, and against its "
+         "runs (cached) step names, expect: figures and zoom: ranges; one ok line, exit 0 when it is good",
+         NULL, NULL, NULL},
+        {"--no-run", TS_FLAG_BOOL, &no_run, NULL,
+         "with --check: only what needs no run (keys, the form of expect: items)", NULL, NULL, NULL},
         {"--print", TS_FLAG_BOOL, &print, NULL, "print the lesson as text: each step's view and narration", NULL, NULL,
          NULL},
         {"--export", TS_FLAG_STRING, &o.export_dir, "DIR",
@@ -247,7 +293,7 @@ int ts_cmd_lesson(int argc, char **argv) {
     };
     const ts_cli_spec spec = {
         .command = "lesson",
-        .synopsis = "--list | N|NAME|FILE [--export DIR [--format png|svg|pdf] | --check | --print |\n"
+        .synopsis = "--list | N|NAME|FILE [--export DIR [--format png|svg|pdf] | --check [--no-run] | --print |\n"
                     "       --script KEYS --screenshot FILE]",
         .description = "Lessons are Markdown files (lessons/NN-name.md, format in lessons/README.md).\n"
                        "With a lesson, runs its setups (traces are cached) and opens the viewer on its steps:\n"
@@ -272,14 +318,19 @@ int ts_cmd_lesson(int argc, char **argv) {
     bool window_flags = o.script || o.screenshot || step_seen || width_seen || height_seen;
     bool run_flags = o.cache || o.rerun || o.quiet;
     if (list) {
-        if (n_pos || check || print || o.export_dir || o.handout || window_flags || run_flags || scale_seen || format_seen)
+        if (n_pos || check || print || no_run || o.export_dir || o.handout || window_flags || run_flags || scale_seen || format_seen)
             return ts_cli_error("lesson", "--list takes no lesson and no other flag");
         return list_lessons();
     }
     if (check && print) return ts_cli_error("lesson", "--check and --print are two answers: ask for one");
-    if ((check || print) && (o.export_dir || window_flags || run_flags || scale_seen || format_seen))
-        return ts_cli_error("lesson", "--check and --print do not run the lesson: drop --export, the window's flags "
-                                      "(--script --screenshot --step --width --height), --scale, --cache, --rerun, --quiet");
+    if ((check || print) && (o.export_dir || window_flags || scale_seen || format_seen))
+        return ts_cli_error("lesson", "--check and --print draw no page: drop --export, the window's flags "
+                                      "(--script --screenshot --step --width --height), --scale and --format");
+    if (print && run_flags)
+        return ts_cli_error("lesson", "--print does not run the lesson: drop --cache, --rerun and --quiet");
+    if (no_run && !check) return ts_cli_error("lesson", "--no-run goes with --check");
+    if (no_run && run_flags)
+        return ts_cli_error("lesson", "--check --no-run runs nothing: drop --cache, --rerun and --quiet");
     if (o.export_dir && window_flags)
         return ts_cli_error("lesson", "--export writes the pages without a window: drop --script, --screenshot, "
                                       "--step, --width and --height");
@@ -308,7 +359,7 @@ int ts_cmd_lesson(int argc, char **argv) {
         return 1;
     }
     rc = 0;
-    if (check) printf("%s: ok, %d steps, %d run%s (%s)\n", path, l.n_steps, l.n_setups, l.n_setups == 1 ? "" : "s", l.title);
+    if (check) rc = check_lesson(&l, &o, no_run);
     else if (print) print_outline(&l);
     else rc = run_lesson(&l, pos[0], &o);
     ts_lesson_free(&l);

@@ -15,10 +15,12 @@
 
 typedef struct patch_opts {
     const char *load, *clean, *corrupt, *answer, *wrong, *output, *site, *npz, *json;
+    sweep_look look; /* --title, --caption, --projector */
 } patch_opts;
 
 static int run(const patch_opts *o) {
     ts_status st = o->output ? sweep_cli_check_output(o->output) : TS_OK;
+    if (!st) st = sweep_cli_look_check(&o->look, o->output || !(o->npz || o->json));
     if (!st && (!o->clean || !o->corrupt || !o->answer))
         st = ts_fail(TS_ERR_ARG, "give --clean T1, --corrupt T2 and --answer X (the token T1 should be followed by)");
     if (st) return ts_cli_error("patch", "%s", ts_last_error());
@@ -105,7 +107,7 @@ static int run(const patch_opts *o) {
                               "corrupted %.2f) \xc2\xb7 * where the texts differ", sw.clean_diff, sw.corrupt_diff);
     sweep_figure f = {.path = path, .title = title, .subtitle = sub, .row_axis = "patched step",
                       .col_axis = "position (corrupted text)", .values = sw.restored, .rows = sw.rows, .cols = S,
-                      .row_labels = rl, .col_labels = cl, .unit = true};
+                      .row_labels = rl, .col_labels = cl, .unit = true, .look = &o->look};
     if ((st = sweep_cli_figure(&f))) rc = ts_cli_error("patch", "%s", ts_last_error());
     else printf("wrote %s\n", path);
     free(labels), free(cl), free(rl);
@@ -140,11 +142,12 @@ int ts_cmd_patch(int argc, char **argv) {
          NULL},
         {"--json", TS_FLAG_STRING, &o.json, "FILE", "the same as JSON, with the rows' steps and positions' tokens",
          NULL, NULL, NULL},
+        SWEEP_LOOK_FLAGS(o.look),
     };
     const ts_cli_spec spec = {
         .command = "patch",
         .synopsis = "--load W.safetensors --clean T1 --corrupt T2 --answer X [--wrong Y] [--site resid|attn|ffn|heads]\n"
-                    "       [-o FIG.png|svg|pdf] [--npz FILE] [--json FILE]",
+                    "       [-o FIG.png|svg|pdf] [--npz FILE] [--json FILE] [--title T] [--caption C] [--projector]",
         .description = "Activation patching: for every layer's residual stream (embed.out, then each layer's out)\n"
                        "and every position, run the corrupted text with that one vector from the clean run, and\n"
                        "print how much of the clean logit difference (answer minus wrong, at the last position)\n"

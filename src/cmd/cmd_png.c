@@ -37,6 +37,9 @@ typedef struct png_args {
     int hl[TS_CLI_LIST_MAX][4]; /* row0, row1, col0, col1 */
     float font_scale;
     bool font_scale_seen, projector;
+    const char *compare;   /* --compare B.tstrace: the same step of another run */
+    const char *dims_text; /* --dims "0,1,6,7" */
+    int dims[16], n_dims;
 } png_args;
 
 static int fail(const char *fmt, ...)
@@ -66,12 +69,30 @@ typedef struct draw_job {
     ts_render_layout *layout;
     const png_args *a;
     double caption_h; /* the caption's band at the bottom */
+    ts_scene *right;  /* --compare's run beside it (NULL: none), each under its label */
+    const char *label[2];
 } draw_job;
+
+#define COMPARE_LABEL_H 30.0 /* the line naming each run above its half */
+
+/* --compare: the two runs side by side, each half under a line naming its run. */
+static ts_status draw_pair(draw_job *job, cairo_t *cr, double w, double h) {
+    ts_render_clear(cr, (ts_render_rect){0, 0, w, h});
+    for (int k = 0; k < 2; k++) {
+        ts_render_rect half = {k * w / 2, 0, w / 2, h};
+        ts_render_caption_line(cr, (ts_render_rect){half.x + 14, 8, half.w - 28, COMPARE_LABEL_H - 8}, job->label[k]);
+        half.y += COMPARE_LABEL_H;
+        half.h -= COMPARE_LABEL_H;
+        TS_TRY(ts_scene_draw(k ? job->right : job->sc, cr, half, NULL, k ? NULL : job->layout));
+    }
+    return TS_OK;
+}
 
 static ts_status draw_scene(void *ctx, cairo_t *cr, double w, double h) {
     draw_job *job = ctx;
     const png_args *a = job->a;
-    ts_status st = ts_scene_draw(job->sc, cr, (ts_render_rect){0, 0, w, h - job->caption_h}, NULL, job->layout);
+    ts_status st = job->right ? draw_pair(job, cr, w, h - job->caption_h)
+                              : ts_scene_draw(job->sc, cr, (ts_render_rect){0, 0, w, h - job->caption_h}, NULL, job->layout);
     for (int i = 0; !st && i < a->highlight.count; i++)
         st = ts_render_frame_cells(cr, job->layout, a->hl[i][0], a->hl[i][1], a->hl[i][2], a->hl[i][3]);
     if (!st && job->caption_h > 0) {
@@ -136,10 +157,17 @@ static void note_partial(const ts_render_layout *l, int w, int h, float scale) {
            w + (int)ceil((c->total_cols - c->cols) / scale), h + (int)ceil((c->total_rows - c->rows) / scale));
 }
 
-/* Draw the scene at its size (or the one asked for) and write it. */
-static int export(const png_args *a, ts_scene *sc) {
+/* Draw the scene (and --compare's beside it) at its size (or the one asked
+ * for) and write it. */
+static int export(const png_args *a, ts_scene *sc, ts_scene *right, const char *const label[2]) {
     int w, h;
     ts_scene_size(sc, &w, &h);
+    if (right) {
+        int w2, h2;
+        ts_scene_size(right, &w2, &h2);
+        w += w2;
+        h = (h > h2 ? h : h2) + (int)COMPARE_LABEL_H;
+    }
     if (a->projector) { /* a 1920 x 1080 slide: the view's shape, as large as fits */
         double k = fmin(1920.0 / w, 1080.0 / h);
         w = (int)floor(w * k);
@@ -147,7 +175,7 @@ static int export(const png_args *a, ts_scene *sc) {
     }
     if (a->width > 0) w = a->width;
     if (a->height > 0) h = a->height;
-    trim_blank(sc, &w, &h, a->width > 0, a->height > 0);
+    if (!right) trim_blank(sc, &w, &h, a->width > 0, a->height > 0);
     char path[600];
     const char *out = a->out;
     if (!out) {
@@ -156,7 +184,7 @@ static int export(const png_args *a, ts_scene *sc) {
     }
     ts_render_layout *layout = calloc(1, sizeof *layout);
     if (!layout) return fail("out of memory");
-    draw_job job = {sc, layout, a, 0};
+    draw_job job = {sc, layout, a, 0, right, {label ? label[0] : NULL, label ? label[1] : NULL}};
     if (a->caption) {
         cairo_surface_t *img = cairo_image_surface_create(CAIRO_FORMAT_RGB24, 8, 8);
         cairo_t *cr = cairo_create(img);
@@ -181,6 +209,55 @@ static int export(const png_args *a, ts_scene *sc) {
     return st == TS_OK ? 0 : fail("%s", ts_last_error());
 }
 
+/* A run in words for a legend: its file's name and what was edited in it
+ * ("b.tstrace: head0 zeroed; head1 zeroed"), or that nothing was. */
+static void run_label(char *buf, size_t cap, const char *path, const ts_trace *t) {
+    const char *slash = strrchr(path, '/');
+    char edits[200];
+    int n = snprintf(buf, cap, "%s: ", slash ? slash + 1 : path);
+    if (n < 0 || (size_t)n >= cap) return;
+    if (ts_trace_step_edits(t, NULL, edits, sizeof edits) > 0) snprintf(buf + n, cap - (size_t)n, "%s", edits);
+    else snprintf(buf + n, cap - (size_t)n, "as computed, no edit");
+}
+
+/* --compare B: the same step of B, drawn into the figure of a: curves on
+ * a's axes, or a heatmap beside a's on the colour scale both share. */
+static int export_compared(const png_args *a, ts_scene *sc, ts_trace *ta, const ts_scene_request *rq) {
+    if (a->highlight.count) return fail("--highlight frames the cells of one view; with --compare draw each run alone");
+    ts_trace *tb;
+    if (ts_trace_open(a->compare, &tb) != TS_OK) return fail("--compare %s: %s", a->compare, ts_last_error());
+    int rc = ts_trace_verify(tb, NULL) ? fail("--compare %s: %s", a->compare, ts_last_error()) : -1;
+    ts_scene_request rb = *rq;
+    rb.trace_path = a->compare;
+    ts_scene *right = NULL;
+    if (rc < 0 && ts_scene_build(&right, tb, &rb) != TS_OK) rc = fail("--compare %s: %s", a->compare, ts_last_error());
+    char la[300], lb[300];
+    run_label(la, sizeof la, a->trace_path, ta);
+    run_label(lb, sizeof lb, a->compare, tb);
+    const char *labels[2] = {la, lb};
+    ts_render_scale sa, sb;
+    if (rc >= 0) {
+    } else if (ts_scene_overlay(sc, right, la, lb) == TS_OK) {
+        rc = export(a, sc, NULL, NULL); /* one pair of axes */
+    } else if (ts_scene_color_scale(sc, &sa) && ts_scene_color_scale(right, &sb)) {
+        /* one colour scale: the larger range of the two, about 0 when either is signed */
+        ts_render_scale both = {.cmap = sa.cmap, .vmin = fminf(sa.vmin, sb.vmin), .vmax = fmaxf(sa.vmax, sb.vmax)};
+        if (sa.cmap != sb.cmap || both.vmin < 0) {
+            float m = fmaxf(fabsf(both.vmin), fabsf(both.vmax));
+            both = (ts_render_scale){.cmap = TS_CMAP_COOLWARM, .vmin = -m, .vmax = m};
+        }
+        ts_scene_set_color_scale(sc, both);
+        ts_scene_set_color_scale(right, both);
+        rc = export(a, sc, right, labels);
+    } else {
+        rc = fail("--compare: the %s view of %s is neither curves nor a coloured map; draw each run alone",
+                  ts_scene_view_name(sc), a->tensor);
+    }
+    ts_scene_free(right);
+    ts_trace_close(tb);
+    return rc;
+}
+
 /* A flag the picture does not show is an error, not a silent no-op. -1: all used. */
 static int unused(const png_args *a, const ts_scene *sc) {
     unsigned used = ts_scene_used(sc);
@@ -193,10 +270,29 @@ static int unused(const png_args *a, const ts_scene *sc) {
     if ((a->position_seen || a->top_seen) && !(used & TS_SCENE_USED_POSITION))
         return fail("%s picks what the distribution view (--view dist) draws; the %s view of %s does not",
                     a->position_seen ? "--position" : "--top", view, name);
+    if (a->n_dims && !(used & TS_SCENE_USED_DIMS))
+        return fail("--dims %s picks the curves of a positional encoding (--view curves or auto); the %s view of %s "
+                    "draws none", a->dims_text, view, name);
     if (a->axes && !(used & TS_SCENE_USED_AXES))
         return fail("--axes %s picks the two dims of a tensor heatmap; the %s view of %s has its own", a->axes, view,
                     name);
     return -1;
+}
+
+/* "0,1,6,7" into a->dims; -1: parsed. */
+static int parse_dims(png_args *a) {
+    const char *p = a->dims_text;
+    a->n_dims = 0;
+    while (*p) {
+        char *end;
+        long d = strtol(p, &end, 10);
+        if (end == p || d < 0 || d > 1000000 || (*end && *end != ','))
+            return fail("--dims %s: give dims as whole numbers from 0, separated by commas (0,1,6,7)", a->dims_text);
+        if (a->n_dims == 16) return fail("--dims %s: 16 dims at most (8 sin/cos pairs)", a->dims_text);
+        a->dims[a->n_dims++] = (int)d;
+        p = *end ? end + 1 : end;
+    }
+    return a->n_dims ? -1 : fail("--dims needs at least one dim");
 }
 
 /* "R,C" or "R0-R1,C0-C1" into row0, row1, col0, col1; -1: parsed. */
@@ -237,6 +333,12 @@ int ts_cmd_png(int argc, char **argv) {
          NULL, NULL, NULL},
         {"--caption", TS_FLAG_STRING, &a.caption, "TEXT", "a caption under the figure, wrapped to its width", NULL, NULL,
          NULL},
+        {"--compare", TS_FLAG_STRING, &a.compare, "B.tstrace",
+         "the same step of another run (an edited one): curves on one pair of axes, heatmaps side by side on one "
+         "colour scale, each run named by its edits", NULL, NULL, NULL},
+        {"--dims", TS_FLAG_STRING, &a.dims_text, "D,D,...",
+         "positional encoding: the dims whose curves are drawn, up to 16 (a choice across the frequencies)", NULL,
+         NULL, NULL},
         {"--highlight", TS_FLAG_LIST, &a.highlight, "R,C",
          "frame cells: ROW,COL or ranges R0-R1,C0-C1 (a * for every row or column); repeatable", NULL, NULL, NULL},
         {"--font-scale", TS_FLAG_FLOAT, &a.font_scale, "F", "every text F times its size, 0.5 to 4 (1)", NULL, NULL,
@@ -256,7 +358,7 @@ int ts_cmd_png(int argc, char **argv) {
         .command = CMD,
         .synopsis = "TRACE --tensor NAME [--view V] [--batch I] [--layer L] [--head H] [--step K] [-o FILE.png|svg|pdf]\n"
                     "       [--width W --height H --scale S] [--title T] [--caption C] [--highlight R,C]...\n"
-                    "       [--font-scale F | --projector] [--position P --top K]",
+                    "       [--font-scale F | --projector] [--position P --top K] [--dims D,D,...] [--compare B.tstrace]",
         .description = "Draw one step of a trace as PNG, SVG or PDF (the extension of -o picks), with no display:\n"
                        "attention heads and grids, the layers x heads overview, positional encoding curves,\n"
                        "RoPE's turning, LayerNorm and RMSNorm statistics, any tensor as a heatmap with its\n"
@@ -296,6 +398,7 @@ int ts_cmd_png(int argc, char **argv) {
     if (a.caption && !a.caption[0]) return fail("--caption needs some text");
     for (int i = 0; i < a.highlight.count; i++)
         if ((rc = parse_highlight(a.highlight.items[i], a.hl[i])) >= 0) return rc;
+    if (a.dims_text && (rc = parse_dims(&a)) >= 0) return rc;
     if (a.head_seen && a.head < 0) return fail("--head %d: heads count from 0", a.head);
     ts_render_view view;
     ts_render_view_from_name(a.view, &view);
@@ -331,6 +434,8 @@ int ts_cmd_png(int argc, char **argv) {
     rq.trace_path = a.trace_path;
     if (a.position_seen) rq.position = a.position;
     if (a.top_seen) rq.top_k = a.top;
+    rq.dims = a.n_dims ? a.dims : NULL;
+    rq.n_dims = a.n_dims;
     ts_render_set_font_scale(a.font_scale);
     ts_scene *sc;
     if (ts_scene_build(&sc, t, &rq) != TS_OK) {
@@ -339,7 +444,7 @@ int ts_cmd_png(int argc, char **argv) {
         ts_scene_free(sc);
     } else {
         ts_scene_set_title(sc, a.title);
-        rc = export(&a, sc);
+        rc = a.compare ? export_compared(&a, sc, t, &rq) : export(&a, sc, NULL, NULL);
         ts_scene_free(sc);
     }
     ts_trace_close(t);

@@ -86,7 +86,20 @@ ts_status sweep_cli_check_output(const char *path) {
     return TS_OK;
 }
 
-static ts_status draw(void *ctx, cairo_t *cr, double w, double h) {
+ts_status sweep_cli_look_check(const sweep_look *look, bool figure) {
+    if (!figure && (look->title || look->caption || look->projector))
+        return ts_fail(TS_ERR_ARG, "--title, --caption and --projector set the figure, and none is drawn: add -o FIG.png");
+    if (look->title && !look->title[0]) return ts_fail(TS_ERR_ARG, "--title needs some text");
+    if (look->caption && !look->caption[0]) return ts_fail(TS_ERR_ARG, "--caption needs some text");
+    return TS_OK;
+}
+
+const char *sweep_cli_file_name(const char *path) {
+    const char *slash = strrchr(path, '/');
+    return slash && slash[1] ? slash + 1 : path;
+}
+
+static ts_status draw_heatmap(void *ctx, cairo_t *cr, double w, double h) {
     const sweep_figure *f = ctx;
     ts_render_matrix m = {.values = f->values, .rows = f->rows, .cols = f->cols, .row_labels = f->row_labels,
                           .col_labels = f->col_labels};
@@ -94,19 +107,68 @@ static ts_status draw(void *ctx, cairo_t *cr, double w, double h) {
     for (int i = 0; i < f->rows * f->cols; i++)
         if (isfinite(f->values[i]) && fabsf(f->values[i]) > a) a = fabsf(f->values[i]);
     if (f->unit || a == 0) a = 1;
-    ts_render_heatmap_opts o = {.title = f->title, .subtitle = f->subtitle, .row_axis = f->row_axis,
+    const char *title = f->look && f->look->title ? f->look->title : f->title;
+    ts_render_heatmap_opts o = {.title = title, .subtitle = f->subtitle, .row_axis = f->row_axis,
                                 .col_axis = f->col_axis, .fixed_scale = true,
                                 .scale = {.cmap = TS_CMAP_COOLWARM, .vmin = -a, .vmax = a},
                                 .values = TS_RENDER_VALUES_ALWAYS, .stretch = true};
     return ts_render_heatmap(cr, (ts_render_rect){0, 0, w, h}, &m, &o, NULL, NULL);
 }
 
+/* A figure with a teacher's look: what draw paints, above the caption's band. */
+typedef struct look_job {
+    const sweep_look *look;
+    double caption_h;
+    ts_figure_draw_fn draw;
+    void *ctx;
+} look_job;
+
+static ts_status draw_look(void *ctx, cairo_t *cr, double w, double h) {
+    const look_job *job = ctx;
+    ts_status st = job->draw(job->ctx, cr, w, h - job->caption_h);
+    if (!st && job->caption_h > 0)
+        ts_render_caption_block(cr, (ts_render_rect){0, h - job->caption_h, w, job->caption_h}, job->look->caption, true);
+    return st;
+}
+
+/* The height the caption takes at width w (0 when none). */
+static double caption_height(const sweep_look *look, double w) {
+    if (!look || !look->caption) return 0;
+    cairo_surface_t *img = cairo_image_surface_create(CAIRO_FORMAT_RGB24, 8, 8);
+    cairo_t *cr = cairo_create(img);
+    double h = ceil(ts_render_caption_block(cr, (ts_render_rect){0, 0, w, 0}, look->caption, false));
+    cairo_destroy(cr);
+    cairo_surface_destroy(img);
+    return h;
+}
+
+ts_status sweep_cli_write_figure(const char *path, const char *title, const sweep_look *look, double w, double h,
+                                 ts_figure_draw_fn draw, void *ctx) {
+    bool projector = look && look->projector;
+    double font = projector ? 1.75 : 1;
+    ts_figure_spec spec = {.width = w * font, .height = h * font, .scale = 1,
+                           .title = look && look->title ? look->title : title};
+    if (!ts_figure_format_from_path(path, &spec.format))
+        return ts_fail(TS_ERR_ARG, "-o %s: the figure is .png, .svg or .pdf", path);
+    double saved = ts_render_font_scale();
+    ts_render_set_font_scale(font);
+    look_job job = {look, caption_height(look, spec.width), draw, ctx};
+    spec.height += job.caption_h;
+    if (projector) { /* a slide: as large as fits 1920 x 1080, text at 1.75 */
+        double k = fmin(1920.0 / spec.width, 1080.0 / spec.height);
+        spec.width = floor(spec.width * k);
+        spec.height = floor(spec.height * k);
+        job.caption_h = caption_height(look, spec.width);
+    }
+    ts_status st = ts_figure_write(path, &spec, draw_look, &job);
+    ts_render_set_font_scale(saved);
+    return st;
+}
+
 ts_status sweep_cli_figure(const sweep_figure *f) {
-    ts_figure_spec spec = {.width = fmax(760, 160 + 58.0 * f->cols), .height = fmax(300, 170 + 44.0 * f->rows),
-                           .scale = 1, .title = f->title};
-    if (!ts_figure_format_from_path(f->path, &spec.format))
-        return ts_fail(TS_ERR_ARG, "-o %s: the figure is .png, .svg or .pdf", f->path);
-    return ts_figure_write(f->path, &spec, draw, (void *)f);
+    /* cells sized for their printed values */
+    return sweep_cli_write_figure(f->path, f->title, f->look, fmax(760, 160 + 58.0 * f->cols),
+                                  fmax(300, 170 + 44.0 * f->rows), draw_heatmap, (void *)f);
 }
 
 ts_status sweep_cli_write_npz(const char *path, const sweep_array *a, int n) {

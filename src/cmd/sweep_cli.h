@@ -6,7 +6,32 @@
 
 #include "cli.h"
 #include "tscope/experiment.h"
+#include "tscope/render.h"
 #include "tscope/tokenizer.h"
+
+/* What a teacher sets of a sweep's figure: its title in their words (the
+ * command's own title goes), a caption under it, and a slide's size. */
+typedef struct sweep_look {
+    const char *title, *caption;
+    bool projector; /* 1920 x 1080 at most, every text 1.75 times its size */
+} sweep_look;
+
+/* The three flags of a sweep_look, for a command's flag table. */
+#define SWEEP_LOOK_FLAGS(look)                                                                                        \
+    {"--title", TS_FLAG_STRING, &(look).title, "TEXT", "the figure's title, in your words (the command's own)", NULL, \
+     NULL, NULL},                                                                                                    \
+        {"--caption", TS_FLAG_STRING, &(look).caption, "TEXT", "a caption under the figure, wrapped to its width",     \
+         NULL, NULL, NULL},                                                                                          \
+        {"--projector", TS_FLAG_BOOL, &(look).projector, NULL,                                                       \
+         "a slide: 1920 x 1080 at most, every text 1.75 times its size", NULL, NULL, NULL}
+
+/* An empty --title or --caption is an error (it would draw nothing), and so
+ * is any of the three when the command draws no figure. */
+ts_status sweep_cli_look_check(const sweep_look *look, bool figure);
+
+/* The file name of path, without its folders: what a figure's subtitle
+ * names (a slide shows no one's home directory). */
+const char *sweep_cli_file_name(const char *path);
 
 /* The model of checkpoint `load` for `text`'s tokens (ids owned by the caller). */
 ts_status sweep_cli_open(const char *load, const char *text, const char *what, ts_model *m, ts_lmtok *tok,
@@ -25,9 +50,17 @@ typedef struct sweep_figure {
     int rows, cols;
     const char *const *row_labels, *const *col_labels;
     bool unit; /* a fraction restored: -1..1 fixed */
+    const sweep_look *look; /* may be NULL: the command's own title, no caption */
 } sweep_figure;
 
 ts_status sweep_cli_figure(const sweep_figure *f);
+
+/* Write a figure that draw paints at w x h points (its title for a PDF's
+ * metadata), with look's caption under it, look's title for the PDF, and for
+ * a projector its text 1.75 times as large and the whole as large as fits
+ * 1920 x 1080. look may be NULL. */
+ts_status sweep_cli_write_figure(const char *path, const char *title, const sweep_look *look, double w, double h,
+                                 ts_figure_draw_fn draw, void *ctx);
 
 /* The one token `text` is for tok, or "id:N" the token of id N; else an
  * error naming flag. */

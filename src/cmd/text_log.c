@@ -1,4 +1,10 @@
-/* text_log: TSCOPE_TEXT_LOG=FILE makes the drawing commands append one line
+/* text_log: how the drawing commands report their text.
+ *
+ * TSCOPE_CLIPS=error makes a figure with a text it could not draw whole
+ * (shortened, overlapping another, cut off: render.h) an error; the tests set
+ * it. Otherwise such a figure is written with a warning on stderr.
+ *
+ * TSCOPE_TEXT_LOG=FILE makes the drawing commands append one line
  * per text they draw (render.h, "text probe"): its font size and line height
  * in device pixels, where it starts, and the text. tests/readability_test.sh
  * reads it to check that no view or lesson page draws text too small to read.
@@ -9,6 +15,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "tscope/render.h"
 
@@ -21,7 +28,14 @@ static void log_text(void *ctx, const ts_render_text_info *t) {
     fputc('\n', f);
 }
 
+static void warn_clips(const char *what, int n, const char *desc) {
+    fprintf(stderr, "tscope: warning: %s: %d text%s not drawn whole: %s\n", what, n, n == 1 ? "" : "s", desc);
+}
+
 void ts_text_log_begin(void) {
+    const char *clips = getenv("TSCOPE_CLIPS");
+    ts_render_set_clip_policy(clips && strcmp(clips, "error") == 0 ? TS_RENDER_CLIPS_FAIL : TS_RENDER_CLIPS_WARN,
+                              warn_clips);
     const char *path = getenv("TSCOPE_TEXT_LOG");
     if (!path || !*path) return;
     log_file = fopen(path, "a");

@@ -1,4 +1,4 @@
-/* text_log: TSCOPE_TEXT_LOG=FILE, every text drawn with its size (text_log.c). */
+/* text_log: TSCOPE_CLIPS=error and TSCOPE_TEXT_LOG=FILE, how drawing commands report their text (text_log.c). */
 #ifndef TSCOPE_CMD_TEXT_LOG_H
 #define TSCOPE_CMD_TEXT_LOG_H
 

@@ -482,16 +482,22 @@ static ts_status check_one_name(const ts_lesson *l, const ts_lesson_step *st, co
                              name, run, hint[0] ? ": " : "", hint);
 }
 
-ts_status ts_lesson_check_names(const ts_lesson *l, ts_lesson_name_fn known, void *ctx) {
+ts_status ts_lesson_sink_take(ts_lesson_sink *sink, ts_status s) {
+    if (s == TS_OK || !sink) return s;
+    if (sink->fn) sink->fn(sink->ctx, ts_last_error());
+    sink->n++;
+    return TS_OK;
+}
+
+ts_status ts_lesson_check_names(const ts_lesson *l, ts_lesson_name_fn known, void *ctx, ts_lesson_sink *sink) {
     for (int i = 0; i < l->n_steps; i++) {
         const ts_lesson_step *st = &l->steps[i];
-        ts_status s = check_one_name(l, st, "tensor", st->run, st->tensor, known, ctx);
-        if (s != TS_OK) return s;
+        TS_TRY(ts_lesson_sink_take(sink, check_one_name(l, st, "tensor", st->run, st->tensor, known, ctx)));
         if (!st->compare_with && !st->compare_run) continue;
         const char *run = st->compare_run ? st->compare_run : st->run;
         const char *name = st->compare_with ? st->compare_with : st->tensor;
-        s = check_one_name(l, st, st->compare_with ? "compare-with" : "compare-run", run, name, known, ctx);
-        if (s != TS_OK) return s;
+        TS_TRY(ts_lesson_sink_take(
+            sink, check_one_name(l, st, st->compare_with ? "compare-with" : "compare-run", run, name, known, ctx)));
     }
     return TS_OK;
 }

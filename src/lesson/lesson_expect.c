@@ -522,7 +522,14 @@ static ts_status check_item(const ts_lessonrun *r, const ts_lesson_step *st, con
     return TS_OK;
 }
 
-static ts_status check_step(const ts_lessonrun *r, const ts_lesson_step *st, const ts_lesson_kv *kv) {
+/* What to do with one item of an expect: list. */
+typedef ts_status (*item_fn)(const ts_lessonrun *r, const ts_lesson *l, const ts_lesson_step *st,
+                             const ts_lesson_kv *kv, char *item);
+
+/* fn on every item of kv (a step's expect:), each problem to sink (NULL: the
+ * first is returned). */
+static ts_status each_item(const ts_lessonrun *r, const ts_lesson *l, const ts_lesson_step *st,
+                           const ts_lesson_kv *kv, item_fn fn, ts_lesson_sink *sink) {
     char *list = strdup(kv->value); /* whole: an item past any fixed size is still checked */
     if (!list) return ts_fail(TS_ERR_NOMEM, "lesson: out of memory");
     ts_status s = TS_OK;
@@ -534,13 +541,77 @@ static ts_status check_step(const ts_lessonrun *r, const ts_lesson_step *st, con
         item += strspn(item, " ");
         for (size_t n = strlen(item); n && item[n - 1] == ' '; n--) item[n - 1] = '\0';
         if (!*item)
-            s = ts_lesson_fail_at(r->lesson, kv->line, "expect: item %d is empty: items are separated by one ';' "
+            s = ts_lesson_fail_at(l, kv->line, "expect: item %d is empty: items are separated by one ';' "
                                   "each, as 'max 0.72; mean 0.25'", items + 1);
         else
-            s = check_item(r, st, kv, item);
+            s = fn(r, l, st, kv, item);
+        s = ts_lesson_sink_take(sink, s);
     }
     free(list);
     return s;
+}
+
+static ts_status check_form(const ts_lessonrun *r, const ts_lesson *l, const ts_lesson_step *st,
+                            const ts_lesson_kv *kv, char *item);
+
+static ts_status check_run_item(const ts_lessonrun *r, const ts_lesson *l, const ts_lesson_step *st,
+                                const ts_lesson_kv *kv, char *item) {
+    if (check_form(r, l, st, kv, item) != TS_OK) return TS_OK; /* its form is reported by ts_lesson_check_expect_forms */
+    return check_item(r, st, kv, item);
+}
+
+/* An item's form, without a run: its kind is known and its last word a number. */
+static ts_status check_form(const ts_lessonrun *r, const ts_lesson *l, const ts_lesson_step *st,
+                            const ts_lesson_kv *kv, char *item) {
+    (void)r;
+    static const char *const usage = "an item is 'min|max|mean|std|nan VALUE', 'mean A-B VALUE', 'at I,J,... VALUE', "
+                                     "'curve ...' or 'rows ...' (lessons/README.md)";
+    if (strlen(item) >= MAX_ITEM)
+        return ts_lesson_fail_at(l, kv->line, "expect '%.40s...': an item of %zu bytes; an item is shorter than %d",
+                                 item, strlen(item), MAX_ITEM);
+    const char *it = item;
+    if (strncmp(it, "right ", 6) == 0) {
+        if (!st->compare_with && !st->compare_run && st->compare_step == TS_LESSON_UNSET)
+            return ts_lesson_fail_at(l, kv->line, "expect '%s': 'right' is the comparison, and the step has none", item);
+        it += 6 + strspn(it + 6, " ");
+    }
+    if (strncmp(it, "of ", 3) == 0) {
+        const char *end = strchr(it + 3, ' ');
+        if (!end || end == it + 3) return ts_lesson_fail_at(l, kv->line, "expect '%s': 'of NAME' names a step, then the item", item);
+        it = end + strspn(end, " ");
+    }
+    if (strncmp(it, "curve ", 6) == 0 || strncmp(it, "rows ", 5) == 0) return TS_OK; /* their words need the run */
+    const char *space = strrchr(it, ' ');
+    char *end;
+    if (!space || space == it) return ts_lesson_fail_at(l, kv->line, "expect '%s': %s", item, usage);
+    strtod(space + 1, &end);
+    if (end == space + 1 || *end)
+        return ts_lesson_fail_at(l, kv->line, "expect '%s': the last word of an item is the figure quoted, a number", item);
+    int head = (int)(space - it);
+    static const char *const stats[] = {"min", "max", "mean", "std", "nan"};
+    for (int k = 0; k < 5; k++)
+        if ((int)strlen(stats[k]) == head && strncmp(it, stats[k], (size_t)head) == 0) return TS_OK;
+    long a, b;
+    char tail;
+    char what[MAX_ITEM];
+    snprintf(what, sizeof what, "%.*s", head, it);
+    if (sscanf(what, "mean %ld-%ld%c", &a, &b, &tail) == 2) return TS_OK;
+    if (strncmp(what, "at ", 3) == 0 && what[3]) {
+        for (const char *c = what + 3; *c; c++)
+            if (!isdigit((unsigned char)*c) && *c != ',' && *c != ' ')
+                return ts_lesson_fail_at(l, kv->line, "expect '%s': 'at' takes whole numbers separated by commas", item);
+        return TS_OK;
+    }
+    return ts_lesson_fail_at(l, kv->line, "expect '%s': %s", item, usage);
+}
+
+ts_status ts_lesson_check_expect_forms(const ts_lesson *l, ts_lesson_sink *sink) {
+    for (int i = 0; i < l->n_steps; i++) {
+        const ts_lesson_step *st = &l->steps[i];
+        for (int j = 0; j < st->n_keys; j++)
+            if (strcmp(st->keys[j].key, "expect") == 0) TS_TRY(each_item(NULL, l, st, &st->keys[j], check_form, sink));
+    }
+    return TS_OK;
 }
 
 /* A step's zoom: inside the matrix its heatmap draws (the last two dimensions). */
@@ -564,13 +635,13 @@ static ts_status check_zoom(const ts_lessonrun *r, const ts_lesson_step *st) {
     return TS_OK;
 }
 
-ts_status ts_lessonrun_check_expects(const ts_lessonrun *r) {
+ts_status ts_lessonrun_check_expects(const ts_lessonrun *r, ts_lesson_sink *sink) {
     const ts_lesson *l = r->lesson;
     for (int i = 0; i < l->n_steps; i++) {
         const ts_lesson_step *st = &l->steps[i];
-        if (st->zoomed) TS_TRY(check_zoom(r, st));
+        if (st->zoomed) TS_TRY(ts_lesson_sink_take(sink, check_zoom(r, st)));
         for (int j = 0; j < st->n_keys; j++)
-            if (strcmp(st->keys[j].key, "expect") == 0) TS_TRY(check_step(r, st, &st->keys[j]));
+            if (strcmp(st->keys[j].key, "expect") == 0) TS_TRY(each_item(r, l, st, &st->keys[j], check_run_item, sink));
     }
     return TS_OK;
 }

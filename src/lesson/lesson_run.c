@@ -513,9 +513,14 @@ ts_status ts_lessonrun_open(ts_lessonrun *r, const ts_lesson *l, const ts_lesson
             st = ts_lesson_fail_at(l, l->setups[k].line, "setup '%s': %s", l->setups[k].name, ts_last_error());
     }
     free(used);
-    if (!st) st = ts_lesson_check_names(l, known_name, r);
-    if (!st) st = ts_lessonrun_check_expects(r);
+    if (!st && !o->defer_checks) st = ts_lesson_check_names(l, known_name, r, NULL);
+    if (!st && !o->defer_checks) st = ts_lesson_check_expect_forms(l, NULL); /* a malformed item first */
+    if (!st && !o->defer_checks) st = ts_lessonrun_check_expects(r, NULL);
     return st;
+}
+
+ts_status ts_lessonrun_check_names(const ts_lessonrun *r, ts_lesson_sink *sink) {
+    return ts_lesson_check_names(r->lesson, known_name, (void *)r, sink);
 }
 
 void ts_lessonrun_close(ts_lessonrun *r) {

@@ -37,7 +37,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         touch(&l.intro);
         for (int i = 0; i < l.n_steps; i++) touch(&l.steps[i].narration);
         for (int r = 0; r < l.n_setups; r++) (void)ts_lesson_setup_get(&l, r, "preset");
-        (void)ts_lesson_check_names(&l, any_name, NULL);
+        (void)ts_lesson_check_names(&l, any_name, NULL, NULL);
     }
     ts_lesson_free(&l);
     free(text);

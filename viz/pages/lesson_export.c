@@ -437,23 +437,51 @@ static bool draw_marks(cairo_t *cr, const ts_lesson_step *st, const pane *v, con
 
 /* ---- drawing the view ---------------------------------------------------------------- */
 
-static double pen_text(cairo_t *cr, const char *markup, double size, bool bold, rgb c, double x, double y,
-                       double max_w, double align) {
+/* A layout of markup in DejaVu Sans: max_w > 0 bounds its width, where it
+ * wraps (wrap) or is shortened with "…"; the font description is the caller's to free. */
+static PangoLayout *pen_layout(cairo_t *cr, const char *markup, double size, bool bold, double max_w, bool wrap,
+                               PangoFontDescription **fd) {
     PangoLayout *lay = ts_render_text_layout(cr);
-    PangoFontDescription *fd = pango_font_description_from_string("DejaVu Sans");
-    pango_font_description_set_absolute_size(fd, size * PANGO_SCALE);
-    if (bold) pango_font_description_set_weight(fd, PANGO_WEIGHT_BOLD);
-    pango_layout_set_font_description(lay, fd);
+    *fd = pango_font_description_from_string("DejaVu Sans");
+    pango_font_description_set_absolute_size(*fd, size * PANGO_SCALE);
+    if (bold) pango_font_description_set_weight(*fd, PANGO_WEIGHT_BOLD);
+    pango_layout_set_font_description(lay, *fd);
     if (max_w > 0) {
         pango_layout_set_width(lay, (int)(max_w * PANGO_SCALE));
-        pango_layout_set_ellipsize(lay, PANGO_ELLIPSIZE_END);
+        if (wrap) pango_layout_set_wrap(lay, PANGO_WRAP_WORD_CHAR);
+        else pango_layout_set_ellipsize(lay, PANGO_ELLIPSIZE_END);
     }
     pango_layout_set_markup(lay, markup, -1);
+    return lay;
+}
+
+/* One line of markup at (x, y), aligned by `align` (0 left, 1 right), cut
+ * short with "…" beyond max_w (> 0; such a cut is recorded as a clip);
+ * returns its height. */
+static double pen_text(cairo_t *cr, const char *markup, double size, bool bold, rgb c, double x, double y,
+                       double max_w, double align) {
+    PangoFontDescription *fd;
+    PangoLayout *lay = pen_layout(cr, markup, size, bold, max_w, false, &fd);
     int w, h;
     pango_layout_get_size(lay, &w, &h);
-    double tw = (double)w / PANGO_SCALE;
     set_rgb(cr, c);
-    cairo_move_to(cr, x - align * tw, y);
+    cairo_move_to(cr, x - align * (double)w / PANGO_SCALE, y);
+    ts_render_show_layout(cr, lay);
+    pango_font_description_free(fd);
+    g_object_unref(lay);
+    return (double)h / PANGO_SCALE;
+}
+
+/* Markup wrapped to width max_w at (x, y), whole, on as many lines as it
+ * takes; returns its height. */
+static double pen_wrapped(cairo_t *cr, const char *markup, double size, bool bold, rgb c, double x, double y,
+                          double max_w) {
+    PangoFontDescription *fd;
+    PangoLayout *lay = pen_layout(cr, markup, size, bold, max_w, true, &fd);
+    int h;
+    pango_layout_get_size(lay, NULL, &h);
+    set_rgb(cr, c);
+    cairo_move_to(cr, x, y);
     ts_render_show_layout(cr, lay);
     pango_font_description_free(fd);
     g_object_unref(lay);
@@ -469,7 +497,7 @@ static double pen_text(cairo_t *cr, const char *markup, double size, bool bold, 
 static ts_status draw_pane(cairo_t *cr, const ts_lesson_page *p, const pane *v, ts_render_rect r, bool *marked) {
     if (v->label[0]) {
         char *esc = g_markup_escape_text(v->label, -1);
-        double h = pen_text(cr, esc, 14, true, ACCENT, r.x + 4, r.y, r.w - 8, 0);
+        double h = pen_wrapped(cr, esc, 14, true, ACCENT, r.x + 4, r.y, r.w - 8); /* the whole edit, wrapped */
         g_free(esc);
         r.y += h + 4;
         r.h -= h + 4;
@@ -691,23 +719,26 @@ static bool titled_by_heading(const ts_lesson_step *st) {
     return st->narration.n_blocks > 0 && st->narration.blocks[0].kind == TS_LESSON_HEADING;
 }
 
-/* Title, the lesson's introduction on its first page, then the narration. */
-static double prose_page(prose *pr, const ts_lesson_page *p, double x, double y, double w) {
+/* The lesson's introduction, on its first page, with a rule under it;
+ * returns the height (0 on other pages). */
+static double prose_intro(prose *pr, const ts_lesson_page *p, double x, double y, double w) {
     const ts_lesson *l = p->r->lesson;
+    if (p->step != 0 || !l->intro.n_blocks) return 0;
+    double h = prose_narration(pr, &l->intro, 0, x, y, w);
+    if (pr->draw) {
+        set_rgb(pr->cr, RULE);
+        cairo_set_line_width(pr->cr, 1);
+        cairo_move_to(pr->cr, x, y + h);
+        cairo_line_to(pr->cr, x + w, y + h);
+        cairo_stroke(pr->cr);
+    }
+    return h + pr->size * 0.8;
+}
+
+/* The step's title and narration; returns the height. */
+static double prose_step(prose *pr, const ts_lesson_page *p, double x, double y, double w) {
     const ts_lesson_step *st = p->st;
     double y0 = y;
-    if (p->step == 0 && l->intro.n_blocks) {
-        double h = prose_narration(pr, &l->intro, 0, x, y, w);
-        y += h;
-        if (pr->draw) {
-            set_rgb(pr->cr, RULE);
-            cairo_set_line_width(pr->cr, 1);
-            cairo_move_to(pr->cr, x, y);
-            cairo_line_to(pr->cr, x + w, y);
-            cairo_stroke(pr->cr);
-        }
-        y += pr->size * 0.8;
-    }
     /* A heading that opens the narration is drawn as the title with its
      * markup ($√d_k$ stays a formula); a `title:` key as plain text. */
     if (st->title[0] && !titled_by_heading(st)) {
@@ -717,6 +748,12 @@ static double prose_page(prose *pr, const ts_lesson_page *p, double x, double y,
     }
     y += prose_narration(pr, &st->narration, 0, x, y, w);
     return y - y0;
+}
+
+/* The introduction on the first page, then the step's title and narration. */
+static double prose_page(prose *pr, const ts_lesson_page *p, double x, double y, double w) {
+    double h = prose_intro(pr, p, x, y, w);
+    return h + prose_step(pr, p, x, y + h, w);
 }
 
 /* ---- the page ------------------------------------------------------------------------------- */
@@ -902,43 +939,55 @@ static ts_status draw_handout_page(cairo_t *cr, ts_lesson_page *p, double w, dou
     g_free(title);
     snprintf(counter, sizeof counter, "step %d / %d", p->step + 1, p->n_steps);
     pen_text(cr, counter, 11, true, ACCENT, w - m, m - 6, 0, 1);
-    double th = pen_text(cr, buf, 13, true, INK, m, m - 8, w - 2 * m - 90, 0);
+    /* the whole title, on as many lines as it takes */
+    double th = pen_wrapped(cr, buf, 13, true, INK, m, m - 8, w - 2 * m - 90);
     double top = m - 8 + th + 6;
     set_rgb(cr, RULE);
     cairo_rectangle(cr, m, top, w - 2 * m, 0.75);
     cairo_fill(cr);
     top += 10;
-    snprintf(buf, sizeof buf, "%s \xc2\xb7 page %d of %d", l->path, page, pages);
+    /* the lesson's file name, not where it sits on one machine */
+    const char *base = strrchr(l->path, '/');
+    snprintf(buf, sizeof buf, "%s \xc2\xb7 page %d of %d", base ? base + 1 : l->path, page, pages);
     char *foot = g_markup_escape_text(buf, -1);
     pen_text(cr, foot, 8, false, MUTED, m, h - m + 10, w - 2 * m, 0);
     g_free(foot);
     double bottom = h - m;
 
-    /* The narration at 11 points down to 10 (a subscript in it then stays
-     * above 7); when even that does not fit, the view gives up some of its
-     * height, down to 40% of the page. */
+    /* Portrait: the introduction (first page), the view, then the step's
+     * narration, at 11 points down to 10; the view takes the height the text
+     * leaves (the page is filled), at least 40% of it: below that the text
+     * is cut, and said to be. Slides: the text in a column beside the view. */
     ts_render_rect fig, text;
-    static const double shares[] = {0.55, 0.48, 0.40};
-    double size = 11;
-    for (int k = 0; k < 3; k++) {
-        if (slides) {
+    double size = 11, intro_h = 0, gap = 14;
+    if (slides) {
+        bool fits = false;
+        for (int k = 0; k < 3 && !fits; k++) {
             double col = (w - 2 * m) * (0.34 + 0.06 * k);
             text = (ts_render_rect){m, top, col, bottom - top};
             fig = (ts_render_rect){m + col + 18, top, w - 2 * m - col - 18, bottom - top};
-        } else {
-            double fh = floor((bottom - top) * shares[k]);
-            fig = (ts_render_rect){m, top, w - 2 * m, fh};
-            text = (ts_render_rect){m, top + fh + 14, w - 2 * m, bottom - top - fh - 14};
+            for (size = 11; size >= 10 && !fits; size -= 0.5) {
+                prose pr;
+                prose_init(&pr, cr, size, false);
+                fits = prose_page(&pr, p, text.x, text.y, text.w) <= text.h;
+                prose_free(&pr);
+            }
+            size += 0.5;
         }
-        bool fits = false;
-        for (size = 11; size >= 10 && !fits; size -= 0.5) {
+    } else {
+        double avail = bottom - top, step_h = 0;
+        for (size = 11; size >= 10; size -= 0.5) {
             prose pr;
             prose_init(&pr, cr, size, false);
-            fits = prose_page(&pr, p, text.x, text.y, text.w) <= text.h;
+            intro_h = prose_intro(&pr, p, m, top, w - 2 * m);
+            step_h = prose_step(&pr, p, m, top, w - 2 * m);
             prose_free(&pr);
+            if (avail - intro_h - step_h - gap >= 0.4 * avail) break;
         }
-        size += 0.5;
-        if (fits) break;
+        if (size < 10) size = 10;
+        double fh = fmax(floor(avail - intro_h - step_h - gap), floor(0.4 * avail));
+        fig = (ts_render_rect){m, top + intro_h, w - 2 * m, fh};
+        text = (ts_render_rect){m, fig.y + fh + gap, w - 2 * m, bottom - fig.y - fh - gap};
     }
     ts_render_rect inner = fig;
     inner.h -= 16;
@@ -955,14 +1004,16 @@ static ts_status draw_handout_page(cairo_t *cr, ts_lesson_page *p, double w, dou
         g_free(esc);
         pen_text(cr, buf, 8.5, false, MUTED, fig.x, fig.y + fig.h - 13, fig.w, 0);
     }
+    prose pr;
+    prose_init(&pr, cr, size, true);
+    if (!slides) prose_intro(&pr, p, m, top, w - 2 * m); /* above the view, in the height measured for it */
     cairo_save(cr);
     cairo_rectangle(cr, text.x, text.y, text.w, text.h);
     cairo_clip(cr);
-    prose pr;
-    prose_init(&pr, cr, size, true);
-    prose_page(&pr, p, text.x, text.y, text.w);
-    prose_free(&pr);
+    if (slides) prose_page(&pr, p, text.x, text.y, text.w);
+    else prose_step(&pr, p, text.x, text.y, text.w);
     cairo_restore(cr);
+    prose_free(&pr);
     return cairo_status(cr) == CAIRO_STATUS_SUCCESS
                ? TS_OK
                : ts_fail(TS_ERR_NOMEM, "lesson: drawing failed: %s", cairo_status_to_string(cairo_status(cr)));
@@ -1007,7 +1058,14 @@ ts_status ts_lesson_handout_write(const ts_lessonrun *r, const char *path, ts_le
     for (int i = 0; i < n && !st; i++) {
         ts_lesson_page *p;
         st = ts_lesson_page_build(&p, r, i);
-        if (!st) st = draw_handout_page(cr, p, w, h, paper == TS_LESSON_HANDOUT_SLIDES, i + 1, n);
+        if (!st) {
+            char what[4200];
+            snprintf(what, sizeof what, "%s, page %d", path, i + 1);
+            ts_render_clips_begin();
+            st = draw_handout_page(cr, p, w, h, paper == TS_LESSON_HANDOUT_SLIDES, i + 1, n);
+            if (!st) st = ts_render_clips_check(what); /* a cut title or label: a warning, or under tests an error */
+            else ts_render_clips_end(NULL, 0);
+        }
         if (st && !strstr(ts_last_error(), ".md:")) {
             char copy[1024];
             snprintf(copy, sizeof copy, "%s", ts_last_error());

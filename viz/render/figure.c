@@ -133,8 +133,11 @@ ts_status ts_figure_write(const char *path, const ts_figure_spec *spec, ts_figur
     /* A PNG has `scale` pixels per point; SVG and PDF are in points. */
     if (spec->format == TS_FIGURE_PNG) cairo_scale(cr, spec->scale, spec->scale);
     if (spec->format == TS_FIGURE_SVG) ts_render__svg_layer_begin(surf, &layer, spec->svg_pixelated);
+    ts_render_clips_begin();
     st = draw(ctx, cr, spec->width, spec->height);
     ts_render__svg_layer_end();
+    if (st == TS_OK) st = ts_render_clips_check(path); /* a cut label: a warning, or under tests an error */
+    else ts_render_clips_end(NULL, 0);
     if (st == TS_OK && layer.oom) st = ts_fail(TS_ERR_NOMEM, "figure: no memory for the SVG's text");
     cairo_status_t cs = cairo_status(cr);
     cairo_destroy(cr);

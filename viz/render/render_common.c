@@ -59,7 +59,7 @@ ts_rgb ts_render__palette(int i) {
 }
 
 ts_render__font ts_render__font_of(double size, int style, ts_rgb color) {
-    ts_render__font f = {size, style, color, 0};
+    ts_render__font f = {size, style, color, 0, 0};
     return f;
 }
 
@@ -152,6 +152,7 @@ static void probe_layout(cairo_t *cr, PangoLayout *layout) {
 
 void ts_render_show_layout(cairo_t *cr, PangoLayout *layout) {
     if (probe_fn) probe_layout(cr, layout);
+    ts_render__clips_see(cr, layout); /* shortened, overlapping or cut off: recorded */
     if (ts_render__svg_text(cr, layout)) return; /* an SVG figure: real text */
     pango_cairo_show_layout(cr, layout);
 }
@@ -174,8 +175,12 @@ static void set_text(ts_render__pen *p, const char *text, const ts_render__font 
     if (f->max_w > 0) {
         pango_layout_set_width(p->layout, (int)(f->max_w * PANGO_SCALE));
         pango_layout_set_ellipsize(p->layout, PANGO_ELLIPSIZE_END);
+        /* wrapped onto max_lines lines before anything is cut */
+        pango_layout_set_wrap(p->layout, PANGO_WRAP_WORD_CHAR);
+        pango_layout_set_height(p->layout, f->max_lines > 1 ? -f->max_lines : -1);
     } else {
         pango_layout_set_width(p->layout, -1);
+        pango_layout_set_height(p->layout, -1);
         pango_layout_set_ellipsize(p->layout, PANGO_ELLIPSIZE_NONE);
     }
     if (f->style & TS_RENDER__MARKUP)
@@ -215,9 +220,10 @@ double ts_render__title(ts_render__pen *p, ts_render_rect area, const char *titl
     if (!title && !subtitle) return 0;
     double y = area.y + TS_RENDER__PAD, h;
     double max_w = area.w - 2 * TS_RENDER__PAD;
-    if (title) {
+    if (title) { /* a long title (an edited run's) wraps rather than lose its end */
         ts_render__font f = ts_render__font_of(TS_RENDER__TITLE_SIZE, TS_RENDER__BOLD, ts_render__ink);
         f.max_w = max_w;
+        f.max_lines = 3;
         ts_render__measure(p, title, &f, NULL, &h);
         ts_render__text(p, title, &f, area.x + TS_RENDER__PAD, y, 0, 0, 0);
         y += h + 2;
@@ -225,6 +231,7 @@ double ts_render__title(ts_render__pen *p, ts_render_rect area, const char *titl
     if (subtitle) {
         ts_render__font f = ts_render__font_of(TS_RENDER__SUBTITLE_SIZE, 0, ts_render__muted);
         f.max_w = max_w;
+        f.max_lines = 3;
         ts_render__measure(p, subtitle, &f, NULL, &h);
         ts_render__text(p, subtitle, &f, area.x + TS_RENDER__PAD, y, 0, 0, 0);
         y += h;
@@ -603,10 +610,19 @@ double ts_render__caption(ts_render__pen *p, ts_render_rect r, const char *text)
     if (!text) return 0;
     ts_render__font f = ts_render__font_of(TS_RENDER__LABEL_SIZE + 1, TS_RENDER__BOLD, ts_render__ink);
     f.max_w = r.w;
+    f.max_lines = 2; /* a narrow panel's caption wraps once before it is cut */
     double h;
     ts_render__measure(p, text, &f, NULL, &h);
     ts_render__text(p, text, &f, r.x, r.y, 0, 0, 0);
     return h + 4;
+}
+
+double ts_render_caption_line(cairo_t *cr, ts_render_rect area, const char *text) {
+    ts_render__pen p;
+    ts_render__pen_init(&p, cr);
+    double h = ts_render__caption(&p, area, text);
+    ts_render__pen_free(&p);
+    return h;
 }
 
 void ts_render__hist(ts_render__pen *p, ts_render_rect r, const ts_render_hist *h,

@@ -13,12 +13,14 @@
 #define ROW_MIN 26.0 /* a bar's row at font scale 1 */
 
 /* A token's label on a bar: the visible blanks of a character vocabulary
- * said in words too, for a class that has not met them. */
+ * said in words too, for a class that has not met them; the word first and
+ * the glyph beside its bar, where a monospaced "␣ " left a wide gap between
+ * the glyph and its word. */
 static const char *bar_label(const ts_render_dist_view *v, int i, char *buf, size_t size) {
     const char *t = v->labels && v->labels[i] ? v->labels[i] : NULL;
     if (!t) snprintf(buf, size, "%d", i);
-    else if (strcmp(t, "\xe2\x86\xb5") == 0) snprintf(buf, size, "%s new line", t);
-    else if (strcmp(t, "\xe2\x90\xa3") == 0) snprintf(buf, size, "%s space", t);
+    else if (strcmp(t, "\xe2\x86\xb5") == 0) snprintf(buf, size, "new line %s", t);
+    else if (strcmp(t, "\xe2\x90\xa3") == 0) snprintf(buf, size, "space %s", t);
     else snprintf(buf, size, "%s", t);
     return buf;
 }

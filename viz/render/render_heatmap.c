@@ -484,8 +484,8 @@ static void snap_point(cairo_t *cr, double *x, double *y) {
  * room; then cells differ by a pixel, as imshow's nearest interpolation does. */
 static double fit_cell(cairo_t *cr, double avail, int n) {
     double px = ts_render__pixel(cr);
-    double cell = avail / n;
-    if (cell > MAX_CELL) cell = MAX_CELL;
+    double cell = avail / n, most = MAX_CELL * ts_render_font_scale(); /* larger text, larger cells (a slide's) */
+    if (cell > most) cell = most;
     if (cell < px) return px;
     double whole = floor(cell / px + 1e-9) * px;
     return whole >= cell * 0.85 ? whole : cell;
@@ -743,7 +743,9 @@ ts_status ts_render_grid(cairo_t *cr, ts_render_rect area, const ts_render_matri
      * and its cells (level when they fit a cell, turned otherwise). */
     double cell = fmin((avail_w - (gc - 1) * gap) / ((double)gc * cols),
                        (avail_h - gr * title_h - (gr - 1) * gap) / ((double)gr * rows));
-    bool labels = cell >= 13 || (cell * fmin(rows, cols) >= 150 && !m[0].row_labels && !m[0].col_labels);
+    /* Small cells: labels thinned (every k-th, and the last), each with its
+     * index, so a long text's rows can still be found and named. */
+    bool labels = cell >= 13 || cell * fmin(rows, cols) >= 150;
     double row_w = 0, col_h = 0, flat_w = 0;
     if (labels) {
         row_w = widest_label(&pen, m[0].row_labels, rows, &lf) + 8;
@@ -826,7 +828,7 @@ ts_status ts_render_grid(cairo_t *cr, ts_render_rect area, const ts_render_matri
             ts_render__text(&pen, o->group_labels[i / group], &gf, bx + 5, by + 2.5 + (band_h - 5.5) / 2, 0, 0.5, 0);
         }
     }
-    double grid_h = gr * ph + (gr - 1) * (gap + title_h);
+    double grid_h = gr * ph + (gr - 1) * (gap + title_h), thinned_h = 0;
     if (kr > 1 || kc > 1) { /* say that labels were thinned, as a heatmap's axis titles do */
         char note[160], a[32], b[32];
         nth(a, sizeof a, kr);
@@ -835,9 +837,13 @@ ts_status ts_render_grid(cairo_t *cr, ts_render_rect area, const ts_render_matri
         else snprintf(note, sizeof note, "rows: %s labelled, columns: %s, and the last of each", kr > 1 ? a : "every one",
                       kc > 1 ? b : "every one");
         ts_render__font nf = ts_render__font_of(TS_RENDER__TICK_SIZE, TS_RENDER__ITALIC, ts_render__muted);
+        nf.max_w = gc * pw + (gc - 1) * gap; /* under the panels, wrapped: the colour bar is to their right */
+        nf.max_lines = 3;
+        ts_render__measure(&pen, note, &nf, NULL, &thinned_h);
         ts_render__text(&pen, note, &nf, x0, y0 + grid_h + 4, 0, 0, 0);
+        thinned_h += 2;
     }
-    double note_y = y0 + grid_h + 4 + (kr > 1 || kc > 1 ? TS_RENDER__TICK_SIZE * 1.5 : 0); /* the next line */
+    double note_y = y0 + grid_h + 4 + thinned_h; /* the next line */
     double bar_h = fmin(fmax(grid_h, 160), area.y + area.h - pad - y0);
     ts_render_rect bar = {x0 + gc * pw + (gc - 1) * gap + 26, y0, bar_w - 26, bar_h};
     ts_render__colorbar(&pen, bar, &scale, seen);

@@ -30,7 +30,8 @@ typedef struct ts_render__font {
     double size; /* user units */
     int style;   /* TS_RENDER__* flags */
     ts_rgb color;
-    double max_w; /* > 0: ellipsize beyond this width */
+    double max_w;  /* > 0: ellipsize beyond this width */
+    int max_lines; /* with max_w: wrap onto up to this many lines first (0: one line) */
 } ts_render__font;
 
 /* One pango context and layout reused for all text of one drawing call. */
@@ -69,6 +70,13 @@ bool ts_render__svg_text(cairo_t *cr, PangoLayout *layout);
  * Nothing unless cr draws into an SVG figure. */
 void ts_render__svg_tips(cairo_t *cr, const ts_render_layout *l, const ts_render_matrix *const *m,
                          const char *const *panel_titles);
+
+/* While clips are recorded (text_clips.c): note whether layout, about to be
+ * shown at cr's current point, was shortened, overlaps a text shown before
+ * it, or falls partly outside what cr shows. */
+void ts_render__clips_see(cairo_t *cr, PangoLayout *layout);
+/* While clips are recorded: a text a view left out for want of room. */
+void ts_render__clip_dropped(const char *text);
 
 /* Fonts used everywhere. */
 ts_render__font ts_render__font_of(double size, int style, ts_rgb color);

@@ -10,6 +10,15 @@
 
 #include "render_internal.h"
 
+/* A line of the summary at (x, y), wrapped as its font allows; returns the
+ * height it took. */
+static double summary_line(ts_render__pen *p, const char *text, const ts_render__font *f, double x, double y) {
+    double h;
+    ts_render__measure(p, text, f, NULL, &h);
+    ts_render__text(p, text, f, x, y, 0, 0, 0);
+    return h;
+}
+
 /* Population mean and std of each row of x (seq, dim). */
 static void row_stats(const float *x, int seq, int dim, float *mean, float *std) {
     for (int s = 0; s < seq; s++) {
@@ -50,6 +59,7 @@ static void summary_text(ts_render__pen *p, ts_render_rect r, const float *mean_
     ts_render__font f = ts_render__font_of(TS_RENDER__LABEL_SIZE, TS_RENDER__MONO, ts_render__ink);
     ts_render__font mf = ts_render__font_of(TS_RENDER__LABEL_SIZE, 0, ts_render__muted);
     f.max_w = mf.max_w = r.w;
+    mf.max_lines = 3; /* sentences wrap in a narrow column */
     double h;
     ts_render__measure(p, "Ag", &f, NULL, &h);
     char line[160];
@@ -67,12 +77,12 @@ static void summary_text(ts_render__pen *p, ts_render_rect r, const float *mean_
         y += h + 2;
     }
     y += 4;
-    ts_render__text(p, b[3], &mf, r.x, y, 0, 0, 0);
-    y += h + 8;
+    y += summary_line(p, b[3], &mf, r.x, y) + 8;
     snprintf(line, sizeof line, "y = \xce\xb3 \xc2\xb7 (x \xe2\x88\x92 mean) / \xe2\x88\x9a(var + \xce\xb5) + \xce\xb2");
-    ts_render__text(p, line, &f, r.x, y, 0, 0, 0);
-    y += h + 4;
-    ts_render__text(p, "mean and std over each token's own features", &mf, r.x, y, 0, 0, 0);
+    ts_render__font ff = f;
+    ff.max_lines = 2; /* the formula breaks at a space in a narrow column */
+    y += summary_line(p, line, &ff, r.x, y) + 4;
+    summary_line(p, "mean and std over each token's own features", &mf, r.x, y);
 }
 
 /* Root mean square of each row of x (seq, dim). */
@@ -98,6 +108,7 @@ static void rms_summary(ts_render__pen *p, ts_render_rect r, const ts_render_nor
     ts_render__font f = ts_render__font_of(TS_RENDER__LABEL_SIZE, TS_RENDER__MONO, ts_render__ink);
     ts_render__font mf = ts_render__font_of(TS_RENDER__LABEL_SIZE, 0, ts_render__muted);
     f.max_w = mf.max_w = r.w;
+    mf.max_lines = 3; /* sentences wrap in a narrow column */
     double h;
     ts_render__measure(p, "Ag", &f, NULL, &h);
     char b[4][120];
@@ -113,13 +124,12 @@ static void rms_summary(ts_render__pen *p, ts_render_rect r, const ts_render_nor
     y += 4;
     char line[160];
     snprintf(line, sizeof line, "over %d features per token, %d tokens", d->dim, d->seq);
-    ts_render__text(p, line, &mf, r.x, y, 0, 0, 0);
-    y += h + 8;
+    y += summary_line(p, line, &mf, r.x, y) + 8;
     ts_render__text(p, "rms = \xe2\x88\x9a(mean(x\xc2\xb2) + \xce\xb5),  y = x / rms", &f, r.x, y, 0, 0, 0);
     y += h + 4;
     ts_render__text(p, d->one_plus ? "out = y \xc2\xb7 (1 + w)" : "out = y \xc2\xb7 \xce\xb3", &f, r.x, y, 0, 0, 0);
     y += h + 4;
-    ts_render__text(p, "no mean taken away, no \xce\xb2: only the size is set", &mf, r.x, y, 0, 0, 0);
+    summary_line(p, "no mean taken away, no \xce\xb2: only the size is set", &mf, r.x, y);
 }
 
 /* An RMSNorm: each token divided by its root mean square, then scaled. */

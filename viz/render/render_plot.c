@@ -178,6 +178,29 @@ static double legend_width(ts_render__pen *p, const ts_render_series *s, int n, 
     return w_max > 0 ? w_max + 22 + 6 + 14 : 0;
 }
 
+/* A legend too wide to sit beside a narrow plot goes above it, its entries
+ * side by side on as many lines as they take: the height of those lines in
+ * width w, drawn at (x, y) when draw. */
+static double legend_above(ts_render__pen *p, const ts_render_series *s, int n, const ts_render__font *f, double x,
+                           double y, double w, double label_h, bool draw) {
+    double at = 0, lines = 0;
+    for (int k = 0; k < n; k++) {
+        if (!s[k].label) continue;
+        double tw;
+        ts_render__measure(p, s[k].label, f, &tw, NULL);
+        double entry = 28 + tw + 14;
+        if (lines == 0 || (at > 0 && at + entry - 14 > w)) lines++, at = 0;
+        if (draw) {
+            double ly = y + (lines - 1) * (label_h + 4) + label_h / 2;
+            legend_swatch(p->cr, x + at, ly, ts_render__palette(s[k].color >= 0 ? s[k].color : k), s[k].dashed,
+                          s[k].points);
+            ts_render__text(p, s[k].label, f, x + at + 28, ly, 0, 0.5, 0);
+        }
+        at += entry;
+    }
+    return lines * (label_h + 4);
+}
+
 static void draw_series(cairo_t *cr, const ts_render_series *s, int k, const axis *x, const axis *y,
                         ts_render_rect plot, bool markers) {
     static const double dash[] = {6, 3.5};
@@ -271,7 +294,12 @@ void ts_render__plot_body(ts_render__pen *p, ts_render_rect r, const ts_render_s
     ts_render__measure(p, "Ag", &lf, NULL, &label_h);
 
     double legend_w = o->no_legend ? 0 : legend_width(p, s, n, &lf);
-    if (legend_w > r.w * 0.4) legend_w = r.w * 0.4;
+    if (legend_w > r.w * 0.4) { /* no room beside the plot: above it, whole */
+        double top = legend_above(p, s, n, &lf, r.x, r.y, r.w, label_h, true);
+        r.y += top + 4;
+        r.h -= top + 4;
+        legend_w = 0;
+    }
     double bottom = tick_h + 8 + (o->x_label ? axis_h + 4 : 0);
     double plot_h = r.h - bottom - tick_h / 2;
     double yticks[MAX_TICKS], xticks[MAX_TICKS], ystep, xstep;
@@ -357,8 +385,12 @@ void ts_render__plot_body(ts_render__pen *p, ts_render_rect r, const ts_render_s
     if (legend_w > 0) {
         double lx = plot.x + plot.w + 14, ly = plot.y + 2;
         lf.max_w = legend_w - 22 - 6 - 14;
-        for (int k = 0; k < n && ly + label_h <= r.y + r.h; k++) {
+        for (int k = 0; k < n; k++) {
             if (!s[k].label) continue;
+            if (ly + label_h > r.y + r.h) { /* no room left: said, not silently dropped */
+                ts_render__clip_dropped(s[k].label);
+                continue;
+            }
             legend_swatch(cr, lx, ly + label_h / 2, ts_render__palette(s[k].color >= 0 ? s[k].color : k), s[k].dashed,
                           s[k].points);
             ts_render__text(p, s[k].label, &lf, lx + 28, ly + label_h / 2, 0, 0.5, 0);

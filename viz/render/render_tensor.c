@@ -26,12 +26,20 @@ static void stat_lines(ts_render__pen *p, ts_render_rect r, const ts_trace_stats
     snprintf(v[5], sizeof v[5], "%llu (%.1f%%)", (unsigned long long)s->zeros, 100.0 * (double)s->zeros / n);
     snprintf(v[6], sizeof v[6], "%llu", (unsigned long long)s->nan);
     snprintf(v[7], sizeof v[7], "%llu", (unsigned long long)s->inf);
+    /* the values' column after the widest name at the font's size ("mean |x|"
+     * at a projector's 1.75 is wider than the 76 points that fit it at 1) */
+    double key_w = 0, w;
+    for (int k = 0; k < 8; k++) {
+        ts_render__measure(p, keys[k], &kf, &w, NULL);
+        key_w = fmax(key_w, w);
+    }
+    double vx = r.x + fmax(76, key_w + 12);
     for (int k = 0; k < 8; k++) {
         bool alarm = (k == 6 && s->nan) || (k == 7 && s->inf);
         ts_render__font f = vf;
         if (alarm) f.color = (ts_rgb){0.80f, 0.10f, 0.10f};
         ts_render__text(p, keys[k], &kf, r.x, *y, 0, 0, 0);
-        ts_render__text(p, v[k], &f, r.x + 76, *y, 0, 0, 0);
+        ts_render__text(p, v[k], &f, vx, *y, 0, 0, 0);
         *y += h + 3;
     }
 }

@@ -53,6 +53,10 @@ ts_status scene_build_posenc(ts_scene *job, int64_t i, pic_kind kind) {
         job->height = (int)fmin(1100, fmax(500, job->positions * 8 + 250));
         return TS_OK;
     }
+    for (int k = 0; k < job->rq.n_dims; k++) /* the curves of dims the step has, or an error */
+        if (job->rq.dims[k] < 0 || job->rq.dims[k] >= job->d_model)
+            return ts_fail(TS_ERR_ARG, "dim %d: %s has dims 0 to %d", job->rq.dims[k], s->name, job->d_model - 1);
+    if (job->rq.n_dims > 0) job->used |= TS_SCENE_USED_DIMS;
     job->kind = kind;
     job->view = kind == PIC_POSENC ? TS_RENDER_VIEW_AUTO : TS_RENDER_VIEW_CURVES;
     job->width = 1000;

@@ -329,7 +329,52 @@ static ts_status rebuild_experiment(ts_live *l) {
     return st;
 }
 
-ts_status ts_live_knock(ts_live *l, const char *spec) {
+/* The step names a knock: word may mean, most likely first: "0.3" is layer 0's
+ * head 3, "layers.0.self_attn.head3" the name the panel prints, either in the
+ * decoder's stack (a GPT's) or the encoder's; anything else is a full name. */
+static int knock_candidates(const char *word, char out[][NAME_MAX_LEN]) {
+    int layer, head, used = 0;
+    if (sscanf(word, "%d.%d%n", &layer, &head, &used) == 2 && used == (int)strlen(word) && layer >= 0 && head >= 0) {
+        snprintf(out[0], NAME_MAX_LEN, "decoder.layers.%d.self_attn.head%d", layer, head);
+        snprintf(out[1], NAME_MAX_LEN, "encoder.layers.%d.self_attn.head%d", layer, head);
+        return 2;
+    }
+    if (strncmp(word, "layers.", 7) == 0) {
+        snprintf(out[0], NAME_MAX_LEN, "decoder.%s", word);
+        snprintf(out[1], NAME_MAX_LEN, "encoder.%s", word);
+        return 2;
+    }
+    snprintf(out[0], NAME_MAX_LEN, "%s", word);
+    return 1;
+}
+
+static ts_status knock_step(ts_live *l, const char *spec);
+
+/* Whether the model has a step of that name to knock out: what the
+ * experiment's check says of an ablation of it alone. */
+static bool model_has_head(const ts_live *l, const char *name) {
+    ts_experiment ex;
+    ts_experiment_init(&ex);
+    bool ok = ts_experiment_add_ablate(&ex, name) == TS_OK && ts_experiment_check(&ex, &l->m->cfg) == TS_OK;
+    ts_experiment_free(&ex);
+    return ok;
+}
+
+ts_status ts_live_knock(ts_live *l, const char *word) {
+    char names[2][NAME_MAX_LEN];
+    int n = knock_candidates(word, names);
+    for (int i = 0; i < n; i++) /* a head already out comes back, by any of its names */
+        if (live_knocked_index(l, names[i]) >= 0) return knock_step(l, names[i]);
+    for (int i = 0; i < n; i++) {
+        if (!model_has_head(l, names[i])) continue;
+        return knock_step(l, names[i]);
+    }
+    return ts_fail(TS_ERR_ARG, "knock:%s: this model has no such head; give L.H (0.3 is layer 0's head 3), the name "
+                               "the panel prints (layers.0.self_attn.head3) or a full step name", word);
+}
+
+/* Knock the head of step spec out, or back in when it is out. */
+static ts_status knock_step(ts_live *l, const char *spec) {
     int at = live_knocked_index(l, spec);
     if (at >= 0) { /* a second click restores it */
         memmove(l->knocked[at], l->knocked[at + 1], sizeof l->knocked[0] * (size_t)(l->n_knocked - at - 1));
