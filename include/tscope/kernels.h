@@ -35,6 +35,22 @@ ts_status ts_kernels_force(ts_isa isa);
 void ts_kernels_set_threads(int n);
 int ts_kernels_threads(void);
 
+/* How idle kernel threads wait. OpenMP's threads spin for a while by
+ * default, which on a busy machine takes the core their own team's late
+ * thread needs: 2 threads then run slower than 1. A short spin before
+ * sleeping (TS_KERNELS_WAIT, given to GNU OpenMP as GOMP_SPINCOUNT) keeps 2
+ * threads ahead. OpenMP reads its environment once, as the program loads, so
+ * a program sets it by starting itself again: ts_kernels_wait_env names the
+ * variable and value to set, or returns false when the user set
+ * OMP_WAIT_POLICY or GOMP_SPINCOUNT, or the build has no OpenMP (the POSIX
+ * team sleeps on a condition variable). */
+#define TS_KERNELS_WAIT_VAR "GOMP_SPINCOUNT"
+#define TS_KERNELS_WAIT "10000"
+bool ts_kernels_wait_env(const char **name, const char **value);
+/* The wait in force, for benchmark headers: "GOMP_SPINCOUNT=10000",
+ * "OMP_WAIT_POLICY=active", "the OpenMP runtime's default" or "POSIX threads". */
+const char *ts_kernels_wait_policy(void);
+
 /* The fp32 FMA peak of the chosen path on all kernel threads, in GFLOP/s:
  * the best of a few short loops of independent FMAs (about 0.1 s in all).
  * The yardstick of `tscope bench`. */

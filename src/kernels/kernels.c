@@ -85,6 +85,28 @@ void ts_kernels_set_threads(int n) {
     if (n <= 0) n = all_cores();
     g_threads = n < MAX_THREADS ? n : MAX_THREADS;
 }
+bool ts_kernels_wait_env(const char **name, const char **value) {
+    *name = TS_KERNELS_WAIT_VAR, *value = TS_KERNELS_WAIT;
+#if defined(_OPENMP)
+    return !getenv("OMP_WAIT_POLICY") && !getenv("GOMP_SPINCOUNT");
+#else
+    return false;
+#endif
+}
+
+const char *ts_kernels_wait_policy(void) {
+#if defined(_OPENMP)
+    static char buf[128];
+    const char *spin = getenv("GOMP_SPINCOUNT"), *policy = getenv("OMP_WAIT_POLICY");
+    if (!spin && !policy) return "the OpenMP runtime's default";
+    snprintf(buf, sizeof buf, "%s%.40s%s%s%.40s", policy ? "OMP_WAIT_POLICY=" : "", policy ? policy : "",
+             policy && spin ? " " : "", spin ? "GOMP_SPINCOUNT=" : "", spin ? spin : "");
+    return buf;
+#else
+    return "POSIX threads";
+#endif
+}
+
 
 static ts_status isa_from_env(ts_isa *isa) {
     const char *k = getenv("TSCOPE_KERNELS");
