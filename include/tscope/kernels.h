@@ -71,6 +71,14 @@ typedef enum ts_epilogue {
 void ts_gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float *A, int lda,
              const float *B, int ldb, float beta, float *C, int ldc, ts_epilogue epi, const float *bias);
 
+/* ts_gemm over the first K of k_whole terms of each sum (k_whole >= K), added
+ * up in the blocks the k_whole-long product uses: when the other terms are
+ * zero (op(A)'s columns K.. of causal attention's weights), C equals that
+ * whole product's bit for bit, except that a term 0 * Inf or 0 * NaN left
+ * out gives no NaN. */
+void ts_gemm_k_prefix(bool trans_a, bool trans_b, int M, int N, int K, int k_whole, float alpha, const float *A,
+                      int lda, const float *B, int ldb, float beta, float *C, int ldc);
+
 /* `batch` independent products; matrix i starts at A + i*stride_a etc.
  * For attention: (B*H) x [(S,hd) @ (hd,S)] and [(S,S) @ (S,hd)]. */
 void ts_gemm_batched(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float *A,
@@ -92,12 +100,15 @@ void ts_gemm_ref(bool trans_a, bool trans_b, int M, int N, int K, float alpha, c
 int64_t ts_softmax_rows(float *out, const float *in, int64_t rows, int cols, const float *mask,
                         bool causal, int causal_offset);
 
-/* One distribution over a vocabulary, in double precision: probs (n) =
- * softmax(logits / temperature) over the entries >= floor (the others get
- * exactly 0; -INFINITY keeps every entry). Returns log Z, the log-sum-exp of
- * the kept logits / temperature, so -log p(v) = log Z - logits[v] / T.
- * probs may be NULL when only log Z is wanted. temperature > 0. Sampling,
- * the lens, the losses and every view of a next-token distribution use it. */
+/* One distribution over a vocabulary: probs (n) = softmax(logits /
+ * temperature) over the entries >= floor (the others get exactly 0;
+ * -INFINITY keeps every entry). Returns log Z, the log-sum-exp of the kept
+ * logits / temperature, so -log p(v) = log Z - logits[v] / T. probs may be
+ * NULL when only log Z is wanted. temperature > 0. Sampling, the lens, the
+ * losses and every view of a next-token distribution use it. On the calling
+ * thread, vectorised: exponentials in float summed by blocks in double
+ * (within 1e-6 relative of the all-double reference); a row with a floor, a
+ * NaN or an infinity is done all in double, where a NaN entry gets 0. */
 double ts_softmax_vocab(float *probs, const float *logits, int64_t n, double temperature, float floor);
 
 /* log(sum(exp(x))) over n entries, max-shifted, in double precision
