@@ -23,6 +23,12 @@ typedef __m256 vf;
 #define V_STREAM_FENCE() _mm_sfence() /* streamed stores are ordered before later ones */
 #define V_COUNT_ZEROS(v) __builtin_popcount((unsigned)_mm256_movemask_ps(_mm256_cmp_ps((v), _mm256_setzero_ps(), _CMP_EQ_OQ)))
 #define V_REDUCE_ADD(v) ts256_reduce_add(v)
+/* x where it is finite, fill where it is NaN or infinite; the counts of each */
+#define V_FINITE_OR(x, fill) \
+    _mm256_blendv_ps((fill), (x), _mm256_cmp_ps(V_ABS(x), _mm256_set1_ps(__builtin_inff()), _CMP_LT_OQ))
+#define V_COUNT_NAN(v) __builtin_popcount((unsigned)_mm256_movemask_ps(_mm256_cmp_ps((v), (v), _CMP_UNORD_Q)))
+#define V_COUNT_INF(v) \
+    __builtin_popcount((unsigned)_mm256_movemask_ps(_mm256_cmp_ps(V_ABS(v), _mm256_set1_ps(__builtin_inff()), _CMP_EQ_OQ)))
 #define V_REDUCE_MAX(v) ts256_reduce_max(v)
 #define V_REDUCE_MIN(v) ts256_reduce_min(v)
 #define V_EXP(v) ts256_exp(v)

@@ -23,6 +23,11 @@ typedef __m512 vf;
 #define V_STREAM_FENCE() _mm_sfence() /* streamed stores are ordered before later ones */
 #define V_COUNT_ZEROS(v) __builtin_popcount(_mm512_cmp_ps_mask((v), _mm512_setzero_ps(), _CMP_EQ_OQ))
 #define V_REDUCE_ADD(v) _mm512_reduce_add_ps(v)
+/* x where it is finite, fill where it is NaN or infinite; the counts of each */
+#define V_FINITE_OR(x, fill) \
+    _mm512_mask_mov_ps((fill), _mm512_cmp_ps_mask(_mm512_abs_ps(x), _mm512_set1_ps(__builtin_inff()), _CMP_LT_OQ), (x))
+#define V_COUNT_NAN(v) __builtin_popcount(_mm512_cmp_ps_mask((v), (v), _CMP_UNORD_Q))
+#define V_COUNT_INF(v) __builtin_popcount(_mm512_cmp_ps_mask(_mm512_abs_ps(v), _mm512_set1_ps(__builtin_inff()), _CMP_EQ_OQ))
 #define V_REDUCE_MAX(v) _mm512_reduce_max_ps(v)
 #define V_REDUCE_MIN(v) _mm512_reduce_min_ps(v)
 #define V_EXP(v) ts512_exp(v)

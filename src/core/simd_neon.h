@@ -31,6 +31,10 @@ typedef float32x4_t vf;
 #define V_ALIGN 16
 #define V_COUNT_ZEROS(v) ((int)vaddvq_u32(vshrq_n_u32(vceqzq_f32(v), 31)))
 #define V_REDUCE_ADD(v) vaddvq_f32(v)
+/* x where it is finite, fill where it is NaN or infinite; the counts of each */
+#define V_FINITE_OR(x, fill) vbslq_f32(vcltq_f32(vabsq_f32(x), vdupq_n_f32(__builtin_inff())), (x), (fill))
+#define V_COUNT_NAN(v) ((int)vaddvq_u32(vshrq_n_u32(vmvnq_u32(vceqq_f32((v), (v))), 31)))
+#define V_COUNT_INF(v) ((int)vaddvq_u32(vshrq_n_u32(vceqq_f32(vabsq_f32(v), vdupq_n_f32(__builtin_inff())), 31)))
 #define V_REDUCE_MAX(v) tsn_reduce_max(v)
 #define V_REDUCE_MIN(v) tsn_reduce_min(v)
 #define V_EXP(v) tsn_exp(v)
