@@ -118,6 +118,11 @@ bench: all python
 	/usr/bin/python3 tests/ref/gpt/torch_gpt2_bench.py
 	PYTHONPATH=python /usr/bin/python3 tests/ref/python/bench_sweep.py
 	$(RUN_BIN) bench train --preset copy
+	# threads on a loaded machine: 1 and 2 threads beside one busy process
+	$(RUN_BIN) bench forward --preset gpt2 --reps 3 --threads 1 --busy 1
+	$(RUN_BIN) bench forward --preset gpt2 --reps 3 --threads 2 --busy 1
+	$(RUN_BIN) bench train --preset copy --reps 3 --threads 1 --busy 1
+	$(RUN_BIN) bench train --preset copy --reps 3 --threads 2 --busy 1
 	$(RUN_BIN) bench live
 	@$(MAKE) wasm
 	scripts/site-budget.sh $(RUN_BIN)

@@ -147,6 +147,11 @@ refuse "--train-mode: tscope train always trains with dropout on" train --task c
 refuse "--head: a task's model always has its vocabulary head" train --task copy --head none
 refuse "--mask padding is about padded positions; a task's sequences have none" train --task copy --mask padding
 refuse "--preset picks the model of forward and train; gemm measures the kernels alone" bench gemm --preset tiny
+refuse "--busy -1: expected 0 to 64" bench forward --preset tiny --busy -1
+# The kernel threads' wait (kernels.h): tscope sets a short spin when the user set none, and keeps the user's.
+wait_of() { env "$@" "$bin" bench forward --preset tiny --reps 1 --busy 1 2>&1 | grep -o "idle threads wait as [^;]*"; }
+has "$(wait_of -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT)" "wait as GOMP_SPINCOUNT=10000" "bench: the short spin set by tscope"
+has "$(wait_of -u GOMP_SPINCOUNT OMP_WAIT_POLICY=passive)" "wait as OMP_WAIT_POLICY=passive" "bench: the user's wait kept"
 refuse "--check and --print are two answers" lesson 1 --check --print
 refuse "--scale sets the exported pages' pixels per point: add --export DIR" lesson 1 --scale 2
 refuse "--export writes the pages without a window" lesson 1 --export "$tmp/l" --step 2

@@ -7,6 +7,7 @@
  * Under AddressSanitizer (-O1), and under emulation (make cross-check builds
  * with TSCOPE_EMULATED), the large cases shrink so the run stays short.
  */
+#include <float.h>
 #include <math.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -562,6 +563,9 @@ static void eltwise_match_double(void **state) {
             ts_add(y, a, b, n);
             for (int64_t i = 0; i < n; i++) want[i] = a[i] + b[i];
             fail_if_far(y, want, n, 0, "add");
+            ts_mul(y, a, b, n);
+            for (int64_t i = 0; i < n; i++) want[i] = a[i] * b[i];
+            fail_if_far(y, want, n, 0, "mul");
             ts_scale(y, a, -0.125f, n);
             for (int64_t i = 0; i < n; i++) want[i] = -0.125f * a[i];
             fail_if_far(y, want, n, 0, "scale");
@@ -600,6 +604,323 @@ static void gelu_known_values_and_specials(void **state) {
         assert_true(isnan(out));
         ts_relu(&out, &nan_in, 1);
         assert_true(isnan(out)); /* a NaN stays visible, as in torch */
+    }
+}
+
+/* ---- activations forward and backward, Adam, the gradient's norm ------------
+ *
+ * Every path against the scalar reference (kernels_ref.c) on lengths around
+ * the vector widths (tails), ordinary values over [-8, 8] and the edges:
+ * NaN, +-inf, +-0, denormals, large magnitudes up to +-FLT_MAX. Where the
+ * reference gives NaN the path must too; elsewhere the bound is stated per
+ * kernel, relative to max(1, |reference|). */
+
+static const float edge_values[] = {NAN,    INFINITY, -INFINITY, 0.0f,   -0.0f,  1e-30f,  -1e-30f, 1e-40f,
+                                    -1e-40f, 0.5f,    -0.5f,     3.0f,   -3.0f,  5.5f,    -5.5f,   10.0f,
+                                    -10.0f, 20.0f,    -20.0f,    100.0f, -100.0f, 1e10f,  -1e10f,  1e20f,
+                                    -1e20f, FLT_MAX,  -FLT_MAX};
+#define N_EDGES ((int)(sizeof edge_values / sizeof edge_values[0]))
+
+static const int64_t act_sizes[] = {1, 3, 7, 8, 9, 15, 16, 17, 31, 33, 63, 129, 515, 300007};
+#define N_ACT_SIZES ((int)(sizeof act_sizes / sizeof act_sizes[0]))
+
+/* Ordinary values over [-8, 8], the edges spread through and the last ones
+ * in the tail. */
+static void fill_with_edges(float *x, int64_t n) {
+    fill(x, n);
+    for (int64_t i = 0; i < n; i++) x[i] *= 8;
+    for (int e = 0; e < N_EDGES && e < n; e++) x[(e * 7919) % n] = edge_values[e];
+    if (n > 2) x[n - 1] = edge_values[(n * 3) % N_EDGES], x[n - 2] = -INFINITY;
+}
+
+/* Largest |got - want| / max(1, |want|); a NaN on one side only counts as infinite. */
+static double worst_diff(const float *got, const float *want, int64_t n, int64_t *at) {
+    double worst = 0;
+    *at = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double d;
+        if (isnan(got[i]) || isnan(want[i]))
+            d = isnan(got[i]) && isnan(want[i]) ? 0 : INFINITY;
+        else if (got[i] == want[i])
+            d = 0;
+        else
+            d = fabs((double)got[i] - want[i]) / fmax(1.0, fabs((double)want[i]));
+        if (d > worst) worst = d, *at = i;
+    }
+    return worst;
+}
+
+typedef void (*act_fn)(float *out, const float *in, int64_t n);
+typedef void (*bwd_fn)(float *din, const float *dout, const float *in, int64_t n);
+
+/* A forward kernel (fwd, fwd_ref) or a backward one (bwd, bwd_ref: they
+ * accumulate, so din starts with values that must stay) on every path and
+ * length, against its scalar reference. */
+typedef struct elt_kernel {
+    const char *name;
+    act_fn fwd, fwd_ref;
+    bwd_fn bwd;
+    ts_grad_fn bwd_ref;
+    double tol;
+} elt_kernel;
+
+static void check_elt_kernel(const elt_kernel *k) {
+    double worst_all = 0;
+    for (int p = 0; p < N_PATHS; p++) {
+        if (!use_path(all_paths[p])) continue;
+        for (int si = 0; si < N_ACT_SIZES; si++) {
+            int64_t n = act_sizes[si], at;
+            if (SMALL && n > 100000) n = 4099;
+            float *x = alloc(n), *dout = alloc(n), *got = alloc(n), *want = alloc(n);
+            fill_with_edges(x, n);
+            fill(dout, n);
+            fill(got, n);
+            memcpy(want, got, sizeof(float) * (size_t)n);
+            if (k->fwd) {
+                k->fwd(got, x, n);
+                k->fwd_ref(want, x, n);
+            } else {
+                k->bwd(got, dout, x, n);
+                k->bwd_ref(want, dout, x, n);
+            }
+            double w = worst_diff(got, want, n, &at);
+            if (w > k->tol)
+                fail_msg("%s %s n %lld: x %.9g gives %.9g, the reference %.9g (diff %.3g > %.3g)", k->name,
+                         ts_isa_name(all_paths[p]), (long long)n, x[at], got[at], want[at], w, k->tol);
+            worst_all = fmax(worst_all, w);
+            free(x), free(dout), free(got), free(want);
+        }
+    }
+    printf("%s: largest difference from the scalar reference %.3g (bound %.3g)\n", k->name, worst_all, k->tol);
+}
+
+static void activations_match_reference_at_the_edges(void **state) {
+    (void)state;
+    const elt_kernel ks[] = {
+        {"gelu_tanh", ts_gelu_tanh, ts_kern_gelu_tanh_ref, NULL, NULL, 1e-6},
+        {"silu", ts_silu, ts_kern_silu_ref, NULL, NULL, 1e-6},
+    };
+    for (int i = 0; i < 2; i++) check_elt_kernel(&ks[i]);
+}
+
+static void gradients_match_reference_at_the_edges(void **state) {
+    (void)state;
+    const elt_kernel ks[] = {
+        {"relu backward", NULL, NULL, ts_bwd_relu_backward, ts_kern_relu_grad_ref, 0},
+        {"gelu backward", NULL, NULL, ts_bwd_gelu_backward, ts_kern_gelu_grad_ref, 2e-6},
+        {"gelu_tanh backward", NULL, NULL, ts_bwd_gelu_tanh_backward, ts_kern_gelu_tanh_grad_ref, 2e-6},
+    };
+    for (int i = 0; i < 3; i++) check_elt_kernel(&ks[i]);
+}
+
+/* Known values of the tanh form, from Python's math.tanh in double. The
+ * scalar reference cancels in 1 + tanh(u) in the left tail (1e-5 relative
+ * at x = -3): it is held to 1e-6 of max(1, |want|); the vector paths, which
+ * compute x sigmoid(2u), to 1e-6 relative (absolute 1e-9 below 1e-3). */
+static void gelu_tanh_known_values(void **state) {
+    (void)state;
+    const float x[] = {-6, -3, -1, 0, 0.5f, 1, 3, 10, INFINITY, -INFINITY};
+    const double want[] = {-8.43964897967453e-11, -0.0036373920817729943, -0.15880800939172324, 0, 0.34571400982514394,
+                           0.8411919906082768, 2.996362607918227, 10, INFINITY, NAN};
+    float y[10];
+    for (int p = 0; p < N_PATHS; p++) {
+        if (!use_path(all_paths[p])) continue;
+        ts_gelu_tanh(y, x, 10);
+        double floor = all_paths[p] == TS_ISA_SCALAR ? 1.0 : 1e-3;
+        for (int i = 0; i < 10; i++)
+            if (!(fabs(y[i] - want[i]) <= 1e-6 * fmax(fabs(want[i]), floor)) && !(y[i] == want[i]) &&
+                !(isnan(y[i]) && isnan(want[i])))
+                fail_msg("gelu_tanh %s (%g) = %.9g, want %.9g", ts_isa_name(all_paths[p]), x[i], y[i], want[i]);
+    }
+}
+
+/* Every path's Adam and AdamW update the parameters and moments to the
+ * scalar path's bits, with a decay mask in runs (as per tensor) and large
+ * and non-finite gradients. */
+static void adam_every_path_same_bits(void **state) {
+    (void)state;
+    int64_t n = SMALL ? 40003 : 1000003;
+    float *grads = alloc(n), *p0 = alloc(n), *want_p = alloc(n), *want_m = alloc(n), *want_v = alloc(n);
+    uint8_t *decay = malloc((size_t)n);
+    assert_non_null(decay);
+    fill(p0, n);
+    fill_with_edges(grads, n);
+    grads[0] = NAN, grads[1] = 1e30f;
+    for (int64_t i = 0; i < n; i++) decay[i] = (i / 1000) % 3 != 0;
+    for (int kind = 0; kind < 2; kind++) {
+        for (int p = 0; p < N_PATHS; p++) {
+            if (!use_path(all_paths[p])) continue;
+            ts_optim_config c;
+            ts_optim_config_default(&c, kind ? TS_OPTIM_ADAMW : TS_OPTIM_ADAM);
+            c.weight_decay = 0.05f;
+            ts_optim o;
+            assert_ok(ts_optim_init(&o, &c, n));
+            assert_ok(ts_optim_set_decay(&o, decay));
+            float *params = alloc(n);
+            memcpy(params, p0, sizeof(float) * (size_t)n);
+            for (int step = 0; step < 3; step++) ts_optim_step(&o, params, grads, 1e-3f);
+            if (all_paths[p] == TS_ISA_SCALAR) {
+                memcpy(want_p, params, sizeof(float) * (size_t)n);
+                memcpy(want_m, o.m, sizeof(float) * (size_t)n);
+                memcpy(want_v, o.v, sizeof(float) * (size_t)n);
+            } else {
+                for (int64_t i = 0; i < n; i++) {
+                    bool same = memcmp(&params[i], &want_p[i], 4) == 0 && memcmp(&o.m[i], &want_m[i], 4) == 0 &&
+                                memcmp(&o.v[i], &want_v[i], 4) == 0;
+                    bool both_nan = isnan(params[i]) && isnan(want_p[i]);
+                    if (!same && !both_nan)
+                        fail_msg("%s %s: parameter %lld is %.9g (m %.9g, v %.9g), the scalar path's %.9g (m %.9g, v %.9g)",
+                                 kind ? "adamw" : "adam", ts_isa_name(all_paths[p]), (long long)i, params[i], o.m[i],
+                                 o.v[i], want_p[i], want_m[i], want_v[i]);
+                }
+            }
+            free(params);
+            ts_optim_free(&o);
+        }
+    }
+    free(grads), free(p0), free(want_p), free(want_m), free(want_v), free(decay);
+}
+
+/* The norm against a double sum: ordinary values, a square past float's
+ * range (1e20^2), and NaN or inf anywhere. */
+static void grad_norm_every_path(void **state) {
+    (void)state;
+    int64_t n = SMALL ? 40003 : 1000003;
+    float *g = alloc(n);
+    for (int p = 0; p < N_PATHS; p++) {
+        if (!use_path(all_paths[p])) continue;
+        for (int variant = 0; variant < 4; variant++) {
+            fill(g, n);
+            if (variant == 1) g[n / 2] = 1e20f;
+            if (variant == 2) g[n - 1] = NAN;
+            if (variant == 3) g[3] = -INFINITY;
+            double want = 0;
+            for (int64_t i = 0; i < n; i++) want += (double)g[i] * g[i];
+            want = sqrt(want);
+            double got = ts_optim_grad_norm(g, n);
+            if (variant == 2) {
+                assert_true(isnan(got));
+            } else if (variant == 3) {
+                assert_true(isinf(got));
+            } else if (!(fabs(got - want) <= 1e-6 * want)) {
+                fail_msg("grad norm %s variant %d: %.12g, want %.12g", ts_isa_name(all_paths[p]), variant, got, want);
+            }
+        }
+        assert_true(ts_optim_grad_norm(g, 0) == 0);
+    }
+    free(g);
+}
+
+/* Dropout on every path drops exactly the elements ts_u01(key, i) < p
+ * drops (the mask as it always was), forward and backward, over lengths with
+ * tails and chunks shared by threads; kept elements are scaled by 1/(1-p). */
+static void dropout_every_path_same_mask(void **state) {
+    (void)state;
+    const float ps[] = {0.1f, 0.5f, 1e-6f, 0.999f, 1.0f};
+    const uint64_t keys[] = {0, 12345, 0xFFFFFFFFFFFFFFFFull};
+    const int64_t sizes[] = {1, 7, 9, 31, 300007};
+    for (int p = 0; p < N_PATHS; p++) {
+        if (!use_path(all_paths[p])) continue;
+        for (int si = 0; si < 5; si++) {
+            int64_t n = SMALL && sizes[si] > 100000 ? 4099 : sizes[si];
+            float *x = alloc(n), *y = alloc(n), *din = alloc(n), *din0 = alloc(n);
+            fill(x, n);
+            fill(din0, n);
+            for (int pi = 0; pi < 5; pi++)
+                for (int ki = 0; ki < 3; ki++) {
+                    float keep = (float)(1.0 / (1.0 - (double)ps[pi]));
+                    ts_dropout(y, x, ps[pi], keys[ki], n);
+                    memcpy(din, din0, sizeof(float) * (size_t)n);
+                    ts_bwd_dropout_backward(din, x, ps[pi], keys[ki], n);
+                    for (int64_t i = 0; i < n; i++) {
+                        bool drop = ts_u01(keys[ki], (uint64_t)i) < ps[pi];
+                        float want = drop ? 0.0f : x[i] * keep, want_d = drop ? din0[i] : din0[i] + x[i] * keep;
+                        if (memcmp(&y[i], &want, 4) != 0 || memcmp(&din[i], &want_d, 4) != 0)
+                            fail_msg("dropout %s p %g key %llu n %lld: element %lld is %.9g (grad %.9g), want %.9g (%.9g)",
+                                     ts_isa_name(all_paths[p]), (double)ps[pi], (unsigned long long)keys[ki],
+                                     (long long)n, (long long)i, y[i], din[i], want, want_d);
+                    }
+                }
+            free(x), free(y), free(din), free(din0);
+        }
+    }
+}
+
+/* The vocabulary softmax on every path against the all-double reference:
+ * log Z within 1e-6 (relative to max(1, |log Z|)), each probability within
+ * 1e-5 of itself plus 1e-9; rows with a NaN or an infinity, or a floor, take
+ * the reference's own way and give its bits. */
+static void softmax_vocab_every_path(void **state) {
+    (void)state;
+    const int64_t sizes[] = {1, 7, 9, 100, 4099, 50257};
+    const double temps[] = {1.0, 0.7, 2.5};
+    double worst_lse = 0, worst_p = 0;
+    for (int p = 0; p < N_PATHS; p++) {
+        if (!use_path(all_paths[p])) continue;
+        for (int si = 0; si < 6; si++)
+            for (int ti = 0; ti < 3; ti++)
+                for (int variant = 0; variant < 4; variant++) {
+                    int64_t n = sizes[si];
+                    float *x = alloc(n), *got = alloc(n), *want = alloc(n);
+                    fill(x, n);
+                    for (int64_t i = 0; i < n; i++) x[i] *= 20; /* logits over [-20, 20] */
+                    if (variant == 1) x[n / 2] = NAN;
+                    if (variant == 2) x[n - 1] = -INFINITY;
+                    float floor = variant == 3 ? 0.0f : -INFINITY;
+                    double lse = ts_softmax_vocab(got, x, n, temps[ti], floor);
+                    double lse_ref = ts_kern_softmax_vocab_ref(want, x, n, temps[ti], floor);
+                    double lse1 = ts_logsumexp(x, n), lse1_ref = ts_softmax_vocab(NULL, x, n, 1.0, -INFINITY);
+                    assert_true(memcmp(&lse1, &lse1_ref, sizeof lse1) == 0);
+                    if (variant > 0) { /* (a row of one NaN: log Z is -inf, nothing is kept) */
+                        if (memcmp(got, want, sizeof(float) * (size_t)n) != 0 || memcmp(&lse, &lse_ref, sizeof lse) != 0)
+                            fail_msg("softmax_vocab %s variant %d n %lld: not the reference's bits",
+                                     ts_isa_name(all_paths[p]), variant, (long long)n);
+                    } else {
+                        double d = fabs(lse - lse_ref) / fmax(1.0, fabs(lse_ref));
+                        worst_lse = fmax(worst_lse, d);
+                        if (d > 1e-6)
+                            fail_msg("softmax_vocab %s n %lld T %g: log Z %.12g, reference %.12g",
+                                     ts_isa_name(all_paths[p]), (long long)n, temps[ti], lse, lse_ref);
+                        for (int64_t i = 0; i < n; i++) {
+                            double e = fabs((double)got[i] - want[i]);
+                            worst_p = fmax(worst_p, e / (want[i] + 1e-9));
+                            if (e > 1e-5 * want[i] + 1e-9)
+                                fail_msg("softmax_vocab %s n %lld T %g: p[%lld] = %.9g, reference %.9g",
+                                         ts_isa_name(all_paths[p]), (long long)n, temps[ti], (long long)i, got[i],
+                                         want[i]);
+                        }
+                    }
+                    free(x), free(got), free(want);
+                }
+    }
+    printf("softmax_vocab: largest log Z difference %.3g, probability %.3g (relative)\n", worst_lse, worst_p);
+}
+
+/* The first K of k_whole terms, blocked as the whole product: the same bits
+ * as the whole product over zeros, past the K blocks of every path. */
+static void gemm_k_prefix_equals_whole_product(void **state) {
+    (void)state;
+    const int wholes[] = {100, 700, 1100, 2500};
+    for (int p = 0; p < N_PATHS; p++) {
+        if (!use_path(all_paths[p])) continue;
+        for (int wi = 0; wi < 4; wi++) {
+            int kw = wholes[wi], M = 37, N = 29;
+            const int ks[] = {1, 63, kw / 2 + 3, kw - 1, kw};
+            for (int ki = 0; ki < 5; ki++) {
+                int K = ks[ki];
+                float *A = alloc((int64_t)M * kw), *B = alloc((int64_t)kw * N), *want = alloc(M * N), *got = alloc(M * N);
+                fill(A, (int64_t)M * kw);
+                fill(B, (int64_t)kw * N);
+                for (int i = 0; i < M; i++)
+                    for (int k = K; k < kw; k++) A[(int64_t)i * kw + k] = 0.0f;
+                ts_gemm(false, false, M, N, kw, 1.0f, A, kw, B, N, 0.0f, want, N, TS_EPI_NONE, NULL);
+                ts_gemm_k_prefix(false, false, M, N, K, kw, 1.0f, A, kw, B, N, 0.0f, got, N);
+                if (memcmp(got, want, sizeof(float) * (size_t)(M * N)) != 0)
+                    fail_msg("gemm_k_prefix %s K %d of %d: differs from the whole product", ts_isa_name(all_paths[p]),
+                             K, kw);
+                free(A), free(B), free(want), free(got);
+            }
+        }
     }
 }
 
@@ -702,6 +1023,14 @@ int main(void) {
         cmocka_unit_test(layernorm_matches_double),
         cmocka_unit_test(eltwise_match_double),
         cmocka_unit_test(gelu_known_values_and_specials),
+        cmocka_unit_test(activations_match_reference_at_the_edges),
+        cmocka_unit_test(gradients_match_reference_at_the_edges),
+        cmocka_unit_test(gelu_tanh_known_values),
+        cmocka_unit_test(adam_every_path_same_bits),
+        cmocka_unit_test(grad_norm_every_path),
+        cmocka_unit_test(gemm_k_prefix_equals_whole_product),
+        cmocka_unit_test(softmax_vocab_every_path),
+        cmocka_unit_test(dropout_every_path_same_mask),
         cmocka_unit_test(transpose_odd_sizes),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -236,6 +236,60 @@ static void stats_match_reference_on_every_isa(void **state) {
     free(y);
 }
 
+/* A causal `masked` step: the upper triangle -inf (half of every block),
+ * some NaN and +inf, a zero row and ordinary values. Every instruction set's
+ * statistics match the double reference and the careful scalar path, and
+ * its histogram is exactly that of the finite values alone. */
+static void masked_scores_stats_on_every_isa(void **state) {
+    (void)state;
+    const int S = 700;
+    const int64_t n = (int64_t)S * S;
+    float *x = random_floats(n, 2.0f, 0.25f), *finite = malloc(sizeof(float) * (size_t)n);
+    assert_non_null(finite);
+    for (int r = 0; r < S; r++)
+        for (int c = r + 1; c < S; c++) x[(int64_t)r * S + c] = -INFINITY;
+    for (int c = 0; c < S; c++) x[(int64_t)3 * S + c] = c <= 3 ? 0.0f : -INFINITY;
+    x[10 * S + 2] = NAN, x[400 * S + 399] = INFINITY, x[n - 1] = NAN;
+    int64_t k = 0;
+    for (int64_t i = 0; i < n; i++)
+        if (isfinite(x[i])) finite[k++] = x[i];
+    ts_trace_stats ref, careful;
+    reference_stats(&ref, x, n);
+    trf_acc acc;
+    trf_acc_init(&acc);
+    trf_acc_add_careful(&acc, x, n);
+    trf_acc_finish(&acc, &careful);
+    const trf_stats_ops *isas[] = {&trf_stats_scalar,
+#if defined(TRF_HAVE_X86)
+                                   ts_isa_supported(TS_ISA_AVX2) ? &trf_stats_avx2 : NULL,
+                                   ts_isa_supported(TS_ISA_AVX512) ? &trf_stats_avx512 : NULL,
+#endif
+#if defined(TRF_HAVE_NEON)
+                                   &trf_stats_neon,
+#endif
+    };
+    for (size_t i = 0; i < sizeof isas / sizeof isas[0]; i++) {
+        if (!isas[i]) continue;
+        trf_acc_init(&acc);
+        for (int64_t e = 0; e < n; e += TRF_BLOCK) isas[i]->block(&acc, x + e, NULL, n - e < TRF_BLOCK ? n - e : TRF_BLOCK);
+        ts_trace_stats s;
+        trf_acc_finish(&acc, &s);
+        trf_hist_plan plan;
+        trf_hist_plan_init(&plan, &s);
+        assert_true(plan.fast && plan.nonfinite);
+        trf_hist_add(s.hist, x, n, &plan, isas[i]);
+        assert_stats_close(&s, &ref);
+        memcpy(careful.hist, s.hist, sizeof s.hist);
+        assert_stats_close(&s, &careful);
+        uint64_t want[TS_TRACE_HIST_BINS] = {0};
+        isas[i]->hist(want, finite, k, plan.lo, plan.scale);
+        assert_memory_equal(want, s.hist, sizeof want);
+    }
+    printf("masked scores: %lld of %lld finite, statistics and histogram alike on every path\n", (long long)k,
+           (long long)n);
+    free(x), free(finite);
+}
+
 /* Every instruction set's hist kernel adds to hist exactly the counts of
  * trf_bin, the reference rule. */
 static void assert_hist_like_trf_bin(const float *x, int64_t n, float lo, float scale) {
@@ -1341,6 +1395,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(crc_matches_zlib),
         cmocka_unit_test(stats_match_reference_on_every_isa),
+        cmocka_unit_test(masked_scores_stats_on_every_isa),
         cmocka_unit_test(hist_kernels_bin_like_trf_bin),
         cmocka_unit_test(metadata_takes_added_items),
         cmocka_unit_test(batch_tokens_round_trip_per_side),

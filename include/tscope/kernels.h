@@ -35,6 +35,22 @@ ts_status ts_kernels_force(ts_isa isa);
 void ts_kernels_set_threads(int n);
 int ts_kernels_threads(void);
 
+/* How idle kernel threads wait. OpenMP's threads spin for a while by
+ * default, which on a busy machine takes the core their own team's late
+ * thread needs: 2 threads then run slower than 1. A short spin before
+ * sleeping (TS_KERNELS_WAIT, given to GNU OpenMP as GOMP_SPINCOUNT) keeps 2
+ * threads ahead. OpenMP reads its environment once, as the program loads, so
+ * a program sets it by starting itself again: ts_kernels_wait_env names the
+ * variable and value to set, or returns false when the user set
+ * OMP_WAIT_POLICY or GOMP_SPINCOUNT, or the build has no OpenMP (the POSIX
+ * team sleeps on a condition variable). */
+#define TS_KERNELS_WAIT_VAR "GOMP_SPINCOUNT"
+#define TS_KERNELS_WAIT "10000"
+bool ts_kernels_wait_env(const char **name, const char **value);
+/* The wait in force, for benchmark headers: "GOMP_SPINCOUNT=10000",
+ * "OMP_WAIT_POLICY=active", "the OpenMP runtime's default" or "POSIX threads". */
+const char *ts_kernels_wait_policy(void);
+
 /* The fp32 FMA peak of the chosen path on all kernel threads, in GFLOP/s:
  * the best of a few short loops of independent FMAs (about 0.1 s in all).
  * The yardstick of `tscope bench`. */
@@ -54,6 +70,14 @@ typedef enum ts_epilogue {
  * beta == 0 means C is not read (it may hold NaN). */
 void ts_gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float *A, int lda,
              const float *B, int ldb, float beta, float *C, int ldc, ts_epilogue epi, const float *bias);
+
+/* ts_gemm over the first K of k_whole terms of each sum (k_whole >= K), added
+ * up in the blocks the k_whole-long product uses: when the other terms are
+ * zero (op(A)'s columns K.. of causal attention's weights), C equals that
+ * whole product's bit for bit, except that a term 0 * Inf or 0 * NaN left
+ * out gives no NaN. */
+void ts_gemm_k_prefix(bool trans_a, bool trans_b, int M, int N, int K, int k_whole, float alpha, const float *A,
+                      int lda, const float *B, int ldb, float beta, float *C, int ldc);
 
 /* `batch` independent products; matrix i starts at A + i*stride_a etc.
  * For attention: (B*H) x [(S,hd) @ (hd,S)] and [(S,S) @ (S,hd)]. */
@@ -76,12 +100,15 @@ void ts_gemm_ref(bool trans_a, bool trans_b, int M, int N, int K, float alpha, c
 int64_t ts_softmax_rows(float *out, const float *in, int64_t rows, int cols, const float *mask,
                         bool causal, int causal_offset);
 
-/* One distribution over a vocabulary, in double precision: probs (n) =
- * softmax(logits / temperature) over the entries >= floor (the others get
- * exactly 0; -INFINITY keeps every entry). Returns log Z, the log-sum-exp of
- * the kept logits / temperature, so -log p(v) = log Z - logits[v] / T.
- * probs may be NULL when only log Z is wanted. temperature > 0. Sampling,
- * the lens, the losses and every view of a next-token distribution use it. */
+/* One distribution over a vocabulary: probs (n) = softmax(logits /
+ * temperature) over the entries >= floor (the others get exactly 0;
+ * -INFINITY keeps every entry). Returns log Z, the log-sum-exp of the kept
+ * logits / temperature, so -log p(v) = log Z - logits[v] / T. probs may be
+ * NULL when only log Z is wanted. temperature > 0. Sampling, the lens, the
+ * losses and every view of a next-token distribution use it. On the calling
+ * thread, vectorised: exponentials in float summed by blocks in double
+ * (within 1e-6 relative of the all-double reference); a row with a floor, a
+ * NaN or an infinity is done all in double, where a NaN entry gets 0. */
 double ts_softmax_vocab(float *probs, const float *logits, int64_t n, double temperature, float floor);
 
 /* log(sum(exp(x))) over n entries, max-shifted, in double precision

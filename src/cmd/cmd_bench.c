@@ -7,10 +7,16 @@
  */
 #include <dlfcn.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#if defined(__linux__)
+#include <sys/prctl.h>
+#endif
 #include <time.h>
+#include <unistd.h>
 
 #include "commands.h"
 #include "bench_model.h"
@@ -22,6 +28,7 @@ typedef struct bench_opts {
     int reps;    /* timed runs per measurement; the median is printed */
     int threads; /* kernel threads, 0 = all cores */
     const char *preset; /* forward: the model (NULL: seed000) */
+    int busy;           /* processes that only spin beside the case, as a loaded machine's other work */
 } bench_opts;
 
 typedef struct bench_case {
@@ -234,6 +241,34 @@ static int bench_gemm(const bench_opts *o) {
     return rc;
 }
 
+/* ---- a loaded machine ------------------------------------------------------------ */
+
+#define MAX_BUSY 64
+
+/* n processes that spin until killed: the other work of a student's laptop,
+ * so that a case shows what threads do on a machine that is not quiet. */
+static int start_busy(int n, pid_t *pids) {
+    pid_t parent = getpid();
+    for (int i = 0; i < n; i++) {
+        pids[i] = fork();
+        if (pids[i] < 0) return i;
+        if (pids[i] == 0) {
+#if defined(__linux__)
+            prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlive an interrupted bench */
+#endif
+            if (getppid() != parent) _exit(0); /* the bench ended before the line above took effect */
+            volatile unsigned long spin = 0;
+            for (;;) spin++;
+        }
+    }
+    return n;
+}
+
+static void stop_busy(int n, const pid_t *pids) {
+    for (int i = 0; i < n; i++) kill(pids[i], SIGKILL);
+    for (int i = 0; i < n; i++) waitpid(pids[i], NULL, 0);
+}
+
 /* ---- the command --------------------------------------------------------------- */
 
 static int bench_forward(const bench_opts *o) { return bench_model_forward(o->reps, o->preset); }
@@ -257,6 +292,8 @@ int ts_cmd_bench(int argc, char **argv) {
         {"--threads", TS_FLAG_INT, &o.threads, "N", "kernel threads (default: TSCOPE_THREADS, else all cores)",
          NULL, NULL, NULL},
         {"--preset", TS_FLAG_STRING, &o.preset, "P", "the model of `forward` (default seed000)", NULL, NULL, NULL},
+        {"--busy", TS_FLAG_INT, &o.busy, "N", "processes that only spin while the case runs: a loaded machine (default 0)",
+         NULL, NULL, NULL},
     };
     char cases_help[1024] = "CASE is one of:";
     for (int i = 0; i < N_BENCH_CASES; i++) {
@@ -265,7 +302,7 @@ int ts_cmd_bench(int argc, char **argv) {
     }
     const ts_cli_spec spec = {
         .command = "bench",
-        .synopsis = "CASE [--reps N] [--threads N] [--preset P]",
+        .synopsis = "CASE [--reps N] [--threads N] [--preset P] [--busy N]",
         .description = cases_help,
         .flags = flags,
         .n_flags = (int)(sizeof flags / sizeof flags[0]),
@@ -279,6 +316,7 @@ int ts_cmd_bench(int argc, char **argv) {
     if (rc >= 0) return rc;
     if (o.reps < 1 || o.reps > 1000) return ts_cli_error("bench", "--reps %d: expected 1 to 1000", o.reps);
     if (o.threads < 0) return ts_cli_error("bench", "--threads %d: expected 0 (all cores) or more", o.threads);
+    if (o.busy < 0 || o.busy > MAX_BUSY) return ts_cli_error("bench", "--busy %d: expected 0 to %d", o.busy, MAX_BUSY);
     const bench_case *c = NULL;
     for (int i = 0; i < N_BENCH_CASES; i++)
         if (strcmp(bench_cases[i].name, pos[0]) == 0) c = &bench_cases[i];
@@ -292,5 +330,16 @@ int ts_cmd_bench(int argc, char **argv) {
         return ts_cli_error("bench", "--preset picks the model of forward and train; gemm measures the kernels alone");
     if (ts_kernels_init() != TS_OK) return ts_cli_error("bench", "%s", ts_last_error());
     if (o.threads > 0) ts_kernels_set_threads(o.threads);
-    return c->run(&o);
+    printf("# kernel threads: %d; idle threads wait as %s; %d busy process%s beside the case\n", ts_kernels_threads(),
+           ts_kernels_wait_policy(), o.busy, o.busy == 1 ? "" : "es");
+    fflush(stdout); /* before fork: the children must not print it again */
+    pid_t pids[MAX_BUSY];
+    int started = start_busy(o.busy, pids);
+    if (started < o.busy) {
+        stop_busy(started, pids);
+        return ts_cli_error("bench", "--busy %d: could not start the busy processes", o.busy);
+    }
+    rc = c->run(&o);
+    stop_busy(started, pids);
+    return rc;
 }

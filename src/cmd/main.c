@@ -1,11 +1,14 @@
 /* tscope: the command-line entry point. Finds the subcommand in the table and
  * runs it; --help, help CMD and --version are answered here. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "commands.h"
 #include "text_log.h"
 #include "tscope/core.h"
+#include "tscope/kernels.h"
 
 /* A subcommand is listed here once it works. */
 const ts_command ts_commands[] = {
@@ -55,7 +58,19 @@ static int unknown_command(const char *name) {
     return 2;
 }
 
+/* The kernel threads' wait (kernels.h): OpenMP has read its environment
+ * already, so the program starts again with it set; the second start finds
+ * it set and goes on. Where /proc/self/exe cannot be run, the runtime's
+ * default stays. */
+static void set_thread_wait(char **argv) {
+    const char *name, *value;
+    if (!ts_kernels_wait_env(&name, &value)) return;
+    if (setenv(name, value, 1) != 0) return;
+    execv("/proc/self/exe", argv);
+}
+
 int main(int argc, char **argv) {
+    set_thread_wait(argv);
     if (argc < 2) {
         print_usage(stderr);
         return 2;

@@ -23,10 +23,21 @@ typedef __m256 vf;
 #define V_STREAM_FENCE() _mm_sfence() /* streamed stores are ordered before later ones */
 #define V_COUNT_ZEROS(v) __builtin_popcount((unsigned)_mm256_movemask_ps(_mm256_cmp_ps((v), _mm256_setzero_ps(), _CMP_EQ_OQ)))
 #define V_REDUCE_ADD(v) ts256_reduce_add(v)
+/* x where it is finite, fill where it is NaN or infinite; the counts of each */
+#define V_FINITE_OR(x, fill) \
+    _mm256_blendv_ps((fill), (x), _mm256_cmp_ps(V_ABS(x), _mm256_set1_ps(__builtin_inff()), _CMP_LT_OQ))
+#define V_COUNT_NAN(v) __builtin_popcount((unsigned)_mm256_movemask_ps(_mm256_cmp_ps((v), (v), _CMP_UNORD_Q)))
+#define V_COUNT_INF(v) \
+    __builtin_popcount((unsigned)_mm256_movemask_ps(_mm256_cmp_ps(V_ABS(v), _mm256_set1_ps(__builtin_inff()), _CMP_EQ_OQ)))
 #define V_REDUCE_MAX(v) ts256_reduce_max(v)
 #define V_REDUCE_MIN(v) ts256_reduce_min(v)
 #define V_EXP(v) ts256_exp(v)
 #define V_GELU(v) ts256_gelu(v)
+#define V_PHI(v) ts256_phi(v) /* the normal CDF, GELU's Phi */
+#define V_DIV(a, b) _mm256_div_ps((a), (b))
+#define V_SQRT(v) _mm256_sqrt_ps(v)
+/* a where x > 0, else +0 (NaN x: 0) */
+#define V_KEEP_GT0(x, a) _mm256_and_ps(_mm256_cmp_ps((x), _mm256_setzero_ps(), _CMP_GT_OQ), (a))
 #define V_LOAD_PART(p, n, fill) ts256_load_part((p), (n), (fill))
 #define V_STORE_PART(p, v, n) _mm256_maskstore_ps((p), ts256_first(n), (v))
 
@@ -83,8 +94,8 @@ static inline __m256 ts256_exp(__m256 x) {
     return _mm256_and_ps(keep, y); /* a NaN x keeps its lane (unordered) and y is NaN there */
 }
 
-/* gelu as ts512_gelu (erfc form, relative error ~1e-7 in both tails). */
-static inline __m256 ts256_gelu(__m256 x) {
+/* Phi(x) as ts512_phi (erfc form, relative error ~1e-7 in both tails). */
+static inline __m256 ts256_phi(__m256 x) {
     const __m256 one = _mm256_set1_ps(1.0f), half = _mm256_set1_ps(0.5f);
     __m256 ax = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x);
     __m256 z = _mm256_mul_ps(ax, _mm256_set1_ps(0.70710678118654752f));
@@ -101,8 +112,9 @@ static inline __m256 ts256_gelu(__m256 x) {
     p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(-1.26551223f));
     __m256 half_erfc = _mm256_mul_ps(_mm256_mul_ps(half, t), ts256_exp(_mm256_fnmadd_ps(z, z, p)));
     __m256 pos = _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_GE_OQ);
-    __m256 phi = _mm256_blendv_ps(half_erfc, _mm256_sub_ps(one, half_erfc), pos);
-    return _mm256_mul_ps(x, phi);
+    return _mm256_blendv_ps(half_erfc, _mm256_sub_ps(one, half_erfc), pos);
 }
+
+static inline __m256 ts256_gelu(__m256 x) { return _mm256_mul_ps(x, ts256_phi(x)); }
 
 #endif

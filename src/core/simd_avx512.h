@@ -23,10 +23,20 @@ typedef __m512 vf;
 #define V_STREAM_FENCE() _mm_sfence() /* streamed stores are ordered before later ones */
 #define V_COUNT_ZEROS(v) __builtin_popcount(_mm512_cmp_ps_mask((v), _mm512_setzero_ps(), _CMP_EQ_OQ))
 #define V_REDUCE_ADD(v) _mm512_reduce_add_ps(v)
+/* x where it is finite, fill where it is NaN or infinite; the counts of each */
+#define V_FINITE_OR(x, fill) \
+    _mm512_mask_mov_ps((fill), _mm512_cmp_ps_mask(_mm512_abs_ps(x), _mm512_set1_ps(__builtin_inff()), _CMP_LT_OQ), (x))
+#define V_COUNT_NAN(v) __builtin_popcount(_mm512_cmp_ps_mask((v), (v), _CMP_UNORD_Q))
+#define V_COUNT_INF(v) __builtin_popcount(_mm512_cmp_ps_mask(_mm512_abs_ps(v), _mm512_set1_ps(__builtin_inff()), _CMP_EQ_OQ))
 #define V_REDUCE_MAX(v) _mm512_reduce_max_ps(v)
 #define V_REDUCE_MIN(v) _mm512_reduce_min_ps(v)
 #define V_EXP(v) ts512_exp(v)
 #define V_GELU(v) ts512_gelu(v)
+#define V_PHI(v) ts512_phi(v) /* the normal CDF, GELU's Phi */
+#define V_DIV(a, b) _mm512_div_ps((a), (b))
+#define V_SQRT(v) _mm512_sqrt_ps(v)
+/* a where x > 0, else +0 (NaN x: 0) */
+#define V_KEEP_GT0(x, a) _mm512_maskz_mov_ps(_mm512_cmp_ps_mask((x), _mm512_setzero_ps(), _CMP_GT_OQ), (a))
 #define V_LOAD_PART(p, n, fill) _mm512_mask_loadu_ps(_mm512_set1_ps(fill), ts512_first(n), (p))
 #define V_STORE_PART(p, v, n) _mm512_mask_storeu_ps((p), ts512_first(n), (v))
 
@@ -54,10 +64,10 @@ static inline __m512 ts512_exp(__m512 x) {
     return _mm512_maskz_mov_ps(keep, _mm512_scalef_ps(p, n));
 }
 
-/* gelu(x) = x Phi(x), Phi from erfc(|x|/sqrt2) = t exp(-z^2 + P(t)),
+/* Phi(x), GELU's x Phi(x), from erfc(|x|/sqrt2) = t exp(-z^2 + P(t)),
  * t = 1/(1 + z/2) (Numerical Recipes' erfcc, relative error < 1.2e-7 for all
  * z), so the left tail keeps its digits instead of cancelling in 1 + erf. */
-static inline __m512 ts512_gelu(__m512 x) {
+static inline __m512 ts512_phi(__m512 x) {
     const __m512 one = _mm512_set1_ps(1.0f), half = _mm512_set1_ps(0.5f);
     __m512 z = _mm512_mul_ps(_mm512_abs_ps(x), _mm512_set1_ps(0.70710678118654752f));
     __m512 t = _mm512_div_ps(one, _mm512_fmadd_ps(half, z, one));
@@ -73,8 +83,9 @@ static inline __m512 ts512_gelu(__m512 x) {
     p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(-1.26551223f));
     __m512 half_erfc = _mm512_mul_ps(_mm512_mul_ps(half, t), ts512_exp(_mm512_fnmadd_ps(z, z, p)));
     __mmask16 pos = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_GE_OQ);
-    __m512 phi = _mm512_mask_sub_ps(half_erfc, pos, one, half_erfc);
-    return _mm512_mul_ps(x, phi);
+    return _mm512_mask_sub_ps(half_erfc, pos, one, half_erfc);
 }
+
+static inline __m512 ts512_gelu(__m512 x) { return _mm512_mul_ps(x, ts512_phi(x)); }
 
 #endif

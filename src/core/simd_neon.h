@@ -31,10 +31,19 @@ typedef float32x4_t vf;
 #define V_ALIGN 16
 #define V_COUNT_ZEROS(v) ((int)vaddvq_u32(vshrq_n_u32(vceqzq_f32(v), 31)))
 #define V_REDUCE_ADD(v) vaddvq_f32(v)
+/* x where it is finite, fill where it is NaN or infinite; the counts of each */
+#define V_FINITE_OR(x, fill) vbslq_f32(vcltq_f32(vabsq_f32(x), vdupq_n_f32(__builtin_inff())), (x), (fill))
+#define V_COUNT_NAN(v) ((int)vaddvq_u32(vshrq_n_u32(vmvnq_u32(vceqq_f32((v), (v))), 31)))
+#define V_COUNT_INF(v) ((int)vaddvq_u32(vshrq_n_u32(vceqq_f32(vabsq_f32(v), vdupq_n_f32(__builtin_inff())), 31)))
 #define V_REDUCE_MAX(v) tsn_reduce_max(v)
 #define V_REDUCE_MIN(v) tsn_reduce_min(v)
 #define V_EXP(v) tsn_exp(v)
 #define V_GELU(v) tsn_gelu(v)
+#define V_PHI(v) tsn_phi(v) /* the normal CDF, GELU's Phi */
+#define V_DIV(a, b) vdivq_f32((a), (b))
+#define V_SQRT(v) vsqrtq_f32(v)
+/* a where x > 0, else +0 (NaN x: 0) */
+#define V_KEEP_GT0(x, a) vreinterpretq_f32_u32(vandq_u32(vcgtq_f32((x), vdupq_n_f32(0.0f)), vreinterpretq_u32_f32(a)))
 #define V_LOAD_PART(p, n, fill) tsn_load_part((p), (n), (fill))
 #define V_STORE_PART(p, v, n) tsn_store_part((p), (v), (n))
 
@@ -89,8 +98,8 @@ static inline float32x4_t tsn_exp(float32x4_t x) {
     return vreinterpretq_f32_u32(vandq_u32(keep, vreinterpretq_u32_f32(y))); /* NaN: y is NaN there */
 }
 
-/* gelu as ts512_gelu (erfc form, relative error ~1e-7 in both tails). */
-static inline float32x4_t tsn_gelu(float32x4_t x) {
+/* Phi(x) as ts512_phi (erfc form, relative error ~1e-7 in both tails). */
+static inline float32x4_t tsn_phi(float32x4_t x) {
     const float32x4_t one = vdupq_n_f32(1.0f), half = vdupq_n_f32(0.5f);
     float32x4_t z = vmulq_f32(vabsq_f32(x), vdupq_n_f32(0.70710678118654752f));
     float32x4_t t = vdivq_f32(one, vfmaq_f32(one, half, z));
@@ -106,8 +115,9 @@ static inline float32x4_t tsn_gelu(float32x4_t x) {
     p = vfmaq_f32(vdupq_n_f32(-1.26551223f), p, t);
     float32x4_t half_erfc = vmulq_f32(vmulq_f32(half, t), tsn_exp(vfmsq_f32(p, z, z)));
     uint32x4_t pos = vcgeq_f32(x, vdupq_n_f32(0.0f));
-    float32x4_t phi = vbslq_f32(pos, vsubq_f32(one, half_erfc), half_erfc);
-    return vmulq_f32(x, phi);
+    return vbslq_f32(pos, vsubq_f32(one, half_erfc), half_erfc);
 }
+
+static inline float32x4_t tsn_gelu(float32x4_t x) { return vmulq_f32(x, tsn_phi(x)); }
 
 #endif

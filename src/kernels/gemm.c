@@ -37,6 +37,7 @@ typedef struct gemm_job {
     float *C;           // (M,N)
     ts_epilogue epi;
     const float *bias;  // (N) or NULL
+    int k_whole;        // > K: the first K terms of a K-long sum of k_whole terms, blocked as that one (else 0)
 } gemm_job;
 
 static _Thread_local float *tl_pack;
@@ -101,8 +102,9 @@ typedef struct gemm_blocks {
 
 static gemm_blocks blocks_for(const ts_kern_ops *ops, const gemm_job *g) {
     gemm_blocks b;
-    int nk = (g->K + ops->kc_max - 1) / ops->kc_max;
-    b.kc = (g->K + nk - 1) / nk;
+    int K = g->k_whole > g->K ? g->k_whole : g->K;
+    int nk = (K + ops->kc_max - 1) / ops->kc_max;
+    b.kc = (K + nk - 1) / nk;
     b.mc = imin(round_up(g->M, ops->mr), ops->a_floats / b.kc / ops->mr * ops->mr);
     b.nc = imin(round_up(g->N, ops->nr), ops->b_floats / b.kc / ops->nr * ops->nr);
     if (b.mc < ops->mr) b.mc = ops->mr;
@@ -341,8 +343,15 @@ static void batch_task(void *ctx, int t, int n) {
 void ts_kern_gemm(const ts_kern_ops *ops, bool trans_a, bool trans_b, int M, int N, int K, float alpha,
                   const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc,
                   ts_epilogue epi, const float *bias) {
+    ts_kern_gemm_prefix(ops, trans_a, trans_b, M, N, K, 0, alpha, A, lda, B, ldb, beta, C, ldc, epi, bias);
+}
+
+void ts_kern_gemm_prefix(const ts_kern_ops *ops, bool trans_a, bool trans_b, int M, int N, int K, int k_whole,
+                         float alpha, const float *A, int lda, const float *B, int ldb, float beta, float *C,
+                         int ldc, ts_epilogue epi, const float *bias) {
     gemm_job g = {.ta = trans_a, .tb = trans_b, .M = M, .N = N, .K = K, .alpha = alpha, .beta = beta,
-                  .A = A, .B = B, .lda = lda, .ldb = ldb, .ldc = ldc, .C = C, .epi = epi, .bias = bias};
+                  .A = A, .B = B, .lda = lda, .ldb = ldb, .ldc = ldc, .C = C, .epi = epi, .bias = bias,
+                  .k_whole = k_whole};
     if (M <= 0 || N <= 0) return;
     int nth = K > 0 ? gemm_threads(ops, &g) : 1;
     if (nth <= 1) {

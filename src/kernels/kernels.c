@@ -19,7 +19,6 @@
 
 /* Element counts below which one thread does the whole job. */
 #define ROWS_MIN_PER_THREAD 16384
-#define ELTWISE_MIN_PER_THREAD 65536
 #define TRANSPOSE_TILE 32
 #define MAX_THREADS 256
 
@@ -84,6 +83,28 @@ static int all_cores(void) {
 void ts_kernels_set_threads(int n) {
     if (n <= 0) n = all_cores();
     g_threads = n < MAX_THREADS ? n : MAX_THREADS;
+}
+
+bool ts_kernels_wait_env(const char **name, const char **value) {
+    *name = TS_KERNELS_WAIT_VAR, *value = TS_KERNELS_WAIT;
+#if defined(_OPENMP)
+    return !getenv("OMP_WAIT_POLICY") && !getenv("GOMP_SPINCOUNT");
+#else
+    return false;
+#endif
+}
+
+const char *ts_kernels_wait_policy(void) {
+#if defined(_OPENMP)
+    static char buf[128];
+    const char *spin = getenv("GOMP_SPINCOUNT"), *policy = getenv("OMP_WAIT_POLICY");
+    if (!spin && !policy) return "the OpenMP runtime's default";
+    snprintf(buf, sizeof buf, "%s%.40s%s%s%.40s", policy ? "OMP_WAIT_POLICY=" : "", policy ? policy : "",
+             policy && spin ? " " : "", spin ? "GOMP_SPINCOUNT=" : "", spin ? spin : "");
+    return buf;
+#else
+    return "POSIX threads";
+#endif
 }
 
 static ts_status isa_from_env(ts_isa *isa) {
@@ -277,8 +298,7 @@ double ts_kernels_peak_gflops(void) {
     return best * 1e-9;
 }
 
-/* Threads worth starting for `work` elements, `min_each` at least per thread. */
-static int threads_for(int64_t work, int64_t min_each) {
+int ts_kern_threads_for(int64_t work, int64_t min_each) {
     int n = ts_kern_threads_here();
     int64_t most = work / min_each;
     return most < 1 ? 1 : (most < n ? (int)most : n);
@@ -290,6 +310,12 @@ void ts_gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const
                  epi, bias);
 }
 
+void ts_gemm_k_prefix(bool trans_a, bool trans_b, int M, int N, int K, int k_whole, float alpha, const float *A,
+                      int lda, const float *B, int ldb, float beta, float *C, int ldc) {
+    ts_kern_gemm_prefix(ts_kern_ops_current(), trans_a, trans_b, M, N, K, k_whole, alpha, A, lda, B, ldb, beta, C,
+                        ldc, TS_EPI_NONE, NULL);
+}
+
 void ts_gemm_batched(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float *A,
                      int lda, int64_t stride_a, const float *B, int ldb, int64_t stride_b, float beta,
                      float *C, int ldc, int64_t stride_c, int batch) {
@@ -297,22 +323,15 @@ void ts_gemm_batched(bool trans_a, bool trans_b, int M, int N, int K, float alph
                          ldb, stride_b, beta, C, ldc, stride_c, batch);
 }
 
-/* A logit the distribution keeps: at least the floor, or NaN, which is never
- * dropped (it makes every probability NaN, as PyTorch's softmax does, so the
- * trace shows it instead of zeros). */
-static bool kept_logit(float x, float floor) { return !(x < floor); }
-
+/* On the calling thread: rows are what callers share out (the probs step,
+ * the loss). A floor (top-k) or a non-finite logit goes the reference's way. */
 double ts_softmax_vocab(float *probs, const float *logits, int64_t n, double temperature, float floor) {
-    double top = -INFINITY;
-    for (int64_t v = 0; v < n; v++)
-        if (kept_logit(logits[v], floor) && logits[v] > top) top = logits[v];
-    double z = 0;
-    for (int64_t v = 0; v < n; v++)
-        if (kept_logit(logits[v], floor)) z += exp(((double)logits[v] - top) / temperature);
-    if (probs)
-        for (int64_t v = 0; v < n; v++)
-            probs[v] = kept_logit(logits[v], floor) ? (float)(exp(((double)logits[v] - top) / temperature) / z) : 0.0f;
-    return log(z) + top / temperature;
+    const ts_kern_ops *ops = ts_kern_ops_current();
+    float top = floor == -INFINITY && n > 0 ? ops->max_finite(logits, n) : NAN;
+    if (!isfinite(top)) return ts_kern_softmax_vocab_ref(probs, logits, n, temperature, floor);
+    double z = ops->exp_sum(probs, logits, n, top, (float)temperature);
+    if (probs) ops->scale(probs, probs, (float)(1.0 / z), n);
+    return log(z) + (double)top / temperature;
 }
 
 double ts_logsumexp(const float *x, int64_t n) { return ts_softmax_vocab(NULL, x, n, 1.0, -INFINITY); }
@@ -320,7 +339,7 @@ double ts_logsumexp(const float *x, int64_t n) { return ts_softmax_vocab(NULL, x
 int64_t ts_softmax_rows(float *out, const float *in, int64_t rows, int cols, const float *mask,
                         bool causal, int causal_offset) {
     const ts_kern_ops *ops = ts_kern_ops_current();
-    int nth = threads_for(rows * cols, ROWS_MIN_PER_THREAD);
+    int nth = ts_kern_threads_for(rows * cols, ROWS_MIN_PER_THREAD);
     int64_t all_masked = 0;
     (void)nth;
     TS_OMP(parallel for num_threads(nth) schedule(static) reduction(+ : all_masked))
@@ -335,7 +354,7 @@ int64_t ts_softmax_rows(float *out, const float *in, int64_t rows, int cols, con
 void ts_layernorm(float *out, float *mean, float *rstd, const float *in, const float *gamma,
                   const float *beta, int64_t rows, int cols, float eps) {
     const ts_kern_ops *ops = ts_kern_ops_current();
-    int nth = threads_for(rows * cols, ROWS_MIN_PER_THREAD);
+    int nth = ts_kern_threads_for(rows * cols, ROWS_MIN_PER_THREAD);
     (void)nth;
     TS_OMP(parallel for num_threads(nth) schedule(static))
     for (int64_t r = 0; r < rows; r++)
@@ -343,67 +362,43 @@ void ts_layernorm(float *out, float *mean, float *rstd, const float *in, const f
                            gamma, beta, cols, eps);
 }
 
-/* Element-wise kernels: each thread takes one contiguous chunk (whole cache lines). */
-#define ELTWISE_SPLIT(n, CALL)                                                        \
-    do {                                                                              \
-        int nth_ = threads_for((n), ELTWISE_MIN_PER_THREAD);                          \
-        int64_t per_ = (((n) + nth_ - 1) / nth_ + 15) / 16 * 16;                      \
-        (void)per_;                                                                   \
-        TS_OMP(parallel for num_threads(nth_) schedule(static))                       \
-        for (int t_ = 0; t_ < nth_; t_++) {                                           \
-            int64_t i0 = t_ * per_, len = (n)-i0 < per_ ? (n)-i0 : per_;              \
-            if (len > 0) CALL;                                                        \
-        }                                                                             \
-    } while (0)
-
 void ts_add(float *out, const float *a, const float *b, int64_t n) {
     const ts_kern_ops *ops = ts_kern_ops_current();
-    ELTWISE_SPLIT(n, ops->add(out + i0, a + i0, b + i0, len));
+    TS_KERN_SPLIT(n, ops->add(out + i0, a + i0, b + i0, len));
 }
 
 void ts_scale(float *out, const float *in, float s, int64_t n) {
     const ts_kern_ops *ops = ts_kern_ops_current();
-    ELTWISE_SPLIT(n, ops->scale(out + i0, in + i0, s, len));
+    TS_KERN_SPLIT(n, ops->scale(out + i0, in + i0, s, len));
 }
 
 void ts_relu(float *out, const float *in, int64_t n) {
     const ts_kern_ops *ops = ts_kern_ops_current();
-    ELTWISE_SPLIT(n, ops->relu(out + i0, in + i0, len));
+    TS_KERN_SPLIT(n, ops->relu(out + i0, in + i0, len));
 }
 
 void ts_gelu(float *out, const float *in, int64_t n) {
     const ts_kern_ops *ops = ts_kern_ops_current();
-    ELTWISE_SPLIT(n, ops->gelu(out + i0, in + i0, len));
+    TS_KERN_SPLIT(n, ops->gelu(out + i0, in + i0, len));
 }
 
-/* Scalar: tanhf is no SIMD kernel of ours yet; ELTWISE_SPLIT still uses both cores. */
-static void gelu_tanh_span(float *out, const float *in, int64_t n) {
-    const float k = 0.7978845608028654f; /* sqrt(2 / pi) */
-    for (int64_t i = 0; i < n; i++) {
-        float x = in[i];
-        out[i] = 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x)));
-    }
+void ts_gelu_tanh(float *out, const float *in, int64_t n) {
+    const ts_kern_ops *ops = ts_kern_ops_current();
+    TS_KERN_SPLIT(n, ops->gelu_tanh(out + i0, in + i0, len));
 }
 
-void ts_gelu_tanh(float *out, const float *in, int64_t n) { ELTWISE_SPLIT(n, gelu_tanh_span(out + i0, in + i0, len)); }
-
-/* Scalar, as the tanh GELU: x / (1 + e^-x), PyTorch's silu. */
-static void silu_span(float *out, const float *in, int64_t n) {
-    for (int64_t i = 0; i < n; i++) out[i] = in[i] / (1.0f + expf(-in[i]));
-}
-
-void ts_silu(float *out, const float *in, int64_t n) { ELTWISE_SPLIT(n, silu_span(out + i0, in + i0, len)); }
-
-static void mul_span(float *out, const float *a, const float *b, int64_t n) {
-    for (int64_t i = 0; i < n; i++) out[i] = a[i] * b[i];
+void ts_silu(float *out, const float *in, int64_t n) {
+    const ts_kern_ops *ops = ts_kern_ops_current();
+    TS_KERN_SPLIT(n, ops->silu(out + i0, in + i0, len));
 }
 
 void ts_mul(float *out, const float *a, const float *b, int64_t n) {
-    ELTWISE_SPLIT(n, mul_span(out + i0, a + i0, b + i0, len));
+    const ts_kern_ops *ops = ts_kern_ops_current();
+    TS_KERN_SPLIT(n, ops->mul(out + i0, a + i0, b + i0, len));
 }
 
 void ts_transpose2d(float *out, int ldo, const float *in, int ldi, int rows, int cols) {
-    int nth = threads_for((int64_t)rows * cols, ELTWISE_MIN_PER_THREAD);
+    int nth = ts_kern_threads_for((int64_t)rows * cols, TS_KERN_ELTWISE_MIN);
     (void)nth;
     TS_OMP(parallel for num_threads(nth) schedule(static))
     for (int r0 = 0; r0 < rows; r0 += TRANSPOSE_TILE) {

@@ -17,5 +17,10 @@ const ts_kern_ops ts_kern_avx512_ops = {
     .softmax_row = simd_softmax_row,
     .layernorm_row = simd_layernorm_row,
     .add = simd_add, .scale = simd_scale, .relu = simd_relu, .gelu = simd_gelu,
+    .gelu_tanh = simd_gelu_tanh, .silu = simd_silu, .mul = simd_mul,
+    .relu_grad = simd_relu_grad, .gelu_grad = simd_gelu_grad, .gelu_tanh_grad = simd_gelu_tanh_grad,
+    .adam = simd_adam, .sum_squares = simd_sum_squares,
+    .dropout = ts_kern_dropout_avx2, .dropout_grad = ts_kern_dropout_grad_avx2,
+    .max_finite = simd_max_finite, .exp_sum = simd_exp_sum,
     .fma_loop = ts_kern_fma_loop_avx512,
 };

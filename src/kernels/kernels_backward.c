@@ -108,41 +108,29 @@ void ts_bwd_layernorm_backward(float *din, float *dgamma, float *dbeta, const fl
 
 /* ---- activations ------------------------------------------------------------------------- */
 
+/* The chosen instruction set's kernel (kernels_simd.h; the scalar ones are
+ * the reference, kernels_ref.c), one contiguous chunk per thread. */
+static void grad_split(ts_grad_fn fn, float *din, const float *dout, const float *in, int64_t n) {
+    TS_KERN_SPLIT(n, fn(din + i0, dout + i0, in + i0, len));
+}
+
 void ts_bwd_relu_backward(float *din, const float *dout, const float *in, int64_t n) {
-    int nt = threads_for(n);
-    (void)nt;
-    TS_OMP(parallel for num_threads(nt) if(nt > 1) schedule(static))
-    for (int64_t i = 0; i < n; i++)
-        if (in[i] > 0.0f) din[i] += dout[i];
+    grad_split(ts_kern_ops_current()->relu_grad, din, dout, in, n);
 }
 
 void ts_bwd_gelu_tanh_backward(float *din, const float *dout, const float *in, int64_t n) {
-    const float k = 0.7978845608028654f; /* sqrt(2 / pi) */
-    int nt = threads_for(n);
-    (void)nt;
-    TS_OMP(parallel for num_threads(nt) if(nt > 1) schedule(static))
-    for (int64_t i = 0; i < n; i++) {
-        float x = in[i], u = k * (x + 0.044715f * x * x * x), t = tanhf(u);
-        float du = k * (1.0f + 3.0f * 0.044715f * x * x);
-        din[i] += dout[i] * (0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * du);
-    }
+    grad_split(ts_kern_ops_current()->gelu_tanh_grad, din, dout, in, n);
 }
 
 void ts_bwd_gelu_backward(float *din, const float *dout, const float *in, int64_t n) {
-    const float inv_sqrt2 = 0.70710678118654752f, inv_sqrt2pi = 0.39894228040143268f;
-    int nt = threads_for(n);
-    (void)nt;
-    TS_OMP(parallel for num_threads(nt) if(nt > 1) schedule(static))
-    for (int64_t i = 0; i < n; i++) {
-        float x = in[i];
-        float cdf = 0.5f * (1.0f + erff(x * inv_sqrt2)), pdf = inv_sqrt2pi * expf(-0.5f * x * x);
-        din[i] += dout[i] * (cdf + x * pdf);
-    }
+    grad_split(ts_kern_ops_current()->gelu_grad, din, dout, in, n);
 }
 
 /* ---- dropout ----------------------------------------------------------------------------- */
 
-static bool dropped(uint64_t key, int64_t i, double p) { return ts_u01(key, (uint64_t)i) < p; }
+/* ts_u01(key, i) < p as integers: the hash's top 53 bits below ceil(p 2^53)
+ * (exact: both sides are whole numbers of 2^-53), which vectors can test. */
+static uint64_t drop_threshold(float p) { return (uint64_t)ceil((double)p * 0x1p53); }
 
 void ts_dropout(float *out, const float *in, float p, uint64_t key, int64_t n) {
     if (p <= 0.0f) {
@@ -150,10 +138,9 @@ void ts_dropout(float *out, const float *in, float p, uint64_t key, int64_t n) {
         return;
     }
     float keep = (float)(1.0 / (1.0 - (double)p));
-    int nt = threads_for(n);
-    (void)nt;
-    TS_OMP(parallel for num_threads(nt) if(nt > 1) schedule(static))
-    for (int64_t i = 0; i < n; i++) out[i] = dropped(key, i, p) ? 0.0f : in[i] * keep;
+    uint64_t threshold = drop_threshold(p);
+    ts_dropout_fn fn = ts_kern_ops_current()->dropout;
+    TS_KERN_SPLIT(n, fn(out + i0, in + i0, len, i0, key, threshold, keep));
 }
 
 void ts_bwd_dropout_backward(float *din, const float *dout, float p, uint64_t key, int64_t n) {
@@ -162,11 +149,9 @@ void ts_bwd_dropout_backward(float *din, const float *dout, float p, uint64_t ke
         return;
     }
     float keep = (float)(1.0 / (1.0 - (double)p));
-    int nt = threads_for(n);
-    (void)nt;
-    TS_OMP(parallel for num_threads(nt) if(nt > 1) schedule(static))
-    for (int64_t i = 0; i < n; i++)
-        if (!dropped(key, i, p)) din[i] += dout[i] * keep;
+    uint64_t threshold = drop_threshold(p);
+    ts_dropout_fn fn = ts_kern_ops_current()->dropout_grad;
+    TS_KERN_SPLIT(n, fn(din + i0, dout + i0, len, i0, key, threshold, keep));
 }
 
 /* ---- residual ------------------------------------------------------------------------------ */

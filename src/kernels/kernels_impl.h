@@ -63,6 +63,27 @@ typedef void (*ts_small_m_fn)(int m, int n, int k, float alpha, const float *a, 
 typedef void (*ts_layernorm_row_fn)(float *out, float *mean, float *rstd, const float *in,
                                     const float *gamma, const float *beta, int cols, float eps);
 
+/* din (n) += dout (n) * f'(in) (n): an activation's backward. */
+typedef void (*ts_grad_fn)(float *din, const float *dout, const float *in, int64_t n);
+
+/* One Adam/AdamW update of n parameters that all decay alike (wd is 0 where
+ * none does), with the step's scalars as ts_optim_step computes them. */
+typedef struct ts_kern_adam {
+    float b1, b2, eps, wd;
+    float step_size; /* lr / (1 - b1^t) */
+    float bc2_sqrt;  /* sqrt(1 - b2^t) */
+    float decay;     /* AdamW's 1 - lr * wd */
+    bool adamw;
+} ts_kern_adam;
+/* Inverted dropout of elements [i0, i0 + n) of a tensor: element i is
+ * dropped when (hash(key, i) >> 11) < threshold (ts_u01(key, i) < p, as
+ * integers: threshold = ceil(p * 2^53)), else scaled by keep.
+ * Forward: out = in * keep or 0. Backward: din += dout * keep where kept. */
+typedef void (*ts_dropout_fn)(float *out, const float *in, int64_t n, int64_t i0, uint64_t key, uint64_t threshold,
+                              float keep);
+typedef void (*ts_adam_fn)(float *params, const float *grads, float *m, float *v, int64_t n,
+                           const ts_kern_adam *a);
+
 typedef struct ts_kern_ops {
     ts_isa isa;
     int mr, nr; /* micro-tile of C */
@@ -81,6 +102,21 @@ typedef struct ts_kern_ops {
     void (*scale)(float *out, const float *in, float s, int64_t n);
     void (*relu)(float *out, const float *in, int64_t n);
     void (*gelu)(float *out, const float *in, int64_t n);
+    void (*gelu_tanh)(float *out, const float *in, int64_t n);
+    void (*mul)(float *out, const float *a, const float *b, int64_t n);
+    void (*silu)(float *out, const float *in, int64_t n);
+    ts_grad_fn relu_grad, gelu_grad, gelu_tanh_grad;
+    ts_adam_fn adam;
+    ts_dropout_fn dropout, dropout_grad;
+    /* sum of x^2 over n, as a double; exact to float rounding of blocks, and
+     * a block that overflows float is summed again in double. */
+    double (*sum_squares)(const float *x, int64_t n);
+    /* The vocabulary softmax's passes (ts_softmax_vocab): the max of x, or
+     * NaN when x holds a NaN or an infinity (the reference then does the
+     * row); and probs (may be NULL) = e^((x - top) / t), whose sum comes back
+     * in double, added up by blocks of float lanes. */
+    float (*max_finite)(const float *x, int64_t n);
+    double (*exp_sum)(float *probs, const float *x, int64_t n, float top, float t);
     /* Independent FMA chains for `iters` steps; returns the flops done (peak
      * probe). The chains' sum goes to *sink so they cannot be optimised away. */
     double (*fma_loop)(int64_t iters, float *sink);
@@ -108,6 +144,11 @@ void ts_kern_pack_t_avx2(float *dst, int w, const float *src, int64_t lds, int m
 void ts_kern_pack_n_avx2(float *dst, int w, const float *src, int64_t lds, int n, int kc);
 void ts_kern_pack_t_avx512(float *dst, int w, const float *src, int64_t lds, int m, int kc);
 void ts_kern_pack_n_avx512(float *dst, int w, const float *src, int64_t lds, int n, int kc);
+/* The hash in 4 lanes of 64 bits (AVX2; the AVX-512 table uses them too). */
+void ts_kern_dropout_avx2(float *out, const float *in, int64_t n, int64_t i0, uint64_t key, uint64_t threshold,
+                          float keep);
+void ts_kern_dropout_grad_avx2(float *din, const float *dout, int64_t n, int64_t i0, uint64_t key,
+                               uint64_t threshold, float keep);
 #endif
 #if defined(__aarch64__) || defined(_M_ARM64)
 /* NEON is part of every ARM64 core's base instruction set. */
@@ -157,11 +198,54 @@ void ts_kern_add_ref(float *out, const float *a, const float *b, int64_t n);
 void ts_kern_scale_ref(float *out, const float *in, float s, int64_t n);
 void ts_kern_relu_ref(float *out, const float *in, int64_t n);
 void ts_kern_gelu_ref(float *out, const float *in, int64_t n);
+void ts_kern_gelu_tanh_ref(float *out, const float *in, int64_t n);
+void ts_kern_mul_ref(float *out, const float *a, const float *b, int64_t n);
+void ts_kern_silu_ref(float *out, const float *in, int64_t n);
+void ts_kern_relu_grad_ref(float *din, const float *dout, const float *in, int64_t n);
+void ts_kern_gelu_grad_ref(float *din, const float *dout, const float *in, int64_t n);
+void ts_kern_gelu_tanh_grad_ref(float *din, const float *dout, const float *in, int64_t n);
+void ts_kern_adam_ref(float *params, const float *grads, float *m, float *v, int64_t n, const ts_kern_adam *a);
+double ts_kern_sum_squares_ref(const float *x, int64_t n);
+void ts_kern_dropout_ref(float *out, const float *in, int64_t n, int64_t i0, uint64_t key, uint64_t threshold,
+                         float keep);
+void ts_kern_dropout_grad_ref(float *din, const float *dout, int64_t n, int64_t i0, uint64_t key,
+                              uint64_t threshold, float keep);
+float ts_kern_max_finite_ref(const float *x, int64_t n);
+double ts_kern_exp_sum_ref(float *probs, const float *x, int64_t n, float top, float t);
+/* ts_softmax_vocab all in double, one entry at a time: the reference, and
+ * the path of a row with a floor or a non-finite logit. */
+double ts_kern_softmax_vocab_ref(float *probs, const float *logits, int64_t n, double temperature, float floor);
+
+/* Element counts below which one thread does the whole job. */
+#define TS_KERN_ELTWISE_MIN 65536
+
+/* Threads worth starting for `work` elements, `min_each` at least per thread
+ * (1 inside the caller's own parallel region). */
+int ts_kern_threads_for(int64_t work, int64_t min_each);
+
+/* Element-wise work over n split in one contiguous chunk per thread (whole
+ * cache lines): CALL runs with i0 and len in scope. */
+#define TS_KERN_SPLIT(n, CALL)                                                        \
+    do {                                                                              \
+        int nth_ = ts_kern_threads_for((n), TS_KERN_ELTWISE_MIN);                     \
+        int64_t per_ = (((n) + nth_ - 1) / nth_ + 15) / 16 * 16;                      \
+        (void)per_;                                                                   \
+        TS_OMP(parallel for num_threads(nth_) schedule(static))                       \
+        for (int t_ = 0; t_ < nth_; t_++) {                                           \
+            int64_t i0 = t_ * per_, len = (n)-i0 < per_ ? (n)-i0 : per_;              \
+            if (len > 0) CALL;                                                        \
+        }                                                                             \
+    } while (0)
 
 /* The optimised sgemm (gemm.c) on the given table; threads as configured. */
 void ts_kern_gemm(const ts_kern_ops *ops, bool trans_a, bool trans_b, int M, int N, int K, float alpha,
                   const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc,
                   ts_epilogue epi, const float *bias);
+/* The same over the first K of k_whole terms (k_whole <= K: the whole sum),
+ * in the K blocks the k_whole-long sum uses (ts_gemm_k_prefix). */
+void ts_kern_gemm_prefix(const ts_kern_ops *ops, bool trans_a, bool trans_b, int M, int N, int K, int k_whole,
+                         float alpha, const float *A, int lda, const float *B, int ldb, float beta, float *C,
+                         int ldc, ts_epilogue epi, const float *bias);
 void ts_kern_gemm_batched(const ts_kern_ops *ops, bool trans_a, bool trans_b, int M, int N, int K,
                           float alpha, const float *A, int lda, int64_t stride_a, const float *B,
                           int ldb, int64_t stride_b, float beta, float *C, int ldc, int64_t stride_c,

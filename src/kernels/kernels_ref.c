@@ -142,6 +142,121 @@ void ts_kern_gelu_ref(float *out, const float *in, int64_t n) {
     for (int64_t i = 0; i < n; i++) out[i] = ts_kern_gelu1(in[i]);
 }
 
+void ts_kern_mul_ref(float *out, const float *a, const float *b, int64_t n) {
+    for (int64_t i = 0; i < n; i++) out[i] = a[i] * b[i];
+}
+
+#define SQRT_2_OVER_PI 0.7978845608028654f
+#define GELU_TANH_C 0.044715f
+
+void ts_kern_gelu_tanh_ref(float *out, const float *in, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        float x = in[i];
+        out[i] = 0.5f * x * (1.0f + tanhf(SQRT_2_OVER_PI * (x + GELU_TANH_C * x * x * x)));
+    }
+}
+
+/* x / (1 + e^-x), PyTorch's silu. */
+void ts_kern_silu_ref(float *out, const float *in, int64_t n) {
+    for (int64_t i = 0; i < n; i++) out[i] = in[i] / (1.0f + expf(-in[i]));
+}
+
+void ts_kern_relu_grad_ref(float *din, const float *dout, const float *in, int64_t n) {
+    for (int64_t i = 0; i < n; i++)
+        if (in[i] > 0.0f) din[i] += dout[i];
+}
+
+void ts_kern_gelu_grad_ref(float *din, const float *dout, const float *in, int64_t n) {
+    const float inv_sqrt2 = 0.70710678118654752f, inv_sqrt2pi = 0.39894228040143268f;
+    for (int64_t i = 0; i < n; i++) {
+        float x = in[i];
+        float cdf = 0.5f * (1.0f + erff(x * inv_sqrt2)), pdf = inv_sqrt2pi * expf(-0.5f * x * x);
+        din[i] += dout[i] * (cdf + x * pdf);
+    }
+}
+
+void ts_kern_gelu_tanh_grad_ref(float *din, const float *dout, const float *in, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        float x = in[i], u = SQRT_2_OVER_PI * (x + GELU_TANH_C * x * x * x), t = tanhf(u);
+        float du = SQRT_2_OVER_PI * (1.0f + 3.0f * GELU_TANH_C * x * x);
+        din[i] += dout[i] * (0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * du);
+    }
+}
+
+void ts_kern_adam_ref(float *params, const float *grads, float *m, float *v, int64_t n, const ts_kern_adam *a) {
+    for (int64_t i = 0; i < n; i++) {
+        float g = grads[i], p = params[i];
+        if (a->wd != 0.0f) {
+            if (a->adamw)
+                p *= a->decay;
+            else
+                g += a->wd * p;
+        }
+        m[i] = m[i] * a->b1 + g * (1.0f - a->b1);
+        v[i] = v[i] * a->b2 + g * g * (1.0f - a->b2);
+        float denom = sqrtf(v[i]) / a->bc2_sqrt + a->eps;
+        params[i] = p - a->step_size * (m[i] / denom);
+    }
+}
+
+static bool dropped(uint64_t key, int64_t i, uint64_t threshold) {
+    return ts_mix64(key ^ ((uint64_t)i * 0xD1B54A32D192ED03ull)) >> 11 < threshold;
+}
+
+void ts_kern_dropout_ref(float *out, const float *in, int64_t n, int64_t i0, uint64_t key, uint64_t threshold,
+                         float keep) {
+    for (int64_t i = 0; i < n; i++) out[i] = dropped(key, i0 + i, threshold) ? 0.0f : in[i] * keep;
+}
+
+void ts_kern_dropout_grad_ref(float *din, const float *dout, int64_t n, int64_t i0, uint64_t key,
+                              uint64_t threshold, float keep) {
+    for (int64_t i = 0; i < n; i++)
+        if (!dropped(key, i0 + i, threshold)) din[i] += dout[i] * keep;
+}
+
+double ts_kern_sum_squares_ref(const float *x, int64_t n) {
+    double s = 0;
+    for (int64_t i = 0; i < n; i++) s += (double)x[i] * x[i];
+    return s;
+}
+
+float ts_kern_max_finite_ref(const float *x, int64_t n) {
+    float top = -INFINITY;
+    for (int64_t i = 0; i < n; i++) {
+        if (!isfinite(x[i])) return NAN;
+        top = x[i] > top ? x[i] : top;
+    }
+    return top;
+}
+
+double ts_kern_exp_sum_ref(float *probs, const float *x, int64_t n, float top, float t) {
+    double z = 0;
+    for (int64_t i = 0; i < n; i++) {
+        float e = expf((x[i] - top) / t);
+        if (probs) probs[i] = e;
+        z += e;
+    }
+    return z;
+}
+
+/* A logit the distribution keeps: at least the floor, or NaN, which is never
+ * dropped (it makes every probability NaN, as PyTorch's softmax does, so the
+ * trace shows it instead of zeros). */
+static bool kept_logit(float x, float floor) { return !(x < floor); }
+
+double ts_kern_softmax_vocab_ref(float *probs, const float *logits, int64_t n, double temperature, float floor) {
+    double top = -INFINITY;
+    for (int64_t v = 0; v < n; v++)
+        if (kept_logit(logits[v], floor) && logits[v] > top) top = logits[v];
+    double z = 0;
+    for (int64_t v = 0; v < n; v++)
+        if (kept_logit(logits[v], floor)) z += exp(((double)logits[v] - top) / temperature);
+    if (probs)
+        for (int64_t v = 0; v < n; v++)
+            probs[v] = kept_logit(logits[v], floor) ? (float)(exp(((double)logits[v] - top) / temperature) / z) : 0.0f;
+    return log(z) + top / temperature;
+}
+
 const ts_kern_ops ts_kern_scalar_ops = {
     .isa = TS_ISA_SCALAR,
     .mr = TS_KERN_SCALAR_MR, .nr = TS_KERN_SCALAR_NR,
@@ -153,5 +268,11 @@ const ts_kern_ops ts_kern_scalar_ops = {
     .softmax_row = ts_kern_softmax_row_ref,
     .layernorm_row = ts_kern_layernorm_row_ref,
     .add = ts_kern_add_ref, .scale = ts_kern_scale_ref, .relu = ts_kern_relu_ref, .gelu = ts_kern_gelu_ref,
+    .gelu_tanh = ts_kern_gelu_tanh_ref, .silu = ts_kern_silu_ref, .mul = ts_kern_mul_ref,
+    .relu_grad = ts_kern_relu_grad_ref, .gelu_grad = ts_kern_gelu_grad_ref,
+    .gelu_tanh_grad = ts_kern_gelu_tanh_grad_ref,
+    .adam = ts_kern_adam_ref, .sum_squares = ts_kern_sum_squares_ref,
+    .dropout = ts_kern_dropout_ref, .dropout_grad = ts_kern_dropout_grad_ref,
+    .max_finite = ts_kern_max_finite_ref, .exp_sum = ts_kern_exp_sum_ref,
     .fma_loop = ts_kern_fma_loop_scalar,
 };

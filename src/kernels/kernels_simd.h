@@ -228,11 +228,182 @@ static void simd_small_m(int m, int n, int k, float alpha, const float *a, int64
 
 SIMD_ELTWISE(simd_add, (float *out, const float *a, const float *b, int64_t n),
              vf x = LOAD_N(a); vf y = LOAD_N(b), V_ADD(x, y))
+SIMD_ELTWISE(simd_mul, (float *out, const float *a, const float *b, int64_t n),
+             vf x = LOAD_N(a); vf y = LOAD_N(b), V_MUL(x, y))
 SIMD_ELTWISE(simd_scale, (float *out, const float *in, float s, int64_t n), vf x = LOAD_N(in),
              V_MUL(V_SET1(s), x))
 /* max(0, x) with x second: a NaN comes through, as in torch. */
 SIMD_ELTWISE(simd_relu, (float *out, const float *in, int64_t n), vf x = LOAD_N(in),
              V_MAX(V_SET1(0.0f), x))
 SIMD_ELTWISE(simd_gelu, (float *out, const float *in, int64_t n), vf x = LOAD_N(in), V_GELU(x))
+
+/* ---- the tanh GELU, SiLU and the activations' backward --------------------------
+ *
+ * Both tanh and the logistic function come from one exponential that cannot
+ * overflow: with e = exp(-|z|) and r = 1 / (1 + e),
+ *     sigmoid(z) = r (z > 0) or e r (z <= 0),   sigmoid(z) sigmoid(-z) = e r^2.
+ * GELU's tanh form is x sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3), since
+ * 0.5 (1 + tanh u) = sigmoid(2u). Where the scalar reference gives NaN
+ * (x = -inf: -inf * 0) these give NaN too, and 0 where it gives 0. */
+
+typedef struct sigmoid_parts {
+    vf e, r, s; /* exp(-|z|), 1 / (1 + e), sigmoid(z) */
+} sigmoid_parts;
+
+static inline sigmoid_parts sigmoid_of(vf z) {
+    sigmoid_parts p;
+    p.e = V_EXP(V_MUL(V_SET1(-1.0f), V_ABS(z)));
+    p.r = V_DIV(V_SET1(1.0f), V_ADD(V_SET1(1.0f), p.e));
+    vf er = V_MUL(p.e, p.r);
+    p.s = V_ADD(er, V_KEEP_GT0(z, V_SUB(p.r, er))); /* z > 0: e r + (r - e r) = r */
+    return p;
+}
+
+/* 2u = 2 sqrt(2/pi) (x + 0.044715 x^3) */
+static inline vf gelu_tanh_2u(vf x) {
+    vf inner = V_FMA(V_MUL(V_SET1(0.044715f), V_MUL(x, x)), x, x);
+    return V_MUL(V_SET1(2.0f * 0.7978845608028654f), inner);
+}
+
+SIMD_ELTWISE(simd_gelu_tanh, (float *out, const float *in, int64_t n), vf x = LOAD_N(in),
+             V_MUL(x, sigmoid_of(gelu_tanh_2u(x)).s))
+SIMD_ELTWISE(simd_silu, (float *out, const float *in, int64_t n), vf x = LOAD_N(in), V_MUL(x, sigmoid_of(x).s))
+
+/* din[i] += GRAD over [0, n): full vectors, then one masked vector. */
+#define SIMD_GRAD(name, GRAD)                                                                  \
+    static void name(float *din, const float *dout, const float *in, int64_t n) {             \
+        int64_t i = 0;                                                                         \
+        for (; i + VW <= n; i += VW) {                                                         \
+            vf x = V_LOAD(in + i), dy = V_LOAD(dout + i);                                      \
+            V_STORE(din + i, V_ADD(V_LOAD(din + i), GRAD));                                    \
+        }                                                                                      \
+        if (i < n) {                                                                           \
+            int part = (int)(n - i);                                                           \
+            vf x = V_LOAD_PART(in + i, part, 0.0f), dy = V_LOAD_PART(dout + i, part, 0.0f);    \
+            V_STORE_PART(din + i, V_ADD(V_LOAD_PART(din + i, part, 0.0f), GRAD), part);        \
+        }                                                                                      \
+    }
+
+/* dout where x > 0 (0 added elsewhere: a NaN dout there stays out, as in the reference). */
+SIMD_GRAD(simd_relu_grad, V_KEEP_GT0(x, dy))
+
+/* Phi(x) + x phi(x), phi(x) = e^(-x^2/2) / sqrt(2 pi). */
+static inline vf gelu_slope(vf x) {
+    vf pdf = V_MUL(V_SET1(0.39894228040143268f), V_EXP(V_MUL(V_SET1(-0.5f), V_MUL(x, x))));
+    return V_ADD(V_PHI(x), V_MUL(x, pdf));
+}
+SIMD_GRAD(simd_gelu_grad, V_MUL(dy, gelu_slope(x)))
+
+/* d/dx x sigmoid(2u) = s + 2 x s (1 - s) u', u' = sqrt(2/pi) (1 + 3 * 0.044715 x^2),
+ * and s (1 - s) = e r^2 with no cancellation. */
+static inline vf gelu_tanh_slope(vf x) {
+    sigmoid_parts p = sigmoid_of(gelu_tanh_2u(x));
+    vf du = V_MUL(V_SET1(0.7978845608028654f), V_FMA(V_SET1(3.0f * 0.044715f), V_MUL(x, x), V_SET1(1.0f)));
+    vf s_1ms = V_MUL(p.e, V_MUL(p.r, p.r));
+    return V_ADD(p.s, V_MUL(V_MUL(V_MUL(V_SET1(2.0f), x), s_1ms), du));
+}
+SIMD_GRAD(simd_gelu_tanh_grad, V_MUL(dy, gelu_tanh_slope(x)))
+
+/* ---- the vocabulary softmax ------------------------------------------------------ */
+
+/* V_MAX(x, m) keeps m where x is NaN; x * 0 is NaN exactly where x is NaN or
+ * infinite, so one sum of those tells whether the row is all finite. */
+static float simd_max_finite(const float *x, int64_t n) {
+    vf top = V_SET1(-INFINITY), bad = V_SET1(0.0f), zero = V_SET1(0.0f);
+    int64_t i = 0;
+    for (; i + VW <= n; i += VW) {
+        vf a = V_LOAD(x + i);
+        top = V_MAX(a, top);
+        bad = V_ADD(bad, V_MUL(a, zero));
+    }
+    if (i < n) {
+        top = V_MAX(V_LOAD_PART(x + i, (int)(n - i), -INFINITY), top);
+        bad = V_ADD(bad, V_MUL(V_LOAD_PART(x + i, (int)(n - i), 0.0f), zero));
+    }
+    return V_REDUCE_ADD(bad) == 0.0f ? V_REDUCE_MAX(top) : NAN;
+}
+
+#define EXP_SUM_BLOCK 4096
+
+static double simd_exp_sum(float *probs, const float *x, int64_t n, float top, float t) {
+    const vf vtop = V_SET1(top), vt = V_SET1(t);
+    double z = 0;
+    for (int64_t b = 0; b < n; b += EXP_SUM_BLOCK) {
+        int64_t end = n - b < EXP_SUM_BLOCK ? n : b + EXP_SUM_BLOCK, i = b;
+        vf s = V_SET1(0.0f);
+        for (; i + VW <= end; i += VW) {
+            vf e = V_EXP(V_DIV(V_SUB(V_LOAD(x + i), vtop), vt));
+            if (probs) V_STORE(probs + i, e);
+            s = V_ADD(s, e);
+        }
+        if (i < end) { /* lanes past the end: -inf, e^-inf = 0 */
+            int part = (int)(end - i);
+            vf e = V_EXP(V_DIV(V_SUB(V_LOAD_PART(x + i, part, -INFINITY), vtop), vt));
+            if (probs) V_STORE_PART(probs + i, e, part);
+            s = V_ADD(s, e);
+        }
+        z += (double)V_REDUCE_ADD(s);
+    }
+    return z;
+}
+
+/* ---- Adam and the gradient's norm -------------------------------------------------- */
+
+/* The reference's operations in its order (no FMA), so every path updates
+ * the parameters to the same bits. */
+static inline void adam_vec(float *params, const float *grads, float *m, float *v, int64_t i, int part,
+                            const ts_kern_adam *a) {
+    vf g = part == VW ? V_LOAD(grads + i) : V_LOAD_PART(grads + i, part, 0.0f);
+    vf p = part == VW ? V_LOAD(params + i) : V_LOAD_PART(params + i, part, 0.0f);
+    vf mv = part == VW ? V_LOAD(m + i) : V_LOAD_PART(m + i, part, 0.0f);
+    vf vv = part == VW ? V_LOAD(v + i) : V_LOAD_PART(v + i, part, 0.0f);
+    if (a->wd != 0.0f) {
+        if (a->adamw)
+            p = V_MUL(p, V_SET1(a->decay));
+        else
+            g = V_ADD(g, V_MUL(V_SET1(a->wd), p));
+    }
+    mv = V_ADD(V_MUL(mv, V_SET1(a->b1)), V_MUL(g, V_SET1(1.0f - a->b1)));
+    vv = V_ADD(V_MUL(vv, V_SET1(a->b2)), V_MUL(V_MUL(g, g), V_SET1(1.0f - a->b2)));
+    vf denom = V_ADD(V_DIV(V_SQRT(vv), V_SET1(a->bc2_sqrt)), V_SET1(a->eps));
+    p = V_SUB(p, V_MUL(V_SET1(a->step_size), V_DIV(mv, denom)));
+    if (part == VW) {
+        V_STORE(m + i, mv), V_STORE(v + i, vv), V_STORE(params + i, p);
+    } else {
+        V_STORE_PART(m + i, mv, part), V_STORE_PART(v + i, vv, part), V_STORE_PART(params + i, p, part);
+    }
+}
+
+static void simd_adam(float *params, const float *grads, float *m, float *v, int64_t n, const ts_kern_adam *a) {
+    int64_t i = 0;
+    for (; i + VW <= n; i += VW) adam_vec(params, grads, m, v, i, VW, a);
+    if (i < n) adam_vec(params, grads, m, v, i, (int)(n - i), a);
+}
+
+/* Blocks short enough that float sums of squares lose nothing a norm shows
+ * (relative error ~1e-7 * log2 of the block), added up in double. */
+#define SUMSQ_BLOCK 4096
+
+static double simd_sum_squares(const float *x, int64_t n) {
+    double total = 0;
+    for (int64_t b = 0; b < n; b += SUMSQ_BLOCK) {
+        int64_t len = n - b < SUMSQ_BLOCK ? n - b : SUMSQ_BLOCK, i = 0;
+        const float *xb = x + b;
+        vf s0 = V_SET1(0.0f), s1 = V_SET1(0.0f);
+        for (; i + 2 * VW <= len; i += 2 * VW) {
+            vf a = V_LOAD(xb + i), c = V_LOAD(xb + i + VW);
+            s0 = V_FMA(a, a, s0);
+            s1 = V_FMA(c, c, s1);
+        }
+        for (; i < len; i += VW) {
+            vf a = len - i >= VW ? V_LOAD(xb + i) : V_LOAD_PART(xb + i, (int)(len - i), 0.0f);
+            s0 = V_FMA(a, a, s0);
+        }
+        double block = (double)V_REDUCE_ADD(V_ADD(s0, s1));
+        /* A square past float's range (or a NaN): the block again in double, as the reference. */
+        total += isfinite(block) ? block : ts_kern_sum_squares_ref(xb, len);
+    }
+    return total;
+}
 
 #endif

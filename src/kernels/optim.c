@@ -1,20 +1,9 @@
 /* optim: Adam, AdamW, clipping and the schedule (kernels.h, "optim"). */
-#include "tscope/kernels.h"
+#include "kernels_impl.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-
-#if defined(_OPENMP)
-#define OPTIM_PRAGMA_(x) _Pragma(#x)
-#define OPTIM_OMP(x) OPTIM_PRAGMA_(omp x)
-#else
-#define OPTIM_OMP(x)
-#endif
-
-/* Below this many parameters one thread does the update. */
-#define PAR_MIN 65536
 
 void ts_optim_config_default(ts_optim_config *c, ts_optim_kind kind) {
     c->kind = kind;
@@ -59,42 +48,56 @@ void ts_optim_free(ts_optim *o) {
     memset(o, 0, sizeof *o);
 }
 
+/* Parameters [i0, i0 + len): the decay mask is constant over each tensor, so
+ * the kernel runs once per run of equal mask bytes, with or without decay. */
+static void adam_span(const ts_optim *o, float *params, const float *grads, int64_t i0, int64_t len,
+                      const ts_kern_adam *with) {
+    const ts_kern_ops *ops = ts_kern_ops_current();
+    ts_kern_adam without = *with;
+    without.wd = 0.0f;
+    const uint8_t *dm = o->decay;
+    for (int64_t a = i0, end = i0 + len; a < end;) {
+        int64_t b = a + 1;
+        if (dm)
+            while (b < end && (dm[b] != 0) == (dm[a] != 0)) b++;
+        else
+            b = end;
+        ops->adam(params + a, grads + a, o->m + a, o->v + a, b - a, !dm || dm[a] ? with : &without);
+        a = b;
+    }
+}
+
 void ts_optim_step(ts_optim *o, float *params, const float *grads, float lr) {
     const ts_optim_config *c = &o->cfg;
     o->steps++;
     /* Scalars as PyTorch computes them: in double, used as floats. */
     double bc1 = 1.0 - pow((double)c->beta1, (double)o->steps), bc2 = 1.0 - pow((double)c->beta2, (double)o->steps);
-    float step_size = (float)((double)lr / bc1), bc2_sqrt = (float)sqrt(bc2);
-    float b1 = c->beta1, b2 = c->beta2, eps = c->eps, wd = c->weight_decay;
-    float decay = (float)(1.0 - (double)lr * wd);
-    bool adamw = c->kind == TS_OPTIM_ADAMW;
-    float *m = o->m, *v = o->v;
-    const uint8_t *dm = o->decay;
+    ts_kern_adam a = {
+        .b1 = c->beta1, .b2 = c->beta2, .eps = c->eps, .wd = c->weight_decay,
+        .step_size = (float)((double)lr / bc1), .bc2_sqrt = (float)sqrt(bc2),
+        .decay = (float)(1.0 - (double)lr * c->weight_decay), .adamw = c->kind == TS_OPTIM_ADAMW,
+    };
     int64_t n = o->n;
-    int nt = n >= PAR_MIN ? ts_kernels_threads() : 1;
-    (void)nt;
-    OPTIM_OMP(parallel for num_threads(nt) if(nt > 1) schedule(static))
-    for (int64_t i = 0; i < n; i++) {
-        float g = grads[i], p = params[i];
-        if (wd != 0.0f && (!dm || dm[i])) {
-            if (adamw)
-                p *= decay;
-            else
-                g += wd * p;
-        }
-        m[i] = m[i] * b1 + g * (1.0f - b1);
-        v[i] = v[i] * b2 + g * g * (1.0f - b2);
-        float denom = sqrtf(v[i]) / bc2_sqrt + eps;
-        params[i] = p - step_size * (m[i] / denom);
-    }
+    TS_KERN_SPLIT(n, adam_span(o, params, grads, i0, len, &a));
 }
 
+/* At most this many threads add up the norm: each writes its own slot. */
+#define NORM_MAX_THREADS 256
+
 double ts_optim_grad_norm(const float *grads, int64_t n) {
+    const ts_kern_ops *ops = ts_kern_ops_current();
+    double part[NORM_MAX_THREADS] = {0};
+    int nth = ts_kern_threads_for(n, TS_KERN_ELTWISE_MIN);
+    nth = nth < NORM_MAX_THREADS ? nth : NORM_MAX_THREADS;
+    int64_t per = ((n + nth - 1) / nth + 15) / 16 * 16;
+    (void)per;
+    TS_OMP(parallel for num_threads(nth) schedule(static))
+    for (int t = 0; t < nth; t++) {
+        int64_t i0 = t * per, len = n - i0 < per ? n - i0 : per;
+        if (len > 0) part[t] = ops->sum_squares(grads + i0, len);
+    }
     double s = 0;
-    int nt = n >= PAR_MIN ? ts_kernels_threads() : 1;
-    (void)nt;
-    OPTIM_OMP(parallel for num_threads(nt) if(nt > 1) schedule(static) reduction(+ : s))
-    for (int64_t i = 0; i < n; i++) s += (double)grads[i] * grads[i];
+    for (int t = 0; t < nth; t++) s += part[t]; /* in thread order: the same sum every time */
     return sqrt(s);
 }
 
@@ -102,7 +105,7 @@ double ts_optim_clip(float *grads, int64_t n, float max_norm) {
     double norm = ts_optim_grad_norm(grads, n);
     if (max_norm > 0 && norm > max_norm) {
         float coef = (float)(max_norm / (norm + 1e-6));
-        for (int64_t i = 0; i < n; i++) grads[i] *= coef;
+        ts_scale(grads, grads, coef, n);
     }
     return norm;
 }

@@ -391,10 +391,52 @@ static void head_values(const attn_job *j, int64_t bh) {
             j->ctx + b * j->Sq * j->D + h * j->hd, j->D, TS_EPI_NONE, NULL);
 }
 
+/* Query rows a causal head takes at a time when nobody watches: each block
+ * computes the scores, softmax and values of the keys it can see only. */
+#define CAUSAL_BLOCK 64
+
+/* Rows [r0, r1) of one causal head: scores over the first n keys (those the
+ * block's last query sees; the softmax writes the rest of each row as 0),
+ * and values summed over them as the whole product sums (ts_gemm_k_prefix),
+ * so the numbers are the ones the full product of the staged path makes. */
+static int64_t causal_block(const attn_job *j, int64_t bh, int r0, int r1, float scale) {
+    int64_t b = bh / j->H, h = bh % j->H, kvh = h / j->group;
+    int past = j->Sk - j->Sq, n = past + r1 < j->Sk ? past + r1 : j->Sk;
+    float *s = att_of(j, bh) + (int64_t)r0 * j->Sk;
+    const float *q = j->q->base + b * j->q->bstride + h * j->q->hstride + (int64_t)r0 * j->q->ld;
+    ts_gemm(false, true, r1 - r0, n, j->hd, scale, q, j->q->ld, j->k->base + b * j->k->bstride + kvh * j->k->hstride,
+            j->k->ld, 0.0f, s, j->Sk, TS_EPI_NONE, NULL);
+    const float *km = j->key_mask ? j->key_mask + b * j->Sk : NULL;
+    int64_t empty = ts_softmax_rows(s, s, r1 - r0, j->Sk, km, true, past + r0);
+    ts_gemm_k_prefix(false, false, r1 - r0, j->hd, n, j->Sk, 1.0f, s, j->Sk,
+                     j->v->base + b * j->v->bstride + kvh * j->v->hstride, j->v->ld, 0.0f,
+                     j->ctx + (b * j->Sq + r0) * j->D + h * j->hd, j->D);
+    return empty;
+}
+
+/* Blocks of a causal head. The scores' product of a block of at most 4 rows
+ * would take the GEMM's few-rows path, which sums in another order, so a
+ * short last block joins the one before it. */
+static int causal_blocks(int Sq) {
+    int n = (Sq + CAUSAL_BLOCK - 1) / CAUSAL_BLOCK;
+    return n > 1 && Sq - (n - 1) * CAUSAL_BLOCK <= 4 ? n - 1 : n;
+}
+
 /* Attention when nobody watches: each head start to finish while its scores
- * sit in cache, the scale in the GEMM's alpha and the mask in the softmax. */
+ * sit in cache, the scale in the GEMM's alpha and the mask in the softmax;
+ * a causal head by blocks of queries, skipping the keys the mask hides. */
 static int64_t attention_fused(fwd *f, const attn_job *j, float scale, bool masked) {
     int64_t BH = (int64_t)f->B * f->H, empty = 0;
+    if (j->causal) {
+        int nb = causal_blocks(j->Sq);
+        TS_MODEL_OMP(parallel for num_threads(f->threads) if(f->par) schedule(dynamic, 1) reduction(+:empty))
+        for (int64_t t = 0; t < BH * nb; t++) {
+            int blk = nb - 1 - (int)(t / BH); /* every head's longest blocks first: better shared out */
+            int r0 = blk * CAUSAL_BLOCK, r1 = blk == nb - 1 ? j->Sq : r0 + CAUSAL_BLOCK;
+            empty += causal_block(j, t % BH, r0, r1, scale);
+        }
+        return empty;
+    }
     TS_MODEL_OMP(parallel for num_threads(f->threads) if(f->par) schedule(dynamic, 1) reduction(+:empty))
     for (int64_t bh = 0; bh < BH; bh++) {
         head_scores(j, bh, scale);

@@ -13,6 +13,39 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+/* A block whose float sums came out not finite (a NaN or an infinity in it,
+ * the causal mask's -inf): the same sums again with each non-finite lane
+ * counted and left out (the shift in the moments, 0 in |x|, +-inf in the
+ * extremes), one vector at a time. Lanes past the end load as NaN and are
+ * taken off the count. */
+static void block_simd_nonfinite(trf_acc *acc, const float *x, int64_t n) {
+    float shift0 = 0.0f;
+    for (int64_t i = 0; i < n; i++)
+        if (isfinite(x[i])) {
+            shift0 = x[i];
+            break;
+        }
+    const vf shift = V_SET1(shift0), zero = V_SET1(0.0f), one = V_SET1(1.0f);
+    const vf pinf = V_SET1(INFINITY), ninf = V_SET1(-INFINITY);
+    vf s1 = zero, s2 = zero, sa = zero, mn = pinf, mx = ninf;
+    uint64_t nan = 0, inf = 0, zeros = 0;
+    for (int64_t i = 0; i < n; i += VW) {
+        int left = n - i < VW ? (int)(n - i) : VW;
+        vf a = left == VW ? V_LOAD(x + i) : V_LOAD_PART(x + i, left, NAN);
+        nan += (uint64_t)(V_COUNT_NAN(a) - (VW - left));
+        inf += (uint64_t)V_COUNT_INF(a);
+        vf d = V_SUB(V_FINITE_OR(a, shift), shift);
+        s1 = V_ADD(s1, d);
+        s2 = V_FMA(d, d, s2);
+        sa = V_ADD(sa, V_ABS(V_FINITE_OR(a, zero)));
+        mn = V_MIN(mn, V_FINITE_OR(a, pinf));
+        mx = V_MAX(mx, V_FINITE_OR(a, ninf));
+        zeros += (uint64_t)V_COUNT_ZEROS(V_FINITE_OR(a, one));
+    }
+    trf_acc_add_counted(acc, x, n, nan, inf, (double)V_REDUCE_ADD(s1), (double)V_REDUCE_ADD(s2),
+                        (double)V_REDUCE_ADD(sa), V_REDUCE_MIN(mn), V_REDUCE_MAX(mx), zeros, shift0);
+}
+
 /* Moments around a shift (the block's first element), |x|, extremes and
  * zeros of x[0, n), n <= TRF_BLOCK, in float lanes, two vectors a step so
  * that the sums do not wait on each other; trf_acc_add_block merges them in
@@ -67,6 +100,10 @@ static void block_simd(trf_acc *acc, const float *x, float *dst, int64_t n) {
     double t1 = (double)V_REDUCE_ADD(V_ADD(s1a, s1b));
     double t2 = (double)V_REDUCE_ADD(V_ADD(s2a, s2b));
     double ta = (double)V_REDUCE_ADD(V_ADD(saa, sab));
+    if (!isfinite(t1) || !isfinite(t2) || !isfinite(ta)) {
+        block_simd_nonfinite(acc, dst ? dst : x, n);
+        return;
+    }
     trf_acc_add_block(acc, dst ? dst : x, n, t1, t2, ta, V_REDUCE_MIN(mn), V_REDUCE_MAX(mx), zeros, shift0);
 }
 

@@ -183,18 +183,24 @@ const trf_stats_ops *trf_stats_current(void);
  * path when something was not finite. */
 void trf_acc_add_block(trf_acc *acc, const float *x, int64_t n, double s1, double s2, double sabs,
                        float mn, float mx, uint64_t zeros, float shift);
+/* The same for a block of n with nan NaN and inf infinities left out of the
+ * sums (the vector kernels' second try at a block with them); a block whose
+ * finite values still overflow float goes to the careful path. */
+void trf_acc_add_counted(trf_acc *acc, const float *x, int64_t n, uint64_t nan, uint64_t inf, double s1,
+                         double s2, double sabs, float mn, float mx, uint64_t zeros, float shift);
 /* Careful scalar statistics of x[0, n) (NaN, Inf, overflow). */
 void trf_acc_add_careful(trf_acc *acc, const float *x, int64_t n);
 
 /* How a step's histogram is binned, once its min and max are known. */
 typedef struct trf_hist_plan {
     float lo, hi, scale;
-    bool fast; /* every element finite and the range scales in float */
+    bool fast;      /* the range of the finite elements scales in float */
+    bool nonfinite; /* some elements are NaN or infinite: the kernel sees the others only */
 } trf_hist_plan;
 
 void trf_hist_plan_init(trf_hist_plan *plan, const ts_trace_stats *s);
-/* Add x[0, n) to hist: the kernel when plan->fast, else a careful loop that
- * skips NaN and Inf. */
+/* Add the finite elements of x[0, n) to hist: the kernel when plan->fast
+ * (on them gathered by blocks when plan->nonfinite), else a careful loop. */
 void trf_hist_add(uint64_t *hist, const float *x, int64_t n, const trf_hist_plan *plan,
                   const trf_stats_ops *ops);
 

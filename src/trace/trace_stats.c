@@ -5,9 +5,12 @@
  * Blocks of up to TRF_BLOCK elements are summed around a shift (the block's
  * first element) in float lanes, which vectorises and stays accurate, then
  * merged in double with Chan's formula. A block whose sums are not finite
- * (NaN, Inf or overflow) is done again by the careful scalar path, so the
- * fast path never tests elements one by one. The histogram is a second pass,
- * once min and max are known.
+ * (a NaN or an infinity: the causal mask's -inf) is done again by the vector
+ * kernel that leaves such lanes out, and only a block whose finite values
+ * overflow float by the careful scalar path, so the fast path never tests
+ * elements one by one. The histogram is a second pass, once min and max are
+ * known; it bins the finite elements with the same kernel whether or not
+ * others are NaN or infinite.
  */
 #include <math.h>
 #include <string.h>
@@ -94,6 +97,18 @@ void trf_acc_add_block(trf_acc *acc, const float *x, int64_t n, double s1, doubl
     if (mn < acc->min) acc->min = mn;
     if (mx > acc->max) acc->max = mx;
     acc->zeros += zeros;
+}
+
+void trf_acc_add_counted(trf_acc *acc, const float *x, int64_t n, uint64_t nan, uint64_t inf, double s1,
+                         double s2, double sabs, float mn, float mx, uint64_t zeros, float shift) {
+    int64_t finite = n - (int64_t)(nan + inf);
+    if (!isfinite(s1) || !isfinite(s2) || !isfinite(sabs)) {
+        trf_acc_add_careful(acc, x, n);
+        return;
+    }
+    acc->nan += nan;
+    acc->inf += inf;
+    if (finite > 0) trf_acc_add_block(acc, x, finite, s1, s2, sabs, mn, mx, zeros, shift);
 }
 
 void trf_acc_finish(const trf_acc *a, ts_trace_stats *out) {
@@ -196,12 +211,32 @@ void trf_hist_plan_init(trf_hist_plan *plan, const ts_trace_stats *s) {
     plan->lo = (float)s->min;
     plan->hi = (float)s->max;
     plan->scale = (float)TS_TRACE_HIST_BINS / (plan->hi - plan->lo);
-    plan->fast = s->nan == 0 && s->inf == 0 && plan->hi > plan->lo && isfinite(plan->hi - plan->lo) &&
-                 isfinite(plan->scale);
+    plan->fast = plan->hi > plan->lo && isfinite(plan->hi - plan->lo) && isfinite(plan->scale);
+    plan->nonfinite = s->nan != 0 || s->inf != 0;
+}
+
+/* The kernel on the finite elements of x, gathered a block at a time
+ * (branch-free: each element is written, and the count moves on only for a
+ * finite one). */
+static void hist_finite(uint64_t *hist, const float *x, int64_t n, const trf_hist_plan *plan,
+                        const trf_stats_ops *ops) {
+    float kept[TRF_BLOCK];
+    for (int64_t b = 0; b < n; b += TRF_BLOCK) {
+        int64_t len = n - b < TRF_BLOCK ? n - b : TRF_BLOCK, k = 0;
+        for (int64_t i = 0; i < len; i++) {
+            kept[k] = x[b + i];
+            k += isfinite(x[b + i]) ? 1 : 0;
+        }
+        if (k > 0) ops->hist(hist, kept, k, plan->lo, plan->scale);
+    }
 }
 
 void trf_hist_add(uint64_t *hist, const float *x, int64_t n, const trf_hist_plan *plan,
                   const trf_stats_ops *ops) {
+    if (plan->fast && plan->nonfinite) {
+        hist_finite(hist, x, n, plan, ops);
+        return;
+    }
     if (plan->fast) {
         ops->hist(hist, x, n, plan->lo, plan->scale);
         return;
