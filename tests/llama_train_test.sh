@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Training today's parts end to end (issue 41), in seconds on Genesis 1-2 (tests/lm/):
-# `tscope train --task lm --arch llama` lowers its loss and writes a checkpoint that loads
+# `tscope train --task lm --arch llama` lowers its loss, traces its scores, writes a checkpoint that loads
 # and generates with no flag; stopped and resumed it ends with the same weights as a run
 # never stopped; each part's flag (--norm rms, --pos rope, --ffn swiglu, --kv-heads N) on
 # the GPT changes that part alone, in the settings line and in the saved config; flags
@@ -15,8 +15,12 @@ config_of() { python3 -c 'import json,struct,sys; b=open(sys.argv[1],"rb").read(
 
 # 1. a short Llama: the loss falls well below ln V, the settings line names its parts
 if "$bin" train --task lm --arch llama --kv-heads 2 "${small[@]}" --steps 120 --lr 1e-2 --warmup 10 \
-    --eval-every 20 --sample 20 --save "$tmp/l.safetensors" >"$tmp/train.out" 2>&1; then
+    --eval-every 20 --sample 20 --save "$tmp/l.safetensors" --trace "$tmp/l.tstrace" --every 60 \
+    >"$tmp/train.out" 2>&1; then
     lm_loss_fell llama "$tmp/train.out"
+    # the trace's scores read today's layout too (the copying score's W_V is v_proj's shared head)
+    n=$("$bin" info "$tmp/l.tstrace" 2>&1 | grep -c ' lm\.score\.copying ')
+    [ "$n" = 3 ] && ok || bad "llama's training trace: $n copying-score records, want 3 (steps 0, 60, 120)"
     line=$(grep -m1 '^# ' "$tmp/train.out")
     for part in "rotary positions" "rms norm" "rope pairs half" "2 key/value heads" "gated ffn (swiglu)" \
         "no bias in q/k/v out ffn"; do
