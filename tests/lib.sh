@@ -33,6 +33,43 @@ expect() {
     if [ "$rc" = "$want" ]; then ok; else bad "$what: exit $rc, want $want (stderr: $err)"; fi
 }
 
+# refuses NAME MESSAGE-PART CMD...: the command exits 2 with one line on stderr
+# naming the problem (MESSAGE-PART).
+refuses() {
+    local name=$1 part=$2
+    shift 2
+    "$@" >"$tmp/refuses.out" 2>"$tmp/refuses.err" </dev/null
+    local rc=$?
+    if [ $rc != 2 ]; then
+        bad "$name: exit $rc, want 2 (stderr: $(head -c 300 "$tmp/refuses.err"))"
+    elif ! grep -q -- "$part" "$tmp/refuses.err"; then
+        bad "$name: stderr does not say '$part': $(cat "$tmp/refuses.err")"
+    elif [ "$(grep -c '' "$tmp/refuses.err")" != 1 ]; then
+        bad "$name: more than one line on stderr: $(cat "$tmp/refuses.err")"
+    else
+        ok
+    fi
+}
+
+# lm_loss_fell NAME OUT: a `tscope train --task lm` log OUT whose held-out loss (the last line)
+# ends below 0.7 ln V, V its vocabulary (guessing uniformly scores ln V), and whose
+# training loss fell by a fifth from its first progress line to its last.
+lm_loss_fell() {
+    local name=$1 out=$2 V first lastl last
+    V=$(sed -n 's/^# corpus .*vocabulary \([0-9]*\)).*/\1/p' "$out")
+    first=$(grep -m1 '^step ' "$out" | sed 's/.*  loss \([0-9.]*\).*/\1/')
+    lastl=$(grep '^step ' "$out" | tail -n 1 | sed 's/.*  loss \([0-9.]*\).*/\1/')
+    last=$(tail -n 1 "$out" | sed -n 's/^held-out loss \([0-9.]*\) nats\/token.*/\1/p')
+    if [ -n "$V" ] && [ -n "$last" ] && awk -v v="$V" -v b="$last" 'BEGIN { exit !(b < 0.7 * log(v)) }' &&
+        awk -v a="$first" -v b="$lastl" 'BEGIN { exit !(b < 0.8 * a) }'; then
+        ok
+        echo "ok: $name: training loss $first -> $lastl; held-out $last, ln $V = $(awk -v v="$V" 'BEGIN { print log(v) }')"
+    else
+        bad "$name: the loss did not fall: training $first -> $lastl, held-out $last (vocabulary $V)"
+        tail -n 8 "$out"
+    fi
+}
+
 # PNGs, through tests/tools/pngtool (no ImageMagick). A region is WxH+X+Y.
 png_size() { "$pngtool" size "$1" 2>/dev/null; }                 # FILE -> "WxH"
 png_colors() { "$pngtool" colors "$@" 2>/dev/null || echo 0; }   # FILE REGION [STEP] -> distinct colours

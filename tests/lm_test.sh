@@ -10,39 +10,11 @@
 corpus=tests/lm/genesis-1-2.txt
 small=(--corpus "$corpus" --layers 1 --d-model 32 --heads 2 --ffn 64 --seq 32 --batch 8 --heldout 16)
 
-# refuses NAME MESSAGE-PART CMD...: exit 2 and one line on stderr naming the problem
-refuses() {
-    local name=$1 part=$2
-    shift 2
-    "$@" >"$tmp/out" 2>"$tmp/err" </dev/null
-    local rc=$?
-    if [ $rc != 2 ]; then
-        bad "$name: exit $rc, want 2 (stderr: $(head -c 300 "$tmp/err"))"
-    elif ! grep -q -- "$part" "$tmp/err"; then
-        bad "$name: stderr does not say '$part': $(cat "$tmp/err")"
-    elif [ "$(grep -c '' "$tmp/err")" != 1 ]; then
-        bad "$name: more than one line on stderr: $(cat "$tmp/err")"
-    else
-        ok
-    fi
-}
-
 # 1. a short run: the held-out loss ends well below ln V, what guessing uniformly scores
 #    (an untrained model scores about that), and the training loss falls
 if "$bin" train --task lm "${small[@]}" --steps 120 --lr 1e-2 --warmup 10 --eval-every 20 --sample 40 \
     --save "$tmp/m.safetensors" --trace "$tmp/t.tstrace" --every 40 >"$tmp/train.out" 2>&1; then
-    V=$(sed -n 's/^# corpus .*vocabulary \([0-9]*\)).*/\1/p' "$tmp/train.out")
-    first=$(grep -m1 '^step ' "$tmp/train.out" | sed 's/.*  loss \([0-9.]*\).*/\1/')
-    lastl=$(grep '^step ' "$tmp/train.out" | tail -n 1 | sed 's/.*  loss \([0-9.]*\).*/\1/')
-    last=$(tail -n 1 "$tmp/train.out" | sed -n 's/^held-out loss \([0-9.]*\) nats\/token, \([0-9.]*\) bits\/char.*/\1/p')
-    if [ -n "$V" ] && [ -n "$last" ] && awk -v v="$V" -v b="$last" 'BEGIN { exit !(b < 0.7 * log(v)) }' &&
-        awk -v a="$first" -v b="$lastl" 'BEGIN { exit !(b < 0.8 * a) }'; then
-        ok
-        echo "ok: training loss $first -> $lastl; held-out $last at step 120, ln $V = $(awk -v v="$V" 'BEGIN { print log(v) }')"
-    else
-        bad "the loss did not fall: training $first -> $lastl, held-out $last (vocabulary $V)"
-        tail -n 8 "$tmp/train.out"
-    fi
+    lm_loss_fell "the GPT at step 120" "$tmp/train.out"
     grep -q '^sample (temperature 0.8, 40 tokens' "$tmp/train.out" && ok || bad "no sample printed"
 else
     bad "train --task lm: $(tail -n 3 "$tmp/train.out")"

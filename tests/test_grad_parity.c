@@ -5,7 +5,8 @@
  * parameter's gradient (grads.safetensors, by state_dict name) and every
  * input's (grad_<input>.npy) within 1e-4: per element |got - want| /
  * max(1, |want|) as the forward parity test, and also relative to the
- * tensor's largest gradient. Plus: the LayerNorm fixture through the kernel,
+ * tensor's largest gradient. Today's parts (RMSNorm, RoPE, gated FFNs, shared
+ * key/value heads: tests/ref/modern/) likewise. Plus: the LayerNorm fixture through the kernel,
  * cross-entropy with padding and label smoothing, and two AdamW steps against
  * torch.optim.AdamW. The largest difference of each case is printed.
  */
@@ -264,6 +265,27 @@ static void adamw_matches_pytorch(void **state) {
 
 #define CASE(dir) {"grad parity " dir, gradients_match_pytorch, NULL, NULL, (void *)(dir)}
 
+/* A decoder-only model's training forward on a fixture's ids (B, S), its
+ * logits against want_out (when given), then the backward of
+ * sum(logits * grad_out) into tr's gradients. */
+static void train_pass_on_ids(const char *dir, ts_model *m, ts_train *tr, const ts_npy *ids, const ts_npy *gout,
+                              const ts_npy *want_out) {
+    int32_t *src = malloc(sizeof(int32_t) * (size_t)ids->numel);
+    assert_non_null(src);
+    for (int64_t k = 0; k < ids->numel; k++) src[k] = (int32_t)ids->i64[k];
+    assert_ok(ts_train_init(tr, m));
+    ts_model_input in = {.src_ids = src};
+    ts_tensor out;
+    assert_ok(ts_train_forward(tr, &in, &out));
+    assert_int_equal(ts_tensor_numel(&out), gout->numel);
+    if (want_out) {
+        double e = compare(dir, "logits (training forward)", out.data, want_out->f32, want_out->numel);
+        print_message("%-26s logits, largest diff %.2e\n", dir, e);
+    }
+    assert_ok(ts_train_backward(tr, gout->f32, NULL));
+    free(src);
+}
+
 /* GPT-2's layout (tests/ref/gpt/make_fixtures.py: a small GPT-2 written from the
  * published architecture): the file read as it comes, the training backward of
  * sum(logits * grad_out) on the fixture's ids, every parameter's gradient against
@@ -283,23 +305,68 @@ static void gpt2_gradients_match_pytorch(void **state) {
     ts_model m;
     assert_ok(ts_model_init(&m, &c));
     assert_ok(ts_gpt2_load(&m, small, NULL));
-    int32_t *src = malloc(sizeof(int32_t) * (size_t)ids.numel);
-    assert_non_null(src);
-    for (int64_t k = 0; k < ids.numel; k++) src[k] = (int32_t)ids.i64[k];
     ts_train tr;
-    assert_ok(ts_train_init(&tr, &m));
-    ts_model_input in = {.src_ids = src};
-    ts_tensor out;
-    assert_ok(ts_train_forward(&tr, &in, &out));
-    assert_int_equal(ts_tensor_numel(&out), gout.numel);
-    assert_ok(ts_train_backward(&tr, gout.f32, NULL));
+    train_pass_on_ids(dir, &m, &tr, &ids, &gout, NULL);
     compare_param_grads(dir, "gpt2 layout", &m, &tr, NULL);
-    free(src);
     ts_npy_free(&ids);
     ts_npy_free(&gout);
     ts_train_free(&tr);
     ts_model_free(&m);
 }
+
+/* Today's block parts (tests/ref/modern/make_fixtures.py): a small decoder-only
+ * model per case, its configuration in the weights' __metadata__, the training
+ * forward's logits and the backward of sum(logits * grad_out) against autograd's. */
+static void modern_config(const char *dir, int B, int S, ts_model_config *c) {
+    ts_safetensors f;
+    assert_ok(ts_safetensors_open(&f, ref_fixture(dir, "weights.safetensors")));
+    assert_ok(ts_model_config_preset(c, "lm"));
+    c->d_model = atoi(ref_meta(&f, "d_model"));
+    c->heads = atoi(ref_meta(&f, "heads"));
+    c->kv_heads = atoi(ref_meta(&f, "kv_heads"));
+    c->head_dim = atoi(ref_meta(&f, "head_dim"));
+    c->ffn = atoi(ref_meta(&f, "ffn"));
+    c->layers = atoi(ref_meta(&f, "layers"));
+    c->vocab = atoi(ref_meta(&f, "vocab"));
+    c->eps = (float)atof(ref_meta(&f, "eps"));
+    c->batch = B, c->seq = S, c->max_pos = 0, c->dropout = 0.0f;
+    c->pe = TS_PE_ROPE;
+    c->rotary_pct = (float)atof(ref_meta(&f, "rotary_pct"));
+    c->rope_theta = (float)atof(ref_meta(&f, "rope_theta"));
+    assert_ok(ts_model_norm_kind_parse(ref_meta(&f, "norm_kind"), "norm_kind", &c->norm_kind));
+    assert_ok(ts_model_rope_style_parse(ref_meta(&f, "rope_style"), "rope_style", &c->rope_style));
+    assert_ok(ts_model_activation_parse(ref_meta(&f, "activation"), "activation", &c->activation));
+    c->gated_ffn = strcmp(ref_meta(&f, "ffn_kind"), "mlp") != 0;
+    c->split_qkv = ref_meta_flag(&f, "split_qkv");
+    c->no_qkv_bias = !ref_meta_flag(&f, "qkv_bias");
+    c->no_out_bias = !ref_meta_flag(&f, "out_bias");
+    c->no_ffn_bias = !ref_meta_flag(&f, "ffn_bias");
+    ts_safetensors_close(&f);
+    assert_ok(ts_model_config_check(c));
+}
+
+static void modern_gradients_match_pytorch(void **state) {
+    const char *dir = *state;
+    ts_npy ids, gout, want_out;
+    assert_ok(ts_npy_read_labels(&ids, ref_fixture(dir, "ids.npy")));
+    ref_read_npy(&gout, dir, "grad_out.npy");
+    ref_read_npy(&want_out, dir, "out.npy");
+    ts_model_config c;
+    modern_config(dir, (int)ids.shape[0], (int)ids.shape[1], &c);
+    ts_model m;
+    assert_ok(ts_model_init(&m, &c));
+    assert_ok(ts_model_load_safetensors(&m, ref_fixture(dir, "weights.safetensors"), NULL));
+    ts_train tr;
+    train_pass_on_ids(dir, &m, &tr, &ids, &gout, &want_out);
+    compare_param_grads(dir, dir, &m, &tr, NULL);
+    ts_npy_free(&ids);
+    ts_npy_free(&gout);
+    ts_npy_free(&want_out);
+    ts_train_free(&tr);
+    ts_model_free(&m);
+}
+
+#define MODERN_CASE(dir) {"grad parity " dir, modern_gradients_match_pytorch, NULL, NULL, (void *)(dir)}
 
 static int setup(void **state) {
     (void)state;
@@ -313,6 +380,10 @@ int main(void) {
         cmocka_unit_test(cross_entropy_matches_pytorch),
         cmocka_unit_test(adamw_matches_pytorch),
         cmocka_unit_test(gpt2_gradients_match_pytorch),
+        MODERN_CASE("modern/llama_gqa"),
+        MODERN_CASE("modern/gemma_interleaved_partial"),
+        MODERN_CASE("modern/mqa_geglu"),
+        MODERN_CASE("modern/packed_rope_silu"),
     };
     return cmocka_run_group_tests_name("grad_parity", tests, setup, NULL);
 }

@@ -15,7 +15,9 @@ int model_flags_table(ts_flag *t, int n, model_flags *mf) {
         {"--d-model", TS_FLAG_INT, &mf->d_model, "N", "model width D (tiny: 16)", NULL, NULL, &s[F_D_MODEL]},
         {"--heads", TS_FLAG_INT, &mf->heads, "N", "attention heads H, must divide D (tiny: 2)", NULL, NULL,
          &s[F_HEADS]},
-        {"--ffn", TS_FLAG_INT, &mf->ffn, "N", "feed-forward hidden width (tiny: 32)", NULL, NULL, &s[F_FFN]},
+        {"--ffn", TS_FLAG_LIST, &mf->ffn, "N|KIND",
+         "feed-forward hidden width (tiny: 32), or its kind: mlp (two layers, --activation between), swiglu "
+         "(Llama's gated SiLU), geglu (gated GELU); give both as two --ffn", NULL, NULL, &s[F_FFN]},
         {"--layers", TS_FLAG_INT, &mf->layers, "N", "encoder layers (tiny: 2)", NULL, NULL, &s[F_LAYERS]},
         {"--dec-layers", TS_FLAG_INT, &mf->dec_layers, "N", "decoder layers, 0 = encoder only (tiny: 2)", NULL,
          NULL, &s[F_DEC_LAYERS]},
@@ -26,12 +28,16 @@ int model_flags_table(ts_flag *t, int n, model_flags *mf) {
         {"--batch", TS_FLAG_INT, &mf->batch, "N", "sequences per batch (tiny: 1)", NULL, NULL, &s[F_BATCH]},
         {"--dropout", TS_FLAG_FLOAT, &mf->dropout, "P", "dropout probability, used only when training (0.1)",
          NULL, NULL, &s[F_DROPOUT]},
-        {"--norm", TS_FLAG_CHOICE, &mf->norm, NULL, "LayerNorm after (post, the paper) or before (pre) each block",
-         "post|pre", NULL, &s[F_NORM]},
-        {"--pe", TS_FLAG_CHOICE, &mf->pe, NULL, "positions: the paper's sines, learned, or none",
-         "sinusoidal|learned|none", NULL, &s[F_PE]},
-        {"--activation", TS_FLAG_CHOICE, &mf->activation, NULL, "FFN activation (relu); gelu is exact, gelu-tanh GPT-2's approximation", "relu|gelu|gelu-tanh", NULL,
-         &s[F_ACTIVATION]},
+        {"--norm", TS_FLAG_CHOICE, &mf->norm, NULL,
+         "where the norm sits: after (post, the paper) or before (pre) each block; or which norm: layernorm, rms "
+         "(RMSNorm, Llama's: no mean taken, no bias) or rms-gemma (scaled by 1 + w)",
+         "post|pre|layernorm|rms|rms-gemma", NULL, &s[F_NORM]},
+        {"--pe", TS_FLAG_CHOICE, &mf->pe, NULL,
+         "positions: the paper's sines, learned, none, or rope (q and k turned by their position's angles)",
+         "sinusoidal|learned|none|rope", NULL, &s[F_PE]},
+        {"--activation", TS_FLAG_CHOICE, &mf->activation, NULL,
+         "FFN activation (relu); gelu is exact, gelu-tanh GPT-2's approximation, silu x * sigmoid(x)",
+         "relu|gelu|gelu-tanh|silu", NULL, &s[F_ACTIVATION]},
         {"--eps", TS_FLAG_FLOAT, &mf->eps, "X", "LayerNorm eps (1e-5)", NULL, NULL, &s[F_EPS]},
         {"--final-norm", TS_FLAG_BOOL, &mf->final_norm, NULL, "a LayerNorm after each stack (off)", NULL, NULL,
          &s[F_FINAL_NORM]},
@@ -57,12 +63,18 @@ int model_flags_table(ts_flag *t, int n, model_flags *mf) {
          "for --input vectors", "none|lm", NULL, &s[F_HEAD]},
         {"--arch", TS_FLAG_CHOICE, &mf->arch, NULL,
          "encoder (one stack), encoder-decoder, or decoder: a GPT (causal self-attention, pre-LN, learned "
-         "positions, GELU, final norm, head tied to the token table, named decoder.*); default: the preset's",
-         "encoder|encoder-decoder|decoder", NULL, &s[F_ARCH]},
+         "positions, GELU, final norm, head tied to the token table, named decoder.*), or llama: a decoder with "
+         "RMSNorm, RoPE, SwiGLU, q, k and v projected apart and no biases; default: the preset's",
+         "encoder|encoder-decoder|decoder|llama", NULL, &s[F_ARCH]},
         {"--norm-formula", TS_FLAG_CHOICE, &mf->norm_formula, NULL,
          "LayerNorm's formula: standard (x - mean) / sqrt(var + eps), nn.LayerNorm's; or std+eps, (x - mean) / "
          "(unbiased std + eps), the Annotated Transformer's (default: standard)", "standard|std+eps", NULL,
          &s[F_NORM_FORMULA]},
+        {"--pos", TS_FLAG_CHOICE, &mf->pos, NULL, "positions, as --pe: learned (a GPT's), rope (Llama's), sinusoidal or none",
+         "learned|rope|sinusoidal|none", NULL, &s[F_POS]},
+        {"--kv-heads", TS_FLAG_INT, &mf->kv_heads, "N",
+         "key/value heads, each shared by --heads / N query heads (grouped-query attention; q, k and v are then "
+         "projected apart); default --heads", NULL, NULL, &s[F_KV_HEADS]},
     };
     _Static_assert(sizeof rows / sizeof rows[0] == MODEL_FLAGS_COUNT, "one row per model_flag_id");
     int count = (int)(sizeof rows / sizeof rows[0]);
@@ -95,10 +107,10 @@ static ts_status apply_arch(const model_flags *mf, ts_model_config *c) {
         c->tie_embed = false;
         return TS_OK;
     }
-    bool was_decoder = c->arch == TS_ARCH_DECODER;
+    bool was_decoder = c->arch == TS_ARCH_DECODER, llama = strcmp(mf->arch, "llama") == 0;
     c->arch = TS_ARCH_DECODER;
     c->causal = true;
-    if (was_decoder) return TS_OK; /* a GPT preset keeps its own settings */
+    if (was_decoder && !llama) return TS_OK; /* a GPT preset keeps its own settings */
     c->norm = TS_NORM_PRE;
     c->final_norm = true;
     c->pe = TS_PE_LEARNED;
@@ -108,7 +120,70 @@ static ts_status apply_arch(const model_flags *mf, ts_model_config *c) {
         c->head = TS_HEAD_LM;
         c->tie_embed = true;
     }
+    if (llama) { /* Llama's parts, each its own flag too (--norm, --pos, --ffn, --kv-heads) */
+        c->norm_kind = TS_NORMK_RMS;
+        c->pe = TS_PE_ROPE;
+        c->max_pos = 0;
+        c->gated_ffn = true;
+        c->activation = TS_ACT_SILU;
+        c->split_qkv = true;
+        c->no_qkv_bias = c->no_out_bias = c->no_ffn_bias = true;
+    }
     return TS_OK;
+}
+
+/* --norm: where (post, pre) or which (layernorm, rms, rms-gemma). An RMSNorm
+ * has no bias to learn. */
+static ts_status norm_flag(const char *word, ts_model_config *c) {
+    if (strcmp(word, "post") == 0 || strcmp(word, "pre") == 0) return ts_model_norm_parse(word, "--norm", &c->norm);
+    return ts_model_norm_kind_parse(word, "--norm", &c->norm_kind);
+}
+
+/* --ffn: a width (digits) and a kind (mlp, swiglu, geglu), at most one of each.
+ * swiglu gates with SiLU, geglu with GELU (exact unless --activation gelu-tanh). */
+static ts_status ffn_flag(const ts_cli_list *l, bool activation_given, ts_model_config *c) {
+    bool width = false, kind = false;
+    for (int i = 0; i < l->count; i++) {
+        const char *v = l->items[i];
+        if (v[0] >= '0' && v[0] <= '9') {
+            char *end;
+            long n = strtol(v, &end, 10);
+            if (*end || n < 1 || n > 1 << 24) return ts_fail(TS_ERR_ARG, "--ffn %s is not a width (a positive number)", v);
+            if (width) return ts_fail(TS_ERR_ARG, "--ffn %s: a width was given already", v);
+            c->ffn = (int)n, width = true;
+            continue;
+        }
+        if (kind) return ts_fail(TS_ERR_ARG, "--ffn %s: a kind was given already", v);
+        kind = true;
+        if (strcmp(v, "mlp") == 0) {
+            c->gated_ffn = false;
+        } else if (strcmp(v, "swiglu") == 0 || strcmp(v, "geglu") == 0) {
+            c->gated_ffn = true;
+            if (!activation_given) c->activation = v[0] == 's' ? TS_ACT_SILU : TS_ACT_GELU;
+        } else {
+            return ts_fail(TS_ERR_ARG, "--ffn %s: a width N or one of mlp, swiglu, geglu", v);
+        }
+    }
+    return TS_OK;
+}
+
+/* --ffn's kind and --activation agree: swiglu gates with silu, geglu with gelu. */
+static ts_status check_gate(const ts_cli_list *l, const ts_model_config *c) {
+    for (int i = 0; i < l->count; i++) {
+        if (strcmp(l->items[i], "swiglu") == 0 && c->activation != TS_ACT_SILU)
+            return ts_fail(TS_ERR_ARG, "--ffn swiglu gates with silu, not --activation %s (--ffn geglu gates with gelu)",
+                           ts_model_activation_name(c->activation));
+        if (strcmp(l->items[i], "geglu") == 0 && c->activation != TS_ACT_GELU && c->activation != TS_ACT_GELU_TANH)
+            return ts_fail(TS_ERR_ARG, "--ffn geglu gates with gelu or gelu-tanh, not --activation %s",
+                           ts_model_activation_name(c->activation));
+    }
+    return TS_OK;
+}
+
+/* --kv-heads: shared key/value heads need their own k and v projections. */
+static void kv_heads_flag(int kv, ts_model_config *c) {
+    c->kv_heads = kv;
+    c->split_qkv = true;
 }
 
 static ts_status apply_flags(const model_flags *mf, ts_model_config *c) {
@@ -116,7 +191,7 @@ static ts_status apply_flags(const model_flags *mf, ts_model_config *c) {
     if (s[F_ARCH]) TS_TRY(apply_arch(mf, c));
     if (s[F_D_MODEL]) c->d_model = mf->d_model;
     if (s[F_HEADS]) c->heads = mf->heads;
-    if (s[F_FFN]) c->ffn = mf->ffn;
+    if (s[F_FFN]) TS_TRY(ffn_flag(&mf->ffn, s[F_ACTIVATION], c));
     if (s[F_LAYERS]) c->layers = mf->layers;
     if (s[F_VOCAB]) c->vocab = mf->vocab;
     if (s[F_SEQ]) c->seq = mf->seq;
@@ -126,11 +201,15 @@ static ts_status apply_flags(const model_flags *mf, ts_model_config *c) {
     if (s[F_FINAL_NORM]) c->final_norm = true;
     if (s[F_SEED]) c->seed = (uint64_t)(uint32_t)mf->seed;
     ts_status st = TS_OK;
-    if (!st && s[F_NORM]) st = ts_model_norm_parse(mf->norm, "--norm", &c->norm);
-    if (!st && s[F_PE]) st = ts_model_pe_parse(mf->pe, "--pe", &c->pe);
+    if (!st && s[F_NORM]) st = norm_flag(mf->norm, c);
+    if (!st && s[F_PE] && s[F_POS]) st = ts_fail(TS_ERR_ARG, "--pe %s and --pos %s say the same thing: give one", mf->pe, mf->pos);
+    if (!st && (s[F_PE] || s[F_POS])) st = ts_model_pe_parse(s[F_PE] ? mf->pe : mf->pos, s[F_PE] ? "--pe" : "--pos", &c->pe);
     if (!st && s[F_ACTIVATION]) st = ts_model_activation_parse(mf->activation, "--activation", &c->activation);
     if (s[F_NORM_FORMULA]) c->ln_std_eps = strcmp(mf->norm_formula, "std+eps") == 0;
-    if (s[F_PE] && c->pe != TS_PE_SINUSOIDAL) c->scale_embed = false;
+    if (!st && s[F_FFN]) st = check_gate(&mf->ffn, c);
+    if (!st && s[F_KV_HEADS]) kv_heads_flag(mf->kv_heads, c);
+    if ((s[F_PE] || s[F_POS]) && c->pe != TS_PE_SINUSOIDAL) c->scale_embed = false;
+    if ((s[F_PE] || s[F_POS]) && c->pe == TS_PE_ROPE) c->max_pos = 0; /* no table of positions */
     if (s[F_HEAD]) {
         c->head = strcmp(mf->head, "lm") == 0 ? TS_HEAD_LM : TS_HEAD_NONE;
         if (c->head != TS_HEAD_LM) c->tie_embed = false;

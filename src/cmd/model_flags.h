@@ -25,22 +25,23 @@
 enum model_flag_id {
     F_PRESET, F_D_MODEL, F_HEADS, F_FFN, F_LAYERS, F_DEC_LAYERS, F_VOCAB, F_SEQ, F_BATCH, F_DROPOUT,
     F_NORM, F_PE, F_ACTIVATION, F_EPS, F_FINAL_NORM, F_SEED, F_TEXT, F_VARIANT, F_PE_VARIANT, F_MASK,
-    F_TRAIN_MODE, F_HEAD, F_ARCH, F_NORM_FORMULA,
+    F_TRAIN_MODE, F_HEAD, F_ARCH, F_NORM_FORMULA, F_POS, F_KV_HEADS,
     MODEL_FLAGS_COUNT
 };
 
 typedef struct model_flags {
     const char *preset;
-    int d_model, heads, ffn, layers, dec_layers, vocab, seq, batch, seed;
+    int d_model, heads, layers, dec_layers, vocab, seq, batch, seed, kv_heads;
+    ts_cli_list ffn;                   /* --ffn: a width N, a kind (mlp|swiglu|geglu), or one of each */
     float dropout, eps;
-    const char *norm, *pe, *activation;
+    const char *norm, *pe, *pos, *activation;
     bool final_norm;
     ts_cli_list text;
     ts_cli_list variant;               /* words, repeatable: no-scale seed000-reshape ... */
     const char *pe_variant, *mask;
     bool train_mode;
     const char *head;                  /* --head none|lm */
-    const char *arch;                  /* --arch encoder|encoder-decoder|decoder */
+    const char *arch;                  /* --arch encoder|encoder-decoder|decoder|llama */
     const char *norm_formula;          /* --norm-formula standard|std+eps */
     bool seen[MODEL_FLAGS_COUNT]; /* which flags were given, in table order */
 } model_flags;

@@ -62,7 +62,9 @@ ts_status ts_lm_copying(const ts_model *m, float *out) {
     const ts_model_config *c = &m->cfg;
     if (!ts_model_is_lm(c) || !m->w.embed.tokens)
         return ts_fail(TS_ERR_ARG, "copying score: needs a decoder-only stack over tokens with a vocabulary head");
-    int D = c->d_model, H = c->heads, hd = D / H, V = c->vocab;
+    int D = c->d_model, H = c->heads, hd = ts_model_head_dim(c), Q = H * hd, V = c->vocab;
+    int group = H / ts_model_kv_heads(c); /* query heads per key/value head */
+    double one = c->norm_kind == TS_NORMK_RMS_GEMMA ? 1.0 : 0.0; /* Gemma's norms scale by 1 + w */
     const float *E = m->w.embed.tokens, *U = m->w.head_w;
     double *P = calloc((size_t)D * D, sizeof *P), *T = malloc(sizeof(double) * (size_t)hd * D),
            *N = malloc(sizeof(double) * (size_t)hd * hd), *re = malloc(sizeof(double) * (size_t)hd),
@@ -80,21 +82,24 @@ ts_status ts_lm_copying(const ts_model *m, float *out) {
         const float *g1 = c->norm == TS_NORM_PRE ? w->norm1.gamma : NULL;
         const float *gf = c->final_norm ? m->w.norm.gamma : NULL;
         for (int h = 0; !st && h < H; h++) {
-            /* W_V^h: stored rows h*3hd + 2hd + j (model.c, TS_LAYOUT_QKV_HEADS) */
-            const float *wv = w->self_attn.in_w + ((int64_t)h * 3 * hd + 2 * hd) * D;
+            /* W_V^h: stored rows h*3hd + 2hd + j (model.c, TS_LAYOUT_QKV_HEADS), or with q, k
+             * and v apart rows (h / group)*hd + j of v_proj: the key/value head h reads */
+            const float *wv = c->split_qkv ? w->self_attn.v_w + (int64_t)(h / group) * hd * D
+                                           : w->self_attn.in_w + ((int64_t)h * 3 * hd + 2 * hd) * D;
             /* T = W_V^h g1 P gf (hd, D) */
             for (int j = 0; j < hd; j++)
                 for (int b = 0; b < D; b++) {
                     double s = 0;
-                    for (int a = 0; a < D; a++) s += wv[(int64_t)j * D + a] * (g1 ? g1[a] : 1.0) * P[(int64_t)a * D + b];
-                    T[(int64_t)j * D + b] = s * (gf ? gf[b] : 1.0);
+                    for (int a = 0; a < D; a++)
+                        s += wv[(int64_t)j * D + a] * (g1 ? one + g1[a] : 1.0) * P[(int64_t)a * D + b];
+                    T[(int64_t)j * D + b] = s * (gf ? one + gf[b] : 1.0);
                 }
-            /* N = T W_O^h (hd, hd): W_O's columns h*hd .. */
+            /* N = T W_O^h (hd, hd): W_O's (D, H*hd) columns h*hd .. */
             const float *wo = w->self_attn.out_w;
             for (int j = 0; j < hd; j++)
                 for (int k = 0; k < hd; k++) {
                     double s = 0;
-                    for (int b = 0; b < D; b++) s += T[(int64_t)j * D + b] * wo[(int64_t)b * D + h * hd + k];
+                    for (int b = 0; b < D; b++) s += T[(int64_t)j * D + b] * wo[(int64_t)b * Q + h * hd + k];
                     N[(int64_t)j * hd + k] = s;
                 }
             st = ts_eigvals(N, hd, re, im);

@@ -79,46 +79,235 @@ typedef struct sub_args {
     const float *mem; // cross: (B, Sk, D)
 } sub_args;
 
-static ts_status attn_bwd(bctx *b, const sub_args *s, const float *fin, float *gfin, const float *gout) {
-    int B = b->B, D = b->D, H = b->H, hd = b->hd, S = s->S;
+/* ---- today's parts: RMSNorm, RoPE, SiLU, shared key/value heads --------------------- */
+
+/* Of out = x * rstd * g, g = w (Llama's RMSNorm) or 1 + w (Gemma's), with
+ * n = x * rstd and G = dout * g: dx += rstd * (G - n * mean(G * n)) (no mean
+ * taken, so no mean(G) term as in LayerNorm's); dw += sum over rows of dout * n. */
+static void rms_norm_bwd(float *din, float *dw, const float *dout, const float *in, const float *w, bool one_plus,
+                         const float *rstd, int64_t rows, int C) {
+    TS_MODEL_OMP(parallel for num_threads(ts_kernels_threads()) if(rows * C >= 32768) schedule(static))
+    for (int64_t r = 0; r < rows; r++) {
+        const float *x = in + r * C, *dy = dout + r * C;
+        float rs = rstd[r], dot = 0.0f;
+        for (int j = 0; j < C; j++) dot += dy[j] * (one_plus ? 1.0f + w[j] : w[j]) * x[j] * rs;
+        dot /= (float)C;
+        float *dx = din + r * C;
+        for (int j = 0; j < C; j++) dx[j] += rs * (dy[j] * (one_plus ? 1.0f + w[j] : w[j]) - x[j] * rs * dot);
+    }
+    if (!dw) return;
+    for (int64_t r = 0; r < rows; r++) {
+        const float *x = in + r * C, *dy = dout + r * C;
+        for (int j = 0; j < C; j++) dw[j] += dy[j] * x[j] * rstd[r];
+    }
+}
+
+/* A norm's backward, of the kind the model's norms are: dx += ..., the
+ * parameters' gradients added into gw. in, and n's statistics, as the
+ * forward left them (an RMSNorm keeps mean 0 and rstd 1 / rms). */
+static void norm_bwd(const bctx *b, float *dx, ts_norm_weights *gw, const float *dy, const float *in,
+                     const ts_norm_weights *w, const float *mean, const float *rstd, int64_t rows) {
+    if (b->c->norm_kind == TS_NORMK_LAYER)
+        ts_bwd_layernorm_backward(dx, gw->gamma, gw->beta, dy, in, w->gamma, mean, rstd, rows, b->D);
+    else
+        rms_norm_bwd(dx, gw->gamma, dy, in, w->gamma, b->c->norm_kind == TS_NORMK_RMS_GEMMA, rstd, rows, b->D);
+}
+
+/* din += dout * d/dx of silu(x) = x * s(x): s(x) * (1 + x * (1 - s(x))). */
+static void silu_bwd(float *din, const float *dout, const float *in, int64_t n) {
+    TS_MODEL_OMP(parallel for num_threads(ts_kernels_threads()) if(n >= 32768) schedule(static))
+    for (int64_t i = 0; i < n; i++) {
+        float x = in[i], sg = 1.0f / (1.0f + expf(-x));
+        din[i] += dout[i] * sg * (1.0f + x * (1.0f - sg));
+    }
+}
+
+/* The backward of the FFN's activation, whichever it is: din += dout * act'(in). */
+static void activation_bwd(ts_activation act, float *din, const float *dout, const float *in, int64_t n) {
+    switch (act) {
+    case TS_ACT_GELU: ts_bwd_gelu_backward(din, dout, in, n); break;
+    case TS_ACT_GELU_TANH: ts_bwd_gelu_tanh_backward(din, dout, in, n); break;
+    case TS_ACT_SILU: silu_bwd(din, dout, in, n); break;
+    case TS_ACT_RELU: ts_bwd_relu_backward(din, dout, in, n); break;
+    }
+}
+
+/* RoPE turned pair (lo, hi) of each head by its position's angle:
+ * y_lo = x_lo cos - x_hi sin, y_hi = x_hi cos + x_lo sin; the backward turns
+ * the gradient back (the transpose of a rotation is the rotation by minus the
+ * angle): dx_lo += dy_lo cos + dy_hi sin, dx_hi += dy_hi cos - dy_lo sin; the
+ * dims past r passed through. dy: (B, S, heads * hd) as the forward wrote the
+ * rotated copy; dx: where the projection's gradient lives. cosv, sinv: (S, r/2). */
+static void rope_bwd(const bctx *b, ts_bwd_heads dx, const float *dy, int heads, int S, const float *cosv,
+                     const float *sinv) {
+    int hd = b->hd, r = ts_model_rotary_dims(b->c), half = r / 2;
+    int64_t W = (int64_t)heads * hd;
+    bool interleaved = b->c->rope_style == TS_ROPE_INTERLEAVED;
+    TS_MODEL_OMP(parallel for num_threads(ts_kernels_threads()) if((int64_t)b->B * S * W >= 32768) schedule(static))
+    for (int64_t bs = 0; bs < (int64_t)b->B * S; bs++) {
+        int64_t bi = bs / S, p = bs % S;
+        for (int h = 0; h < heads; h++) {
+            const float *g = dy + bs * W + (int64_t)h * hd;
+            float *out = dx.data + bi * dx.bstride + h * dx.hstride + p * dx.ld;
+            for (int i = 0; i < half; i++) {
+                int lo = interleaved ? 2 * i : i, hi = interleaved ? 2 * i + 1 : i + half;
+                float c = cosv[p * half + i], sn = sinv[p * half + i];
+                out[lo] += g[lo] * c + g[hi] * sn;
+                out[hi] += g[hi] * c - g[lo] * sn;
+            }
+            for (int d = r; d < hd; d++) out[d] += g[d];
+        }
+    }
+}
+
+static float *head_of(const ts_bwd_heads *x, int64_t b, int64_t h) { return x->data + b * x->bstride + h * x->hstride; }
+
+/* Grouped-query attention's backward, where query head h read key/value head
+ * h / group: the kernels' three steps (kernels.h) with that map. Each thread
+ * takes whole key/value heads, so the gradients the heads of a group add
+ * into one dk or dv never race. 1. dweights = dout v^T, dv += weights^T dout. */
+static void grouped_values_bwd(ts_bwd_heads dv, float *dweights, ts_bwd_heads dout, const float *weights,
+                               ts_bwd_heads v, int B, int H, int KV, int S, int hd) {
+    int group = H / KV;
+    int64_t SS = (int64_t)S * S;
+    TS_MODEL_OMP(parallel for num_threads(ts_kernels_threads()) if(B * KV > 1) schedule(static))
+    for (int64_t bk = 0; bk < (int64_t)B * KV; bk++) {
+        int64_t bi = bk / KV, kh = bk % KV;
+        for (int j = 0; j < group; j++) {
+            int64_t h = kh * group + j, bh = bi * H + h;
+            const float *dO = head_of(&dout, bi, h);
+            ts_gemm(false, true, S, S, hd, 1.0f, dO, dout.ld, head_of(&v, bi, kh), v.ld, 0.0f, dweights + bh * SS, S,
+                    TS_EPI_NONE, NULL);
+            ts_gemm(true, false, S, hd, S, 1.0f, weights + bh * SS, S, dO, dout.ld, 1.0f, head_of(&dv, bi, kh), dv.ld,
+                    TS_EPI_NONE, NULL);
+        }
+    }
+}
+
+/* 3. dq += dscores k / sqrt(hd), dk += dscores^T q / sqrt(hd), k of head h / group. */
+static void grouped_scores_bwd(ts_bwd_heads dq, ts_bwd_heads dk, const float *dscores, ts_bwd_heads q,
+                               ts_bwd_heads k, int B, int H, int KV, int S, int hd) {
+    int group = H / KV;
+    int64_t SS = (int64_t)S * S;
+    float scale = 1.0f / sqrtf((float)hd);
+    TS_MODEL_OMP(parallel for num_threads(ts_kernels_threads()) if(B * KV > 1) schedule(static))
+    for (int64_t bk = 0; bk < (int64_t)B * KV; bk++) {
+        int64_t bi = bk / KV, kh = bk % KV;
+        for (int j = 0; j < group; j++) {
+            int64_t h = kh * group + j;
+            const float *ds = dscores + (bi * H + h) * SS;
+            ts_gemm(false, false, S, hd, S, scale, ds, S, head_of(&k, bi, kh), k.ld, 1.0f, head_of(&dq, bi, h),
+                    dq.ld, TS_EPI_NONE, NULL);
+            ts_gemm(true, false, S, hd, S, scale, ds, S, head_of(&q, bi, h), q.ld, 1.0f, head_of(&dk, bi, kh),
+                    dk.ld, TS_EPI_NONE, NULL);
+        }
+    }
+}
+
+/* ---- attention ------------------------------------------------------------------------ */
+
+/* Where a self-attention's q, k and v live, and their gradients: packed per
+ * head [q_h k_h v_h] (B, S, 3D), or apart (Llama's q_proj | k_proj | v_proj,
+ * (B, S, H*hd) then twice (B, S, KV*hd)). *n: the floats of the gradients. */
+static void self_qkv_at(const bctx *b, const ts_kept_attn *at, int S, ts_bwd_heads *x, ts_bwd_heads *g, int64_t *n) {
+    int hd = b->hd, H = b->H, KV = ts_model_kv_heads(b->c);
+    int64_t rows = (int64_t)b->B * S, Q = (int64_t)H * hd, W = (int64_t)KV * hd, D3 = 3 * (int64_t)b->D;
+    ts_backprop_bufs *a = b->a;
+    if (b->c->split_qkv) {
+        x[0] = (ts_bwd_heads){at->q, S * Q, hd, (int)Q};
+        x[1] = (ts_bwd_heads){at->q + rows * Q, S * W, hd, (int)W};
+        x[2] = (ts_bwd_heads){at->q + rows * (Q + W), S * W, hd, (int)W};
+        g[0] = (ts_bwd_heads){a->gqkv, S * Q, hd, (int)Q};
+        g[1] = (ts_bwd_heads){a->gqkv + rows * Q, S * W, hd, (int)W};
+        g[2] = (ts_bwd_heads){a->gqkv + rows * (Q + W), S * W, hd, (int)W};
+        *n = rows * (Q + 2 * W);
+        return;
+    }
+    for (int i = 0; i < 3; i++) {
+        x[i] = (ts_bwd_heads){at->q + i * hd, S * D3, 3 * hd, (int)D3};
+        g[i] = (ts_bwd_heads){a->gqkv + i * hd, S * D3, 3 * hd, (int)D3};
+    }
+    *n = rows * D3;
+}
+
+/* Self-attention's q, k, v backward from the gradient at the values (go):
+ * through the weights, the softmax and the scores into the projections'
+ * gradients, through RoPE when q and k were turned. */
+static ts_status self_qkv_bwd(bctx *b, const sub_args *s, ts_bwd_heads go) {
+    int B = b->B, H = b->H, hd = b->hd, S = s->S, KV = ts_model_kv_heads(b->c);
+    int64_t rows = (int64_t)B * S, n;
+    const ts_kept_attn *at = s->at;
+    ts_backprop_bufs *a = b->a;
+    ts_bwd_heads x[3], g[3];
+    self_qkv_at(b, at, S, x, g, &n);
+    bool rope = b->c->pe == TS_PE_ROPE;
+    /* what the scores read: q and k, or their rotated copies (and gradients apart) */
+    ts_bwd_heads qs = x[0], ks = x[1], gqs = g[0], gks = g[1];
+    int64_t Q = (int64_t)H * hd, W = (int64_t)KV * hd;
+    if (rope) {
+        qs = (ts_bwd_heads){at->rot, S * Q, hd, (int)Q};
+        ks = (ts_bwd_heads){at->rot + rows * Q, S * W, hd, (int)W};
+        gqs = (ts_bwd_heads){a->gqkv + n, S * Q, hd, (int)Q};
+        gks = (ts_bwd_heads){a->gqkv + n + rows * Q, S * W, hd, (int)W};
+    }
+    zero(a->gqkv, n + (rope ? rows * (Q + W) : 0));
+    int64_t att_shape[4] = {B, H, S, S};
+    if (KV == H) ts_bwd_attention_backward_values(g[2], a->gatt, go, at->att, x[2], B, H, S, S, hd);
+    else grouped_values_bwd(g[2], a->gatt, go, at->att, x[2], B, H, KV, S, hd);
+    TS_TRY(emit(b, s->name, "weights", a->gatt, 4, att_shape));
+    ts_bwd_softmax_backward(a->gatt, a->gatt, at->att, (int64_t)B * H * S, S);
+    TS_TRY(emit(b, s->name, "scaled", a->gatt, 4, att_shape));
+    if (KV == H) ts_bwd_attention_backward_scores(gqs, gks, a->gatt, qs, ks, B, H, S, S, hd);
+    else grouped_scores_bwd(gqs, gks, a->gatt, qs, ks, B, H, KV, S, hd);
+    if (!rope) return TS_OK;
+    TS_TRY(emit3(b, s->name, "q_rot", gqs.data, B, S, Q));
+    TS_TRY(emit3(b, s->name, "k_rot", gks.data, B, S, W));
+    ts_model_rope_table(a->rope, b->c, 0, S);
+    int half = ts_model_rotary_dims(b->c) / 2;
+    rope_bwd(b, g[0], gqs.data, H, S, a->rope, a->rope + (int64_t)S * half);
+    rope_bwd(b, g[1], gks.data, KV, S, a->rope, a->rope + (int64_t)S * half);
+    return TS_OK;
+}
+
+/* The projections' backward: gfin += their gradients times their weights. */
+static ts_status self_proj_bwd(bctx *b, const sub_args *s, const float *fin, float *gfin) {
+    int B = b->B, S = s->S, hd = b->hd;
+    int64_t rows = (int64_t)B * S, Q = (int64_t)b->H * hd, W = (int64_t)ts_model_kv_heads(b->c) * hd;
+    const ts_attn_weights *w = s->attn;
+    ts_attn_weights *gw = s->gattn;
+    float *gq = b->a->gqkv, *gk = gq + rows * Q, *gv = gk + rows * W;
+    if (!b->c->split_qkv) {
+        TS_TRY(emit3(b, s->name, "qkv", gq, B, S, 3 * b->D));
+        ts_bwd_linear_backward(gfin, gw->in_w, gw->in_b, gq, fin, w->in_w, rows, s->din, 3 * b->D);
+        return TS_OK;
+    }
+    TS_TRY(emit3(b, s->name, "q_proj", gq, B, S, Q));
+    TS_TRY(emit3(b, s->name, "k_proj", gk, B, S, W));
+    TS_TRY(emit3(b, s->name, "v_proj", gv, B, S, W));
+    ts_bwd_linear_backward(gfin, gw->q_w, gw->q_b, gq, fin, w->q_w, rows, b->D, (int)Q);
+    ts_bwd_linear_backward(gfin, gw->k_w, gw->k_b, gk, fin, w->k_w, rows, b->D, (int)W);
+    ts_bwd_linear_backward(gfin, gw->v_w, gw->v_b, gv, fin, w->v_w, rows, b->D, (int)W);
+    return TS_OK;
+}
+
+/* Cross-attention's q (from the stream) and k, v (from the memory) backward. */
+static ts_status cross_qkv_bwd(bctx *b, const sub_args *s, ts_bwd_heads go, const float *fin, float *gfin) {
+    int B = b->B, D = b->D, H = b->H, hd = b->hd, S = s->S, Sk = s->Sk;
     int64_t rows = (int64_t)B * S;
     const ts_kept_attn *at = s->at;
     ts_backprop_bufs *a = b->a;
-    bool cross = s->kind == SUB_CROSS;
-    int Sk = cross ? s->Sk : S;
-    zero(a->gctx, rows * D);
-    ts_bwd_linear_backward(a->gctx, s->gattn->out_w, s->gattn->out_b, gout, at->ctx, s->attn->out_w, rows, D, D);
-    TS_TRY(emit3(b, s->name, "concat", a->gctx, B, S, D));
-    ts_bwd_heads q, k, v, gq, gk, gv, go = {a->gctx, (int64_t)S * D, hd, D};
     float *gkv = a->gqkv + rows * D;
-    if (cross) {
-        q = (ts_bwd_heads){at->q, (int64_t)S * D, hd, D};
-        k = (ts_bwd_heads){at->kv, (int64_t)Sk * 2 * D, 2 * hd, 2 * D};
-        gq = (ts_bwd_heads){a->gqkv, q.bstride, q.hstride, q.ld};
-        gk = (ts_bwd_heads){gkv, k.bstride, k.hstride, k.ld};
-        v = k, gv = gk;
-        v.data += hd, gv.data += hd;
-        zero(a->gqkv, rows * D + (int64_t)B * Sk * 2 * D);
-    } else {
-        q = (ts_bwd_heads){at->q, (int64_t)S * 3 * D, 3 * hd, 3 * D};
-        gq = (ts_bwd_heads){a->gqkv, q.bstride, q.hstride, q.ld};
-        k = v = q, gk = gv = gq;
-        k.data += hd, gk.data += hd;
-        v.data += 2 * hd, gv.data += 2 * hd;
-        zero(a->gqkv, rows * 3 * D);
-    }
+    ts_bwd_heads q = {at->q, (int64_t)S * D, hd, D}, k = {at->kv, (int64_t)Sk * 2 * D, 2 * hd, 2 * D};
+    ts_bwd_heads gq = {a->gqkv, q.bstride, q.hstride, q.ld}, gk = {gkv, k.bstride, k.hstride, k.ld};
+    ts_bwd_heads v = k, gv = gk;
+    v.data += hd, gv.data += hd;
+    zero(a->gqkv, rows * D + (int64_t)B * Sk * 2 * D);
     int64_t att_shape[4] = {B, H, S, Sk};
     ts_bwd_attention_backward_values(gv, a->gatt, go, at->att, v, B, H, S, Sk, hd);
     TS_TRY(emit(b, s->name, "weights", a->gatt, 4, att_shape));
     ts_bwd_softmax_backward(a->gatt, a->gatt, at->att, (int64_t)B * H * S, Sk);
     TS_TRY(emit(b, s->name, "scaled", a->gatt, 4, att_shape));
     ts_bwd_attention_backward_scores(gq, gk, a->gatt, q, k, B, H, S, Sk, hd);
-    if (!cross) {
-        TS_TRY(emit3(b, s->name, "qkv", a->gqkv, B, S, 3 * D));
-        ts_bwd_linear_backward(gfin, s->gattn->in_w, s->gattn->in_b, a->gqkv, fin, s->attn->in_w, rows, s->din,
-                               3 * D);
-        return TS_OK;
-    }
     TS_TRY(emit3(b, s->name, "q_proj", a->gqkv, B, S, D));
     TS_TRY(emit3(b, s->name, "kv", gkv, B, Sk, 2 * D));
     ts_bwd_linear_backward(gfin, s->gattn->in_w, s->gattn->in_b, a->gqkv, fin, s->attn->in_w, rows, D, D);
@@ -128,23 +317,68 @@ static ts_status attn_bwd(bctx *b, const sub_args *s, const float *fin, float *g
     return TS_OK;
 }
 
-static ts_status ffn_bwd(bctx *b, const sub_args *s, uint64_t key, const float *fin, float *gfin, const float *gout) {
+static ts_status attn_bwd(bctx *b, const sub_args *s, const float *fin, float *gfin, const float *gout) {
+    int B = b->B, D = b->D, S = s->S, Q = b->H * b->hd; /* Q: the values' width, H * hd */
+    int64_t rows = (int64_t)B * S;
+    ts_backprop_bufs *a = b->a;
+    zero(a->gctx, rows * Q);
+    ts_bwd_linear_backward(a->gctx, s->gattn->out_w, s->gattn->out_b, gout, s->at->ctx, s->attn->out_w, rows, Q, D);
+    TS_TRY(emit3(b, s->name, "concat", a->gctx, B, S, Q));
+    ts_bwd_heads go = {a->gctx, (int64_t)S * Q, b->hd, Q};
+    if (s->kind == SUB_CROSS) return cross_qkv_bwd(b, s, go, fin, gfin);
+    TS_TRY(self_qkv_bwd(b, s, go));
+    return self_proj_bwd(b, s, fin, gfin);
+}
+
+/* ---- feed-forward ----------------------------------------------------------------------- */
+
+/* The FFN's way down, out = linear2(dropout(h)): the gradient at h into gh2,
+ * handed over as the step `leaf` that made h (act, or a gated FFN's gated). */
+static ts_status down_bwd(bctx *b, const sub_args *s, uint64_t key, const float *gout, const char *leaf) {
     int64_t rows = (int64_t)b->B * s->S, n = rows * b->F;
     ts_backprop_bufs *a = b->a;
-    const ts_kept_ffn *ff = s->ff;
     zero(a->gh1, n);
-    ts_bwd_linear_backward(a->gh1, s->gffn->w2, s->gffn->b2, gout, ff->act, s->ffn->w2, rows, b->F, b->D);
+    ts_bwd_linear_backward(a->gh1, s->gffn->w2, s->gffn->b2, gout, s->ff->act, s->ffn->w2, rows, b->F, b->D);
     TS_TRY(emit3(b, s->name, "dropout", a->gh1, b->B, s->S, b->F));
     zero(a->gh2, n);
     ts_bwd_dropout_backward(a->gh2, a->gh1, b->p, key, n);
+    return emit3(b, s->name, leaf, a->gh2, b->B, s->S, b->F);
+}
+
+/* A gated FFN's backward, out = down(drop(act(g) * u)), g = gate(x), u = up(x):
+ * d(act(g) * u) from down and the dropout, then du = that * act(g) (act(g)
+ * made again from the kept g) and dact = that * u, through act into dg. */
+static ts_status gated_ffn_bwd(bctx *b, const sub_args *s, uint64_t key, const float *fin, float *gfin,
+                               const float *gout) {
+    int64_t rows = (int64_t)b->B * s->S, n = rows * b->F;
+    ts_backprop_bufs *a = b->a;
+    const ts_kept_ffn *ff = s->ff;
+    const float *gate = ff->hidden, *up = ff->hidden + n;
+    TS_TRY(down_bwd(b, s, key, gout, "gated"));
+    ts_activation act = b->c->activation;
+    if (act == TS_ACT_SILU) ts_silu(a->gh1, gate, n);
+    else if (act == TS_ACT_GELU_TANH) ts_gelu_tanh(a->gh1, gate, n);
+    else ts_gelu(a->gh1, gate, n);
+    ts_mul(a->gh1, a->gh1, a->gh2, n); /* du */
+    ts_mul(a->gh2, a->gh2, up, n);     /* dact */
+    TS_TRY(emit3(b, s->name, "up", a->gh1, b->B, s->S, b->F));
     TS_TRY(emit3(b, s->name, "act", a->gh2, b->B, s->S, b->F));
+    ts_bwd_linear_backward(gfin, s->gffn->w1, s->gffn->b1, a->gh1, fin, s->ffn->w1, rows, b->D, b->F);
     zero(a->gh1, n);
-    if (b->c->activation == TS_ACT_GELU)
-        ts_bwd_gelu_backward(a->gh1, a->gh2, ff->hidden, n);
-    else if (b->c->activation == TS_ACT_GELU_TANH)
-        ts_bwd_gelu_tanh_backward(a->gh1, a->gh2, ff->hidden, n);
-    else
-        ts_bwd_relu_backward(a->gh1, a->gh2, ff->hidden, n);
+    activation_bwd(act, a->gh1, a->gh2, gate, n);
+    TS_TRY(emit3(b, s->name, "gate", a->gh1, b->B, s->S, b->F));
+    ts_bwd_linear_backward(gfin, s->gffn->wg, s->gffn->bg, a->gh1, fin, s->ffn->wg, rows, b->D, b->F);
+    return TS_OK;
+}
+
+static ts_status ffn_bwd(bctx *b, const sub_args *s, uint64_t key, const float *fin, float *gfin, const float *gout) {
+    if (b->c->gated_ffn) return gated_ffn_bwd(b, s, key, fin, gfin, gout);
+    int64_t rows = (int64_t)b->B * s->S, n = rows * b->F;
+    ts_backprop_bufs *a = b->a;
+    const ts_kept_ffn *ff = s->ff;
+    TS_TRY(down_bwd(b, s, key, gout, "act"));
+    zero(a->gh1, n);
+    activation_bwd(b->c->activation, a->gh1, a->gh2, ff->hidden, n);
     TS_TRY(emit3(b, s->name, "hidden", a->gh1, b->B, s->S, b->F));
     ts_bwd_linear_backward(gfin, s->gffn->w1, s->gffn->b1, a->gh1, fin, s->ffn->w1, rows, b->D, b->F);
     return TS_OK;
@@ -164,8 +398,7 @@ static ts_status sub_bwd(bctx *b, const sub_args *s, const ts_kept_sub *sub, con
     bool skip = !(b->c->variants & TS_VARIANT_NO_RESIDUAL); /* without it only f's path reaches x */
     if (b->c->norm == TS_NORM_POST) {
         zero(gx, n);
-        ts_bwd_layernorm_backward(gx, gw->gamma, gw->beta, gy, sub->res, w->gamma, sub->norm.mean, sub->norm.rstd,
-                                  rows, b->D);
+        norm_bwd(b, gx, gw, gy, sub->res, w, sub->norm.mean, sub->norm.rstd, rows);
         TS_TRY(emit3(b, s->norm_name, "in", gx, b->B, s->S, b->D));
         zero(a->gsub, n);
         ts_bwd_dropout_backward(a->gsub, gx, b->p, sub->key, n);
@@ -181,8 +414,7 @@ static ts_status sub_bwd(bctx *b, const sub_args *s, const ts_kept_sub *sub, con
     zero(a->gn, n);
     TS_TRY(f_bwd(b, s, sub, sub->norm.out, a->gn, a->gsub));
     TS_TRY(emit3(b, s->norm_name, "out", a->gn, b->B, s->S, b->D));
-    ts_bwd_layernorm_backward(gx, gw->gamma, gw->beta, a->gn, x, w->gamma, sub->norm.mean, sub->norm.rstd, rows,
-                              b->D);
+    norm_bwd(b, gx, gw, a->gn, x, w, sub->norm.mean, sub->norm.rstd, rows);
     return TS_OK;
 }
 
@@ -256,8 +488,7 @@ static ts_status embed_bwd(bctx *b, const ts_kept_embed *e, const ts_embed_weigh
     const float *gsum = a->gsub;
     if (ts_model_embed_norm(c)) {
         zero(a->gn, n);
-        ts_bwd_layernorm_backward(a->gn, gw->norm.gamma, gw->norm.beta, a->gsub, e->sum, w->norm.gamma, e->norm.mean,
-                                  e->norm.rstd, B * S, (int)D);
+        norm_bwd(b, a->gn, &gw->norm, a->gsub, e->sum, &w->norm, e->norm.mean, e->norm.rstd, B * S);
         char np[TS_MODEL_NAME_MAX];
         snprintf(np, sizeof np, "%s.norm", pfx);
         TS_TRY(emit3(b, np, "in", a->gn, B, S, D));
@@ -281,7 +512,7 @@ static ts_status final_norm_bwd(bctx *b, const char *stack, const ts_kept_norm *
     int64_t rows = (int64_t)b->B * S;
     float *gx = other(b, *g);
     zero(gx, rows * b->D);
-    ts_bwd_layernorm_backward(gx, gw->gamma, gw->beta, *g, top, w->gamma, n->mean, n->rstd, rows, b->D);
+    norm_bwd(b, gx, gw, *g, top, w, n->mean, n->rstd, rows);
     char name[TS_MODEL_NAME_MAX];
     snprintf(name, sizeof name, "%s.norm", stack);
     TS_TRY(emit3(b, name, "in", gx, b->B, S, b->D));
@@ -347,7 +578,7 @@ ts_status ts_model_backward(const ts_model *m, ts_backprop_bufs *a, ts_model_wei
         return ts_fail(TS_ERR_UNSUPPORTED, "backward: the LayerNorm with eps added to the unbiased std (the Annotated "
                        "Transformer's) has no backward pass yet");
     const ts_model_config *c = &m->cfg;
-    bctx b = {m, gw, c, a, hook, c->batch, c->d_model, c->heads, c->d_model / c->heads, c->ffn, a->k.dropout};
+    bctx b = {m, gw, c, a, hook, c->batch, c->d_model, c->heads, ts_model_head_dim(c), c->ffn, a->k.dropout};
     int64_t B = c->batch, D = c->d_model;
     int S = m->S, T = m->T;
     zero(a->gmem, B * S * D);

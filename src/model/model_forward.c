@@ -728,26 +728,30 @@ static ts_op activation_op(ts_activation act) {
 /* A gated FFN (SwiGLU with silu, GeGLU with gelu): out = down(act(gate(x)) * up(x)),
  * where gate and up are (B, S, F) side by side in the scratch area. Traces
  * gate, act, up, gated (act * up), dropout, out, each read only after it is
- * handed over. */
+ * handed over. act, then the gated product, go to a buffer of their own when
+ * training keeps one (the backward reads the gate's input and up); inference
+ * writes them over the gate. */
 static ts_status gated_ffn(fwd *f, const ffn_step *s, const float *x, int S, float *out) {
     const char *prefix = s->name;
     const ts_ffn_weights *w = s->w;
     double flops0 = f->flops;
     int64_t B = f->B, D = f->D, F = f->c->ffn, n = B * S * F;
     float *gate = s->buf.hidden, *up = at(gate, n);
+    float *acted = s->buf.act != s->buf.hidden ? s->buf.act : gate;
     linear(f, gate, x, B * S, (int)D, (int)F, w->wg, w->bg, (int)D, TS_EPI_BIAS);
     ts_tensor t = view3(gate, B, S, F);
     TS_TRY(fwd_emit(f, prefix, "gate", TS_OP_LINEAR, &t, TS_TAG_PLAIN, false));
-    if (!f->dry) activation_of(f->c->activation)(gate, gate, n);
-    TS_TRY(fwd_emit(f, prefix, "act", activation_op(f->c->activation), &t, TS_TAG_PLAIN, false));
+    if (!f->dry) activation_of(f->c->activation)(acted, gate, n);
+    ts_tensor ta = view3(acted, B, S, F);
+    TS_TRY(fwd_emit(f, prefix, "act", activation_op(f->c->activation), &ta, TS_TAG_PLAIN, false));
     linear(f, up, x, B * S, (int)D, (int)F, w->w1, w->b1, (int)D, TS_EPI_BIAS);
     t = view3(up, B, S, F);
     TS_TRY(fwd_emit(f, prefix, "up", TS_OP_LINEAR, &t, TS_TAG_PLAIN, false));
-    if (!f->dry) ts_mul(up, gate, up, n);
-    TS_TRY(fwd_emit(f, prefix, "gated", TS_OP_MUL, &t, TS_TAG_PLAIN, false));
-    *s->key = dropout(f, up, up, n);
-    TS_TRY(fwd_emit(f, prefix, "dropout", TS_OP_DROPOUT, &t, TS_TAG_PLAIN, !f->train));
-    linear(f, out, up, B * S, (int)F, (int)D, w->w2, w->b2, (int)F, TS_EPI_BIAS);
+    if (!f->dry) ts_mul(acted, acted, up, n);
+    TS_TRY(fwd_emit(f, prefix, "gated", TS_OP_MUL, &ta, TS_TAG_PLAIN, false));
+    *s->key = dropout(f, acted, acted, n);
+    TS_TRY(fwd_emit(f, prefix, "dropout", TS_OP_DROPOUT, &ta, TS_TAG_PLAIN, !f->train));
+    linear(f, out, acted, B * S, (int)F, (int)D, w->w2, w->b2, (int)F, TS_EPI_BIAS);
     t = view3(out, B, S, D);
     TS_TRY(fwd_emit(f, prefix, "out", TS_OP_LINEAR, &t, TS_TAG_PLAIN, false));
     return fwd_module_done(f, prefix, s->params, &t, flops0);
@@ -1152,7 +1156,7 @@ static ts_status check_ids(const int32_t *ids, int64_t n, int vocab, const char 
 /* RoPE's angles at positions pos0 .. pos0 + S - 1: table (S, r/2) of cos,
  * then (S, r/2) of sin, angle = p * theta^(-2i / r) for pair i of the r
  * rotated dims (computed in double, as a reference would). */
-static void rope_table(float *table, const ts_model_config *c, int pos0, int S) {
+void ts_model_rope_table(float *table, const ts_model_config *c, int pos0, int S) {
     int r = ts_model_rotary_dims(c), half = r / 2;
     double theta = ts_model_rope_theta(c);
     for (int p = 0; p < S; p++)
@@ -1234,7 +1238,7 @@ static ts_status run(fwd *f, const ts_model_input *in, ts_tensor *out) {
         build_mask(a->src_mask, in->src_pad, (int64_t)f->B * S, fill);
         if (a->tgt_mask) build_mask(a->tgt_mask, in->tgt_pad, (int64_t)f->B * T, fill);
         if (a->mem_mask) build_mask(a->mem_mask, mem_pad, (int64_t)f->B * S, fill);
-        if (c->pe == TS_PE_ROPE) rope_table(a->rope, c, f->pos0, S);
+        if (c->pe == TS_PE_ROPE) ts_model_rope_table(a->rope, c, f->pos0, S);
     }
     if (keep) {
         keep->dropout = f->p;

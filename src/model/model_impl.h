@@ -79,8 +79,9 @@ typedef struct ts_kept_attn {
 } ts_kept_attn;
 
 typedef struct ts_kept_ffn {
-    float *hidden; // (B, S, F) linear1's output (ReLU: already through the ReLU)
-    float *act;    // (B, S, F) after activation and dropout: linear2's input
+    float *hidden; // (B, S, F) linear1's output (ReLU: already through the ReLU);
+                   // gated: (2, B, S, F) the gate's input, then up
+    float *act;    // (B, S, F) after activation (gated: times up) and dropout: linear2's input
 } ts_kept_ffn;
 
 typedef struct ts_kept_sub {
@@ -144,6 +145,7 @@ typedef struct ts_backprop_bufs {
     float *gout;      // like the output
     int64_t out_numel;
     float *gcls;      // (B, D)
+    float *rope;      // (L, r) RoPE's cos then sin, made again by the backward
 } ts_backprop_bufs;
 
 /* Lay out a's buffers for m (batch and lengths as m was built) beside the
@@ -190,6 +192,10 @@ void ts_layer_names_of(ts_layer_names *nm, const char *stack, int i);
  * kv->len). model_decode.c owns the cache. */
 ts_status ts_model_forward_cached(ts_model *m, ts_kv_cache *kv, ts_model_acts *a, const int32_t *ids, int n,
                                   const ts_hook *hook, ts_tensor *out);
+
+/* RoPE's angles at positions pos0 .. pos0 + S - 1 (model_forward.c): table
+ * (S, r/2) of cos, then (S, r/2) of sin, for the r rotated dims of a head. */
+void ts_model_rope_table(float *table, const ts_model_config *c, int pos0, int S);
 
 /* ---- variants: the computations model_forward.c calls (model_variants.c) ---- */
 

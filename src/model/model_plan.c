@@ -136,16 +136,17 @@ static void plan_layer(const ts_model_config *c, ts_kept_layer *l, size_t *cur, 
         plan_norm(&l->sub[k].norm, cur, base, rows, D);
         l->sub[k].res = take(cur, base, rows * D);
     }
-    l->attn[0].q = take(cur, base, rows * 3 * D);
+    l->attn[0].q = take(cur, base, rows * ts_model_qkv_floats(c));
+    l->attn[0].rot = take(cur, base, rows * ts_model_rot_floats(c));
     l->attn[0].att = take(cur, base, B * H * Sq * Sq);
-    l->attn[0].ctx = take(cur, base, rows * D);
+    l->attn[0].ctx = take(cur, base, ctx_floats(c, rows));
     if (decoder) {
         l->attn[1].q = take(cur, base, rows * D);
         l->attn[1].kv = take(cur, base, B * Sk * 2 * D);
         l->attn[1].att = take(cur, base, B * H * Sq * Sk);
         l->attn[1].ctx = take(cur, base, rows * D);
     }
-    l->ffn.hidden = take(cur, base, rows * F);
+    l->ffn.hidden = take(cur, base, ffn_floats(c, rows)); /* gated: the gate's input, then up */
     l->ffn.act = take(cur, base, rows * F);
 }
 
@@ -188,8 +189,11 @@ size_t ts_model_plan_backprop(const ts_model *m, ts_backprop_bufs *a, unsigned c
     a->g1 = take(&cur, base, B * L * D);
     a->gsub = take(&cur, base, B * L * max64(D, din));
     a->gn = take(&cur, base, B * L * D);
-    a->gctx = take(&cur, base, B * L * D);
-    a->gqkv = take(&cur, base, max64(B * L * 3 * D, encdec ? B * T * D + B * S * 2 * D : 0));
+    a->gctx = take(&cur, base, ctx_floats(c, B * L));
+    /* q, k and v's gradients (packed or apart), then with RoPE those of the rotated q and k */
+    a->gqkv = take(&cur, base, max64(B * L * (ts_model_qkv_floats(c) + ts_model_rot_floats(c)),
+                                     encdec ? B * T * D + B * S * 2 * D : 0));
+    a->rope = take(&cur, base, L * ts_model_rotary_dims(c));
     a->gatt = take(&cur, base, B * H * max64(max64(S * S, T * T), T * S));
     a->gh1 = take(&cur, base, lone ? 0 : B * L * F);
     a->gh2 = take(&cur, base, lone ? 0 : B * L * F);

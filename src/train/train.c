@@ -28,10 +28,10 @@ ts_status ts_train_init(ts_train *tr, ts_model *m) {
                        "forward passes that show a seed's mistake",
                        names);
     }
-    if (ts_model_is_modern(c))
-        return ts_fail(TS_ERR_UNSUPPORTED, "train: the backward runs through the 2017 and GPT-2 blocks only; RMSNorm, "
-                                           "RoPE, gated FFNs, shared key/value heads and parallel residuals run "
-                                           "forward (inference and experiments), not in training yet");
+    if (c->parallel_residual)
+        return ts_fail(TS_ERR_UNSUPPORTED, "train: the backward runs through one residual after the other; GPT-NeoX's "
+                                           "parallel residual runs forward (inference and experiments), not in "
+                                           "training yet");
     if (ts_model_is_bert(c))
         return ts_fail(TS_ERR_UNSUPPORTED, "train: the backward has no token types or masked-LM head yet; BERT's parts "
                                            "run forward (inference and experiments), not in training");

@@ -444,7 +444,7 @@ def case_load_transformer(seed):
 
 
 def main():
-    keep = {"bpe", "bridge", "gpt", "experiments", "edits", "hf"}  # cases with their own generators (tests/ref/bpe, bridge, gpt, ...)
+    keep = {"bpe", "bridge", "gpt", "experiments", "edits", "hf", "modern"}  # cases with their own generators (tests/ref/bpe, bridge, gpt, ...)
     for entry in os.listdir(HERE):  # rebuild from nothing so no stale case survives
         path = os.path.join(HERE, entry)
         if os.path.isdir(path) and not entry.startswith((".", "__")) and entry not in keep:
@@ -474,7 +474,7 @@ def main():
     case_load_transformer(901)
     total = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(HERE) for f in fs
                 if not f.endswith((".py", ".md")) and "/bpe" not in d and "/bridge" not in d and "/gpt" not in d
-                and "/experiments" not in d and "/edits" not in d and "/hf" not in d)
+                and "/experiments" not in d and "/edits" not in d and "/hf" not in d and "/modern" not in d)
     print("fixtures written to %s: %d bytes" % (HERE, total))
     return 0
 
