@@ -8,6 +8,8 @@ Each codebase's model code is reproduced below as its authors wrote it (same cla
 module and parameter names, same arithmetic), each under its licence notice. Only what
 makes a fixture small is changed, and said where it is: positional buffers cut to 64
 positions, and minGPT's older @autocast() decorators left off (they do nothing on a CPU).
+Classes that two codebases both name (GPT, Block, ...) are bound to other Python names
+here, and own_name gives each back its codebase's class name, which the bridge records.
 
 Every model has 2 layers and 4 heads, d_model 16, a vocabulary of 12, and weights far from
 their initialisation (matrices N(0, 0.3), biases N(0, 0.2), norm gains 1 + N(0, 0.2)): at
@@ -75,6 +77,15 @@ def save(folder, name, array, dtype):
 def folder(name):
     os.makedirs(os.path.join(HERE, name), exist_ok=True)
     return os.path.join(HERE, name)
+
+
+def own_name(cls, name):
+    """Give a class the name its codebase gives it. Two codebases here define classes of one
+    name (GPT, Block, CausalSelfAttention, LayerNorm, PositionalEncoding), so this file binds
+    them to other Python names; the bridge records type(model).__name__ as the trace's model
+    and reads a leaf module's kind from its class name, so each class carries its own name."""
+    cls.__name__ = cls.__qualname__ = name
+    return cls
 
 
 # =============================================================================================
@@ -365,7 +376,7 @@ class NewGELU(nn.Module):
 
 
 class MinCausalSelfAttention(nn.Module):
-    """minGPT's CausalSelfAttention (today's), renamed here only to sit beside nanoGPT's."""
+    """minGPT's CausalSelfAttention (today's); own_name gives back its class name."""
 
     def __init__(self, config):
         super().__init__()
@@ -480,7 +491,7 @@ class MinGPT(nn.Module):
 class OldCausalSelfAttention(nn.Module):
     """
     A vanilla multi-head masked self-attention layer with a projection at the end.
-    (minGPT's older CausalSelfAttention, renamed here only to sit beside today's.)
+    (minGPT's older CausalSelfAttention; own_name gives back its class name.)
     """
 
     def __init__(self, config):
@@ -578,6 +589,11 @@ class OldGPT(nn.Module):
             loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
 
         return logits, loss
+
+
+for _cls, _name in ((MinCausalSelfAttention, "CausalSelfAttention"), (MinBlock, "Block"), (MinGPT, "GPT"),
+                    (OldCausalSelfAttention, "CausalSelfAttention"), (OldBlock, "Block"), (OldGPT, "GPT")):
+    own_name(_cls, _name)
 
 
 def gpt_fixture(name, model, seed):
@@ -678,7 +694,7 @@ class Encoder(nn.Module):
 
 
 class AnnotatedLayerNorm(nn.Module):
-    "Construct a layernorm module (See citation for details). (Its LayerNorm, renamed here only.)"
+    "Construct a layernorm module (See citation for details). (Its LayerNorm; own_name gives it that name.)"
 
     def __init__(self, features, eps=1e-6):
         super(AnnotatedLayerNorm, self).__init__()
@@ -836,7 +852,7 @@ class Embeddings(nn.Module):
 
 
 class AnnotatedPositionalEncoding(nn.Module):
-    "Implement the PE function. (Its PositionalEncoding, renamed here only.)"
+    "Implement the PE function. (Its PositionalEncoding; own_name gives it that name.)"
 
     def __init__(self, d_model, dropout, max_len=5000):
         super(AnnotatedPositionalEncoding, self).__init__()
@@ -876,6 +892,10 @@ def make_model(src_vocab, tgt_vocab, N=6, d_model=512, d_ff=2048, h=8, dropout=0
         if p.dim() > 1:
             nn.init.xavier_uniform_(p)
     return model
+
+
+own_name(AnnotatedLayerNorm, "LayerNorm")
+own_name(AnnotatedPositionalEncoding, "PositionalEncoding")
 
 
 def annotated_files():
