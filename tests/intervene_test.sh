@@ -4,7 +4,8 @@
 # another run's trace (--patch TRACE:ATTN.headK[@POS]), a steering vector (--add
 # STEP[@POS]=VEC.npy), a mean ablation over a reference set (--mean-from TRACE), and
 # edits while generating; each within 1e-4 of PyTorch's logits (run --expect). Then the
-# sweeps' numbers at full precision, and attribute at every position against PyTorch's shares.
+# sweeps' numbers at full precision, every cell of patch --site resid|attn|ffn|heads and
+# attribute at every position against PyTorch's.
 . "$(dirname "$0")/lib.sh"
 
 M=assets/induction-2l.safetensors
@@ -98,10 +99,12 @@ PY
 else
     bad "no numpy for python3 (scripts/deps.sh installs python3-numpy)"
 fi
-half=qmKfwTzaRbnLpUchVd
+# patch on make_fixtures.py's texts (18 letters, then their first 17; the corrupted text's 18th is G)
+{ read -r clean; read -r corrupt; read -r answer; read -r wrong; } <$R/patch.txt
 for site in heads attn ffn resid; do
-    expect 0 "patch --site $site" -- "$bin" patch --load $M --clean "$half${half:0:17}" --corrupt "${half:0:17}G${half:0:17}" \
-        --answer d --site $site --json "$tmp/p-$site.json" --npz "$tmp/p-$site.npz"
+    expect 0 "patch --site $site" -- "$bin" patch --load $M --clean "$clean" --corrupt "$corrupt" \
+        --answer "$answer" --site $site --json "$tmp/p-$site.json" --npz "$tmp/p-$site.npz"
+    has "$out" "logit($answer) - logit($wrong) at the last position" "patch --site $site: the corrupted text's guess"
 done
 # layer 0's head 3 reads the changed letter (position 17: it looks one back); layer 1's head 1 moves it to the end
 printf '%s\n' "$out" >/dev/null
@@ -117,6 +120,23 @@ assert np.array_equal(np.load(tmp + "/p-heads.npz")["restored"], np.array(j["res
 a = json.load(open(tmp + "/p-attn.json"))
 assert a["steps"] == ["decoder.layers.0.self_attn.out", "decoder.layers.1.self_attn.out"] and abs(a["restored"][1][-1] - 1) < 0.05
 assert len(json.load(open(tmp + "/p-resid.json"))["steps"]) == 3
+PY
+# every cell of each site's sweep against PyTorch's (make_fixtures.py's patch_SITE.npy: the same
+# patch as a forward hook on a float64 model) within 1e-4, and the clean and corrupted differences
+$py - "$tmp" $R <<'PY' && ok || bad "patch --site resid|attn|ffn|heads against PyTorch"
+import sys
+import numpy as np
+tmp, ref = sys.argv[1], sys.argv[2]
+want_diffs = np.load(f"{ref}/patch_diffs.npy")
+for site in ("resid", "attn", "ffn", "heads"):
+    a = np.load(f"{tmp}/p-{site}.npz")
+    got, want = a["restored"], np.load(f"{ref}/patch_{site}.npy")
+    assert got.dtype == np.float32 and got.shape == want.shape, (site, got.shape, want.shape)
+    d = float(np.abs(got.astype(np.float64) - want).max())
+    dd = float(np.abs(np.array([a["clean_diff"], a["corrupt_diff"]], dtype=np.float64) - want_diffs).max())
+    print(f"  patch --site {site}: largest difference from PyTorch {d:.2e} over {got.size} cells, "
+          f"{dd:.2e} in d(clean) and d(corrupted)")
+    assert d <= 1e-4 and dd <= 1e-4, (site, d, dd)
 PY
 expect 2 "patch --site nowhere" -- "$bin" patch --load $M --clean abcd --corrupt abce --answer d --site nowhere
 

@@ -1,5 +1,5 @@
 """PyTorch's numbers for the Python package's experiments (tests/python_test.sh) and the command
-line's flags that make them (--patch ATTN.headK, --add, --mean-from).
+line's flags that make them (--patch ATTN.headK, --add, --mean-from, patch --site).
 
 Run from the repository root with Debian's python3-torch:
 
@@ -30,11 +30,25 @@ along a direction u, and beta . u is the rest:
   dla_token  u = W_U[TOKEN]                  (`--token e`)
   dla_top    u = W_U[the top guess at each position] (no flag); dla_top_ids.npy the guesses
 
+Activation patching (`tscope patch --site resid|attn|ffn|heads`), on PATCH_CLEAN and
+PATCH_CORRUPT (18 letters and their first 17 again; the corrupted text has the 18th letter, the
+answer the last position should copy, changed in the first copy): the wrong token is the corrupted
+run's top guess at the last position, d(run) that position's logit(PATCH_ANSWER) - logit(wrong),
+and each cell, one step at one position taken from the clean run into the corrupted one, is
+(d(patched) - d(corrupted)) / (d(clean) - d(corrupted)). The rows are the steps tscope sweeps:
+
+  patch_resid  embed.out, then each layer's out
+  patch_attn   each layer's self_attn.out (what the attention adds, out_proj's bias with it)
+  patch_ffn    each layer's ffn.out
+  patch_heads  each layer's heads in turn, head K's slice of self_attn.values (`...headK@POS`)
+
 Written (little-endian, C order): ids.npy, other_ids.npy (1, S) and ref_ids.npy (R, S) int64;
 steer.npy (D) float32; NAME_logits.npy (1, S, V) float32 for each experiment and for plain (TEXT)
 and other_plain (OTHER); dla_NAME.npy (S, 2 + L * (H + 2)) float64, the parts in tscope's order
 (embedding; per layer each head, the attention's bias, the FFN; the rest), and dla_top_ids.npy (S)
-int64; pos.txt holds POS. Byte-for-byte the same on each run.
+int64; patch_SITE.npy (rows, positions) float64 for each site and patch_diffs.npy (2) float64,
+d(clean) and d(corrupted); pos.txt holds POS, patch.txt the clean text, the corrupted one, the
+answer and the wrong token, a line each. Byte-for-byte the same on each run.
 """
 import os
 
@@ -46,6 +60,10 @@ from torch_gpt import GPT, HERE, read_model, run, texts
 POS = 45
 R = 4
 ANSWER, WRONG, TOKEN = "d", "G", "e"
+PATCH_HALF = "qmKfwTzaRbnLpUchVd"
+PATCH_CLEAN = PATCH_HALF + PATCH_HALF[:17]
+PATCH_CORRUPT = PATCH_HALF[:17] + "G" + PATCH_HALF[:17]
+PATCH_ANSWER = "d"
 
 
 def save(name, a):
@@ -70,6 +88,14 @@ def add_vector(vec, pos=None):
             out += vec
         else:
             out[:, pos] += vec
+        return out
+    return hook
+
+
+def replace_position(source, pos):
+    def hook(module, inputs, out):
+        out = out.clone()
+        out[:, pos] = source[:, pos]
         return out
     return hook
 
@@ -129,6 +155,35 @@ def attributions(model, ids, tokens, logits):
     return {name: shares for name, (shares, _) in out.items()}, top
 
 
+def patch_sweeps(model, clean_ids, corrupt_ids, answer):
+    """tscope patch's table for each site: {site: (rows, S)}, [d(clean), d(corrupted)], the wrong token."""
+    L, H, S = model.L, model.H, clean_ids.shape[1]
+    steps = {"resid": [model.embed, *model.out], "attn": list(model.attn_out), "ffn": list(model.ffn_out)}
+    keep = [(f"{site}{r}", mod) for site, mods in steps.items() for r, mod in enumerate(mods)]
+    clean, kept = run(model, clean_ids, keep=keep + [(f"v{i}", model.values[i]) for i in range(L)])
+    corrupt = run(model, corrupt_ids)[0]
+    best = corrupt[0, -1].topk(2)
+    wrong = int(best.indices[0])
+    assert wrong != answer and float(best.values[0] - best.values[1]) > 1e-3, "the corrupted guess is not clear"
+    diff = lambda logits: logits[0, -1, answer] - logits[0, -1, wrong]
+    d_clean, d_corrupt = diff(clean), diff(corrupt)
+
+    def share(hook):  # the corrupted run with one hook: the share of the clean difference it restores
+        return (diff(run(model, corrupt_ids, [hook])[0]) - d_corrupt) / (d_clean - d_corrupt)
+
+    out = {site: torch.stack([torch.stack([share((mod, replace_position(kept[f"{site}{r}"], p)))
+                                           for p in range(S)])
+                              for r, mod in enumerate(mods)])
+           for site, mods in steps.items()}
+    out["heads"] = torch.stack([torch.stack([share((model.values[i], replace_head(kept[f"v{i}"], h, p)))
+                                             for p in range(S)])
+                                for i in range(L) for h in range(H)])
+    # the changed letter's embedding taken back is the clean run itself; so is the last stream at the end
+    changed = int((clean_ids[0] != corrupt_ids[0]).nonzero()[0])
+    assert abs(float(out["resid"][0, changed]) - 1) < 1e-9 and abs(float(out["resid"][L, S - 1]) - 1) < 1e-9
+    return out, torch.stack([d_clean, d_corrupt]), wrong
+
+
 def main():
     torch.set_num_threads(1)
     w, config, tokens = read_model()
@@ -169,6 +224,14 @@ def main():
     save("dla_top_ids", top.numpy().astype("<i8"))
     with open(os.path.join(HERE, "pos.txt"), "w") as f:
         f.write(f"{POS}\n")
+    sweeps, diffs, wrong = patch_sweeps(model, enc(PATCH_CLEAN), enc(PATCH_CORRUPT), tokens.index(PATCH_ANSWER))
+    for site, restored in sweeps.items():
+        save("patch_" + site, restored.numpy().astype("<f8"))
+        print(f"patch_{site}: {tuple(restored.shape)}, the largest share restored {float(restored.max()):.4f}")
+        assert float(restored.abs().max()) > 0.1, site
+    save("patch_diffs", diffs.numpy().astype("<f8"))
+    with open(os.path.join(HERE, "patch.txt"), "w") as f:
+        f.write(f"{PATCH_CLEAN}\n{PATCH_CORRUPT}\n{PATCH_ANSWER}\n{tokens[wrong]}\n")
     for name in ("pattern_patch", "head_patch", "head_patch_pos"):
         d = float((out[name] - other_plain).abs().max())
         print(f"{name}: largest change of a logit {d:.4f}")

@@ -3,8 +3,10 @@ Python package's fixtures (make_fixtures.py) and its speed peer (bench_sweep.py)
 
 The arithmetic is tests/ref/edits/make_fixtures.py's GPT (src/model/model_forward.c, run() with
 arch decoder), in float64 or float32, with an nn.Identity at each point tscope names a step:
+  embed       embed.out                             (B, S, D), the tokens' rows plus the positions'
   weights[i]  decoder.layers.{i}.self_attn.weights  (B, H, Sq, Sk), after the softmax
   values[i]   decoder.layers.{i}.self_attn.values   (B, H, S, hd), each head's weighted values
+  attn_out[i] decoder.layers.{i}.self_attn.out      (B, S, D), what the attention adds to the stream
   ffn_out[i]  decoder.layers.{i}.ffn.out            (B, S, D)
   out[i]      decoder.layers.{i}.out                (B, S, D), the residual stream after the layer
 A forward hook on one of them returning a tensor replaces the step, as TransformerLens edits one.
@@ -47,6 +49,7 @@ class GPT(torch.nn.Module):
         self.L = config["layers"]
         ident = lambda: torch.nn.ModuleList(torch.nn.Identity() for _ in range(self.L))
         self.weights, self.values, self.ffn_out, self.out = ident(), ident(), ident(), ident()
+        self.attn_out, self.embed = ident(), torch.nn.Identity()
 
     def norm(self, x, name):
         return torch.nn.functional.layer_norm(x, (self.D,), self.w[name + ".weight"], self.w[name + ".bias"],
@@ -63,12 +66,12 @@ class GPT(torch.nn.Module):
         weights = self.weights[i](torch.softmax(scores.masked_fill(causal, float("-inf")), dim=-1))
         values = self.values[i](weights @ v)
         concat = values.transpose(1, 2).reshape(B, S, D)
-        return concat @ w[p + "out_proj.weight"].t() + w[p + "out_proj.bias"]
+        return self.attn_out[i](concat @ w[p + "out_proj.weight"].t() + w[p + "out_proj.bias"])
 
     def forward(self, ids):
         w = self.w
         S = ids.shape[1]
-        x = w["embed.src.weight"][ids] + w["embed.positions.weight"][:S]
+        x = self.embed(w["embed.src.weight"][ids] + w["embed.positions.weight"][:S])
         for i in range(self.L):
             p = f"decoder.layers.{i}."
             x = x + self.attention(i, self.norm(x, p + "norm1"))
