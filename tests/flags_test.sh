@@ -70,6 +70,11 @@ refuse "--mask padding-both is about padded positions, and none are marked" run 
 refuse "--mask none attends to padded keys, but --src-key-padding-mask marks some" run --input $E/x.npy --dec-layers 0 --mask none --src-key-padding-mask $E/src_key_padding_mask.npy
 refuse "--mask padding-both is about padded positions and this input has none" run --text "a b c" --mask padding-both
 refuse "--mask none is about padded positions and this input has none" run --preset seed000 --seq 8 --batch 2 --mask none
+# --scores with an edit of one text: refused before anything runs (nothing printed ahead of the line)
+refuse "--scores measures each head on 8 random sequences, where --lens" run --load assets/induction-2l.safetensors --text abcab --lens --scores
+if [ -s "$tmp/out" ]; then bad "run --lens --scores printed $(wc -l <"$tmp/out") lines before refusing"; else ok; fi
+# a bare state_dict's missing-flags message asks for --mask: none is the answer "no mask", and it runs
+works run --load $E/weights.safetensors --input $E/x.npy --heads 4 --norm pre --activation gelu --mask none --expect $E/out.npy
 refuse "--vocab 10 sizes the token table and the vocabulary head; this model reads vectors" run --input $E/x.npy --dec-layers 0 --vocab 10
 refuse "--dropout 0.2 acts only in training: add --train-mode" run --dropout 0.2
 refuse "--dropout 0.2 acts only in training" run --input $E/x.npy --dec-layers 0 --dropout 0.2

@@ -190,7 +190,7 @@ static ts_status all_positions(const attr_opts *o, const ts_dla *d, const ts_lmt
         }
         printf("\n");
     }
-    printf("%-22s", "the model's");
+    printf("%-22s", diff ? "the model's difference" : "the model's logit");
     for (int p = 0; p < S; p++) printf(" %6.2f", (double)d->logit[p]);
     printf("\n");
     if ((o->npz || o->json) && !o->output) goto out;

@@ -18,6 +18,25 @@ typedef struct patch_opts {
     sweep_look look; /* --title, --caption, --projector */
 } patch_opts;
 
+/* "decoder.layers.1.self_attn.head3" -> "L1 head 3", ".self_attn.out" ->
+ * "L1 attn", ".ffn.out" -> "L1 FFN", ".out" -> "L1 out": a figure's row
+ * labels short enough to be read whole. Other names stay as they are. */
+static void short_step_name(const char *name, char *out, size_t size) {
+    const char *rest;
+    int layer = ts_name_stack_layer(name, "decoder", &rest);
+    if (layer < 0 || *rest != '.') {
+        snprintf(out, size, "%s", name);
+        return;
+    }
+    rest++;
+    int64_t head;
+    if (strncmp(rest, "self_attn.head", 14) == 0 && ts_text_int(rest + 14, 0, 1 << 16, &head))
+        snprintf(out, size, "L%d head %lld", layer, (long long)head);
+    else if (strcmp(rest, "self_attn.out") == 0) snprintf(out, size, "L%d attn", layer);
+    else if (strcmp(rest, "ffn.out") == 0) snprintf(out, size, "L%d FFN", layer);
+    else snprintf(out, size, "L%d %s", layer, rest);
+}
+
 static int run(const patch_opts *o) {
     ts_status st = o->output ? sweep_cli_check_output(o->output) : TS_OK;
     if (!st) st = sweep_cli_look_check(&o->look, o->output || !(o->npz || o->json));
@@ -100,16 +119,26 @@ static int run(const patch_opts *o) {
             goto out;
         }
     }
+    /* the figure's rows by short names (the table and the files keep the full ones) */
+    char (*short_rows)[32] = calloc((size_t)sw.rows, sizeof *short_rows);
+    const char **sl = calloc((size_t)sw.rows, sizeof *sl);
+    if (!short_rows || !sl) {
+        free(short_rows), free(sl), free(labels), free(cl), free(rl);
+        rc = ts_cli_error("patch", "out of memory");
+        goto out;
+    }
+    for (int r = 0; r < sw.rows; r++) short_step_name(sw.names[r], short_rows[r], sizeof short_rows[r]), sl[r] = short_rows[r];
     const char *path = o->output ? o->output : "patch.png";
     char title[200], sub[300];
     snprintf(title, sizeof title, "activation patching: logit(%s) \xe2\x88\x92 logit(%s) restored", a_label, w_label);
-    snprintf(sub, sizeof sub, "one position of one layer's stream from the clean run; 1: all of it (clean %.2f, "
+    snprintf(sub, sizeof sub, "one step at one position from the clean run; 1: all of it (clean %.2f, "
                               "corrupted %.2f) \xc2\xb7 * where the texts differ", sw.clean_diff, sw.corrupt_diff);
     sweep_figure f = {.path = path, .title = title, .subtitle = sub, .row_axis = "patched step",
                       .col_axis = "position (corrupted text)", .values = sw.restored, .rows = sw.rows, .cols = S,
-                      .row_labels = rl, .col_labels = cl, .unit = true, .look = &o->look};
+                      .row_labels = sl, .col_labels = cl, .unit = true, .look = &o->look};
     if ((st = sweep_cli_figure(&f))) rc = ts_cli_error("patch", "%s", ts_last_error());
     else printf("wrote %s\n", path);
+    free(short_rows), free(sl);
     free(labels), free(cl), free(rl);
 out:
     ts_patch_sweep_free(&sw);

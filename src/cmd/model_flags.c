@@ -54,7 +54,8 @@ int model_flags_table(ts_flag *t, int n, model_flags *mf) {
          "sinusoidal formula: the paper's, or seed 001's two tries (paper)",
          "paper|seed001-sin-only|seed001-odd-exponent", NULL, &s[F_PE_VARIANT]},
         {"--mask", TS_FLAG_CHOICE, &mf->mask, NULL,
-         "encoder self-attention mask: pad keys (padding), nothing, causal + pad keys, pad keys and pad rows",
+         "encoder self-attention mask: none (every key seen), causal (earlier keys only, and padded keys "
+         "hidden), padding (padded keys hidden), padding-both (padded keys and padded rows)",
          "none|causal|padding|padding-both", NULL, &s[F_MASK]},
         {"--train-mode", TS_FLAG_BOOL, &mf->train_mode, NULL, "forward as in training: dropout on, seeded (off)",
          NULL, NULL, &s[F_TRAIN_MODE]},
@@ -467,7 +468,10 @@ static ts_status unused_flags(const model_flags *mf, const ts_model_config *c, c
         return ts_fail(TS_ERR_ARG, "--seed %d picks random parameters, random input and dropout; here the "
                                    "parameters come from %s, the input is given and there is no --train-mode",
                        mf->seed, g->weights_path);
-    if (s[F_MASK] && !c->causal && !padded) {
+    /* A bare state_dict cannot say whether its encoder is causal, so its
+     * missing-flags message asks; --mask none is then the answer "no mask". */
+    bool answers_causal = c->mask == TS_MASK_NONE && g && g->base;
+    if (s[F_MASK] && !c->causal && !padded && !answers_causal) {
         if (g && g->input)
             return ts_fail(TS_ERR_ARG, "--mask %s is about padded positions, and none are marked: give "
                                        "--src-key-padding-mask M.npy (True = padding)", mf->mask);

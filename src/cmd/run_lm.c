@@ -101,9 +101,6 @@ static int print_scores(const char *load, const ts_load_options *lo, const exper
     ts_model_config cfg;
     ts_experiment ex;
     ts_experiment_init(&ex);
-    if (xc->patch.count || xc->lens)
-        return ts_cli_error("run", "--scores measures on 8 random sequences; %s belongs to one text: give --text too",
-                            xc->patch.count ? "--patch" : "--lens");
     ts_status st = ts_lm_checkpoint_read(load, lo, &cfg, NULL);
     if (!st) st = ts_lm_checkpoint_open(load, lo, 8, cfg.seq, &m, &tok);
     if (st) return ts_cli_error("run", "%s", ts_last_error());
@@ -175,6 +172,11 @@ int run_lm(const char *load, const ts_load_options *lo, const ts_cli_list *text,
     if (print_shapes)
         return ts_cli_error("run", "--print-shapes: a checkpoint's steps and shapes are listed by tscope info of a "
                                    "trace of it (--trace T.tstrace --level shapes)");
+    /* checked before anything runs, so that no table is printed ahead of the refusal */
+    if (scores && (xc->patch.count || xc->lens))
+        return ts_cli_error("run", "--scores measures each head on 8 random sequences, where %s (which belongs to one "
+                                   "text) has no place: run --scores in a command of its own",
+                            xc->patch.count ? "--patch" : "--lens");
     if (scores && text->count == 0 && !ids_path && !tc->path) return print_scores(load, lo, xc);
     if (ids_path && text->count) return ts_cli_error("run", "--text and --ids both give the input: choose one");
     if (!ids_path && text->count != 1)
