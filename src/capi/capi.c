@@ -468,6 +468,9 @@ static bool cached_ok(const ts_capi_model *c, int S, int n, const ts_capi_pass *
 
 ts_status ts_capi_generate(ts_capi_model *c, const int32_t *ids, int S, int n, float temperature, int top_k,
                            uint64_t seed, const ts_capi_pass *p, int32_t *out, float *probs) {
+    if (ts_model_is_masked_lm(&c->base))
+        return ts_fail(TS_ERR_ARG, "generate: a masked language model (BERT): it scores the token at each position, not "
+                       "the next one, so it does not write text; m(ids) shows what it predicts");
     if (!ts_model_is_lm(&c->base)) return ts_fail(TS_ERR_ARG, "generate: this model is not a language model");
     if (S < 1) return ts_fail(TS_ERR_ARG, "generate: give a prompt of at least one token");
     if (n < 0) return ts_fail(TS_ERR_ARG, "generate: %d new tokens", n);
@@ -532,6 +535,10 @@ ts_status ts_capi_attribute(ts_capi_model *c, const int32_t *ids, int S, const i
                             float *share, int64_t share_cap, float *logit, int32_t *answer_out, int32_t *wrong_out,
                             char **part_names) {
     *part_names = NULL;
+    if (ts_model_is_masked_lm(&c->base))
+        return ts_fail(TS_ERR_ARG, "attribute: this is a masked language model (BERT), whose logits score the token "
+                       "at each position, not the next one: use m.run(ids, ablate=, patch=), hooks, or tscope run "
+                       "--lens");
     if (c->base.input != TS_INPUT_TOKENS || !ts_model_is_lm(&c->base))
         return ts_fail(TS_ERR_ARG, "attribute: this model is not a language model");
     TS_TRY(check_ids(c, ids, S, "ids"));

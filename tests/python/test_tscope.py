@@ -259,6 +259,13 @@ def bert_token_types_match_hugging_face_and_the_command_line():
             raise AssertionError("no error")
         except tscope.TscopeError as e:
             assert words in str(e) and "\n" not in str(e), str(e)
+    for call, words in ((lambda: b.generate(bids[0], 2), "scores the token at each position, not the next one"),
+                        (lambda: b.attribute(bids[0]), "score the token at each position, not the next one")):
+        try:
+            call()
+            raise AssertionError("no error")
+        except tscope.TscopeError as e:
+            assert words in str(e) and "masked language model (BERT)" in str(e), str(e)
     try:
         m(ids, token_types=np.zeros_like(ids))
         raise AssertionError("no error")
