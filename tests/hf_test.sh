@@ -104,6 +104,11 @@ lens_is_output() {
     [ -n "$last" ] && [ "$last" = "$pred" ] && ok || bad "$what's lens at its last layer ($last) is not the model's argmax ($pred)"
 }
 lens_is_output bert
+# its figure says so: each cell the token at its position through the masked-LM head, framed where it is the input's
+expect 0 "bert's lens traced" -- "$bin" run --load "$ref/bert" --ids "$tmp/one_ids.npy" --token-types "$tmp/one_types.npy" --lens --trace "$tmp/bert_lens.tstrace"
+expect 0 "bert's lens as SVG" -- "$bin" png "$tmp/bert_lens.tstrace" --tensor lens.layers.0 -o "$tmp/bert_lens.svg"
+has "$(cat "$tmp/bert_lens.svg" 2>/dev/null)" "the token at that position as that layer" "bert's lens figure: the token at each position"
+has "$(cat "$tmp/bert_lens.svg" 2>/dev/null)" "the token that is there in the input" "bert's lens figure: what the red frame means"
 for d in llama gemma; do
     npy "$tmp/one_ids.npy" row "$ref/$d/ids.npy" 0
     expect 0 "$d's lens" -- "$bin" run --load "$ref/$d" --ids "$tmp/one_ids.npy" --lens
@@ -116,6 +121,7 @@ expect 0 "bert's attention as PNG" -- "$bin" png "$tmp/bert.tstrace" --tensor en
 # what a masked LM does not do: write text, or score heads by the next token
 expect 2 "generate with bert" -- "$bin" generate --load "$ref/$d" --prompt "x" -n 2
 has "$err" "masked language model (BERT)" "generate refused"
+has "$err" "run --load $ref/$d --ids IDS.npy (it has no tokenizer) shows what it predicts" "generate suggests --ids where there is no tokenizer"
 expect 2 "the ablation sweep with bert" -- "$bin" ablate --load "$ref/$d" --text "x"
 has "$err" "masked language model (BERT)" "ablate's sweep refused"
 expect 2 "--scores with bert" -- "$bin" run --load "$ref/$d" --ids "$ref/$d/ids.npy" --scores

@@ -443,6 +443,34 @@ static void narrow_lens_shows_the_last_positions(void **state) {
     canvas_free(&c);
 }
 
+/* A masked LM's lens says what its cells are (the token at each position)
+ * in its own caption; the grid, frames and all, is drawn the same. */
+static void masked_lens_has_its_own_caption(void **state) {
+    (void)state;
+    enum { L = 2, S = 4 };
+    int top[L * S] = {1, 2, 3, 4, 1, 2, 3, 4}, next[S] = {1, 0, 3, 0};
+    float prob[L * S] = {0.1f, 0.2f, 0.3f, 0.4f, 0.5f, 0.6f, 0.7f, 0.8f};
+    int w, h;
+    ts_render_lens_size(L, S, &w, &h);
+    uint32_t band[2], grid[2]; /* a hash of the caption's rows and of the rest */
+    for (int k = 0; k < 2; k++) {
+        ts_render_lens_view v = {.layers = L, .positions = S, .top = top, .prob = prob, .next = next,
+                                 .masked = k == 1, .title = "lens", .subtitle = ""};
+        canvas c = canvas_new(w, h);
+        assert_ok(ts_render_lens(c.cr, c.area, &v));
+        cairo_surface_flush(c.surface);
+        band[k] = grid[k] = 2166136261u;
+        for (int y = 0; y < h; y++)
+            for (int x = 0; x < w; x++) {
+                uint32_t *acc = y >= 50 && y < 90 ? &band[k] : y >= 100 ? &grid[k] : NULL;
+                if (acc) *acc = (*acc ^ pixel(c.surface, x, y)) * 16777619u;
+            }
+        canvas_free(&c);
+    }
+    assert_true(band[0] != band[1]);
+    assert_true(grid[0] == grid[1]);
+}
+
 static void hit_test_finds_the_cell(void **state) {
     (void)state;
     float w[16], sm[16];
@@ -1330,6 +1358,7 @@ int main(void) {
         cmocka_unit_test(scene_draws_padded_query_rows_as_padding),
         cmocka_unit_test(long_sequence_shows_every_row),
         cmocka_unit_test(narrow_lens_shows_the_last_positions),
+        cmocka_unit_test(masked_lens_has_its_own_caption),
         cmocka_unit_test(hit_test_finds_the_cell),
         cmocka_unit_test(bad_input_is_an_error),
         cmocka_unit_test(png_unpremultiplies),

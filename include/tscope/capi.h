@@ -89,10 +89,10 @@ ts_status ts_capi_token_label(const ts_capi_model *m, int32_t id, char *buf, int
 ts_status ts_capi_steps(ts_capi_model *m, int B, int S, char **out);
 
 /* One forward over ids (B, S) (and tgt (B, T) for an encoder-decoder, else
- * NULL), with the pass's edits, watches and trace; logits (B, S or T, V)
+ * NULL; types (B, S): BERT's token types, NULL for all 0), with the pass's edits, watches and trace; logits (B, S or T, V)
  * copied into out (numel floats; NULL: not copied), *out_numel its size. */
-ts_status ts_capi_forward(ts_capi_model *m, const int32_t *ids, int B, int S, const int32_t *tgt, int T,
-                          const ts_capi_pass *pass, float *out, int64_t out_cap, int64_t *out_numel);
+ts_status ts_capi_forward(ts_capi_model *m, const int32_t *ids, const int32_t *types, int B, int S, const int32_t *tgt,
+                          int T, const ts_capi_pass *pass, float *out, int64_t out_cap, int64_t *out_numel);
 
 /* The same for a model over vectors (no token table): x (B, S, W) with W
  * its input width, and tgt (B, T, d_model) for an encoder-decoder (else NULL). */

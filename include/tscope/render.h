@@ -309,14 +309,16 @@ int ts_render_ids_height(int n, double width);
 /* The logit lens (tscope run --lens): positions across, layers down; each
  * cell the token the layer's stream would predict next, coloured by its
  * probability (viridis, 0 to 1). A cell framed in red predicted the token
- * that does come next. */
+ * that does come next (a masked LM's: the token at that position). */
 typedef struct ts_render_lens_view {
     int layers, positions;
     const int *top;             /* (layers, positions) the most likely next token */
     const float *prob;          /* (layers, positions) its probability */
     const char *const *vocab;   /* labels of the vocabulary, or NULL (ids then) */
     const char *const *tokens;  /* (positions) the input's tokens, or NULL */
-    const int *next;            /* (positions) the token that comes next, -1 unknown; or NULL */
+    const int *next;            /* (positions) the token that comes next (masked: the one there), -1 unknown; or NULL */
+    bool masked;                /* a masked LM (BERT): each layer read through the masked-LM head, each cell
+                                   the token at its own position, not the next one */
     const char *title, *subtitle;
 } ts_render_lens_view;
 

@@ -24,6 +24,7 @@ import os
 import re
 import shutil
 import tempfile
+import warnings
 from collections.abc import Mapping
 from ctypes import POINTER, c_char_p, c_float, c_int, c_int32, c_int64, c_void_p
 
@@ -184,6 +185,7 @@ class Model:
         self.source = source
         self.config = json.loads(_lib.ts_capi_config(handle).decode())
         self._steps = {}
+        self._types_warned = False
 
     def __del__(self):
         h, self._h = getattr(self, "_h", None), None
@@ -269,15 +271,47 @@ class Model:
         return [n for n in names if glob is None or fnmatch.fnmatchcase(n, glob)]
 
     # ---- passes ----
-    def run(self, ids, *, tgt=None, hooks=None, names=None, cache=None, trace=None, level=None,
+    def _token_types(self, tt, B, S):
+        """BERT's token types as (B, S) int32, refused as `tscope run --token-types` refuses them. None
+        on a model with token types runs all of them 0 (as Hugging Face does, right for one segment)
+        but warns once with the command line's words: a pair of segments then gives other logits, and
+        requiring the array would refuse every one-segment call that is right as it is."""
+        K = self.config.get("type_vocab") or 0
+        if tt is None:
+            if K and not self._types_warned:
+                self._types_warned = True
+                warnings.warn(f"token types all 0, none given ({K} kinds): give token_types= for a pair of "
+                              "segments", stacklevel=3)
+            return None
+        if not K:
+            raise TscopeError("token_types: this model has no token type embeddings (BERT's segments)")
+        t = np.asarray(tt)
+        if t.dtype.kind not in "iu":
+            raise TscopeError(f"token_types: give integer token types, not {t.dtype}")
+        if not ((t.ndim == 2 and t.shape == (B, S)) or (t.ndim == 1 and B == 1 and t.shape == (S,))):
+            raise TscopeError(f"token_types is {t.shape}; the ids are ({B}, {S}): one type for each id")
+        bad = np.flatnonzero((t < 0) | (t >= K))
+        if bad.size:
+            i = int(bad[0])
+            raise TscopeError(f"token_types: type {int(t.reshape(-1)[i])} at position {i} is not one of the "
+                              f"model's {K} (0 to {K - 1})")
+        return np.ascontiguousarray(t.reshape(B, S), dtype=np.int32)
+
+    def run(self, ids, *, token_types=None, tgt=None, hooks=None, names=None, cache=None, trace=None, level=None,
             ablate=None, patch=None, add=None, mean_from=None):
         """One forward pass: the logits (B, S, V) (or the last stack's output). ids: token ids, or float
-        vectors (B, S, W) for a model without a token table (tgt likewise). hooks: [(NAME_OR_GLOB, fn)]
+        vectors (B, S, W) for a model without a token table (tgt likewise). token_types: BERT's segments,
+        integers (B, S) or (S) below the model's type_vocab (`tscope run --token-types`); left out on a
+        model with token types they are all 0, with a warning once (see _token_types: right for one
+        segment, as in Hugging Face, but not silent). hooks: [(NAME_OR_GLOB, fn)]
         edit steps; names: globs copied into `cache`; trace: a .tstrace written as `tscope run --trace`
         writes one; ablate/patch/add/mean_from: the command line's edits (docs/experiments.md)."""
         vectors = not isinstance(ids, str) and np.asarray(ids).dtype.kind == "f"
         a = self._vectors(ids, "x") if vectors else self._ids(ids)
         B, S = a.shape[:2]
+        if vectors and token_types is not None:
+            raise TscopeError("token_types: this model has no token type embeddings (BERT's segments)")
+        types = None if vectors else self._token_types(token_types, B, S)
         t = None
         T = 0
         if tgt is not None:
@@ -298,7 +332,8 @@ class Model:
             st = _lib.ts_capi_forward_vectors(self._h, f32(a), B, S, a.shape[2], f32(t), T, ctypes.byref(p), f32(out),
                                               cap, ctypes.byref(n))
         else:
-            st = _lib.ts_capi_forward(self._h, a.ctypes.data_as(POINTER(c_int32)), B, S,
+            st = _lib.ts_capi_forward(self._h, a.ctypes.data_as(POINTER(c_int32)),
+                                      types.ctypes.data_as(POINTER(c_int32)) if types is not None else None, B, S,
                                       t.ctypes.data_as(POINTER(c_int32)) if t is not None else None, T,
                                       ctypes.byref(p), f32(out), cap, ctypes.byref(n))
         h.raise_error()
@@ -312,7 +347,8 @@ class Model:
     __call__ = run
 
     def run_with_cache(self, ids, names="*", **kw):
-        """(logits, cache): cache maps each step matching names (a glob or a list) to a copy of its values."""
+        """(logits, cache): cache maps each step matching names (a glob or a list) to a copy of its values.
+        token_types= and the other keywords as for run."""
         vectors = not isinstance(ids, str) and np.asarray(ids).dtype.kind == "f"
         a = self._vectors(ids, "x") if vectors else self._ids(ids)
         cache = Cache(self, None if vectors else a)
@@ -322,7 +358,8 @@ class Model:
     def run_with_hooks(self, ids, hooks=(), **kw):
         """The logits with hooks [(NAME_OR_GLOB, fn)]: fn(x, step) gets the step's values as a writable
         array before anything reads them; it edits in place or returns an array of x's shape.
-        "ATTN.headK" hands over head K's slice of ATTN.values, (B, S, hd)."""
+        "ATTN.headK" hands over head K's slice of ATTN.values, (B, S, hd). token_types= and the other
+        keywords as for run."""
         return self.run(ids, hooks=hooks, **kw)
 
     def generate(self, ids, n, *, hooks=None, temperature=1.0, top_k=0, seed=0, names=None, cache=None,

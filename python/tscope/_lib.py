@@ -69,7 +69,7 @@ ts_capi_tokenize = _decl("ts_capi_tokenize", S, c_void_p, c_char_p, POINTER(c_in
 ts_capi_decode = _decl("ts_capi_decode", S, c_void_p, POINTER(c_int32), c_int64, POINTER(c_void_p))
 ts_capi_token_label = _decl("ts_capi_token_label", S, c_void_p, c_int32, ctypes.c_char_p, c_int64)
 ts_capi_steps = _decl("ts_capi_steps", S, c_void_p, c_int, c_int, POINTER(c_void_p))
-ts_capi_forward = _decl("ts_capi_forward", S, c_void_p, POINTER(c_int32), c_int, c_int, POINTER(c_int32), c_int,
+ts_capi_forward = _decl("ts_capi_forward", S, c_void_p, POINTER(c_int32), POINTER(c_int32), c_int, c_int, POINTER(c_int32), c_int,
                         POINTER(Pass), POINTER(c_float), c_int64, POINTER(c_int64))
 ts_capi_forward_vectors = _decl("ts_capi_forward_vectors", S, c_void_p, POINTER(c_float), c_int, c_int, c_int,
                                 POINTER(c_float), c_int, POINTER(Pass), POINTER(c_float), c_int64, POINTER(c_int64))

@@ -425,8 +425,8 @@ static ts_status forward_pass(ts_capi_model *c, const ts_model_input *in, const 
     return st;
 }
 
-ts_status ts_capi_forward(ts_capi_model *c, const int32_t *ids, int B, int S, const int32_t *tgt, int T,
-                          const ts_capi_pass *p, float *out, int64_t out_cap, int64_t *out_numel) {
+ts_status ts_capi_forward(ts_capi_model *c, const int32_t *ids, const int32_t *types, int B, int S, const int32_t *tgt,
+                          int T, const ts_capi_pass *p, float *out, int64_t out_cap, int64_t *out_numel) {
     bool two = c->base.arch == TS_ARCH_ENCODER_DECODER;
     if (two && !tgt) return ts_fail(TS_ERR_ARG, "an encoder-decoder reads a target too: give tgt ids");
     if (!two && tgt) return ts_fail(TS_ERR_ARG, "this model has one stack: it reads no target");
@@ -435,7 +435,15 @@ ts_status ts_capi_forward(ts_capi_model *c, const int32_t *ids, int B, int S, co
                        c->base.in_dim ? c->base.in_dim : c->base.d_model);
     TS_TRY(check_ids(c, ids, (int64_t)B * S, "ids"));
     if (tgt) TS_TRY(check_ids(c, tgt, (int64_t)B * T, "tgt"));
-    ts_model_input in = {.src_ids = ids, .tgt_ids = tgt};
+    /* BERT's segments, in run --token-types' words */
+    int K = c->base.type_vocab;
+    if (types && K < 1)
+        return ts_fail(TS_ERR_ARG, "token_types: this model has no token type embeddings (BERT's segments)");
+    for (int64_t i = 0; types && i < (int64_t)B * S; i++)
+        if (types[i] < 0 || types[i] >= K)
+            return ts_fail(TS_ERR_ARG, "token_types: type %d at position %lld is not one of the model's %d (0 to %d)",
+                           (int)types[i], (long long)i, K, K - 1);
+    ts_model_input in = {.src_ids = ids, .src_types = types, .tgt_ids = tgt};
     return forward_pass(c, &in, ids, B, S, T, p, out, out_cap, out_numel);
 }
 
@@ -460,6 +468,9 @@ static bool cached_ok(const ts_capi_model *c, int S, int n, const ts_capi_pass *
 
 ts_status ts_capi_generate(ts_capi_model *c, const int32_t *ids, int S, int n, float temperature, int top_k,
                            uint64_t seed, const ts_capi_pass *p, int32_t *out, float *probs) {
+    if (ts_model_is_masked_lm(&c->base))
+        return ts_fail(TS_ERR_ARG, "generate: a masked language model (BERT): it scores the token at each position, not "
+                       "the next one, so it does not write text; m(ids) shows what it predicts");
     if (!ts_model_is_lm(&c->base)) return ts_fail(TS_ERR_ARG, "generate: this model is not a language model");
     if (S < 1) return ts_fail(TS_ERR_ARG, "generate: give a prompt of at least one token");
     if (n < 0) return ts_fail(TS_ERR_ARG, "generate: %d new tokens", n);
@@ -524,6 +535,10 @@ ts_status ts_capi_attribute(ts_capi_model *c, const int32_t *ids, int S, const i
                             float *share, int64_t share_cap, float *logit, int32_t *answer_out, int32_t *wrong_out,
                             char **part_names) {
     *part_names = NULL;
+    if (ts_model_is_masked_lm(&c->base))
+        return ts_fail(TS_ERR_ARG, "attribute: this is a masked language model (BERT), whose logits score the token "
+                       "at each position, not the next one: use m.run(ids, ablate=, patch=), hooks, or tscope run "
+                       "--lens");
     if (c->base.input != TS_INPUT_TOKENS || !ts_model_is_lm(&c->base))
         return ts_fail(TS_ERR_ARG, "attribute: this model is not a language model");
     TS_TRY(check_ids(c, ids, S, "ids"));

@@ -139,8 +139,8 @@ static int generate(const gen_opts *o, int argc, char **argv) {
     if (!st) st = ts_lm_checkpoint_read(o->load, &o->lm, &cfg, &tok);
     if (!st && ts_model_is_masked_lm(&cfg))
         st = ts_fail(TS_ERR_ARG, "%s is a masked language model (BERT): it scores the token at each position, not the "
-                     "next one, so it does not write text; tscope run --load %s --text shows what it predicts",
-                     o->load, o->load);
+                     "next one, so it does not write text; tscope run --load %s %s shows what it predicts",
+                     o->load, o->load, tok.count ? "--text" : "--ids IDS.npy (it has no tokenizer)");
     if (!st && tok.count == 0)
         st = ts_fail(TS_ERR_ARG, "%s has no tokenizer (no %s beside it) to read --prompt with", o->load,
                      ts_lm_tokenizer_files(o->load));

@@ -230,6 +230,50 @@ def errors_are_exceptions_with_tscopes_message():
 
 
 @test
+def bert_token_types_match_hugging_face_and_the_command_line():
+    bert = os.path.join(ROOT, "tests", "ref", "hf", "bert")
+    b = tscope.load(bert)
+    bids = np.load(os.path.join(bert, "ids.npy"))
+    tt_path = os.path.join(bert, "token_type_ids.npy")
+    tt = np.load(tt_path)
+    want = np.load(os.path.join(bert, "logits.npy"))
+    got = b(bids, token_types=tt)
+    close("BERT with its token types", got, want)
+    close("run_with_cache with token types", b.run_with_cache(bids, token_types=tt)[0], want)
+    close("run_with_hooks with token types", b.run_with_hooks(bids, token_types=tt), want)
+    mine = os.path.join(TMP, "bert_logits.npy")
+    np.save(mine, got)
+    subprocess.run([TSCOPE, "run", "--load", bert, "--ids", os.path.join(bert, "ids.npy"), "--token-types", tt_path,
+                    "--expect", mine, "--tol", "1e-4"], check=True, capture_output=True, text=True)
+    import warnings
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        b(bids)
+        b(bids)
+    said = [str(x.message) for x in w]
+    assert len(said) == 1 and "token types all 0, none given" in said[0], said
+    for bad, words in ((tt[:, :-1], "one type for each id"), (tt + 2, "is not one of the model's 2"),
+                       (tt.astype(np.float32), "integer token types")):
+        try:
+            b(bids, token_types=bad)
+            raise AssertionError("no error")
+        except tscope.TscopeError as e:
+            assert words in str(e) and "\n" not in str(e), str(e)
+    for call, words in ((lambda: b.generate(bids[0], 2), "scores the token at each position, not the next one"),
+                        (lambda: b.attribute(bids[0]), "score the token at each position, not the next one")):
+        try:
+            call()
+            raise AssertionError("no error")
+        except tscope.TscopeError as e:
+            assert words in str(e) and "masked language model (BERT)" in str(e), str(e)
+    try:
+        m(ids, token_types=np.zeros_like(ids))
+        raise AssertionError("no error")
+    except tscope.TscopeError as e:
+        assert "no token type embeddings" in str(e), str(e)
+
+
+@test
 def presets_and_batches():
     g = tscope.load("lm", vocab=50, d_model=32, heads=2, ffn=64, layers=1, seq=16, seed=7)
     assert g.config["d_model"] == 32 and not g.has_tokenizer

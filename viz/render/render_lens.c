@@ -1,7 +1,7 @@
 /* render_lens: the logit lens as the grid people know it (render.h). Rows are
  * layers, top to bottom as the stream flows; columns are positions, the
  * input's token above each. A cell holds the token that layer would predict
- * next and its probability, and its colour is that probability on one fixed
+ * next (a masked LM's: the token at that position) and its probability, and its colour is that probability on one fixed
  * scale (0 to 1), so layers compare at a glance. */
 #include <math.h>
 #include <stdio.h>
@@ -52,9 +52,16 @@ ts_status ts_render_lens(cairo_t *cr, ts_render_rect area, const ts_render_lens_
     double pad = TS_RENDER__PAD;
     double y0 = area.y + ts_render__title(&p, area, v->title, v->subtitle) + 6;
     ts_render__font note = ts_render__font_of(TS_RENDER__LABEL_SIZE, 0, ts_render__muted);
-    ts_render__text(&p, "each cell: the next token that layer's stream predicts through the final norm and the head",
-                    &note, area.x + pad, y0, 0, 0, 0);
-    ts_render__text(&p, "framed in red: it is the token that does come next", &note, area.x + pad, y0 + 16, 0, 0, 0);
+    if (v->masked) { /* BERT: the masked-LM head scores the token at each position itself */
+        ts_render__text(&p, "each cell: the token at that position as that layer's stream predicts it through the "
+                            "masked-LM head", &note, area.x + pad, y0, 0, 0, 0);
+        ts_render__text(&p, "framed in red: it is the token that is there in the input", &note, area.x + pad, y0 + 16,
+                        0, 0, 0);
+    } else {
+        ts_render__text(&p, "each cell: the next token that layer's stream predicts through the final norm and the head",
+                        &note, area.x + pad, y0, 0, 0, 0);
+        ts_render__text(&p, "framed in red: it is the token that does come next", &note, area.x + pad, y0 + 16, 0, 0, 0);
+    }
     double gx = area.x + pad + LEFT, gy = y0 + 38 + HEAD;
     /* cells fill the area they are given (a lesson's page), within reason; an
      * area too narrow for every position shows the last ones, where the text

@@ -138,14 +138,22 @@ ts_status scene_build_lens(ts_scene *job) {
         }
         ts_trace_release_values(job->t, i);
     }
-    /* the token that does come next, from the input's ids */
+    /* a masked LM (BERT) reads each position's own token through its masked-LM head:
+     * an encoder with an LM head over tokens and no causal mask (ts_model_is_masked_lm) */
+    const cJSON *arch = scene_config_item(job, "arch"), *head = scene_config_item(job, "head");
+    const cJSON *input = scene_config_item(job, "input");
+    bool masked = cJSON_IsTrue(scene_config_item(job, "mlm_head")) ||
+                  (cJSON_IsString(arch) && strcmp(arch->valuestring, "encoder") == 0 && cJSON_IsString(head) &&
+                   strcmp(head->valuestring, "lm") == 0 && cJSON_IsFalse(scene_config_item(job, "causal")) &&
+                   (!cJSON_IsString(input) || strcmp(input->valuestring, "tokens") == 0));
+    /* the token the lens should find, from the input's ids: the next one (a masked LM: the one there) */
     int64_t in = ts_trace_find(job->t, "input");
     const ts_trace_step *si = in >= 0 ? ts_trace_step_at(job->t, in) : NULL;
     const float *ids = NULL;
     if (si && si->rank == 2 && si->shape[1] == S && si->batch_index < 0 && ts_trace_values(job->t, in, &ids) != TS_OK)
         ids = NULL;
     for (int q = 0; q < S; q++)
-        next[q] = ids && q + 1 < S ? (int)ids[(int64_t)job->rq.batch * S + q + 1] : -1;
+        next[q] = ids && q + !masked < S ? (int)ids[(int64_t)job->rq.batch * S + q + !masked] : -1;
     snprintf(job->title, sizeof job->title, "logit lens: lens.layers.0 to %d", layers - 1);
     snprintf(job->subtitle, sizeof job->subtitle, "%d layers \xc3\x97 %d positions \xc2\xb7 batch %d \xc2\xb7 vocabulary of %d",
              layers, S, job->rq.batch, V);
@@ -156,7 +164,7 @@ ts_status scene_build_lens(ts_scene *job) {
     }
     job->lens = (ts_render_lens_view){.layers = layers, .positions = S, .top = top, .prob = prob,
                                     .vocab = scene_vocab_labels(job, V), .tokens = scene_tokens_for(job, TS_TRACE_SOURCE, S),
-                                    .next = next, .title = job->title, .subtitle = job->subtitle};
+                                    .next = next, .masked = masked, .title = job->title, .subtitle = job->subtitle};
     job->kind = PIC_LENS;
     job->view = TS_RENDER_VIEW_LENS;
     ts_render_lens_size(layers, S, &job->width, &job->height);
