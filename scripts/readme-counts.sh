@@ -19,9 +19,10 @@ case ${1:-} in
 *) echo "readme-counts: unknown argument '$1' (--check or --site BIN)" >&2; exit 2 ;;
 esac
 
-words=(Zero One Two Three Four Five Six Seven Eight Nine Ten Eleven Twelve Thirteen Fourteen Fifteen Sixteen
+number_words="Zero One Two Three Four Five Six Seven Eight Nine Ten Eleven Twelve Thirteen Fourteen Fifteen Sixteen
     Seventeen Eighteen Nineteen Twenty Twenty-one Twenty-two Twenty-three Twenty-four Twenty-five Twenty-six
-    Twenty-seven Twenty-eight Twenty-nine Thirty)
+    Twenty-seven Twenty-eight Twenty-nine Thirty"
+read -r -d '' -a words <<<"$number_words" || true # the words one an element (read ends at the input's end)
 n=$(ls lessons/[0-9]*-*.md | wc -l)
 [ "$n" -lt ${#words[@]} ] || { echo "readme-counts: $n lessons: add words for them" >&2; exit 2; }
 steps=$(cat lessons/[0-9]*-*.md | grep -c '^```tscope step')
