@@ -591,11 +591,14 @@ static ts_status check_form(const ts_lessonrun *r, const ts_lesson *l, const ts_
     static const char *const stats[] = {"min", "max", "mean", "std", "nan"};
     for (int k = 0; k < 5; k++)
         if ((int)strlen(stats[k]) == head && strncmp(it, stats[k], (size_t)head) == 0) return TS_OK;
-    long a, b;
-    char tail;
     char what[MAX_ITEM];
     snprintf(what, sizeof what, "%.*s", head, it);
-    if (sscanf(what, "mean %ld-%ld%c", &a, &b, &tail) == 2) return TS_OK;
+    if (strncmp(what, "mean ", 5) == 0) { /* a stretch, read as the run reads it: whole numbers, nothing else */
+        int64_t a, b;
+        if (ts_text_range(what + 5, INT64_MAX, false, &a, &b)) return TS_OK;
+        return ts_lesson_fail_at(l, kv->line, "expect '%s': 'mean A-B' takes two whole numbers 0 <= A <= B, nothing else",
+                                 item);
+    }
     if (strncmp(what, "at ", 3) == 0 && what[3]) {
         for (const char *c = what + 3; *c; c++)
             if (!isdigit((unsigned char)*c) && *c != ',' && *c != ' ')
