@@ -134,5 +134,18 @@ for b in "${bins[@]}"; do
         ! grep -qE 'Sanitizer|runtime error:' "$tmp/err"; then ok
     else bad "$label: a NaN reaching a softmax: exit $rc: $(grep -E 'NaN|masked' "$tmp/out") / $(cat "$tmp/info") $(head -c 300 "$tmp/err")"; fi
 done
+# NaN logits leave nothing to draw from: generate refuses at the first such token instead of
+# writing the argmax of NaNs (once, a run of line breaks with exit 0)
+for b in "${bins[@]}"; do
+    label=$([ "$b" = "$bin" ] && echo plain || echo sanitized)
+    for temp in 0.8 0; do
+        "$b" generate --load assets/induction-2l.safetensors --prompt "And God" -n 5 --temperature $temp \
+            --ablate decoder.layers.0.norm1.std >"$tmp/out" 2>"$tmp/err"
+        rc=$?
+        if [ $rc = 2 ] && [ ! -s "$tmp/out" ] && [ "$(grep -c '' "$tmp/err")" = 1 ] &&
+            grep -q '^tscope generate: the logits for new token 1 hold NaN or +Inf, so no token can be drawn' "$tmp/err"; then ok
+        else bad "$label: generate with NaN logits at temperature $temp: exit $rc: $(head -c 300 "$tmp/out") / $(head -c 300 "$tmp/err")"; fi
+    done
+done
 echo "hostile inputs: $(grep -c '' "$tmp/cases.tsv") cases on ${#bins[@]} binaries ($cases runs)"
 finish

@@ -523,7 +523,8 @@ void ts_model_mlm_rows(const ts_model *m, float *out, float *scratch, const floa
  * top_k largest logits (0: all; ties at the k-th value are kept), and the
  * token where the cumulative probability passes u (uniform in [0, 1)).
  * probs (V, may be NULL) receives the distribution drawn from: 0 outside the
- * top k; with temperature 0, 1 at the argmax. */
+ * top k; with temperature 0, 1 at the argmax. A row holding NaN or +inf has
+ * nothing to draw from: -1, and probs all NaN (so a trace shows it). */
 int32_t ts_model_sample(const float *logits, int V, float temperature, int top_k, double u, float *probs);
 
 /* The largest of one row of logits (V): its index, the first of equal ones

@@ -522,6 +522,8 @@ ts_status ts_capi_generate(ts_capi_model *c, const int32_t *ids, int S, int n, f
         if (st) break;
         out[len] = ts_model_sample(row, V, temperature, top_k, ts_u01(key, (uint64_t)k),
                                    probs ? probs + (size_t)k * V : NULL);
+        if (out[len] < 0)
+            st = ts_fail(TS_ERR_ARG, "the logits for new token %d hold NaN or +Inf, so no token can be drawn", k + 1);
     }
     free(win);
     ts_kv_cache_free(&kv);

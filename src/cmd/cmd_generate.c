@@ -212,8 +212,13 @@ static int generate(const gen_opts *o, int argc, char **argv) {
             if ((st = ts_model_forward(&m, &in, &edits, &logits))) break;
             row = logits.data + (int64_t)(n - from - 1) * V;
         }
-        ids.ids[ids.count++] =
-            ts_model_sample(row, V, o->temperature, o->top_k, ts_u01(key, (uint64_t)k), probs + (size_t)k * V);
+        int32_t next = ts_model_sample(row, V, o->temperature, o->top_k, ts_u01(key, (uint64_t)k), probs + (size_t)k * V);
+        if (next < 0) {
+            st = ts_fail(TS_ERR_ARG, "the logits for new token %d hold NaN or +Inf, so no token can be drawn "
+                                         "(tscope run --trace on the text names the first step that holds them)", k + 1);
+            break;
+        }
+        ids.ids[ids.count++] = next;
         progress(o, k + 1, tty, &last);
     }
     ts_kv_cache_free(&kv);

@@ -1,5 +1,6 @@
 /* model_sample: the next token from a row of logits (model.h, "sampling"). */
 #include <math.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,7 +30,19 @@ int32_t ts_model_argmax(const float *logits, int V) {
     return arg;
 }
 
+/* NaN or +inf anywhere: no distribution to draw from (-inf is a token never drawn) */
+static bool row_drawable(const float *logits, int V) {
+    for (int v = 0; v < V; v++)
+        if (logits[v] != logits[v] || logits[v] == INFINITY) return false;
+    return true;
+}
+
 int32_t ts_model_sample(const float *logits, int V, float temperature, int top_k, double u, float *probs) {
+    if (!row_drawable(logits, V)) {
+        if (probs)
+            for (int v = 0; v < V; v++) probs[v] = NAN;
+        return -1;
+    }
     int32_t arg = ts_model_argmax(logits, V);
     if (!(temperature > 0)) {
         if (probs) {

@@ -332,6 +332,10 @@ ts_status ts_lm_run_sample(const ts_lm_run *r, const ts_lmtok *tok, const ts_bpe
         /* causal: the positions after the text change nothing before them */
         const float *row = logits.data + (int64_t)(n - from - 1) * V;
         int32_t next = ts_model_sample(row, V, 0.8f, 0, ts_u01(ts_mix64(c.seed ^ 0x5A3Eull), (uint64_t)k), NULL);
+        if (next < 0) {
+            st = ts_fail(TS_ERR_ARG, "the sample's logits hold NaN or +Inf after training");
+            break;
+        }
         if (ids.count == ids.cap) {
             size_t cap = ids.cap ? 2 * ids.cap : 64;
             int32_t *p = realloc(ids.ids, sizeof(int32_t) * cap);
