@@ -17,6 +17,7 @@
 #include <cJSON.h>
 
 #include "bpe_impl.h"
+#include "tok_impl.h"
 #include "tscope/tokenizer.h"
 
 /* The Makefile compiles in the source tree's assets/, like lessons/. */
@@ -72,26 +73,6 @@ struct ts_bpe {
 };
 
 /* ---- small helpers ---- */
-
-static uint32_t hash_bytes(const uint8_t *s, size_t n) {
-    uint32_t h = 2166136261u; /* FNV-1a */
-    for (size_t i = 0; i < n; i++) h = (h ^ s[i]) * 16777619u;
-    return h;
-}
-
-static uint32_t hash_u64(uint64_t k) {
-    k ^= k >> 33;
-    k *= 0xff51afd7ed558ccdULL;
-    k ^= k >> 33;
-    return (uint32_t)k;
-}
-
-/* The smallest power of two >= 2n (a table at most half full). */
-static uint32_t table_size(size_t n) {
-    uint32_t s = 16;
-    while (s < 2 * n) s *= 2;
-    return s;
-}
 
 /* Grow *p to hold at least need elements of size elem; false out of memory. */
 static bool grow(void **p, size_t *cap, size_t need, size_t elem) {
@@ -192,7 +173,7 @@ static long token_to_bytes(const char *s, uint8_t *out, const int16_t *lookup) {
 /* ---- the vocabulary: bytes -> id ---- */
 
 static int32_t vocab_find(const ts_bpe *bpe, const uint8_t *s, size_t n) {
-    uint32_t i = hash_bytes(s, n) & bpe->vocab_mask;
+    uint32_t i = tok_hash_bytes(s, n) & bpe->vocab_mask;
     for (;; i = (i + 1) & bpe->vocab_mask) {
         int32_t id = bpe->vocab_slots[i];
         if (id < 0) return -1;
@@ -210,7 +191,7 @@ static bool vocab_build(ts_bpe *bpe, int32_t *dup) {
             *dup = id;
             return false;
         }
-        uint32_t i = hash_bytes(s, n) & bpe->vocab_mask;
+        uint32_t i = tok_hash_bytes(s, n) & bpe->vocab_mask;
         while (bpe->vocab_slots[i] >= 0) i = (i + 1) & bpe->vocab_mask;
         bpe->vocab_slots[i] = id;
     }
@@ -284,7 +265,7 @@ static ts_status load_vocab(ts_bpe *bpe, const char *path, const int16_t *lookup
     cJSON_Delete(root);
     if (st != TS_OK) return st;
 
-    bpe->vocab_mask = table_size((size_t)n) - 1;
+    bpe->vocab_mask = tok_table_size((size_t)n) - 1;
     bpe->vocab_slots = malloc(((size_t)bpe->vocab_mask + 1) * sizeof *bpe->vocab_slots);
     if (!bpe->vocab_slots) return ts_fail(TS_ERR_NOMEM, "%s: out of memory", path);
     memset(bpe->vocab_slots, 0xff, ((size_t)bpe->vocab_mask + 1) * sizeof *bpe->vocab_slots);
@@ -306,7 +287,7 @@ static ts_status load_vocab(ts_bpe *bpe, const char *path, const int16_t *lookup
 
 static merge_slot *merge_slot_of(ts_bpe *bpe, int32_t left, int32_t right) {
     uint64_t key = ((uint64_t)(uint32_t)left << 32 | (uint32_t)right) + 1;
-    uint32_t i = hash_u64(key) & bpe->merge_mask;
+    uint32_t i = tok_hash_u64(key) & bpe->merge_mask;
     while (bpe->merges[i].key && bpe->merges[i].key != key) i = (i + 1) & bpe->merge_mask;
     bpe->merges[i].key = key; /* the caller fills in the rest */
     return &bpe->merges[i];
@@ -315,7 +296,7 @@ static merge_slot *merge_slot_of(ts_bpe *bpe, int32_t left, int32_t right) {
 /* The merge of a pair, or NULL. */
 static const merge_slot *merge_find(const ts_bpe *bpe, int32_t left, int32_t right) {
     uint64_t key = ((uint64_t)(uint32_t)left << 32 | (uint32_t)right) + 1;
-    uint32_t i = hash_u64(key) & bpe->merge_mask;
+    uint32_t i = tok_hash_u64(key) & bpe->merge_mask;
     for (;; i = (i + 1) & bpe->merge_mask) {
         if (bpe->merges[i].key == key) return &bpe->merges[i];
         if (!bpe->merges[i].key) return NULL;
@@ -352,7 +333,7 @@ static ts_status load_merges(ts_bpe *bpe, const char *path, const int16_t *looku
     }
     size_t lines = 1;
     for (size_t i = 0; i < len; i++) lines += text[i] == '\n';
-    bpe->merge_mask = table_size(lines) - 1;
+    bpe->merge_mask = tok_table_size(lines) - 1;
     bpe->merges = calloc((size_t)bpe->merge_mask + 1, sizeof *bpe->merges);
     uint8_t *scratch = malloc(len + 1);
     char *joined = malloc(len + 1);
@@ -584,7 +565,7 @@ static cache_slot *cache_slot_of(ts_bpe *bpe, const uint8_t *s, size_t n, uint32
 static void cache_put(ts_bpe *bpe, const uint8_t *s, size_t n, uint32_t h, const ts_bpe_ids *out, size_t from) {
     size_t n_ids = out->count - from;
     if (!bpe->cache) {
-        bpe->cache_mask = table_size(CACHE_MAX_ENTRIES) - 1;
+        bpe->cache_mask = tok_table_size(CACHE_MAX_ENTRIES) - 1;
         bpe->cache = calloc((size_t)bpe->cache_mask + 1, sizeof *bpe->cache);
         if (!bpe->cache) return;
     }
@@ -603,7 +584,7 @@ static void cache_put(ts_bpe *bpe, const uint8_t *s, size_t n, uint32_t h, const
 
 static ts_status encode_word(ts_bpe *bpe, const uint8_t *s, size_t n, ts_bpe_ids *out) {
     if (n > CACHE_MAX_WORD) return bpe_word(bpe, s, n, out);
-    uint32_t h = hash_bytes(s, n);
+    uint32_t h = tok_hash_bytes(s, n);
     if (bpe->cache) {
         const cache_slot *c = cache_slot_of(bpe, s, n, h);
         if (c->key_len) {

@@ -13,6 +13,28 @@
 
 #include "tscope/tokenizer.h"
 
+/* ---- open-addressing tables (bpe.c's and tok_merge.c's) ---- */
+static inline uint32_t tok_hash_bytes(const void *bytes, size_t n) {
+    const uint8_t *s = bytes;
+    uint32_t h = 2166136261u; /* FNV-1a */
+    for (size_t i = 0; i < n; i++) h = (h ^ s[i]) * 16777619u;
+    return h;
+}
+
+static inline uint32_t tok_hash_u64(uint64_t k) { /* a pair of ids -> a slot */
+    k ^= k >> 33;
+    k *= 0xff51afd7ed558ccdULL;
+    k ^= k >> 33;
+    return (uint32_t)k;
+}
+
+/* The smallest power of two >= 2n (a table at most half full). */
+static inline uint32_t tok_table_size(size_t n) {
+    uint32_t s = 16;
+    while (s < 2 * n) s *= 2;
+    return s;
+}
+
 /* ---- tok_unicode_data.c (scripts/gen-tok-unicode.py) ---- */
 typedef struct tok_decomp {
     uint32_t cp, a, b; /* cp -> a b (b 0: one code point) */

@@ -6,31 +6,12 @@
 
 #include "tok_impl.h"
 
-static uint32_t hash_bytes(const char *s, size_t n) {
-    uint32_t h = 2166136261u; /* FNV-1a */
-    for (size_t i = 0; i < n; i++) h = (h ^ (uint8_t)s[i]) * 16777619u;
-    return h;
-}
-
-static uint32_t hash_u64(uint64_t k) {
-    k ^= k >> 33;
-    k *= 0xff51afd7ed558ccdULL;
-    k ^= k >> 33;
-    return (uint32_t)k;
-}
-
-static uint32_t table_size(size_t n) {
-    uint32_t s = 16;
-    while (s < 2 * n) s *= 2;
-    return s;
-}
-
 bool tok_vocab_init(tok_vocab *v, int32_t n) {
     *v = (tok_vocab){0};
     v->n = n;
     v->tok = calloc((size_t)n + 1, sizeof *v->tok);
     v->len = calloc((size_t)n + 1, sizeof *v->len);
-    v->mask = table_size((size_t)n) - 1;
+    v->mask = tok_table_size((size_t)n) - 1;
     v->slots = malloc(((size_t)v->mask + 1) * sizeof *v->slots);
     if (!v->tok || !v->len || !v->slots) return false;
     memset(v->slots, 0xff, ((size_t)v->mask + 1) * sizeof *v->slots);
@@ -49,7 +30,7 @@ bool tok_vocab_set(tok_vocab *v, int32_t id, const char *s, size_t len) {
 }
 
 int32_t tok_vocab_find(const tok_vocab *v, const char *s, size_t len) {
-    for (uint32_t i = hash_bytes(s, len) & v->mask;; i = (i + 1) & v->mask) {
+    for (uint32_t i = tok_hash_bytes(s, len) & v->mask;; i = (i + 1) & v->mask) {
         int32_t id = v->slots[i];
         if (id < 0) return -1;
         if (v->len[id] == len && memcmp(v->tok[id], s, len) == 0) return id;
@@ -63,7 +44,7 @@ bool tok_vocab_index(tok_vocab *v, int32_t *dup) {
             *dup = id;
             return false;
         }
-        uint32_t i = hash_bytes(v->tok[id], v->len[id]) & v->mask;
+        uint32_t i = tok_hash_bytes(v->tok[id], v->len[id]) & v->mask;
         while (v->slots[i] >= 0) i = (i + 1) & v->mask;
         v->slots[i] = id;
     }
@@ -81,14 +62,14 @@ void tok_vocab_free(tok_vocab *v) {
 
 bool tok_merges_init(tok_merges *m, size_t expected) {
     m->count = 0;
-    m->mask = table_size(expected + 1) - 1;
+    m->mask = tok_table_size(expected + 1) - 1;
     m->slots = calloc((size_t)m->mask + 1, sizeof *m->slots);
     return m->slots != NULL;
 }
 
 void tok_merges_add(tok_merges *m, int32_t left, int32_t right, int32_t rank, int32_t merged) {
     uint64_t key = ((uint64_t)(uint32_t)left << 32 | (uint32_t)right) + 1;
-    uint32_t i = hash_u64(key) & m->mask;
+    uint32_t i = tok_hash_u64(key) & m->mask;
     while (m->slots[i].key && m->slots[i].key != key) i = (i + 1) & m->mask;
     if (m->slots[i].key) return; /* the first one stays */
     m->slots[i] = (tok_merge_slot){key, rank, merged};
@@ -98,7 +79,7 @@ void tok_merges_add(tok_merges *m, int32_t left, int32_t right, int32_t rank, in
 const tok_merge_slot *tok_merges_find(const tok_merges *m, int32_t left, int32_t right) {
     if (left < 0 || right < 0) return NULL;
     uint64_t key = ((uint64_t)(uint32_t)left << 32 | (uint32_t)right) + 1;
-    for (uint32_t i = hash_u64(key) & m->mask;; i = (i + 1) & m->mask) {
+    for (uint32_t i = tok_hash_u64(key) & m->mask;; i = (i + 1) & m->mask) {
         if (m->slots[i].key == key) return &m->slots[i];
         if (!m->slots[i].key) return NULL;
     }
