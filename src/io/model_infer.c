@@ -555,6 +555,7 @@ static void annotated_settings(ts_weights_info *info, const bool from_meta[TS_SE
     ts_model_config *c = &info->cfg;
     info->codebase = TS_CODEBASE_ANNOTATED;
     c->ln_std_eps = true;
+    c->mask_fill = -1e9f; /* scores.masked_fill(mask == 0, -1e9) */
     c->scale_embed = true;
     info->scale_known = true;
     if (!from_meta[TS_SETTING_NORM]) c->norm = TS_NORM_PRE;
