@@ -36,6 +36,16 @@ expect 1 "Annotated Transformer, the standard LayerNorm" -- "$bin" run --load $A
     --norm-formula standard --expect $A/logits.npy
 expect 1 "Annotated Transformer, eps 1e-5" -- "$bin" run --load $A/model.pt --ids $A/ids.npy --heads 4 --eps 1e-5 \
     --expect $A/logits.npy --tol 1e-6
+# its masked_fill(mask == 0, -1e9): implied by its code, said, a flag over it
+has "$out" "mask fill -1e9" "its -1e9 mask fill is said"
+expect 0 "Annotated Transformer, --mask-fill -inf" -- "$bin" run --load $A/model.pt --ids $A/ids.npy --heads 4 \
+    --mask-fill -inf --expect $A/logits.npy
+has "$out" "mask fill -inf" "--mask-fill -inf is said"
+has "$out" "the output agrees within tol" "-inf and -1e9 agree where every row keeps a key (a causal mask)"
+expect 1 "--mask-fill with a training pass" -- "$bin" run --load $A/model.pt --ids $A/ids.npy --heads 4 \
+    --norm-formula standard --backward
+one_line "--mask-fill with a training pass"
+has "$err" "a finite mask fill (--mask-fill -1e9) has no backward pass yet" "a finite fill's backward is refused, by name"
 expect 2 "Annotated Transformer without --heads" -- "$bin" run --load $A/model.pt --ids $A/ids.npy
 one_line "Annotated Transformer without --heads"
 has "$err" "--heads N" "the heads are asked for"
@@ -204,6 +214,40 @@ for step in encoder.layers.0.norm1.std decoder.layers.1.cross_attn.weights decod
     printf '%s\n' "$out" | grep -q " $step .* ok$" && ok || bad "Annotated Transformer: $step not compared"
 done
 wrong annotated "norm_formula std+eps vs standard" $AF --norm-formula standard
+# the mask fill: -1e9 and -inf hide alike in a row that keeps a key; -1 does not
+expect 0 "Annotated Transformer, -inf fill, traced" -- "$bin" run $AF --mask-fill -inf --trace "$tmp/fill.tstrace" \
+    --level values
+expect 0 "diff --common, -1e9 vs -inf" -- "$bin" diff --common --tol 1e-4 $C/annotated/bridge.tstrace "$tmp/fill.tstrace"
+has "$(printf '%s' "$out" | head -1)" "mask_fill -1e9 ~ -inf (hide alike)" "-1e9 and -inf: the same in effect, said"
+wrong annotated "mask_fill -1e9 vs -1" $AF --mask-fill -1
+# a row with every key hidden (a padded query under --mask padding-both): -1e9 weighs its keys alike, -inf gives 0
+for fill in -1e9 -inf; do
+    expect 0 "every key hidden, fill $fill" -- "$bin" run --arch encoder --text "my name is goro" --text "hi" \
+        --mask padding-both --mask-fill $fill --trace "$tmp/rows$fill.tstrace" --level values
+    expect 0 "info, fill $fill" -- "$bin" info "$tmp/rows$fill.tstrace" --only 'encoder.layers.0.self_attn.weights'
+    printf '%s\n' "$out" >"$tmp/rows$fill.txt"
+done
+# 2 texts x 2 heads x 4 queries, 4 keys: every row sums to 1 (mean 0.25) under -1e9; under -inf 6 of the 16
+# rows ("hi" is one token: 3 padded queries, 2 heads) are 0 (mean 10/16 x 0.25)
+grep -q "weights .* 0\.25 " "$tmp/rows-1e9.txt" && ok || bad "-1e9: the hidden rows are uniform: $(cat "$tmp/rows-1e9.txt")"
+grep -q "weights .* 0\.1562 " "$tmp/rows-inf.txt" && ok || bad "-inf: the hidden rows are 0: $(cat "$tmp/rows-inf.txt")"
+expect 1 "diff, rows all hidden" -- "$bin" diff --common "$tmp/rows-1e9.tstrace" "$tmp/rows-inf.tstrace"
+has "$out" "first divergence: step 14 'encoder.layers.0.self_attn.weights'" "the weights of the hidden rows are named"
+for bad_fill in 5 0 abc nan -1e39 inf; do
+    expect 2 "--mask-fill $bad_fill" -- "$bin" run --mask-fill $bad_fill
+    one_line "--mask-fill $bad_fill"
+    has "$err" "give -inf or a negative number" "--mask-fill $bad_fill refused"
+done
+expect 2 "--mask-fill with nothing hidden" -- "$bin" run --arch encoder --mask-fill -1e9
+one_line "--mask-fill with nothing hidden"
+has "$err" "this model hides none" "a fill with nothing to fill is refused"
+expect 2 "--mask-fill with seed 003's mask" -- "$bin" run --mask-fill -1e9 --variant seed003-mask
+one_line "--mask-fill with seed 003's mask"
+expect 2 "--mask-fill, training" -- "$bin" train --task copy --steps 1 --mask-fill -1e9
+has "$err" "no backward pass yet" "training with a finite fill is refused"
+expect 0 "--mask-fill kept in a checkpoint's config" -- "$bin" run --mask-fill -1e9 --trace "$tmp/cfg.tstrace"
+grep -aq '"mask_fill":-1000000000' "$tmp/cfg.tstrace" && ok || bad "the trace's config records the fill"
+grep -aq '"mask_fill":"-1e9"' "$tmp/cfg.tstrace" && ok || bad "the trace's settings record the fill"
 bridge wlm $WF --mask causal
 wrong wlm "activation relu vs gelu" $WB --mask causal --activation gelu
 finish
