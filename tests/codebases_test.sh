@@ -30,7 +30,12 @@ expect 0 "Annotated Transformer, --heads only" -- "$bin" run --load $A/model.pt 
     --expect $A/logits.npy
 has "$out" "the output agrees within tol" "the Annotated Transformer equals PyTorch's"
 has "$out" "names recognised as the Annotated Transformer's code" "the codebase is said"
-has "$out" "norm pre, activation relu, pe sinusoidal, eps 1e-06" "its settings are said"
+AT="the Annotated Transformer's code"
+has "$out" "; heads from --heads, norm from $AT, activation from $AT, pe from $AT, eps from $AT, norm formula from $AT, mask fill from $AT, embeddings x sqrt(d_model) from $AT" \
+    "each setting's source is in the settings line"
+expect 0 "Annotated Transformer, --norm post over its code" -- "$bin" run --load $A/model.pt --ids $A/ids.npy --heads 4 \
+    --norm post
+has "$out" "heads from --heads, norm from --norm, activation from $AT" "the flag over the code's setting is named"
 has "$out" "eps 1e-06, norm formula std+eps, embeddings x sqrt(d_model)" "the settings line declares the arithmetic"
 expect 1 "Annotated Transformer, the standard LayerNorm" -- "$bin" run --load $A/model.pt --ids $A/ids.npy --heads 4 \
     --norm-formula standard --expect $A/logits.npy
@@ -95,6 +100,8 @@ WB="--load $W/model.pt --load-prefix encoder. --ignore-extra --input $W/x.npy --
 WF="$WB --activation relu"
 expect 0 "word_language_model encoder" -- "$bin" run $WF --mask causal --expect $W/enc_out.npy
 has "$out" "the output agrees within tol" "the encoder equals PyTorch's"
+has "$out" "; heads from --heads, norm from --norm, activation from --activation, pe default: none (as nn.Transformer: the caller embeds), eps default: 1e-05 (PyTorch's), norm formula default: standard, mask fill default: -inf" \
+    "a bare state_dict's settings: each from its flag or said as a default"
 
 # ---- --names ----
 printf '# the older minGPT saved inside a wrapper\nnet\\.layers\\.(.*) -> blocks.\\1\nnet\\.(.*) -> \\1\n' >"$tmp/names.txt"
