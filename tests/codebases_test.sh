@@ -182,6 +182,24 @@ PY
         "$arch: read as the model it was printed for, its token table found"
 done
 
+# a GPT under the names shapes --params prints for --arch decoder (PyTorch wrote it: make_fixtures.py) is read back
+# as the decoder-only model it is, not as an encoder-decoder, and gives PyTorch's logits
+D=$C/decoder
+expect 0 "shapes --params of a decoder-only model" -- "$bin" shapes --params --arch decoder --vocab 12 --d-model 16 \
+    --heads 4 --ffn 32 --layers 2 --seq 8
+printf '%s\n' "$out" | sed -n 's/^\([a-z][a-z0-9_.]*\(weight\|bias\)\) *\(\[[0-9, ]*\]\).*/\1 \3/p' >"$tmp/dec-names.txt"
+cmp -s "$tmp/dec-names.txt" $D/names.txt && ok || bad "shapes --params names the decoder's parameters as the state_dict does"
+expect 0 "a decoder-only state_dict under those names" -- "$bin" run --load $D/model.pt --ids $D/ids.npy --heads 4 \
+    --norm pre --activation gelu --expect $D/logits.npy
+has "$out" "# decoder-only (GPT): B2 S8, d_model 16, 4 heads, ffn 32, 2 layers" "read as a decoder-only model"
+has "$out" "the output agrees within tol" "its logits equal PyTorch's"
+expect 0 "the same with --arch decoder" -- "$bin" run --load $D/model.pt --ids $D/ids.npy --heads 4 --norm pre \
+    --activation gelu --arch decoder --expect $D/logits.npy
+expect 2 "--arch encoder-decoder against it" -- "$bin" run --load $D/model.pt --ids $D/ids.npy --heads 4 --norm pre \
+    --activation gelu --arch encoder-decoder
+one_line "--arch encoder-decoder against it"
+has "$err" "no cross-attention" "why it is decoder-only is said"
+
 # ---- the bridge's trace and tscope's, step by step ----
 bridge() { # NAME FLAGS...: tscope's trace of codebase NAME against its bridge.tstrace, exit 0
     local name=$1

@@ -436,12 +436,19 @@ static ts_status read_sizes(reader *r) {
     if (enc == 0 && dec == 0 && !lone)
         return ts_fail(TS_ERR_ARG, "%s: read as %s, it has no attention layer (no in_proj_weight of an encoder or "
                                    "decoder layer)", r->f->path, info->layout_name);
-    c->arch = lone ? TS_ARCH_ATTENTION : dec > 0 ? TS_ARCH_ENCODER_DECODER : TS_ARCH_ENCODER;
-    c->layers = enc;
-    c->dec_layers = dec;
-    snprintf(info->why[TS_FACT_ARCH], TS_WEIGHTS_WHY_MAX, "%s", lone ? "it has one attention and no layers"
-                                                              : dec ? "it has decoder layers"
-                                                                    : "it has encoder layers and no decoder");
+    /* decoder layers with no encoder and no cross-attention: a GPT, as tscope shapes --params names it */
+    bool gpt = enc == 0 && dec > 0 && !has(r, "decoder.layers.0.multihead_attn.in_proj_weight");
+    c->arch = lone ? TS_ARCH_ATTENTION : gpt ? TS_ARCH_DECODER : dec > 0 ? TS_ARCH_ENCODER_DECODER : TS_ARCH_ENCODER;
+    c->layers = gpt ? dec : enc;
+    c->dec_layers = gpt ? 0 : dec;
+    c->causal = gpt;
+    if (gpt) snprintf(info->why[TS_FACT_LAYERS], TS_WEIGHTS_WHY_MAX, "%s", info->why[TS_FACT_DEC_LAYERS]);
+    snprintf(info->why[TS_FACT_ARCH], TS_WEIGHTS_WHY_MAX, "%s",
+             lone  ? "it has one attention and no layers"
+             : gpt ? "its decoder layers have no cross-attention (multihead_attn) and there is no encoder: a "
+                     "decoder-only model, a GPT"
+             : dec ? "it has decoder layers"
+                   : "it has encoder layers and no decoder");
     if (!dec)
         snprintf(info->why[TS_FACT_DEC_LAYERS], TS_WEIGHTS_WHY_MAX, "read as %s's, it has no decoder layer",
                  info->layout_name);
@@ -506,6 +513,12 @@ static ts_status read_sizes(reader *r) {
         }
         /* tscope shares the token table with the logits' weight (base preset) */
         c->tie_embed = tok && !gw;
+    } else if (c->arch == TS_ARCH_DECODER && tok && !cw) {
+        /* a GPT's logits read its token table (tscope's --arch decoder ties them): no tensor of their own */
+        c->head = TS_HEAD_LM;
+        c->tie_embed = true;
+        snprintf(info->why[TS_FACT_HEAD], TS_WEIGHTS_WHY_MAX, "a decoder-only model with a token table and no "
+                                                              "generator.weight: its logits read the token table");
     } else if (cw) {
         c->head = TS_HEAD_CLS;
         cite(r, TS_FACT_HEAD, cw);
