@@ -111,7 +111,17 @@ has "$out" "the output agrees within tol" "renamed weights equal PyTorch's"
 printf 'net\\.(.*) -> model.\\1\n' >"$tmp/wrong.txt"
 expect 2 "an unplaceable file" -- "$bin" run --load $M/renamed.pt --names "$tmp/wrong.txt" --ids $M/ids.npy --heads 4
 one_line "an unplaceable file"
-has "$err" "model.tok_emb.weight (nearest: " "an unplaced name beside the nearest"
+has "$err" "model.tok_emb.weight (nearest: embed.tokens.weight or wte.weight)" "an unplaced name beside the nearest"
+# nearest by role, not spelling: a norm beside norms (ln1 is nearer linear1 in letters), nn.Sequential's 0 and 2
+# beside the FFN's two linears, the attention's proj beside its output projection, key beside the packed q/k/v
+has "$err" "model.layers.0.ln1.weight (nearest: encoder.layers.0.norm1.weight or h.0.ln_1.weight)" "ln1 beside norm1"
+has "$err" "model.layers.0.ln2.bias (nearest: encoder.layers.0.norm2.bias)" "ln2's bias beside norm2's"
+has "$err" "model.layers.0.mlp.2.weight (nearest: encoder.layers.0.linear2.weight or h.0.mlp.c_proj.weight)" \
+    "mlp.2 beside the FFN's second linear"
+has "$err" "model.layers.0.attn.proj.weight (nearest: encoder.layers.0.self_attn.out_proj.weight or h.0.attn.c_proj.weight)" \
+    "attn.proj beside the output projection"
+has "$err" "model.layers.0.attn.key.weight (nearest: h.0.attn.c_attn.weight or encoder.layers.0.self_attn.in_proj_weight)" \
+    "key beside the packed q, k, v"
 has "$err" "and 19 more" "the rest counted"
 has "$err" "the Annotated Transformer's" "every layout tscope reads is named"
 has "$err" "--names MAP.txt" "the way out is named"
