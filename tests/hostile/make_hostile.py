@@ -282,6 +282,16 @@ for f in ("model.safetensors", "config.json", "vocab.bpe"):
 write(f"{d}/encoder.json", encoder_damage[3][1])
 case("GPT-2 folder, encoder.json: an id fractional", "has id 1.5", "run", "--load", d, "--text", "Hello")
 
+# ---- --mask-fill: what a hidden score is written as ----------------------------------------
+for value in ("5", "0", "nan", "inf", "-1e39", "-1e9x", "", "-"):
+    case(f"--mask-fill '{value}'", "give -inf or a negative number", "run", "--mask-fill", value, "--trace", "@W/t.tstrace")
+case("--mask-fill over seed 003's mask", "both say what a hidden score becomes", "run", "--mask-fill", "-1e9",
+     "--variant", "seed003-mask", "--trace", "@W/t.tstrace")
+case("--mask-fill with nothing hidden", "this model hides none", "run", "--arch", "encoder", "--mask-fill", "-1e9",
+     "--trace", "@W/t.tstrace")
+case("--mask-fill on a language model's checkpoint", "--mask-fill", "run", "--load", base_lm, "--text", "the cat",
+     "--mask-fill", "-1e9", "--trace", "@W/t.tstrace")
+
 # ---- tscope's own checkpoints: the config and tokenizer in the metadata ------------------
 lm_st = read(base_lm)
 lm_header, lm_data = st_split(lm_st)
