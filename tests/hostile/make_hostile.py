@@ -283,7 +283,7 @@ write(f"{d}/encoder.json", encoder_damage[3][1])
 case("GPT-2 folder, encoder.json: an id fractional", "has id 1.5", "run", "--load", d, "--text", "Hello")
 
 # ---- --mask-fill: what a hidden score is written as ----------------------------------------
-for value in ("5", "0", "nan", "inf", "-1e39", "-1e9x", "", "-"):
+for value in ("5", "0", "nan", "inf", "-1e39", "-1e9x", "-"):  # (an empty word would not survive the tab-separated list)
     case(f"--mask-fill '{value}'", "give -inf or a negative number", "run", "--mask-fill", value, "--trace", "@W/t.tstrace")
 case("--mask-fill over seed 003's mask", "both say what a hidden score becomes", "run", "--mask-fill", "-1e9",
      "--variant", "seed003-mask", "--trace", "@W/t.tstrace")
