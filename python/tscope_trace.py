@@ -397,6 +397,8 @@ class Recorder:
             st["masked"] = id(out)
             emit("masked", "mask", "attn_scores", out)
             mask = args[1] if len(args) > 1 else None
+            if len(args) > 2 and isinstance(args[2], (int, float)):
+                self.settings["mask_fill"] = _fill_text(args[2])  # what the code writes: -inf, -1e9, ...
             if torch.is_tensor(mask) and _hides_nothing(mask):
                 return  # an all-ones keep mask (masked where == 0) hides nothing: as no mask
             kind = _mask_kind(mask, out.shape)
@@ -513,6 +515,8 @@ class Recorder:
                              batch=int(x.shape[0]), seq=int(x.shape[1]))
 
     def _mask_settings(self, attn_mask, causal_word, key_padding_mask, padding_word):
+        if attn_mask is not None or key_padding_mask is not None:
+            self.settings["mask_fill"] = "-inf"  # PyTorch's attention (and the bridge's _additive_mask) hides so
         if attn_mask is not None and not _hides_nothing(attn_mask):
             n = attn_mask.shape[-1]
             self.masks.add(causal_word if _is_causal(attn_mask, attn_mask.shape[-2], n) else
@@ -670,6 +674,14 @@ class Recorder:
         out = mha.out_proj(concat)
         e("out", "linear", "plain", out)
         return out
+
+
+def _fill_text(value):
+    """A masked_fill's value in tscope run's words (ts_model_mask_fill_text): "-inf", "-1e9", as a float32."""
+    v = struct.unpack("<f", struct.pack("<f", float(value)))[0]
+    if math.isinf(v):
+        return "-inf" if v < 0 else "inf"
+    return re.sub(r"e\+?(-?)0*(\d)", r"e\1\2", "%g" % v)
 
 
 def _additive_mask(attn_mask, key_padding_mask, B, H, Sq, Sk, dtype):

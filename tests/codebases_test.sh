@@ -30,12 +30,27 @@ expect 0 "Annotated Transformer, --heads only" -- "$bin" run --load $A/model.pt 
     --expect $A/logits.npy
 has "$out" "the output agrees within tol" "the Annotated Transformer equals PyTorch's"
 has "$out" "names recognised as the Annotated Transformer's code" "the codebase is said"
-has "$out" "norm pre, activation relu, pe sinusoidal, eps 1e-06" "its settings are said"
+AT="the Annotated Transformer's code"
+has "$out" "; heads from --heads, norm from $AT, activation from $AT, pe from $AT, eps from $AT, norm formula from $AT, mask fill from $AT, embeddings x sqrt(d_model) from $AT" \
+    "each setting's source is in the settings line"
+expect 0 "Annotated Transformer, --norm post over its code" -- "$bin" run --load $A/model.pt --ids $A/ids.npy --heads 4 \
+    --norm post
+has "$out" "heads from --heads, norm from --norm, activation from $AT" "the flag over the code's setting is named"
 has "$out" "eps 1e-06, norm formula std+eps, embeddings x sqrt(d_model)" "the settings line declares the arithmetic"
 expect 1 "Annotated Transformer, the standard LayerNorm" -- "$bin" run --load $A/model.pt --ids $A/ids.npy --heads 4 \
     --norm-formula standard --expect $A/logits.npy
 expect 1 "Annotated Transformer, eps 1e-5" -- "$bin" run --load $A/model.pt --ids $A/ids.npy --heads 4 --eps 1e-5 \
     --expect $A/logits.npy --tol 1e-6
+# its masked_fill(mask == 0, -1e9): implied by its code, said, a flag over it
+has "$out" "mask fill -1e9" "its -1e9 mask fill is said"
+expect 0 "Annotated Transformer, --mask-fill -inf" -- "$bin" run --load $A/model.pt --ids $A/ids.npy --heads 4 \
+    --mask-fill -inf --expect $A/logits.npy
+has "$out" "mask fill -inf" "--mask-fill -inf is said"
+has "$out" "the output agrees within tol" "-inf and -1e9 agree where every row keeps a key (a causal mask)"
+expect 1 "--mask-fill with a training pass" -- "$bin" run --load $A/model.pt --ids $A/ids.npy --heads 4 \
+    --norm-formula standard --backward
+one_line "--mask-fill with a training pass"
+has "$err" "a finite mask fill (--mask-fill -1e9) has no backward pass yet" "a finite fill's backward is refused, by name"
 expect 2 "Annotated Transformer without --heads" -- "$bin" run --load $A/model.pt --ids $A/ids.npy
 one_line "Annotated Transformer without --heads"
 has "$err" "--heads N" "the heads are asked for"
@@ -85,6 +100,8 @@ WB="--load $W/model.pt --load-prefix encoder. --ignore-extra --input $W/x.npy --
 WF="$WB --activation relu"
 expect 0 "word_language_model encoder" -- "$bin" run $WF --mask causal --expect $W/enc_out.npy
 has "$out" "the output agrees within tol" "the encoder equals PyTorch's"
+has "$out" "; heads from --heads, norm from --norm, activation from --activation, pe default: none (as nn.Transformer: the caller embeds), eps default: 1e-05 (PyTorch's), norm formula default: standard, mask fill default: -inf" \
+    "a bare state_dict's settings: each from its flag or said as a default"
 
 # ---- --names ----
 printf '# the older minGPT saved inside a wrapper\nnet\\.layers\\.(.*) -> blocks.\\1\nnet\\.(.*) -> \\1\n' >"$tmp/names.txt"
@@ -94,7 +111,17 @@ has "$out" "the output agrees within tol" "renamed weights equal PyTorch's"
 printf 'net\\.(.*) -> model.\\1\n' >"$tmp/wrong.txt"
 expect 2 "an unplaceable file" -- "$bin" run --load $M/renamed.pt --names "$tmp/wrong.txt" --ids $M/ids.npy --heads 4
 one_line "an unplaceable file"
-has "$err" "model.tok_emb.weight (nearest: " "an unplaced name beside the nearest"
+has "$err" "model.tok_emb.weight (nearest: embed.tokens.weight or wte.weight)" "an unplaced name beside the nearest"
+# nearest by role, not spelling: a norm beside norms (ln1 is nearer linear1 in letters), nn.Sequential's 0 and 2
+# beside the FFN's two linears, the attention's proj beside its output projection, key beside the packed q/k/v
+has "$err" "model.layers.0.ln1.weight (nearest: encoder.layers.0.norm1.weight or h.0.ln_1.weight)" "ln1 beside norm1"
+has "$err" "model.layers.0.ln2.bias (nearest: encoder.layers.0.norm2.bias)" "ln2's bias beside norm2's"
+has "$err" "model.layers.0.mlp.2.weight (nearest: encoder.layers.0.linear2.weight or h.0.mlp.c_proj.weight)" \
+    "mlp.2 beside the FFN's second linear"
+has "$err" "model.layers.0.attn.proj.weight (nearest: encoder.layers.0.self_attn.out_proj.weight or h.0.attn.c_proj.weight)" \
+    "attn.proj beside the output projection"
+has "$err" "model.layers.0.attn.key.weight (nearest: h.0.attn.c_attn.weight or encoder.layers.0.self_attn.in_proj_weight)" \
+    "key beside the packed q, k, v"
 has "$err" "and 19 more" "the rest counted"
 has "$err" "the Annotated Transformer's" "every layout tscope reads is named"
 has "$err" "--names MAP.txt" "the way out is named"
@@ -165,6 +192,24 @@ PY
         "$arch: read as the model it was printed for, its token table found"
 done
 
+# a GPT under the names shapes --params prints for --arch decoder (PyTorch wrote it: make_fixtures.py) is read back
+# as the decoder-only model it is, not as an encoder-decoder, and gives PyTorch's logits
+D=$C/decoder
+expect 0 "shapes --params of a decoder-only model" -- "$bin" shapes --params --arch decoder --vocab 12 --d-model 16 \
+    --heads 4 --ffn 32 --layers 2 --seq 8
+printf '%s\n' "$out" | sed -n 's/^\([a-z][a-z0-9_.]*\(weight\|bias\)\) *\(\[[0-9, ]*\]\).*/\1 \3/p' >"$tmp/dec-names.txt"
+cmp -s "$tmp/dec-names.txt" $D/names.txt && ok || bad "shapes --params names the decoder's parameters as the state_dict does"
+expect 0 "a decoder-only state_dict under those names" -- "$bin" run --load $D/model.pt --ids $D/ids.npy --heads 4 \
+    --norm pre --activation gelu --expect $D/logits.npy
+has "$out" "# decoder-only (GPT): B2 S8, d_model 16, 4 heads, ffn 32, 2 layers" "read as a decoder-only model"
+has "$out" "the output agrees within tol" "its logits equal PyTorch's"
+expect 0 "the same with --arch decoder" -- "$bin" run --load $D/model.pt --ids $D/ids.npy --heads 4 --norm pre \
+    --activation gelu --arch decoder --expect $D/logits.npy
+expect 2 "--arch encoder-decoder against it" -- "$bin" run --load $D/model.pt --ids $D/ids.npy --heads 4 --norm pre \
+    --activation gelu --arch encoder-decoder
+one_line "--arch encoder-decoder against it"
+has "$err" "no cross-attention" "why it is decoder-only is said"
+
 # ---- the bridge's trace and tscope's, step by step ----
 bridge() { # NAME FLAGS...: tscope's trace of codebase NAME against its bridge.tstrace, exit 0
     local name=$1
@@ -204,6 +249,40 @@ for step in encoder.layers.0.norm1.std decoder.layers.1.cross_attn.weights decod
     printf '%s\n' "$out" | grep -q " $step .* ok$" && ok || bad "Annotated Transformer: $step not compared"
 done
 wrong annotated "norm_formula std+eps vs standard" $AF --norm-formula standard
+# the mask fill: -1e9 and -inf hide alike in a row that keeps a key; -1 does not
+expect 0 "Annotated Transformer, -inf fill, traced" -- "$bin" run $AF --mask-fill -inf --trace "$tmp/fill.tstrace" \
+    --level values
+expect 0 "diff --common, -1e9 vs -inf" -- "$bin" diff --common --tol 1e-4 $C/annotated/bridge.tstrace "$tmp/fill.tstrace"
+has "$(printf '%s' "$out" | head -1)" "mask_fill -1e9 ~ -inf (hide alike)" "-1e9 and -inf: the same in effect, said"
+wrong annotated "mask_fill -1e9 vs -1" $AF --mask-fill -1
+# a row with every key hidden (a padded query under --mask padding-both): -1e9 weighs its keys alike, -inf gives 0
+for fill in -1e9 -inf; do
+    expect 0 "every key hidden, fill $fill" -- "$bin" run --arch encoder --text "my name is goro" --text "hi" \
+        --mask padding-both --mask-fill $fill --trace "$tmp/rows$fill.tstrace" --level values
+    expect 0 "info, fill $fill" -- "$bin" info "$tmp/rows$fill.tstrace" --only 'encoder.layers.0.self_attn.weights'
+    printf '%s\n' "$out" >"$tmp/rows$fill.txt"
+done
+# 2 texts x 2 heads x 4 queries, 4 keys: every row sums to 1 (mean 0.25) under -1e9; under -inf 6 of the 16
+# rows ("hi" is one token: 3 padded queries, 2 heads) are 0 (mean 10/16 x 0.25)
+grep -q "weights .* 0\.25 " "$tmp/rows-1e9.txt" && ok || bad "-1e9: the hidden rows are uniform: $(cat "$tmp/rows-1e9.txt")"
+grep -q "weights .* 0\.1562 " "$tmp/rows-inf.txt" && ok || bad "-inf: the hidden rows are 0: $(cat "$tmp/rows-inf.txt")"
+expect 1 "diff, rows all hidden" -- "$bin" diff --common "$tmp/rows-1e9.tstrace" "$tmp/rows-inf.tstrace"
+has "$out" "first divergence: step 14 'encoder.layers.0.self_attn.weights'" "the weights of the hidden rows are named"
+for bad_fill in 5 0 abc nan -1e39 inf; do
+    expect 2 "--mask-fill $bad_fill" -- "$bin" run --mask-fill $bad_fill
+    one_line "--mask-fill $bad_fill"
+    has "$err" "give -inf or a negative number" "--mask-fill $bad_fill refused"
+done
+expect 2 "--mask-fill with nothing hidden" -- "$bin" run --arch encoder --mask-fill -1e9
+one_line "--mask-fill with nothing hidden"
+has "$err" "this model hides none" "a fill with nothing to fill is refused"
+expect 2 "--mask-fill with seed 003's mask" -- "$bin" run --mask-fill -1e9 --variant seed003-mask
+one_line "--mask-fill with seed 003's mask"
+expect 2 "--mask-fill, training" -- "$bin" train --task copy --steps 1 --mask-fill -1e9
+has "$err" "no backward pass yet" "training with a finite fill is refused"
+expect 0 "--mask-fill kept in a checkpoint's config" -- "$bin" run --mask-fill -1e9 --trace "$tmp/cfg.tstrace"
+grep -aq '"mask_fill":-1000000000' "$tmp/cfg.tstrace" && ok || bad "the trace's config records the fill"
+grep -aq '"mask_fill":"-1e9"' "$tmp/cfg.tstrace" && ok || bad "the trace's settings record the fill"
 bridge wlm $WF --mask causal
 wrong wlm "activation relu vs gelu" $WB --mask causal --activation gelu
 finish

@@ -105,8 +105,10 @@ expect 0 "diff --common nanoGPT" -- "$bin" diff --common --tol 1e-4 $N/bridge.ts
 has "$(printf '%s' "$out" | head -1)" "settings: the same (heads 4, norm pre, activation gelu, masks causal" \
     "nanoGPT: the bridge sees the same settings"
 has "$out" "no step differs beyond tol 0.0001" "nanoGPT: every shared step equal"
+# the bridge of today (re-recorded by tests/ref/pt/make_fixtures.py) records nanoGPT's LayerNorm inner steps as tscope does
 for step in decoder.layers.0.self_attn.scores decoder.layers.0.self_attn.masked decoder.layers.1.self_attn.weights \
-    decoder.layers.1.self_attn.values decoder.layers.1.out decoder.norm.out logits; do
+    decoder.layers.1.self_attn.values decoder.layers.1.out decoder.norm.out logits decoder.layers.0.norm1.mean \
+    decoder.layers.0.norm1.std decoder.layers.1.norm2.y; do
     printf '%s\n' "$out" | grep -q " $step .* ok$" && ok || bad "nanoGPT: $step not compared equal"
 done
 expect 0 "info on nanoGPT's bridge trace" -- "$bin" info $N/bridge.tstrace

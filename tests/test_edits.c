@@ -674,6 +674,19 @@ static void annotated_layernorm(void **state) {
     check_case(&mc);
 }
 
+/* Its masked_fill(mask == 0, -1e9) as well (--mask-fill -1e9): attention
+ * step by step, the masked scores edited before the softmax reads them. */
+static void annotated_mask_fill(void **state) {
+    (void)state;
+    model_case mc = {.kind = "encoder-decoder (pre-LN, std+eps, mask fill -1e9)"};
+    ts_model_config c;
+    assert_ok(ts_model_config_preset(&c, "tiny"));
+    c.vocab = 13, c.seq = 5, c.heads = 4, c.norm = TS_NORM_PRE, c.final_norm = true;
+    c.ln_std_eps = true, c.eps = c.embed_eps = 1e-6f, c.mask_fill = -1e9f;
+    assert_ok(ts_model_init(&mc.m, &c));
+    check_case(&mc);
+}
+
 int main(void) {
     assert_ok(ts_kernels_init());
     const struct CMUnitTest tests[] = {
@@ -683,7 +696,7 @@ int main(void) {
         cmocka_unit_test(bert_encoder_preset),    cmocka_unit_test(seed000_encoder_preset),
         cmocka_unit_test(hf_llama),               cmocka_unit_test(hf_gemma),
         cmocka_unit_test(hf_gpt_neox),            cmocka_unit_test(hf_bert),
-        cmocka_unit_test(annotated_layernorm),
+        cmocka_unit_test(annotated_layernorm),    cmocka_unit_test(annotated_mask_fill),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

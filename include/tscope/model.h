@@ -141,6 +141,8 @@ typedef struct ts_model_config {
     ts_pe_variant pe_variant;
     ts_mask_kind mask;
     bool ln_std_eps;    /* LayerNorm as the Annotated Transformer writes it: (x - mean) / (unbiased std + eps) */
+    float mask_fill;    /* what a hidden score is written as, masked_fill(mask, fill): 0 = -inf (the default);
+                           a negative number, as the Annotated Transformer's -1e9 (ts_model_mask_fill) */
     bool train_mode;    /* forward as in training (dropout on): ts_model_init sets training */
     uint64_t seed;      /* parameters, random input, dropout */
     const char *text;   /* the preset's sentence, or NULL (random tokens) */
@@ -171,6 +173,17 @@ int ts_model_head_dim(const ts_model_config *cfg);
 int ts_model_kv_heads(const ts_model_config *cfg);
 int ts_model_rotary_dims(const ts_model_config *cfg);
 double ts_model_rope_theta(const ts_model_config *cfg);
+/* What a hidden score becomes: -inf, or the config's finite mask_fill (a row
+ * with every key hidden then weighs its keys alike, as PyTorch's masked_fill
+ * with -1e9 does, where -inf gives weights 0). */
+float ts_model_mask_fill(const ts_model_config *cfg);
+/* The fill as code writes it: "-inf", "-1e9", "-10000". */
+const char *ts_model_mask_fill_text(char *buf, size_t size, const ts_model_config *cfg);
+/* Whether a finite fill (--mask-fill) weighs a wholly hidden row's keys alike
+ * where -inf gives zeros; any fill at or below this hides a key exactly
+ * (weight 0) in a row that keeps one whose score is above fill + 104. */
+#define TS_MASK_FILL_HIDES (-1e4f)
+
 /* Whether the config uses any of today's block choices above. */
 bool ts_model_is_modern(const ts_model_config *cfg);
 /* Whether the config has BERT's parts: token types or the masked-LM head. */

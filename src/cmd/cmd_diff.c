@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "commands.h"
+#include "tscope/model.h"
 #include "tscope/trace.h"
 
 #define DEFAULT_TOL 1e-4f
@@ -169,6 +170,18 @@ static void setting_text(const cJSON *v, char *buf, size_t size) {
     else snprintf(buf, size, "?");
 }
 
+/* Whether two mask fills ("-inf", "-1e9") agree in effect: each at or below
+ * TS_MASK_FILL_HIDES gives a hidden key weight exp(fill - max) = 0 in float32
+ * in any row that keeps a key (its max above fill + 104), as -inf does. They
+ * still differ on a row with every key hidden (weights 1/n under a finite
+ * fill, 0 under -inf): the weights step compared value by value shows it. */
+static bool fills_hide_alike(const char *a, const char *b) {
+    if (strcmp(a, b) == 0) return false; /* the same words: said as the same */
+    char *ea = NULL, *eb = NULL;
+    double fa = strtod(a, &ea), fb = strtod(b, &eb);
+    return ea != a && !*ea && eb != b && !*eb && fa <= TS_MASK_FILL_HIDES && fb <= TS_MASK_FILL_HIDES;
+}
+
 /* The settings both traces record, compared: one line, and the number that differ. */
 static int compare_settings(ts_trace *ta, ts_trace *tb, char *first, size_t size) {
     /* the 2017 block's (with the LayerNorm's formula), today's blocks' (trace_cli.c, add_modern_settings) and
@@ -176,7 +189,7 @@ static int compare_settings(ts_trace *ta, ts_trace *tb, char *first, size_t size
     static const char *const keys[] = {"heads",     "norm",      "activation", "masks",       "eps",      "norm_formula",
                                        "layout",    "batch",     "seq",        "tgt_seq",     "norm_kind", "rope",
                                        "kv_heads",  "head_dim",  "ffn",        "residual",    "scale_embed",
-                                       "token_types", "lm_head", "embed_eps",  NULL};
+                                       "token_types", "lm_head", "embed_eps",  "mask_fill", NULL};
     cJSON *ma = cJSON_Parse(ts_trace_metadata(ta)), *mb = cJSON_Parse(ts_trace_metadata(tb));
     const cJSON *sa = cJSON_GetObjectItemCaseSensitive(ma, "settings");
     const cJSON *sb = cJSON_GetObjectItemCaseSensitive(mb, "settings");
@@ -190,7 +203,11 @@ static int compare_settings(ts_trace *ta, ts_trace *tb, char *first, size_t size
         char ta_[128], tb_[128];
         setting_text(a, ta_, sizeof ta_);
         setting_text(b, tb_, sizeof tb_);
-        if (strcmp(ta_, tb_) != 0) {
+        if (strcmp(keys[k], "mask_fill") == 0 && fills_hide_alike(ta_, tb_)) {
+            size_t len = strlen(ok);
+            snprintf(ok + len, sizeof ok - len, "%smask_fill %s ~ %s (hide alike)", same ? ", " : "", ta_, tb_);
+            same++;
+        } else if (strcmp(ta_, tb_) != 0) {
             size_t len = strlen(line);
             snprintf(line + len, sizeof line - len, "%s%s %s vs %s", differ ? "; " : "", keys[k], ta_, tb_);
             if (!differ) snprintf(first, size, "%s %s vs %s", keys[k], ta_, tb_);

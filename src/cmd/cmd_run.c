@@ -248,7 +248,7 @@ static int run(const model_flags *mf, const run_opts *o) {
     }
     if (o->load) {
         char wdesc[768];
-        model_weights_describe(&winfo, mf, o->load, wdesc, sizeof wdesc);
+        model_weights_describe(&winfo, o->load, wdesc, sizeof wdesc);
         printf("# %s\n", wdesc);
         if (loaded.skipped)
             printf("# skipped %d tensor%s with no place in the model (--ignore-extra): %s\n", loaded.skipped,
@@ -271,9 +271,10 @@ static int run(const model_flags *mf, const run_opts *o) {
     ts_model_config_describe(&cfg, desc, sizeof desc);
     printf("# %s\n", desc);
     /* what shapes cannot tell, printed and kept in the trace: a wrong one changes the numbers, not the shapes */
-    char settings_line[512];
+    char settings_line[512], sources[768] = "";
     settings = trace_cli_settings(&cfg, &in, NULL, settings_line, sizeof settings_line);
-    printf("# settings: %s\n", settings_line);
+    if (o->load) model_weights_sources(&winfo, mf, &cfg, sources, sizeof sources);
+    printf("# settings: %s%s%s\n", settings_line, sources[0] ? "; " : "", sources);
     if (o->input && cfg.batch > cfg.seq)
         fprintf(stderr, "tscope run: warning: --input %s has batch %d > sequence %d: if it is seq-first (S, B, D), as "
                 "PyTorch's batch_first=False modules take it, give it transposed to (B, S, D)\n", o->input,

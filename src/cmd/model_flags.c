@@ -1,6 +1,8 @@
 /* model_flags: one table of model flags for every command that builds a model. */
 #include "model_flags.h"
 
+#include <float.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -76,11 +78,29 @@ int model_flags_table(ts_flag *t, int n, model_flags *mf) {
         {"--kv-heads", TS_FLAG_INT, &mf->kv_heads, "N",
          "key/value heads, each shared by --heads / N query heads (grouped-query attention; q, k and v are then "
          "projected apart); default --heads", NULL, NULL, &s[F_KV_HEADS]},
+        {"--mask-fill", TS_FLAG_STRING, &mf->mask_fill, "-inf|-1e9|X",
+         "what a hidden score is written as before the softmax: -inf, or a negative number as masked_fill(mask, "
+         "-1e9) writes (the Annotated Transformer's), which weighs a row with every key hidden evenly (default: "
+         "-inf)", NULL, NULL, &s[F_MASK_FILL]},
     };
     _Static_assert(sizeof rows / sizeof rows[0] == MODEL_FLAGS_COUNT, "one row per model_flag_id");
     int count = (int)(sizeof rows / sizeof rows[0]);
     for (int i = 0; i < count; i++) t[n + i] = rows[i];
     return n + count;
+}
+
+ts_status model_flags_mask_fill(const char *v, float *fill) {
+    if (strcmp(v, "-inf") == 0) {
+        *fill = 0.0f; /* the config's word for -inf */
+        return TS_OK;
+    }
+    char *end = NULL;
+    double x = strtod(v, &end);
+    if (end == v || *end || !isfinite(x) || !(x < 0) || x < -FLT_MAX || (float)x == 0.0f)
+        return ts_fail(TS_ERR_ARG, "--mask-fill '%.40s': give -inf or a negative number (-1e9, as masked_fill(mask, "
+                                   "-1e9) writes)", v);
+    *fill = (float)x;
+    return TS_OK;
 }
 
 /* --arch: the stack layout, and for a GPT the settings that make one, each
@@ -207,6 +227,7 @@ static ts_status apply_flags(const model_flags *mf, ts_model_config *c) {
     if (!st && (s[F_PE] || s[F_POS])) st = ts_model_pe_parse(s[F_PE] ? mf->pe : mf->pos, s[F_PE] ? "--pe" : "--pos", &c->pe);
     if (!st && s[F_ACTIVATION]) st = ts_model_activation_parse(mf->activation, "--activation", &c->activation);
     if (s[F_NORM_FORMULA]) c->ln_std_eps = strcmp(mf->norm_formula, "std+eps") == 0;
+    if (!st && s[F_MASK_FILL]) st = model_flags_mask_fill(mf->mask_fill, &c->mask_fill);
     if (!st && s[F_FFN]) st = check_gate(&mf->ffn, c);
     if (!st && s[F_KV_HEADS]) kv_heads_flag(mf->kv_heads, c);
     if ((s[F_PE] || s[F_POS]) && c->pe != TS_PE_SINUSOIDAL) c->scale_embed = false;
@@ -478,6 +499,9 @@ static ts_status unused_flags(const model_flags *mf, const ts_model_config *c, c
         return ts_fail(TS_ERR_ARG, "--mask %s is about padded positions and this input has none (texts of "
                                    "different lengths, or --seq longer than the text, pad)", mf->mask);
     }
+    if (s[F_MASK_FILL] && !c->causal && c->arch != TS_ARCH_ENCODER_DECODER && !(padded && c->mask != TS_MASK_NONE))
+        return ts_fail(TS_ERR_ARG, "--mask-fill %s writes hidden scores, and this model hides none: its attention is "
+                                   "not causal (--mask causal) and no position is padding", mf->mask_fill);
     if (s[F_MASK] && c->mask == TS_MASK_NONE && g && g->src_pad_given)
         return ts_fail(TS_ERR_ARG, "--mask none attends to padded keys, but --src-key-padding-mask marks some: "
                                    "drop one of the two");

@@ -25,7 +25,7 @@
 enum model_flag_id {
     F_PRESET, F_D_MODEL, F_HEADS, F_FFN, F_LAYERS, F_DEC_LAYERS, F_VOCAB, F_SEQ, F_BATCH, F_DROPOUT,
     F_NORM, F_PE, F_ACTIVATION, F_EPS, F_FINAL_NORM, F_SEED, F_TEXT, F_VARIANT, F_PE_VARIANT, F_MASK,
-    F_TRAIN_MODE, F_HEAD, F_ARCH, F_NORM_FORMULA, F_POS, F_KV_HEADS,
+    F_TRAIN_MODE, F_HEAD, F_ARCH, F_NORM_FORMULA, F_POS, F_KV_HEADS, F_MASK_FILL,
     MODEL_FLAGS_COUNT
 };
 
@@ -43,8 +43,13 @@ typedef struct model_flags {
     const char *head;                  /* --head none|lm */
     const char *arch;                  /* --arch encoder|encoder-decoder|decoder|llama */
     const char *norm_formula;          /* --norm-formula standard|std+eps */
+    const char *mask_fill;             /* --mask-fill -inf|-1e9|VALUE */
     bool seen[MODEL_FLAGS_COUNT]; /* which flags were given, in table order */
 } model_flags;
+
+/* --mask-fill's word to the config's mask_fill: "-inf" is 0 (the default),
+ * a number must be negative and a float; anything else is refused. */
+ts_status model_flags_mask_fill(const char *v, float *fill);
 
 /* Append the model flags' rows to table (room for MODEL_FLAGS_COUNT more)
  * starting at n; returns the new count. mf must outlive the parse. */

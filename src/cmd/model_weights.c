@@ -163,41 +163,61 @@ ts_status model_weights_config(const model_flags *mf, const ts_weights_info *w, 
     return ts_weights_settings_complete(w, path, known, cfg, mf->seen[F_HEADS], ask_mask);
 }
 
-void model_weights_describe(const ts_weights_info *w, const model_flags *mf, const char *path, char *buf,
-                            size_t size) {
+void model_weights_describe(const ts_weights_info *w, const char *path, char *buf, size_t size) {
     size_t at = (size_t)snprintf(buf, size, "%s: %s's state_dict%s%s%s, %d tensors", path, w->layout_name,
                                  w->prefix[0] ? " under '" : "", w->prefix, w->prefix[0] ? "'" : "", w->n_tensors);
-    const char *from[3] = {"the file's __metadata__", "the flags", "the preset"};
-    for (int k = 0; k < 3 && at < size; k++) {
-        char list[128] = "";
-        for (int s = 0; s < TS_SETTING_COUNT; s++) {
-            bool flag = mf->seen[setting_flag_ids[s]];
-            bool hit = k == 0   ? w->source[s] == TS_SOURCE_META
-                       : k == 1 ? flag && w->source[s] != TS_SOURCE_META
-                                : mf->seen[F_PRESET] && !flag && w->source[s] == TS_SOURCE_NONE;
-            if (!hit) continue;
-            size_t len = strlen(list);
-            snprintf(list + len, sizeof list - len, "%s%s", len ? ", " : "", ts_model_setting_key(s));
+    if (at < size && w->codebase != TS_CODEBASE_NONE)
+        snprintf(buf + at, size - at, "; names recognised as %s", ts_codebase_name(w->codebase));
+}
+
+/* One source: ", eps default: 1e-05 (PyTorch's)" appended. */
+static void add_source(char *buf, size_t size, const char *key, const char *fmt, const char *what) {
+    size_t len = strlen(buf);
+    if (len >= size) return;
+    len += (size_t)snprintf(buf + len, size - len, "%s%s ", len ? ", " : "", key);
+    if (len < size) snprintf(buf + len, size - len, fmt, what);
+}
+
+/* Where a choice outside TS_SETTING_* (the LayerNorm's formula, the mask fill)
+ * came from: its flag, the recognised code, the file's __metadata__, or the default. */
+static void add_choice(char *buf, size_t size, const char *key, bool flag, const char *flag_name, bool not_default,
+                       const ts_weights_info *w, const char *value) {
+    if (flag) add_source(buf, size, key, "from %s", flag_name);
+    else if (not_default && w->codebase != TS_CODEBASE_NONE) add_source(buf, size, key, "from %s", ts_codebase_name(w->codebase));
+    else if (not_default) add_source(buf, size, key, "from %s", "its __metadata__");
+    else add_source(buf, size, key, "default: %s", value);
+}
+
+void model_weights_sources(const ts_weights_info *w, const model_flags *mf, const ts_model_config *cfg, char *buf,
+                           size_t size) {
+    buf[0] = '\0';
+    char v[48], what[96];
+    for (int s = 0; s < TS_SETTING_COUNT; s++) {
+        ts_setting_source src = w->source[s];
+        const char *key = ts_model_setting_key(s);
+        bool flag = mf->seen[setting_flag_ids[s]];
+        const char *value = ts_model_setting_text(v, sizeof v, cfg, (ts_model_setting)s);
+        if (src == TS_SOURCE_UNUSED || (s == TS_SETTING_PE_VARIANT && src == TS_SOURCE_DEFAULT && !flag)) continue;
+        if (src == TS_SOURCE_META) add_source(buf, size, key, "from %s", "its __metadata__");
+        else if (src == TS_SOURCE_SHAPES) add_source(buf, size, key, "from %s", "its tensors (a learned position table)");
+        else if (flag) add_source(buf, size, key, "from %s", ts_model_setting_flag(s));
+        else if (mf->seen[F_PRESET]) {
+            snprintf(what, sizeof what, "--preset %s", mf->preset);
+            add_source(buf, size, key, "from %s", what);
+        } else if (src == TS_SOURCE_CODE) add_source(buf, size, key, "from %s", ts_codebase_name(w->codebase));
+        else if (src == TS_SOURCE_DEFAULT) {
+            snprintf(what, sizeof what, "%s%s", value,
+                     s == TS_SETTING_EPS  ? " (PyTorch's)"
+                     : s == TS_SETTING_PE ? " (as nn.Transformer: the caller embeds)"
+                                          : "");
+            add_source(buf, size, key, "default: %s", what);
         }
-        if (list[0]) at += (size_t)snprintf(buf + at, size - at, "; %s from %s", list, from[k]);
     }
-    if (at < size && w->codebase != TS_CODEBASE_NONE) {
-        char list[160] = "";
-        for (int s = 0; s < TS_SETTING_COUNT; s++) {
-            if (w->source[s] != TS_SOURCE_CODE || mf->seen[setting_flag_ids[s]]) continue;
-            char v[32];
-            size_t len = strlen(list);
-            snprintf(list + len, sizeof list - len, "%s%s %s", len ? ", " : "", ts_model_setting_key(s),
-                     ts_model_setting_text(v, sizeof v, &w->cfg, (ts_model_setting)s));
-        }
-        at += (size_t)snprintf(buf + at, size - at, "; names recognised as %s, which gives %s%s%s", 
-                               ts_codebase_name(w->codebase), list, list[0] ? ", " : "",
-                               mf->seen[F_NORM_FORMULA] ? "embeddings x sqrt(d_model)"
-                                                        : "its LayerNorm (x - mean) / (unbiased std + eps), embeddings "
-                                                          "x sqrt(d_model)");
-    }
-    if (at < size && w->source[TS_SETTING_EPS] == TS_SOURCE_DEFAULT && !mf->seen[F_EPS] && !mf->seen[F_PRESET])
-        at += (size_t)snprintf(buf + at, size - at, "; eps 1e-05 (PyTorch's default)");
-    if (at < size && w->source[TS_SETTING_PE] == TS_SOURCE_DEFAULT && !mf->seen[F_PE] && !mf->seen[F_PRESET])
-        snprintf(buf + at, size - at, "; no positions added (as nn.Transformer: the caller embeds)");
+    if (cfg->arch == TS_ARCH_ATTENTION || ts_model_is_modern(cfg) || ts_model_is_bert(cfg)) return;
+    add_choice(buf, size, "norm formula", mf->seen[F_NORM_FORMULA], "--norm-formula", w->cfg.ln_std_eps, w,
+               "standard");
+    ts_model_mask_fill_text(v, sizeof v, cfg);
+    add_choice(buf, size, "mask fill", mf->seen[F_MASK_FILL], "--mask-fill", w->cfg.mask_fill != 0.0f, w, v);
+    if (w->codebase == TS_CODEBASE_ANNOTATED && cfg->scale_embed && !mf->seen[F_PE])
+        add_source(buf, size, "embeddings x sqrt(d_model)", "from %s", ts_codebase_name(w->codebase));
 }

@@ -22,8 +22,13 @@ ts_status model_weights_config(const model_flags *mf, const ts_weights_info *w, 
                                ts_model_config *cfg);
 
 /* One line of what was read: "# W.safetensors: nn.TransformerEncoder's state_dict, 24 tensors;
- * heads, norm, activation from the flags; eps 1e-05 (PyTorch's default)". */
-void model_weights_describe(const ts_weights_info *w, const model_flags *mf, const char *path, char *buf,
-                            size_t size);
+ * names recognised as the Annotated Transformer's code". */
+void model_weights_describe(const ts_weights_info *w, const char *path, char *buf, size_t size);
+
+/* Where each setting of cfg came from, for the settings line: "heads from --heads, norm from the
+ * Annotated Transformer's code, eps default: 1e-05 (PyTorch's), norm formula default: standard,
+ * mask fill from --mask-fill". A flag over a recognised code's setting is named. */
+void model_weights_sources(const ts_weights_info *w, const model_flags *mf, const ts_model_config *cfg, char *buf,
+                           size_t size);
 
 #endif

@@ -244,6 +244,8 @@ int run_lm(const char *load, const ts_load_options *lo, const ts_cli_list *text,
     if (ts_hf_unused(load, unused, sizeof unused)) printf("# %s: not used: %s\n", load, unused);
     char sources[400] = "";
     if (layout) ts_gpt2_sources(load, lo, sources, sizeof sources);
+    else if (ts_hf_is(load)) snprintf(sources, sizeof sources, "every setting from its config.json");
+    else snprintf(sources, sizeof sources, "every setting from its __metadata__ (tscope's config)");
     printf("# settings: %s%s%s\n", settings_line, sources[0] ? "; " : "", sources);
     ts_hook hook = w ? ts_trace_writer_hook(w) : (ts_hook){0};
     if (ts_experiment_active(&ex)) ts_experiment_attach(&ex, &hook);

@@ -130,6 +130,9 @@ char *trace_cli_settings(const ts_model_config *c, const ts_model_input *in, con
             snprintf(masks + strlen(masks), sizeof masks - strlen(masks), "%s%s", masks[0] ? ", " : "", kinds[k].word);
     if (!masks[0]) snprintf(masks, sizeof masks, "no mask");
     bool blocks = c->arch != TS_ARCH_ATTENTION;
+    /* what a hidden score is written as: said where something is hidden or the fill is not -inf */
+    char fill[48];
+    ts_model_mask_fill_text(fill, sizeof fill, c);
     snprintf(line, size, "heads %d%s%s%s%s, masks: %s%s%s, batch %d, seq %d", c->heads, blocks ? ", norm " : "",
              blocks ? ts_model_norm_name(c->norm) : "", blocks ? ", activation " : "",
              blocks ? ts_model_activation_name(c->activation) : "", masks, layout ? ", layout " : "",
@@ -144,7 +147,11 @@ char *trace_cli_settings(const ts_model_config *c, const ts_model_input *in, con
     if (ts_model_is_modern(c)) add_modern_settings(o, c, line, size);
     if (ts_model_is_bert(c)) add_bert_settings(o, c, in, line, size);
     else if (!ts_model_is_modern(c) && blocks) add_layernorm_settings(o, c, line, size);
+    size_t len = strlen(line);
+    if (len < size && (strcmp(masks, "no mask") != 0 || c->mask_fill != 0.0f))
+        snprintf(line + len, size - len, ", mask fill %s", fill);
     cJSON_AddStringToObject(o, "masks", masks);
+    cJSON_AddStringToObject(o, "mask_fill", fill);
     if (layout) cJSON_AddStringToObject(o, "layout", layout);
     cJSON_AddNumberToObject(o, "batch", c->batch);
     cJSON_AddNumberToObject(o, "seq", c->seq);

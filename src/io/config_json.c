@@ -2,6 +2,7 @@
  * checkpoint says everything needed to build its model again; and the same
  * JSON with a run's settings for model_meta's ts_model_config_json, written
  * by one function. */
+#include <float.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -71,6 +72,7 @@ static char *config_json(const ts_model_config *c, bool run) {
         cJSON_AddBoolToObject(o, "mlm_head", c->mlm_head);
     }
     if (c->ln_std_eps) cJSON_AddStringToObject(o, "norm_formula", "std+eps"); /* only where it is not the standard */
+    if (c->mask_fill != 0.0f) cJSON_AddNumberToObject(o, "mask_fill", c->mask_fill); /* only where it is not -inf */
     char *text = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
     return text;
@@ -200,6 +202,11 @@ ts_status ts_model_config_from_json(const char *json, ts_model_config *c) {
     if (!r.st && formula && strcmp(formula, "std+eps") != 0 && strcmp(formula, "standard") != 0)
         r.st = ts_fail(TS_ERR_FORMAT, "config: \"norm_formula\" is \"%.60s\", not standard or std+eps", formula);
     c->ln_std_eps = formula && strcmp(formula, "std+eps") == 0;
+    double fill = 0.0; /* absent: -inf */
+    if (!r.st) r.st = ts_json_number(o, "mask_fill", WHAT, false, &fill);
+    if (!r.st && ts_json_has(o, "mask_fill") && !(fill < 0 && fill >= -FLT_MAX && (float)fill != 0.0f))
+        r.st = ts_fail(TS_ERR_FORMAT, "config: \"mask_fill\" is %g, not a negative number", fill);
+    c->mask_fill = (float)fill;
     cJSON_Delete(o);
     if (!r.st) r.st = ts_model_config_check(c);
     return r.st;

@@ -263,12 +263,148 @@ static int distance(const char *a, const char *b) {
     return row[m] > 99 ? 99 : row[m];
 }
 
-/* The name tscope reads nearest to `name`, its N the name's first number. */
-static void nearest_read_name(const char *name, char *out, size_t size) {
-    const char *digits = strpbrk(name, "0123456789");
-    int layer = digits ? atoi(digits) : 0;
-    int best = 1000;
-    out[0] = '\0';
+/* What a tensor is for, read from the words of its name: the part of the
+ * model (a norm, q/k/v, the attention's output, the FFN's two linears, the
+ * tables, the head), which norm of a layer (1, 2, 3), its layer, and whether
+ * it is a weight or a bias. An unplaced name is set beside the names tscope
+ * reads that have its role, so `ln1.weight` meets `norm1.weight`, not the
+ * `linear1.weight` its spelling is nearer to. */
+typedef enum name_part {
+    PART_OTHER, PART_TOKENS, PART_POSITIONS, PART_NORM, PART_QKV, PART_Q, PART_K, PART_V, PART_ATTN_OUT,
+    PART_FFN_IN, PART_FFN_OUT, PART_HEAD
+} name_part;
+
+typedef struct name_role {
+    name_part part;
+    int ordinal; /* a layer's norm 1, 2 or 3; 0: not said (or the final norm) */
+    bool layered; /* inside a numbered layer */
+    bool cross;   /* in a cross-attention */
+    int kind;     /* 0 weight, 1 bias, 2 not said */
+} name_role;
+
+static bool word_is(const char *w, const char *const *list) {
+    for (; *list; list++)
+        if (strcmp(w, *list) == 0) return true;
+    return false;
+}
+
+/* One dotted component, lower case, as a word and the number its end carries ("ln_1": "ln", 1). */
+static void split_word(const char *comp, size_t n, char *word, size_t size, int *suffix) {
+    size_t k = 0;
+    for (size_t i = 0; i < n && k + 1 < size; i++)
+        word[k++] = (char)(comp[i] >= 'A' && comp[i] <= 'Z' ? comp[i] - 'A' + 'a' : comp[i]);
+    word[k] = '\0';
+    size_t end = k;
+    while (end > 0 && word[end - 1] >= '0' && word[end - 1] <= '9') end--;
+    *suffix = end < k && end > 0 ? atoi(word + end) : 0;
+    if (end > 0 && end < k) word[end] = '\0';
+    while (end > 1 && word[end - 1] == '_') word[--end] = '\0';
+}
+
+static name_role role_of(const char *name, int rank) {
+    static const char *const norms[] = {"ln", "norm", "layernorm", "layer_norm", "rmsnorm", "rms_norm", "lnf",
+                                        "ln_f", "norm_f", "final_norm", "final_layer_norm", "input_layernorm",
+                                        "post_attention_layernorm", "ln_final", NULL};
+    static const char *const qkv[] = {"qkv", "c_attn", "in_proj", "query_key_value", "wqkv", "to_qkv", NULL};
+    static const char *const qs[] = {"q", "query", "q_proj", "wq", "to_q", NULL};
+    static const char *const ks[] = {"k", "key", "k_proj", "wk", "to_k", NULL};
+    static const char *const vs[] = {"v", "value", "v_proj", "wv", "to_v", NULL};
+    static const char *const outs[] = {"out_proj", "o_proj", "wo", "to_out", NULL};
+    static const char *const ffn_in[] = {"fc", "c_fc", "fc1", "w1", "up_proj", "up", "gate_proj", "intermediate",
+                                         "lin1", "dense_h_to_4h", NULL};
+    static const char *const ffn_out[] = {"fc2", "w2", "down_proj", "down", "lin2", "dense_4h_to_h", NULL};
+    static const char *const tokens[] = {"wte", "tok", "tok_emb", "tokens", "token", "embed_tokens", "word_embeddings",
+                                         "lut", "tok_embeddings", "token_embedding", "src", NULL};
+    static const char *const positions[] = {"wpe", "pos", "pos_emb", "positions", "position", "position_embeddings",
+                                            "pe", "pos_embedding", "position_embedding", NULL};
+    static const char *const heads[] = {"lm_head", "head", "generator", "classifier", "output_layer", NULL};
+    static const char *const attns[] = {"attn", "attention", "self_attn", "self_attention", "sa", NULL};
+    static const char *const crosses[] = {"multihead_attn", "cross_attn", "src_attn", "encdec_attn",
+                                          "cross_attention", NULL};
+    static const char *const mlps[] = {"mlp", "ffn", "ff", "feed_forward", "feedforward", "fcn", NULL};
+    name_role r = {PART_OTHER, 0, false, false, 2};
+    bool in_attn = false, in_mlp = false;
+    int numbers = 0;
+    for (const char *c = name; *c;) {
+        size_t n = strcspn(c, ".");
+        char w[64], full[64]; /* "ln_1" as "ln" and 1; "fc2" whole too, where a list has it so */
+        int sfx;
+        split_word(c, n, w, sizeof w, &sfx);
+        size_t k = 0;
+        for (; k < n && k + 1 < sizeof full; k++) full[k] = (char)(c[k] >= 'A' && c[k] <= 'Z' ? c[k] - 'A' + 'a' : c[k]);
+        full[k] = '\0';
+        bool number = n > 0 && strspn(c, "0123456789") == n;
+        if (number && numbers++ == 0) r.layered = true; /* the first number is the layer */
+        else if (number && r.part == PART_NORM) r.ordinal = atoi(c) + 1; /* the Annotated Transformer's sublayer.K */
+        else if (number && in_mlp) r.part = atoi(c) == 0 ? PART_FFN_IN : PART_FFN_OUT; /* nn.Sequential's 0 and 2 */
+        else if (number && r.part == PART_OTHER && numbers == 2) r.ordinal = atoi(c) + 1; /* sublayer.K.norm */
+        else if (strcmp(w, "weight") == 0 || strcmp(w, "gamma") == 0 || strcmp(w, "a_2") == 0 || strcmp(w, "g") == 0 ||
+                 strcmp(w, "scale") == 0)
+            r.kind = 0;
+        else if (strcmp(w, "bias") == 0 || strcmp(w, "beta") == 0 || strcmp(w, "b_2") == 0 || strcmp(w, "b") == 0) r.kind = 1;
+        else if (strcmp(w, "in_proj_weight") == 0 || strcmp(w, "in_proj_bias") == 0) {
+            r.part = PART_QKV;
+            r.kind = w[8] == 'w' ? 0 : 1;
+        } else if (word_is(w, crosses)) in_attn = r.cross = true;
+        else if (word_is(w, norms) || strstr(w, "norm")) {
+            r.part = PART_NORM;
+            if (sfx) r.ordinal = sfx;
+            else if (strstr(w, "post_attention")) r.ordinal = 2;
+            else if (strstr(w, "input")) r.ordinal = 1;
+        } else if (word_is(w, qkv)) r.part = PART_QKV;
+        else if (word_is(w, qs)) r.part = PART_Q;
+        else if (word_is(w, ks)) r.part = PART_K;
+        else if (word_is(w, vs)) r.part = PART_V;
+        else if (word_is(w, outs)) r.part = PART_ATTN_OUT;
+        else if (word_is(full, ffn_out)) r.part = PART_FFN_OUT;
+        else if (word_is(full, ffn_in)) r.part = PART_FFN_IN;
+        else if ((strcmp(w, "linear") == 0 || strcmp(w, "fc") == 0 || strcmp(w, "lin") == 0) && sfx)
+            r.part = sfx == 1 ? PART_FFN_IN : PART_FFN_OUT;
+        else if (strcmp(w, "c_proj") == 0 || strcmp(w, "proj") == 0 || strcmp(w, "dense") == 0 || strcmp(w, "out") == 0)
+            r.part = in_mlp ? PART_FFN_OUT : in_attn ? PART_ATTN_OUT : r.part;
+        else if (word_is(w, attns)) in_attn = true, in_mlp = false;
+        else if (word_is(w, mlps)) in_mlp = true, in_attn = false;
+        else if (word_is(w, tokens)) r.part = PART_TOKENS;
+        else if (word_is(w, positions)) r.part = PART_POSITIONS;
+        else if (word_is(w, heads)) r.part = PART_HEAD;
+        c += n;
+        if (*c == '.') c++;
+    }
+    if (r.part == PART_OTHER && rank == 1 && r.kind != 1) r.part = PART_NORM; /* a vector of gains: a norm's */
+    if (r.part == PART_NORM && r.ordinal) r.layered = true; /* ln1, norm2: a layer's norms, never the final one */
+    return r;
+}
+
+/* How far a name tscope reads is from the role of an unplaced one: a part
+ * that differs outweighs everything, then the norm's place, weight or bias,
+ * a layer's or the model's; spelling only decides between equals. */
+static int role_penalty(const name_role *a, const name_role *b) {
+    int p = 0;
+    bool one_of_qkv = (a->part == PART_QKV && b->part >= PART_Q && b->part <= PART_V) ||
+                      (b->part == PART_QKV && a->part >= PART_Q && a->part <= PART_V);
+    if (a->part != b->part) p += one_of_qkv ? 2 : a->part == PART_OTHER || b->part == PART_OTHER ? 6 : 10;
+    if (a->part == PART_NORM && b->part == PART_NORM && a->ordinal && b->ordinal && a->ordinal != b->ordinal) p += 3;
+    if (a->layered != b->layered) p += 3;
+    if (a->kind != 2 && b->kind != 2 && a->kind != b->kind) p += 4;
+    if (a->cross != b->cross) p += 4;
+    return p;
+}
+
+/* The names tscope reads nearest to `name` (rank: its tensor's), by role,
+ * then spelling: the best of nn.Transformer's names and of GPT-2's, "x or y"
+ * when both have its role; its layer index for N. */
+static void nearest_read_name(const char *name, int rank, char *out, size_t size) {
+    name_role mine = role_of(name, rank);
+    int layer = 0;
+    for (const char *c = name; *c; c += strcspn(c, "."), c += *c == '.') {
+        size_t n = strcspn(c, ".");
+        if (n > 0 && strspn(c, "0123456789") == n) {
+            layer = atoi(c);
+            break;
+        }
+    }
+    int best[2] = {1 << 30, 1 << 30};
+    char pick[2][160] = {"", ""};
     for (int k = 0; READ_NAMES[k]; k++) {
         char cand[160];
         const char *n_at = strstr(READ_NAMES[k], ".N.");
@@ -276,9 +412,15 @@ static void nearest_read_name(const char *name, char *out, size_t size) {
             snprintf(cand, sizeof cand, "%.*s.%d.%s", (int)(n_at - READ_NAMES[k]), READ_NAMES[k], layer, n_at + 3);
         else
             snprintf(cand, sizeof cand, "%s", READ_NAMES[k]);
-        int d = distance(name, cand);
-        if (d < best) best = d, snprintf(out, size, "%s", cand);
+        name_role theirs = role_of(cand, strstr(cand, "norm") || strstr(cand, "ln_") || strstr(cand, "bias") ? 1 : 2);
+        int family = strncmp(cand, "wte", 3) == 0 || strncmp(cand, "wpe", 3) == 0 || strncmp(cand, "h.", 2) == 0 ||
+                     strncmp(cand, "ln_f", 4) == 0 || strncmp(cand, "lm_head", 7) == 0;
+        int score = role_penalty(&mine, &theirs) * 100 + distance(name, cand);
+        if (score < best[family]) best[family] = score, snprintf(pick[family], sizeof pick[family], "%s", cand);
     }
+    int first = best[1] < best[0];
+    bool both = pick[!first][0] && best[!first] / 100 == best[first] / 100;
+    snprintf(out, size, "%s%s%s", pick[first], both ? " or " : "", both ? pick[!first] : "");
 }
 
 #define UNPLACED_SHOWN 20
@@ -295,9 +437,10 @@ static void unplaced_list(const ts_safetensors *f, const char *prefix, char *buf
             snprintf(buf + at, size - at, ", and %d more", f->count - e);
             return;
         }
-        char near[160];
-        nearest_read_name(name, near, sizeof near);
-        bool same = strcmp(near, name) == 0; /* read by itself: the file lacks what makes it a model */
+        char near[330];
+        nearest_read_name(name, f->entries[e].rank, near, sizeof near);
+        bool same = strcmp(near, name) == 0 || (strncmp(near, name, strlen(name)) == 0 && near[strlen(name)] == ' ');
+        /* read by itself: the file lacks what makes it a model */
         at += (size_t)snprintf(buf + at, size - at, "%s%.100s (%s%s)", shown ? ", " : "", f->entries[e].name,
                                same ? "a name tscope reads" : "nearest: ", same ? "" : near);
         shown++;
@@ -436,12 +579,19 @@ static ts_status read_sizes(reader *r) {
     if (enc == 0 && dec == 0 && !lone)
         return ts_fail(TS_ERR_ARG, "%s: read as %s, it has no attention layer (no in_proj_weight of an encoder or "
                                    "decoder layer)", r->f->path, info->layout_name);
-    c->arch = lone ? TS_ARCH_ATTENTION : dec > 0 ? TS_ARCH_ENCODER_DECODER : TS_ARCH_ENCODER;
-    c->layers = enc;
-    c->dec_layers = dec;
-    snprintf(info->why[TS_FACT_ARCH], TS_WEIGHTS_WHY_MAX, "%s", lone ? "it has one attention and no layers"
-                                                              : dec ? "it has decoder layers"
-                                                                    : "it has encoder layers and no decoder");
+    /* decoder layers with no encoder and no cross-attention: a GPT, as tscope shapes --params names it */
+    bool gpt = enc == 0 && dec > 0 && !has(r, "decoder.layers.0.multihead_attn.in_proj_weight");
+    c->arch = lone ? TS_ARCH_ATTENTION : gpt ? TS_ARCH_DECODER : dec > 0 ? TS_ARCH_ENCODER_DECODER : TS_ARCH_ENCODER;
+    c->layers = gpt ? dec : enc;
+    c->dec_layers = gpt ? 0 : dec;
+    c->causal = gpt;
+    if (gpt) snprintf(info->why[TS_FACT_LAYERS], TS_WEIGHTS_WHY_MAX, "%s", info->why[TS_FACT_DEC_LAYERS]);
+    snprintf(info->why[TS_FACT_ARCH], TS_WEIGHTS_WHY_MAX, "%s",
+             lone  ? "it has one attention and no layers"
+             : gpt ? "its decoder layers have no cross-attention (multihead_attn) and there is no encoder: a "
+                     "decoder-only model, a GPT"
+             : dec ? "it has decoder layers"
+                   : "it has encoder layers and no decoder");
     if (!dec)
         snprintf(info->why[TS_FACT_DEC_LAYERS], TS_WEIGHTS_WHY_MAX, "read as %s's, it has no decoder layer",
                  info->layout_name);
@@ -506,6 +656,12 @@ static ts_status read_sizes(reader *r) {
         }
         /* tscope shares the token table with the logits' weight (base preset) */
         c->tie_embed = tok && !gw;
+    } else if (c->arch == TS_ARCH_DECODER && tok && !cw) {
+        /* a GPT's logits read its token table (tscope's --arch decoder ties them): no tensor of their own */
+        c->head = TS_HEAD_LM;
+        c->tie_embed = true;
+        snprintf(info->why[TS_FACT_HEAD], TS_WEIGHTS_WHY_MAX, "a decoder-only model with a token table and no "
+                                                              "generator.weight: its logits read the token table");
     } else if (cw) {
         c->head = TS_HEAD_CLS;
         cite(r, TS_FACT_HEAD, cw);
@@ -555,6 +711,7 @@ static void annotated_settings(ts_weights_info *info, const bool from_meta[TS_SE
     ts_model_config *c = &info->cfg;
     info->codebase = TS_CODEBASE_ANNOTATED;
     c->ln_std_eps = true;
+    c->mask_fill = -1e9f; /* scores.masked_fill(mask == 0, -1e9) */
     c->scale_embed = true;
     info->scale_known = true;
     if (!from_meta[TS_SETTING_NORM]) c->norm = TS_NORM_PRE;

@@ -577,6 +577,12 @@ ts_status ts_model_backward(const ts_model *m, ts_backprop_bufs *a, ts_model_wei
     if (m->cfg.ln_std_eps) /* its gradient is not LayerNorm's: refused, never a wrong one */
         return ts_fail(TS_ERR_UNSUPPORTED, "backward: the LayerNorm with eps added to the unbiased std (the Annotated "
                        "Transformer's) has no backward pass yet");
+    if (m->cfg.mask_fill != 0.0f) { /* masked_fill's gradient is 0 at a hidden score; softmax's is not, on a row all hidden */
+        char fill[48];
+        return ts_fail(TS_ERR_UNSUPPORTED, "backward: a finite mask fill (--mask-fill %s) has no backward pass yet; "
+                       "train with -inf, whose weights are the same wherever a row keeps a key",
+                       ts_model_mask_fill_text(fill, sizeof fill, &m->cfg));
+    }
     const ts_model_config *c = &m->cfg;
     bctx b = {m, gw, c, a, hook, c->batch, c->d_model, c->heads, ts_model_head_dim(c), c->ffn, a->k.dropout};
     int64_t B = c->batch, D = c->d_model;

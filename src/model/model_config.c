@@ -201,6 +201,8 @@ const char *ts_model_stack_name(const ts_model_config *c) {
     return c->arch == TS_ARCH_DECODER ? "decoder" : "encoder";
 }
 
+float ts_model_mask_fill(const ts_model_config *c) { return c->mask_fill != 0.0f ? c->mask_fill : -INFINITY; }
+
 int ts_model_head_dim(const ts_model_config *c) { return c->head_dim ? c->head_dim : c->heads ? c->d_model / c->heads : 0; }
 int ts_model_kv_heads(const ts_model_config *c) { return c->kv_heads ? c->kv_heads : c->heads; }
 double ts_model_rope_theta(const ts_model_config *c) { return c->rope_theta > 0 ? c->rope_theta : 10000.0; }
@@ -282,6 +284,12 @@ ts_status ts_model_config_check(const ts_model_config *c) {
     if (c->ln_std_eps && (c->norm_kind != TS_NORMK_LAYER || (c->variants & TS_VARIANT_SEED001_LAYERNORM)))
         return ts_fail(TS_ERR_ARG, "--norm-formula std+eps is a LayerNorm's formula; this model's norm is %s",
                        c->norm_kind != TS_NORMK_LAYER ? ts_model_norm_kind_name(c->norm_kind) : "seed 001's");
+    if (!(c->mask_fill <= 0.0f) || isnan(c->mask_fill))
+        return ts_fail(TS_ERR_ARG, "--mask-fill %g: a hidden score must be written as -inf or a negative number",
+                       (double)c->mask_fill);
+    if (c->mask_fill != 0.0f && (c->variants & TS_VARIANT_SEED003_MASK))
+        return ts_fail(TS_ERR_ARG, "--mask-fill %g and --variant seed003-mask both say what a hidden score becomes "
+                                   "(seed 003 adds -1e9 to it): give one", (double)c->mask_fill);
     if (c->in_dim < 0) return ts_fail(TS_ERR_ARG, "input width %d must be positive", c->in_dim);
     if (c->in_dim && c->in_dim != c->d_model && c->arch != TS_ARCH_ATTENTION)
         return ts_fail(TS_ERR_ARG,

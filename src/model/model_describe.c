@@ -5,6 +5,24 @@
 
 #include "tscope/model.h"
 
+const char *ts_model_mask_fill_text(char *buf, size_t size, const ts_model_config *c) {
+    if (c->mask_fill == 0.0f) {
+        snprintf(buf, size, "-inf");
+        return buf;
+    }
+    char g[48], *e;
+    snprintf(g, sizeof g, "%g", (double)c->mask_fill);
+    if ((e = strchr(g, 'e')) != NULL) { /* "-1e+09" as it is written in code: "-1e9" */
+        char *digits = e + 1 + (e[1] == '+' || e[1] == '-');
+        char sign = e[1] == '-' ? '-' : '\0';
+        while (*digits == '0' && digits[1]) digits++;
+        snprintf(buf, size, "%.*se%s%s", (int)(e - g), g, sign ? "-" : "", digits);
+    } else {
+        snprintf(buf, size, "%s", g);
+    }
+    return buf;
+}
+
 /* "; variant no-scale; mask padding-both; train mode" for what differs from the correct model. */
 static void describe_variants(const ts_model_config *c, char *buf, size_t size) {
     size_t len = strlen(buf);

@@ -342,12 +342,14 @@ typedef struct attn_job {
 static float *att_of(const attn_job *j, int64_t bh) { return j->att + bh * j->Sq * j->Sk; }
 
 /* Key padding (B, Sk), the causal rule and hidden query rows (B, Sq), written
- * into the scores as -inf; seed 003's masks add -1e9 instead (its keys' -1e9
- * comes in key_mask, build_mask). */
+ * into the scores as the fill, masked_fill's way: -inf, or --mask-fill's
+ * number (the Annotated Transformer's -1e9); seed 003's masks add -1e9
+ * instead (its keys' -1e9 comes in key_mask, build_mask). */
 static void apply_mask(fwd *f, const attn_job *j, const float *row_mask) {
     int64_t BH = (int64_t)f->B * f->H;
     int H = f->H, Sq = j->Sq, Sk = j->Sk, past = Sk - Sq;
     bool seed003 = f->c->variants & TS_VARIANT_SEED003_MASK;
+    float fill = ts_model_mask_fill(f->c);
     TS_MODEL_OMP(parallel for num_threads(f->threads) if(f->par) schedule(static))
     for (int64_t bh = 0; bh < BH; bh++) {
         const float *km = j->key_mask ? j->key_mask + (bh / H) * Sk : NULL;
@@ -355,12 +357,12 @@ static void apply_mask(fwd *f, const attn_job *j, const float *row_mask) {
         for (int r = 0; r < Sq; r++) {
             float *row = att_of(j, bh) + (int64_t)r * Sk;
             if (rm && rm[r] != 0.0f) {
-                for (int c = 0; c < Sk; c++) row[c] = seed003 ? row[c] + SEED003_FILL : -INFINITY;
+                for (int c = 0; c < Sk; c++) row[c] = seed003 ? row[c] + SEED003_FILL : fill;
                 continue;
             }
             for (int c = 0; c < Sk; c++) {
-                if (km) row[c] += km[c];
-                if (j->causal && c > past + r) row[c] = seed003 ? row[c] + SEED003_FILL : -INFINITY;
+                if (km && km[c] != 0.0f) row[c] = seed003 ? row[c] + km[c] : fill;
+                if (j->causal && c > past + r) row[c] = seed003 ? row[c] + SEED003_FILL : fill;
             }
         }
     }
@@ -515,9 +517,11 @@ static ts_status sdpa(fwd *f, const char *prefix, const attn_job *j) {
     int64_t empty = 0;
     f->flops += 2.0 * 2.0 * (double)B * H * Sq * Sk * hd;
     bool masked = j->key_mask || j->causal || f->row_mask;
-    /* hidden rows, seed 003's -1e9 and seed 001's softmax go into the scores, as a watcher sees them */
+    /* hidden rows, a finite --mask-fill, seed 003's -1e9 and seed 001's softmax go into the scores, as a
+     * watcher sees them (the fused softmax knows only -inf) */
     static const char *const stages[] = {"scores", "scaled", "masked", "weights", NULL};
-    bool staged = fwd_watches(f, prefix, stages) || f->row_mask || (masked && (f->c->variants & TS_VARIANT_SEED003_MASK)) ||
+    bool finite_fill = masked && ((f->c->variants & TS_VARIANT_SEED003_MASK) || f->c->mask_fill != 0.0f);
+    bool staged = fwd_watches(f, prefix, stages) || f->row_mask || finite_fill ||
                   (f->c->variants & TS_VARIANT_SEED001_SOFTMAX);
     ts_tensor tatt = view(j->att, 4, (int64_t[]){B, H, Sq, Sk}, NULL);
     if (staged) {

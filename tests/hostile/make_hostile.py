@@ -282,6 +282,16 @@ for f in ("model.safetensors", "config.json", "vocab.bpe"):
 write(f"{d}/encoder.json", encoder_damage[3][1])
 case("GPT-2 folder, encoder.json: an id fractional", "has id 1.5", "run", "--load", d, "--text", "Hello")
 
+# ---- --mask-fill: what a hidden score is written as ----------------------------------------
+for value in ("5", "0", "nan", "inf", "-1e39", "-1e9x", "-"):  # (an empty word would not survive the tab-separated list)
+    case(f"--mask-fill '{value}'", "give -inf or a negative number", "run", "--mask-fill", value, "--trace", "@W/t.tstrace")
+case("--mask-fill over seed 003's mask", "both say what a hidden score becomes", "run", "--mask-fill", "-1e9",
+     "--variant", "seed003-mask", "--trace", "@W/t.tstrace")
+case("--mask-fill with nothing hidden", "this model hides none", "run", "--arch", "encoder", "--mask-fill", "-1e9",
+     "--trace", "@W/t.tstrace")
+case("--mask-fill on a language model's checkpoint", "--mask-fill", "run", "--load", base_lm, "--text", "the cat",
+     "--mask-fill", "-1e9", "--trace", "@W/t.tstrace")
+
 # ---- tscope's own checkpoints: the config and tokenizer in the metadata ------------------
 lm_st = read(base_lm)
 lm_header, lm_data = st_split(lm_st)
@@ -336,6 +346,10 @@ lm_damage = [
     ("config: eps a string", lm_with(config=c_with(eps="1e-5")), '"eps" is "1e-5", not a number'),
     ("config: final_norm 1", lm_with(config=c_with(final_norm=1)), '"final_norm" is 1, not true or false'),
     ("config: variant a number", lm_with(config=c_with(variant=5)), '"variant" is 5, not a string'),
+    ("config: mask_fill positive", lm_with(config=c_with(mask_fill=5)), '"mask_fill" is 5, not a negative number'),
+    ("config: mask_fill 0", lm_with(config=c_with(mask_fill=0)), '"mask_fill" is 0, not a negative number'),
+    ("config: mask_fill beyond a float", lm_with(config=c_with(mask_fill=-1e300)), '"mask_fill" is -1e+300'),
+    ("config: mask_fill a string", lm_with(config=c_with(mask_fill="-inf")), '"mask_fill" is "-inf", not a number'),
     ("config: variant unknown", lm_with(config=c_with(variant="no-such")), '"variant" is "no-such"'),
     ("config: vocab disagrees with the tokenizer", lm_with(config=c_with(vocab=lm_cfg["vocab"] + 1)), "tokens"),
     ("tokenizer: kind a number", lm_with(tokenizer=t_with(kind=3)), '"kind" is 3, not a string'),

@@ -37,6 +37,9 @@ Written into one folder each:
                (generator.proj of the decoder's output, (B, S - 1, V): the decoder reads
                the source shifted, tgt = src[:, :-1], as its Batch makes it and as tscope's
                encoder-decoders read --ids), bridge.tstrace.
+- decoder/:    not a codebase: a GPT in PyTorch under the names `tscope shapes --params --arch
+               decoder` prints, to load back as the decoder-only model it is: model.pt,
+               ids.npy, logits.npy, names.txt.
 """
 import copy
 import math
@@ -924,8 +927,65 @@ def annotated_files():
         tscope_trace.trace(model, os.path.join(d, "bridge.tstrace"), src, tgt, src_mask, tgt_mask)
 
 
+# =============================================================================================
+# Not a codebase: a GPT written in PyTorch under the names `tscope shapes --params --arch
+# decoder` prints (issue 42: those names must load back as the decoder-only model they are).
+# Pre-LN blocks of nn.MultiheadAttention (in_proj, causal) and linear1/gelu/linear2, learned
+# positions, a final LayerNorm, logits read from the token table.
+# =============================================================================================
+
+class ParamsGPTBlock(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.self_attn = nn.MultiheadAttention(D, H, batch_first=True)
+        self.linear1, self.linear2 = nn.Linear(D, 32), nn.Linear(32, D)
+        self.norm1, self.norm2 = nn.LayerNorm(D), nn.LayerNorm(D)
+
+    def forward(self, x, mask):
+        h = self.norm1(x)
+        x = x + self.self_attn(h, h, h, attn_mask=mask, need_weights=False)[0]
+        return x + self.linear2(F.gelu(self.linear1(self.norm2(x))))
+
+
+class ParamsGPT(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Module()
+        self.embed.tokens, self.embed.positions = nn.Embedding(V, D), nn.Embedding(S, D)
+        self.decoder = nn.Module()
+        self.decoder.layers = nn.ModuleList(ParamsGPTBlock() for _ in range(L))
+        self.decoder.norm = nn.LayerNorm(D)
+
+    def forward(self, ids):
+        T_ = ids.shape[1]
+        x = self.embed.tokens(ids) + self.embed.positions(torch.arange(T_))
+        mask = torch.triu(torch.full((T_, T_), float("-inf")), 1)
+        for layer in self.decoder.layers:
+            x = layer(x, mask)
+        return self.decoder.norm(x) @ self.embed.tokens.weight.T
+
+
+def params_decoder_files():
+    """decoder/: model.pt (the state_dict), ids.npy (B, S), logits.npy (B, S, V), names.txt (each
+    name and shape, as shapes --params prints them)."""
+    d = folder("decoder")
+    gen = torch.Generator().manual_seed(425)
+    torch.manual_seed(425)
+    model = ParamsGPT()
+    randomize(model, gen)
+    model.eval()
+    torch.save(model.state_dict(), os.path.join(d, "model.pt"))
+    with open(os.path.join(d, "names.txt"), "w") as f:
+        for name, t in model.state_dict().items():
+            f.write("%s [%s]\n" % (name, ", ".join(str(n) for n in t.shape)))
+    ids = torch.randint(0, V, (B, S), generator=gen)
+    save("decoder", "ids.npy", ids.numpy(), "<i8")
+    with torch.no_grad():
+        save("decoder", "logits.npy", model(ids).numpy(), "<f4")
+
+
 if __name__ == "__main__":
-    which = sys.argv[1:] or ["wlm", "nanogpt", "mingpt", "annotated"]
+    which = sys.argv[1:] or ["wlm", "nanogpt", "mingpt", "annotated", "params_decoder"]
     for w in which:
         globals()[w + "_files"]()
     print("wrote", ", ".join(which), "under", HERE)
