@@ -40,14 +40,11 @@ static void attention_cells(ts_canvas *cv, const float *a, int n, int cap, doubl
     free(rgba);
 }
 
-/* Every head, a row a layer; returns the height used. Each head's square
+/* Every head, a row a layer, squares of `side`; returns the height used. Each head's square
  * is a hit region (layer * H + head) for clicks. */
-static double head_grid(ts_canvas *cv, const ts_live_views *v, double top, double width) {
-    ts_canvas_text(cv, MARGIN, top + TITLE / 2, TITLE, TS_CANVAS_LEFT, INK, true,
-                   "Every head (click one to knock it out, again to restore it)");
+static double head_grid(ts_canvas *cv, const ts_live_views *v, double top, double side) {
+    ts_canvas_text(cv, MARGIN, top + TITLE / 2, TITLE, TS_CANVAS_LEFT, INK, true, "Every head (click: knock out, again: back)");
     double y = top + TITLE + 8;
-    double side = (width - 2 * MARGIN - (v->H - 1) * 10.0) / v->H;
-    if (side > 120) side = 120;
     int focus = v->focus_layer * v->H + v->focus_head;
     for (int l = 0; l < v->L; l++) {
         for (int h = 0; h < v->H; h++) {
@@ -110,27 +107,31 @@ static void token_axis(ts_canvas *cv, const ts_live_views *v, double x, double y
 }
 
 /* One head large, its tokens down the side (queries) and along the top
- * (keys), in a square of at most `most` pixels. */
-static double big_head(ts_canvas *cv, const ts_live_views *v, double top, double width, double most) {
+ * (keys), in a block from `left` `room` pixels wide, its square at most
+ * `most` pixels; returns the height used. */
+static double big_head(ts_canvas *cv, const ts_live_views *v, double left, double top, double room, double most) {
     int l = v->focus_layer, h = v->focus_head;
-    char title[112];
-    snprintf(title, sizeof title, "Head %d.%d: each row a position, what it attends to%s", l, h,
-             v->knocked && v->knocked[l * v->H + h] ? " (knocked out: its output is zeroed)" : "");
-    ts_canvas_text(cv, MARGIN, top + TITLE / 2, TITLE, TS_CANVAS_LEFT, INK, true, title);
-    if (v->n == 0) return TITLE + 8;
-    double side = width - 2 * MARGIN - GUTTER;
+    bool out = v->knocked && v->knocked[l * v->H + h];
+    char title[64];
+    snprintf(title, sizeof title, "Head %d.%d%s", l, h, out ? ": knocked out, its output zeroed" : "");
+    ts_canvas_text(cv, left, top + TITLE / 2, TITLE, TS_CANVAS_LEFT, out ? KNOCK : INK, true, title);
+    ts_canvas_text(cv, left, top + TITLE + 4 + LABEL / 2, LABEL, TS_CANVAS_LEFT, GREY, false,
+                   "each row a position, what it attends to (row: query, column: key)");
+    double head_h = TITLE + 4 + LABEL + 8;
+    if (v->n == 0) return head_h;
+    double side = room - GUTTER;
     if (side > most) side = most;
-    if (side < 2 * v->n) side = 2 * v->n; /* two pixels a cell at least: the window scrolls no further */
-    double x = MARGIN + GUTTER, y = top + TITLE + 8 + LABEL + 6, c = side / v->n;
+    if (side < 2 * v->n) side = 2 * v->n; /* two pixels a cell at least */
+    double x = left + GUTTER, y = top + head_h + LABEL + 6, c = side / v->n;
     int k = label_step(c, LABEL * 1.1);
     char buf[96];
     for (int i = 0; i < v->n; i++) {
         if (!labelled(i, v->n, k)) continue;
-        const char *t = token_label(v, i, k, buf, sizeof buf);
-        /* along the top, a thinned label is wider than its cell: only every k-th, centred */
-        ts_canvas_text(cv, x + (i + 0.5) * c, y - LABEL / 2 - 3, LABEL, TS_CANVAS_CENTRE, GREY, false, t);
-        t = token_label(v, i, k, buf, sizeof buf); /* again: the label may be overwritten */
-        ts_canvas_text(cv, x - 6, y + (i + 0.5) * c, LABEL, TS_CANVAS_RIGHT, GREY, false, t);
+        bool last = k > 1 && i == v->n - 1; /* a numbered last label ends at the square's edge, not past it */
+        ts_canvas_text(cv, last ? x + side : x + (i + 0.5) * c, y - LABEL / 2 - 3, LABEL,
+                       last ? TS_CANVAS_RIGHT : TS_CANVAS_CENTRE, GREY, false, token_label(v, i, k, buf, sizeof buf));
+        ts_canvas_text(cv, x - 6, y + (i + 0.5) * c, LABEL, TS_CANVAS_RIGHT, GREY, false,
+                       token_label(v, i, k, buf, sizeof buf)); /* again: a label may be overwritten by the next */
     }
     attention_cells(cv, v->attn + ((size_t)l * v->H + (size_t)h) * v->cap * v->cap, v->n, v->cap, x, y, side);
     return y + side + 10 - top;
@@ -222,24 +223,39 @@ static double loss_strip(ts_canvas *cv, const ts_live_views *v, double top, doub
     return y + LABEL + 8 - top;
 }
 
-/* The height of everything but the large head's square, for fitting it. */
-static double others_height(const ts_live_views *v, double width) {
+/* The side of a head of the grid in a column `width` wide. */
+static double grid_side(const ts_live_views *v, double width) {
     double side = (width - 2 * MARGIN - (v->H - 1) * 10.0) / v->H;
-    if (side > 120) side = 120;
-    double grid = TITLE + 8 + v->L * (LABEL + 4 + side + 10) + 8;
-    double head = TITLE + 8 + LABEL + 6 + 10 + 8;
+    return side > 120 ? 120 : side;
+}
+
+/* The large head's block above its square, and the lens and loss strip
+ * below: what a window's height keeps from the square. */
+#define HEAD_ABOVE (TITLE + 4 + LABEL + 8 + LABEL + 6 + 10)
+static double strips_height(const ts_live_views *v) {
     double lens = TITLE + 8 + v->L * 22 + 4 + LABEL + 10 + 8;
     double loss = TITLE + 8 + 2 * 24 + 4 + LABEL + 6 + LABEL + 8;
-    return MARGIN + grid + head + lens + loss;
+    return lens + loss;
 }
 
 double ts_live_views_draw(ts_canvas *cv, const ts_live_views *v, double width, double height) {
     ts_canvas_begin(cv);
+    double y = MARGIN, side = grid_side(v, width * 0.6);
+    double grid_w = MARGIN + v->H * (side + 10), room = width - grid_w - MARGIN;
     double most = 480;
-    if (height > 0 && height - others_height(v, width) < most) most = height - others_height(v, width);
-    double y = MARGIN;
-    y += head_grid(cv, v, y, width) + 8;
-    y += big_head(cv, v, y, width, most) + 8;
+    if (room >= GUTTER + 200) { /* the large head beside the grid */
+        double grid_h = head_grid(cv, v, y, side);
+        if (height > 0 && height - MARGIN - HEAD_ABOVE - strips_height(v) - 8 < most)
+            most = height - MARGIN - HEAD_ABOVE - strips_height(v) - 8;
+        double head_h = big_head(cv, v, grid_w + 10, y, room - 10, most);
+        y += (grid_h > head_h ? grid_h : head_h) + 8;
+    } else { /* a narrow column: the large head under it */
+        side = grid_side(v, width);
+        y += head_grid(cv, v, y, side) + 8;
+        if (height > 0 && height - y - HEAD_ABOVE - strips_height(v) - 8 < most)
+            most = height - y - HEAD_ABOVE - strips_height(v) - 8;
+        y += big_head(cv, v, MARGIN, y, width - 2 * MARGIN, most) + 8;
+    }
     ts_canvas_line(cv, MARGIN, y - 4, width - MARGIN, y - 4, RULE, 1);
     y += lens_grid(cv, v, y, width) + 8;
     y += loss_strip(cv, v, y, width);

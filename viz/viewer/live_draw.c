@@ -163,7 +163,7 @@ static void draw_panel(const ts_live *l, cairo_t *cr) {
         ts_window_text(cr, l->seq2seq ? "type a source sentence" : "type a few characters", 13, false, x0 + 16, y + 10,
                        0, 0.45, 0.48, 0.52, 0);
     bool knocked = l->n_knocked > 0;
-    if (knocked) bar_w -= 14; /* room for "0.94→0.00" */
+    if (knocked) bar_w -= 34; /* room for "0.982→0.000" */
     for (int i = 0; i < l->n_top; i++) {
         char label[64];
         float p = l->probs[l->top[i]];
@@ -183,7 +183,7 @@ static void draw_panel(const ts_live *l, cairo_t *cr) {
             cairo_set_source_rgb(cr, 0.13, 0.4, 0.75);
             cairo_rectangle(cr, bar_x, cy + 1, bar_w * p, 8);
             cairo_fill(cr);
-            snprintf(buf, sizeof buf, "%.2f\xe2\x86\x92%.2f", l->before[l->top[i]], p);
+            snprintf(buf, sizeof buf, "%.3f\xe2\x86\x92%.3f", l->before[l->top[i]], p);
             ts_window_text(cr, buf, 11, false, x0 + PANEL_W - 8, cy, 1, 0.2, 0.22, 0.26, 0);
         } else {
             cairo_set_source_rgb(cr, i == 0 ? 0.13 : 0.3, i == 0 ? 0.4 : 0.55, i == 0 ? 0.75 : 0.85);
@@ -216,7 +216,7 @@ static void draw_panel(const ts_live *l, cairo_t *cr) {
                                     "click a field: type in it\n"
                                   : "Tab: append the top token\nclick a bar: append that token\n";
     snprintf(buf, sizeof buf, "%sclick a head of a grid: knock it out (again: back)\n"
-             "\xe2\x86\x90 \xe2\x86\x92 cursor · \xe2\x86\x91 \xe2\x86\x93 step · PgUp/PgDn layer\nCtrl+1..9: one head · Ctrl+0: all heads\nCtrl+L: logit lens (again: back) · Esc quit",
+             "\xe2\x86\x90 \xe2\x86\x92 cursor · \xe2\x86\x91 \xe2\x86\x93 step · PgUp/PgDn layer\nCtrl+1..9: one head · Ctrl+0: all heads\nCtrl+L: logit lens (again: back)\nCtrl+G: every head, lens, loss strip · Esc quit",
              keys);
     ts_window_text(cr, buf, 12, false, x0 + 16, y + 40, 0, 0.4, 0.44, 0.5, 0);
 }
@@ -226,7 +226,18 @@ ts_status ts_live_draw(ts_live *l, cairo_t *cr) {
     cairo_set_source_rgb(cr, 1, 1, 1);
     cairo_paint(cr);
     ts_status st = TS_OK;
-    if (l->have_state) {
+    if (l->views) { /* the web page's views, through the canvas's cairo backend */
+        cairo_save(cr);
+        cairo_translate(cr, 0, l->field_h);
+        cairo_rectangle(cr, 0, 0, l->w - PANEL_W, l->h - l->field_h);
+        cairo_clip(cr);
+        int H = l->m->cfg.heads;
+        ts_live_views v = ts_live_views_of(l->sess, l->views_focus < 0 ? -1 : l->views_focus / H,
+                                           l->views_focus < 0 ? 0 : l->views_focus % H);
+        ts_canvas_cairo(&l->canvas, cr);
+        ts_live_views_draw(&l->canvas, &v, l->w - PANEL_W, l->h - l->field_h);
+        cairo_restore(cr);
+    } else if (l->have_state) {
         cairo_save(cr);
         cairo_translate(cr, 0, l->field_h);
         cairo_rectangle(cr, 0, 0, l->w - PANEL_W, l->h - l->field_h);
@@ -237,7 +248,7 @@ ts_status ts_live_draw(ts_live *l, cairo_t *cr) {
         ts_window_text(cr, "Type a sentence: every step of the model is drawn here as you type.", 16, false,
              (l->w - PANEL_W) / 2, l->field_h + (l->h - l->field_h) / 2, 0.5, 0.4, 0.44, 0.5, 0);
     }
-    strike_knocked(l, cr);
+    if (!l->views) strike_knocked(l, cr);
     draw_panel(l, cr);
     draw_field(l, cr);
     l->draw_ms = live_now_ms() - t0;
