@@ -113,10 +113,10 @@ static double big_head(ts_canvas *cv, const ts_live_views *v, double left, doubl
     int l = v->focus_layer, h = v->focus_head;
     bool out = v->knocked && v->knocked[l * v->H + h];
     char title[64];
-    snprintf(title, sizeof title, "Head %d.%d%s", l, h, out ? ": knocked out, its output zeroed" : "");
+    snprintf(title, sizeof title, "Head %d.%d%s", l, h, out ? ": knocked out" : "");
     ts_canvas_text(cv, left, top + TITLE / 2, TITLE, TS_CANVAS_LEFT, out ? KNOCK : INK, true, title);
     ts_canvas_text(cv, left, top + TITLE + 4 + LABEL / 2, LABEL, TS_CANVAS_LEFT, GREY, false,
-                   "each row a position, what it attends to (row: query, column: key)");
+                   "row: a query, column: a key it reads");
     double head_h = TITLE + 4 + LABEL + 8;
     if (v->n == 0) return head_h;
     double side = room - GUTTER;
@@ -244,9 +244,13 @@ double ts_live_views_draw(ts_canvas *cv, const ts_live_views *v, double width, d
     double grid_w = MARGIN + v->H * (side + 10), room = width - grid_w - MARGIN;
     double most = 480;
     if (room >= GUTTER + 200) { /* the large head beside the grid */
+        double avail = height - MARGIN - 8 - strips_height(v); /* a window's room above the strips */
+        if (height > 0 && (avail - TITLE - 8) / v->L - (LABEL + 14) < side) {
+            side = (avail - TITLE - 8) / v->L - (LABEL + 14); /* every layer's row of heads fits */
+            if (side < 24) side = 24;
+        }
+        if (height > 0 && avail - HEAD_ABOVE < most) most = avail - HEAD_ABOVE;
         double grid_h = head_grid(cv, v, y, side);
-        if (height > 0 && height - MARGIN - HEAD_ABOVE - strips_height(v) - 8 < most)
-            most = height - MARGIN - HEAD_ABOVE - strips_height(v) - 8;
         double head_h = big_head(cv, v, grid_w + 10, y, room - 10, most);
         y += (grid_h > head_h ? grid_h : head_h) + 8;
     } else { /* a narrow column: the large head under it */

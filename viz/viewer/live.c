@@ -42,7 +42,7 @@
 
 #include "live_internal.h"
 
-#define FIELD_H 76.0      /* one field across the top (a language model's text) */
+#define FIELD_H 116.0     /* one field across the top (a language model's text, three lines) */
 #define FIELDS_H 116.0    /* two (an encoder-decoder's source and target) */
 
 double live_now_ms(void) {
@@ -249,7 +249,7 @@ int ts_live_fields(const ts_live *l) { return l->seq2seq ? 2 : 1; }
 int ts_live_field_at(const ts_live *l, double x, double y) {
     (void)x;
     for (int i = 0; i <= (l->seq2seq ? LIVE_TARGET : LIVE_SOURCE); i++)
-        if (y >= box_y(i) && y < box_y(i) + BOX_H) return i;
+        if (y >= box_y(i) && y < box_y(i) + box_h(l)) return i;
     return -1;
 }
 

@@ -16,7 +16,8 @@
 #define NAME_MAX_LEN 256
 #define TS_LIVE_KNOCK_MAX 64
 #define PANEL_W 330.0     /* the next-token panel on the right */
-#define BOX_H 34.0        /* a field's box */
+#define BOX_H 34.0        /* a field's box: one line (an encoder-decoder's two fields) */
+#define BOX_H_TEXT 74.0   /* a language model's one field: three lines, wrapped */
 
 /* The top of field i's box: clicks and drawing agree on it. */
 static inline double box_y(int i) { return 8 + 40 * i; }
@@ -100,6 +101,9 @@ struct ts_live {
     bool quit;
     cairo_surface_t *offscreen; /* ts_live_draw_offscreen's frame, made on first use */
 };
+
+/* The height of the fields' boxes: clicks and drawing agree on it. */
+static inline double box_h(const ts_live *l) { return l->seq2seq ? BOX_H : BOX_H_TEXT; }
 
 /* Insert n bytes at the field's cursor, which moves past them. */
 ts_status live_field_insert(live_field *f, const char *s, size_t n);
