@@ -70,11 +70,13 @@ static double head_grid(ts_canvas *cv, const ts_live_views *v, double top, doubl
 }
 
 /* Every k-th label, so that labels `wide` pixels wide never overlap in cells
- * of `cell` pixels. A thinned label carries its position ("40 s"), so it is
- * measured as that. */
-static int label_step(double cell, double wide) {
+ * of `cell` pixels. A thinned label carries its position ("140 s"), so it is
+ * measured with the digits of the last position n - 1 and a space in front. */
+static int label_step(double cell, double wide, int n) {
     if (cell >= wide) return 1;
-    double numbered = wide + 3 * 0.62 * LABEL; /* "NN " in front */
+    int digits = 1;
+    for (int m = n - 1; m >= 10; m /= 10) digits++;
+    double numbered = wide + (digits + 1) * 0.62 * LABEL;
     int k = 2;
     while (k * cell < numbered) k++;
     return k;
@@ -99,7 +101,7 @@ static const char *token_label(const ts_live_views *v, int i, int k, char *buf, 
 /* The tokens under a row of n cells `c` wide starting at x, thinned and numbered. */
 static void token_axis(ts_canvas *cv, const ts_live_views *v, double x, double y, double c) {
     char buf[96];
-    int k = label_step(c, LABEL * 1.1);
+    int k = label_step(c, LABEL * 1.1, v->n);
     for (int i = 0; i < v->n; i++)
         if (labelled(i, v->n, k))
             ts_canvas_text(cv, x + (i + 0.5) * c, y + LABEL / 2, LABEL, TS_CANVAS_CENTRE, GREY, false,
@@ -123,7 +125,7 @@ static double big_head(ts_canvas *cv, const ts_live_views *v, double left, doubl
     if (side > most) side = most;
     if (side < 2 * v->n) side = 2 * v->n; /* two pixels a cell at least */
     double x = left + GUTTER, y = top + head_h + LABEL + 6, c = side / v->n;
-    int k = label_step(c, LABEL * 1.1);
+    int k = label_step(c, LABEL * 1.1, v->n);
     char buf[96];
     for (int i = 0; i < v->n; i++) {
         if (!labelled(i, v->n, k)) continue;
