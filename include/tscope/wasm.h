@@ -7,6 +7,10 @@
  * final norm and head, and lays the views out as a display list that the
  * page only paints.
  *
+ * Each tsw_X below is experiment.h's ts_live_session_X, the session `tscope
+ * live`'s views run too (src/experiment/live_session.c), and tsw_draw lays
+ * out render.h's live views, the same as the window's.
+ *
  * Plain C types only, so JavaScript calls them through Emscripten's ccall.
  * Calls that can fail return 0 or a ts_status (tsw_error gives the sentence);
  * pointers returned stay valid until the next call on the same session.

@@ -19,21 +19,22 @@ static void cr_rect(void *ctx, double x, double y, double w, double h, ts_rgb c)
     cairo_fill(cr);
 }
 
-static void cr_frame(void *ctx, double x, double y, double w, double h, ts_rgb c, double width) {
-    cairo_t *cr = ctx;
+/* The path built so far, stroked in c at `width`. */
+static void stroke(cairo_t *cr, ts_rgb c, double width) {
     set_colour(cr, c);
     cairo_set_line_width(cr, width);
-    cairo_rectangle(cr, x, y, w, h);
     cairo_stroke(cr);
 }
 
+static void cr_frame(void *ctx, double x, double y, double w, double h, ts_rgb c, double width) {
+    cairo_rectangle(ctx, x, y, w, h);
+    stroke(ctx, c, width);
+}
+
 static void cr_line(void *ctx, double x0, double y0, double x1, double y1, ts_rgb c, double width) {
-    cairo_t *cr = ctx;
-    set_colour(cr, c);
-    cairo_set_line_width(cr, width);
-    cairo_move_to(cr, x0, y0);
-    cairo_line_to(cr, x1, y1);
-    cairo_stroke(cr);
+    cairo_move_to(ctx, x0, y0);
+    cairo_line_to(ctx, x1, y1);
+    stroke(ctx, c, width);
 }
 
 static void cr_text(void *ctx, double x, double y, double size, ts_canvas_align a, ts_rgb c, bool bold, const char *s) {
