@@ -174,7 +174,7 @@ WASM_DEPS_DIR := $(WASM_BUILD)/src
 WASM_FROM_SRC := $(filter-out src/io/torch_pt.c src/trace/trace_write.c src/trace/trace_stream.c src/trace/trace_passes.c \
     $(wildcard src/*/*_avx2.c src/*/*_avx512.c src/*/*_neon.c), \
     $(wildcard src/core/*.c src/kernels/*.c src/model/*.c src/tokenizer/*.c src/io/*.c src/experiment/*.c \
-    src/trace/*.c)) $(WASM_SRCS) viz/render/colormap.c
+    src/trace/*.c)) $(WASM_SRCS) viz/render/colormap.c viz/render/canvas.c viz/render/live_views.c
 WASM_OBJS := $(call objs,$(WASM_BUILD)/obj,$(WASM_FROM_SRC)) $(WASM_BUILD)/obj/colormaps_data.o \
     $(WASM_BUILD)/obj/cJSON.o $(WASM_BUILD)/obj/crc32.o
 # Debian's emcc finds its acorn only through NODE_PATH when node is not Debian's; 3.1.6's
@@ -185,7 +185,7 @@ WASM_CFLAGS = $(WARN) -O2 $(CPPFLAGS) -I$(WASM_DEPS_DIR)/include -I$(WASM_DEPS_D
     $(filter %/cairo,$(shell $(PKG_CONFIG) --cflags-only-I cairo 2>/dev/null)) $(CFLAGS)
 WASM_EXPORTS := tsw_error tsw_open tsw_close tsw_layers tsw_heads tsw_vocab tsw_capacity tsw_set_text tsw_tokens \
     tsw_skipped tsw_token_label tsw_vocab_label tsw_piece tsw_knock tsw_knocked tsw_n_knocked tsw_next_probs \
-    tsw_top tsw_sample tsw_attention tsw_lens_ids tsw_lens_probs tsw_loss tsw_draw tsw_dl_ops tsw_dl_count \
+    tsw_top tsw_sample tsw_attention tsw_lens_ids tsw_lens_probs tsw_loss tsw_loss_before tsw_draw tsw_dl_ops tsw_dl_count \
     tsw_dl_text tsw_dl_pixels tsw_hit malloc free
 comma := ,
 empty :=

@@ -14,6 +14,8 @@
 #include "check.h"
 #include "tscope/experiment.h"
 #include "tscope/kernels.h"
+#include "tscope/render.h"
+#include "../viz/viewer/live_internal.h"
 #include "tscope/viewer.h"
 
 #define CTX 16
@@ -601,6 +603,165 @@ static void set_length_matches_a_model_built_at_that_length(void **state) {
     ts_model_free(&m5);
 }
 
+/* ---- the live views: laid out once, painted by cairo or into a display list ---- */
+
+/* The display list's TEXT ops: how many hold `needle`. */
+static int dl_texts_with(const ts_dl *d, const char *needle) {
+    int n = 0;
+    for (int i = 0; i < ts_dl_count(d); i++) {
+        const float *op = d->ops + (size_t)i * TS_DL_FLOATS;
+        if (op[0] == TS_DL_TEXT && strstr(d->text + (size_t)op[9], needle)) n++;
+    }
+    return n;
+}
+
+/* A live session knocks a head out and keeps the loss of the whole text
+ * before and after; the views it lays out carry both means, each head is a
+ * hit region, and cairo paints the same cells the display list holds. */
+static void the_views_show_the_loss_before_and_after(void **state) {
+    (void)state;
+    fixture f;
+    open_fixture(&f, "");
+    ts_live_session *s = ts_live_session_new(&f.m, &f.tok);
+    assert_non_null(s);
+    assert_int_equal(ts_live_session_set_text(s, "abc defgh ijk."), 0);
+    int n = ts_live_session_tokens(s);
+    assert_int_equal(n, 14);
+    float plain[CTX];
+    memcpy(plain, ts_live_session_loss(s), sizeof(float) * (size_t)n);
+    assert_true(isnan(plain[0]) && !isnan(plain[1]));
+    assert_int_equal(ts_live_session_knock(s, 1, 0), 1);
+    const float *before = ts_live_session_loss_before(s), *after = ts_live_session_loss(s);
+    double changed = 0;
+    for (int i = 1; i < n; i++) {
+        assert_float_equal(before[i], plain[i], 1e-6); /* "before" is the plain model's */
+        changed = fmax(changed, fabs(after[i] - plain[i]));
+    }
+    assert_true(changed > 1e-4); /* the knock-out reaches the loss */
+
+    ts_live_views v = ts_live_views_of(s, 1, 0);
+    assert_non_null(v.loss_before);
+    ts_dl d = {0};
+    ts_canvas cv = {0};
+    ts_dl_canvas(&d, &cv);
+    double h = ts_live_views_draw(&cv, &v, 900, 0);
+    assert_true(h > 200 && ts_dl_count(&d) > 0);
+    char title[64];
+    snprintf(title, sizeof title, "%.3f before, %.3f after", ts_live_views_mean_loss(before, n), ts_live_views_mean_loss(after, n));
+    assert_int_equal(dl_texts_with(&d, title), 1);
+    assert_int_equal(dl_texts_with(&d, "1.0 out"), 1);
+    for (int i = 0; i < cv.n_hits; i++) /* every head, and each where it was laid out */
+        assert_int_equal(ts_canvas_hit_at(&cv, cv.hits[i].x + cv.hits[i].w / 2, cv.hits[i].y + cv.hits[i].h / 2), cv.hits[i].id);
+    assert_int_equal(cv.n_hits, 2 * 2);
+    assert_int_equal(ts_canvas_hit_at(&cv, -5, -5), -1);
+
+    /* cairo paints the first image's cells as the list holds them */
+    const float *img = NULL;
+    for (int i = 0; i < ts_dl_count(&d) && !img; i++)
+        if (d.ops[(size_t)i * TS_DL_FLOATS] == TS_DL_IMAGE) img = d.ops + (size_t)i * TS_DL_FLOATS;
+    assert_non_null(img);
+    cairo_surface_t *sf = cairo_image_surface_create(CAIRO_FORMAT_RGB24, 900, (int)h);
+    cairo_t *cr = cairo_create(sf);
+    ts_canvas cc = {0};
+    ts_canvas_cairo(&cc, cr);
+    ts_live_views_draw(&cc, &v, 900, 0);
+    cairo_surface_flush(sf);
+    int cols = (int)img[5];
+    double cell = img[3] / cols;
+    for (int r = 0; r < cols; r += 5) { /* the diagonal's cells */
+        const unsigned char *want = d.pixels + (size_t)img[9] + ((size_t)r * cols + r) * 4;
+        int px = (int)(img[1] + (r + 0.5) * cell), py = (int)(img[2] + (r + 0.5) * cell);
+        uint32_t got = *(uint32_t *)(cairo_image_surface_get_data(sf) + (size_t)py * cairo_image_surface_get_stride(sf) + (size_t)px * 4);
+        assert_int_equal((got >> 16) & 0xff, want[0]);
+        assert_int_equal((got >> 8) & 0xff, want[1]);
+        assert_int_equal(got & 0xff, want[2]);
+    }
+    assert_int_equal(cc.n_hits, cv.n_hits);
+    cairo_destroy(cr);
+    cairo_surface_destroy(sf);
+    ts_canvas_free(&cc);
+    ts_canvas_free(&cv);
+    ts_dl_free(&d);
+    ts_live_session_close(s);
+    close_fixture(&f);
+}
+
+static const char *letter(void *u, int i) {
+    static char buf[4];
+    (void)u;
+    buf[0] = (char)('a' + i % 26), buf[1] = 0;
+    return buf;
+}
+
+/* At any length the views' token axes keep labels: thinned, each with its
+ * position, the last always, none overlapping its neighbour. */
+static void the_views_keep_numbered_labels_at_any_length(void **state) {
+    (void)state;
+    enum { N = 300 };
+    float *attn = calloc((size_t)N * N, sizeof(float)), loss[N], lens_p[N];
+    int32_t lens_id[N];
+    char knocked[1] = {0};
+    assert_non_null(attn);
+    for (int i = 0; i < N; i++) attn[(size_t)i * N + i] = 1, loss[i] = (float)(i % 7), lens_p[i] = 0.5f, lens_id[i] = 0;
+    ts_live_views v = {.L = 1, .H = 1, .n = N, .cap = N, .attn = attn, .knocked = knocked, .lens_id = lens_id,
+                       .lens_p = lens_p, .loss = loss, .token = letter, .vocab = letter, .u = NULL};
+    ts_dl d = {0};
+    ts_canvas cv = {0};
+    ts_dl_canvas(&d, &cv);
+    ts_live_views_draw(&cv, &v, 1000, 0);
+    char last[16];
+    snprintf(last, sizeof last, "%d %s", N - 1, letter(NULL, N - 1));
+    assert_true(dl_texts_with(&d, last) >= 2); /* the large head's axes and the strips' */
+    /* the loss strip's axis: the last TEXT ops of one y, numbered, apart by more than a label */
+    double prev_x = -1e9, y = -1;
+    int labels = 0;
+    for (int i = ts_dl_count(&d) - 1; i >= 0; i--) {
+        const float *op = d.ops + (size_t)i * TS_DL_FLOATS;
+        if (op[0] != TS_DL_TEXT) continue;
+        const char *t = d.text + (size_t)op[9];
+        if (t[0] < '0' || t[0] > '9') {
+            if (labels) break;
+            continue;
+        }
+        if (y < 0) y = op[2];
+        if (op[2] != y) break;
+        assert_non_null(strchr(t, ' ')); /* "40 o": the position, then the token */
+        if (labels) assert_true(prev_x - op[1] >= 0.62 * op[3] * (double)strlen(t));
+        prev_x = op[1];
+        labels++;
+    }
+    assert_true(labels >= 5);
+    ts_canvas_free(&cv);
+    ts_dl_free(&d);
+    free(attn);
+}
+
+/* `tscope live` shows the same views (Ctrl+G): a click on a head of their
+ * grid names that head, and knocking it out shows in the views. */
+static void live_shows_the_views(void **state) {
+    (void)state;
+    fixture f;
+    open_fixture(&f, "abc defgh");
+    assert_ok(ts_live_show_views(f.l, true));
+    assert_true(ts_live_show_views_on(f.l));
+    assert_ok(ts_live_draw_offscreen(f.l));
+    const ts_canvas *cv = &f.l->canvas;
+    assert_int_equal(cv->n_hits, 4);
+    char spec[300];
+    const ts_canvas_hit *b = &cv->hits[3]; /* layer 1, head 1 */
+    assert_true(ts_live_head_at(f.l, b->x + b->w / 2, b->y + b->h / 2 + f.l->field_h, spec, sizeof spec));
+    assert_string_equal(spec, "decoder.layers.1.self_attn.head1");
+    assert_ok(ts_live_knock(f.l, spec));
+    assert_int_equal(ts_live_session_n_knocked(f.l->sess), 1);
+    assert_int_equal(ts_live_session_knocked(f.l->sess, 1, 1), 1);
+    assert_ok(ts_live_insert(f.l, "i"));
+    assert_int_equal(ts_live_session_tokens(f.l->sess), 10);
+    assert_ok(ts_live_knock(f.l, "1.1")); /* back */
+    assert_int_equal(ts_live_session_n_knocked(f.l->sess), 0);
+    assert_ok(ts_live_show_views(f.l, false));
+    close_fixture(&f);
+}
+
 int main(void) {
     assert_ok(ts_kernels_init());
     const struct CMUnitTest tests[] = {
@@ -619,6 +780,9 @@ int main(void) {
         cmocka_unit_test(a_model_without_positions_keeps_its_cache),
         cmocka_unit_test(a_source_and_a_target),
         cmocka_unit_test(what_an_encoder_decoder_cannot_read),
+        cmocka_unit_test(the_views_show_the_loss_before_and_after),
+        cmocka_unit_test(the_views_keep_numbered_labels_at_any_length),
+        cmocka_unit_test(live_shows_the_views),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -22,6 +22,7 @@
 #define TSCOPE_EXPERIMENT_H
 
 #include "tscope/model.h"
+#include "tscope/tokenizer.h"
 
 typedef enum ts_edit_kind { TS_EDIT_ZERO, TS_EDIT_MEAN, TS_EDIT_PATCH, TS_EDIT_ADD } ts_edit_kind;
 
@@ -257,5 +258,66 @@ void ts_lm_snapshot_scores_free(ts_lm_snapshot_scores *s);
  * a trace shows where a text is predictable (an edited run's beside the
  * unedited one's). Nothing for S < 2. */
 ts_status ts_lm_next_loss_step(const ts_hook *hook, const int32_t *ids, const ts_tensor *logits);
+
+/* ---- a live session (live_session.c): the model answering a text as it is
+ * typed, for the live views of `tscope live` and the live web page.
+ *
+ * Only the positions after the longest prefix the cache of keys and values
+ * already holds run through the model's own decoding; heads are knocked out
+ * with this module's ablations (a plain cache beside, for "before"); the
+ * hook keeps every head's attention and each layer's lens reading; each
+ * position's loss is read before and after. A causal language model with a
+ * tokenizer only. Pointers returned stay valid until the next call. */
+typedef struct ts_live_session ts_live_session;
+
+/* A checkpoint at path (what `tscope run --load` reads without flags), owned;
+ * NULL on failure (ts_last_error). One thread: the browser has no others. */
+ts_live_session *ts_live_session_open(const char *path);
+/* A session on the caller's model and tokenizer (borrowed, outliving it). */
+ts_live_session *ts_live_session_new(ts_model *m, ts_lmtok *tok);
+void ts_live_session_close(ts_live_session *s); /* NULL is fine */
+
+int ts_live_session_layers(const ts_live_session *s);
+int ts_live_session_heads(const ts_live_session *s);
+int ts_live_session_vocab(const ts_live_session *s);
+int ts_live_session_capacity(const ts_live_session *s); /* positions it reads at most */
+
+/* The text (UTF-8): tokenized as `tscope live` does (characters a character
+ * model does not know are left out and counted), the last capacity tokens
+ * kept, then run. set_ids: token ids the caller tokenized. */
+int ts_live_session_set_text(ts_live_session *s, const char *text);
+ts_status ts_live_session_set_ids(ts_live_session *s, const int32_t *ids, int n);
+int ts_live_session_tokens(const ts_live_session *s);
+int ts_live_session_skipped(const ts_live_session *s);
+const char *ts_live_session_token_label(ts_live_session *s, int i); /* the i-th token read */
+const char *ts_live_session_vocab_label(ts_live_session *s, int32_t id);
+const char *ts_live_session_piece(ts_live_session *s, int32_t id); /* the text a token appends */
+
+/* Toggle one head (1: now out, 0: back, negative status on failure), or set
+ * every head at once ((L * H) 1: out); the text is run again. */
+int ts_live_session_knock(ts_live_session *s, int layer, int head);
+ts_status ts_live_session_set_knocked(ts_live_session *s, const char *knocked);
+int ts_live_session_knocked(const ts_live_session *s, int layer, int head);
+int ts_live_session_n_knocked(const ts_live_session *s);
+const char *ts_live_session_knocked_all(const ts_live_session *s); /* (L * H) */
+
+/* The next token after the last position at temperature t, with the heads
+ * knocked out or (before = 1) with every head in place; NULL before any text. */
+const float *ts_live_session_next_probs(ts_live_session *s, float t, int before);
+/* The k tokens to show, by the larger of after and before. */
+int ts_live_session_top(ts_live_session *s, float t, int k, int32_t *ids);
+/* A token drawn at temperature t with u uniform in [0, 1); t = 0 the most likely; -1 before any text. */
+int32_t ts_live_session_sample(ts_live_session *s, float t, double u);
+
+/* (n, n) rows of capacity floats: one head's attention; all: (L, H, cap, cap). */
+const float *ts_live_session_attention(const ts_live_session *s, int layer, int head);
+const float *ts_live_session_attention_all(const ts_live_session *s);
+/* The lens: (L, capacity) the most likely next token from each layer's stream, its probability. */
+const int32_t *ts_live_session_lens_ids(const ts_live_session *s);
+const float *ts_live_session_lens_probs(const ts_live_session *s);
+/* Each position's loss, -log p(token | before), NaN at 0: with the knock-outs,
+ * and with every head in place (the same while none is out). */
+const float *ts_live_session_loss(const ts_live_session *s);
+const float *ts_live_session_loss_before(const ts_live_session *s);
 
 #endif

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "tscope/core.h"
+#include "tscope/experiment.h"
 #include "tscope/io.h"
 #include "tscope/trace.h"
 
@@ -717,5 +718,126 @@ void ts_scene_set_color_scale(ts_scene *s, ts_render_scale scale);
  * be curves (a plot, or a training picture, whose loss is kept); b's values
  * are used in place, so b must live as long as a is drawn. */
 ts_status ts_scene_overlay(ts_scene *a, const ts_scene *b, const char *label_a, const char *label_b);
+
+/* ---- canvas: one layout, two ways to paint it ---------------------------
+ * The live views (every head, one head large, the lens, the loss strip) are
+ * laid out once, in C, through this small interface, and painted either by
+ * cairo (the `tscope live` window and its PNGs) or into a display list that
+ * the live web page replays on an HTML canvas (src/wasm). The display-list
+ * backend and the views need nothing of cairo, so `make wasm` compiles them.
+ * Units are pixels; colours sRGB in [0, 1]. */
+
+typedef enum ts_canvas_align { TS_CANVAS_LEFT = 0, TS_CANVAS_CENTRE = 1, TS_CANVAS_RIGHT = 2 } ts_canvas_align;
+
+/* What a backend paints. Text is centred vertically on y, `size` pixels,
+ * anchored at x by align. An image is cols x rows RGBA cells stretched over
+ * (x, y, w, h) without smoothing (copied: rgba may go after). clip narrows painting to a rectangle until
+ * unclip (one level). */
+typedef struct ts_canvas_ops {
+    void (*rect)(void *ctx, double x, double y, double w, double h, ts_rgb c);
+    void (*frame)(void *ctx, double x, double y, double w, double h, ts_rgb c, double width);
+    void (*line)(void *ctx, double x0, double y0, double x1, double y1, ts_rgb c, double width);
+    void (*text)(void *ctx, double x, double y, double size, ts_canvas_align a, ts_rgb c, bool bold, const char *s);
+    void (*image)(void *ctx, double x, double y, double w, double h, int cols, int rows, const unsigned char *rgba);
+    void (*clip)(void *ctx, double x, double y, double w, double h);
+    void (*unclip)(void *ctx);
+} ts_canvas_ops;
+
+/* A region of the last layout a click may land in, and what it means (the
+ * views' own numbering: a head is layer * heads + head). */
+typedef struct ts_canvas_hit {
+    double x, y, w, h;
+    int id;
+} ts_canvas_hit;
+
+typedef struct ts_canvas {
+    const ts_canvas_ops *ops;
+    void *ctx;
+    ts_canvas_hit *hits; /* (cap_hits) the hit regions laid out since ts_canvas_begin */
+    int n_hits, cap_hits;
+    bool failed;         /* out of memory for a hit region: hits are incomplete */
+} ts_canvas;
+
+/* A new layout on c: its hit regions forgotten. */
+void ts_canvas_begin(ts_canvas *c);
+void ts_canvas_free(ts_canvas *c); /* the hit regions; not the backend */
+void ts_canvas_rect(ts_canvas *c, double x, double y, double w, double h, ts_rgb col);
+void ts_canvas_frame(ts_canvas *c, double x, double y, double w, double h, ts_rgb col, double width);
+void ts_canvas_line(ts_canvas *c, double x0, double y0, double x1, double y1, ts_rgb col, double width);
+void ts_canvas_text(ts_canvas *c, double x, double y, double size, ts_canvas_align a, ts_rgb col, bool bold, const char *s);
+/* cols x rows RGBA cells (rgba, rows of cols * 4 bytes) stretched over (x, y, w, h). */
+void ts_canvas_image(ts_canvas *c, double x, double y, double w, double h, int cols, int rows, const unsigned char *rgba);
+void ts_canvas_clip(ts_canvas *c, double x, double y, double w, double h);
+void ts_canvas_unclip(ts_canvas *c);
+void ts_canvas_hit_region(ts_canvas *c, double x, double y, double w, double h, int id);
+/* The id of the last region laid out under (x, y), or -1. */
+int ts_canvas_hit_at(const ts_canvas *c, double x, double y);
+
+/* The display list (canvas_dl.c): ops of TS_DL_FLOATS floats each, in the
+ * order they are painted, colours as r, g, b in [0, 1]:
+ *   RECT   kind x y w h r g b          a filled rectangle
+ *   FRAME  kind x y w h r g b width    a rectangle's outline
+ *   LINE   kind x0 y0 x1 y1 r g b width
+ *   TEXT   kind x y size align r g b bold at: the NUL-terminated UTF-8 at
+ *          text + at, centred vertically on y; align 0 left, 1 centre, 2 right
+ *   IMAGE  kind x y w h cols rows - - at: cols x rows RGBA pixels at
+ *          pixels + at, each a cell, stretched over w x h without smoothing
+ *   CLIP   kind x y w h                painting kept inside, until UNCLIP
+ *   UNCLIP kind */
+enum { TS_DL_FLOATS = 10 };
+typedef enum ts_dl_kind {
+    TS_DL_RECT = 1, TS_DL_FRAME, TS_DL_LINE, TS_DL_TEXT, TS_DL_IMAGE, TS_DL_CLIP, TS_DL_UNCLIP
+} ts_dl_kind;
+typedef struct ts_dl {
+    float *ops; /* (cap, TS_DL_FLOATS) */
+    int n, cap;
+    char *text;
+    size_t text_len, text_cap;
+    unsigned char *pixels; /* the images' RGBA rows */
+    size_t pix_len, pix_cap;
+    bool failed; /* out of memory: the list is cut, and ts_dl_count says 0 */
+} ts_dl;
+/* c paints into d (emptied first). */
+void ts_dl_canvas(ts_dl *d, ts_canvas *c);
+int ts_dl_count(const ts_dl *d);
+void ts_dl_free(ts_dl *d);
+
+/* A cairo context as a canvas (canvas_cairo.c): text through pango in the
+ * renderers' font, images as cairo image surfaces. cr must outlive c's use. */
+void ts_canvas_cairo(ts_canvas *c, cairo_t *cr);
+
+/* ---- the live views (live_views.c), laid out once through a canvas ---- */
+
+/* What the views draw, plain data: the model's (L, H) heads over n tokens. */
+typedef struct ts_live_views {
+    int L, H;            /* layers, heads a layer */
+    int n, cap;          /* tokens read; the row stride of attn and the lens */
+    const float *attn;   /* (L, H, cap, cap) every head's attention rows */
+    const char *knocked; /* (L * H) 1: the head is knocked out */
+    int n_knocked;
+    const int32_t *lens_id; /* (L, cap) each layer's most likely next token after each position */
+    const float *lens_p;    /* (L, cap) its probability */
+    const float *loss;      /* (n) -log p(token | before), NaN at 0; with the knock-outs */
+    const float *loss_before; /* (n) the same with every head in place, while some are out; else NULL */
+    /* labels: the i-th token read, a vocabulary id (the returned text may be
+     * overwritten by the next call) */
+    const char *(*token)(void *u, int i);
+    const char *(*vocab)(void *u, int32_t id);
+    void *u;
+    int focus_layer, focus_head; /* the head drawn large */
+} ts_live_views;
+
+/* The views of a live session (experiment.h) now, head (focus_layer,
+ * focus_head) large (out of range: the last layer's first head). */
+ts_live_views ts_live_views_of(ts_live_session *s, int focus_layer, int focus_head);
+
+/* Lay out the views in a column `width` pixels wide from the top of c, the
+ * large head shrunk to fit `height` when it is above 0 (a window; the page
+ * scrolls, and passes 0); returns the height used. Each head of the grid is a hit region with id
+ * layer * H + head. */
+double ts_live_views_draw(ts_canvas *c, const ts_live_views *v, double width, double height);
+
+/* The whole text's mean loss (positions 1..n-1, NaN skipped); NaN when none. */
+double ts_live_views_mean_loss(const float *loss, int n);
 
 #endif

@@ -421,6 +421,12 @@ int ts_live_knocked(const ts_live *l); /* heads out */
  * experiments' --lens). While it is on, every pass is a full one. */
 ts_status ts_live_lens(ts_live *l, bool on);
 bool ts_live_lens_on(const ts_live *l);
+/* The live views in place of the step on screen (Ctrl+G, the script word
+ * `views`): every head, one head large, the lens and the loss strip before
+ * and after a knock-out, laid out by the same C as the web page's live page
+ * (render.h's ts_live_views_draw). A causal language model only. */
+ts_status ts_live_show_views(ts_live *l, bool on);
+bool ts_live_show_views_on(const ts_live *l);
 /* With heads out: the token whose next-token probability moved most, its
  * probability before and after (its id; -1 with none out). */
 int ts_live_change(const ts_live *l, float *before, float *after, char *label, size_t cap);

@@ -7,6 +7,10 @@
  * final norm and head, and lays the views out as a display list that the
  * page only paints.
  *
+ * Each tsw_X below is experiment.h's ts_live_session_X, the session `tscope
+ * live`'s views run too (src/experiment/live_session.c), and tsw_draw lays
+ * out render.h's live views, the same as the window's.
+ *
  * Plain C types only, so JavaScript calls them through Emscripten's ccall.
  * Calls that can fail return 0 or a ts_status (tsw_error gives the sentence);
  * pointers returned stay valid until the next call on the same session.
@@ -67,30 +71,26 @@ const float *tsw_attention(const tsw_session *s, int layer, int head);
  * position read from each layer's stream, and its probability. */
 const int32_t *tsw_lens_ids(const tsw_session *s);
 const float *tsw_lens_probs(const tsw_session *s);
-/* Each position's loss: -log p(token | the ones before); NaN at position 0. */
+/* Each position's loss: -log p(token | the ones before); NaN at position 0;
+ * with the heads knocked out, and with every head in place (the same while
+ * none is out). */
 const float *tsw_loss(const tsw_session *s);
+const float *tsw_loss_before(const tsw_session *s);
 
 /* ---- the views as a display list (wasm_views.c) ---- */
 
 /* Lay out every head's attention (the knocked-out ones crossed), head
  * (focus_layer, focus_head) large with its tokens, the lens and the loss
- * strip in a canvas `width` pixels wide; returns the height used. */
+ * strip (before and after while heads are out) in a canvas `width` pixels
+ * wide, through the same views as `tscope live` (ts_live_views_draw, painted
+ * into a display list); returns the height used, 0 when out of memory. */
 int tsw_draw(tsw_session *s, int focus_layer, int focus_head, int width);
-/* The display list: tsw_dl_count ops of TSW_DL_FLOATS floats each, in the
- * order they are painted, colours as r, g, b in [0, 1]:
- *   RECT   kind x y w h r g b          a filled rectangle
- *   FRAME  kind x y w h r g b width    a rectangle's outline
- *   LINE   kind x0 y0 x1 y1 r g b width
- *   TEXT   kind x y size align r g b bold at: the NUL-terminated UTF-8 at
- *          tsw_dl_text() + at, centred vertically on y; align 0 left, 1 centre, 2 right
- *   IMAGE  kind x y w h cols rows - - at: cols x rows RGBA pixels at
- *          tsw_dl_pixels() + at, each a cell, stretched over w x h without smoothing */
-enum { TSW_DL_FLOATS = 10 };
-typedef enum tsw_dl_kind { TSW_DL_RECT = 1, TSW_DL_FRAME, TSW_DL_LINE, TSW_DL_TEXT, TSW_DL_IMAGE } tsw_dl_kind;
-const float *tsw_dl_ops(void);
-int tsw_dl_count(void);
-const char *tsw_dl_text(void);
-const unsigned char *tsw_dl_pixels(void);
+/* The display list of the last tsw_draw (render.h's ts_dl: TS_DL_FLOATS
+ * floats an op, the kinds and their fields listed there). */
+const float *tsw_dl_ops(const tsw_session *s);
+int tsw_dl_count(const tsw_session *s);
+const char *tsw_dl_text(const tsw_session *s);
+const unsigned char *tsw_dl_pixels(const tsw_session *s);
 /* The head under (x, y) of the last tsw_draw's grid: layer * heads + head, or -1. */
 int tsw_hit(const tsw_session *s, double x, double y);
 

@@ -111,7 +111,7 @@ int ts_cmd_live(int argc, char **argv) {
         {"--top-k", TS_FLAG_INT, &top_k, "K", "keep the K most likely tokens in the panel (default 0: all)", NULL, NULL, NULL},
         {"--script", TS_FLAG_STRING, &script, "WORDS",
          "actions to replay first: type:TEXT tab backspace left right up down pgup pgdn home end esc head:N|all "
-         "pick:N knock:HEAD lens focus:source|target find:NAME hover:X,Y click:X,Y shot:FILE", NULL, NULL, NULL},
+         "pick:N knock:HEAD lens views enter focus:source|target find:NAME hover:X,Y click:X,Y shot:FILE", NULL, NULL, NULL},
         {"--screenshot", TS_FLAG_STRING, &screenshot, "FILE", "write the last frame to FILE (PNG) and exit", NULL, NULL, NULL},
         {"--width", TS_FLAG_INT, &width, "W", "window width in points (default 1280)", NULL, NULL, NULL},
         {"--height", TS_FLAG_INT, &height, "H", "window height in points (default 800)", NULL, NULL, NULL},

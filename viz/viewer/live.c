@@ -42,7 +42,7 @@
 
 #include "live_internal.h"
 
-#define FIELD_H 76.0      /* one field across the top (a language model's text) */
+#define FIELD_H 116.0     /* one field across the top (a language model's text, three lines) */
 #define FIELDS_H 116.0    /* two (an encoder-decoder's source and target) */
 
 double live_now_ms(void) {
@@ -102,6 +102,7 @@ ts_status ts_live_new(ts_live **out, ts_model *m, ts_lmtok *tok, const ts_live_o
     l->top_k = o ? o->top_k : 0;
     l->w = o && o->width > 0 ? o->width : 1280;
     l->h = o && o->height > 0 ? o->height : 800;
+    l->views_focus = -1;
     l->probs = malloc(sizeof *l->probs * (size_t)m->cfg.vocab);
     l->before = malloc(sizeof *l->before * (size_t)m->cfg.vocab);
     ts_experiment_init(&l->ex);
@@ -140,6 +141,8 @@ ts_status ts_live_new(ts_live **out, ts_model *m, ts_lmtok *tok, const ts_live_o
 void ts_live_free(ts_live *l) {
     if (!l) return;
     live_clear_pass(l);
+    ts_live_session_close(l->sess);
+    ts_canvas_free(&l->canvas);
     if (l->offscreen) cairo_surface_destroy(l->offscreen);
     if (l->fd >= 0) close(l->fd);
     ts_experiment_free(&l->ex);
@@ -246,7 +249,7 @@ int ts_live_fields(const ts_live *l) { return l->seq2seq ? 2 : 1; }
 int ts_live_field_at(const ts_live *l, double x, double y) {
     (void)x;
     for (int i = 0; i <= (l->seq2seq ? LIVE_TARGET : LIVE_SOURCE); i++)
-        if (y >= box_y(i) && y < box_y(i) + BOX_H) return i;
+        if (y >= box_y(i) && y < box_y(i) + box_h(l)) return i;
     return -1;
 }
 
@@ -349,6 +352,7 @@ static int knock_candidates(const char *word, char out[][NAME_MAX_LEN]) {
 }
 
 static ts_status knock_step(ts_live *l, const char *spec);
+static bool spec_head(const ts_live *l, const char *spec, int *layer, int *head);
 
 /* Whether the model has a step of that name to knock out: what the
  * experiment's check says of an ablation of it alone. */
@@ -392,6 +396,8 @@ static ts_status knock_step(ts_live *l, const char *spec) {
         rebuild_experiment(l);
         return ts_fail(TS_ERR_ARG, "%s", why);
     }
+    int layer, head; /* the views draw the head clicked large, as the page does */
+    if (spec_head(l, spec, &layer, &head)) l->views_focus = layer * l->m->cfg.heads + head;
     return ts_live_pass(l);
 }
 
@@ -417,6 +423,46 @@ ts_status ts_live_lens(ts_live *l, bool on) {
 
 bool ts_live_lens_on(const ts_live *l) { return l->lens; }
 
+ts_status ts_live_show_views(ts_live *l, bool on) {
+    if (on == l->views) return TS_OK;
+    if (on && (l->seq2seq || !l->can_cache))
+        return ts_fail(TS_ERR_UNSUPPORTED, "live: the views (every head, the lens, the loss strip) follow a causal language "
+                                           "model with a cache; this model is not one");
+    /* made once, the first time: its caches are sized by the model's config, not by a pass */
+    if (on && !l->sess && !(l->sess = ts_live_session_new(l->m, l->tok))) return TS_ERR_ARG;
+    l->views = on;
+    return on ? live_views_follow(l) : TS_OK;
+}
+
+bool ts_live_show_views_on(const ts_live *l) { return l->views; }
+
+/* Layer and head of a knocked-out spec of this model's stack, or false. */
+static bool spec_head(const ts_live *l, const char *spec, int *layer, int *head) {
+    const char *stack = ts_model_stack_name(&l->m->cfg);
+    size_t n = strlen(stack);
+    int used = 0;
+    if (strncmp(spec, stack, n) != 0 || sscanf(spec + n, ".layers.%d.self_attn.head%d%n", layer, head, &used) != 2 ||
+        spec[n + (size_t)used] != '\0')
+        return false;
+    return *layer >= 0 && *layer < l->m->cfg.layers && *head >= 0 && *head < l->m->cfg.heads;
+}
+
+ts_status live_views_follow(ts_live *l) {
+    if (!l->views || !l->sess) return TS_OK;
+    int L = l->m->cfg.layers, H = l->m->cfg.heads;
+    char *out = calloc((size_t)L * H, 1);
+    if (!out) return ts_fail(TS_ERR_NOMEM, "live: out of memory");
+    for (int i = 0; i < l->n_knocked; i++) {
+        int layer, head;
+        if (spec_head(l, l->knocked[i], &layer, &head)) out[layer * H + head] = 1;
+    }
+    /* the knock-outs first: a new set throws the cache away, and the text then runs once */
+    ts_status st = ts_live_session_set_knocked(l->sess, out);
+    free(out);
+    TS_TRY(st);
+    return ts_live_session_set_ids(l->sess, l->ids ? l->ids + l->first : NULL, l->n_all - l->first);
+}
+
 const char *live_head_grid_module(const ts_live *l, char *buf, size_t cap) {
     if (!l->have_state || l->st.head >= 0 || !l->frame.drawn) return NULL;
     const ts_view_entry *e = &l->steps.entry[l->st.current];
@@ -433,6 +479,13 @@ const char *live_head_grid_module(const ts_live *l, char *buf, size_t cap) {
 
 bool ts_live_head_at(const ts_live *l, double x, double y, char *spec, size_t cap) {
     char module[NAME_MAX_LEN];
+    if (l->views) { /* a head of the views' grid, by the hit regions of their last layout */
+        int hit = x < l->w - PANEL_W ? ts_canvas_hit_at(&l->canvas, x, y - l->field_h) : -1;
+        if (hit < 0) return false;
+        int H = l->m->cfg.heads;
+        snprintf(spec, cap, "%s.layers.%d.self_attn.head%d", ts_model_stack_name(&l->m->cfg), hit / H, hit % H);
+        return true;
+    }
     if (!live_head_grid_module(l, module, sizeof module)) return false;
     int panel, row, col;
     if (!ts_render_hit(&l->frame.layout, x, y - l->field_h, &panel, &row, &col) || l->frame.panel_head[panel] < 0)

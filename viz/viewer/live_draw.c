@@ -44,12 +44,17 @@ ts_render_rect live_bar_rect(const ts_live *l, int i) {
     return (ts_render_rect){l->w - PANEL_W + 8, cy - row_h / 2, PANEL_W - 16, row_h};
 }
 
-/* A field's text as markup: what the model does not read grey, left-out tokens red. */
+/* A field's text as markup: what the model does not read grey, left-out
+ * tokens red; a line break shows as "↵" before it breaks the line, a tab as
+ * "⇥" in its place, so what Tab or Enter typed is seen. */
+static const char RETURN_MARK[] = "\xe2\x86\xb5", TAB_MARK[] = "\xe2\x87\xa5"; /* ↵ ⇥ */
+
 static char *field_markup(const live_field *f) {
     GString *s = g_string_new(NULL);
     for (size_t i = 0; i < f->len;) {
         size_t n = live_char_len(f->text + i, f->len - i);
-        char *esc = g_markup_escape_text(f->text + i, (gssize)n);
+        char *esc = f->text[i] == '\t' ? g_strdup(TAB_MARK) : g_markup_escape_text(f->text + i, (gssize)n);
+        if (f->text[i] == '\n') g_string_append_printf(s, "<span foreground=\"#9aa3ad\">%s</span>", RETURN_MARK);
         if (f->bad && f->bad[i])
             g_string_append_printf(s, "<span foreground=\"#d62728\" underline=\"error\">%s</span>", esc);
         else if (i < f->read_from || i >= f->read_to)
@@ -62,12 +67,25 @@ static char *field_markup(const live_field *f) {
     return g_string_free(s, FALSE);
 }
 
-/* One field's box at y, its label on the left; the cursor when it has the keys. */
+/* Byte `at` of the field's text in the layout's text: each mark adds its bytes. */
+static int shown_index(const live_field *f, size_t at) {
+    size_t extra = 0;
+    for (size_t i = 0; i < at && i < f->len; i++) {
+        if (f->text[i] == '\n') extra += sizeof RETURN_MARK - 1;
+        if (f->text[i] == '\t') extra += sizeof TAB_MARK - 2;
+    }
+    return (int)(at + extra);
+}
+
+/* One field's box at y, its label on the left; the cursor when it has the
+ * keys. A language model's field wraps its text over three lines and
+ * scrolls by lines; an encoder-decoder's one-line fields scroll sideways. */
 static void draw_one_field(const ts_live *l, cairo_t *cr, const live_field *f, const char *label, double y, bool focused) {
-    double x0 = 80, box_w = l->w - x0 - 14;
+    double x0 = 80, box_w = l->w - x0 - 14, bh = box_h(l);
+    bool wrap = !l->seq2seq;
     ts_window_text(cr, label, 13, false, 14, y + 16, 0, 0.35, 0.38, 0.42, 0);
     cairo_set_source_rgb(cr, 1, 1, 1);
-    cairo_rectangle(cr, x0, y, box_w, BOX_H);
+    cairo_rectangle(cr, x0, y, box_w, bh);
     cairo_fill_preserve(cr);
     if (focused) cairo_set_source_rgb(cr, 0.1, 0.35, 0.8);
     else cairo_set_source_rgb(cr, 0.55, 0.6, 0.68);
@@ -78,31 +96,41 @@ static void draw_one_field(const ts_live *l, cairo_t *cr, const live_field *f, c
     PangoFontDescription *fd = pango_font_description_from_string("DejaVu Sans Mono");
     pango_font_description_set_absolute_size(fd, 17 * PANGO_SCALE);
     pango_layout_set_font_description(lay, fd);
+    if (wrap) {
+        pango_layout_set_width(lay, (int)((box_w - 16) * PANGO_SCALE));
+        pango_layout_set_wrap(lay, PANGO_WRAP_CHAR);
+    }
     char *markup = field_markup(f);
     pango_layout_set_markup(lay, markup, -1);
     g_free(markup);
     PangoRectangle cur, edge;
-    pango_layout_index_to_pos(lay, (int)f->cursor, &cur);
-    double cx = cur.x / (double)PANGO_SCALE, shift = cx > box_w - 24 ? cx - (box_w - 24) : 0;
+    pango_layout_index_to_pos(lay, shown_index(f, f->cursor), &cur);
+    double cx = cur.x / (double)PANGO_SCALE, cy = cur.y / (double)PANGO_SCALE, ch = cur.height / (double)PANGO_SCALE;
+    double shift = !wrap && cx > box_w - 24 ? cx - (box_w - 24) : 0;
+    /* the cursor's line kept in the box, scrolled by whole lines so none is cut in half */
+    int fit = ch > 0 ? (int)((bh - 8) / ch) : 1, line = ch > 0 ? (int)lround(cy / ch) : 0;
+    double rise = wrap && line >= fit ? (line - fit + 1) * ch : 0;
     cairo_save(cr);
-    cairo_rectangle(cr, x0 + 1, y + 1, box_w - 2, BOX_H - 2);
+    cairo_rectangle(cr, x0 + 1, y + 1, box_w - 2, bh - 2);
     cairo_clip(cr);
     cairo_set_source_rgb(cr, 0.1, 0.12, 0.15);
-    cairo_move_to(cr, x0 + 8 - shift, y + 5);
+    cairo_move_to(cr, x0 + 8 - shift, y + 5 - rise);
     ts_render_show_layout(cr, lay);
     if (focused) { /* the cursor */
         cairo_set_source_rgb(cr, 0.1, 0.35, 0.8);
-        cairo_rectangle(cr, x0 + 8 - shift + cx, y + 4, 2, BOX_H - 8);
+        if (wrap) cairo_rectangle(cr, x0 + 8 + cx, y + 5 - rise + cy, 2, ch);
+        else cairo_rectangle(cr, x0 + 8 - shift + cx, y + 4, 2, BOX_H - 8);
         cairo_fill(cr);
     }
     /* where what the model reads starts (a slid window) or ends (a full encoder) */
     size_t marks[2] = {f->read_from, f->read_to};
     for (int k = 0; k < 2; k++) {
         if (k == 0 ? marks[0] == 0 : marks[1] >= f->len) continue;
-        pango_layout_index_to_pos(lay, (int)marks[k], &edge);
+        pango_layout_index_to_pos(lay, shown_index(f, marks[k]), &edge);
         double wx = x0 + 8 - shift + edge.x / (double)PANGO_SCALE;
         cairo_set_source_rgb(cr, 1.0, 0.5, 0.05);
-        cairo_rectangle(cr, wx - 2, y + 1, 3, BOX_H - 2);
+        if (wrap) cairo_rectangle(cr, wx - 2, y + 5 - rise + edge.y / (double)PANGO_SCALE, 3, edge.height / (double)PANGO_SCALE);
+        else cairo_rectangle(cr, wx - 2, y + 1, 3, BOX_H - 2);
         cairo_fill(cr);
     }
     cairo_restore(cr);
@@ -163,7 +191,7 @@ static void draw_panel(const ts_live *l, cairo_t *cr) {
         ts_window_text(cr, l->seq2seq ? "type a source sentence" : "type a few characters", 13, false, x0 + 16, y + 10,
                        0, 0.45, 0.48, 0.52, 0);
     bool knocked = l->n_knocked > 0;
-    if (knocked) bar_w -= 14; /* room for "0.94→0.00" */
+    if (knocked) bar_w -= 34; /* room for "0.982→0.000" */
     for (int i = 0; i < l->n_top; i++) {
         char label[64];
         float p = l->probs[l->top[i]];
@@ -183,7 +211,7 @@ static void draw_panel(const ts_live *l, cairo_t *cr) {
             cairo_set_source_rgb(cr, 0.13, 0.4, 0.75);
             cairo_rectangle(cr, bar_x, cy + 1, bar_w * p, 8);
             cairo_fill(cr);
-            snprintf(buf, sizeof buf, "%.2f\xe2\x86\x92%.2f", l->before[l->top[i]], p);
+            snprintf(buf, sizeof buf, "%.3f\xe2\x86\x92%.3f", l->before[l->top[i]], p);
             ts_window_text(cr, buf, 11, false, x0 + PANEL_W - 8, cy, 1, 0.2, 0.22, 0.26, 0);
         } else {
             cairo_set_source_rgb(cr, i == 0 ? 0.13 : 0.3, i == 0 ? 0.4 : 0.55, i == 0 ? 0.75 : 0.85);
@@ -216,7 +244,7 @@ static void draw_panel(const ts_live *l, cairo_t *cr) {
                                     "click a field: type in it\n"
                                   : "Tab: append the top token\nclick a bar: append that token\n";
     snprintf(buf, sizeof buf, "%sclick a head of a grid: knock it out (again: back)\n"
-             "\xe2\x86\x90 \xe2\x86\x92 cursor · \xe2\x86\x91 \xe2\x86\x93 step · PgUp/PgDn layer\nCtrl+1..9: one head · Ctrl+0: all heads\nCtrl+L: logit lens (again: back) · Esc quit",
+             "\xe2\x86\x90 \xe2\x86\x92 cursor · \xe2\x86\x91 \xe2\x86\x93 step · PgUp/PgDn layer\nCtrl+1..9: one head · Ctrl+0: all heads\nCtrl+L: logit lens (again: back)\nCtrl+G: every head, lens, loss strip · Esc quit",
              keys);
     ts_window_text(cr, buf, 12, false, x0 + 16, y + 40, 0, 0.4, 0.44, 0.5, 0);
 }
@@ -226,7 +254,18 @@ ts_status ts_live_draw(ts_live *l, cairo_t *cr) {
     cairo_set_source_rgb(cr, 1, 1, 1);
     cairo_paint(cr);
     ts_status st = TS_OK;
-    if (l->have_state) {
+    if (l->views) { /* the web page's views, through the canvas's cairo backend */
+        cairo_save(cr);
+        cairo_translate(cr, 0, l->field_h);
+        cairo_rectangle(cr, 0, 0, l->w - PANEL_W, l->h - l->field_h);
+        cairo_clip(cr);
+        int H = l->m->cfg.heads;
+        ts_live_views v = ts_live_views_of(l->sess, l->views_focus < 0 ? -1 : l->views_focus / H,
+                                           l->views_focus < 0 ? 0 : l->views_focus % H);
+        ts_canvas_cairo(&l->canvas, cr);
+        ts_live_views_draw(&l->canvas, &v, l->w - PANEL_W, l->h - l->field_h);
+        cairo_restore(cr);
+    } else if (l->have_state) {
         cairo_save(cr);
         cairo_translate(cr, 0, l->field_h);
         cairo_rectangle(cr, 0, 0, l->w - PANEL_W, l->h - l->field_h);
@@ -237,7 +276,7 @@ ts_status ts_live_draw(ts_live *l, cairo_t *cr) {
         ts_window_text(cr, "Type a sentence: every step of the model is drawn here as you type.", 16, false,
              (l->w - PANEL_W) / 2, l->field_h + (l->h - l->field_h) / 2, 0.5, 0.4, 0.44, 0.5, 0);
     }
-    strike_knocked(l, cr);
+    if (!l->views) strike_knocked(l, cr);
     draw_panel(l, cr);
     draw_field(l, cr);
     l->draw_ms = live_now_ms() - t0;

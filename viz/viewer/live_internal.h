@@ -16,7 +16,8 @@
 #define NAME_MAX_LEN 256
 #define TS_LIVE_KNOCK_MAX 64
 #define PANEL_W 330.0     /* the next-token panel on the right */
-#define BOX_H 34.0        /* a field's box */
+#define BOX_H 34.0        /* a field's box: one line (an encoder-decoder's two fields) */
+#define BOX_H_TEXT 74.0   /* a language model's one field: three lines, wrapped */
 
 /* The top of field i's box: clicks and drawing agree on it. */
 static inline double box_y(int i) { return 8 + 40 * i; }
@@ -89,11 +90,20 @@ struct ts_live {
     int decode_end;                 /* the position the chunk being decoded ends at */
     char no_rows_for[NAME_MAX_LEN]; /* a step a cache cannot rebuild: full passes for it */
     int reused;                     /* positions the last pass did not recompute */
+    /* the live views (render.h's, the web page's very layout) over a live
+     * session (experiment.h) that follows this one's text and knock-outs */
+    bool views;
+    ts_live_session *sess;
+    ts_canvas canvas; /* the views' last layout: its hit regions are the heads */
+    int views_focus;  /* the head drawn large, layer * heads + head; -1: the last layer's first */
     double w, h;
     double model_ms, draw_ms; /* the last pass, the last frame */
     bool quit;
     cairo_surface_t *offscreen; /* ts_live_draw_offscreen's frame, made on first use */
 };
+
+/* The height of the fields' boxes: clicks and drawing agree on it. */
+static inline double box_h(const ts_live *l) { return l->seq2seq ? BOX_H : BOX_H_TEXT; }
 
 /* Insert n bytes at the field's cursor, which moves past them. */
 ts_status live_field_insert(live_field *f, const char *s, size_t n);
@@ -110,6 +120,9 @@ int live_knocked_index(const ts_live *l, const char *spec); /* -1: that head is 
 /* The attention module of the step on screen ("decoder.layers.1.self_attn"),
  * when it is drawn as a grid of all its heads; NULL otherwise. */
 const char *live_head_grid_module(const ts_live *l, char *buf, size_t cap);
+
+/* The live session given this pass's tokens and knock-outs, while the views are on. */
+ts_status live_views_follow(ts_live *l);
 
 /* ---- the passes (live_pass.c); ts_live_pass is public ---- */
 

@@ -456,8 +456,9 @@ ts_status ts_live_pass(ts_live *l) {
     if (l->seq2seq ? l->s2s.n_src <= 1 : l->n_all == l->first) {
         live_clear_pass(l);
         snprintf(l->valued, sizeof l->valued, "%s", want);
+        ts_status st = live_views_follow(l);
         l->model_ms = live_now_ms() - t0;
-        return TS_OK;
+        return st;
     }
     bool cached = false;
     TS_TRY(cached_pass(l, want, &cached));
@@ -474,6 +475,7 @@ ts_status ts_live_pass(ts_live *l) {
     ts_trace *t = NULL;
     TS_TRY(read_pass(l, &t));
     ts_status st = adopt_pass(l, t, want);
+    if (!st) st = live_views_follow(l);
     l->model_ms = live_now_ms() - t0;
     return st;
 }

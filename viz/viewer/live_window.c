@@ -21,7 +21,7 @@
 /* ---- script words ----------------------------------------------------------- */
 
 static const char *const plain_words[] = {"tab", "backspace", "left", "right", "up", "down",
-                                          "pgup", "pgdn", "home", "end", "esc", "lens"};
+                                          "pgup", "pgdn", "home", "end", "esc", "lens", "views", "enter"};
 static const char *const prefixed_words[] = {"type:", "head:", "pick:", "find:", "hover:", "click:", "shot:", "knock:", "focus:"};
 
 static bool is_script_word(const char *w) {
@@ -192,7 +192,9 @@ static ts_status apply(ts_live *l, const live_action *a, bool *redraw, const cha
         return TS_OK;
     }
     if (strcmp(w, "tab") == 0) return ts_live_tab(l);
+    if (strcmp(w, "enter") == 0) return ts_live_insert(l, "\n"); /* a line break, seen in the field */
     if (strcmp(w, "lens") == 0) return ts_live_lens(l, !ts_live_lens_on(l));
+    if (strcmp(w, "views") == 0) return ts_live_show_views(l, !ts_live_show_views_on(l));
     if (strncmp(w, "focus:", 6) == 0) {
         int field = strcmp(w + 6, "target") == 0;
         if (field >= ts_live_fields(l)) return ts_fail(TS_ERR_ARG, "live: %s: this model has one field, the text", w);
@@ -311,6 +313,7 @@ bool ts_live_handle(ts_live *l, const SDL_Event *e) {
         bool ctrl = (e->key.keysym.mod & KMOD_CTRL) != 0;
         if (ctrl && k >= SDLK_0 && k <= SDLK_9) return said(view_key(l, TS_VIEW_KEY_CHAR, (char)('0' + (k - SDLK_0)), &redraw)) && redraw;
         if (ctrl && k == SDLK_l) return said(ts_live_lens(l, !ts_live_lens_on(l)));
+        if (ctrl && k == SDLK_g) return said(ts_live_show_views(l, !ts_live_show_views_on(l)));
         if (ctrl && k == SDLK_v) {
             char *clip = SDL_GetClipboardText();
             ts_status st = clip && clip[0] ? ts_live_insert(l, clip) : TS_OK;
@@ -319,6 +322,8 @@ bool ts_live_handle(ts_live *l, const SDL_Event *e) {
         }
         switch (k) {
         case SDLK_TAB: return said(ts_live_tab(l));
+        case SDLK_RETURN:
+        case SDLK_KP_ENTER: return said(ts_live_insert(l, "\n"));
         case SDLK_BACKSPACE: return said(ts_live_backspace(l));
         case SDLK_LEFT: return ts_live_cursor(l, -1);
         case SDLK_RIGHT: return ts_live_cursor(l, 1);

@@ -65,7 +65,7 @@
                            (k.length ? '&knock=' + k.join(',') : ''));
     }
 
-    // The display list (include/tscope/wasm.h): 10 floats an op.
+    // The display list (include/tscope/render.h, ts_dl): 10 floats an op.
     function paint(height) {
       const dpr = window.devicePixelRatio || 1, width = canvas.clientWidth || 800;
       // a new size reallocates the canvas: only when the layout's size changed
@@ -79,10 +79,10 @@
       let font = '';
       g.fillStyle = '#fff';
       g.fillRect(0, 0, width, height);
-      const n = c('tsw_dl_count', 'number', [], []);
-      const ops = M.HEAPF32.subarray(c('tsw_dl_ops', 'number', [], []) / 4);
-      const text = c('tsw_dl_text', 'number', [], []);
-      const pixels = c('tsw_dl_pixels', 'number', [], []);
+      const n = c('tsw_dl_count', 'number', ['number'], [s]);
+      const ops = M.HEAPF32.subarray(c('tsw_dl_ops', 'number', ['number'], [s]) / 4);
+      const text = c('tsw_dl_text', 'number', ['number'], [s]);
+      const pixels = c('tsw_dl_pixels', 'number', ['number'], [s]);
       const align = ['left', 'center', 'right'];
       const cells = document.createElement('canvas'), cg = cells.getContext('2d');
       g.imageSmoothingEnabled = false;
@@ -108,6 +108,8 @@
             g.drawImage(cells, o[1], o[2], o[3], o[4]);
             break;
           }
+          case 6: g.save(); g.beginPath(); g.rect(o[1], o[2], o[3], o[4]); g.clip(); font = ''; break;
+          case 7: g.restore(); font = ''; break;
         }
       }
     }
