@@ -654,7 +654,11 @@ char *ts_experiment_to_json(const ts_experiment *ex) {
         cJSON_AddStringToObject(o, "spec", e->spec);
         cJSON_AddStringToObject(o, "kind", kinds[e->kind]);
         cJSON_AddStringToObject(o, "steps", e->glob);
-        if (e->heads[0]) cJSON_AddStringToObject(o, "heads", e->heads);
+        if (e->heads[0]) { /* a label for the edited step's title: "head1", or "kvhead1" for a key/value head */
+            char heads[40];
+            snprintf(heads, sizeof heads, "%s%s", e->kv_heads ? "kv" : "", e->heads);
+            cJSON_AddStringToObject(o, "heads", heads);
+        }
         if (e->pos >= 0) cJSON_AddNumberToObject(o, "pos", e->pos);
         if (e->kind == TS_EDIT_MEAN && ex->mean_ref) cJSON_AddStringToObject(o, "mean_from", ex->mean_ref_path);
         cJSON_AddItemToArray(a, o);
