@@ -1317,6 +1317,8 @@ static void scene_draws_todays_blocks(void **state) {
         draw_seen(sc, &seen);
         assert_true(saw(&seen, "RMSNorm over d_model = 64"));
         assert_true(saw(&seen, "RMS of each token"));
+        assert_true(saw(&seen, "std of in (LayerNorm's)")); /* the same tokens without their mean */
+        assert_true(saw(&seen, "a LayerNorm divides by the std"));
         assert_true(saw(&seen, "Learned scale \xce\xb3 (no \xce\xb2)"));
         assert_false(saw(&seen, "Std of each token"));
         ts_scene_free(sc);
