@@ -113,11 +113,11 @@ static void rms_summary(ts_render__pen *p, ts_render_rect r, const ts_render_nor
     double h;
     ts_render__measure(p, "Ag", &f, NULL, &h);
     char b[4][120];
-    snprintf(b[0], sizeof b[0], "           rms    |mean|      std");
-    snprintf(b[1], sizeof b[1], "in     %8.3f %8.3f %8.3f", average(d->rms, d->seq, false), average(mean_in, d->seq, true),
-             average(std_in, d->seq, false));
-    snprintf(b[2], sizeof b[2], "y      %8.3f", average(rms_y, d->seq, false));
-    snprintf(b[3], sizeof b[3], "out    %8.3f %8.3f", average(rms_out, d->seq, false), average(mean_out, d->seq, true));
+    snprintf(b[0], sizeof b[0], "%-4s%7s %7s %7s", "", "rms", "|mean|", "std");
+    snprintf(b[1], sizeof b[1], "%-4s%7.3f %7.3f %7.3f", "in", average(d->rms, d->seq, false),
+             average(mean_in, d->seq, true), average(std_in, d->seq, false));
+    snprintf(b[2], sizeof b[2], "%-4s%7.3f", "y", average(rms_y, d->seq, false));
+    snprintf(b[3], sizeof b[3], "%-4s%7.3f %7.3f", "out", average(rms_out, d->seq, false), average(mean_out, d->seq, true));
     for (int k = 0; k < 4; k++) {
         if (k == 2 && !rms_y) continue;
         ts_render__text(p, b[k], &f, r.x, y, 0, 0, 0);
@@ -127,8 +127,9 @@ static void rms_summary(ts_render__pen *p, ts_render_rect r, const ts_render_nor
     char line[160];
     snprintf(line, sizeof line, "over %d features per token, %d tokens", d->dim, d->seq);
     y += summary_line(p, line, &mf, r.x, y) + 8;
-    ts_render__text(p, "rms = \xe2\x88\x9a(mean(x\xc2\xb2) + \xce\xb5),  y = x / rms", &f, r.x, y, 0, 0, 0);
-    y += h + 4;
+    ts_render__font ff = f;
+    ff.max_lines = 2; /* the formula breaks at a space in a narrow column */
+    y += summary_line(p, "rms = \xe2\x88\x9a(mean(x\xc2\xb2) + \xce\xb5),  y = x / rms", &ff, r.x, y) + 4;
     ts_render__text(p, d->one_plus ? "out = y \xc2\xb7 (1 + w)" : "out = y \xc2\xb7 \xce\xb3", &f, r.x, y, 0, 0, 0);
     y += h + 4;
     y += summary_line(p, "no mean taken away, no \xce\xb2: only the size is set", &mf, r.x, y) + 4;
