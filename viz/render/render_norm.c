@@ -113,11 +113,11 @@ static void rms_summary(ts_render__pen *p, ts_render_rect r, const ts_render_nor
     double h;
     ts_render__measure(p, "Ag", &f, NULL, &h);
     char b[4][120];
-    snprintf(b[0], sizeof b[0], "%-4s%7s %7s %7s", "", "rms", "|mean|", "std");
-    snprintf(b[1], sizeof b[1], "%-4s%7.3f %7.3f %7.3f", "in", average(d->rms, d->seq, false),
+    snprintf(b[0], sizeof b[0], "%-4s%6s %6s %6s", "", "rms", "|mean|", "std");
+    snprintf(b[1], sizeof b[1], "%-4s%6.3f %6.3f %6.3f", "in", average(d->rms, d->seq, false),
              average(mean_in, d->seq, true), average(std_in, d->seq, false));
-    snprintf(b[2], sizeof b[2], "%-4s%7.3f", "y", average(rms_y, d->seq, false));
-    snprintf(b[3], sizeof b[3], "%-4s%7.3f %7.3f", "out", average(rms_out, d->seq, false), average(mean_out, d->seq, true));
+    snprintf(b[2], sizeof b[2], "%-4s%6.3f", "y", average(rms_y, d->seq, false));
+    snprintf(b[3], sizeof b[3], "%-4s%6.3f %6.3f", "out", average(rms_out, d->seq, false), average(mean_out, d->seq, true));
     for (int k = 0; k < 4; k++) {
         if (k == 2 && !rms_y) continue;
         ts_render__text(p, b[k], &f, r.x, y, 0, 0, 0);
