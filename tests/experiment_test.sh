@@ -132,6 +132,8 @@ refuse() { # WHAT WANT ARGS...: exit 2, one line naming WANT, no trace
 refuse "no such step" "names no step" --load $model --text "$clean" --ablate decoder.layers.1.attn.out
 refuse "no such layer" "layers 0 to 1" --load $model --text "$clean" --ablate decoder.layers.5.self_attn.head0
 refuse "no such head" "heads head0 to head3" --load $model --text "$clean" --ablate decoder.layers.1.self_attn.head7
+refuse "no such key/value head" "key/value heads kvhead0 to kvhead3" --load $model --text "$clean" --ablate decoder.layers.1.self_attn.kvhead4
+refuse "no such layer for a kv head" "heads are ATTN.kvheadK" --load $model --text "$clean" --ablate decoder.layers.5.self_attn.kvhead0
 refuse "bad =" "zero or mean" --load $model --text "$clean" --ablate decoder.layers.1.out=half
 refuse "a parameter" "is a parameter of the model, not a step it computes; edit decoder.layers.0.norm1.out" --load $model --text "$clean" --ablate decoder.layers.0.norm1.gamma
 refuse "the input ids" "is what the model reads, not a step it computes; edit embed.out instead" --load $model --text "$clean" --ablate input

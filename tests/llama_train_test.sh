@@ -96,4 +96,33 @@ refuses "--pe and --pos" "give one" "$bin" train --task lm "${small[@]}" --pe ro
 refuses "kv heads not dividing" "must divide --heads" "$bin" train --task lm "${small[@]}" --kv-heads 3
 refuses "resume with a part's flag" "--norm" "$bin" train --task lm --resume "$tmp/part.safetensors" --norm rms
 
+# 5. the shipped model (assets/kjv-llama-char.safetensors, made by `make models`): it loads with no
+# flag and says today's parts, writes on from a prompt, and its metadata's held-out loss is the one
+# assets/README.md reports beside the GPT's
+ship=assets/kjv-llama-char.safetensors
+if out=$("$bin" run --load "$ship" --text "And God said" 2>&1); then
+    line=$(grep -m1 '^# settings' <<<"$out")
+    for part in "norm kind rms" "rope pairs half" "kv heads 2" "ffn swiglu"; do
+        case $line in *"$part"*) ok ;; *) bad "$ship: the settings line lacks '$part': $line" ;; esac
+    done
+else
+    bad "run --load $ship: $(tail -n 2 <<<"$out")"
+fi
+if "$bin" generate --load "$ship" --prompt "And God said" -n 16 --temperature 0 --quiet >"$tmp/ship.out" 2>&1; then
+    case $(cat "$tmp/ship.out") in "And God said"?*) ok ;; *) bad "generate --load $ship: $(cat "$tmp/ship.out")" ;; esac
+else
+    bad "generate --load $ship: $(tail -n 2 "$tmp/ship.out")"
+fi
+# knocking out key/value head 1 is knocking out the query heads that read it (2 and 3), in the
+# cached decoding of generate too
+a=$("$bin" generate --load "$ship" --prompt "And God said" -n 16 --temperature 0 --quiet \
+    --ablate decoder.layers.0.self_attn.kvhead1 2>&1)
+b=$("$bin" generate --load "$ship" --prompt "And God said" -n 16 --temperature 0 --quiet \
+    --ablate 'decoder.layers.0.self_attn.head[23]' 2>&1)
+[ -n "$a" ] && [ "$a" = "$b" ] && [ "$a" != "$(cat "$tmp/ship.out")" ] && ok ||
+    bad "generate with kvhead1 knocked out: '$a'; with heads 2 and 3: '$b'"
+heldout=$(python3 -c 'import json,struct,sys; b=open(sys.argv[1],"rb").read(); n=struct.unpack("<Q",b[:8])[0]; print(json.loads(b[8:8+n])["__metadata__"]["heldout_loss"])' "$ship")
+grep -q "^| \`kjv-llama-char.safetensors\` .* | $heldout nats/char" assets/README.md && ok ||
+    bad "assets/README.md does not report $ship's held-out loss $heldout nats/char in its row"
+
 finish

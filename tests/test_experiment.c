@@ -224,6 +224,88 @@ static void test_no_edit_same_numbers(void **state) {
     ts_model_free(&m);
 }
 
+/* A Llama-style language model whose 4 query heads share 2 key/value heads. */
+static ts_model_config grouped(void) {
+    ts_model_config c = {.arch = TS_ARCH_DECODER, .d_model = 16, .heads = 4, .kv_heads = 2, .ffn = 24, .layers = 1,
+                         .vocab = 11, .seq = 6, .batch = 2, .max_pos = 6, .eps = 1e-5f, .embed_eps = 1e-5f, .norm = TS_NORM_PRE,
+                         .norm_kind = TS_NORMK_RMS, .pe = TS_PE_ROPE, .split_qkv = true, .gated_ffn = true,
+                         .activation = TS_ACT_SILU, .final_norm = true, .head = TS_HEAD_LM,
+                         .input = TS_INPUT_TOKENS, .causal = true, .seed = 7};
+    return c;
+}
+
+/* One forward of a grouped model with one ablation, keeping `values` and
+ * the output. */
+static void grouped_forward(const char *edit, capture *cap, float **out, int64_t *n) {
+    ts_model_config c = grouped();
+    ts_model m;
+    assert_ok(ts_model_init(&m, &c));
+    int32_t ids[12];
+    ts_model_random_ids(ids, c.batch * c.seq, 0, c.vocab, 8);
+    ts_hook hook = {.fn = capture_record, .ctx = cap};
+    ts_experiment ex;
+    ts_experiment_init(&ex);
+    if (edit) {
+        assert_ok(ts_experiment_add_ablate(&ex, edit));
+        assert_ok(ts_experiment_check(&ex, &c));
+        ts_experiment_attach(&ex, &hook);
+    }
+    ts_model_input in = {.src_ids = ids};
+    ts_tensor t;
+    assert_ok(ts_model_forward(&m, &in, &hook, &t));
+    if (edit) assert_int_equal(ex.edits[0].applied, 1);
+    *n = ts_tensor_numel(&t);
+    *out = malloc(sizeof(float) * (size_t)*n);
+    memcpy(*out, t.data, sizeof(float) * (size_t)*n);
+    ts_experiment_free(&ex);
+    ts_model_free(&m);
+}
+
+/* ATTN.kvheadK zeroes key/value head K's slice of ATTN.v: the two query
+ * heads of its group (2 and 3 for K = 1) output exactly 0, the others what
+ * they did; the run is the one that zeroes those query heads' outputs. */
+static void test_kv_head_ablation(void **state) {
+    (void)state;
+    const char *keep[] = {"decoder.layers.0.self_attn.values", NULL};
+    capture plain, kv, q;
+    capture_init(&plain, MAX_STEPS, keep);
+    capture_init(&kv, MAX_STEPS, keep);
+    capture_init(&q, MAX_STEPS, keep);
+    float *o_plain, *o_kv, *o_q;
+    int64_t n1, n2, n3;
+    grouped_forward(NULL, &plain, &o_plain, &n1);
+    grouped_forward("decoder.layers.0.self_attn.kvhead1", &kv, &o_kv, &n2);
+    grouped_forward("decoder.layers.0.self_attn.head[23]", &q, &o_q, &n3);
+    const float *a = capture_values(&plain, keep[0]), *b = capture_values(&kv, keep[0]);
+    assert_non_null(a);
+    assert_non_null(b);
+    ts_model_config c = grouped();
+    int B = c.batch, H = c.heads, S = c.seq, hd = c.d_model / c.heads, lost = 0;
+    for (int bb = 0; bb < B; bb++)
+        for (int h = 0; h < H; h++)
+            for (int k = 0; k < S * hd; k++) {
+                int64_t i = ((int64_t)(bb * H + h) * S) * hd + k;
+                if (h >= 2) lost += b[i] == 0.0f && a[i] != 0.0f;
+                else if (b[i] != a[i]) fail_msg("head %d of kv head 0's group changed at %lld", h, (long long)i);
+                if (h >= 2 && b[i] != 0.0f) fail_msg("head %d reads the knocked-out kv head yet gives %g", h, b[i]);
+            }
+    assert_true(lost > B * 2 * S * hd / 2); /* the heads had outputs to lose */
+    assert_int_equal(n1, n2);
+    assert_int_equal(n2, n3);
+    assert_floats_close(o_kv, o_q, n2, 0);
+    double moved = 0;
+    for (int64_t i = 0; i < n1; i++) moved = fmax(moved, fabs(o_kv[i] - o_plain[i]));
+    assert_true(moved > 1e-3);
+    free(o_plain), free(o_kv), free(o_q);
+    capture_free(&plain), capture_free(&kv), capture_free(&q);
+    ts_experiment ex;
+    ts_experiment_init(&ex);
+    assert_ok(ts_experiment_add_ablate(&ex, "decoder.layers.0.self_attn.kvhead2"));
+    assert_int_equal(ts_experiment_check(&ex, &c), TS_ERR_ARG);
+    assert_non_null(strstr(ts_last_error(), "key/value heads kvhead0 to kvhead1"));
+    ts_experiment_free(&ex);
+}
+
 /* What cannot work is refused before any run, with a sentence. */
 static void test_refusals(void **state) {
     (void)state;
@@ -257,6 +339,7 @@ int main(void) {
         cmocka_unit_test(test_mean_ablation),
         cmocka_unit_test(test_mean_ablation_of_a_whole_step),
         cmocka_unit_test(test_no_edit_same_numbers),
+        cmocka_unit_test(test_kv_head_ablation),
         cmocka_unit_test(test_refusals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1317,6 +1317,8 @@ static void scene_draws_todays_blocks(void **state) {
         draw_seen(sc, &seen);
         assert_true(saw(&seen, "RMSNorm over d_model = 64"));
         assert_true(saw(&seen, "RMS of each token"));
+        assert_true(saw(&seen, "std of in (LayerNorm's)")); /* the same tokens without their mean */
+        assert_true(saw(&seen, "a LayerNorm divides by the std"));
         assert_true(saw(&seen, "Learned scale \xce\xb3 (no \xce\xb2)"));
         assert_false(saw(&seen, "Std of each token"));
         ts_scene_free(sc);
@@ -1338,6 +1340,15 @@ static void scene_draws_todays_blocks(void **state) {
         assert_ok(ts_scene_build(&sc, t, &rq));
         draw_seen(sc, &seen);
         assert_true(saw(&seen, "kv head 1 of 2, read by query heads 2 and 3"));
+        ts_scene_free(sc);
+        /* every key/value head: each panel names the query heads that read it */
+        rq = ts_scene_request_default("decoder.layers.0.self_attn.v");
+        rq.view = TS_RENDER_VIEW_GRID;
+        assert_ok(ts_scene_build(&sc, t, &rq));
+        draw_seen(sc, &seen);
+        assert_true(saw(&seen, "all 2 key/value heads of layer 0"));
+        assert_true(saw(&seen, "kv 1 \xc2\xb7 heads 2, 3"));
+        assert_false(saw(&seen, "head 1"));
         ts_scene_free(sc);
         ts_trace_close(t);
     }

@@ -33,6 +33,7 @@ typedef struct ts_edit {
     ts_edit_kind kind;
     char glob[TS_EDIT_SPEC_MAX]; /* the steps it edits (fnmatch) */
     char heads[32];              /* "" the whole step; else a glob over "head0".."head{H-1}" */
+    bool kv_heads;               /* heads are key/value heads (ATTN.kvheadK: slices of ATTN.v) */
     int pos;                     /* a patch or an addition at one position; -1 all */
     float *values;               /* a patch's values (row-major, shape), or the vector added; owned */
     char *trace_config;          /* a patch: the config its trace was made with (JSON), owned */

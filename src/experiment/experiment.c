@@ -53,6 +53,24 @@ static bool is_head_leaf(const char *leaf) {
     return true;
 }
 
+/* The steps and heads an edit of name reaches, name cut at its last dot:
+ * ATTN.headK is query head K's slice of ATTN.values (B, H, S, hd), its output
+ * before the projection; ATTN.kvheadK is key/value head K's slice of ATTN.v
+ * (B, KV, S, hd), the values every query head of its group reads. Any other
+ * name is the step (or glob) itself. */
+static void edit_target(ts_edit *e, char *name) {
+    char *dot = strrchr(name, '.');
+    bool kv = dot && strncmp(dot + 1, "kv", 2) == 0 && is_head_leaf(dot + 3);
+    if (dot && (kv || is_head_leaf(dot + 1))) {
+        snprintf(e->heads, sizeof e->heads, "%.31s", dot + (kv ? 3 : 1));
+        e->kv_heads = kv;
+        *dot = '\0';
+        snprintf(e->glob, sizeof e->glob, "%.*s.%s", (int)sizeof e->glob - 8, name, kv ? "v" : "values");
+    } else {
+        snprintf(e->glob, sizeof e->glob, "%s", name);
+    }
+}
+
 ts_status ts_experiment_add_ablate(ts_experiment *ex, const char *spec) {
     ts_edit *e;
     TS_TRY(new_edit(ex, spec, &e));
@@ -72,14 +90,7 @@ ts_status ts_experiment_add_ablate(ts_experiment *ex, const char *spec) {
         ex->n_edits--;
         return ts_fail(TS_ERR_ARG, "--ablate %s: no step named before '='", spec);
     }
-    char *dot = strrchr(name, '.');
-    if (dot && is_head_leaf(dot + 1)) {
-        snprintf(e->heads, sizeof e->heads, "%.31s", dot + 1);
-        *dot = '\0';
-        snprintf(e->glob, sizeof e->glob, "%.*s.values", (int)sizeof e->glob - 8, name);
-    } else {
-        snprintf(e->glob, sizeof e->glob, "%s", name);
-    }
+    edit_target(e, name);
     return TS_OK;
 }
 
@@ -119,14 +130,7 @@ ts_status ts_experiment_add_patch(ts_experiment *ex, const char *spec) {
     if (!st) {
         *colon = '\0';
         st = split_position("--patch", spec, step, &e->pos);
-        char *dot = strrchr(step, '.');
-        if (dot && is_head_leaf(dot + 1)) { /* ATTN.headK: head K's slice of ATTN.values */
-            snprintf(e->heads, sizeof e->heads, "%.31s", dot + 1);
-            *dot = '\0';
-            snprintf(e->glob, sizeof e->glob, "%.*s.values", (int)sizeof e->glob - 8, step);
-        } else {
-            snprintf(e->glob, sizeof e->glob, "%s", step);
-        }
+        edit_target(e, step);
         if (!st && (strpbrk(e->glob, "*?[") || !step[0]))
             st = ts_fail(TS_ERR_ARG, "--patch %s: name one step, not a glob", spec);
     }
@@ -334,8 +338,8 @@ static ts_status check_edit(ts_edit *e, const step_list *l, const ts_model_confi
         const char *what = e->kind == TS_EDIT_PATCH ? "--patch" : "--ablate";
         if (e->heads[0])
             return ts_fail(TS_ERR_ARG, "%s %s: no attention of this model is named so (%s names no step; heads are "
-                                       "ATTN.headK with ATTN like %s.layers.0.self_attn, layers 0 to %d)", what, e->spec,
-                           e->glob, cfg->arch == TS_ARCH_ENCODER ? "encoder" : "decoder",
+                                       "ATTN.%sheadK with ATTN like %s.layers.0.self_attn, layers 0 to %d)", what,
+                           e->spec, e->glob, e->kv_heads ? "kv" : "", cfg->arch == TS_ARCH_ENCODER ? "encoder" : "decoder",
                            (cfg->arch == TS_ARCH_ENCODER_DECODER ? cfg->dec_layers : cfg->layers) - 1);
         return ts_fail(TS_ERR_ARG, "%s %s: names no step of this model (tscope info lists them from a trace of it, "
                                    "--trace T.tstrace --level shapes; m.step_names() in Python; e.g. %s)", what,
@@ -343,6 +347,9 @@ static ts_status check_edit(ts_edit *e, const step_list *l, const ts_model_confi
     }
     e->skipped = skipped; /* a glob over steps and parameters edits the steps; the report says what it left */
     snprintf(e->skipped_example, sizeof e->skipped_example, "%s", uneditable ? uneditable->name : "");
+    if (e->heads[0] && heads_matched == 0 && e->kv_heads)
+        return ts_fail(TS_ERR_ARG, "%s %s: this model's attentions have key/value heads kvhead0 to kvhead%d",
+                       e->kind == TS_EDIT_PATCH ? "--patch" : "--ablate", e->spec, (int)hit->shape[1] - 1);
     if (e->heads[0] && heads_matched == 0)
         return ts_fail(TS_ERR_ARG, "%s %s: this model's attentions have heads head0 to head%d",
                        e->kind == TS_EDIT_PATCH ? "--patch" : "--ablate", e->spec, cfg->heads - 1);
@@ -647,7 +654,11 @@ char *ts_experiment_to_json(const ts_experiment *ex) {
         cJSON_AddStringToObject(o, "spec", e->spec);
         cJSON_AddStringToObject(o, "kind", kinds[e->kind]);
         cJSON_AddStringToObject(o, "steps", e->glob);
-        if (e->heads[0]) cJSON_AddStringToObject(o, "heads", e->heads);
+        if (e->heads[0]) { /* a label for the edited step's title: "head1", or "kvhead1" for a key/value head */
+            char heads[40];
+            snprintf(heads, sizeof heads, "%s%s", e->kv_heads ? "kv" : "", e->heads);
+            cJSON_AddStringToObject(o, "heads", heads);
+        }
         if (e->pos >= 0) cJSON_AddNumberToObject(o, "pos", e->pos);
         if (e->kind == TS_EDIT_MEAN && ex->mean_ref) cJSON_AddStringToObject(o, "mean_from", ex->mean_ref_path);
         cJSON_AddItemToArray(a, o);

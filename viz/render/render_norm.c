@@ -101,9 +101,10 @@ static double average(const float *v, int n, bool absolute) {
     return a / n;
 }
 
-/* An RMSNorm's numbers and formula, under the histograms' right. */
+/* An RMSNorm's numbers and formula, under the histograms' right; std_in is
+ * what a LayerNorm of the same input would divide by. */
 static void rms_summary(ts_render__pen *p, ts_render_rect r, const ts_render_norm *d, const float *rms_y,
-                        const float *rms_out, const float *mean_in, const float *mean_out) {
+                        const float *rms_out, const float *mean_in, const float *mean_out, const float *std_in) {
     double y = r.y + ts_render__caption(p, r, "In numbers (averaged over tokens)");
     ts_render__font f = ts_render__font_of(TS_RENDER__LABEL_SIZE, TS_RENDER__MONO, ts_render__ink);
     ts_render__font mf = ts_render__font_of(TS_RENDER__LABEL_SIZE, 0, ts_render__muted);
@@ -112,10 +113,11 @@ static void rms_summary(ts_render__pen *p, ts_render_rect r, const ts_render_nor
     double h;
     ts_render__measure(p, "Ag", &f, NULL, &h);
     char b[4][120];
-    snprintf(b[0], sizeof b[0], "           rms    |mean|");
-    snprintf(b[1], sizeof b[1], "in     %8.3f %8.3f", average(d->rms, d->seq, false), average(mean_in, d->seq, true));
-    snprintf(b[2], sizeof b[2], "y      %8.3f", average(rms_y, d->seq, false));
-    snprintf(b[3], sizeof b[3], "out    %8.3f %8.3f", average(rms_out, d->seq, false), average(mean_out, d->seq, true));
+    snprintf(b[0], sizeof b[0], "%-4s%6s %6s %6s", "", "rms", "|mean|", "std");
+    snprintf(b[1], sizeof b[1], "%-4s%6.3f %6.3f %6.3f", "in", average(d->rms, d->seq, false),
+             average(mean_in, d->seq, true), average(std_in, d->seq, false));
+    snprintf(b[2], sizeof b[2], "%-4s%6.3f", "y", average(rms_y, d->seq, false));
+    snprintf(b[3], sizeof b[3], "%-4s%6.3f %6.3f", "out", average(rms_out, d->seq, false), average(mean_out, d->seq, true));
     for (int k = 0; k < 4; k++) {
         if (k == 2 && !rms_y) continue;
         ts_render__text(p, b[k], &f, r.x, y, 0, 0, 0);
@@ -125,21 +127,25 @@ static void rms_summary(ts_render__pen *p, ts_render_rect r, const ts_render_nor
     char line[160];
     snprintf(line, sizeof line, "over %d features per token, %d tokens", d->dim, d->seq);
     y += summary_line(p, line, &mf, r.x, y) + 8;
-    ts_render__text(p, "rms = \xe2\x88\x9a(mean(x\xc2\xb2) + \xce\xb5),  y = x / rms", &f, r.x, y, 0, 0, 0);
-    y += h + 4;
+    ts_render__font ff = f;
+    ff.max_lines = 2; /* the formula breaks at a space in a narrow column */
+    y += summary_line(p, "rms = \xe2\x88\x9a(mean(x\xc2\xb2) + \xce\xb5),  y = x / rms", &ff, r.x, y) + 4;
     ts_render__text(p, d->one_plus ? "out = y \xc2\xb7 (1 + w)" : "out = y \xc2\xb7 \xce\xb3", &f, r.x, y, 0, 0, 0);
     y += h + 4;
-    summary_line(p, "no mean taken away, no \xce\xb2: only the size is set", &mf, r.x, y);
+    y += summary_line(p, "no mean taken away, no \xce\xb2: only the size is set", &mf, r.x, y) + 4;
+    summary_line(p, "rms\xc2\xb2 = mean\xc2\xb2 + std\xc2\xb2: a LayerNorm divides by the std", &mf, r.x, y);
 }
 
 /* An RMSNorm: each token divided by its root mean square, then scaled. */
 static void draw_rms(ts_render__pen *pen, ts_render_rect cell[2][3], const ts_render_norm *d, const float *mean_in,
-                     const float *mean_out, float *rms_y, float *rms_out) {
+                     const float *mean_out, const float *std_in, float *rms_y, float *rms_out) {
     row_rms(d->out, d->seq, d->dim, rms_out);
     if (d->y) row_rms(d->y, d->seq, d->dim, rms_y);
-    ts_render_series s[3];
+    ts_render_series s[4];
     int n = 0;
     s[n++] = (ts_render_series){.label = "in (the step rms)", .y = d->rms, .n = d->seq, .color = 0};
+    /* the same tokens' std: what a LayerNorm would divide by, the mean taken away first */
+    s[n++] = (ts_render_series){.label = "std of in (LayerNorm's)", .y = std_in, .n = d->seq, .color = 0, .dashed = true};
     if (d->y) s[n++] = (ts_render_series){.label = "y = in / rms", .y = rms_y, .n = d->seq, .color = 4};
     s[n++] = (ts_render_series){.label = "out", .y = rms_out, .n = d->seq, .color = 1};
     ts_render_plot_opts o = {.x_label = d->tokens ? "token" : "token position", .y_label = "rms",
@@ -171,16 +177,17 @@ static void draw_rms(ts_render__pen *pen, ts_render_rect cell[2][3], const ts_re
         mf.max_w = r.w;
         ts_render__text(pen, "not in this trace", &mf, r.x, r.y + cap, 0, 0, 0);
     }
-    rms_summary(pen, cell[1][2], d, d->y ? rms_y : NULL, rms_out, mean_in, mean_out);
+    rms_summary(pen, cell[1][2], d, d->y ? rms_y : NULL, rms_out, mean_in, mean_out, std_in);
 }
 
 ts_status ts_render_layernorm(cairo_t *cr, ts_render_rect area, const ts_render_norm *d,
                               const char *title, const char *subtitle) {
     if (!d || !d->in || !d->out || d->seq < 1 || d->dim < 1)
         return ts_fail(TS_ERR_ARG, "render: a LayerNorm view needs its input and output (seq, dim)");
-    float *buf = malloc(sizeof(float) * 4 * (size_t)d->seq);
+    float *buf = malloc(sizeof(float) * 6 * (size_t)d->seq);
     if (!buf) return ts_fail(TS_ERR_NOMEM, "render: no memory for %d tokens' statistics", d->seq);
     float *mean_in = buf, *std_in = buf + d->seq, *mean_out = buf + 2 * d->seq, *std_out = buf + 3 * d->seq;
+    float *rms_y = buf + 4 * d->seq, *rms_out = buf + 5 * d->seq; /* an RMSNorm's */
     row_stats(d->in, d->seq, d->dim, mean_in, std_in);
     row_stats(d->out, d->seq, d->dim, mean_out, std_out);
     int64_t n = (int64_t)d->seq * d->dim;
@@ -202,7 +209,7 @@ ts_status ts_render_layernorm(cairo_t *cr, ts_render_rect area, const ts_render_
         stat_plot(&pen, cell[0][0], "Mean of each token", mean_in, mean_out, d->seq, "mean", d->tokens);
         stat_plot(&pen, cell[0][1], "Std of each token", std_in, std_out, d->seq, "std", d->tokens);
     } else {
-        draw_rms(&pen, cell, d, mean_in, mean_out, std_in, std_out); /* the stds' room holds the rms of y and out */
+        draw_rms(&pen, cell, d, mean_in, mean_out, std_in, rms_y, rms_out);
     }
 
     /* Before and after on one x range, so the squeeze is visible. */

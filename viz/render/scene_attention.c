@@ -124,6 +124,12 @@ ts_status scene_build_attention_head(ts_scene *job, int64_t i) {
     return TS_OK;
 }
 
+/* "kv 1 · heads 2, 3": key/value head g and the `group` query heads that read it. */
+static void kv_group_name(char *buf, size_t size, int g, int group) {
+    if (group == 2) snprintf(buf, size, "kv %d \xc2\xb7 heads %d, %d", g, g * group, g * group + 1);
+    else snprintf(buf, size, "kv %d \xc2\xb7 heads %d\xe2\x80\x93%d", g, g * group, g * group + group - 1);
+}
+
 ts_status scene_build_attention_grid(ts_scene *job, int64_t i) {
     const ts_trace_step *s = ts_trace_step_at(job->t, i);
     ts_tensor t;
@@ -134,9 +140,18 @@ ts_status scene_build_attention_grid(ts_scene *job, int64_t i) {
     job->kind = PIC_GRID;
     job->view = TS_RENDER_VIEW_GRID;
     job->n = heads;
+    /* A step of the shared key/value heads (k, v in a grouped model): each
+     * panel names the query heads that read it. */
+    ts_model_config c;
+    int readers = scene_model_config(job, &c) && heads < c.heads && heads == ts_model_kv_heads(&c) ? c.heads / heads : 0;
     for (int h = 0; h < heads; h++) {
         head_matrix(job, s, &t, h, &job->m[h]);
-        snprintf(job->names[h], sizeof job->names[h], "head %d", h);
+        if (readers > 1)
+            kv_group_name(job->names[h], sizeof job->names[h], h, readers);
+        else if (readers == 1)
+            snprintf(job->names[h], sizeof job->names[h], "kv head %d", h);
+        else
+            snprintf(job->names[h], sizeof job->names[h], "head %d", h);
         job->panel_titles[h] = job->names[h];
     }
     char shape[TS_SHAPE_TEXT_MAX];
@@ -145,8 +160,8 @@ ts_status scene_build_attention_grid(ts_scene *job, int64_t i) {
     int layer = ts_name_layer(s->name);
     char lay[32] = "";
     if (layer >= 0) snprintf(lay, sizeof lay, " of layer %d", layer);
-    snprintf(job->subtitle, sizeof job->subtitle, "all %d heads%s \xc2\xb7 batch %d \xc2\xb7 %s %s \xc2\xb7 one colour scale",
-             heads, lay, job->rq.batch, ts_op_name(s->op), shape);
+    snprintf(job->subtitle, sizeof job->subtitle, "all %d %sheads%s \xc2\xb7 batch %d \xc2\xb7 %s %s \xc2\xb7 one colour scale",
+             heads, readers ? "key/value " : "", lay, job->rq.batch, ts_op_name(s->op), shape);
     job->gopts.title = job->title;
     job->gopts.subtitle = job->subtitle;
     job->gopts.panel_titles = job->panel_titles;
@@ -158,10 +173,7 @@ ts_status scene_build_attention_grid(ts_scene *job, int64_t i) {
     if (names) {
         for (int g = 0; g < heads / group; g++) {
             char *name = names + g * NAME;
-            if (group == 2)
-                snprintf(name, NAME, "kv %d \xc2\xb7 heads %d, %d", g, g * group, g * group + 1);
-            else
-                snprintf(name, NAME, "kv %d \xc2\xb7 heads %d\xe2\x80\x93%d", g, g * group, g * group + group - 1);
+            kv_group_name(name, NAME, g, group);
             job->row_headers[g] = name;
         }
         job->gopts.group = group;

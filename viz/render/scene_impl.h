@@ -55,7 +55,7 @@ struct ts_scene {
     ts_render_grid_opts gopts;
     const char *panel_titles[TS_RENDER_MAX_PANELS];
     const char *row_headers[TS_RENDER_MAX_PANELS], *col_headers[TS_RENDER_MAX_PANELS];
-    char names[TS_RENDER_MAX_PANELS][24];
+    char names[TS_RENDER_MAX_PANELS][64];
     char headers[TS_RENDER_MAX_PANELS][24];
     const float *pe;
     int positions, d_model;
