@@ -21,6 +21,7 @@ const ts_kern_ops ts_kern_avx512_ops = {
     .relu_grad = simd_relu_grad, .gelu_grad = simd_gelu_grad, .gelu_tanh_grad = simd_gelu_tanh_grad,
     .adam = simd_adam, .sum_squares = simd_sum_squares,
     .dropout = ts_kern_dropout_avx2, .dropout_grad = ts_kern_dropout_grad_avx2,
+    .xent_grad = simd_xent_grad,
     .max_finite = simd_max_finite, .exp_sum = simd_exp_sum,
     .fma_loop = ts_kern_fma_loop_avx512,
 };
