@@ -107,7 +107,7 @@ run: deps all
 
 # test: install what is missing, build with warnings as errors, run every test (plain and sanitized, and in chromium)
 test: deps-test
-	@$(MAKE) -j$$(nproc) all tests python wasm
+	@$(MAKE) -j$$(nproc) all tests python wasm $(WASM_TEST_JS)
 	@$(MAKE) -j$$(nproc) asan
 	@scripts/run-tests.sh $(BUILD) $(ASAN_BUILD)
 
@@ -233,7 +233,7 @@ WASM_CMOCKA_HAVE := -DHAVE_SIGNAL_H -DHAVE_STRSIGNAL -DHAVE_STDINT_H -DHAVE_INTT
 WASM_TEST_OBJS := $(call objs,$(WASM_BUILD)/obj,tests/test_kernels.c tests/check.c) $(WASM_BUILD)/obj/cmocka.o \
     $(filter-out $(call objs,$(WASM_BUILD)/obj,$(WASM_SRCS)),$(WASM_OBJS))
 wasm-check: $(WASM_TEST_JS)
-	NODE_PATH=/usr/share/nodejs node --no-experimental-fetch $(WASM_TEST_JS)
+	CMOCKA_MESSAGE_OUTPUT=stdout node --no-experimental-fetch $(WASM_TEST_JS)
 $(WASM_TEST_JS): $(WASM_TEST_OBJS)
 	@mkdir -p $(dir $@)
 	@echo "  EMLD $@"
