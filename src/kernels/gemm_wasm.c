@@ -12,8 +12,9 @@
  *   per k step  2 loads of B and 4 broadcast loads of A for 8 multiplies and
  *               8 adds.
  *
- * Tiles narrower than 8 run the vectors they need (1 or 2); columns past n
- * in the last vector are stored through a small buffer. The live page's
+ * Tiles narrower than 8 run the vectors they need (1 or 2), tiles of 1 or 2
+ * rows those rows only; columns past n in the last vector are stored
+ * through a small buffer. The live page's
  * products are small (a keystroke adds one position), so the packing is as
  * much of the time as the tile: both are vectors.
  */
@@ -45,16 +46,19 @@ static inline void store_cols(float *p, v128_t x, int n, int v) {
         tsw_store_part(p, x, k);
 }
 
-static inline __attribute__((always_inline)) void tile(const int NV, int kc, const float *pa, const float *pb,
-                                                       float *c, int64_t ldc, int m, int n, float alpha,
-                                                       float beta, ts_epilogue epi, const float *bias) {
+/* The first MI (1..4) rows of the tile: a product of one row (a decoding
+ * step's attention over its values) does a quarter of the work, not the
+ * whole tile's. Each row's sums are the same whatever MI is. */
+static inline __attribute__((always_inline)) void tile(const int NV, const int MI, int kc, const float *pa,
+                                                       const float *pb, float *c, int64_t ldc, int m, int n,
+                                                       float alpha, float beta, ts_epilogue epi, const float *bias) {
     v128_t acc[MR][2];
 #pragma GCC unroll 4
-    for (int i = 0; i < MR; i++) acc[i][0] = acc[i][1] = wasm_f32x4_splat(0.0f);
+    for (int i = 0; i < MI; i++) acc[i][0] = acc[i][1] = wasm_f32x4_splat(0.0f);
     for (int p = 0; p < kc; p++, pa += MR, pb += NR) {
         v128_t b0 = wasm_v128_load(pb), b1 = NV == 2 ? wasm_v128_load(pb + 4) : b0;
 #pragma GCC unroll 4
-        for (int i = 0; i < MR; i++) {
+        for (int i = 0; i < MI; i++) {
             v128_t a = wasm_v128_load32_splat(pa + i);
             acc[i][0] = wasm_f32x4_add(acc[i][0], wasm_f32x4_mul(a, b0));
             if (NV == 2) acc[i][1] = wasm_f32x4_add(acc[i][1], wasm_f32x4_mul(a, b1));
@@ -65,7 +69,7 @@ static inline __attribute__((always_inline)) void tile(const int NV, int kc, con
     if (epi != TS_EPI_NONE)
         for (int v = 0; v < NV; v++) bv[v] = n > 4 * v ? load_cols(bias + 4 * v, n, v) : bv[v];
 #pragma GCC unroll 4
-    for (int i = 0; i < MR; i++) {
+    for (int i = 0; i < MI; i++) {
         if (i >= m) break;
         float *cr = c + i * ldc;
 #pragma GCC unroll 2
@@ -82,10 +86,19 @@ static inline __attribute__((always_inline)) void tile(const int NV, int kc, con
 
 void ts_kern_ukernel_wasm(int kc, const float *pa, const float *pb, float *c, int64_t ldc, int m, int n,
                           float alpha, float beta, ts_epilogue epi, const float *bias) {
-    if (n > 4)
-        tile(2, kc, pa, pb, c, ldc, m, n, alpha, beta, epi, bias);
-    else
-        tile(1, kc, pa, pb, c, ldc, m, n, alpha, beta, epi, bias);
+#define TILE_ROWS(MI)                                                        \
+    do {                                                                     \
+        if (n > 4)                                                           \
+            tile(2, MI, kc, pa, pb, c, ldc, m, n, alpha, beta, epi, bias);   \
+        else                                                                 \
+            tile(1, MI, kc, pa, pb, c, ldc, m, n, alpha, beta, epi, bias);   \
+    } while (0)
+    switch (m) {
+    case 1: TILE_ROWS(1); break;
+    case 2: TILE_ROWS(2); break;
+    default: TILE_ROWS(MR); break;
+    }
+#undef TILE_ROWS
 }
 
 /* r[0..3] = the transpose of r[0..3]. */
