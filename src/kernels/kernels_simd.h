@@ -427,4 +427,14 @@ static double simd_sum_squares(const float *x, int64_t n) {
     return total;
 }
 
+/* The table entries every instruction set fills from this file, for its
+ * ts_kern_ops initializer; the set's own gemm, dropout and peak probe go
+ * beside them. */
+#define SIMD_KERNEL_ENTRIES                                                                                     \
+    .small_m = simd_small_m, .softmax_row = simd_softmax_row, .layernorm_row = simd_layernorm_row,               \
+    .add = simd_add, .scale = simd_scale, .relu = simd_relu, .gelu = simd_gelu, .gelu_tanh = simd_gelu_tanh,     \
+    .silu = simd_silu, .mul = simd_mul, .relu_grad = simd_relu_grad, .gelu_grad = simd_gelu_grad,                \
+    .gelu_tanh_grad = simd_gelu_tanh_grad, .adam = simd_adam, .sum_squares = simd_sum_squares,                   \
+    .xent_grad = simd_xent_grad, .max_finite = simd_max_finite, .exp_sum = simd_exp_sum
+
 #endif
