@@ -57,14 +57,16 @@ SAN := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recove
 # base set: no flag needed).
 X86_SRCS := $(wildcard src/*/*_avx2.c src/*/*_avx512.c)
 NEON_SRCS := $(wildcard src/*/*_neon.c)
+# WebAssembly's SIMD128 (*_wasm.c): only `make wasm` builds it, never natively.
+WASM_ISA_SRCS := $(wildcard src/*/*_wasm.c)
 ifeq ($(ARCH),x86_64)
 ISA_avx2 := -mavx2 -mfma -mf16c
 ISA_avx512 := -mavx512f -mavx512bw -mavx512dq -mavx512vl -mfma -mf16c
-OTHER_ISA_SRCS := $(NEON_SRCS)
+OTHER_ISA_SRCS := $(NEON_SRCS) $(WASM_ISA_SRCS)
 else ifneq ($(filter aarch64 arm64,$(ARCH)),)
-OTHER_ISA_SRCS := $(X86_SRCS)
+OTHER_ISA_SRCS := $(X86_SRCS) $(WASM_ISA_SRCS)
 else
-OTHER_ISA_SRCS := $(X86_SRCS) $(NEON_SRCS)
+OTHER_ISA_SRCS := $(X86_SRCS) $(NEON_SRCS) $(WASM_ISA_SRCS)
 endif
 
 CMD_SRCS := $(wildcard src/cmd/*.c)
@@ -105,7 +107,7 @@ run: deps all
 
 # test: install what is missing, build with warnings as errors, run every test (plain and sanitized, and in chromium)
 test: deps-test
-	@$(MAKE) -j$$(nproc) all tests python wasm
+	@$(MAKE) -j$$(nproc) all tests python wasm $(WASM_TEST_JS)
 	@$(MAKE) -j$$(nproc) asan
 	@scripts/run-tests.sh $(BUILD) $(ASAN_BUILD)
 
@@ -166,13 +168,15 @@ $(PY_LIB): $(call objs,$(BUILD),$(CAPI_SRCS) $(CORE_SRCS) $(VIZ_SRCS)) $(BUILD)/
 # What the page needs of src/ (no drawing library, no libzip, no md4c): the model,
 # kernels (scalar), tokenizers, weights and checkpoints, experiments, the trace
 # reader experiments use (no writer: it is threads and direct I/O); the renderers' colour maps; Debian's cJSON and zlib sources
-# (scripts/wasm-sources.sh) compiled for wasm32.
+# (scripts/wasm-sources.sh) compiled for wasm32. The kernels' SIMD128 path (*_wasm.c) is the one the build
+# runs: everything is compiled with WASM_SIMD (make wasm WASM_SIMD= builds the scalar path alone, to compare).
 WASM_BUILD := $(BUILD)/wasm
+WASM_SIMD ?= -msimd128
 WASM_JS := $(WASM_BUILD)/tscope-wasm.js
 EMCC ?= emcc
 WASM_DEPS_DIR := $(WASM_BUILD)/src
 WASM_FROM_SRC := $(filter-out src/io/torch_pt.c src/trace/trace_write.c src/trace/trace_stream.c src/trace/trace_passes.c \
-    $(wildcard src/*/*_avx2.c src/*/*_avx512.c src/*/*_neon.c), \
+    $(X86_SRCS) $(NEON_SRCS) $(if $(WASM_SIMD),,$(WASM_ISA_SRCS)), \
     $(wildcard src/core/*.c src/kernels/*.c src/model/*.c src/tokenizer/*.c src/io/*.c src/experiment/*.c \
     src/trace/*.c)) $(WASM_SRCS) viz/render/colormap.c viz/render/canvas.c viz/render/live_views.c
 WASM_OBJS := $(call objs,$(WASM_BUILD)/obj,$(WASM_FROM_SRC)) $(WASM_BUILD)/obj/colormaps_data.o \
@@ -181,8 +185,8 @@ WASM_OBJS := $(call objs,$(WASM_BUILD)/obj,$(WASM_FROM_SRC)) $(WASM_BUILD)/obj/c
 # output runs under Node 20 without its experimental fetch.
 EMCC_ENV := NODE_PATH=/usr/share/nodejs
 # render.h names cairo's types: its headers only, nothing of cairo is linked.
-WASM_CFLAGS = $(WARN) -O2 $(CPPFLAGS) -I$(WASM_DEPS_DIR)/include -I$(WASM_DEPS_DIR)/cjson -I$(WASM_DEPS_DIR)/zlib \
-    $(filter %/cairo,$(shell $(PKG_CONFIG) --cflags-only-I cairo 2>/dev/null)) $(CFLAGS)
+WASM_CFLAGS = $(WARN) -O2 $(WASM_SIMD) $(CPPFLAGS) -I$(WASM_DEPS_DIR)/include -I$(WASM_DEPS_DIR)/cjson \
+    -I$(WASM_DEPS_DIR)/zlib $(filter %/cairo,$(shell $(PKG_CONFIG) --cflags-only-I cairo 2>/dev/null)) $(CFLAGS)
 WASM_EXPORTS := tsw_error tsw_open tsw_close tsw_layers tsw_heads tsw_vocab tsw_capacity tsw_set_text tsw_tokens \
     tsw_skipped tsw_token_label tsw_vocab_label tsw_piece tsw_knock tsw_knocked tsw_n_knocked tsw_next_probs \
     tsw_top tsw_sample tsw_attention tsw_lens_ids tsw_lens_probs tsw_loss tsw_loss_before tsw_draw tsw_dl_ops tsw_dl_count \
@@ -215,6 +219,35 @@ $(WASM_BUILD)/obj/cJSON.o: $(WASM_DEPS_DIR)/include/cjson/cJSON.h
 $(WASM_BUILD)/obj/crc32.o: $(WASM_DEPS_DIR)/include/cjson/cJSON.h
 	@mkdir -p $(dir $@)
 	$(Q)$(EMCC_ENV) $(EMCC) -O2 -I$(WASM_DEPS_DIR)/zlib -c -o $@ $(WASM_DEPS_DIR)/zlib/crc32.c
+
+# wasm-check: the kernels' unit tests (tests/test_kernels.c, every path against the scalar reference)
+# built for wasm32 with Debian's cmocka and run under Node: the SIMD128 path at the edges
+.PHONY: wasm-check
+WASM_TEST_JS := $(WASM_BUILD)/tests/test_kernels.js
+# cmocka's own guard for the uintptr_t it would define (its header as a system one, as natively);
+# what its CMake would find in Emscripten's libc
+WASM_CMOCKA_FLAGS := -D_UINTPTR_T -isystem $(WASM_DEPS_DIR)/cmocka/include
+WASM_CMOCKA_HAVE := -DHAVE_SIGNAL_H -DHAVE_STRSIGNAL -DHAVE_STDINT_H -DHAVE_INTTYPES_H -DHAVE_MALLOC_H \
+    -DHAVE_STRINGS_H -DHAVE_TIME_H -DHAVE_STRUCT_TIMESPEC -DHAVE_CLOCK_GETTIME -DHAVE_CLOCK_REALTIME \
+    -DHAVE_GCC_THREAD_LOCAL_STORAGE
+WASM_TEST_OBJS := $(call objs,$(WASM_BUILD)/obj,tests/test_kernels.c tests/check.c) $(WASM_BUILD)/obj/cmocka.o \
+    $(filter-out $(call objs,$(WASM_BUILD)/obj,$(WASM_SRCS)),$(WASM_OBJS))
+wasm-check: $(WASM_TEST_JS)
+	CMOCKA_MESSAGE_OUTPUT=stdout node --no-experimental-fetch $(WASM_TEST_JS)
+$(WASM_TEST_JS): $(WASM_TEST_OBJS)
+	@mkdir -p $(dir $@)
+	@echo "  EMLD $@"
+	$(Q)$(EMCC_ENV) $(EMCC) -O2 -sSINGLE_FILE=1 -sALLOW_MEMORY_GROWTH=1 -sENVIRONMENT=node -sEXIT_RUNTIME=1 \
+	    -o $@.tmp.js $^ && mv $@.tmp.js $@
+$(WASM_BUILD)/obj/tests/%.o: tests/%.c | $(WASM_DEPS_DIR)/cmocka/src/cmocka.c
+	@mkdir -p $(dir $@)
+	@echo "  EMCC $<"
+	$(Q)$(EMCC_ENV) $(EMCC) $(WASM_CFLAGS) $(WASM_CMOCKA_FLAGS) -MMD -MP -c -o $@ $<
+$(WASM_DEPS_DIR)/cmocka/src/cmocka.c:
+	@scripts/wasm-sources.sh $(WASM_DEPS_DIR)
+$(WASM_BUILD)/obj/cmocka.o: $(WASM_DEPS_DIR)/cmocka/src/cmocka.c
+	@mkdir -p $(dir $@)
+	$(Q)$(EMCC_ENV) $(EMCC) -O2 $(WASM_CMOCKA_FLAGS) $(WASM_CMOCKA_HAVE) -c -o $@ $<
 
 # asan: the unit tests and a tscope binary built with address and undefined-behaviour sanitizers
 asan:

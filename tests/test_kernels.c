@@ -1,4 +1,5 @@
-/* Kernels: every path this CPU has (scalar, avx2, avx512, neon) against the
+/* Kernels: every path this CPU has (scalar, avx2, avx512, neon; simd128 in
+ * the WebAssembly build, run under Node by `make wasm-check`) against the
  * scalar reference, which itself is checked against double-precision sums.
  *
  * Tolerances: gemm results are compared relative to max(1, |want|) within
@@ -26,7 +27,7 @@
 
 #define ELT_TOL 2e-6
 
-static const ts_isa all_paths[] = {TS_ISA_SCALAR, TS_ISA_AVX2, TS_ISA_AVX512, TS_ISA_NEON};
+static const ts_isa all_paths[] = {TS_ISA_SCALAR, TS_ISA_AVX2, TS_ISA_AVX512, TS_ISA_NEON, TS_ISA_WASM};
 #define N_PATHS ((int)(sizeof all_paths / sizeof all_paths[0]))
 
 /* Their tables, for tests that drive the gemm on one directly. */
@@ -37,6 +38,9 @@ static const ts_kern_ops *const all_tables[] = {
 #endif
 #if defined(TS_KERN_HAVE_NEON)
     &ts_kern_neon_ops,
+#endif
+#if defined(TS_KERN_HAVE_WASM)
+    &ts_kern_wasm_ops,
 #endif
 };
 #define N_TABLES ((int)(sizeof all_tables / sizeof all_tables[0]))
@@ -846,6 +850,60 @@ static void dropout_every_path_same_mask(void **state) {
     }
 }
 
+/* The cross-entropy's gradient on every path against the scalar path's (all
+ * in double): rows around the vector widths, logits over [-30, 30] with a
+ * -inf, label smoothing on and off, an ignored row, a label on a tail lane;
+ * dlogits starts with values that must stay. Entries within 1e-6 of
+ * max(1, |reference|); a row with +inf or NaN takes the reference's way and
+ * gives its bits. */
+static void cross_entropy_backward_every_path(void **state) {
+    (void)state;
+    const int Vs[] = {1, 3, 7, 9, 17, 100, 4099, 50257};
+    const float smooths[] = {0.0f, 0.1f};
+    enum { N = 5, IGNORE = -100 };
+    double worst = 0;
+    for (int vi = 0; vi < 8; vi++) {
+        int V = SMALL && Vs[vi] > 5000 ? 5003 : Vs[vi];
+        int64_t n = (int64_t)N * V;
+        float *x = alloc(n), *d0 = alloc(n), *want = alloc(n), *got = alloc(n);
+        fill(x, n);
+        fill(d0, n);
+        for (int64_t i = 0; i < n; i++) x[i] *= 30;
+        x[V / 2] = -INFINITY;                   /* row 0: a logit that can never win */
+        x[2 * V + V - 1] = INFINITY;            /* row 2: the reference's way */
+        x[3 * V + V / 3] = NAN;                 /* row 3: the same */
+        int32_t labels[N] = {0, V - 1, V / 2, 1 % V, IGNORE};
+        for (int si = 0; si < 2; si++) {
+            assert_ok(ts_kernels_force(TS_ISA_SCALAR));
+            memcpy(want, d0, sizeof(float) * (size_t)n);
+            ts_bwd_cross_entropy_backward(want, 1.5f, x, labels, N, V, IGNORE, smooths[si]);
+            for (int p = 0; p < N_PATHS; p++) {
+                if (!use_path(all_paths[p])) continue;
+                memcpy(got, d0, sizeof(float) * (size_t)n);
+                ts_bwd_cross_entropy_backward(got, 1.5f, x, labels, N, V, IGNORE, smooths[si]);
+                for (int r = 0; r < N; r++) {
+                    const float *g = got + (int64_t)r * V, *w = want + (int64_t)r * V;
+                    if (r >= 2) { /* non-finite rows and the ignored one: the reference's bits */
+                        if (memcmp(g, w, sizeof(float) * (size_t)V) != 0)
+                            fail_msg("cross-entropy backward %s V %d smoothing %g: row %d is not the reference's bits",
+                                     ts_isa_name(all_paths[p]), V, (double)smooths[si], r);
+                        continue;
+                    }
+                    int64_t at;
+                    double diff = worst_diff(g, w, V, &at);
+                    worst = fmax(worst, diff);
+                    if (diff > 1e-6)
+                        fail_msg("cross-entropy backward %s V %d smoothing %g: row %d entry %lld is %.9g, the "
+                                 "reference %.9g (logit %.9g)", ts_isa_name(all_paths[p]), V, (double)smooths[si], r,
+                                 (long long)at, g[at], w[at], x[(int64_t)r * V + at]);
+                }
+            }
+        }
+        free(x), free(d0), free(want), free(got);
+    }
+    printf("cross-entropy backward: largest difference from the scalar reference %.3g (bound 1e-06)\n", worst);
+}
+
 /* The vocabulary softmax on every path against the all-double reference:
  * log Z within 1e-6 (relative to max(1, |log Z|)), each probability within
  * 1e-5 of itself plus 1e-9; rows with a NaN or an infinity, or a floor, take
@@ -1003,10 +1061,34 @@ static void neon_is_there_exactly_on_arm64(void **state) {
 #endif
 }
 
+/* In the WebAssembly build the SIMD128 path is compiled in and chosen by
+ * default; natively it is never claimed (the same guard as NEON's). */
+static void simd128_is_there_exactly_in_wasm(void **state) {
+    (void)state;
+    assert_string_equal(ts_isa_name(TS_ISA_WASM), "simd128");
+    setenv("TSCOPE_KERNELS", "simd128", 1);
+#if defined(__wasm_simd128__)
+    assert_true(ts_isa_supported(TS_ISA_WASM));
+    assert_ok(ts_kernels_init());
+    assert_int_equal(ts_kern_ops_current()->isa, TS_ISA_WASM);
+    assert_int_equal(ts_kern_ops_current()->mr, TS_KERN_WASM_MR);
+    unsetenv("TSCOPE_KERNELS");
+    assert_ok(ts_kernels_init());
+    assert_int_equal(ts_kernels_isa(), TS_ISA_WASM); /* the default */
+#else
+    assert_false(ts_isa_supported(TS_ISA_WASM));
+    assert_int_equal(ts_kernels_init(), TS_ERR_UNSUPPORTED);
+    assert_non_null(strstr(ts_last_error(), "TSCOPE_KERNELS=simd128"));
+    unsetenv("TSCOPE_KERNELS");
+    assert_ok(ts_kernels_init());
+#endif
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(init_reads_environment),
         cmocka_unit_test(neon_is_there_exactly_on_arm64),
+        cmocka_unit_test(simd128_is_there_exactly_in_wasm),
         cmocka_unit_test(gemm_ref_matches_hand_values),
         cmocka_unit_test(gemm_every_path_op_and_size),
         cmocka_unit_test(gemm_alpha_beta_and_epilogues),
@@ -1031,6 +1113,7 @@ int main(void) {
         cmocka_unit_test(gemm_k_prefix_equals_whole_product),
         cmocka_unit_test(softmax_vocab_every_path),
         cmocka_unit_test(dropout_every_path_same_mask),
+        cmocka_unit_test(cross_entropy_backward_every_path),
         cmocka_unit_test(transpose_odd_sizes),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

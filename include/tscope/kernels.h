@@ -14,20 +14,22 @@
 /* kernels: the arithmetic under the model, fast and checked.
  *
  * Every kernel has a scalar reference that is always compiled; ts_kernels_init
- * picks the fastest path the CPU supports (AVX-512, AVX2+FMA, NEON) unless
- * TSCOPE_KERNELS=scalar|avx2|avx512 forces one. Threads come from
+ * picks the fastest path the CPU supports (AVX-512, AVX2+FMA, NEON; SIMD128
+ * in the WebAssembly build) unless TSCOPE_KERNELS=scalar|avx2|avx512|neon
+ * forces one. Threads come from
  * TSCOPE_THREADS (default: all cores) or ts_kernels_set_threads.
  * Matrices are row-major; a leading dimension is the distance in floats
  * between the starts of two rows as stored.
  */
 
-typedef enum ts_isa { TS_ISA_SCALAR, TS_ISA_AVX2, TS_ISA_AVX512, TS_ISA_NEON, TS_ISA_COUNT } ts_isa;
+/* TS_ISA_WASM is WebAssembly's SIMD128, in `make wasm`'s build only. */
+typedef enum ts_isa { TS_ISA_SCALAR, TS_ISA_AVX2, TS_ISA_AVX512, TS_ISA_NEON, TS_ISA_WASM, TS_ISA_COUNT } ts_isa;
 
 /* Read TSCOPE_KERNELS and TSCOPE_THREADS and choose the path. Safe to call
  * more than once; an unknown or unsupported TSCOPE_KERNELS is an error. */
 ts_status ts_kernels_init(void);
 ts_isa ts_kernels_isa(void);
-const char *ts_isa_name(ts_isa isa); /* "scalar", "avx2", "avx512", "neon" */
+const char *ts_isa_name(ts_isa isa); /* "scalar", "avx2", "avx512", "neon", "simd128" */
 bool ts_isa_supported(ts_isa isa);   /* compiled in and supported by this CPU */
 ts_status ts_kernels_force(ts_isa isa);
 /* n <= 0: all cores; always 1 when built with NO_OMP=1. ts_kernels_init resets

@@ -28,11 +28,12 @@ static pthread_once_t g_lazy_once = PTHREAD_ONCE_INIT;
 
 static const char *const isa_names[] = {
     [TS_ISA_SCALAR] = "scalar", [TS_ISA_AVX2] = "avx2", [TS_ISA_AVX512] = "avx512", [TS_ISA_NEON] = "neon",
+    [TS_ISA_WASM] = "simd128",
 };
 _Static_assert(sizeof isa_names / sizeof isa_names[0] == TS_ISA_COUNT, "every isa needs a name");
 
 /* Fastest first. */
-static const ts_isa preference[] = {TS_ISA_AVX512, TS_ISA_NEON, TS_ISA_AVX2, TS_ISA_SCALAR};
+static const ts_isa preference[] = {TS_ISA_AVX512, TS_ISA_NEON, TS_ISA_WASM, TS_ISA_AVX2, TS_ISA_SCALAR};
 
 const char *ts_isa_name(ts_isa isa) {
     return (unsigned)isa < TS_ISA_COUNT ? isa_names[isa] : "unknown";
@@ -48,6 +49,9 @@ static const ts_kern_ops *ops_for(ts_isa isa) {
 #if defined(TS_KERN_HAVE_NEON)
     case TS_ISA_NEON: return &ts_kern_neon_ops;
 #endif
+#if defined(TS_KERN_HAVE_WASM)
+    case TS_ISA_WASM: return &ts_kern_wasm_ops;
+#endif
     default: return NULL;
     }
 }
@@ -62,8 +66,9 @@ bool ts_isa_supported(ts_isa isa) {
                __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
                __builtin_cpu_supports("fma");
 #endif
-    /* Compiled in is enough for NEON: ARM64 has it everywhere. */
-    return isa == TS_ISA_SCALAR || isa == TS_ISA_NEON;
+    /* Compiled in is enough for NEON (ARM64 has it everywhere) and SIMD128 (a
+     * browser without it refuses the whole module before anything runs). */
+    return isa == TS_ISA_SCALAR || isa == TS_ISA_NEON || isa == TS_ISA_WASM;
 }
 
 static ts_isa best_isa(void) {
@@ -118,7 +123,7 @@ static ts_status isa_from_env(ts_isa *isa) {
         *isa = (ts_isa)i;
         return TS_OK;
     }
-    return ts_fail(TS_ERR_ARG, "TSCOPE_KERNELS=%s: expected scalar, avx2, avx512 or neon", k);
+    return ts_fail(TS_ERR_ARG, "TSCOPE_KERNELS=%s: expected scalar, avx2, avx512, neon or simd128", k);
 }
 
 static ts_status threads_from_env(int *threads) {

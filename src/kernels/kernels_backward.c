@@ -270,23 +270,34 @@ double ts_bwd_cross_entropy_forward(const float *logits, const int32_t *labels, 
     return n ? total / (double)n : 0.0;
 }
 
+/* d (V) += scale * (softmax(x) - q), q = off everywhere and off + 1 - smoothing
+ * at the label: the table's kernel on every entry as if none were the label,
+ * then the label's entry made again from the value before, in double as the
+ * reference makes it. A row with an infinite or NaN logit (lse not finite)
+ * goes the reference's way whole. */
+static void xent_grad_row(const ts_kern_ops *ops, float *d, const float *x, int V, int32_t label, double scale,
+                          float smoothing, double off) {
+    double lse = ts_logsumexp(x, V);
+    if (!isfinite(lse)) ops = &ts_kern_scalar_ops;
+    bool has_label = label >= 0 && label < V;
+    float before = has_label ? d[label] : 0.0f;
+    ops->xent_grad(d, x, V, lse, scale, off);
+    if (has_label)
+        d[label] = before + (float)(scale * (exp((double)x[label] - lse) - (off + 1.0 - smoothing)));
+}
+
 void ts_bwd_cross_entropy_backward(float *dlogits, float dloss, const float *logits, const int32_t *labels,
                                    int64_t N, int V, int ignore_index, float smoothing) {
     int64_t n = 0;
     for (int64_t i = 0; i < N; i++) n += counted(labels, i, ignore_index);
     if (!n) return;
     double scale = (double)dloss / (double)n, off = (double)smoothing / V;
+    const ts_kern_ops *ops = ts_kern_ops_current();
     int nt = threads_for(N * V);
     (void)nt;
     TS_OMP(parallel for num_threads(nt) if(nt > 1) schedule(static))
     for (int64_t i = 0; i < N; i++) {
         if (!counted(labels, i, ignore_index)) continue;
-        const float *x = logits + i * V;
-        double lse = ts_logsumexp(x, V);
-        float *d = dlogits + i * V;
-        for (int v = 0; v < V; v++) {
-            double q = off + (v == labels[i] ? 1.0 - smoothing : 0.0);
-            d[v] += (float)(scale * (exp((double)x[v] - lse) - q));
-        }
+        xent_grad_row(ops, dlogits + i * V, logits + i * V, V, labels[i], scale, smoothing, off);
     }
 }

@@ -83,6 +83,10 @@ typedef void (*ts_dropout_fn)(float *out, const float *in, int64_t n, int64_t i0
                               float keep);
 typedef void (*ts_adam_fn)(float *params, const float *grads, float *m, float *v, int64_t n,
                            const ts_kern_adam *a);
+/* Cross-entropy's gradient on one row of n logits x whose log-sum-exp is lse
+ * (finite), every entry as if it were not the label's:
+ * d[v] += scale * (e^(x[v] - lse) - off). The caller mends the label's entry. */
+typedef void (*ts_xent_grad_fn)(float *d, const float *x, int64_t n, double lse, double scale, double off);
 
 typedef struct ts_kern_ops {
     ts_isa isa;
@@ -108,6 +112,7 @@ typedef struct ts_kern_ops {
     ts_grad_fn relu_grad, gelu_grad, gelu_tanh_grad;
     ts_adam_fn adam;
     ts_dropout_fn dropout, dropout_grad;
+    ts_xent_grad_fn xent_grad;
     /* sum of x^2 over n, as a double; exact to float rounding of blocks, and
      * a block that overflows float is summed again in double. */
     double (*sum_squares)(const float *x, int64_t n);
@@ -162,6 +167,19 @@ void ts_kern_ukernel_neon(int kc, const float *pa, const float *pb, float *c, in
 void ts_kern_pack_t_neon(float *dst, int w, const float *src, int64_t lds, int m, int kc);
 void ts_kern_pack_n_neon(float *dst, int w, const float *src, int64_t lds, int n, int kc);
 #endif
+#if defined(__wasm_simd128__)
+/* WebAssembly's SIMD128, chosen when `make wasm` compiles with -msimd128: a
+ * browser that runs the page at all runs it (Chrome 91, Firefox 89, Safari 16.4). */
+#define TS_KERN_HAVE_WASM 1
+extern const ts_kern_ops ts_kern_wasm_ops;
+#define TS_KERN_WASM_MR 4
+#define TS_KERN_WASM_NR 8
+double ts_kern_fma_loop_wasm(int64_t iters, float *sink);
+void ts_kern_ukernel_wasm(int kc, const float *pa, const float *pb, float *c, int64_t ldc, int m, int n,
+                          float alpha, float beta, ts_epilogue epi, const float *bias);
+void ts_kern_pack_t_wasm(float *dst, int w, const float *src, int64_t lds, int m, int kc);
+void ts_kern_pack_n_wasm(float *dst, int w, const float *src, int64_t lds, int n, int kc);
+#endif
 
 /* The table in use (initialises on first call). */
 const ts_kern_ops *ts_kern_ops_current(void);
@@ -210,6 +228,7 @@ void ts_kern_dropout_ref(float *out, const float *in, int64_t n, int64_t i0, uin
                          float keep);
 void ts_kern_dropout_grad_ref(float *din, const float *dout, int64_t n, int64_t i0, uint64_t key,
                               uint64_t threshold, float keep);
+void ts_kern_xent_grad_ref(float *d, const float *x, int64_t n, double lse, double scale, double off);
 float ts_kern_max_finite_ref(const float *x, int64_t n);
 double ts_kern_exp_sum_ref(float *probs, const float *x, int64_t n, float top, float t);
 /* ts_softmax_vocab all in double, one entry at a time: the reference, and

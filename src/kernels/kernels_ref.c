@@ -214,6 +214,11 @@ void ts_kern_dropout_grad_ref(float *din, const float *dout, int64_t n, int64_t 
         if (!dropped(key, i0 + i, threshold)) din[i] += dout[i] * keep;
 }
 
+/* In double, one entry at a time: what the loss's gradient was before it had vectors. */
+void ts_kern_xent_grad_ref(float *d, const float *x, int64_t n, double lse, double scale, double off) {
+    for (int64_t v = 0; v < n; v++) d[v] += (float)(scale * (exp((double)x[v] - lse) - off));
+}
+
 double ts_kern_sum_squares_ref(const float *x, int64_t n) {
     double s = 0;
     for (int64_t i = 0; i < n; i++) s += (double)x[i] * x[i];
@@ -273,6 +278,7 @@ const ts_kern_ops ts_kern_scalar_ops = {
     .gelu_tanh_grad = ts_kern_gelu_tanh_grad_ref,
     .adam = ts_kern_adam_ref, .sum_squares = ts_kern_sum_squares_ref,
     .dropout = ts_kern_dropout_ref, .dropout_grad = ts_kern_dropout_grad_ref,
+    .xent_grad = ts_kern_xent_grad_ref,
     .max_finite = ts_kern_max_finite_ref, .exp_sum = ts_kern_exp_sum_ref,
     .fma_loop = ts_kern_fma_loop_scalar,
 };

@@ -347,6 +347,27 @@ static double simd_exp_sum(float *probs, const float *x, int64_t n, float top, f
     return z;
 }
 
+/* ---- cross-entropy's gradient ------------------------------------------------------
+ *
+ * lse in two floats, hi + lo, so x - lse loses nothing to lse's rounding:
+ * x - hi is exact where x is near lse (where e^(x - lse) is large) and
+ * rounds at its own size elsewhere. Lanes past n are never stored. */
+static void simd_xent_grad(float *d, const float *x, int64_t n, double lse, double scale, double off) {
+    const float hi = (float)lse;
+    const vf vhi = V_SET1(hi), vlo = V_SET1((float)(lse - (double)hi));
+    const vf vscale = V_SET1((float)scale), voff = V_SET1((float)off);
+    int64_t i = 0;
+    for (; i + VW <= n; i += VW) {
+        vf p = V_EXP(V_SUB(V_SUB(V_LOAD(x + i), vhi), vlo));
+        V_STORE(d + i, V_ADD(V_LOAD(d + i), V_MUL(vscale, V_SUB(p, voff))));
+    }
+    if (i < n) {
+        int part = (int)(n - i);
+        vf p = V_EXP(V_SUB(V_SUB(V_LOAD_PART(x + i, part, 0.0f), vhi), vlo));
+        V_STORE_PART(d + i, V_ADD(V_LOAD_PART(d + i, part, 0.0f), V_MUL(vscale, V_SUB(p, voff))), part);
+    }
+}
+
 /* ---- Adam and the gradient's norm -------------------------------------------------- */
 
 /* The reference's operations in its order (no FMA), so every path updates
@@ -405,5 +426,15 @@ static double simd_sum_squares(const float *x, int64_t n) {
     }
     return total;
 }
+
+/* The table entries every instruction set fills from this file, for its
+ * ts_kern_ops initializer; the set's own gemm, dropout and peak probe go
+ * beside them. */
+#define SIMD_KERNEL_ENTRIES                                                                                     \
+    .small_m = simd_small_m, .softmax_row = simd_softmax_row, .layernorm_row = simd_layernorm_row,               \
+    .add = simd_add, .scale = simd_scale, .relu = simd_relu, .gelu = simd_gelu, .gelu_tanh = simd_gelu_tanh,     \
+    .silu = simd_silu, .mul = simd_mul, .relu_grad = simd_relu_grad, .gelu_grad = simd_gelu_grad,                \
+    .gelu_tanh_grad = simd_gelu_tanh_grad, .adam = simd_adam, .sum_squares = simd_sum_squares,                   \
+    .xent_grad = simd_xent_grad, .max_finite = simd_max_finite, .exp_sum = simd_exp_sum
 
 #endif
