@@ -64,6 +64,7 @@ const ts_kern_ops ts_kern_avx2_ops = {
     .ukernel = ts_kern_ukernel_avx2,
     .pack_t = ts_kern_pack_t_avx2,
     .pack_n = ts_kern_pack_n_avx2,
+    .pack_t_bf16 = ts_kern_pack_t_bf16_avx2,
     .small_m = simd_small_m,
     .softmax_row = simd_softmax_row,
     .layernorm_row = simd_layernorm_row,

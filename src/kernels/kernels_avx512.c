@@ -13,6 +13,7 @@ const ts_kern_ops ts_kern_avx512_ops = {
     .ukernel_pf = ts_kern_ukernel_pf_avx512,
     .pack_t = ts_kern_pack_t_avx512,
     .pack_n = ts_kern_pack_n_avx512,
+    .pack_t_bf16 = ts_kern_pack_t_bf16_avx2, /* the widening is a shift; AVX2's 8 x 8 blocks fill 32-wide panels too */
     .small_m = simd_small_m,
     .softmax_row = simd_softmax_row,
     .layernorm_row = simd_layernorm_row,

@@ -14,6 +14,7 @@ const ts_kern_ops ts_kern_neon_ops = {
     .ukernel = ts_kern_ukernel_neon,
     .pack_t = ts_kern_pack_t_neon,
     .pack_n = ts_kern_pack_n_neon,
+    .pack_t_bf16 = ts_kern_pack_t_bf16_neon,
     .small_m = simd_small_m,
     .softmax_row = simd_softmax_row,
     .layernorm_row = simd_layernorm_row,
