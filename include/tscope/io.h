@@ -493,6 +493,7 @@ typedef struct ts_load_options {
                                   * file says */
     int heads;                   /* --heads for a GPT-2-named state_dict that does not say them (0: not given) */
     const char *activation;      /* --activation for one (NULL: its code's, its config's) */
+    ts_dtype dtype;              /* ts_lm_checkpoint_open: how the model reads its weight matrices (--dtype) */
 } ts_load_options;
 
 #define TS_LOAD_LIST_MAX 1024
