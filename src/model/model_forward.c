@@ -762,7 +762,8 @@ static ts_status gated_ffn(fwd *f, const ffn_step *s, const float *x, int S, flo
      * the gate or its activation, or the backward keeps the gate apart */
     static const char *const inner[] = {"gate", "act", NULL};
     ts_epilogue fused = fused_epilogue(f->c->activation, w->bg != NULL);
-    if (fwd_watches(f, prefix, inner) || acted != gate) fused = TS_EPI_NONE;
+    /* (exact GELU's epilogue in the micro-kernels rounds apart from ts_gelu in the last bit: not fused here) */
+    if (fwd_watches(f, prefix, inner) || acted != gate || fused == TS_EPI_BIAS_GELU) fused = TS_EPI_NONE;
     linear(f, gate, x, B * S, (int)D, (int)F, w->wg, w->bg, (int)D, fused ? fused : TS_EPI_BIAS);
     ts_tensor t = view3(gate, B, S, F);
     TS_TRY(fwd_emit(f, prefix, "gate", TS_OP_LINEAR, &t, TS_TAG_PLAIN, false));
