@@ -53,6 +53,55 @@ for d in gpt2 llama llama_bf16 mistral qwen2 qwen2_f16 gemma gpt_neox gpt_neox_b
     done
 done
 
+# --dtype bf16 (the weight matrices read as bf16 by ts_gemm_bf16, float32 sums):
+# - a bf16 folder keeps its values, so it still agrees with its float64 reference within 1e-4;
+# - a float32 folder's matrices are rounded: --expect reports how far that moves the logits
+#   (beyond 1e-4 with these N(0, 0.2) weights), and the run equals, to the last printed digit,
+#   a float32 run of the same folder rounded to bf16 by Python (round to nearest, ties to even,
+#   every rank-2 tensor) and read as a bf16 folder;
+# - the settings line and the trace say bf16, and diff names the difference.
+expect 0 "llama_bf16 read as bf16" -- "$bin" run --load "$ref/llama_bf16" --ids "$ref/llama_bf16/ids.npy" --dtype bf16 --expect "$ref/llama_bf16/logits.npy"
+has "$out" "agrees within tol 0.0001" "a bf16 folder read as bf16 agrees"
+has "$out" "weights bf16 (matrices rounded to nearest even, float32 sums)" "the settings line says bf16"
+expect 1 "llama rounded to bf16" -- "$bin" run --load "$ref/llama" --ids "$ref/llama/ids.npy" --dtype bf16 --expect "$ref/llama/logits.npy"
+has "$err" "differs from $ref/llama/logits.npy beyond tol 0.0001" "rounding to bf16 is reported by --expect"
+rounded_line=$(printf '%s' "$out" | grep '^expect ')
+mkdir -p "$tmp/llama_rounded"
+cp "$ref/llama/config.json" "$tmp/llama_rounded/"
+python3 - "$ref/llama/model.safetensors" "$tmp/llama_rounded/model.safetensors" <<'PY'
+import json, struct, sys
+data = open(sys.argv[1], 'rb').read()
+n = struct.unpack('<Q', data[:8])[0]
+head = json.loads(data[8:8 + n]); body = data[8 + n:]
+out_head, out_body = {}, b''
+for name, v in head.items():
+    if name == '__metadata__':
+        out_head[name] = v
+        continue
+    raw = body[v['data_offsets'][0]:v['data_offsets'][1]]
+    if len(v['shape']) == 2:  # a matrix: rounded to bf16, ties to even
+        words = struct.unpack('<%dI' % (len(raw) // 4), raw)
+        raw = b''.join(struct.pack('<H', ((u + 0x7fff + ((u >> 16) & 1)) >> 16) & 0xffff) for u in words)
+        v = dict(v, dtype='BF16')
+    out_body += b'\0' * (-len(out_body) % 4)
+    out_head[name] = dict(v, data_offsets=[len(out_body), len(out_body) + len(raw)])
+    out_body += raw
+h = json.dumps(out_head).encode(); h += b' ' * (-len(h) % 8)
+open(sys.argv[2], 'wb').write(struct.pack('<Q', len(h)) + h + out_body)
+PY
+expect 1 "llama rounded by Python, read as float32" -- "$bin" run --load "$tmp/llama_rounded" --ids "$ref/llama/ids.npy" --expect "$ref/llama/logits.npy"
+python_line=$(printf '%s' "$out" | grep '^expect ')
+[ -n "$rounded_line" ] && [ "$python_line" = "$rounded_line" ] && ok ||
+    bad "--dtype bf16 computes the model rounded to bf16: '$rounded_line' vs '$python_line'"
+expect 0 "llama traced as bf16" -- "$bin" run --load "$ref/llama" --ids "$ref/llama/ids.npy" --dtype bf16 --trace "$tmp/bf16.tstrace"
+expect 0 "llama traced as f32" -- "$bin" run --load "$ref/llama" --ids "$ref/llama/ids.npy" --trace "$tmp/f32.tstrace"
+expect 1 "diff of f32 and bf16 runs" -- "$bin" diff "$tmp/f32.tstrace" "$tmp/bf16.tstrace"
+has "$out" "weights f32 vs bf16" "diff names the weights' dtype"
+expect 2 "an unknown --dtype" -- "$bin" run --load "$ref/llama" --ids "$ref/llama/ids.npy" --dtype f16
+has "$err" "f16" "an unknown --dtype is named"
+expect 2 "--dtype on bench gemm" -- "$bin" bench gemm --dtype bf16
+has "$err" "--dtype is how forward reads its weights" "bench refuses --dtype where nothing reads it"
+
 # BERT (bert/: BertForMaskedLM's names, token types 0 for positions 0-5 and 1 for 6-11): agrees with
 # its reference given its token types, and each planted mistake is caught:
 #   mistake_no_token_types  the token type embeddings left out of the sum (a GPT-style embedding)

@@ -153,11 +153,12 @@ static void gemm_every_path_op_and_size(void **state) {
 static void gemm_alpha_beta_and_epilogues(void **state) {
     (void)state;
     const float ab[][2] = {{1, 0}, {0.5f, 0}, {1, 1}, {-2, 0.25f}, {0, 1}};
-    const ts_epilogue epis[] = {TS_EPI_NONE, TS_EPI_BIAS, TS_EPI_BIAS_RELU, TS_EPI_BIAS_GELU};
+    const ts_epilogue epis[] = {TS_EPI_NONE, TS_EPI_BIAS, TS_EPI_BIAS_RELU, TS_EPI_BIAS_GELU,
+                                TS_EPI_BIAS_GELU_TANH, TS_EPI_BIAS_SILU};
     for (int p = 0; p < N_PATHS; p++) {
         if (!use_path(all_paths[p])) continue;
         for (int i = 0; i < 5; i++)
-            for (int e = 0; e < 4; e++)
+            for (int e = 0; e < 6; e++)
                 for (int t = 0; t < 4; t++) {
                     check_gemm(ts_isa_name(all_paths[p]), t & 1, t & 2, 37, 45, 300, ab[i][0], ab[i][1],
                                epis[e], 1, NULL);
@@ -179,6 +180,8 @@ static void gemm_small_blocks_cover_every_loop(void **state) {
                        0.5f, TS_EPI_BIAS_GELU, 2, &small);
             check_gemm(ts_isa_name(small.isa), t & 1, t & 2, 2 * small.mr, 3 * small.nr, 14, 1, 0,
                        TS_EPI_BIAS_RELU, 0, &small);
+            check_gemm(ts_isa_name(small.isa), t & 1, t & 2, 3 * small.mr + 1, 2 * small.nr + 5, 20, 1, 0,
+                       TS_EPI_BIAS_GELU_TANH, 1, &small);
         }
     }
 }
@@ -212,7 +215,8 @@ static void gemm_few_rows_stream_b(void **state) {
     (void)state;
     const int Ns[] = {1, 3, 17, 32, 67, 515}, Ks[] = {1, 5, 33, 64, 300};
     const float ab[][2] = {{1, 0}, {0.5f, 0}, {1, 1}, {-2, 0.25f}, {0, 1}};
-    const ts_epilogue epis[] = {TS_EPI_NONE, TS_EPI_BIAS, TS_EPI_BIAS_RELU, TS_EPI_BIAS_GELU};
+    const ts_epilogue epis[] = {TS_EPI_NONE, TS_EPI_BIAS, TS_EPI_BIAS_RELU, TS_EPI_BIAS_GELU,
+                                TS_EPI_BIAS_GELU_TANH, TS_EPI_BIAS_SILU};
     ts_kernels_set_threads(1);
     for (int t = 0; t < N_TABLES; t++) {
         const ts_kern_ops *table = all_tables[t];
@@ -223,7 +227,7 @@ static void gemm_few_rows_stream_b(void **state) {
             for (size_t n = 0; n < sizeof Ns / sizeof Ns[0]; n++)
                 for (size_t k = 0; k < sizeof Ks / sizeof Ks[0]; k++, c++)
                     if (!took_small_m(table, false, true, M, Ns[n], Ks[k], ab[c % 5][0], ab[c % 5][1],
-                                      epis[c / 5 % 4], c % 3))
+                                      epis[c / 5 % 6], c % 3))
                         fail_msg("%s M=%d N=%d K=%d went the blocked way", ts_isa_name(table->isa), M, Ns[n], Ks[k]);
         /* The boundary, and the layouts the path does not take. */
         assert_false(took_small_m(table, false, true, TS_KERN_SMALL_M + 1, 67, 33, 1, 0, TS_EPI_BIAS, 1));
@@ -233,6 +237,124 @@ static void gemm_few_rows_stream_b(void **state) {
         ts_kernels_set_threads(2);
         assert_true(took_small_m(table, false, true, 3, 515, 300, -2, 0.25f, TS_EPI_BIAS_GELU, 2));
         ts_kernels_set_threads(1);
+    }
+    ts_kernels_set_threads(0);
+}
+
+/* The tanh GELU and SiLU epilogues equal the product then ts_gelu_tanh /
+ * ts_silu bit for bit, with a bias and without (bias NULL), on the blocked
+ * path and the few-rows one, at K == 0, on one thread and two. */
+static void gemm_fused_activations_equal_unfused(void **state) {
+    (void)state;
+    const gemm_case sizes[] = {{3, 37, 70}, {37, 45, 300}, {130, 70, 129}, {5, 3, 0}};
+    const ts_epilogue epis[] = {TS_EPI_BIAS_GELU_TANH, TS_EPI_BIAS_SILU};
+    for (int p = 0; p < N_PATHS; p++) {
+        if (!use_path(all_paths[p])) continue;
+        for (int th = 1; th <= 2; th++) {
+            ts_kernels_set_threads(th);
+            for (size_t c = 0; c < sizeof sizes / sizeof sizes[0]; c++) {
+                int M = sizes[c].M, N = sizes[c].N, K = sizes[c].K;
+                float *A = alloc((int64_t)M * K), *B = alloc((int64_t)N * K), *bias = alloc(N),
+                      *C1 = alloc((int64_t)M * N), *C2 = alloc((int64_t)M * N);
+                fill(A, (int64_t)M * K), fill(B, (int64_t)N * K), fill(bias, N);
+                for (int e = 0; e < 2; e++)
+                    for (int b = 0; b < 2; b++) {
+                        const float *bp = b ? bias : NULL;
+                        ts_gemm(false, true, M, N, K, 2.5f, A, K, B, K, 0, C1, N, epis[e], bp);
+                        ts_gemm(false, true, M, N, K, 2.5f, A, K, B, K, 0, C2, N, bp ? TS_EPI_BIAS : TS_EPI_NONE, bp);
+                        (epis[e] == TS_EPI_BIAS_SILU ? ts_silu : ts_gelu_tanh)(C2, C2, (int64_t)M * N);
+                        if (memcmp(C1, C2, sizeof(float) * (size_t)M * N) != 0)
+                            fail_msg("%s epi=%d bias=%d M=%d N=%d K=%d threads=%d: fused differs from unfused",
+                                     ts_isa_name(all_paths[p]), (int)epis[e], b, M, N, K, th);
+                    }
+                free(A), free(B), free(bias), free(C1), free(C2);
+            }
+        }
+    }
+    ts_kernels_set_threads(0);
+}
+
+/* bf16 rounding: to nearest with ties to even, as torch's .to(torch.bfloat16). */
+static void bf16_rounding_known_values(void **state) {
+    (void)state;
+    const struct { float x; ts_bf16 want; } cases[] = {
+        {1.0f, 0x3f80},           {-0.0f, 0x8000},        {1.0f + 0x1p-8f, 0x3f80}, /* tie: to even */
+        {1.0f + 0x3p-8f, 0x3f82}, /* tie: to even, up */  {1.0f + 0x1.8p-8f, 0x3f81}, /* above the tie */
+        {FLT_MAX, 0x7f80},        {INFINITY, 0x7f80},      {-INFINITY, 0xff80},
+        {0x1p-130f, 0x0008},      /* a denormal stays one */ {3.140625f, 0x4049},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        ts_bf16 got = ts_f32_to_bf16(cases[i].x);
+        if (got != cases[i].want) fail_msg("bf16 of %a: 0x%04x, want 0x%04x", (double)cases[i].x, got, cases[i].want);
+        if (ts_bf16_to_f32(got) != cases[i].x && cases[i].x == ts_bf16_to_f32(cases[i].want))
+            fail_msg("0x%04x widened is not %a", got, (double)cases[i].x);
+    }
+    float nan = ts_bf16_to_f32(ts_f32_to_bf16(NAN)), sig = ts_bf16_to_f32(ts_f32_to_bf16(-NAN));
+    assert_true(nan != nan && sig != sig);
+    /* ts_bf16_from_f32 rounds the float32 copy to what it stored. */
+    float src[5] = {1.0f + 0x1.8p-8f, -2.5f, 0x1p-140f, 65504.1f, 1e30f};
+    ts_bf16 h[5];
+    ts_bf16_from_f32(h, src, 5, true);
+    for (int i = 0; i < 5; i++) assert_true(src[i] == ts_bf16_to_f32(h[i]));
+    float back[5];
+    ts_bf16_to_f32_n(back, h, 5);
+    assert_memory_equal(back, src, sizeof back);
+}
+
+/* One bf16 linear on `table`: equal bit for bit to the float32 product on
+ * the widened weights (the same table), and near the double reference. */
+static void check_gemm_bf16(const ts_kern_ops *table, int M, int N, int K, int pad, float beta, ts_epilogue epi) {
+    int lda = K + pad, ldw = K + 2 * pad, ldc = N + pad;
+    float *A = alloc((int64_t)M * lda), *Wf = alloc((int64_t)N * ldw), *bias = alloc(N), *C1 = alloc((int64_t)M * ldc),
+          *C2 = alloc((int64_t)M * ldc), *R = alloc((int64_t)M * ldc);
+    ts_bf16 *W = malloc(sizeof(ts_bf16) * (size_t)(N * ldw > 0 ? N * ldw : 1));
+    assert_non_null(W);
+    fill(A, (int64_t)M * lda), fill(Wf, (int64_t)N * ldw), fill(bias, N), fill(C1, (int64_t)M * ldc);
+    ts_bf16_from_f32(W, Wf, (int64_t)N * ldw, true); /* Wf now holds W widened */
+    memcpy(C2, C1, sizeof(float) * (size_t)M * ldc), memcpy(R, C1, sizeof(float) * (size_t)M * ldc);
+    const float *bp = epi == TS_EPI_NONE ? NULL : bias;
+    ts_kern_gemm_bf16(table, M, N, K, 0.75f, A, lda, W, ldw, beta, C1, ldc, epi, bp);
+    ts_kern_ops blocked = *table; /* bf16 products always go the blocked way; so does this one */
+    blocked.small_m = NULL;
+    ts_kern_gemm(&blocked, false, true, M, N, K, 0.75f, A, lda, Wf, ldw, beta, C2, ldc, epi, bp);
+    ts_gemm_bf16_ref(M, N, K, 0.75f, A, lda, W, ldw, beta, R, ldc, epi, bp);
+    char what[160];
+    snprintf(what, sizeof what, "gemm_bf16 %s M=%d N=%d K=%d pad=%d beta=%g epi=%d", ts_isa_name(table->isa), M, N, K,
+             pad, beta, (int)epi);
+    if (memcmp(C1, C2, sizeof(float) * (size_t)M * ldc) != 0) fail_msg("%s: differs from float32 on W widened", what);
+    fail_if_far(C1, R, (int64_t)M * ldc, 1e-5 * sqrt(K > 0 ? K : 1), what);
+    free(A), free(Wf), free(bias), free(C1), free(C2), free(R), free(W);
+}
+
+/* bf16 weights on every table this CPU runs: sizes off every panel width and
+ * depth block (K not a multiple of 8 leaves a part block of the widening),
+ * a few rows (which go the blocked way), every epilogue, tiny blocks that
+ * take every loop of the driver, and two threads. */
+static void gemm_bf16_every_path(void **state) {
+    (void)state;
+    const gemm_case sizes[] = {{1, 1, 1}, {3, 17, 63}, {4, 515, 33}, {17, 63, 515}, {130, 70, 129}, {37, 45, 7}, {6, 16, 8}};
+    const ts_epilogue epis[] = {TS_EPI_NONE, TS_EPI_BIAS, TS_EPI_BIAS_RELU, TS_EPI_BIAS_GELU,
+                                TS_EPI_BIAS_GELU_TANH, TS_EPI_BIAS_SILU};
+    for (int t = 0; t < N_TABLES; t++) {
+        if (!ts_isa_supported(all_tables[t]->isa)) continue;
+        for (int th = 1; th <= 2; th++) {
+            ts_kernels_set_threads(th);
+            for (size_t c = 0; c < sizeof sizes / sizeof sizes[0]; c++)
+                check_gemm_bf16(all_tables[t], sizes[c].M, sizes[c].N, sizes[c].K, (int)c % 3, c % 2 ? 0.5f : 0.0f,
+                                epis[c % 6]);
+        }
+        ts_kernels_set_threads(1);
+        ts_kern_ops small = *all_tables[t];
+        small.kc_max = 7, small.a_floats = 2 * small.mr * 7, small.b_floats = 2 * small.nr * 7;
+        check_gemm_bf16(&small, 5 * small.mr + 3, 5 * small.nr + 1, 30, 2, 0.5f, TS_EPI_BIAS_GELU);
+        check_gemm_bf16(&small, 2, 3 * small.nr, 14, 0, 0, TS_EPI_BIAS_SILU);
+        /* The public entry on the chosen path. */
+        if (use_path(all_tables[t]->isa)) {
+            float a[2] = {1, 2}, c[1];
+            ts_bf16 w[2] = {ts_f32_to_bf16(3), ts_f32_to_bf16(-0.5f)};
+            ts_gemm_bf16(1, 1, 2, 1, a, 2, w, 2, 0, c, 1, TS_EPI_NONE, NULL);
+            assert_float_equal(c[0], 2.0f, 0);
+        }
     }
     ts_kernels_set_threads(0);
 }
@@ -1095,6 +1217,9 @@ int main(void) {
         cmocka_unit_test(gemm_small_blocks_cover_every_loop),
         cmocka_unit_test(gemm_few_rows_stream_b),
         cmocka_unit_test(gemm_empty_and_degenerate),
+        cmocka_unit_test(gemm_fused_activations_equal_unfused),
+        cmocka_unit_test(bf16_rounding_known_values),
+        cmocka_unit_test(gemm_bf16_every_path),
         cmocka_unit_test(gemm_threads_agree_bitwise),
         cmocka_unit_test(gemm_batched_matches_each_product),
         cmocka_unit_test(softmax_rows_sum_to_one_and_match),

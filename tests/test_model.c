@@ -561,6 +561,112 @@ static void causal_blocks_give_the_staged_numbers(void **state) {
     assert_true(compared >= 10);
 }
 
+/* One forward of m over ids, unwatched and watched: the outputs (n) equal to the bit. */
+static void unwatched_equals_watched(ts_model *m, const int32_t *ids, int64_t n, const char *what) {
+    ts_model_input in = {.src_ids = ids};
+    ts_tensor out;
+    float *plain = malloc(sizeof(float) * (size_t)n);
+    assert_non_null(plain);
+    assert_ok(ts_model_forward(m, &in, NULL, &out));
+    memcpy(plain, out.data, sizeof(float) * (size_t)n);
+    capture r;
+    capture_init(&r, MAX_STEPS, NULL);
+    ts_hook hook = {.fn = capture_record, .ctx = &r};
+    assert_ok(ts_model_forward(m, &in, &hook, &out));
+    for (int64_t i = 0; i < n; i++)
+        if (memcmp(&out.data[i], &plain[i], sizeof(float)) != 0)
+            fail_msg("%s: element %lld unwatched %.9g, watched %.9g", what, (long long)i, plain[i], out.data[i]);
+    capture_free(&r);
+    free(plain);
+}
+
+/* Unwatched, the FFN's activation runs in its first GEMM's epilogue (tanh
+ * GELU and SiLU on each stored tile, a gated FFN's gate too, with or
+ * without biases); watched, it runs after, step by step. The same bits on
+ * every instruction set, and with the weights read as bf16. (An ungated
+ * exact GELU's epilogue is the micro-kernels' own, which rounds apart from
+ * ts_gelu in the last bit: hook_does_not_change_the_numbers holds it to 1e-6.) */
+static void fused_ffn_activations_give_the_watched_numbers(void **state) {
+    (void)state;
+    const ts_isa isas[] = {TS_ISA_SCALAR, TS_ISA_AVX2, TS_ISA_AVX512, TS_ISA_NEON};
+    const struct { ts_activation act; bool gated, no_bias; } kinds[] = {
+        {TS_ACT_GELU_TANH, false, false}, {TS_ACT_SILU, false, true}, {TS_ACT_SILU, true, true},
+        {TS_ACT_GELU, true, false},       {TS_ACT_GELU_TANH, true, true}, {TS_ACT_RELU, false, false},
+    };
+    int compared = 0;
+    for (int ii = 0; ii < 4; ii++) {
+        if (!ts_isa_supported(isas[ii])) continue;
+        assert_ok(ts_kernels_force(isas[ii]));
+        for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
+            for (int dt = 0; dt < 2; dt++) {
+                ts_model_config c; /* a small decoder-only language model */
+                assert_ok(ts_model_config_preset(&c, "lm"));
+                c.batch = 2, c.seq = 37, c.d_model = 32, c.heads = 2, c.ffn = 80, c.layers = 2, c.vocab = 50;
+                c.activation = kinds[k].act, c.gated_ffn = kinds[k].gated, c.no_ffn_bias = kinds[k].no_bias;
+                ts_model m;
+                assert_ok(ts_model_init(&m, &c));
+                assert_ok(ts_model_set_dtype(&m, dt ? TS_DTYPE_BF16 : TS_DTYPE_F32));
+                int64_t n = (int64_t)c.batch * c.seq * c.vocab;
+                int32_t x[2 * 37];
+                for (int i = 0; i < 2 * 37; i++) x[i] = (i * 7 + 3) % c.vocab;
+                char what[96];
+                snprintf(what, sizeof what, "%s %s%s%s %s", ts_isa_name(isas[ii]), ts_model_activation_name(c.activation),
+                         c.gated_ffn ? " gated" : "", c.no_ffn_bias ? " no bias" : "", dt ? "bf16" : "f32");
+                unwatched_equals_watched(&m, x, n, what);
+                ts_model_free(&m);
+                compared++;
+            }
+    }
+    assert_ok(ts_kernels_init());
+    printf("fused FFN activations: %d models equal to the bit\n", compared);
+    assert_true(compared >= 12);
+}
+
+/* --dtype bf16: the linears read the rounded matrices as bf16 (ts_gemm_bf16)
+ * and compute what float32 GEMMs compute on the same rounded weights. */
+static void bf16_weights_compute_the_rounded_model(void **state) {
+    (void)state;
+    ts_model_config c = fixture_encoder(2, 37, 16, 2, 1, 50);
+    ts_model m;
+    assert_ok(ts_model_init(&m, &c));
+    float *before = malloc(sizeof(float) * (size_t)m.n_floats);
+    assert_non_null(before);
+    memcpy(before, m.block, sizeof(float) * (size_t)m.n_floats);
+    assert_null(ts_model_bf16_of(&m, m.w.layers[0].ffn.w1));
+    assert_ok(ts_model_set_dtype(&m, TS_DTYPE_BF16));
+    assert_int_equal(m.cfg.dtype, TS_DTYPE_BF16);
+    const ts_bf16 *h = ts_model_bf16_of(&m, m.w.layers[0].ffn.w1);
+    assert_non_null(h);
+    int changed = 0;
+    for (int i = 0; i < m.n_params; i++) {
+        const ts_model_param_info *p = &m.params[i];
+        for (int64_t j = 0; j < p->numel; j++) {
+            float now = m.block[p->offset + j], was = before[p->offset + j];
+            if (p->rank == 2) {
+                if (now != ts_bf16_to_f32(ts_f32_to_bf16(was))) fail_msg("%s[%lld] not rounded", p->name, (long long)j);
+                if (ts_bf16_to_f32(m.bf16[p->offset + j]) != now) fail_msg("%s[%lld]: bf16 copy differs", p->name, (long long)j);
+                changed += now != was;
+            } else if (memcmp(&now, &was, sizeof now) != 0) {
+                fail_msg("%s (a vector) was rounded", p->name);
+            }
+        }
+    }
+    assert_true(changed > 0);
+    int64_t n = (int64_t)c.batch * c.seq * c.d_model;
+    float *x = fixture_randn(n, 51), *bf = malloc(sizeof(float) * (size_t)n);
+    assert_non_null(bf);
+    ts_model_input in = {.src_embedded = x};
+    ts_tensor out;
+    assert_ok(ts_model_forward(&m, &in, NULL, &out));
+    memcpy(bf, out.data, sizeof(float) * (size_t)n);
+    assert_ok(ts_model_set_dtype(&m, TS_DTYPE_F32)); /* the copy dropped, the rounded floats kept */
+    assert_null(m.bf16);
+    assert_ok(ts_model_forward(&m, &in, NULL, &out));
+    assert_memory_equal(out.data, bf, sizeof(float) * (size_t)n);
+    free(x), free(bf), free(before);
+    ts_model_free(&m);
+}
+
 static ts_status stop_at_weights(void *ctx, const char *name, ts_op op, const ts_tensor *t, ts_tag tag) {
     (void)op, (void)t, (void)tag;
     int *calls = ctx;
@@ -900,6 +1006,8 @@ int main(void) {
         cmocka_unit_test(seed001_projects_1024_to_3x512),
         cmocka_unit_test(heads_that_do_not_divide_explain_the_reshape),
         cmocka_unit_test(bad_configs_are_refused),
+        cmocka_unit_test(fused_ffn_activations_give_the_watched_numbers),
+        cmocka_unit_test(bf16_weights_compute_the_rounded_model),
         cmocka_unit_test(every_preset_is_valid),
         cmocka_unit_test(tokenizer_splits_words_and_punctuation),
     };

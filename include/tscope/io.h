@@ -221,6 +221,13 @@ ts_status ts_safetensors_get(ts_safetensors *f, const char *name, ts_tensor *vie
  * later get converts again. */
 void ts_safetensors_release(ts_safetensors *f, const char *name);
 
+/* Tensor `name` (F32 or BF16, n elements) as float32 straight into dst (n):
+ * the one pass a big checkpoint's load makes over its values, with no
+ * float32 copy between the file and dst, widened on the kernel threads.
+ * Returns false (dst untouched) for another dtype, a count that is not the
+ * tensor's or a tensor made by a name map: ts_safetensors_get's way then. */
+bool ts_safetensors_read_f32(ts_safetensors *f, const char *name, float *dst, int64_t n);
+
 /* ts_safetensors_get, then check the shape: a mismatch is TS_ERR_SHAPE,
  * "tensor layers.0.norm1.weight has shape [16] in FILE, the model needs [32]". */
 ts_status ts_safetensors_expect(ts_safetensors *f, const char *name, int rank, const int64_t *shape,
@@ -493,6 +500,7 @@ typedef struct ts_load_options {
                                   * file says */
     int heads;                   /* --heads for a GPT-2-named state_dict that does not say them (0: not given) */
     const char *activation;      /* --activation for one (NULL: its code's, its config's) */
+    ts_dtype dtype;              /* ts_lm_checkpoint_open: how the model reads its weight matrices (--dtype) */
 } ts_load_options;
 
 #define TS_LOAD_LIST_MAX 1024

@@ -64,6 +64,13 @@ typedef enum ts_epilogue {
     TS_EPI_BIAS,      /* ... + bias[j] */
     TS_EPI_BIAS_RELU, /* relu(... + bias[j]) */
     TS_EPI_BIAS_GELU, /* gelu(... + bias[j]), the exact erf form as torch's default */
+    /* These two take bias NULL for none (a Llama's gate has no bias). The
+     * activation runs on each tile of C right after the micro-kernel stores
+     * it (still in L1), with the very kernel ts_gelu_tanh / ts_silu run: the
+     * numbers equal the unfused product-then-activation bit for bit. */
+    TS_EPI_BIAS_GELU_TANH, /* gelu_tanh(... + bias[j]) */
+    TS_EPI_BIAS_SILU,      /* silu(... + bias[j]) */
+    TS_EPI_COUNT
 } ts_epilogue;
 
 /* C (M,N) = epilogue(alpha * op(A) (M,K) @ op(B) (K,N) + beta * C).
@@ -87,10 +94,37 @@ void ts_gemm_batched(bool trans_a, bool trans_b, int M, int N, int K, float alph
                      int lda, int64_t stride_a, const float *B, int ldb, int64_t stride_b, float beta,
                      float *C, int ldc, int64_t stride_c, int batch);
 
+/* bfloat16: the top 16 bits of a float32, as big models' weights are stored.
+ * Widening is exact; narrowing rounds to nearest even (a NaN stays a NaN). */
+typedef uint16_t ts_bf16;
+static inline float ts_bf16_to_f32(ts_bf16 h) {
+    union { uint32_t u; float f; } v = {.u = (uint32_t)h << 16};
+    return v.f;
+}
+ts_bf16 ts_f32_to_bf16(float x);
+/* dst (n) = src (n) narrowed; the widened values back into src when
+ * `round_src`, so the float32 copy holds exactly what the bf16 one does. */
+void ts_bf16_from_f32(ts_bf16 *dst, float *src, int64_t n, bool round_src);
+/* dst (n) = src (n) widened, on the kernel threads. */
+void ts_bf16_to_f32_n(float *dst, const ts_bf16 *src, int64_t n);
+
+/* A linear with bfloat16 weights: C (M,N) = epilogue(alpha * A (M,K) @ W^T +
+ * beta * C), W (N,K) stored as bf16 with ldw >= K (nn.Linear's weight).
+ * W's entries are widened to float32 as the GEMM packs them and summed in
+ * float32: the result equals ts_gemm(false, true, ...) on W widened, bit for
+ * bit, on every path (the packed panels are the same floats), except for a
+ * few rows (M <= 4), which ts_gemm streams in another order of sums and
+ * this always packs (the same within float rounding). */
+void ts_gemm_bf16(int M, int N, int K, float alpha, const float *A, int lda, const ts_bf16 *W, int ldw,
+                  float beta, float *C, int ldc, ts_epilogue epi, const float *bias);
+
 /* The scalar reference of ts_gemm, always compiled, whatever path is chosen. */
 void ts_gemm_ref(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float *A, int lda,
                  const float *B, int ldb, float beta, float *C, int ldc, ts_epilogue epi,
                  const float *bias);
+/* ts_gemm_bf16's reference: W widened one entry at a time, sums in double. */
+void ts_gemm_bf16_ref(int M, int N, int K, float alpha, const float *A, int lda, const ts_bf16 *W, int ldw,
+                      float beta, float *C, int ldc, ts_epilogue epi, const float *bias);
 
 /* Row softmax over `cols`, numerically stable. in and out (rows, cols) may be
  * the same buffer. mask (cols), if not NULL, is added to every row first

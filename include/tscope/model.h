@@ -37,6 +37,7 @@
 #include <stdint.h>
 
 #include "tscope/core.h"
+#include "tscope/kernels.h"
 
 typedef enum ts_arch {
     TS_ARCH_ENCODER,         /* encoder stack (seed 000, seed 004) */
@@ -109,6 +110,9 @@ typedef enum ts_input_kind {
  * (<pad> <bos> <eos> <unk>, see tokenizer.h) and one word. */
 #define TS_MODEL_MIN_VOCAB 5
 
+/* How the weight matrices are stored and read (--dtype). */
+typedef enum ts_dtype { TS_DTYPE_F32, TS_DTYPE_BF16 } ts_dtype;
+
 typedef struct ts_model_config {
     char preset[16];    /* where it came from, "" when built from flags alone */
     ts_arch arch;
@@ -165,6 +169,7 @@ typedef struct ts_model_config {
                            token and position embeddings; 0 = none */
     bool mlm_head;      /* the vocabulary head reads a transform first: dense, activation, LayerNorm
                            (BERT's masked-LM head), then the (tied) decoder and its bias */
+    ts_dtype dtype;     /* how the weight matrices are read: float32, or bf16 (ts_model_set_dtype) */
 } ts_model_config;
 
 /* What a config's head width, key/value heads, rotated dims and RoPE base
@@ -218,6 +223,7 @@ bool ts_model_embed_norm(const ts_model_config *cfg);
 ts_status ts_model_config_check(const ts_model_config *cfg);
 
 /* ---- parameters ---------------------------------------------------------- */
+
 
 /* How a parameter is stored, when it differs from PyTorch's layout. */
 typedef enum ts_param_layout {
@@ -332,6 +338,8 @@ typedef struct ts_model {
     int n_params;
     int64_t n_floats;         /* size of the parameter block */
     float *block;             /* (n_floats) the parameters, owned; NULL when dry */
+    ts_bf16 *bf16;            /* (n_floats) the matrices' bf16 copy at the block's offsets (only rank-2
+                                 parameters written), owned; NULL unless cfg.dtype is bf16 */
     ts_model_weights w;
     ts_arena arena;           /* activations */
     size_t arena_bytes;
@@ -352,6 +360,21 @@ ts_status ts_model_init_unset(ts_model *m, const ts_model_config *cfg);
 ts_status ts_model_init_dry(ts_model *m, const ts_model_config *cfg);
 
 void ts_model_free(ts_model *m);
+
+/* --dtype bf16: every weight matrix (each parameter of rank 2: the linears,
+ * the embedding tables) rounded to bf16 (to nearest, ties to even), kept in
+ * m->bf16 at the block's offsets, and the linears read from there
+ * (ts_gemm_bf16: widened as packed, summed in float32). The float32 block is
+ * rounded to the same values, so whatever else reads the weights (the
+ * embedding gather, the backward, the lens, the scores) computes the same
+ * bf16 model. Vectors (norms' weights, biases) stay float32. Call it once the
+ * weights are final (after loading); TS_DTYPE_F32 drops the copy (the
+ * rounding stays). A bf16 file's values are bf16 already: rounding keeps them. */
+ts_status ts_model_set_dtype(ts_model *m, ts_dtype dtype);
+
+/* Where a linear reads weight matrix w from: its bf16 copy when the model
+ * has one and w is in its block, else NULL (read w as float32). */
+const ts_bf16 *ts_model_bf16_of(const ts_model *m, const float *w);
 
 /* A single-stack model built for cfg.seq = N runs on S <= N positions from
  * now on (m->S = S), in the activation memory it has: what `tscope live`
@@ -436,6 +459,8 @@ const char *ts_model_norm_kind_name(ts_norm_kind k);   /* "layernorm", "rms", "r
 const char *ts_model_rope_style_name(ts_rope_style r); /* "half", "interleaved" */
 const char *ts_model_head_name(ts_head_kind h);        /* "none", "lm", "cls" */
 const char *ts_model_input_name(ts_input_kind i);      /* "tokens", "embedded" */
+const char *ts_model_dtype_name(ts_dtype d);           /* "f32", "bf16" */
+ts_status ts_model_dtype_parse(const char *word, const char *what, ts_dtype *out);
 ts_status ts_model_norm_parse(const char *word, const char *what, ts_norm_place *out);
 ts_status ts_model_pe_parse(const char *word, const char *what, ts_pe_kind *out);
 ts_status ts_model_activation_parse(const char *word, const char *what, ts_activation *out);

@@ -95,7 +95,7 @@ static void print_row(const char *label, double seconds, double against, double 
     fflush(stdout);
 }
 
-int bench_model_forward(int reps, const char *preset) {
+int bench_model_forward(int reps, const char *preset, ts_dtype dtype) {
     model_flags mf;
     ts_flag rows[MODEL_FLAGS_COUNT];
     model_flags_table(rows, 0, &mf);
@@ -110,7 +110,7 @@ int bench_model_forward(int reps, const char *preset) {
     int rc = 0;
     char trace_path[] = "/tmp/tscope-bench-XXXXXX";
     int fd = mkstemp(trace_path);
-    if (fd < 0 || ts_model_dry_run(&cfg, NULL, &sum) || ts_model_init(&m, &cfg)) {
+    if (fd < 0 || ts_model_dry_run(&cfg, NULL, &sum) || ts_model_init(&m, &cfg) || ts_model_set_dtype(&m, dtype)) {
         rc = ts_cli_error("bench", "%s", fd < 0 ? "cannot create a file in /tmp" : ts_last_error());
         if (fd >= 0) close(fd), unlink(trace_path);
         model_batch_free(&batch);
@@ -128,7 +128,7 @@ int bench_model_forward(int reps, const char *preset) {
         if (after > peak) peak = after;
         char desc[TS_MODEL_DESCRIBE_MAX];
         ts_model_config_describe(&cfg, desc, sizeof desc);
-        printf("# %s\n", desc);
+        printf("# %s; weight matrices %s\n", desc, ts_model_dtype_name(dtype));
         printf("# %.1f GFLOP of matmuls per forward; kernels %s, %d threads, peak %.1f GFLOP/s; medians of %d rounds "
                "(each case once a round) after a warm-up round\n",
                sum.flops / 1e9, ts_isa_name(ts_kernels_isa()), ts_kernels_threads(), peak, reps);

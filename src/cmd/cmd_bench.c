@@ -29,6 +29,7 @@ typedef struct bench_opts {
     int threads; /* kernel threads, 0 = all cores */
     const char *preset; /* forward: the model (NULL: seed000) */
     int busy;           /* processes that only spin beside the case, as a loaded machine's other work */
+    const char *dtype;  /* forward: how the weight matrices are read, f32 or bf16 (NULL: f32) */
 } bench_opts;
 
 typedef struct bench_case {
@@ -271,7 +272,11 @@ static void stop_busy(int n, const pid_t *pids) {
 
 /* ---- the command --------------------------------------------------------------- */
 
-static int bench_forward(const bench_opts *o) { return bench_model_forward(o->reps, o->preset); }
+static int bench_forward(const bench_opts *o) {
+    ts_dtype dtype = TS_DTYPE_F32;
+    if (o->dtype && ts_model_dtype_parse(o->dtype, "--dtype", &dtype)) return ts_cli_error("bench", "%s", ts_last_error());
+    return bench_model_forward(o->reps, o->preset, dtype);
+}
 static int bench_train(const bench_opts *o) { return bench_model_train(o->reps < 3 ? o->reps : 3, o->preset); }
 static int bench_live_case(const bench_opts *o) { return bench_live(o->threads); }
 
@@ -294,6 +299,9 @@ int ts_cmd_bench(int argc, char **argv) {
         {"--preset", TS_FLAG_STRING, &o.preset, "P", "the model of `forward` (default seed000)", NULL, NULL, NULL},
         {"--busy", TS_FLAG_INT, &o.busy, "N", "processes that only spin while the case runs: a loaded machine (default 0)",
          NULL, NULL, NULL},
+        {"--dtype", TS_FLAG_CHOICE, &o.dtype, NULL,
+         "forward's weight matrices: f32 (the default) or bf16 (rounded, read as bf16 by the GEMMs)", "f32|bf16", NULL,
+         NULL},
     };
     char cases_help[1024] = "CASE is one of:";
     for (int i = 0; i < N_BENCH_CASES; i++) {
@@ -302,7 +310,7 @@ int ts_cmd_bench(int argc, char **argv) {
     }
     const ts_cli_spec spec = {
         .command = "bench",
-        .synopsis = "CASE [--reps N] [--threads N] [--preset P] [--busy N]",
+        .synopsis = "CASE [--reps N] [--threads N] [--preset P] [--busy N] [--dtype f32|bf16]",
         .description = cases_help,
         .flags = flags,
         .n_flags = (int)(sizeof flags / sizeof flags[0]),
@@ -328,6 +336,8 @@ int ts_cmd_bench(int argc, char **argv) {
     }
     if (o.preset && (strcmp(c->name, "gemm") == 0 || strcmp(c->name, "live") == 0))
         return ts_cli_error("bench", "--preset picks the model of forward and train; gemm measures the kernels alone");
+    if (o.dtype && strcmp(c->name, "forward") != 0)
+        return ts_cli_error("bench", "--dtype is how forward reads its weights; %s runs in float32", c->name);
     if (ts_kernels_init() != TS_OK) return ts_cli_error("bench", "%s", ts_last_error());
     if (o.threads > 0) ts_kernels_set_threads(o.threads);
     printf("# kernel threads: %d; idle threads wait as %s; %d busy process%s beside the case\n", ts_kernels_threads(),

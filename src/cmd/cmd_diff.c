@@ -189,7 +189,8 @@ static int compare_settings(ts_trace *ta, ts_trace *tb, char *first, size_t size
     static const char *const keys[] = {"heads",     "norm",      "activation", "masks",       "eps",      "norm_formula",
                                        "layout",    "batch",     "seq",        "tgt_seq",     "norm_kind", "rope",
                                        "kv_heads",  "head_dim",  "ffn",        "residual",    "scale_embed",
-                                       "token_types", "lm_head", "embed_eps",  "mask_fill", NULL};
+                                       "token_types", "lm_head", "embed_eps",  "mask_fill",
+                                       "weights",   NULL};
     cJSON *ma = cJSON_Parse(ts_trace_metadata(ta)), *mb = cJSON_Parse(ts_trace_metadata(tb));
     const cJSON *sa = cJSON_GetObjectItemCaseSensitive(ma, "settings");
     const cJSON *sb = cJSON_GetObjectItemCaseSensitive(mb, "settings");

@@ -34,6 +34,7 @@ typedef struct run_opts {
     ts_load_options lm; /* how a language model's checkpoint is read: lm.layout is --layout hf|nanogpt|mingpt,
                          * how a GPT-2-named file stores its linear weights and whose code it runs in */
     const char *names;  /* --names MAP.txt: PATTERN -> NAME renames of the weights' tensors */
+    const char *dtype;  /* --dtype f32|bf16: how the weight matrices are read (NULL: f32) */
     const char *expect; /* --expect OUT.npy: the final output against a reference */
     float tol;          /* --tol T for --expect */
     bool tol_seen;
@@ -237,6 +238,10 @@ static int run(const model_flags *mf, const run_opts *o) {
         ts_load_options lo = {.info = &winfo, .into = NULL, .ignore_extra = o->ignore_extra};
         st = ts_model_load_weights(&m, &wf, &lo, &loaded);
     }
+    if (!st) { /* once the weights are final: --dtype bf16 rounds the matrices */
+        cfg.dtype = o->lm.dtype;
+        st = ts_model_set_dtype(&m, cfg.dtype);
+    }
     if (!st) st = experiment_cli_build(&o->xc, &cfg, &ex);
     if (!st && ex.n_edits && !(edits_json = ts_experiment_to_json(&ex))) st = ts_fail(TS_ERR_NOMEM, "out of memory");
     if (!st && ts_experiment_active(&ex) && (o->greedy || o->backward))
@@ -402,6 +407,10 @@ int ts_cmd_run(int argc, char **argv) {
                            "rename the weights' tensors: lines PATTERN -> NAME (a regular expression over the whole "
                            "name, \\1.. its groups; NAME in a layout tscope reads; docs/own-model.md)", NULL, NULL,
                            NULL};
+    flags[n++] = (ts_flag){"--dtype", TS_FLAG_CHOICE, &o.dtype, NULL,
+                           "how the weight matrices are read: f32 (the default; a bf16 file is widened) or bf16 (each "
+                           "matrix rounded to bf16 and widened as the GEMMs pack it, float32 sums; --expect then "
+                           "says how far that moves the output)", "f32|bf16", NULL, NULL};
     flags[n++] = (ts_flag){"--expect", TS_FLAG_STRING, &o.expect, "OUT.npy",
                            "compare the final output (a language model's logits (B, S, V)) with a reference "
                            "array: the largest differences; exit 1 beyond --tol", NULL, NULL, NULL};
@@ -439,6 +448,7 @@ int ts_cmd_run(int argc, char **argv) {
     if (o.labels && !o.backward) return ts_cli_error("run", "--labels is the backward pass's target; add --backward");
     /* a language model's checkpoint brings its config and tokenizer; run_lm refuses the flags it has no use for */
     if (o.tol_seen && !(o.tol >= 0)) return ts_cli_error("run", "--tol %g: a tolerance is 0 or more", (double)o.tol);
+    if (o.dtype && ts_model_dtype_parse(o.dtype, "--dtype", &o.lm.dtype)) return ts_cli_error("run", "%s", ts_last_error());
     if (o.names && !o.load) return ts_cli_error("run", "--names renames the weights' tensors: add --load W");
     /* the map is checked whole before any weight is read, and every file opened from here on goes through it */
     ts_name_map names = {0};

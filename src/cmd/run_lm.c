@@ -146,7 +146,7 @@ int run_lm(const char *load, const ts_load_options *lo, const ts_cli_list *text,
     static const char *const used[] = {"--load", "--text", "--ids", "--scores", "--backward", "--print-shapes",
                                        "--trace", "--level", "--only", "--keep-batch", "--layout", "--expect",
                                        "--tol", "--ablate", "--patch", "--add", "--mean-from", "--lens",
-                                       "--temperature", "--token-types", "--heads", "--activation", "--names", NULL};
+                                       "--temperature", "--token-types", "--heads", "--activation", "--names", "--dtype", NULL};
     for (int i = 0; i < n; i++) {
         bool given = flags[i].seen ? *flags[i].seen : false;
         if (!flags[i].seen) { /* a flag without a seen slot: given when its value is set */

@@ -250,6 +250,7 @@ ts_status ts_lm_checkpoint_open(const char *path, const ts_load_options *o, int 
     /* a Hugging Face folder places every parameter or refuses: nothing to draw first */
     if (!st) st = ts_hf_is(path) ? ts_model_init_unset(m, &cfg) : ts_model_init(m, &cfg);
     if (!st) st = ts_lm_checkpoint_load(m, path, o);
+    if (!st && o) st = ts_model_set_dtype(m, o->dtype);
     if (st) {
         ts_model_free(m);
         ts_lmtok_free(tok);

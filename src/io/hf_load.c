@@ -529,6 +529,21 @@ static ts_status place_qkv_part(ts_model *m, const char *param, int part, const 
 
 /* ---- loading ----------------------------------------------------------------------- */
 
+/* A whole parameter kept as PyTorch keeps it, of the file's very shape: its
+ * values converted straight into the model's block, one pass over them (a
+ * 1B model's load was its float32 copies: each page touched twice). false
+ * when the general way must place it (its shape message, a regrouping). */
+static bool place_direct(ts_model *m, ts_safetensors *f, const char *name, const char *param) {
+    int i = ts_model_find_param(m, param);
+    const ts_st_entry *e = ts_safetensors_find(f, name);
+    if (i < 0 || !e || !m->block || strstr(param, "in_proj")) return false;
+    const ts_model_param_info *p = &m->params[i];
+    if (p->layout != TS_LAYOUT_TORCH || e->rank != p->rank || strcmp(m->params[i].name, param) != 0) return false;
+    for (int d = 0; d < p->rank; d++)
+        if (e->shape[d] != p->shape[d]) return false;
+    return ts_safetensors_read_f32(f, name, m->block + p->offset, p->numel);
+}
+
 /* Every tensor of the files, placed into the model's parameter it names. */
 static ts_status place_all(ts_model *m, hf_weights *w, hf_type type, const char *dir) {
     char param[TS_MODEL_NAME_MAX];
@@ -545,6 +560,10 @@ static ts_status place_all(ts_model *m, hf_weights *w, hf_type type, const char 
                 return ts_fail(TS_ERR_FORMAT, "%s: tensor %s is not a part of a %s model that tscope places (it "
                                               "would be left out of the computation)", f->path, name, type_names[type]);
             if (strcmp(param, "generator.weight") == 0 && m->cfg.tie_embed) { /* tied: the table itself */
+                w->used[fi][e] = true;
+                continue;
+            }
+            if (part < 0 && place_direct(m, f, name, param)) {
                 w->used[fi][e] = true;
                 continue;
             }

@@ -466,6 +466,20 @@ ts_status ts_safetensors_get(ts_safetensors *f, const char *name, ts_tensor *vie
     return ts_tensor_view(view, in_place ? (float *)src : e->converted, e->rank, e->shape);
 }
 
+bool ts_safetensors_read_f32(ts_safetensors *f, const char *name, float *dst, int64_t n) {
+    ts_st_entry *e = find_entry(f, name);
+    if (!e || e->made || e->converted || (e->dtype != TS_ST_F32 && e->dtype != TS_ST_BF16)) return false;
+    int size = entry_elem_size(e);
+    if ((e->end - e->begin) / (uint64_t)size != (uint64_t)n) return false;
+    const unsigned char *src = f->data + e->begin;
+    if ((uintptr_t)src % (uintptr_t)size) return false; /* off alignment: the element-wise way */
+    if (e->dtype == TS_ST_F32)
+        memcpy(dst, src, sizeof(float) * (size_t)n);
+    else
+        ts_bf16_to_f32_n(dst, (const ts_bf16 *)(const void *)src, n);
+    return true;
+}
+
 void ts_safetensors_release(ts_safetensors *f, const char *name) {
     ts_st_entry *e = find_entry(f, name);
     if (!e || e->made) return; /* stacked values have no other copy */

@@ -12,6 +12,16 @@
  * token of a decoding step, skips all that: packing B would cost more than
  * the product. The table's small_m streams B once, each thread a contiguous
  * share of its rows.
+ *
+ * B may be bfloat16 weights stored (N, K) (ts_gemm_bf16): the packing widens
+ * them to float32 as it writes the panels, so everything after the packing
+ * (micro-kernels, sums, epilogues) is the float32 product's, and a weight
+ * matrix costs half the bytes to read and keep. Such products always go the
+ * blocked way (small_m reads float rows).
+ *
+ * The tanh GELU and SiLU epilogues are not in the micro-kernels: the driver
+ * runs the table's own element kernel on each tile just stored (in L1), so
+ * the fused product equals the product then ts_gelu_tanh / ts_silu.
  */
 #include <stdlib.h>
 #include <stdatomic.h>
@@ -33,6 +43,7 @@ typedef struct gemm_job {
     int M, N, K;
     float alpha, beta;
     const float *A, *B; // op(A) (M,K), op(B) (K,N)
+    const ts_bf16 *Bh;  // non-NULL: B is these bf16 weights stored (N,K) (tb), B is NULL
     int lda, ldb, ldc;
     float *C;           // (M,N)
     ts_epilogue epi;
@@ -78,19 +89,43 @@ static void pack_b(const ts_kern_ops *ops, float *dst, const gemm_job *g, int p0
     const int nr = ops->nr;
     for (int q = 0; q < nc; q += nr, dst += (int64_t)nr * kc) {
         int n = imin(nr, nc - q);
-        if (g->tb) // B stored (N, K), as nn.Linear weights (out, in)
+        if (g->Bh) // bf16 weights stored (N, K), widened as packed
+            ops->pack_t_bf16(dst, nr, g->Bh + (int64_t)(j0 + q) * g->ldb + p0, g->ldb, n, kc);
+        else if (g->tb) // B stored (N, K), as nn.Linear weights (out, in)
             ops->pack_t(dst, nr, g->B + (int64_t)(j0 + q) * g->ldb + p0, g->ldb, n, kc);
         else
             ops->pack_n(dst, nr, g->B + (int64_t)p0 * g->ldb + j0 + q, g->ldb, n, kc);
     }
 }
 
+typedef void (*act_fn)(float *out, const float *in, int64_t n);
+
+/* The epilogue a micro-kernel (or small_m) applies for `epi`: the tanh GELU
+ * and SiLU ones leave it the bias alone (or nothing without one)... */
+static ts_epilogue kernel_epi(ts_epilogue epi, const float *bias) {
+    if (epi == TS_EPI_BIAS_GELU_TANH || epi == TS_EPI_BIAS_SILU) return bias ? TS_EPI_BIAS : TS_EPI_NONE;
+    return epi;
+}
+
+/* ...and the activation the driver runs after it on what it stored (NULL: none). */
+static act_fn tile_act(const ts_kern_ops *ops, ts_epilogue epi) {
+    return epi == TS_EPI_BIAS_GELU_TANH ? ops->gelu_tanh : epi == TS_EPI_BIAS_SILU ? ops->silu : NULL;
+}
+
+/* `act` on the (m, n) corner of C at c, row by row, in place. */
+static void act_rows(act_fn act, float *c, int64_t ldc, int m, int n) {
+    for (int i = 0; i < m; i++) act(c + i * ldc, c + i * ldc, n);
+}
+
 /* K == 0: the product is empty, C = epilogue(beta * C). */
-static void gemm_empty_k(const gemm_job *g) {
+static void gemm_empty_k(const ts_kern_ops *ops, const gemm_job *g) {
+    ts_epilogue kepi = kernel_epi(g->epi, g->bias);
+    act_fn act = tile_act(ops, g->epi);
     for (int i = 0; i < g->M; i++) {
         float *crow = g->C + (int64_t)i * g->ldc;
         for (int j = 0; j < g->N; j++) crow[j] = g->beta != 0 ? g->beta * crow[j] : 0.0f;
-        ts_kern_epilogue_row(crow, g->N, g->epi, g->bias);
+        ts_kern_epilogue_row(crow, g->N, kepi, g->bias);
+        if (act) act(crow, crow, g->N);
     }
 }
 
@@ -182,7 +217,9 @@ static void gemm_blocked(const ts_kern_ops *ops, const gemm_job *g, gemm_blocks 
             int kc = imin(bs.kc, g->K - pc);
             // Later K blocks add to what the first one wrote; the epilogue waits for the last.
             float beta = pc == 0 ? g->beta : 1.0f;
-            ts_epilogue epi = pc + kc >= g->K ? g->epi : TS_EPI_NONE;
+            bool last = pc + kc >= g->K;
+            ts_epilogue epi = last ? kernel_epi(g->epi, g->bias) : TS_EPI_NONE;
+            act_fn act = last ? tile_act(ops, g->epi) : NULL;
             pack_b(ops, pb, g, pc, kc, jc, nc);
             for (int ic = 0; ic < g->M; ic += bs.mc) {
                 int mc = imin(bs.mc, g->M - ic);
@@ -203,6 +240,7 @@ static void gemm_blocked(const ts_kern_ops *ops, const gemm_job *g, gemm_blocks 
                                          bias);
                             if (pp) prefetch_some(pp);
                         }
+                        if (act) act_rows(act, c, g->ldc, m, n);
                     }
                 }
             }
@@ -212,19 +250,21 @@ static void gemm_blocked(const ts_kern_ops *ops, const gemm_job *g, gemm_blocks 
 
 /* Few rows of A against B stored (N, K): the table's small_m. */
 static bool use_small_m(const ts_kern_ops *ops, const gemm_job *g) {
-    return ops->small_m && !g->ta && g->tb && g->M <= TS_KERN_SMALL_M;
+    return ops->small_m && !g->ta && g->tb && !g->Bh && g->M <= TS_KERN_SMALL_M;
 }
 
 /* The whole product on the calling thread; prefetch `next` (may be NULL)'s inputs meanwhile. */
 static void gemm_serial(const ts_kern_ops *ops, const gemm_job *g, const gemm_job *next) {
     if (g->M <= 0 || g->N <= 0) return;
     if (g->K <= 0) {
-        gemm_empty_k(g);
+        gemm_empty_k(ops, g);
         return;
     }
     if (use_small_m(ops, g)) {
-        ops->small_m(g->M, g->N, g->K, g->alpha, g->A, g->lda, g->B, g->ldb, g->beta, g->C, g->ldc, g->epi,
-                     g->bias);
+        ops->small_m(g->M, g->N, g->K, g->alpha, g->A, g->lda, g->B, g->ldb, g->beta, g->C, g->ldc,
+                     kernel_epi(g->epi, g->bias), g->bias);
+        act_fn act = tile_act(ops, g->epi);
+        if (act) act_rows(act, g->C, g->ldc, g->M, g->N);
         return;
     }
     gemm_blocks bs = blocks_for(ops, g);
@@ -234,8 +274,12 @@ static void gemm_serial(const ts_kern_ops *ops, const gemm_job *g, const gemm_jo
                   2 * PACK_SLACK + 16;
     float *buf = pack_buffer(most > a_room + b_room ? most : a_room + b_room);
     if (!buf) { // no memory for panels: still give the right answer
-        ts_gemm_ref(g->ta, g->tb, g->M, g->N, g->K, g->alpha, g->A, g->lda, g->B, g->ldb, g->beta,
-                    g->C, g->ldc, g->epi, g->bias);
+        if (g->Bh)
+            ts_gemm_bf16_ref(g->M, g->N, g->K, g->alpha, g->A, g->lda, g->Bh, g->ldb, g->beta, g->C, g->ldc,
+                             g->epi, g->bias);
+        else
+            ts_gemm_ref(g->ta, g->tb, g->M, g->N, g->K, g->alpha, g->A, g->lda, g->B, g->ldb, g->beta,
+                        g->C, g->ldc, g->epi, g->bias);
         return;
     }
     prefetch_plan plan = {0}, *pp = NULL;
@@ -272,7 +316,10 @@ static gemm_job gemm_share(const ts_kern_ops *ops, const gemm_job *g, int t, int
         int per = ((g->N + n - 1) / n + ops->nr - 1) / ops->nr * ops->nr;
         int n0 = imin(g->N, t * per), n1 = imin(g->N, n0 + per);
         s.N = n1 - n0;
-        s.B = g->tb ? g->B + (int64_t)n0 * g->ldb : g->B + n0;
+        if (g->Bh)
+            s.Bh = g->Bh + (int64_t)n0 * g->ldb;
+        else
+            s.B = g->tb ? g->B + (int64_t)n0 * g->ldb : g->B + n0;
         s.C = g->C + n0;
         if (g->bias) s.bias = g->bias + n0;
     }
@@ -340,6 +387,18 @@ static void batch_task(void *ctx, int t, int n) {
     }
 }
 
+/* One product, on as many threads as it is worth. */
+static void gemm_run(const ts_kern_ops *ops, const gemm_job *g) {
+    if (g->M <= 0 || g->N <= 0) return;
+    int nth = g->K > 0 ? gemm_threads(ops, g) : 1;
+    if (nth <= 1) {
+        gemm_serial(ops, g, NULL);
+        return;
+    }
+    gemm_team team = {ops, g};
+    ts_kern_parallel(nth, gemm_share_task, &team);
+}
+
 void ts_kern_gemm(const ts_kern_ops *ops, bool trans_a, bool trans_b, int M, int N, int K, float alpha,
                   const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc,
                   ts_epilogue epi, const float *bias) {
@@ -352,14 +411,15 @@ void ts_kern_gemm_prefix(const ts_kern_ops *ops, bool trans_a, bool trans_b, int
     gemm_job g = {.ta = trans_a, .tb = trans_b, .M = M, .N = N, .K = K, .alpha = alpha, .beta = beta,
                   .A = A, .B = B, .lda = lda, .ldb = ldb, .ldc = ldc, .C = C, .epi = epi, .bias = bias,
                   .k_whole = k_whole};
-    if (M <= 0 || N <= 0) return;
-    int nth = K > 0 ? gemm_threads(ops, &g) : 1;
-    if (nth <= 1) {
-        gemm_serial(ops, &g, NULL);
-        return;
-    }
-    gemm_team team = {ops, &g};
-    ts_kern_parallel(nth, gemm_share_task, &team);
+    gemm_run(ops, &g);
+}
+
+void ts_kern_gemm_bf16(const ts_kern_ops *ops, int M, int N, int K, float alpha, const float *A, int lda,
+                       const ts_bf16 *W, int ldw, float beta, float *C, int ldc, ts_epilogue epi,
+                       const float *bias) {
+    gemm_job g = {.ta = false, .tb = true, .M = M, .N = N, .K = K, .alpha = alpha, .beta = beta, .A = A,
+                  .Bh = W, .lda = lda, .ldb = ldw, .ldc = ldc, .C = C, .epi = epi, .bias = bias};
+    gemm_run(ops, &g);
 }
 
 void ts_kern_gemm_batched(const ts_kern_ops *ops, bool trans_a, bool trans_b, int M, int N, int K,
@@ -406,6 +466,13 @@ void ts_kern_pack_n_scalar(float *dst, int w, const float *src, int64_t lds, int
         for (int j = 0; j < n; j++) dst[j] = src[j];
         for (int j = n; j < w; j++) dst[j] = 0.0f;
     }
+}
+
+void ts_kern_pack_t_bf16_scalar(float *dst, int w, const ts_bf16 *src, int64_t lds, int m, int kc) {
+    for (int i = 0; i < m; i++, src += lds)
+        for (int p = 0; p < kc; p++) dst[(int64_t)p * w + i] = ts_bf16_to_f32(src[p]);
+    for (int i = m; i < w; i++)
+        for (int p = 0; p < kc; p++) dst[(int64_t)p * w + i] = 0.0f;
 }
 
 void ts_kern_pack_t_scalar(float *dst, int w, const float *src, int64_t lds, int m, int kc) {

@@ -123,6 +123,37 @@ void ts_kern_pack_t_avx2(float *dst, int w, const float *src, int64_t lds, int m
     }
 }
 
+/* 8 bf16 of a row widened to float32: the 16 bits moved to the top of each lane. */
+static inline __m256 widen8(const ts_bf16 *p, int np) {
+    __m128i h;
+    if (np == 8) {
+        h = _mm_loadu_si128((const __m128i *)p);
+    } else { /* the row's last few: no 16-bit masked load in AVX2 */
+        ts_bf16 part[8] = {0};
+        for (int k = 0; k < np; k++) part[k] = p[k];
+        h = _mm_loadu_si128((const __m128i *)part);
+    }
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+/* ts_kern_pack_t_avx2 from bf16 weights: each 8 x 8 block widened as it is
+ * loaded, then transposed in registers. w is a multiple of 8 here (B's panels). */
+void ts_kern_pack_t_bf16_avx2(float *dst, int w, const ts_bf16 *src, int64_t lds, int m, int kc) {
+    for (int i0 = 0; i0 < w; i0 += 8) {
+        for (int p0 = 0; p0 < kc; p0 += 8) {
+            int np = kc - p0 < 8 ? kc - p0 : 8;
+            __m256 r[8];
+#pragma GCC unroll 8
+            for (int i = 0; i < 8; i++)
+                r[i] = i0 + i >= m ? _mm256_setzero_ps() : widen8(src + (int64_t)(i0 + i) * lds + p0, np);
+            transpose8(r);
+#pragma GCC unroll 8
+            for (int p = 0; p < 8; p++)
+                if (p < np) _mm256_storeu_ps(dst + (int64_t)(p0 + p) * w + i0, r[p]);
+        }
+    }
+}
+
 /* Rows of up to 8 or 16 floats: loads of the first n (zeros after), full
  * stores; a 6-wide panel spills 2 floats into the next row, written after it. */
 void ts_kern_pack_n_avx2(float *dst, int w, const float *src, int64_t lds, int n, int kc) {

@@ -148,6 +148,27 @@ void ts_kern_pack_t_neon(float *dst, int w, const float *src, int64_t lds, int m
     }
 }
 
+/* 4 bf16 widened to float32: each moved to the top 16 bits of its lane. */
+static inline float32x4_t widen4(const ts_bf16 *p) { return vreinterpretq_f32_u32(vshll_n_u16(vld1_u16(p), 16)); }
+
+/* ts_kern_pack_t_neon from bf16 weights, widened as loaded. */
+void ts_kern_pack_t_bf16_neon(float *dst, int w, const ts_bf16 *src, int64_t lds, int m, int kc) {
+    for (int i0 = 0; i0 < w; i0 += 4) {
+        int p = 0;
+        for (; p + 4 <= kc; p += 4) {
+            float32x4_t r[4];
+#pragma GCC unroll 4
+            for (int i = 0; i < 4; i++) r[i] = i0 + i < m ? widen4(src + (int64_t)(i0 + i) * lds + p) : vdupq_n_f32(0.0f);
+            transpose4(r);
+#pragma GCC unroll 4
+            for (int q = 0; q < 4; q++) vst1q_f32(dst + (int64_t)(p + q) * w + i0, r[q]);
+        }
+        for (; p < kc; p++)
+            for (int i = 0; i < 4; i++)
+                dst[(int64_t)p * w + i0 + i] = i0 + i < m ? ts_bf16_to_f32(src[(int64_t)(i0 + i) * lds + p]) : 0.0f;
+    }
+}
+
 /* Rows of up to 8 or 12 floats: the first n copied, zeros after. */
 void ts_kern_pack_n_neon(float *dst, int w, const float *src, int64_t lds, int n, int kc) {
     for (int p = 0; p < kc; p++, dst += w, src += lds)

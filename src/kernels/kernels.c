@@ -315,6 +315,30 @@ void ts_gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const
                  epi, bias);
 }
 
+void ts_gemm_bf16(int M, int N, int K, float alpha, const float *A, int lda, const ts_bf16 *W, int ldw,
+                  float beta, float *C, int ldc, ts_epilogue epi, const float *bias) {
+    ts_kern_gemm_bf16(ts_kern_ops_current(), M, N, K, alpha, A, lda, W, ldw, beta, C, ldc, epi, bias);
+}
+
+/* Narrowing and widening run on every kernel thread: a big model's weights
+ * are gigabytes, and these passes are what loading them costs. */
+static void narrow_span(ts_bf16 *dst, float *src, int64_t n, bool round_src) {
+    for (int64_t i = 0; i < n; i++) {
+        dst[i] = ts_f32_to_bf16(src[i]);
+        if (round_src) src[i] = ts_bf16_to_f32(dst[i]);
+    }
+}
+
+void ts_bf16_from_f32(ts_bf16 *dst, float *src, int64_t n, bool round_src) {
+    TS_KERN_SPLIT(n, narrow_span(dst + i0, src + i0, len, round_src));
+}
+
+static void widen_span(float *dst, const ts_bf16 *src, int64_t n) {
+    for (int64_t i = 0; i < n; i++) dst[i] = ts_bf16_to_f32(src[i]);
+}
+
+void ts_bf16_to_f32_n(float *dst, const ts_bf16 *src, int64_t n) { TS_KERN_SPLIT(n, widen_span(dst + i0, src + i0, len)); }
+
 void ts_gemm_k_prefix(bool trans_a, bool trans_b, int M, int N, int K, int k_whole, float alpha, const float *A,
                       int lda, const float *B, int ldb, float beta, float *C, int ldc) {
     ts_kern_gemm_prefix(ts_kern_ops_current(), trans_a, trans_b, M, N, K, k_whole, alpha, A, lda, B, ldb, beta, C,

@@ -65,6 +65,7 @@ const ts_kern_ops ts_kern_avx2_ops = {
     .pack_t = ts_kern_pack_t_avx2,
     .pack_n = ts_kern_pack_n_avx2,
     SIMD_KERNEL_ENTRIES,
+    .pack_t_bf16 = ts_kern_pack_t_bf16_avx2,
     .dropout = ts_kern_dropout_avx2, .dropout_grad = ts_kern_dropout_grad_avx2,
     .fma_loop = ts_kern_fma_loop_avx2,
 };

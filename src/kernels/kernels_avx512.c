@@ -14,6 +14,7 @@ const ts_kern_ops ts_kern_avx512_ops = {
     .pack_t = ts_kern_pack_t_avx512,
     .pack_n = ts_kern_pack_n_avx512,
     SIMD_KERNEL_ENTRIES,
+    .pack_t_bf16 = ts_kern_pack_t_bf16_avx2, /* the widening is a shift; AVX2's 8 x 8 blocks fill 32-wide panels too */
     .dropout = ts_kern_dropout_avx2, .dropout_grad = ts_kern_dropout_grad_avx2,
     .fma_loop = ts_kern_fma_loop_avx512,
 };

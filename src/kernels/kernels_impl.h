@@ -44,6 +44,10 @@ typedef void (*ts_pack_t_fn)(float *dst, int w, const float *src, int64_t lds, i
  * room past the panel as ts_pack_t_fn. */
 typedef void (*ts_pack_n_fn)(float *dst, int w, const float *src, int64_t lds, int n, int kc);
 
+/* ts_pack_t_fn from bfloat16: dst[p*w + i] = src[i*lds + p] widened to
+ * float32 (exactly), 0 for m <= i < w. Packs bf16 weights stored (N,K). */
+typedef void (*ts_pack_t_bf16_fn)(float *dst, int w, const ts_bf16 *src, int64_t lds, int m, int kc);
+
 /* out = softmax(in + mask) over the first `valid` of `cols` columns, the rest
  * 0. Returns 1 when every visible entry is -inf (the row is then all 0). */
 typedef int (*ts_softmax_row_fn)(float *out, const float *in, int cols, int valid,
@@ -99,6 +103,7 @@ typedef struct ts_kern_ops {
     ts_ukernel_pf_fn ukernel_pf; /* NULL: the driver prefetches between calls */
     ts_pack_t_fn pack_t;
     ts_pack_n_fn pack_n;
+    ts_pack_t_bf16_fn pack_t_bf16;
     ts_small_m_fn small_m; /* gemm when M <= TS_KERN_SMALL_M, op(A) = A, op(B) = B^T */
     ts_softmax_row_fn softmax_row;
     ts_layernorm_row_fn layernorm_row;
@@ -147,6 +152,7 @@ void ts_kern_ukernel_pf_avx512(int kc, const float *pa, const float *pb, float *
                                const char *pf, int pf_lines);
 void ts_kern_pack_t_avx2(float *dst, int w, const float *src, int64_t lds, int m, int kc);
 void ts_kern_pack_n_avx2(float *dst, int w, const float *src, int64_t lds, int n, int kc);
+void ts_kern_pack_t_bf16_avx2(float *dst, int w, const ts_bf16 *src, int64_t lds, int m, int kc);
 void ts_kern_pack_t_avx512(float *dst, int w, const float *src, int64_t lds, int m, int kc);
 void ts_kern_pack_n_avx512(float *dst, int w, const float *src, int64_t lds, int n, int kc);
 /* The hash in 4 lanes of 64 bits (AVX2; the AVX-512 table uses them too). */
@@ -166,6 +172,7 @@ void ts_kern_ukernel_neon(int kc, const float *pa, const float *pb, float *c, in
                           float alpha, float beta, ts_epilogue epi, const float *bias);
 void ts_kern_pack_t_neon(float *dst, int w, const float *src, int64_t lds, int m, int kc);
 void ts_kern_pack_n_neon(float *dst, int w, const float *src, int64_t lds, int n, int kc);
+void ts_kern_pack_t_bf16_neon(float *dst, int w, const ts_bf16 *src, int64_t lds, int m, int kc);
 #endif
 #if defined(__wasm_simd128__)
 /* WebAssembly's SIMD128, chosen when `make wasm` compiles with -msimd128: a
@@ -203,6 +210,7 @@ void ts_kern_ukernel_scalar(int kc, const float *pa, const float *pb, float *c, 
                             int n, float alpha, float beta, ts_epilogue epi, const float *bias);
 void ts_kern_pack_t_scalar(float *dst, int w, const float *src, int64_t lds, int m, int kc);
 void ts_kern_pack_n_scalar(float *dst, int w, const float *src, int64_t lds, int n, int kc);
+void ts_kern_pack_t_bf16_scalar(float *dst, int w, const ts_bf16 *src, int64_t lds, int m, int kc);
 
 /* Scalar pieces the SIMD paths reuse for edges and tails. */
 float ts_kern_gelu1(float x);
@@ -265,6 +273,10 @@ void ts_kern_gemm(const ts_kern_ops *ops, bool trans_a, bool trans_b, int M, int
 void ts_kern_gemm_prefix(const ts_kern_ops *ops, bool trans_a, bool trans_b, int M, int N, int K, int k_whole,
                          float alpha, const float *A, int lda, const float *B, int ldb, float beta, float *C,
                          int ldc, ts_epilogue epi, const float *bias);
+/* ts_gemm_bf16 on the given table. */
+void ts_kern_gemm_bf16(const ts_kern_ops *ops, int M, int N, int K, float alpha, const float *A, int lda,
+                       const ts_bf16 *W, int ldw, float beta, float *C, int ldc, ts_epilogue epi,
+                       const float *bias);
 void ts_kern_gemm_batched(const ts_kern_ops *ops, bool trans_a, bool trans_b, int M, int N, int K,
                           float alpha, const float *A, int lda, int64_t stride_a, const float *B,
                           int ldb, int64_t stride_b, float beta, float *C, int ldc, int64_t stride_c,

@@ -95,5 +95,6 @@ const ts_kern_ops ts_kern_neon_ops = {
     .pack_n = ts_kern_pack_n_neon,
     SIMD_KERNEL_ENTRIES,
     .dropout = dropout_neon, .dropout_grad = dropout_grad_neon,
+    .pack_t_bf16 = ts_kern_pack_t_bf16_neon,
     .fma_loop = ts_kern_fma_loop_neon,
 };

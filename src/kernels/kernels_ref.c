@@ -24,13 +24,16 @@ static double epilogue1(double v, ts_epilogue epi, double bias) {
     case TS_EPI_BIAS: return v + bias;
     case TS_EPI_BIAS_RELU: v += bias; return v < 0 ? 0 : v; /* NaN stays NaN, as in torch */
     case TS_EPI_BIAS_GELU: v += bias; return 0.5 * v * erfc(-v * M_SQRT1_2);
+    case TS_EPI_BIAS_GELU_TANH: v += bias; return 0.5 * v * (1 + tanh(sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)));
+    case TS_EPI_BIAS_SILU: v += bias; return v / (1 + exp(-v));
+    case TS_EPI_COUNT: break;
     }
     return v;
 }
 
 void ts_kern_epilogue_row(float *c, int n, ts_epilogue epi, const float *bias) {
     if (epi == TS_EPI_NONE) return;
-    for (int j = 0; j < n; j++) c[j] = (float)epilogue1(c[j], epi, bias[j]);
+    for (int j = 0; j < n; j++) c[j] = (float)epilogue1(c[j], epi, bias ? bias[j] : 0.0);
 }
 
 void ts_gemm_ref(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float *A, int lda,
@@ -57,6 +60,27 @@ void ts_gemm_ref(bool trans_a, bool trans_b, int M, int N, int K, float alpha, c
             }
         }
     }
+}
+
+ts_bf16 ts_f32_to_bf16(float x) {
+    union { float f; uint32_t u; } v = {.f = x};
+    if (x != x) return (ts_bf16)((v.u >> 16) | 0x40); /* a NaN stays one (quiet) */
+    v.u += 0x7fff + ((v.u >> 16) & 1);                /* to nearest, ties to even */
+    return (ts_bf16)(v.u >> 16);
+}
+
+void ts_gemm_bf16_ref(int M, int N, int K, float alpha, const float *A, int lda, const ts_bf16 *W, int ldw,
+                      float beta, float *C, int ldc, ts_epilogue epi, const float *bias) {
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            double acc = 0;
+            for (int p = 0; p < K; p++)
+                acc += (double)A[(int64_t)i * lda + p] * ts_bf16_to_f32(W[(int64_t)j * ldw + p]);
+            float *cij = C + (int64_t)i * ldc + j;
+            double v = alpha * acc;
+            if (beta != 0) v += (double)beta * *cij; /* beta == 0: C may hold NaN */
+            *cij = (float)epilogue1(v, epi, bias ? bias[j] : 0);
+        }
 }
 
 /* Partial sums a dot product keeps: independent chains, so the adds do not
@@ -269,6 +293,7 @@ const ts_kern_ops ts_kern_scalar_ops = {
     .ukernel = ts_kern_ukernel_scalar,
     .pack_t = ts_kern_pack_t_scalar,
     .pack_n = ts_kern_pack_n_scalar,
+    .pack_t_bf16 = ts_kern_pack_t_bf16_scalar,
     .small_m = ts_kern_small_m_ref,
     .softmax_row = ts_kern_softmax_row_ref,
     .layernorm_row = ts_kern_layernorm_row_ref,

@@ -63,6 +63,7 @@ const ts_kern_ops ts_kern_wasm_ops = {
     .kc_max = 256, .a_floats = 64 * 256, .b_floats = 256 * 1024,
     .ukernel = ts_kern_ukernel_wasm,
     .pack_t = ts_kern_pack_t_wasm,
+    .pack_t_bf16 = ts_kern_pack_t_bf16_scalar, /* the page runs float32 weights; bf16 widened as the scalar path does */
     .pack_n = ts_kern_pack_n_wasm,
     SIMD_KERNEL_ENTRIES,
     .dropout = dropout_wasm, .dropout_grad = dropout_grad_wasm,

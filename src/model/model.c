@@ -384,10 +384,34 @@ ts_status ts_model_set_length(ts_model *m, int S) {
     return TS_OK;
 }
 
+ts_status ts_model_set_dtype(ts_model *m, ts_dtype dtype) {
+    m->cfg.dtype = dtype;
+    if (dtype == TS_DTYPE_F32 || !m->block) {
+        free(m->bf16);
+        m->bf16 = NULL;
+        return TS_OK;
+    }
+    if (!m->bf16) {
+        /* untouched pages of the vectors' places cost no memory */
+        m->bf16 = malloc(sizeof(ts_bf16) * (size_t)(m->n_floats > 0 ? m->n_floats : 1));
+        if (!m->bf16) return ts_fail(TS_ERR_NOMEM, "--dtype bf16: out of memory for the weights' bf16 copy");
+    }
+    for (int i = 0; i < m->n_params; i++)
+        if (m->params[i].rank == 2)
+            ts_bf16_from_f32(m->bf16 + m->params[i].offset, m->block + m->params[i].offset, m->params[i].numel, true);
+    return TS_OK;
+}
+
+const ts_bf16 *ts_model_bf16_of(const ts_model *m, const float *w) {
+    if (!m->bf16 || !w || w < m->block || w >= m->block + m->n_floats) return NULL;
+    return m->bf16 + (w - m->block);
+}
+
 void ts_model_free(ts_model *m) {
     ts_model_weights_free(&m->w);
     free(m->params);
     free(m->block);
+    free(m->bf16);
     free(m->acts);
     ts_arena_free(&m->arena);
     memset(m, 0, sizeof *m);

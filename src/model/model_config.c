@@ -345,6 +345,7 @@ static const char *const norm_kind_words[] = {"layernorm", "rms", "rms-gemma"};
 static const char *const rope_style_words[] = {"half", "interleaved"};
 static const char *const head_words[] = {"none", "lm", "cls"};
 static const char *const input_words[] = {"tokens", "embedded"};
+static const char *const dtype_words[] = {"f32", "bf16"};
 #define N_WORDS(a) (int)(sizeof a / sizeof a[0])
 
 static const char *word_of(const char *const *words, int n, int v) { return v >= 0 && v < n ? words[v] : "?"; }
@@ -403,6 +404,15 @@ ts_status ts_model_pe_parse(const char *word, const char *what, ts_pe_kind *out)
     int i;
     ts_status st = index_of(pe_words, N_WORDS(pe_words), word, what, &i);
     if (!st) *out = (ts_pe_kind)i;
+    return st;
+}
+
+const char *ts_model_dtype_name(ts_dtype d) { return word_of(dtype_words, N_WORDS(dtype_words), (int)d); }
+
+ts_status ts_model_dtype_parse(const char *word, const char *what, ts_dtype *out) {
+    int i;
+    ts_status st = index_of(dtype_words, N_WORDS(dtype_words), word, what, &i);
+    if (!st) *out = (ts_dtype)i;
     return st;
 }
 

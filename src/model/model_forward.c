@@ -65,12 +65,19 @@ void ts_model_sinusoid(float *pe, int rows, int D) {
 
 /* ---- the elementwise steps ----------------------------------------------------------- */
 
-/* out (rows, n_out) = in (rows, n_in) @ w^T (n_in -> n_out) + b, as nn.Linear. */
+/* out (rows, n_out) = in (rows, n_in) @ w^T (n_in -> n_out) + b, as nn.Linear;
+ * w read as bf16 when the model keeps it so (--dtype bf16). Without b, the
+ * plain bias epilogue is none; the activations' epilogues take no bias. */
 static void linear(fwd *f, float *out, const float *in, int64_t rows, int n_in, int n_out, const float *w,
                    const float *b, int ld_in, ts_epilogue epi) {
     f->flops += 2.0 * (double)rows * n_in * n_out;
     if (f->dry) return;
-    ts_gemm(false, true, (int)rows, n_out, n_in, 1.0f, in, ld_in, w, n_in, 0.0f, out, n_out, b ? epi : TS_EPI_NONE, b);
+    if (!b && epi != TS_EPI_BIAS_GELU_TANH && epi != TS_EPI_BIAS_SILU) epi = TS_EPI_NONE;
+    const ts_bf16 *wh = ts_model_bf16_of(f->m, w);
+    if (wh)
+        ts_gemm_bf16((int)rows, n_out, n_in, 1.0f, in, ld_in, wh, n_in, 0.0f, out, n_out, epi, b);
+    else
+        ts_gemm(false, true, (int)rows, n_out, n_in, 1.0f, in, ld_in, w, n_in, 0.0f, out, n_out, epi, b);
 }
 
 /* The residual add, out = stream + sub; with the no-residual variant the
@@ -725,6 +732,19 @@ static activation_fn activation_of(ts_activation act) {
     return ts_relu;
 }
 
+/* The GEMM epilogue that applies `act` as the product is stored, bias or
+ * not; TS_EPI_NONE when none can (the ReLU and exact GELU epilogues of the
+ * micro-kernels need a bias). Fused or not, the numbers are the same. */
+static ts_epilogue fused_epilogue(ts_activation act, bool bias) {
+    switch (act) {
+    case TS_ACT_GELU_TANH: return TS_EPI_BIAS_GELU_TANH;
+    case TS_ACT_SILU: return TS_EPI_BIAS_SILU;
+    case TS_ACT_GELU: return bias ? TS_EPI_BIAS_GELU : TS_EPI_NONE;
+    case TS_ACT_RELU: break;
+    }
+    return bias ? TS_EPI_BIAS_RELU : TS_EPI_NONE;
+}
+
 static ts_op activation_op(ts_activation act) {
     return act == TS_ACT_RELU ? TS_OP_RELU : act == TS_ACT_SILU ? TS_OP_SILU : TS_OP_GELU;
 }
@@ -742,10 +762,16 @@ static ts_status gated_ffn(fwd *f, const ffn_step *s, const float *x, int S, flo
     int64_t B = f->B, D = f->D, F = f->c->ffn, n = B * S * F;
     float *gate = s->buf.hidden, *up = at(gate, n);
     float *acted = s->buf.act != s->buf.hidden ? s->buf.act : gate;
-    linear(f, gate, x, B * S, (int)D, (int)F, w->wg, w->bg, (int)D, TS_EPI_BIAS);
+    /* the gate's activation in its GEMM's epilogue, unless someone watches
+     * the gate or its activation, or the backward keeps the gate apart */
+    static const char *const inner[] = {"gate", "act", NULL};
+    ts_epilogue fused = fused_epilogue(f->c->activation, w->bg != NULL);
+    /* (exact GELU's epilogue in the micro-kernels rounds apart from ts_gelu in the last bit: not fused here) */
+    if (fwd_watches(f, prefix, inner) || acted != gate || fused == TS_EPI_BIAS_GELU) fused = TS_EPI_NONE;
+    linear(f, gate, x, B * S, (int)D, (int)F, w->wg, w->bg, (int)D, fused ? fused : TS_EPI_BIAS);
     ts_tensor t = view3(gate, B, S, F);
     TS_TRY(fwd_emit(f, prefix, "gate", TS_OP_LINEAR, &t, TS_TAG_PLAIN, false));
-    if (!f->dry) activation_of(f->c->activation)(acted, gate, n);
+    if (!f->dry && !fused) activation_of(f->c->activation)(acted, gate, n);
     ts_tensor ta = view3(acted, B, S, F);
     TS_TRY(fwd_emit(f, prefix, "act", activation_op(f->c->activation), &ta, TS_TAG_PLAIN, false));
     linear(f, up, x, B * S, (int)D, (int)F, w->w1, w->b1, (int)D, TS_EPI_BIAS);
@@ -772,13 +798,12 @@ static ts_status ffn(fwd *f, const ffn_step *s, const float *x, int S, float *ou
     bool gelu = act != TS_ACT_RELU; /* (or silu: no ReLU's shortcuts) */
     activation_fn activate = activation_of(act);
     float *hidden = buf.hidden, *acted = buf.act;
-    /* the GEMM applies ReLU and exact GELU as it stores (with its bias),
-     * unless someone watches the hidden layer or the backward reads GELU's
-     * input; GELU's tanh form and SiLU always run after it */
+    /* the GEMM applies the activation as it stores (with its bias), unless
+     * someone watches the hidden layer or the backward reads GELU's input */
     static const char *const inner[] = {"hidden", "act", NULL};
     bool watch = fwd_watches(f, prefix, inner);
-    bool unfused = watch || (gelu && acted != hidden) || !w->b1;
-    ts_epilogue fused = act == TS_ACT_GELU ? TS_EPI_BIAS_GELU : act == TS_ACT_RELU ? TS_EPI_BIAS_RELU : TS_EPI_BIAS;
+    ts_epilogue fused = fused_epilogue(act, w->b1 != NULL);
+    bool unfused = watch || (gelu && acted != hidden) || !fused;
     linear(f, hidden, x, B * S, (int)D, (int)F, w->w1, w->b1, (int)D, unfused ? TS_EPI_BIAS : fused);
     const float *made = hidden; // the activation's output so far
     ts_tensor t = view3(hidden, B, S, F);
@@ -798,7 +823,7 @@ static ts_status ffn(fwd *f, const ffn_step *s, const float *x, int S, float *ou
         if (!paired)
             TS_TRY(fwd_emit_like(f, prefix, "act", activation_op(act), &t, TS_TAG_PLAIN, false, NULL,
                              gelu ? 0.0f : 1.0f));
-    } else if (act == TS_ACT_GELU_TANH || act == TS_ACT_SILU || unfused) {
+    } else if (unfused) {
         if (!f->dry) activate(acted, hidden, n);
         made = acted;
     }
