@@ -450,7 +450,7 @@ static void mark_value(char *buf, size_t cap, float v) {
     else if (isinf(v)) snprintf(buf, cap, "%s\u221e", v < 0 ? "\u2212" : "");
     else if (fabsf(v) >= 100) snprintf(buf, cap, "%.1f", v);
     else if (v != 0 && fabsf(v) < 0.001f) snprintf(buf, cap, "%.2e", v);
-    else snprintf(buf, cap, "%.3g", v);
+    else snprintf(buf, cap, "%#.3g", v); /* 0.700, not 0.7: a quoted 0.70 is read off it */
 }
 
 /* The legend of a pane's frames: each framed row, column and cell by its
