@@ -182,6 +182,21 @@ static bool word_at(const char *s, const char *w) {
     return strncasecmp(s, w, n) == 0 && s[n] == ' ' && isdigit((unsigned char)s[n + 1]);
 }
 
+/* Whether s starts a whole number that ends there ("40" of "40 s", not
+ * "2i" nor "26.5"). */
+static bool whole_at(const char *s) {
+    if (!isdigit((unsigned char)*s)) return false;
+    while (isdigit((unsigned char)*s)) s++;
+    return !isalnum((unsigned char)*s) && *s != '_' && !(*s == '.' && isdigit((unsigned char)s[1]));
+}
+
+/* Whether the whole number at s goes on a list: ", " or " and " follows
+ * ("32, 34 and 36"), where "10, 112 for column 20" has no list. */
+static bool listed_on(const char *s) {
+    while (isdigit((unsigned char)*s)) s++;
+    return (strncmp(s, ", ", 2) == 0 && whole_at(s + 2)) || (strncmp(s, " and ", 5) == 0 && whole_at(s + 5));
+}
+
 static bool labels_index(const char *view, long i) {
     const char *p = view, *a;
     size_t n;
@@ -198,6 +213,7 @@ static ts_status check_names(const quotes *q, const char *text, int line) {
         for (size_t w = 0; w < sizeof words / sizeof words[0]; w++) {
             if (!word_at(s, words[w])) continue;
             const char *t = s + strlen(words[w]) + 1;
+            if (!whole_at(t)) break; /* "column 2i", "row 0.5": not an index */
             /* the index, then an end of a range: "30 to 42", "30-42", "32, 34 and 36" */
             for (;;) {
                 char *end;
@@ -208,10 +224,10 @@ static ts_status check_names(const quotes *q, const char *text, int line) {
                                   "with highlight:, or zoom: on it)",
                                   q->step + 1, words[w][0] == 'r' ? "row" : "column", i);
                 t = end;
-                if (strncmp(t, " to ", 4) == 0 && isdigit((unsigned char)t[4])) t += 4;
-                else if (strncmp(t, " and ", 5) == 0 && isdigit((unsigned char)t[5])) t += 5;
-                else if (strncmp(t, ", ", 2) == 0 && isdigit((unsigned char)t[2])) t += 2;
-                else if (t[0] == '-' && isdigit((unsigned char)t[1])) t += 1;
+                if (strncmp(t, " to ", 4) == 0 && whole_at(t + 4)) t += 4;
+                else if (strncmp(t, " and ", 5) == 0 && whole_at(t + 5)) t += 5;
+                else if (strncmp(t, ", ", 2) == 0 && whole_at(t + 2) && listed_on(t + 2)) t += 2;
+                else if (t[0] == '-' && whole_at(t + 1)) t += 1;
                 else break;
             }
             s = t - 1;
