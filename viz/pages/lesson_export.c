@@ -443,12 +443,14 @@ static void mark_token(char *buf, size_t cap, const char *const *labels, int n, 
     else snprintf(buf, cap, "%d", i);
 }
 
-/* A cell's value in the legend: three significant digits (0.421, 0.0453,
- * 71.9), so a quoted 0.42 or 0.045 can be read off it. */
+/* A cell's value in the legend: three significant digits below 1 (0.421,
+ * 0.0453), two decimals above (13.97), so a quoted 0.42, 0.045 or 13.97 can
+ * be read off it. */
 static void mark_value(char *buf, size_t cap, float v) {
     if (isnan(v)) snprintf(buf, cap, "NaN");
     else if (isinf(v)) snprintf(buf, cap, "%s\u221e", v < 0 ? "\u2212" : "");
     else if (fabsf(v) >= 100) snprintf(buf, cap, "%.1f", v);
+    else if (fabsf(v) >= 1) snprintf(buf, cap, "%.2f", v); /* 13.97: a logit quoted to two decimals */
     else if (v != 0 && fabsf(v) < 0.001f) snprintf(buf, cap, "%.2e", v);
     else snprintf(buf, cap, "%#.3g", v); /* 0.700, not 0.7: a quoted 0.70 is read off it */
 }
