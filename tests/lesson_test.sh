@@ -172,7 +172,7 @@ for z in "rows 1-2 cols" "rows 99999999999-1" "cols 3" "rows a-b" "diagonal" "ro
     done
 done
 
-# a number the narration quotes must be drawn on the page, checked by expect:, or listed in unchecked:
+# a number the narration quotes must be drawn on the page, or excused by unchecked: with a reason
 mk_quote() { # FILE KEYS TEXT: the tiny model's 4 x 4 weights (values in the cells) beside TEXT
     printf '# Quotes\n\n```tscope setup\npreset: tiny\nlevel: values\n```\n\n```tscope step\ntensor: encoder.layers.0.self_attn.weights\nhead: 0\n%s```\n\n%s\n' "$2" "$3" >"$1"
 }
@@ -180,21 +180,50 @@ mk_quote "$tmp/q_drawn.md" "" "Row 1 gives 0.33 to its second key."
 mk_quote "$tmp/q_missing.md" "" "Row 1 gives 0.33 to its second key, and 0.77 to nothing drawn."
 mk_quote "$tmp/q_expect.md" "expect: std 0.16
 " "The weights spread with a std of 0.16."
-mk_quote "$tmp/q_unchecked.md" "unchecked: 0.25
+mk_quote "$tmp/q_caption.md" "expect: std 0.16
+caption: The weights' std: 0.16.
+" "The weights spread with a std of 0.16."
+mk_quote "$tmp/q_caption_typed.md" "expect: std 0.16
+caption: The weights' std: 0.17.
+" "The weights spread widely."
+mk_quote "$tmp/q_unchecked.md" "unchecked: 0.25 arithmetic, 1/4
 " "Even attention over four keys is 1/4 = 0.25."
-mk_quote "$tmp/q_stale.md" "unchecked: 0.5
+mk_quote "$tmp/q_no_reason.md" "unchecked: 0.25
+" "Even attention over four keys is 1/4 = 0.25."
+mk_quote "$tmp/q_stale.md" "unchecked: 0.5 arithmetic, 1/2
 " "Even attention over four keys is 1/4."
 mk_quote "$tmp/q_code.md" "" "The code writes \`1.0 / 4.0\`."
+mk_quote "$tmp/q_count.md" "" "The largest weight of 3 of the 4 rows is on the diagonal."
+mk_quote "$tmp/q_names.md" "" "Row 1 of layer 0, head 0, at step 500 of lesson 13: names, not quotes."
+mk_quote "$tmp/q_row.md" "" "Row 7 is not in a 4 x 4 matrix."
+mk_quote "$tmp/q_round.md" "" "Row 1 gives 0.3 to its second key."
+mk_quote "$tmp/q_precise.md" "" "Row 1 gives 0.3333 to its second key."
 expect 0 "a quoted number drawn in a cell" -- "$bin" lesson "$tmp/q_drawn.md" --export "$tmp/q_drawn" --quiet
 expect 1 "a quoted number the page does not draw" -- "$bin" lesson "$tmp/q_missing.md" --export "$tmp/q_missing" --quiet
-[ "$err" = "$tmp/q_missing.md:13: step 1 quotes 0.77, which its page does not draw and no expect: item checks (show it, check it with expect:, or list it in unchecked:)" ] && ok ||
+[ "$err" = "$tmp/q_missing.md:13: step 1 quotes 0.77, which its page does not draw (show it: a zoom:, a highlight:, a caption: with an expect: item; or list it in unchecked: with the reason)" ] && ok ||
     bad "a quoted number not drawn: $err"
 [ ! -e "$tmp/q_missing/step01.png" ] && ok || bad "a page quoting a number it does not draw was written"
-expect 0 "a quoted number checked by expect:" -- "$bin" lesson "$tmp/q_expect.md" --export "$tmp/q_expect" --quiet
-expect 0 "a quoted number listed in unchecked:" -- "$bin" lesson "$tmp/q_unchecked.md" --export "$tmp/q_unchecked" --quiet
+expect 1 "a quoted number checked by expect: but not drawn" -- "$bin" lesson "$tmp/q_expect.md" --export "$tmp/q_expect" --quiet
+case $err in *"q_expect.md:14: step 1 quotes 0.16, which its page does not draw"*) ok ;; *) bad "expect: is not drawing: $err" ;; esac
+expect 0 "a quoted number drawn by a caption: that expect: checks" -- "$bin" lesson "$tmp/q_caption.md" --export "$tmp/q_caption" --quiet
+expect 1 "a caption: figure no expect: item gives" -- "$bin" lesson "$tmp/q_caption_typed.md" --export "$tmp/q_caption_typed" --quiet
+case $err in *"q_caption_typed.md:12: caption: 0.17 is none of the step's expect: figures"*) ok ;; *) bad "a typed caption figure: $err" ;; esac
+expect 0 "a quoted number listed in unchecked: with a reason" -- "$bin" lesson "$tmp/q_unchecked.md" --export "$tmp/q_unchecked" --quiet
+expect 1 "an unchecked: figure without a reason" -- "$bin" lesson "$tmp/q_no_reason.md" --check --no-run
+case $err in *"q_no_reason.md:11: 'unchecked' 0.25 gives no reason"*) ok ;; *) bad "unchecked: without a reason: $err" ;; esac
 expect 1 "an unchecked: figure the narration does not quote" -- "$bin" lesson "$tmp/q_stale.md" --export "$tmp/q_stale" --quiet
 case $err in *"q_stale.md:11: unchecked: 0.5 is not quoted by the step's narration"*) ok ;; *) bad "a stale unchecked: $err" ;; esac
 expect 0 "numbers in inline code are not quotes" -- "$bin" lesson "$tmp/q_code.md" --export "$tmp/q_code" --quiet
+expect 1 "a count 'N of M' is a quote" -- "$bin" lesson "$tmp/q_count.md" --export "$tmp/q_count" --quiet
+case $err in *"step 1 quotes 3 (a count), which its page does not draw"*) ok ;; *) bad "a count: $err" ;; esac
+expect 0 "layer, head, step and lesson numbers are names" -- "$bin" lesson "$tmp/q_names.md" --export "$tmp/q_names" --quiet
+expect 1 "a row named by an index the page does not label" -- "$bin" lesson "$tmp/q_row.md" --export "$tmp/q_row" --quiet
+case $err in *"q_row.md:13: step 1 names row 7, which its page does not label with its index"*) ok ;; *) bad "an unlabelled row: $err" ;; esac
+expect 0 "a quoted 0.3 is read off a drawn 0.33 (it rounds to it)" -- "$bin" lesson "$tmp/q_round.md" --export "$tmp/q_round" --quiet
+expect 1 "a quoted 0.3333 is not read off a drawn 0.33 (fewer decimals)" -- "$bin" lesson "$tmp/q_precise.md" --export "$tmp/q_precise" --quiet
+# lesson --check runs the same check, every problem at once
+expect 1 "lesson --check lists every quote not drawn" -- "$bin" lesson "$tmp/q_missing.md" --check --quiet
+case $err in *"q_missing.md:13: step 1 quotes 0.77, which its page does not draw"*"1 problem"*) ok ;; *) bad "--check and quotes: $err" ;; esac
 
 # zoom: a block of a large matrix, drawn with its values; a bad range is an error at its line
 mk_curve "$tmp/zoom.md" $attn "head: 1

@@ -194,6 +194,17 @@ ts_status ts_lesson_fail_at(const ts_lesson *lesson, int line, const char *fmt, 
  * opening fence when the key is not given. */
 int ts_lesson_step_line(const ts_lesson_step *step, const char *key);
 
+/* The value of a step's `key:` as written, or NULL when the step does not
+ * give it (`caption`, `unchecked`: keys read by the pages, not the parser). */
+const char *ts_lesson_step_value(const ts_lesson_step *step, const char *key);
+
+/* The next item of an `unchecked:` value, items separated by ';', each a
+ * figure and the reason the page need not draw it:
+ *     unchecked: 0.024 1/41, even attention over 41 keys; 4.3 ln 73, an even guess
+ * *p moves past the item; fig is its first word, why the rest (trimmed,
+ * why_len 0 when there is no reason). False when no item is left. */
+bool ts_lesson_unchecked_next(const char **p, const char **fig, size_t *fig_len, const char **why, size_t *why_len);
+
 /* Whether the run named `run` recorded a step named `name`. When it did not,
  * the function may write a hint ("did you mean ...?") into hint[0..cap). */
 typedef bool (*ts_lesson_name_fn)(void *ctx, const char *run, const char *name, char *hint,

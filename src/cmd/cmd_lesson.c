@@ -164,7 +164,12 @@ static int check_lesson(const ts_lesson *l, const lesson_opts *o, bool no_run) {
         else if (opened) st = ts_lesson_sink_take(&sink, opened); /* a setup that cannot run */
         else {
             st = ts_lessonrun_check_names(&run, &sink);
+            bool names_ok = !st && sink.n == 0;
             if (!st) st = ts_lessonrun_check_expects(&run, &sink);
+            /* every figure the narration quotes drawn on its page: pages are built from the
+             * named steps, so only once every name was found */
+            for (int i = 0; !st && names_ok && i < l->n_steps; i++)
+                st = ts_lesson_page_check_quotes(&run, i, o->scale, &sink);
         }
         ts_lessonrun_close(&run);
     }

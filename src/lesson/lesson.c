@@ -473,6 +473,36 @@ int ts_lesson_step_line(const ts_lesson_step *st, const char *key) {
     return kv_line(st->keys, st->n_keys, key, st->line);
 }
 
+const char *ts_lesson_step_value(const ts_lesson_step *st, const char *key) {
+    for (int i = 0; i < st->n_keys; i++)
+        if (strcmp(st->keys[i].key, key) == 0) return st->keys[i].value;
+    return NULL;
+}
+
+bool ts_lesson_unchecked_next(const char **p, const char **fig, size_t *fig_len, const char **why, size_t *why_len) {
+    const char *s = *p;
+    for (;;) {
+        while (*s == ' ' || *s == '\t') s++;
+        if (!*s) {
+            *p = s;
+            return false;
+        }
+        if (*s != ';') break;
+        s++; /* an empty item: skipped */
+    }
+    const char *end = s + strcspn(s, ";");
+    *fig = s;
+    while (s < end && *s != ' ' && *s != '\t') s++;
+    *fig_len = (size_t)(s - *fig);
+    while (s < end && (*s == ' ' || *s == '\t')) s++;
+    const char *w = end;
+    while (w > s && (w[-1] == ' ' || w[-1] == '\t')) w--;
+    *why = s;
+    *why_len = (size_t)(w - s);
+    *p = *end ? end + 1 : end;
+    return true;
+}
+
 static ts_status check_one_name(const ts_lesson *l, const ts_lesson_step *st, const char *key, const char *run,
                                 const char *name, ts_lesson_name_fn known, void *ctx) {
     char hint[256] = "";

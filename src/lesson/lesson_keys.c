@@ -110,6 +110,7 @@ static const keydef step_keys[] = {
     {"live", V_BOOL, NULL, 0, 0, false, false},    /* the window lets the text be edited (tscope live) */
     {"zoom", V_STRING, NULL, 0, 0, false, false},  /* rows A-B cols C-D: the cells a heatmap frames */
     {"unchecked", V_STRING, NULL, 0, 0, false, false}, /* figures the narration quotes and the page need not draw */
+    {"caption", V_STRING, NULL, 0, 0, false, false},   /* a line drawn under the view: figures expect: checks */
 };
 
 #define N_SETUP_KEYS (int)(sizeof setup_keys / sizeof setup_keys[0])
@@ -478,6 +479,26 @@ static ts_status add_setup(parser *p, const char *name, int first, int last) {
     return read_pairs(p, first + 1, last - 1, setup_keys, N_SETUP_KEYS, "setup", &s->keys, &s->n_keys);
 }
 
+/* `unchecked: FIG REASON; FIG REASON`: each figure the narration quotes and
+ * the page does not draw comes with the reason it need not (an exception
+ * with no reason is one nobody can judge). */
+static void check_unchecked(parser *p, int line, const char *v) {
+    const char *u = v, *fig, *why;
+    size_t fn, wn;
+    int n = 0;
+    while (ts_lesson_unchecked_next(&u, &fig, &fn, &why, &wn)) {
+        n++;
+        bool figure = isdigit((unsigned char)fig[0]) || (fn > 1 && fig[0] == '-' && isdigit((unsigned char)fig[1]));
+        if (!figure)
+            lp_problem(p, line, "'unchecked' item '%.*s' does not start with the figure it excuses "
+                                "('unchecked: 0.024 1/41, even attention over 41 keys')", (int)fn, fig);
+        else if (wn == 0)
+            lp_problem(p, line, "'unchecked' %.*s gives no reason: write why the page need not draw it, after the "
+                                "figure ('unchecked: 0.024 1/41, even attention over 41 keys')", (int)fn, fig);
+    }
+    if (n == 0) lp_problem(p, line, "'unchecked' lists no figure: drop the key, or write 'unchecked: 0.024 1/41, even attention over 41 keys'");
+}
+
 /* `zoom: rows A-B cols C-D` (either part may be left out): the block of
  * cells a heatmap draws, large enough for the values in them. */
 static ts_status parse_zoom(parser *p, int line, const char *v, ts_lesson_step *st) {
@@ -530,11 +551,9 @@ static ts_status fill_step(parser *p, ts_lesson_step *st) {
             if (parse_ints(p, kv->line, k, v, st->axes, &st->n_axes, 2) == TS_OK && st->n_axes != 2)
                 lp_problem(p, kv->line, "'axes' is two dims, as 'axes: 1, 2'");
         }
-        else if (strcmp(k, "unchecked") == 0 || strcmp(k, "expect") == 0) {
-            /* figures: unchecked: lists some; expect: items are read once the run is there */
-            if (k[0] == 'u' && !strpbrk(v, "0123456789"))
-                lp_problem(p, kv->line, "'unchecked' lists the figures the narration quotes and the page need not "
-                                        "draw ('unchecked: 0.5, 12'): '%.60s' names none", v);
+        else if (strcmp(k, "unchecked") == 0) check_unchecked(p, kv->line, v);
+        else if (strcmp(k, "expect") == 0 || strcmp(k, "caption") == 0) {
+            /* expect: items are read once the run is there; a caption's figures against them then */
         } else {
             int64_t x64 = 0; /* checked already against the key's range (read_pairs) */
             int x = ts_text_int(v, INT32_MIN, INT32_MAX, &x64) ? (int)x64 : 0;

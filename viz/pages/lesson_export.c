@@ -435,6 +435,69 @@ static bool draw_marks(cairo_t *cr, const ts_lesson_step *st, const pane *v, con
     return true;
 }
 
+/* A framed token's label for the legend: its index and, when the view names
+ * it, the token ("40 `s`"). */
+static void mark_token(char *buf, size_t cap, const char *const *labels, int n, int i) {
+    const char *tok = labels && i >= 0 && i < n ? labels[i] : NULL;
+    if (tok && tok[0]) snprintf(buf, cap, "%d \u201c%s\u201d", i, tok);
+    else snprintf(buf, cap, "%d", i);
+}
+
+/* A cell's value in the legend: three significant digits below 1 (0.421,
+ * 0.0453), two decimals above (13.97), so a quoted 0.42, 0.045 or 13.97 can
+ * be read off it. */
+static void mark_value(char *buf, size_t cap, float v) {
+    if (isnan(v)) snprintf(buf, cap, "NaN");
+    else if (isinf(v)) snprintf(buf, cap, "%s\u221e", v < 0 ? "\u2212" : "");
+    else if (fabsf(v) >= 100) snprintf(buf, cap, "%.1f", v);
+    else if (fabsf(v) >= 1) snprintf(buf, cap, "%.2f", v); /* 13.97: a logit quoted to two decimals */
+    else if (v != 0 && fabsf(v) < 0.001f) snprintf(buf, cap, "%.2e", v);
+    else snprintf(buf, cap, "%#.3g", v); /* 0.700, not 0.7: a quoted 0.70 is read off it */
+}
+
+/* The legend of a pane's frames: each framed row, column and cell by its
+ * index and token, a cell with its value ("framed: row 40 "s", column 9
+ * "p": 0.421"), so an index the thinned labels skip, and a framed value, can
+ * be read on the page. Empty when the step frames none of these or the
+ * view has no single matrix. */
+static void mark_legend(char *buf, size_t cap, const ts_lesson_step *st, const pane *v) {
+    buf[0] = '\0';
+    const ts_render_matrix *m = v->sc && !v->layer_plot ? ts_scene_matrix(v->sc, 0) : NULL;
+    if (!m) return;
+    size_t n = 0;
+    for (int k = 0; k < st->n_marks && n + 1 < cap; k++) {
+        const ts_lesson_mark *mk = &st->marks[k];
+        char a[96], b[96], val[32];
+        int w = 0;
+        const char *sep = n ? "; " : "framed: ";
+        switch (mk->kind) {
+        case TS_LESSON_MARK_ROW:
+            mark_token(a, sizeof a, m->row_labels, m->rows, mk->a);
+            w = snprintf(buf + n, cap - n, "%srow %s", sep, a);
+            break;
+        case TS_LESSON_MARK_COL:
+        case TS_LESSON_MARK_DIM:
+            mark_token(a, sizeof a, m->col_labels, m->cols, mk->a);
+            w = snprintf(buf + n, cap - n, "%scolumn %s", sep, a);
+            break;
+        case TS_LESSON_MARK_TOKEN:
+            mark_token(a, sizeof a, m->row_labels, m->rows, mk->a);
+            w = snprintf(buf + n, cap - n, "%srow and column %s", sep, a);
+            break;
+        case TS_LESSON_MARK_CELL:
+            if (mk->a >= m->rows || mk->b >= m->cols) break;
+            mark_token(a, sizeof a, m->row_labels, m->rows, mk->a);
+            mark_token(b, sizeof b, m->col_labels, m->cols, mk->b);
+            mark_value(val, sizeof val, at(m, mk->a, mk->b));
+            w = snprintf(buf + n, cap - n, "%srow %s, column %s: %s", sep, a, b, val);
+            break;
+        default: break;
+        }
+        if (w < 0) break;
+        n += (size_t)w < cap - n ? (size_t)w : cap - n - 1;
+    }
+}
+
 /* ---- drawing the view ---------------------------------------------------------------- */
 
 /* A layout of markup in DejaVu Sans: max_w > 0 bounds its width, where it
@@ -502,6 +565,22 @@ static ts_status draw_pane(cairo_t *cr, const ts_lesson_page *p, const pane *v, 
         r.y += h + 4;
         r.h -= h + 4;
     }
+    /* the frames' legend: a line under the view, where it covers no cell */
+    char legend[512];
+    mark_legend(legend, sizeof legend, p->st, v);
+    if (legend[0]) {
+        char *esc = g_markup_escape_text(legend, -1);
+        PangoFontDescription *fd;
+        PangoLayout *lay = pen_layout(cr, esc, 12, false, r.w - 8, true, &fd);
+        int lh;
+        pango_layout_get_size(lay, NULL, &lh);
+        pango_font_description_free(fd);
+        g_object_unref(lay);
+        double h = (double)lh / PANGO_SCALE;
+        pen_wrapped(cr, esc, 12, false, INK, r.x + 4, r.y + r.h - h, r.w - 8);
+        g_free(esc);
+        r.h -= h + 6;
+    }
     int pw = 1000, ph = 560;
     if (v->sc) ts_scene_size(v->sc, &pw, &ph);
     double s = fmin(1.0, fmin(r.w / pw, r.h / ph));
@@ -547,6 +626,13 @@ static ts_status draw_pane(cairo_t *cr, const ts_lesson_page *p, const pane *v, 
 static ts_status draw_views(cairo_t *cr, ts_lesson_page *p, ts_render_rect r) {
     bool marked = false;
     ts_status st = TS_OK;
+    /* the step's caption: a band under the views, in the figure (its figures are expect:'s) */
+    const char *caption = ts_lesson_step_value(p->st, "caption");
+    if (caption) {
+        double ch = ceil(ts_render_caption_block(cr, (ts_render_rect){r.x, 0, r.w, 0}, caption, false));
+        ts_render_caption_block(cr, (ts_render_rect){r.x, r.y + r.h - ch, r.w, ch}, caption, true);
+        r.h -= ch + 6;
+    }
     if (p->n_views == 1) {
         st = draw_pane(cr, p, &p->view[0], r, &marked);
     } else {
@@ -905,7 +991,7 @@ ts_status ts_lesson_export(const ts_lessonrun *r, const char *dir, ts_figure_for
         ts_status st = ts_lesson_page_build(&p, r, i);
         if (st) return st;
         ts_lesson_page_free(p);
-        TS_TRY(ts_lesson_page_check_quotes(r, i, scale)); /* a quoted number the page does not show */
+        TS_TRY(ts_lesson_page_check_quotes(r, i, scale, NULL)); /* a quoted number the page does not show */
     }
     TS_TRY(ts_mkdir_p(dir)); /* `--export out/lesson-01` works in a fresh tree */
     for (int i = 0; i < r->lesson->n_steps; i++) {

@@ -65,6 +65,26 @@ static const char *axis_name(ts_scene *job, const ts_trace_step *s, const ts_ten
     return d == t->rank - 1 ? "last dim" : "dim";
 }
 
+/* An ablation sweep's (layers, heads + 1) columns by name, "head 0" ...
+ * "FFN", so no column is read by its index alone. False when the step is
+ * not one (or memory ran out: the indices stay). */
+static bool sweep_columns(ts_scene *job, const ts_trace_step *s, const ts_tensor *t, ts_render_matrix *m) {
+    if (s->tag != TS_TAG_HEAD_SCORES || t->rank != 2 || strncmp(s->name, "ablate.", 7) != 0) return false;
+    int n = (int)t->shape[1];
+    if (n < 2 || n > 4096) return false;
+    const char **labels = scene_own(job, sizeof *labels * (size_t)n);
+    char *text = scene_own(job, (size_t)n * 16);
+    if (!labels || !text) return false;
+    for (int j = 0; j < n; j++) {
+        char *at = text + (size_t)j * 16;
+        if (j == n - 1) snprintf(at, 16, "FFN");
+        else snprintf(at, 16, "head %d", j);
+        labels[j] = at;
+    }
+    m->col_labels = labels;
+    return true;
+}
+
 /* A whole number of the traced model's config ("heads", "d_model"); 0 when
  * the trace does not say. */
 static int config_int(ts_scene *job, const char *key) {
@@ -181,6 +201,7 @@ ts_status scene_build_tensor(ts_scene *job, int64_t i) {
     bool logits = s->tag == TS_TAG_LOGITS || strcmp(s->name, "logits") == 0 || strcmp(s->name, "grad.logits") == 0;
     if (logits && !job->m[0].col_labels && c == t.rank - 1) job->m[0].col_labels = scene_words_of_ids(job, t.shape[c]);
     if (c >= 0 && c == t.rank - 1) column_groups(job, s, &job->m[0]);
+    bool sweep = c == 1 && sweep_columns(job, s, &t, &job->m[0]);
     if ((rc = step_stats(job->t, i, &job->stats, &job->hist))) return rc;
     char shape[TS_SHAPE_TEXT_MAX];
     scene_shape_text(shape, sizeof shape, s);
@@ -195,7 +216,7 @@ ts_status scene_build_tensor(ts_scene *job, int64_t i) {
     job->view = TS_RENDER_VIEW_HEATMAP;
     job->tensor = (ts_render_tensor_view){.slice = job->m[0], .title = job->title, .subtitle = job->subtitle,
                                         .row_axis = job->m[0].row_labels && s->rank == 4 ? "token" : axis_name(job, s, &t, r, job->m[0].row_labels != NULL),
-                                        .col_axis = job->m[0].col_labels ? "next token (the vocabulary)" : axis_name(job, s, &t, c, false),
+                                        .col_axis = sweep ? "what is knocked out" : job->m[0].col_labels ? "next token (the vocabulary)" : axis_name(job, s, &t, c, false),
                                         .stats = s->has_stats ? &job->stats : NULL,
                                         .hist = s->has_stats ? &job->hist : NULL};
     if (scene_is_probability(s)) job->tensor.fixed_scale = true, job->tensor.scale = scene_probability_scale;
