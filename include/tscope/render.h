@@ -177,6 +177,7 @@ typedef struct ts_render_heatmap_opts {
     ts_render_values values;
     bool stretch;    /* cells may be non-square (up to 1:4) to fill the area */
     bool no_colorbar;
+    const char *bar_label; /* what a colour means, along the colour bar ("attention weight"); NULL: "value" */
 } ts_render_heatmap_opts;
 
 /* One matrix: an attention head, a PE table, a 2-D slice of any tensor. */
@@ -196,6 +197,7 @@ typedef struct ts_render_grid_opts {
     const char *const *group_labels;    /* n / group entries: "kv 0 \xc2\xb7 heads 0, 1" */
     bool fixed_scale;                   /* otherwise one auto scale for all panels */
     ts_render_scale scale;
+    const char *bar_label;              /* what a colour means, along the colour bar; NULL: "value" */
 } ts_render_grid_opts;
 
 /* Several matrices with one colour scale: all heads of a layer, or (with row
@@ -350,6 +352,7 @@ typedef struct ts_render_tensor_view {
     const ts_trace_stats *stats; /* optional (ts_trace_stats_compute) */
     const ts_render_hist *hist;   /* optional */
     bool fixed_scale;
+    const char *bar_label; /* what a colour means, along the colour bar; NULL: "value" */
     ts_render_scale scale;
 } ts_render_tensor_view;
 
@@ -450,6 +453,13 @@ void ts_render_set_font(const char *family);
  * size. Views lay out around the measured text, so cells shrink, not text. */
 void ts_render_set_font_scale(double scale);
 double ts_render_font_scale(void);
+
+/* Every text at least `size` device units high (0, the default: no floor),
+ * whatever scale a view is drawn at: the site's figures, shown at one CSS
+ * pixel a point, keep their smallest text readable on screen. A cell too
+ * small for its number at this size shows its colour only. */
+void ts_render_set_min_text(double size);
+double ts_render_min_text(void);
 
 /* A caption under a figure: text wrapped to area's width below a thin
  * rule; returns the height it takes; draws only when `draw`. */

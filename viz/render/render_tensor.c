@@ -67,6 +67,7 @@ ts_status ts_render_tensor(cairo_t *cr, ts_render_rect area, const ts_render_ten
         .fixed_scale = v->fixed_scale,
         .scale = v->scale,
         .stretch = true,
+        .bar_label = v->bar_label,
     };
     ts_render_layout local;
     ts_render_layout *l = layout ? layout : &local;
