@@ -126,6 +126,7 @@ void ts_render_hist_compute(ts_render_hist *h, const float *values, int64_t n, i
 typedef struct ts_render_state {
     int row0, col0;   /* first visible cell (pan) */
     int rows, cols;   /* number of visible cells (zoom); 0: all that fit */
+    bool stretch;     /* a zoom's cells may be wider than tall (up to 1:4) for the numbers in them */
     bool highlight;   /* draw a frame around (hl_row, hl_col) of panel hl_panel */
     int hl_panel, hl_row, hl_col;
 } ts_render_state;

@@ -295,7 +295,10 @@ static ts_status write_step(ts_site *site, const ts_lessonrun *r, const site_les
     snprintf(svg_path, sizeof svg_path, "%s/.step%02d.svg", ldir, i + 1);
     snprintf(page_title, sizeof page_title, "%s, step %d of %d", l->title, i + 1, l->n_steps);
     fig_ctx fc = {pg};
-    ts_figure_spec spec = {.format = TS_FIGURE_SVG, .width = FIG_W, .height = FIG_H, .scale = 1, .title = page_title,
+    /* a zoom beside another view: the two go one above the other (ts_lesson_page_draw_figure), a square figure */
+    bool two_zoomed = st->zoomed && (st->compare_with || st->compare_run);
+    ts_figure_spec spec = {.format = TS_FIGURE_SVG, .width = FIG_W, .height = two_zoomed ? FIG_W : FIG_H, .scale = 1,
+                           .title = page_title,
                            .desc = caption, .svg_pixelated = true};
     s = ts_figure_write(svg_path, &spec, draw_fig, &fc);
     if (!s && i == 0) {

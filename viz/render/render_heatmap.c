@@ -169,8 +169,11 @@ static void draw_values(ts_render__pen *p, const ts_render_matrix *m, const ts_r
             if (len > longest) longest = len;
         }
     /* One size for all cells, so the numbers read as a table. */
-    double size = fmin(c->cell_h * 0.36, c->cell_w / (0.62 * (double)longest + 0.9));
+    double wide = c->cell_w / (0.62 * (double)longest + 0.9), size = fmin(c->cell_h * 0.36, wide);
     if (size > 14) size = 14;
+    /* under a text floor (ts_render_set_min_text), a number the floor would hide may fill more of its cell */
+    double floor_size = ts_render_min_text() * ts_render__pixel(p->cr);
+    if (size < floor_size && floor_size <= fmin(c->cell_h * 0.7, wide)) size = floor_size;
     /* numbers under 9 device pixels cannot be read (tests/readability_test.sh):
      * a cell that small shows its colour only */
     if (size / ts_render__pixel(p->cr) < fmax(9.0, ts_render_min_text())) return;
@@ -594,7 +597,7 @@ ts_status ts_render_heatmap(cairo_t *cr, ts_render_rect area, const ts_render_ma
         if (c.cols < 1) c.cols = 1;
         if (c.rows < 1) c.rows = 1;
         double cw = avail_w / c.cols, ch = avail_h / c.rows;
-        if (o->stretch) {
+        if (o->stretch || (st && st->stretch && st->rows > 0)) {
             /* Up to 1:4, and rows at least a label tall: a few tokens over
              * hundreds of one-pixel features read as rows, not a thin band. */
             cw = fmin(cw, 4 * ch);
@@ -604,7 +607,7 @@ ts_status ts_render_heatmap(cairo_t *cr, ts_render_rect area, const ts_render_ma
         }
         c.cell_w = fit_cell(cr, cw * c.cols, c.cols);
         c.cell_h = fit_cell(cr, ch * c.rows, c.rows);
-        if (!o->stretch) c.cell_w = c.cell_h = fmin(c.cell_w, c.cell_h);
+        if (!(o->stretch || (st && st->stretch && st->rows > 0))) c.cell_w = c.cell_h = fmin(c.cell_w, c.cell_h);
         /* Index labels (no names given) read best level, thinned. */
         if (flat_w > 0 || (m->col_labels && col_w + 6 > c.cell_w)) {
             if (pass < 2) pass = 1; /* the two passes are done; a third only for the note */
@@ -670,8 +673,8 @@ ts_status ts_render_heatmap(cairo_t *cr, ts_render_rect area, const ts_render_ma
                                partial ? " (one pixel a cell)" : "");
     if (note[0]) {
         ts_render__font nf = ts_render__font_of(TS_RENDER__TICK_SIZE, TS_RENDER__ITALIC, ts_render__muted);
-        nf.max_w = area.x + area.w - c.grid.x; /* wrapped under the cells when the text is large */
-        nf.max_lines = 2;
+        nf.max_w = fmax(c.grid.w, 120); /* wrapped under the cells when the text is large */
+        nf.max_lines = 3;
         ts_render__text(&pen, note, &nf, c.grid.x, c.grid.y + c.grid.h + 4, 0, 0, 0);
     }
     if (layout) {
