@@ -672,9 +672,19 @@ ts_status ts_render_heatmap(cairo_t *cr, ts_render_rect area, const ts_render_ma
                                c.row0, c.row0 + c.rows - 1, m->rows, c.col0, c.col0 + c.cols - 1, m->cols,
                                partial ? " (one pixel a cell)" : "");
     if (note[0]) {
+        /* one line under the cells: shorter when the long one does not fit */
         ts_render__font nf = ts_render__font_of(TS_RENDER__TICK_SIZE, TS_RENDER__ITALIC, ts_render__muted);
-        nf.max_w = fmax(c.grid.w, 120); /* wrapped under the cells when the text is large */
-        nf.max_lines = 3;
+        double room = area.x + area.w - pad - c.grid.x, w;
+        ts_render__measure(&pen, note, &nf, &w, NULL);
+        if (w > room) {
+            snprintf(note, sizeof note, "rows %d\xe2\x80\x93%d of %d, columns %d\xe2\x80\x93%d of %d", c.row0,
+                     c.row0 + c.rows - 1, m->rows, c.col0, c.col0 + c.cols - 1, m->cols);
+            ts_render__measure(&pen, note, &nf, &w, NULL);
+        }
+        if (w > room)
+            snprintf(note, sizeof note, "rows %d\xe2\x80\x93%d, cols %d\xe2\x80\x93%d", c.row0, c.row0 + c.rows - 1,
+                     c.col0, c.col0 + c.cols - 1);
+        nf.max_w = room;
         ts_render__text(&pen, note, &nf, c.grid.x, c.grid.y + c.grid.h + 4, 0, 0, 0);
     }
     if (layout) {
