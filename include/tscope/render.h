@@ -505,7 +505,7 @@ typedef struct ts_render_text_info {
     const char *text;
     double font_px, line_px;
     double x, y;
-    double w, h;     /* its logical extents in device pixels (unturned) */
+    double w, h;     /* its logical box on the device: x, y its top left (a turned label's box turned too) */
     bool ellipsized; /* cut short with "…" to fit a width */
 } ts_render_text_info;
 typedef void (*ts_render_text_probe)(void *ctx, const ts_render_text_info *t);

@@ -145,13 +145,18 @@ static void probe_layout(cairo_t *cr, PangoLayout *layout) {
     cairo_matrix_t m;
     cairo_get_matrix(cr, &m);
     double k = sqrt(fabs(m.xx * m.yy - m.xy * m.yx));
-    double x = 0, y = 0;
-    if (cairo_has_current_point(cr)) cairo_get_current_point(cr, &x, &y);
-    cairo_user_to_device(cr, &x, &y);
+    double ux = 0, uy = 0;
+    if (cairo_has_current_point(cr)) cairo_get_current_point(cr, &ux, &uy);
     PangoRectangle ext;
     pango_layout_get_extents(layout, NULL, &ext);
-    ts_render_text_info info = {text, font * k, (isfinite(line) ? line : font) * k, x, y,
-                                (double)ext.width / PANGO_SCALE * k, (double)ext.height / PANGO_SCALE * k,
+    /* where the layout's box lands on the device: its corners through the matrix (a turned label too) */
+    double x0 = INFINITY, y0 = INFINITY, x1 = -INFINITY, y1 = -INFINITY;
+    for (int c = 0; c < 4; c++) {
+        double x = ux + (c & 1 ? (double)ext.width / PANGO_SCALE : 0), y = uy + (c & 2 ? (double)ext.height / PANGO_SCALE : 0);
+        cairo_user_to_device(cr, &x, &y);
+        x0 = fmin(x0, x), y0 = fmin(y0, y), x1 = fmax(x1, x), y1 = fmax(y1, y);
+    }
+    ts_render_text_info info = {text, font * k, (isfinite(line) ? line : font) * k, x0, y0, x1 - x0, y1 - y0,
                                 pango_layout_is_ellipsized(layout) != 0};
     probe_fn(probe_ctx, &info);
 }
