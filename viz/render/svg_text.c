@@ -171,7 +171,9 @@ static void emit_run(cairo_t *cr, PangoLayout *layout, PangoLayoutRun *run, doub
             ts_render_svg_escape(b, fam, (size_t)-1);
             ts_text_buf_str(b, "\"");
         }
-        ts_text_buf_printf(b, " font-size=\"%.2f\"", size);
+        /* pango describes a font by its size on the device; the <text> is in user units (its transform) */
+        double k = sqrt(fabs(m.xx * m.yy - m.xy * m.yx));
+        ts_text_buf_printf(b, " font-size=\"%.2f\"", k > 0 ? size / k : size);
         if (weight >= PANGO_WEIGHT_SEMIBOLD) ts_text_buf_printf(b, " font-weight=\"%d\"", weight >= 700 ? 700 : weight);
         if (style != PANGO_STYLE_NORMAL) ts_text_buf_str(b, " font-style=\"italic\"");
         char fill[8];
