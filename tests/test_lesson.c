@@ -102,6 +102,8 @@ static void every_lesson_parses(void **state) {
         if (l.n_steps < 4 || l.n_steps > 12) fail_msg("%s has %d steps, not 4-12", e[i].path, l.n_steps);
         assert_true(strlen(l.title) > 0);
         assert_true(l.intro.n_blocks > 0);
+        if (!l.summary || strlen(l.summary) < 40)
+            fail_msg("%s has no 'summary:' of a sentence in its front matter (the site's index prints it)", e[i].path);
         for (int s = 0; s < l.n_steps; s++) {
             const ts_lesson_step *st_ = &l.steps[s];
             if (st_->narration.n_blocks == 0 || st_->title[0] == '\0')
@@ -183,6 +185,15 @@ static const bad_case bad_cases[] = {
     {"# T\r\n\r\n```tscope setup\r\npreset: tiny\r\n```\r\n```tscope step\r\ntensor: input\r\nlayer: x\r\n```\r\n",
      "bad.md:8: 'layer' expects a whole number, not 'x'"},
     {"# T\n\n```tscope setup\ntext: \"unterminated\n```\n" STEP, "bad.md:4: a quoted value must end with '\"'"},
+    /* the front matter: one key, summary */
+    {"---\nsummary: One sentence.\n" HEAD STEP,
+     "bad.md:1: the front matter opened by '---' on line 1 is not closed: end it with a '---' line before the '# Title'"},
+    {"---\nsumary: One sentence.\n---\n" HEAD STEP,
+     "bad.md:2: unknown key 'sumary' in a front-matter block (did you mean 'summary'?)"},
+    {"---\nsummary: One.\nsummary: Two.\n---\n" HEAD STEP, "bad.md:3: 'summary' is given twice (first on line 2)"},
+    {"---\nsummary:\n---\n" HEAD STEP, "bad.md:2: 'summary' needs a value"},
+    {"---\nsummary: A.\n---\n\nText before the title.\n" HEAD STEP,
+     "bad.md:5: a lesson begins with its title as a '# Title' heading"},
 };
 
 /* --check lists every problem of a lesson in one run, in the order of the
@@ -220,6 +231,26 @@ static void errors_name_file_and_line(void **state) {
         assert_null(l.steps); /* a failed parse leaves nothing to free */
         ts_lesson_free(&l);
     }
+}
+
+/* The front matter's summary is the lesson's; the title and lines after it are as without it. */
+static void front_matter_summary(void **state) {
+    (void)state;
+    ts_lesson l;
+    assert_ok(parse(&l, "---\nsummary: \"  Read one head, then knock it out.\"\n---\n" HEAD STEP));
+    assert_string_equal(l.summary, "  Read one head, then knock it out.");
+    assert_string_equal(l.title, "T");
+    assert_int_equal(l.steps[0].line, 10); /* the step block's fence: three lines later than in HEAD STEP */
+    ts_lesson_free(&l);
+    assert_ok(parse(&l, HEAD STEP));
+    assert_null(l.summary);
+    assert_int_equal(l.steps[0].line, 7);
+    ts_lesson_free(&l);
+    char long_one[400] = "---\nsummary: ";
+    memset(long_one + strlen(long_one), 'a', 301);
+    strcat(long_one, "\n---\n" HEAD STEP);
+    assert_int_equal(parse(&l, long_one), TS_ERR_FORMAT);
+    assert_string_equal(ts_last_error(), "bad.md:2: 'summary' is 301 bytes long, more than the 300 a summary can be");
 }
 
 static void good_variants_parse(void **state) {
@@ -538,6 +569,7 @@ int main(void) {
         cmocka_unit_test(every_lesson_parses),
         cmocka_unit_test(errors_name_file_and_line),
         cmocka_unit_test(every_problem_in_one_parse),
+        cmocka_unit_test(front_matter_summary),
         cmocka_unit_test(good_variants_parse),
         cmocka_unit_test(narration_blocks),
         cmocka_unit_test(block_text_is_plain),

@@ -176,8 +176,21 @@ expect 0 "tscope html" -- "$bin" html assets/induction-2l.tstrace -o "$tmp/html"
 echo "$out"
 case $out in *"527 steps"*"index.html"*) ok ;; *) bad "tscope html said: $out" ;; esac
 [ "$(find "$tmp/html/s" -name '*.svg' | wc -l)" -ge 527 ] && ok || bad "fewer figures than records in $tmp/html/s"
-echo "tscope html: $(du -sh "$tmp/html" | cut -f1) for a $(du -sh assets/induction-2l.tstrace | cut -f1) trace"
-browser html_test.js "$tmp/html"
+# at most 15 MB: a heatmap's cells are data its figure's script reads, not an element each
+bytes=$(find "$tmp/html" -type f -printf '%s\n' | awk '{ n += $1 } END { print n + 0 }')
+echo "tscope html: $(awk -v b="$bytes" 'BEGIN { printf "%.1f", b / 1e6 }') MB in its files for a $(du -sh assets/induction-2l.tstrace | cut -f1) trace (at most 15 MB)"
+[ "$bytes" -le 15000000 ] && ok || bad "tscope html of the induction trace is $bytes bytes, more than 15 MB"
+# what the trace holds at head 2's row 40, column 9 in the second-last snapshot, for the hover
+"$bin" export assets/induction-2l.tstrace --npz "$tmp/attn.npz" --only decoder.layers.1.self_attn.weights >/dev/null
+py=python3
+[ -x /usr/bin/python3 ] && py=/usr/bin/python3 # Debian's, with python3-numpy (scripts/deps.sh)
+want=$("$py" -c '
+import sys, numpy as np
+z = np.load(sys.argv[1])
+names = sorted(z.files, key=lambda n: int(n.split("@")[1]) if "@" in n else 0)
+a = z[names[-2]]
+print(repr(float(a.reshape((-1,) + a.shape[-3:])[0, 2, 40, 9])))' "$tmp/attn.npz") || bad "no value of row 40, column 9 from the trace"
+browser html_test.js "$tmp/html" $want
 
 # bad requests
 expect 2 "html without -o" -- "$bin" html assets/induction-2l.tstrace

@@ -156,6 +156,7 @@ typedef struct ts_lesson_step {
 typedef struct ts_lesson {
     char *path;   /* the name used in messages: the file as given */
     char *title;  /* from the `# Title` heading */
+    char *summary; /* the front matter's `summary:`, one sentence for an index; NULL when none */
     ts_lesson_narration intro; /* Markdown before the first step (setup blocks left out) */
     ts_lesson_setup *setups;   /* [0] is "main" */
     int n_setups;

@@ -127,6 +127,7 @@ void ts_render_hist_compute(ts_render_hist *h, const float *values, int64_t n, i
 typedef struct ts_render_state {
     int row0, col0;   /* first visible cell (pan) */
     int rows, cols;   /* number of visible cells (zoom); 0: all that fit */
+    bool stretch;     /* a zoom's cells may be wider than tall (up to 1:4) for the numbers in them */
     bool highlight;   /* draw a frame around (hl_row, hl_col) of panel hl_panel */
     int hl_panel, hl_row, hl_col;
 } ts_render_state;
@@ -178,6 +179,7 @@ typedef struct ts_render_heatmap_opts {
     ts_render_values values;
     bool stretch;    /* cells may be non-square (up to 1:4) to fill the area */
     bool no_colorbar;
+    const char *bar_label; /* what a colour means, along the colour bar ("attention weight"); NULL: "value" */
 } ts_render_heatmap_opts;
 
 /* One matrix: an attention head, a PE table, a 2-D slice of any tensor. */
@@ -197,6 +199,7 @@ typedef struct ts_render_grid_opts {
     const char *const *group_labels;    /* n / group entries: "kv 0 \xc2\xb7 heads 0, 1" */
     bool fixed_scale;                   /* otherwise one auto scale for all panels */
     ts_render_scale scale;
+    const char *bar_label;              /* what a colour means, along the colour bar; NULL: "value" */
 } ts_render_grid_opts;
 
 /* Several matrices with one colour scale: all heads of a layer, or (with row
@@ -351,6 +354,7 @@ typedef struct ts_render_tensor_view {
     const ts_trace_stats *stats; /* optional (ts_trace_stats_compute) */
     const ts_render_hist *hist;   /* optional */
     bool fixed_scale;
+    const char *bar_label; /* what a colour means, along the colour bar; NULL: "value" */
     ts_render_scale scale;
 } ts_render_tensor_view;
 
@@ -452,6 +456,13 @@ void ts_render_set_font(const char *family);
 void ts_render_set_font_scale(double scale);
 double ts_render_font_scale(void);
 
+/* Every text at least `size` device units high (0, the default: no floor),
+ * whatever scale a view is drawn at: the site's figures, shown at one CSS
+ * pixel a point, keep their smallest text readable on screen. A cell too
+ * small for its number at this size shows its colour only. */
+void ts_render_set_min_text(double size);
+double ts_render_min_text(void);
+
 /* A caption under a figure: text wrapped to area's width below a thin
  * rule; returns the height it takes; draws only when `draw`. */
 double ts_render_caption_block(cairo_t *cr, ts_render_rect area, const char *text, bool draw);
@@ -495,7 +506,7 @@ typedef struct ts_render_text_info {
     const char *text;
     double font_px, line_px;
     double x, y;
-    double w, h;     /* its logical extents in device pixels (unturned) */
+    double w, h;     /* its logical box on the device: x, y its top left (a turned label's box turned too) */
     bool ellipsized; /* cut short with "…" to fit a width */
 } ts_render_text_info;
 typedef void (*ts_render_text_probe)(void *ctx, const ts_render_text_info *t);

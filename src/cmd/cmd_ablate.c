@@ -132,7 +132,7 @@ static int run(const ablate_opts *o) {
                  sw.base, sweep_cli_file_name(o->load));
     sweep_figure f = {.path = path, .title = title, .subtitle = sub, .row_axis = "layer", .col_axis = "knocked out",
                       .values = span ? sw.delta_span : sw.delta, .rows = L, .cols = H + 1, .row_labels = rl,
-                      .col_labels = cl, .look = &o->look};
+                      .col_labels = cl, .bar_label = "loss change (nats)", .look = &o->look};
     if ((st = sweep_cli_figure(&f))) rc = ts_cli_error("ablate", "%s", ts_last_error());
     else printf("wrote %s\n", path);
 out:

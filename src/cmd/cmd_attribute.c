@@ -203,7 +203,7 @@ static ts_status all_positions(const attr_opts *o, const ts_dla *d, const ts_lmt
                               "to the logit \xc2\xb7 %s", sweep_cli_file_name(o->load));
     sweep_figure f = {.path = path, .title = title, .subtitle = sub, .row_axis = "part", .col_axis = "position",
                       .values = cells, .rows = P, .cols = S, .row_labels = rl, .col_labels = cl,
-                      .look = &o->look};
+                      .bar_label = "share of the logit", .look = &o->look};
     if (!(st = sweep_cli_figure(&f))) printf("wrote %s\n", path);
 out:
     free(rows), free(cols), free(rl), free(cl), free(cells);

@@ -135,7 +135,8 @@ static int run(const patch_opts *o) {
                               "corrupted %.2f) \xc2\xb7 * where the texts differ", sw.clean_diff, sw.corrupt_diff);
     sweep_figure f = {.path = path, .title = title, .subtitle = sub, .row_axis = "patched step",
                       .col_axis = "position (corrupted text)", .values = sw.restored, .rows = sw.rows, .cols = S,
-                      .row_labels = sl, .col_labels = cl, .unit = true, .look = &o->look};
+                      .row_labels = sl, .col_labels = cl, .unit = true, .bar_label = "fraction restored",
+                      .look = &o->look};
     if ((st = sweep_cli_figure(&f))) rc = ts_cli_error("patch", "%s", ts_last_error());
     else printf("wrote %s\n", path);
     free(short_rows), free(sl);

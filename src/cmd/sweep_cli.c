@@ -111,7 +111,7 @@ static ts_status draw_heatmap(void *ctx, cairo_t *cr, double w, double h) {
     ts_render_heatmap_opts o = {.title = title, .subtitle = f->subtitle, .row_axis = f->row_axis,
                                 .col_axis = f->col_axis, .fixed_scale = true,
                                 .scale = {.cmap = TS_CMAP_COOLWARM, .vmin = -a, .vmax = a},
-                                .values = TS_RENDER_VALUES_ALWAYS, .stretch = true};
+                                .values = TS_RENDER_VALUES_ALWAYS, .stretch = true, .bar_label = f->bar_label};
     return ts_render_heatmap(cr, (ts_render_rect){0, 0, w, h}, &m, &o, NULL, NULL);
 }
 

@@ -50,6 +50,7 @@ typedef struct sweep_figure {
     int rows, cols;
     const char *const *row_labels, *const *col_labels;
     bool unit; /* a fraction restored: -1..1 fixed */
+    const char *bar_label; /* what a colour means, along the colour bar */
     const sweep_look *look; /* may be NULL: the command's own title, no caption */
 } sweep_figure;
 

@@ -335,6 +335,7 @@ void ts_lesson_free(ts_lesson *l) {
     if (!l) return;
     free(l->path);
     free(l->title);
+    free(l->summary);
     free_narration(&l->intro);
     for (int i = 0; i < l->n_setups; i++) {
         free(l->setups[i].name);
@@ -355,10 +356,34 @@ void ts_lesson_free(ts_lesson *l) {
     memset(l, 0, sizeof *l);
 }
 
+/* Whether line is "---" (spaces after it allowed): a front matter's fence. */
+static bool front_fence(const parser *p, int line) {
+    const char *s;
+    size_t n;
+    lp_line_text(p, line, &s, &n);
+    while (n > 3 && (s[n - 1] == ' ' || s[n - 1] == '\t')) n--;
+    return n == 3 && memcmp(s, "---", 3) == 0;
+}
+
+/* An optional front matter: a "---" first line, `key: value` lines, a
+ * closing "---". Sets p->body to the line after it. */
+static ts_status front_matter(parser *p) {
+    p->body = 1;
+    if (p->n_lines < 1 || p->len == 0 || !front_fence(p, 1)) return TS_OK;
+    int close = 2;
+    while (close <= p->n_lines && !front_fence(p, close)) close++;
+    if (close > p->n_lines)
+        return lp_fail_line(p, 1, "the front matter opened by '---' on line 1 is not closed: end it with a '---' line "
+                                  "before the '# Title'");
+    p->body = close + 1;
+    return lp_front_matter(p, 2, close - 1);
+}
+
 static ts_status parse_document(parser *p) {
     ts_lesson *l = p->lesson;
     if (index_lines(p) != TS_OK) return p->st;
-    int first = 1;
+    if (front_matter(p) != TS_OK) return p->st;
+    int first = p->body;
     while (first <= p->n_lines && lp_blank_line(p, first)) first++;
     if (first > p->n_lines)
         return lp_fail_line(p, 1, "empty lesson: it needs a '# Title', a ```tscope setup block and ```tscope step blocks");
@@ -369,7 +394,9 @@ static ts_status parse_document(parser *p) {
     md.enter_span = lp_on_enter_span;
     md.leave_span = lp_on_leave_span;
     md.text = lp_on_text;
-    int rc = md_parse(p->text, (MD_SIZE)p->len, &md, p);
+    /* md4c reads what follows the front matter; its pointers still point into p->text */
+    size_t body = p->body <= p->n_lines ? p->line_start[p->body - 1] : p->len;
+    int rc = md_parse(p->text + body, (MD_SIZE)(p->len - body), &md, p);
     if (p->st != TS_OK) return p->st;
     if (rc != 0) return lp_oom(p);
     if (p->title_state == 1) lp_end_title(p);

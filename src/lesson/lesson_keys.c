@@ -113,6 +113,12 @@ static const keydef step_keys[] = {
     {"caption", V_STRING, NULL, 0, 0, false, false},   /* a line drawn under the view: figures expect: checks */
 };
 
+/* The front matter's keys (a `---` block before the title): what a lesson
+ * says of itself to a list of lessons, such as the site's index. */
+static const keydef front_keys[] = {
+    {"summary", V_STRING, NULL, 0, 0, false, false}, /* one sentence for the index */
+};
+
 #define N_SETUP_KEYS (int)(sizeof setup_keys / sizeof setup_keys[0])
 #define N_STEP_KEYS (int)(sizeof step_keys / sizeof step_keys[0])
 
@@ -261,12 +267,15 @@ static ts_status parse_ints(parser *p, int line, const char *key, const char *va
 /* Check one value against its definition. */
 #define MAX_VALUE 65536 /* bytes: a setup's value becomes one argument of the tscope it runs */
 #define MAX_TITLE 200   /* bytes: a title is one line above the figure */
+#define MAX_SUMMARY 300 /* bytes: a summary is one sentence on the index's card */
 
 static ts_status check_value(parser *p, const keydef *d, int line, const char *v) {
-    size_t len = strlen(v), most = strcmp(d->key, "title") == 0 ? MAX_TITLE : MAX_VALUE;
+    size_t len = strlen(v), most = strcmp(d->key, "title") == 0     ? MAX_TITLE
+                                   : strcmp(d->key, "summary") == 0 ? MAX_SUMMARY
+                                                                    : MAX_VALUE;
     if (len > most)
         return lp_problem(p, line, "'%s' is %zu bytes long, more than the %zu a%s can be", d->key, len, most,
-                          most == MAX_TITLE ? " title" : " lesson's value");
+                          most == MAX_TITLE ? " title" : most == MAX_SUMMARY ? " summary" : " lesson's value");
     switch (d->kind) {
     case V_INT: {
         long x;
@@ -451,6 +460,23 @@ const ts_lesson_kv *lp_find_kv(const ts_lesson_kv *kvs, int n, const char *key) 
     for (int i = 0; i < n; i++)
         if (strcmp(kvs[i].key, key) == 0) return &kvs[i];
     return NULL;
+}
+
+/* The front matter's lines [first, last]: its keys read and checked, the
+ * summary kept in the lesson. */
+ts_status lp_front_matter(parser *p, int first, int last) {
+    ts_lesson_kv *kvs = NULL;
+    int n = 0;
+    ts_status st = read_pairs(p, first, last, front_keys, (int)(sizeof front_keys / sizeof front_keys[0]), "front-matter",
+                              &kvs, &n);
+    const ts_lesson_kv *summary = lp_find_kv(kvs, n, "summary");
+    if (st == TS_OK && summary && !(p->lesson->summary = strdup(summary->value))) st = lp_oom(p);
+    for (int i = 0; i < n; i++) {
+        free(kvs[i].key);
+        free(kvs[i].value);
+    }
+    free(kvs);
+    return st;
 }
 
 /* ----------------------------------------------------------- tscope blocks */

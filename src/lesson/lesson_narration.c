@@ -204,7 +204,7 @@ int lp_on_enter_block(MD_BLOCKTYPE type, void *detail, void *user) {
     if (type == MD_BLOCK_DOC || p->skip_depth) return 0;
     if (top && ++p->n_top == 1) {
         if (type != MD_BLOCK_H || ((MD_BLOCK_H_DETAIL *)detail)->level != 1) {
-            int line = 1;
+            int line = p->body;
             while (line < p->n_lines && lp_blank_line(p, line)) line++;
             lp_fail_line(p, line, "a lesson begins with its title as a '# Title' heading");
             return 1;

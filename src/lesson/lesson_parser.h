@@ -34,6 +34,7 @@ typedef struct parser {
     ts_status st;       /* the first failure */
     int depth;          /* blocks open, the document included */
     int n_top;          /* top-level blocks seen */
+    int body;           /* the first line after the front matter (1 when there is none) */
     int title_state;    /* 0 before the title, 1 inside it, 2 after */
     ts_text_buf title;
     int title_last;     /* last line of the title heading */
@@ -96,6 +97,8 @@ int lp_closing_fence(const parser *p, int open, char c);
 bool lp_setup_key_train_only(const char *key); /* a key only `command: train` takes */
 bool lp_setup_key_repeats(const char *key);    /* a key that may be given more than once (text) */
 const ts_lesson_kv *lp_find_kv(const ts_lesson_kv *kvs, int n, const char *key);
+/* The front matter's lines [first, last] (between the `---` lines before the title). */
+ts_status lp_front_matter(parser *p, int first, int last);
 /* A `tscope` block (a setup or a step) at the top level, or nested (an error). */
 ts_status lp_tscope_block(parser *p, const MD_BLOCK_CODE_DETAIL *d, bool top);
 

@@ -1,16 +1,18 @@
 // html_test: `tscope html` on a training trace, in a real browser.
-//   node tests/web/html_test.js DIR
+//   node tests/web/html_test.js DIR [VALUE]
 // The page loads from disk with no console error and no request leaving the
 // folder; the step tree folds by layer and module; the search box filters
 // the names and Enter opens the first match; a step's figure is loaded when
 // it is shown (an SVG with text as text); the snapshot slider and the head
-// choice change the figure and the statistics line; ↓ moves to the next step.
+// choice change the figure and the statistics line; the mouse on a cell of
+// one head shows its value (VALUE: what the trace holds there); ↓ moves to the next step.
 'use strict';
 const path = require('path');
 const t = require('./browser');
 
 (async () => {
-  const [dir] = process.argv.slice(2);
+  const [dir, wantArg] = process.argv.slice(2);
+  const want = wantArg === undefined ? undefined : +wantArg; // head 2's row 40, column 9 at the second-last snapshot
   const browser = await t.launch();
   const page = await t.watchedPage(browser, dir);
   await page.setViewport({ width: 1400, height: 900 });
@@ -86,12 +88,24 @@ const t = require('./browser');
     c = await current();
     t.check(c.data.endsWith('-h2.svg'), `head 2's figure is ${c.data}`);
     t.check(await figureText() > 3, `the figure ${c.data} did not load`);
+    // the mouse on row 40, column 9: the figure's script shows its value, as the trace holds it
     const ff = await figureFrame();
-    const tip = ff ? await ff.evaluate(() => {
-      const r = document.querySelector('.cells rect title');
-      return r ? r.textContent : '';
-    }) : '';
-    t.check(/^head 2 .*row \d+.*column \d+/.test(tip) || /row \d+.*column \d+/.test(tip), `one head's cells have no tooltips: "${tip}"`);
+    const cell = ff ? await ff.evaluate(() => {
+      const p = JSON.parse(document.querySelector('script.ts-cells').textContent).panels[0];
+      const box = document.querySelector('rect.panel[data-panel="0"]').getBoundingClientRect();
+      return { x: box.x + (9 - p.c0 + 0.5) * box.width / p.cols, y: box.y + (40 - p.r0 + 0.5) * box.height / p.rows, d: p.d };
+    }).catch(() => null) : null;
+    t.check(cell !== null, `head 2's figure has no cell data`);
+    if (cell) {
+      const o = await page.$eval('#figure object', e => { const b = e.getBoundingClientRect(); return { x: b.x, y: b.y }; });
+      await page.mouse.move(o.x + cell.x, o.y + cell.y);
+      const tip = await ff.evaluate(() => { const g = document.querySelector('g.tip'); return g && g.style.display !== 'none' ? g.textContent : ''; });
+      console.log(`hovered head 2's row 40, column 9: "${tip}" (the trace: ${want})`);
+      const m = /row 40 .*column 9 .*: (-?[0-9.]+)$/.exec(tip);
+      t.check(m !== null, `the cell under the mouse reads "${tip}", not row 40, column 9's value`);
+      if (m && want !== undefined)
+        t.check(Math.abs(+m[1] - want) <= 0.5 * Math.pow(10, -cell.d) + 1e-9, `row 40, column 9 reads ${m[1]}; the trace holds ${want}`);
+    }
     await page.select('#head', '-1');
     // ↓: the next step
     await page.evaluate(() => document.activeElement && document.activeElement.blur());

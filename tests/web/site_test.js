@@ -2,7 +2,8 @@
 //   node tests/web/site_test.js SITE_DIR SHOTS_DIR
 // Every page loads from disk with no console error and no request leaving
 // the folder; links are relative; the arrow keys, Home and End move through a
-// lesson; a small heatmap's cells carry their tooltips; printed, a step is one
+// lesson; a small heatmap's cell shows its value under the mouse; figure text
+// is at least 12 px on screen in a 1280x800 window; printed, a step is one
 // page. Writes a screenshot of each lesson's first figure, at one CSS pixel
 // a point, to SHOTS_DIR/NAME.png for the shell test to compare with the
 // lesson's PNG export (thumb.png). Prints the load times (budget: 300 ms).
@@ -62,35 +63,70 @@ const t = require('./browser');
   const title = await page.$eval('.count', e => e.textContent);
   t.check(/^step 1 \/ \d+$/.test(title), `${l}: step 1's counter reads "${title}"`);
 
-  // a heatmap cell's tooltip, under the mouse
+  // a heatmap cell's value under the mouse: the figure's script reads it from the figure's data
   let hovered = null;
   for (const file of pages) {
     if (!file.includes('/step')) continue;
     await page.goto(t.fileUrl(file), { waitUntil: 'load' });
-    // a cell with token labels, in the middle of its grid
-    const k = await page.evaluate(() => {
-      const rs = [...document.querySelectorAll('figure svg .cells rect:not(.panel)')];
-      const labelled = rs.map((r, i) => [r, i]).filter(([r]) => /row \d+ ‘.*column \d+ ‘/.test(r.textContent));
-      return labelled.length ? labelled[Math.floor(labelled.length / 2)][1] : -1;
+    // a panel with token labels; the cell in the middle of its grid, in page pixels
+    const at = await page.evaluate(() => {
+      const svg = document.querySelector('figure svg'), json = svg && svg.querySelector('script.ts-cells');
+      if (!json) return null;
+      const panels = JSON.parse(json.textContent).panels;
+      const k = panels.findIndex(p => p.rl && p.cl && Object.keys(p.rl).length && Object.keys(p.cl).length);
+      if (k < 0) return null;
+      const p = panels[k], r = Math.floor(p.rows / 2), c = Math.floor(p.cols / 2);
+      const box = svg.querySelector(`rect.panel[data-panel="${k}"]`).getBoundingClientRect();
+      return { k, row: p.r0 + r, col: p.c0 + c, x: box.x + (c + 0.5) * box.width / p.cols, y: box.y + (r + 0.5) * box.height / p.rows };
     });
-    if (k < 0) continue;
-    const cell = (await page.$$('figure svg .cells rect:not(.panel)'))[k];
-    await cell.hover();
-    hovered = await page.evaluate(k => {
-      const box = document.querySelectorAll('figure svg .cells rect:not(.panel)')[k].getBoundingClientRect();
-      const under = document.elementFromPoint(box.x + box.width / 2, box.y + box.height / 2);
-      const r = document.querySelector('figure svg .cells rect:hover');
-      return { file: location.pathname, tip: r && r.querySelector('title') ? r.querySelector('title').textContent : '',
-               under: under && under.querySelector('title') ? under.querySelector('title').textContent : '' };
-    }, k);
+    if (!at) continue;
+    await page.mouse.move(at.x, at.y);
+    hovered = await page.evaluate(at => {
+      const svg = document.querySelector('figure svg'), tip = svg.querySelector('g.tip');
+      const want = svg.tsCellText ? svg.tsCellText(at.k, at.row, at.col) : null;
+      return { file: location.pathname, tip: tip && tip.style.display !== 'none' ? tip.textContent : '',
+               want: want ? want.text : '', cell: `row ${at.row} · column ${at.col}` };
+    }, at);
     break;
   }
-  t.check(hovered !== null, 'no page has a heatmap with labelled cell tooltips');
+  t.check(hovered !== null, 'no page has a heatmap with labelled cells to read under the mouse');
   if (hovered) {
     console.log(`hovered ${hovered.file}: "${hovered.tip}"`);
-    t.check(/row \d+ ‘.+’ · column \d+ ‘.+’: (-?[0-9.e+-]+|masked|NaN)$/.test(hovered.tip), `the hovered cell's tooltip reads "${hovered.tip}"`);
-    t.check(hovered.under === hovered.tip, 'the element under the mouse is not the cell with the tooltip');
+    t.check(/row \d+ ‘.+’ · column \d+ ‘.+’: (−?∞|-?[0-9.]+|masked|NaN)$/.test(hovered.tip), `the hovered cell reads "${hovered.tip}"`);
+    t.check(hovered.tip === hovered.want, `under the mouse "${hovered.tip}", but that cell is "${hovered.want}"`);
+    const [, r, c] = /row (\d+) .*column (\d+)/.exec(hovered.tip) || [];
+    t.check(`row ${r} · column ${c}` === hovered.cell, `the mouse is on ${hovered.cell}, the tip says row ${r}, column ${c}`);
+    await page.mouse.move(1, 1);
+    const gone = await page.evaluate(() => document.querySelector('figure svg g.tip').style.display === 'none');
+    t.check(gone, 'the cell\'s value stays on screen after the mouse left the cells');
   }
+
+  // figure text on screen in a 1280x800 window: every <text> of every step's figure, its font size
+  // times the figure's scale; the smallest of each lesson printed, none under MIN_PX
+  const MIN_PX = 12;
+  await page.setViewport({ width: 1280, height: 800 });
+  const smallest = {};
+  for (const file of pages) {
+    if (!file.includes('/step')) continue;
+    await page.goto(t.fileUrl(file), { waitUntil: 'load' });
+    const m = await page.evaluate(() => {
+      let low = { px: Infinity, text: '' };
+      for (const e of document.querySelectorAll('figure svg text')) {
+        if (e.closest('g.tip') || !e.textContent.trim()) continue;
+        const ctm = e.getScreenCTM(), px = parseFloat(getComputedStyle(e).fontSize) * Math.hypot(ctm.a, ctm.b);
+        if (px < low.px) low = { px, text: e.textContent };
+      }
+      const svg = document.querySelector('figure svg');
+      return { ...low, wide: svg ? svg.getBoundingClientRect().width : 0 };
+    });
+    const lesson = path.dirname(path.relative(site, file)), step = path.basename(file);
+    if (!smallest[lesson] || m.px < smallest[lesson].px) smallest[lesson] = { ...m, step };
+  }
+  for (const [lesson, m] of Object.entries(smallest).sort()) {
+    console.log(`${lesson}: smallest figure text ${m.px.toFixed(1)} px at 1280x800 (${m.step}, "${m.text.slice(0, 30)}")`);
+    t.check(m.px >= MIN_PX, `${lesson}/${m.step}: figure text "${m.text.slice(0, 40)}" is ${m.px.toFixed(1)} px on screen, under ${MIN_PX}`);
+  }
+  await page.setViewport({ width: 1400, height: 900 });
 
   // printed: one step is one page
   await page.goto(t.fileUrl(path.join(site, l, 'step02.html')), { waitUntil: 'load' });

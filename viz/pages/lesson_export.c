@@ -78,6 +78,7 @@ struct ts_lesson_page {
     int step, n_steps;
     pane view[2];
     int n_views;
+    bool narrow; /* drawn as the site's figure: a zoom's cells stretch for their numbers */
     char axes[32];
     char note[600];
 };
@@ -613,7 +614,7 @@ static ts_status draw_pane(cairo_t *cr, const ts_lesson_page *p, const pane *v, 
         const ts_lesson_step *ls = p->st;
         ts_render_state zs = {.row0 = ls->zoom[0], .col0 = ls->zoom[2],
                               .rows = ls->zoom[1] >= 0 ? ls->zoom[1] - ls->zoom[0] + 1 : 0,
-                              .cols = ls->zoom[3] >= 0 ? ls->zoom[3] - ls->zoom[2] + 1 : 0};
+                              .cols = ls->zoom[3] >= 0 ? ls->zoom[3] - ls->zoom[2] + 1 : 0, .stretch = p->narrow};
         st = ts_scene_draw(v->sc, cr, area, ls->zoomed ? &zs : NULL, &layout);
         if (!st && p->st->n_marks) *marked |= draw_marks(cr, p->st, v, &layout);
     }
@@ -623,7 +624,9 @@ static ts_status draw_pane(cairo_t *cr, const ts_lesson_page *p, const pane *v, 
 
 /* Two views beside each other: the step's own on the left, the comparison on
  * the right (the narration says "left" and "right"). */
-static ts_status draw_views(cairo_t *cr, ts_lesson_page *p, ts_render_rect r) {
+/* Two views side by side, or one above the other when `stack` (a narrow
+ * figure whose zoomed cells need the whole width for their numbers). */
+static ts_status draw_views_stacked(cairo_t *cr, ts_lesson_page *p, ts_render_rect r, bool stack) {
     bool marked = false;
     ts_status st = TS_OK;
     /* the step's caption: a band under the views, in the figure (its figures are expect:'s) */
@@ -635,6 +638,18 @@ static ts_status draw_views(cairo_t *cr, ts_lesson_page *p, ts_render_rect r) {
     }
     if (p->n_views == 1) {
         st = draw_pane(cr, p, &p->view[0], r, &marked);
+    } else if (stack) {
+        double gap = 18;
+        ts_render_rect a = r, b = r;
+        a.h = b.h = (r.h - gap) / 2;
+        b.y = r.y + a.h + gap;
+        st = draw_pane(cr, p, &p->view[0], a, &marked);
+        if (!st) st = draw_pane(cr, p, &p->view[1], b, &marked);
+        set_rgb(cr, RULE);
+        cairo_set_line_width(cr, 1);
+        cairo_move_to(cr, r.x + 8, b.y - gap / 2);
+        cairo_line_to(cr, r.x + r.w - 8, b.y - gap / 2);
+        cairo_stroke(cr);
     } else {
         double gap = 18;
         ts_render_rect a = r, b = r;
@@ -653,6 +668,8 @@ static ts_status draw_views(cairo_t *cr, ts_lesson_page *p, ts_render_rect r) {
     if (p->st->n_dims && (!s0 || s0->tag != TS_TAG_POSENC || s0->op != TS_OP_POSENC)) add_note(p, "dims choose positional-encoding curves only");
     return st;
 }
+
+static ts_status draw_views(cairo_t *cr, ts_lesson_page *p, ts_render_rect r) { return draw_views_stacked(cr, p, r, false); }
 
 /* ---- narration ------------------------------------------------------------------------ */
 
@@ -1177,7 +1194,10 @@ ts_status ts_lesson_handout_write(const ts_lessonrun *r, const char *path, ts_le
 ts_status ts_lesson_page_draw_figure(ts_lesson_page *p, cairo_t *cr, double w, double h) {
     cairo_save(cr);
     fill_rect(cr, (ts_render_rect){0, 0, w, h}, PAPER);
-    ts_status st = draw_views(cr, p, (ts_render_rect){8, 8, w - 16, h - 16});
+    /* the site's figure is narrow: a zoom's two tables of numbers go one above the other, their cells stretched */
+    p->narrow = true;
+    ts_status st = draw_views_stacked(cr, p, (ts_render_rect){8, 8, w - 16, h - 16}, p->st->zoomed);
+    p->narrow = false;
     cairo_restore(cr);
     if (st) return st;
     return cairo_status(cr) == CAIRO_STATUS_SUCCESS

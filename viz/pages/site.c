@@ -22,8 +22,13 @@
 #include "pages/site_assets.h"
 #include "tscope/pages.h"
 
-#define FIG_W 1040.0 /* the figure of a step, in points (CSS pixels at 100%) */
-#define FIG_H 780.0
+/* The figure of a step, in points: CSS pixels, since the page never shows it
+ * smaller than that (style.css). 760 fits beside the narration in a 1280-pixel
+ * window; its text is at least FIG_MIN_TEXT points, so at least that many
+ * pixels on screen (the web test measures it). */
+#define FIG_W 760.0
+#define FIG_H 570.0
+#define FIG_MIN_TEXT 12.5
 
 typedef struct site_lesson {
     char slug[256];
@@ -231,8 +236,10 @@ static void page_head(ts_text_buf *b, const char *title, const char *root) {
     ts_text_buf_printf(b, "</title>\n<link rel=\"stylesheet\" href=\"%sstyle.css\">\n</head>\n", root);
 }
 
-/* The first sentence of the lesson's introduction: the index's line on it. */
+/* The index's line on a lesson: its front matter's summary, written for the
+ * index; a lesson without one, its introduction's first sentence. */
 static char *summary_of(const ts_lesson *l) {
+    if (l->summary) return strdup(l->summary);
     for (int i = 0; i < l->intro.n_blocks; i++) {
         if (l->intro.blocks[i].kind != TS_LESSON_PARA) continue;
         char *t = NULL;
@@ -268,7 +275,11 @@ typedef struct fig_ctx {
 } fig_ctx;
 
 static ts_status draw_fig(void *ctx, cairo_t *cr, double w, double h) {
-    return ts_lesson_page_draw_figure(((fig_ctx *)ctx)->page, cr, w, h);
+    double floor_was = ts_render_min_text();
+    ts_render_set_min_text(FIG_MIN_TEXT);
+    ts_status st = ts_lesson_page_draw_figure(((fig_ctx *)ctx)->page, cr, w, h);
+    ts_render_set_min_text(floor_was);
+    return st;
 }
 
 static ts_status write_step(ts_site *site, const ts_lessonrun *r, const site_lesson *sl, const char *ldir, int i) {
@@ -284,7 +295,10 @@ static ts_status write_step(ts_site *site, const ts_lessonrun *r, const site_les
     snprintf(svg_path, sizeof svg_path, "%s/.step%02d.svg", ldir, i + 1);
     snprintf(page_title, sizeof page_title, "%s, step %d of %d", l->title, i + 1, l->n_steps);
     fig_ctx fc = {pg};
-    ts_figure_spec spec = {.format = TS_FIGURE_SVG, .width = FIG_W, .height = FIG_H, .scale = 1, .title = page_title,
+    /* a zoom beside another view: the two go one above the other (ts_lesson_page_draw_figure), a square figure */
+    bool two_zoomed = st->zoomed && (st->compare_with || st->compare_run);
+    ts_figure_spec spec = {.format = TS_FIGURE_SVG, .width = FIG_W, .height = two_zoomed ? FIG_W : FIG_H, .scale = 1,
+                           .title = page_title,
                            .desc = caption, .svg_pixelated = true};
     s = ts_figure_write(svg_path, &spec, draw_fig, &fc);
     if (!s && i == 0) {
@@ -471,7 +485,7 @@ ts_status ts_site_close(ts_site *s) {
                            l->slug);
         ts_text_buf_str(&b, "the first figure of ");
         esc(&b, l->title);
-        ts_text_buf_str(&b, "\" loading=\"lazy\" width=\"1040\" height=\"780\">\n<h2>");
+        ts_text_buf_printf(&b, "\" loading=\"lazy\" width=\"%.0f\" height=\"%.0f\">\n<h2>", FIG_W, FIG_H);
         if (l->number) ts_text_buf_printf(&b, "<span class=\"num\">%d</span> ", l->number);
         esc(&b, l->title);
         ts_text_buf_str(&b, "</h2></a>\n<p>");

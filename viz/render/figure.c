@@ -51,6 +51,67 @@ static cairo_status_t to_buf(void *closure, const unsigned char *data, unsigned 
     return b->oom ? CAIRO_STATUS_NO_MEMORY : CAIRO_STATUS_SUCCESS;
 }
 
+/* ---- cairo's paths, shorter ----------------------------------------------------------------
+ * cairo writes every stroke property of every path and six decimals of each
+ * coordinate: a trace's pages of ticks and curves were mostly that. Inside
+ * each <path> tag numbers keep two decimals (a hundredth of a point), the
+ * properties equal to SVG's defaults are left out, and cairo's miter limit
+ * (10, not SVG's 4) is said once, on the <svg>, whose paths inherit it. */
+
+static const char *const svg_default_props[] = {
+    "stroke-linecap:butt;", "stroke-linejoin:miter;", "stroke-opacity:1;", "stroke-miterlimit:10;",
+    "fill-opacity:1;",      "fill-rule:nonzero;",     "stroke-width:1;",
+};
+
+/* One tag [s, e) with its numbers shortened, into out. */
+static void short_numbers(ts_text_buf *out, const char *s, const char *e) {
+    while (s < e) {
+        bool starts = (*s >= '0' && *s <= '9') && !(out->len && (isalnum((unsigned char)out->s[out->len - 1]) ||
+                                                                  out->s[out->len - 1] == '#' || out->s[out->len - 1] == '_'));
+        if (!starts) {
+            ts_text_buf_add(out, s++, 1);
+            continue;
+        }
+        const char *q = s;
+        while (q < e && ((*q >= '0' && *q <= '9') || *q == '.')) q++;
+        char num[64], buf[64];
+        size_t n = (size_t)(q - s) < sizeof num - 1 ? (size_t)(q - s) : sizeof num - 1;
+        memcpy(num, s, n);
+        num[n] = '\0';
+        snprintf(buf, sizeof buf, "%.2f", strtod(num, NULL));
+        size_t k = strlen(buf);
+        while (k && buf[k - 1] == '0') k--;
+        if (k && buf[k - 1] == '.') k--;
+        ts_text_buf_add(out, buf, k);
+        s = q;
+    }
+}
+
+/* cairo's SVG body [s, e) with its paths shortened, into out. */
+static void compact_paths(ts_text_buf *out, const char *s, const char *e) {
+    for (;;) {
+        const char *tag = s;
+        while (tag < e && !(e - tag > 5 && memcmp(tag, "<path", 5) == 0 && (tag[5] == ' ' || tag[5] == '/'))) tag++;
+        ts_text_buf_add(out, s, (size_t)(tag - s));
+        if (tag >= e) return;
+        const char *end = memchr(tag, '>', (size_t)(e - tag));
+        end = end ? end + 1 : e;
+        size_t from = out->len;
+        short_numbers(out, tag, end);
+        if (out->oom) return;
+        /* the defaults, out of the tag just written (out->s[from..]) */
+        for (size_t d = 0; d < sizeof svg_default_props / sizeof svg_default_props[0]; d++) {
+            size_t dl = strlen(svg_default_props[d]);
+            char *hit;
+            while (out->len - from >= dl && (hit = strstr(out->s + from, svg_default_props[d]))) {
+                memmove(hit, hit + dl, out->len - (size_t)(hit + dl - out->s) + 1);
+                out->len -= dl;
+            }
+        }
+        s = end;
+    }
+}
+
 /* cairo's SVG with a <title> and <desc> after its opening tag and the text
  * layer before its closing one, written to file. */
 static ts_status write_svg(ts_outfile *file, const ts_text_buf *svg, const ts_text_buf *layer,
@@ -78,11 +139,18 @@ static ts_status write_svg(ts_outfile *file, const ts_text_buf *svg, const ts_te
     }
     /* For browsers, cells are images of one pixel a cell: enlarged, they stay blocks. */
     ts_status st = ts_outfile_write(file, s, (size_t)(open_end - s));
-    const char *crisp = spec->svg_pixelated ? " style=\"image-rendering:pixelated\">" : ">";
+    const char *crisp = spec->svg_pixelated ? " stroke-miterlimit=\"10\" style=\"image-rendering:pixelated\">"
+                                            : " stroke-miterlimit=\"10\">";
     if (!st) st = ts_outfile_write(file, crisp, strlen(crisp));
     if (!st && head.len) st = ts_outfile_write(file, head.s, head.len);
-    if (!st) st = ts_outfile_write(file, open_end + 1, (size_t)(close - open_end - 1));
-    if (!st && layer->len) st = ts_outfile_write(file, "<g class=\"text\" xml:space=\"preserve\" text-rendering=\"geometricPrecision\">\n", 74);
+    ts_text_buf body = {0};
+    compact_paths(&body, open_end + 1, close);
+    if (!st && body.oom) st = ts_fail(TS_ERR_NOMEM, "figure: no memory for the SVG");
+    if (!st && body.len) st = ts_outfile_write(file, body.s, body.len);
+    free(body.s);
+    static const char text_open[] = "<g class=\"text\" xml:space=\"preserve\" text-rendering=\"geometricPrecision\" "
+                                    "font-family=\"" TS_RENDER__SVG_FONT "\" fill=\"" TS_RENDER__SVG_INK "\">\n";
+    if (!st && layer->len) st = ts_outfile_write(file, text_open, strlen(text_open));
     if (!st && layer->len) st = ts_outfile_write(file, layer->s, layer->len);
     if (!st && layer->len) st = ts_outfile_write(file, "</g>\n", 5);
     if (!st) st = ts_outfile_write(file, close, strlen(close));

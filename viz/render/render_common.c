@@ -25,6 +25,12 @@ static double font_scale = 1;
 
 void ts_render_set_font_scale(double scale) { font_scale = scale >= 0.5 && scale <= 4 ? scale : 1; }
 
+static double min_text = 0; /* device units; 0: no floor */
+
+void ts_render_set_min_text(double size) { min_text = size > 0 && size <= 72 ? size : 0; }
+
+double ts_render_min_text(void) { return min_text; }
+
 double ts_render_font_scale(void) { return font_scale; }
 
 void ts_render_release_fonts(void) {
@@ -139,13 +145,18 @@ static void probe_layout(cairo_t *cr, PangoLayout *layout) {
     cairo_matrix_t m;
     cairo_get_matrix(cr, &m);
     double k = sqrt(fabs(m.xx * m.yy - m.xy * m.yx));
-    double x = 0, y = 0;
-    if (cairo_has_current_point(cr)) cairo_get_current_point(cr, &x, &y);
-    cairo_user_to_device(cr, &x, &y);
+    double ux = 0, uy = 0;
+    if (cairo_has_current_point(cr)) cairo_get_current_point(cr, &ux, &uy);
     PangoRectangle ext;
     pango_layout_get_extents(layout, NULL, &ext);
-    ts_render_text_info info = {text, font * k, (isfinite(line) ? line : font) * k, x, y,
-                                (double)ext.width / PANGO_SCALE * k, (double)ext.height / PANGO_SCALE * k,
+    /* where the layout's box lands on the device: its corners through the matrix (a turned label too) */
+    double x0 = INFINITY, y0 = INFINITY, x1 = -INFINITY, y1 = -INFINITY;
+    for (int c = 0; c < 4; c++) {
+        double x = ux + (c & 1 ? (double)ext.width / PANGO_SCALE : 0), y = uy + (c & 2 ? (double)ext.height / PANGO_SCALE : 0);
+        cairo_user_to_device(cr, &x, &y);
+        x0 = fmin(x0, x), y0 = fmin(y0, y), x1 = fmax(x1, x), y1 = fmax(y1, y);
+    }
+    ts_render_text_info info = {text, font * k, (isfinite(line) ? line : font) * k, x0, y0, x1 - x0, y1 - y0,
                                 pango_layout_is_ellipsized(layout) != 0};
     probe_fn(probe_ctx, &info);
 }
@@ -169,7 +180,10 @@ static void set_text(ts_render__pen *p, const char *text, const ts_render__font 
     pango_font_description_set_family(d, (f->style & TS_RENDER__MONO) ? "DejaVu Sans Mono" : font_family);
     pango_font_description_set_weight(d, (f->style & TS_RENDER__BOLD) ? PANGO_WEIGHT_BOLD : PANGO_WEIGHT_NORMAL);
     pango_font_description_set_style(d, (f->style & TS_RENDER__ITALIC) ? PANGO_STYLE_ITALIC : PANGO_STYLE_NORMAL);
-    pango_font_description_set_absolute_size(d, f->size * font_scale * PANGO_SCALE);
+    /* the floor is on the device: a view drawn shrunk keeps its text at least min_text there */
+    double size = f->size * font_scale, px = min_text > 0 ? ts_render__pixel(p->cr) : 0;
+    if (min_text > 0 && size < min_text * px) size = min_text * px;
+    pango_font_description_set_absolute_size(d, size * PANGO_SCALE);
     pango_layout_set_font_description(p->layout, d);
     pango_font_description_free(d);
     if (f->max_w > 0) {
@@ -517,7 +531,10 @@ static int colorbar_ticks(const ts_render_scale *s, double bar_h, double *ticks,
     return ts_render__ticks(s->vmin, s->vmax, max_n, ticks, step);
 }
 
-double ts_render__colorbar_width(ts_render__pen *p, const ts_render_scale *s) {
+/* The colour bar's words: what a colour means. */
+static const char *bar_words(const char *label) { return label && label[0] ? label : "value"; }
+
+double ts_render__colorbar_width(ts_render__pen *p, const ts_render_scale *s, const char *label) {
     double ticks[16], step, wmax = 0;
     int n = ts_render__ticks(s->vmin, s->vmax, 11, ticks, &step);
     ts_render__font f = ts_render__font_of(TS_RENDER__TICK_SIZE, 0, ts_render__ink);
@@ -528,9 +545,11 @@ double ts_render__colorbar_width(ts_render__pen *p, const ts_render_scale *s) {
         ts_render__measure(p, buf, &f, &w, NULL);
         wmax = fmax(wmax, w);
     }
-    double masked_w;
+    double masked_w, label_h;
     ts_render__measure(p, "masked", &f, &masked_w, NULL);
-    return BAR_W + 6 + fmax(wmax, masked_w);
+    ts_render__font lf = ts_render__font_of(TS_RENDER__TICK_SIZE, TS_RENDER__ITALIC, ts_render__muted);
+    ts_render__measure(p, bar_words(label), &lf, NULL, &label_h);
+    return BAR_W + 6 + fmax(wmax, masked_w) + 6 + label_h;
 }
 
 static void swatch_row(ts_render__pen *p, double x, double y, const char *label, int kind) {
@@ -551,7 +570,7 @@ static void swatch_row(ts_render__pen *p, double x, double y, const char *label,
     ts_render__text(p, label, &f, x + BAR_W + 6, y + 6, 0, 0.5, 0);
 }
 
-void ts_render__colorbar(ts_render__pen *p, ts_render_rect r, const ts_render_scale *s, int seen) {
+void ts_render__colorbar(ts_render__pen *p, ts_render_rect r, const ts_render_scale *s, int seen, const char *label) {
     cairo_t *cr = p->cr;
     double row = 18 * fmax(1, font_scale); /* a legend row: a swatch and its word */
     double legend_h = ((seen & 1) ? row : 0) + ((seen & 2) ? row : 0);
@@ -584,10 +603,16 @@ void ts_render__colorbar(ts_render__pen *p, ts_render_rect r, const ts_render_sc
     cairo_rectangle(cr, r.x + 0.5, r.y + 0.5, BAR_W - 1, bar_h - 1);
     cairo_stroke(cr);
 
-    double ticks[16], step;
+    double ticks[16], step, tick_w = 0;
     int n = colorbar_ticks(s, bar_h, ticks, &step);
     ts_render__font f = ts_render__font_of(TS_RENDER__TICK_SIZE, 0, ts_render__ink);
     char buf[48];
+    for (int i = 0; i < n; i++) {
+        double w;
+        ts_render__fmt(buf, sizeof buf, ticks[i], step);
+        ts_render__measure(p, buf, &f, &w, NULL);
+        tick_w = fmax(tick_w, w);
+    }
     for (int i = 0; i < n; i++) {
         double t = ts_render__scale_t(s, ticks[i]);
         double y = r.y + bar_h - t * bar_h;
@@ -598,6 +623,13 @@ void ts_render__colorbar(ts_render__pen *p, ts_render_rect r, const ts_render_sc
         ts_render__fmt(buf, sizeof buf, ticks[i], step);
         ts_render__text(p, buf, &f, r.x + BAR_W + 6, y, 0, 0.5, 0);
     }
+    /* what the colours mean, turned along the right edge beside the tick labels */
+    ts_render__font lf = ts_render__font_of(TS_RENDER__TICK_SIZE, TS_RENDER__ITALIC, ts_render__muted);
+    lf.max_w = bar_h;
+    double label_h;
+    ts_render__measure(p, bar_words(label), &lf, NULL, &label_h);
+    ts_render__text(p, bar_words(label), &lf, fmin(r.x + r.w, r.x + BAR_W + 6 + tick_w + 6 + label_h) - label_h / 2,
+                    r.y + bar_h / 2, 0.5, 0.5, -M_PI / 2);
     double y = r.y + bar_h + 4 + row / 2 - 6; /* the swatch's centre half a row below the bar's "0" */
     if (seen & 1) {
         swatch_row(p, r.x, y, "masked", 1);
@@ -641,7 +673,12 @@ void ts_render__hist(ts_render__pen *p, ts_render_rect r, const ts_render_hist *
     }
     char buf[64];
     snprintf(buf, sizeof buf, "%lld values, tallest bin %lld", (long long)total, (long long)peak);
-    ts_render__text(p, buf, &tf, plot.x, r.y + cap_h, 0, 0, 0);
+    ts_render__font nf = tf;
+    nf.max_w = plot.w + 4;
+    double w;
+    ts_render__measure(p, buf, &tf, &w, NULL);
+    if (w > nf.max_w) snprintf(buf, sizeof buf, "%lld values", (long long)total); /* the tallest bin's count is the extra */
+    ts_render__text(p, buf, &nf, plot.x, r.y + cap_h, 0, 0, 0);
 
     cairo_save(cr);
     ts_render__set_rgb(cr, (ts_rgb){0.975f, 0.975f, 0.98f});

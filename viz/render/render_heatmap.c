@@ -169,11 +169,14 @@ static void draw_values(ts_render__pen *p, const ts_render_matrix *m, const ts_r
             if (len > longest) longest = len;
         }
     /* One size for all cells, so the numbers read as a table. */
-    double size = fmin(c->cell_h * 0.36, c->cell_w / (0.62 * (double)longest + 0.9));
+    double wide = c->cell_w / (0.62 * (double)longest + 0.9), size = fmin(c->cell_h * 0.36, wide);
     if (size > 14) size = 14;
+    /* under a text floor (ts_render_set_min_text), a number the floor would hide may fill more of its cell */
+    double floor_size = ts_render_min_text() * ts_render__pixel(p->cr);
+    if (size < floor_size && floor_size <= fmin(c->cell_h * 0.7, wide)) size = floor_size;
     /* numbers under 9 device pixels cannot be read (tests/readability_test.sh):
      * a cell that small shows its colour only */
-    if (size / ts_render__pixel(p->cr) < 9.0) return;
+    if (size / ts_render__pixel(p->cr) < fmax(9.0, ts_render_min_text())) return;
     for (int r = 0; r < c->rows; r++)
         for (int k = 0; k < c->cols; k++) {
             int mr = c->row0 + r, mc = c->col0 + k;
@@ -441,6 +444,23 @@ static const char *axis_title(char *buf, size_t size, const char *axis, int k) {
     return buf;
 }
 
+/* axis_title, shortened until it fits max_w in font f: "query · every 20th
+ * labelled, and the last", "query · every 20th labelled", then "query". */
+static const char *axis_title_fit(ts_render__pen *p, const ts_render__font *f, double max_w, char *buf, size_t size,
+                                  const char *axis, int k) {
+    ts_render__font whole = *f;
+    whole.max_w = 0;
+    double w;
+    const char *t = axis_title(buf, size, axis, k);
+    ts_render__measure(p, t, &whole, &w, NULL);
+    if (k <= 1 || w <= max_w) return t;
+    char every[32];
+    nth(every, sizeof every, k);
+    snprintf(buf, size, "%s \xc2\xb7 %s labelled", axis ? axis : "", every);
+    ts_render__measure(p, buf, &whole, &w, NULL);
+    return w <= max_w ? buf : axis;
+}
+
 /* Column groups (q | k | v, or heads): a line between groups, and each
  * group's name above it when the name fits its width. */
 static void col_groups(ts_render__pen *p, const ts_render_matrix *m, const ts_render_cells *c,
@@ -550,7 +570,7 @@ ts_status ts_render_heatmap(cairo_t *cr, ts_render_rect area, const ts_render_ma
     double left = (o->row_axis ? axis_h + 8 : 0) + row_w + 8;
     double axis_top = o->col_axis ? axis_h + 4 : 0;
     double group_h = m->col_group > 0 && m->col_group_labels ? label_h + 4 : 0; /* "q  k  v" above the columns */
-    double bar_w = o->no_colorbar ? 0 : 22 + ts_render__colorbar_width(&pen, &scale);
+    double bar_w = o->no_colorbar ? 0 : 22 + ts_render__colorbar_width(&pen, &scale, o->bar_label);
     int want_rows = c.rows, want_cols = c.cols;
 
     /* Size the cells for turned column labels; when the widest label then
@@ -577,7 +597,7 @@ ts_status ts_render_heatmap(cairo_t *cr, ts_render_rect area, const ts_render_ma
         if (c.cols < 1) c.cols = 1;
         if (c.rows < 1) c.rows = 1;
         double cw = avail_w / c.cols, ch = avail_h / c.rows;
-        if (o->stretch) {
+        if (o->stretch || (st && st->stretch && st->rows > 0)) {
             /* Up to 1:4, and rows at least a label tall: a few tokens over
              * hundreds of one-pixel features read as rows, not a thin band. */
             cw = fmin(cw, 4 * ch);
@@ -587,7 +607,7 @@ ts_status ts_render_heatmap(cairo_t *cr, ts_render_rect area, const ts_render_ma
         }
         c.cell_w = fit_cell(cr, cw * c.cols, c.cols);
         c.cell_h = fit_cell(cr, ch * c.rows, c.rows);
-        if (!o->stretch) c.cell_w = c.cell_h = fmin(c.cell_w, c.cell_h);
+        if (!(o->stretch || (st && st->stretch && st->rows > 0))) c.cell_w = c.cell_h = fmin(c.cell_w, c.cell_h);
         /* Index labels (no names given) read best level, thinned. */
         if (flat_w > 0 || (m->col_labels && col_w + 6 > c.cell_w)) {
             if (pass < 2) pass = 1; /* the two passes are done; a third only for the note */
@@ -626,13 +646,15 @@ ts_status ts_render_heatmap(cairo_t *cr, ts_render_rect area, const ts_render_ma
     if (o->row_axis) {
         ts_render__font raf = af;
         raf.max_w = c.grid.h;
-        ts_render__text(&pen, axis_title(axis_buf, sizeof axis_buf, o->row_axis, kr), &raf, x0 + axis_h / 2,
+        ts_render__text(&pen, axis_title_fit(&pen, &raf, raf.max_w, axis_buf, sizeof axis_buf, o->row_axis, kr), &raf,
+                        x0 + axis_h / 2,
                         c.grid.y + c.grid.h / 2, 0.5, 0.5, -M_PI / 2);
     }
     if (o->col_axis) {
         ts_render__font caf = af;
         caf.max_w = c.grid.w + right;
-        ts_render__text(&pen, axis_title(axis_buf, sizeof axis_buf, o->col_axis, kc), &caf, c.grid.x + c.grid.w / 2,
+        ts_render__text(&pen, axis_title_fit(&pen, &caf, caf.max_w, axis_buf, sizeof axis_buf, o->col_axis, kc), &caf,
+                        c.grid.x + c.grid.w / 2,
                         c.grid.y - top_h, 0.5, 0, 0);
     }
 
@@ -640,7 +662,7 @@ ts_status ts_render_heatmap(cairo_t *cr, ts_render_rect area, const ts_render_ma
     if (!o->no_colorbar) {
         double h = fmax(c.grid.h, fmin(180, area.y + area.h - pad - c.grid.y));
         bar = (ts_render_rect){c.grid.x + c.grid.w + 22, c.grid.y, bar_w - 22, h};
-        ts_render__colorbar(&pen, bar, &scale, seen);
+        ts_render__colorbar(&pen, bar, &scale, seen, o->bar_label);
     }
     /* Say what is not drawn: a window of the matrix (thinned token labels
      * are said in the axis titles). */
@@ -650,7 +672,19 @@ ts_status ts_render_heatmap(cairo_t *cr, ts_render_rect area, const ts_render_ma
                                c.row0, c.row0 + c.rows - 1, m->rows, c.col0, c.col0 + c.cols - 1, m->cols,
                                partial ? " (one pixel a cell)" : "");
     if (note[0]) {
+        /* one line under the cells: shorter when the long one does not fit */
         ts_render__font nf = ts_render__font_of(TS_RENDER__TICK_SIZE, TS_RENDER__ITALIC, ts_render__muted);
+        double room = area.x + area.w - pad - c.grid.x, w;
+        ts_render__measure(&pen, note, &nf, &w, NULL);
+        if (w > room) {
+            snprintf(note, sizeof note, "rows %d\xe2\x80\x93%d of %d, columns %d\xe2\x80\x93%d of %d", c.row0,
+                     c.row0 + c.rows - 1, m->rows, c.col0, c.col0 + c.cols - 1, m->cols);
+            ts_render__measure(&pen, note, &nf, &w, NULL);
+        }
+        if (w > room)
+            snprintf(note, sizeof note, "rows %d\xe2\x80\x93%d, cols %d\xe2\x80\x93%d", c.row0, c.row0 + c.rows - 1,
+                     c.col0, c.col0 + c.cols - 1);
+        nf.max_w = room;
         ts_render__text(&pen, note, &nf, c.grid.x, c.grid.y + c.grid.h + 4, 0, 0, 0);
     }
     if (layout) {
@@ -722,7 +756,7 @@ ts_status ts_render_grid(cairo_t *cr, ts_render_rect area, const ts_render_matri
     if (gr > 0 && gc <= 0) gc = (n + gr - 1) / gr;
     if (gc > 0 && gr <= 0) gr = (n + gc - 1) / gc;
     double header_w = 0, header_h = o->col_headers ? label_h + 6 : 0;
-    double bar_w = 26 + ts_render__colorbar_width(&pen, &scale);
+    double bar_w = 26 + ts_render__colorbar_width(&pen, &scale, o->bar_label);
     double avail_w = area.w - 2 * pad - bar_w;
     double avail_h = area.y + area.h - pad - top - header_h - (zoomed ? label_h + 6 : 0);
     int group = o->group > 1 && o->group_labels && n % o->group == 0 ? o->group : 0;
@@ -846,7 +880,7 @@ ts_status ts_render_grid(cairo_t *cr, ts_render_rect area, const ts_render_matri
     double note_y = y0 + grid_h + 4 + thinned_h; /* the next line */
     double bar_h = fmin(fmax(grid_h, 160), area.y + area.h - pad - y0);
     ts_render_rect bar = {x0 + gc * pw + (gc - 1) * gap + 26, y0, bar_w - 26, bar_h};
-    ts_render__colorbar(&pen, bar, &scale, seen);
+    ts_render__colorbar(&pen, bar, &scale, seen, o->bar_label);
     if (layout) layout->colorbar = bar;
     if (zoomed) {
         char note[160];

@@ -61,6 +61,9 @@ void ts_render__svg_layer_begin(cairo_surface_t *surface, ts_text_buf *buf, bool
 /* Whether cr draws into an open layer whose SVG says image-rendering: pixelated. */
 bool ts_render__svg_pixelated(cairo_t *cr);
 void ts_render__svg_layer_end(void);
+/* The text layer's defaults, on its <g>: a <text> writes its family and fill only when they differ. */
+#define TS_RENDER__SVG_FONT "DejaVu Sans, sans-serif"
+#define TS_RENDER__SVG_INK "#212126"
 /* Record layout as <text> when cr draws into the open layer's surface;
  * false (nothing done) otherwise. */
 bool ts_render__svg_text(cairo_t *cr, PangoLayout *layout);
@@ -142,12 +145,13 @@ int ts_render__cells(ts_render__pen *p, const ts_render_matrix *m, const ts_rend
                      const ts_render_cells *c, const ts_render__cell_opts *o);
 
 /* A vertical colour bar in r (the bar itself is r.x .. r.x + 14), tick labels
- * to its right, and legend swatches for masked / NaN cells below it when
+ * to its right, what a colour means (label; NULL: "value") turned along r's
+ * right edge, and legend swatches for masked / NaN cells below it when
  * `seen` says there were some. */
-void ts_render__colorbar(ts_render__pen *p, ts_render_rect r, const ts_render_scale *s, int seen);
+void ts_render__colorbar(ts_render__pen *p, ts_render_rect r, const ts_render_scale *s, int seen, const char *label);
 
 /* Width the colour bar with its labels needs. */
-double ts_render__colorbar_width(ts_render__pen *p, const ts_render_scale *s);
+double ts_render__colorbar_width(ts_render__pen *p, const ts_render_scale *s, const char *label);
 
 /* The hatching used for masked cells, painted over a rectangle. */
 void ts_render__hatch(cairo_t *cr, ts_render_rect r);

@@ -67,6 +67,7 @@ ts_status ts_render_tensor(cairo_t *cr, ts_render_rect area, const ts_render_ten
         .fixed_scale = v->fixed_scale,
         .scale = v->scale,
         .stretch = true,
+        .bar_label = v->bar_label,
     };
     ts_render_layout local;
     ts_render_layout *l = layout ? layout : &local;
@@ -106,9 +107,13 @@ ts_status ts_render_tensor(cairo_t *cr, ts_render_rect area, const ts_render_ten
     }
     if (h && h->n_bins > 0) {
         ts_render_rect r = stacked ? hist_at : (ts_render_rect){side.x, y, side.w, fmin(200, side.y + side.h - y)};
-        if (r.h > 60)
-            ts_render__hist(&pen, r, h, &l->scale, NULL,
-                            v->hist ? "Histogram (64 bins, whole tensor)" : "Histogram (this slice)");
+        /* the caption in two lines at most (ts_render__caption): the short one when the long does not fit */
+        const char *cap = v->hist ? "Histogram (64 bins, whole tensor)" : "Histogram (this slice)";
+        ts_render__font cf = ts_render__font_of(TS_RENDER__LABEL_SIZE + 1, TS_RENDER__BOLD, ts_render__ink);
+        double cap_w;
+        ts_render__measure(&pen, cap, &cf, &cap_w, NULL);
+        if (cap_w > 1.7 * r.w) cap = v->hist ? "Histogram (64 bins)" : "Histogram";
+        if (r.h > 60) ts_render__hist(&pen, r, h, &l->scale, NULL, cap);
     }
     ts_render__pen_free(&pen);
     cairo_status_t cs = cairo_status(cr);

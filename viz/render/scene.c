@@ -244,6 +244,15 @@ unsigned char *scene_padded_position_rows(ts_scene *job, ts_trace_side side, int
  * square on 0 to 1. */
 const ts_render_scale scene_probability_scale = {TS_CMAP_VIRIDIS, 0, 1};
 
+/* What a heatmap's colour means, for its colour bar (NULL: "value"). */
+const char *scene_colour_means(const ts_trace_step *s) {
+    if (scene_is_probability(s)) return "probability";
+    if (s->tag == TS_TAG_ATTN_WEIGHTS) return "attention weight";
+    if (s->tag == TS_TAG_ATTN_SCORES) return "score";
+    if (s->tag == TS_TAG_GRAD) return "gradient";
+    return NULL;
+}
+
 bool scene_is_probability(const ts_trace_step *s) {
     return s->op == TS_OP_SOFTMAX && s->tag == TS_TAG_LOGITS && s->has_stats && s->stats.min >= 0 &&
            s->stats.max <= 1;

@@ -117,6 +117,7 @@ ts_status scene_build_attention_head(ts_scene *job, int64_t i) {
     job->hopts.title = job->title;
     job->hopts.subtitle = job->subtitle;
     if (scene_is_probability(s)) job->hopts.fixed_scale = true, job->hopts.scale = scene_probability_scale;
+    job->hopts.bar_label = scene_colour_means(s);
     attention_axes(&job->hopts, s->name, job->m[0].row_labels != NULL);
     int side = cells_side(t.shape[3] > t.shape[2] ? t.shape[3] : t.shape[2], 56, 300, 820);
     job->width = side + 330;
@@ -166,6 +167,7 @@ ts_status scene_build_attention_grid(ts_scene *job, int64_t i) {
     job->gopts.subtitle = job->subtitle;
     job->gopts.panel_titles = job->panel_titles;
     if (scene_is_probability(s)) job->gopts.fixed_scale = true, job->gopts.scale = scene_probability_scale;
+    job->gopts.bar_label = scene_colour_means(s);
     /* Shared key/value heads: the query heads reading one are a group, named by it. */
     int group = scene_kv_group(job, heads), per_row = heads < 4 ? heads : 4;
     enum { NAME = 64 };
@@ -234,7 +236,7 @@ ts_status scene_build_overview(ts_scene *job, int64_t i) {
              heads, job->rq.batch);
     job->gopts = (ts_render_grid_opts){.title = job->title, .subtitle = job->subtitle, .grid_rows = layers,
                                      .grid_cols = heads, .row_headers = job->row_headers,
-                                     .col_headers = job->col_headers};
+                                     .col_headers = job->col_headers, .bar_label = scene_colour_means(s)};
     int side = cells_side(job->m[0].rows, 12, 110, 170);
     job->width = heads * (side + 16) + 260;
     job->height = layers * (side + 16) + 150;

@@ -42,6 +42,12 @@ static ts_status series_of(ts_scene *job, const char *name, ts_render_series *ou
 
 static const float *snapshot_steps(ts_scene *job, int n);
 
+/* A curve's y axis: a loss (cross-entropy with the natural log) says its unit. */
+static const char *y_label_of(const char *name) {
+    if (strcmp(name, "loss.next") == 0) return "loss of the next token (nats)";
+    return scene_ends_with(name, "loss") ? "loss (nats)" : name;
+}
+
 /* Curves over a name's records mark the record asked for (the viewer's
  * current snapshot), on every curve. */
 static void mark_occurrence(ts_scene *job) {
@@ -97,7 +103,7 @@ ts_status scene_build_scalar_curves(ts_scene *job, const ts_trace_step *s) {
     job->series[0].x = steps;
     mark_occurrence(job);
     job->popts = (ts_render_plot_opts){.title = job->title, .subtitle = job->subtitle, .x_label = steps ? "training step" : "record",
-                                     .y_label = scene_ends_with(s->name, "loss") ? "loss (nats)" : s->name,
+                                     .y_label = y_label_of(s->name),
                                      .markers = job->series[0].n <= 30, .no_legend = true};
     /* the norm the run clipped at: above the line, an update was shortened */
     double clip = strcmp(s->name, "train.grad_norm") == 0 ? training_clip(job) : 0;
@@ -228,7 +234,7 @@ ts_status scene_build_position_curves(ts_scene *job, const ts_trace_step *s) {
     job->view = TS_RENDER_VIEW_CURVES;
     /* a loss is in nats (cross-entropy with the natural log): say so on the axis */
     job->popts = (ts_render_plot_opts){.title = job->title, .subtitle = job->subtitle, .x_label = "position",
-                                     .y_label = scene_ends_with(s->name, "loss") ? "loss (nats)" : s->name,
+                                     .y_label = y_label_of(s->name),
                                      .markers = S <= 30, .y_from_zero = true};
     job->width = 1100;
     job->height = 560;
@@ -284,7 +290,7 @@ ts_status ts_scene_overlay(ts_scene *a, const ts_scene *b, const char *label_a, 
         a->n_series = 1;
         a->popts = (ts_render_plot_opts){.title = a->title, .subtitle = a->subtitle,
                                          .x_label = a->series[0].x ? "training step" : "record",
-                                         .y_label = a->title};
+                                         .y_label = y_label_of(a->title)};
     }
     /* One curve a side is named by its run; several keep their own names after it. */
     for (int k = 0; k < na; k++) {

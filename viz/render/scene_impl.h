@@ -119,6 +119,7 @@ unsigned char *scene_padded_position_rows(ts_scene *job, ts_trace_side side, int
 /* A softmax over a vocabulary (`probs`) is drawn on 0 to 1. */
 extern const ts_render_scale scene_probability_scale;
 bool scene_is_probability(const ts_trace_step *s);
+const char *scene_colour_means(const ts_trace_step *s); /* for the colour bar: "attention weight", or NULL */
 /* Labels of a vocabulary axis of n entries: the tokenizer in the metadata,
  * or the words of a word-tokenized text's ids; NULL when there are none. */
 const char *const *scene_vocab_labels(ts_scene *job, int64_t n);

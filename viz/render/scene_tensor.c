@@ -220,6 +220,7 @@ ts_status scene_build_tensor(ts_scene *job, int64_t i) {
                                         .stats = s->has_stats ? &job->stats : NULL,
                                         .hist = s->has_stats ? &job->hist : NULL};
     if (scene_is_probability(s)) job->tensor.fixed_scale = true, job->tensor.scale = scene_probability_scale;
+    job->tensor.bar_label = scene_colour_means(s);
     int cols = job->m[0].cols, rows = job->m[0].rows;
     job->width = (int)fmin(1600, fmax(900, cols * 3 + 560));
     job->height = (int)fmin(1100, fmax(460, rows * 4 + 260));

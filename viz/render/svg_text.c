@@ -97,7 +97,8 @@ static void emit_run(cairo_t *cr, PangoLayout *layout, PangoLayoutRun *run, doub
     PangoGlyphString *gs = run->glyphs;
     if (!gs || gs->num_glyphs == 0) return;
     const char *text = pango_layout_get_text(layout);
-    ts_text_buf chars = {0}, xs = {0};
+    ts_text_buf chars = {0};
+    double x_first = 0; /* where the run's first character starts */
     bool ellipsis = is_ellipsis_run(layout, run);
     double x = rx, y = 0;
     int visible = 0;
@@ -110,7 +111,7 @@ static void emit_run(cairo_t *cr, PangoLayout *layout, PangoLayoutRun *run, doub
         if (ellipsis) {
             if (i == 0) {
                 ts_text_buf_str(&chars, "\xe2\x80\xa6");
-                ts_text_buf_printf(&xs, "%.2f", gx);
+                x_first = gx;
                 visible++;
             }
             continue;
@@ -136,12 +137,12 @@ static void emit_run(cairo_t *cr, PangoLayout *layout, PangoLayoutRun *run, doub
             /* The run's start only: the browser advances each character with the
              * same font. Pango's glyph positions here are device units, which
              * under a scaled figure's transform spread the letters apart. */
-            if (!visible) ts_text_buf_printf(&xs, "%.2f", gx + w * k / (n > 0 ? n : 1));
+            if (!visible) x_first = gx + w * k / (n > 0 ? n : 1);
             visible++;
             b += len;
         }
     }
-    if (visible > 0 && !chars.oom && !xs.oom) {
+    if (visible > 0 && !chars.oom) {
         PangoFontDescription *fd = pango_font_describe_with_absolute_size(run->item->analysis.font);
         const char *family = pango_font_description_get_family(fd);
         bool mono = family && strstr(family, "Mono");
@@ -154,23 +155,36 @@ static void emit_run(cairo_t *cr, PangoLayout *layout, PangoLayoutRun *run, doub
         ts_text_buf_str(b, "<text");
         cairo_matrix_t m;
         cairo_get_matrix(cr, &m);
-        if (m.xx != 1 || m.yx != 0 || m.xy != 0 || m.yy != 1 || m.x0 != 0 || m.y0 != 0)
+        /* a move alone goes into x and y: most texts carry no transform */
+        bool moved = m.xx == 1 && m.yx == 0 && m.xy == 0 && m.yy == 1;
+        if (!moved)
             ts_text_buf_printf(b, " transform=\"matrix(%.6g %.6g %.6g %.6g %.3f %.3f)\"", m.xx, m.yx, m.xy, m.yy,
                                m.x0, m.y0);
         if (clip) ts_text_buf_printf(b, " clip-path=\"url(#%s)\"", clip);
-        ts_text_buf_printf(b, " x=\"%s\" y=\"%.2f\" font-family=\"", xs.s, y);
-        ts_render_svg_escape(b, family ? family : "DejaVu Sans", (size_t)-1);
-        ts_text_buf_printf(b, ", %s\" font-size=\"%.2f\"", mono ? "monospace" : "sans-serif", size);
+        ts_text_buf_printf(b, " x=\"%.2f\" y=\"%.2f\"", x_first + (moved ? m.x0 : 0),
+                           y + (moved ? m.y0 : 0));
+        /* the layer's <g> gives the default family and ink (figure.c): only others are written */
+        char fam[160];
+        snprintf(fam, sizeof fam, "%s, %s", family ? family : "DejaVu Sans", mono ? "monospace" : "sans-serif");
+        if (strcmp(fam, TS_RENDER__SVG_FONT) != 0) {
+            ts_text_buf_str(b, " font-family=\"");
+            ts_render_svg_escape(b, fam, (size_t)-1);
+            ts_text_buf_str(b, "\"");
+        }
+        /* pango describes a font by its size on the device; the <text> is in user units (its transform) */
+        double k = sqrt(fabs(m.xx * m.yy - m.xy * m.yx));
+        ts_text_buf_printf(b, " font-size=\"%.2f\"", k > 0 ? size / k : size);
         if (weight >= PANGO_WEIGHT_SEMIBOLD) ts_text_buf_printf(b, " font-weight=\"%d\"", weight >= 700 ? 700 : weight);
         if (style != PANGO_STYLE_NORMAL) ts_text_buf_str(b, " font-style=\"italic\"");
-        ts_text_buf_printf(b, " fill=\"#%02x%02x%02x\"", (int)lround(rgba[0] * 255), (int)lround(rgba[1] * 255),
-                           (int)lround(rgba[2] * 255));
+        char fill[8];
+        snprintf(fill, sizeof fill, "#%02x%02x%02x", (int)lround(rgba[0] * 255) & 255, (int)lround(rgba[1] * 255) & 255,
+                 (int)lround(rgba[2] * 255) & 255);
+        if (strcmp(fill, TS_RENDER__SVG_INK) != 0) ts_text_buf_printf(b, " fill=\"%s\"", fill);
         if (rgba[3] < 1) ts_text_buf_printf(b, " fill-opacity=\"%.3f\"", rgba[3]);
         ts_text_buf_printf(b, ">%s</text>\n", chars.s);
         pango_font_description_free(fd);
     }
     free(chars.s);
-    free(xs.s);
 }
 
 bool ts_render__svg_text(cairo_t *cr, PangoLayout *layout) {
@@ -191,10 +205,14 @@ bool ts_render__svg_text(cairo_t *cr, PangoLayout *layout) {
         if (tx2 <= cx1 || tx1 >= cx2 || ty2 <= cy1 || ty1 >= cy2) return true; /* clipped away */
         snprintf(clip_id, sizeof clip_id, "tsclip%d", ++layer_clips);
         clip = clip_id;
+        /* in the text's units: a move alone is in its x and y (emit_run), so in the clip's too */
+        cairo_matrix_t m;
+        cairo_get_matrix(cr, &m);
+        bool moved = m.xx == 1 && m.yx == 0 && m.xy == 0 && m.yy == 1;
         ts_text_buf_printf(layer_buf,
                            "<clipPath id=\"%s\" clipPathUnits=\"userSpaceOnUse\"><rect x=\"%.2f\" y=\"%.2f\" "
                            "width=\"%.2f\" height=\"%.2f\"/></clipPath>\n",
-                           clip, cx1, cy1, cx2 - cx1, cy2 - cy1);
+                           clip, cx1 + (moved ? m.x0 : 0), cy1 + (moved ? m.y0 : 0), cx2 - cx1, cy2 - cy1);
     }
     PangoLayoutIter *it = pango_layout_get_iter(layout);
     do {
