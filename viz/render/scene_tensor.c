@@ -73,12 +73,13 @@ static bool sweep_columns(ts_scene *job, const ts_trace_step *s, const ts_tensor
     int n = (int)t->shape[1];
     if (n < 2 || n > 4096) return false;
     const char **labels = scene_own(job, sizeof *labels * (size_t)n);
-    char *text = scene_own(job, (size_t)n * 16);
+    enum { LABEL = 24 }; /* "head " and any int */
+    char *text = scene_own(job, (size_t)n * LABEL);
     if (!labels || !text) return false;
     for (int j = 0; j < n; j++) {
-        char *at = text + (size_t)j * 16;
-        if (j == n - 1) snprintf(at, 16, "FFN");
-        else snprintf(at, 16, "head %d", j);
+        char *at = text + (size_t)j * LABEL;
+        if (j == n - 1) snprintf(at, LABEL, "FFN");
+        else snprintf(at, LABEL, "head %d", j);
         labels[j] = at;
     }
     m->col_labels = labels;
