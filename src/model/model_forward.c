@@ -341,10 +341,25 @@ typedef struct attn_job {
 
 static float *att_of(const attn_job *j, int64_t bh) { return j->att + bh * j->Sq * j->Sk; }
 
+/* One row of the masked scores, not seed 003's: keys [0, keep) times scale
+ * (1: already scaled) plus the key mask, the rest -inf. The products, sums
+ * and fills of the element-by-element rule, in straight loops over the row
+ * (4 KB at GPT-2's 1024 keys, in L1) that the compiler vectorises; the scale
+ * and the sum are apart so that no fused multiply-add could change a bit. */
+static void mask_row(float *row, int keep, int Sk, float scale, const float *km) {
+    if (scale != 1.0f)
+        for (int c = 0; c < keep; c++) row[c] *= scale;
+    if (km)
+        for (int c = 0; c < keep; c++) row[c] += km[c];
+    for (int c = keep; c < Sk; c++) row[c] = -INFINITY;
+}
+
 /* Key padding (B, Sk), the causal rule and hidden query rows (B, Sq), written
  * into the scores as -inf; seed 003's masks add -1e9 instead (its keys' -1e9
- * comes in key_mask, build_mask). */
-static void apply_mask(fwd *f, const attn_job *j, const float *row_mask) {
+ * comes in key_mask, build_mask). scale != 1: the scores are not scaled yet
+ * (the hook took the scaled step from them, scale_step), and each row is
+ * scaled on the way, as ts_scale would. */
+static void apply_mask(fwd *f, const attn_job *j, const float *row_mask, float scale) {
     int64_t BH = (int64_t)f->B * f->H;
     int H = f->H, Sq = j->Sq, Sk = j->Sk, past = Sk - Sq;
     bool seed003 = f->c->variants & TS_VARIANT_SEED003_MASK;
@@ -354,13 +369,19 @@ static void apply_mask(fwd *f, const attn_job *j, const float *row_mask) {
         const float *rm = row_mask ? row_mask + (bh / H) * Sq : NULL;
         for (int r = 0; r < Sq; r++) {
             float *row = att_of(j, bh) + (int64_t)r * Sk;
-            if (rm && rm[r] != 0.0f) {
-                for (int c = 0; c < Sk; c++) row[c] = seed003 ? row[c] + SEED003_FILL : -INFINITY;
+            bool hidden_row = rm && rm[r] != 0.0f;
+            if (!seed003) {
+                int keep = hidden_row ? 0 : j->causal && past + r + 1 < Sk ? past + r + 1 : Sk;
+                mask_row(row, keep, Sk, scale, km);
+                continue;
+            }
+            if (hidden_row) {
+                for (int c = 0; c < Sk; c++) row[c] = row[c] + SEED003_FILL;
                 continue;
             }
             for (int c = 0; c < Sk; c++) {
                 if (km) row[c] += km[c];
-                if (j->causal && c > past + r) row[c] = seed003 ? row[c] + SEED003_FILL : -INFINITY;
+                if (j->causal && c > past + r) row[c] = row[c] + SEED003_FILL;
             }
         }
     }
@@ -446,14 +467,17 @@ static int64_t attention_fused(fwd *f, const attn_job *j, float scale, bool mask
     return empty;
 }
 
-/* The scaled scores, or their offer: with no mask to add, scaled scores a
- * hook can record from the scores (a trace writer's scaled view) are left
- * unmade here (*later) and scaled per head in attention_steps' last pass,
- * in cache, instead of in a pass of their own over all of them. */
+/* The scaled scores, or their offer: scaled scores a hook can record from
+ * the scores (a trace writer's scaled view) are left unmade here (*later)
+ * and scaled on the way in the next pass over them, instead of in a pass of
+ * their own: the mask's (apply_mask), or with no mask attention_steps' last
+ * pass, per head in cache. */
 static ts_status scale_step(fwd *f, const char *prefix, const attn_job *j, ts_tensor *tatt, float scale, bool masked,
                             bool *later) {
     *later = false;
-    if (!masked) TS_TRY(fwd_offer_ahead(f, prefix, "scaled", TS_OP_SCALE, tatt, TS_TAG_ATTN_SCORES, scale, later));
+    /* seed 003 adds -1e9 to the scaled scores: they must be made first */
+    if (!masked || !(f->c->variants & TS_VARIANT_SEED003_MASK))
+        TS_TRY(fwd_offer_ahead(f, prefix, "scaled", TS_OP_SCALE, tatt, TS_TAG_ATTN_SCORES, scale, later));
     if (*later) return TS_OK;
     if (!f->dry) ts_scale(j->att, j->att, scale, (int64_t)f->B * f->H * j->Sq * j->Sk);
     return fwd_emit_like(f, prefix, "scaled", TS_OP_SCALE, tatt, TS_TAG_ATTN_SCORES, false, NULL, scale);
@@ -480,8 +504,9 @@ static ts_status attention_weights_steps(fwd *f, const char *prefix, const attn_
     TS_TRY(fwd_emit(f, prefix, "scores", TS_OP_MATMUL, &tatt, TS_TAG_ATTN_SCORES, false));
     bool scale_later;
     TS_TRY(scale_step(f, prefix, j, &tatt, scale, masked, &scale_later));
-    if (masked) {
-        if (!f->dry) apply_mask(f, j, f->row_mask);
+    if (masked) { /* the scale, when left till now, goes with the mask: one pass over the scores */
+        if (!f->dry) apply_mask(f, j, f->row_mask, scale_later ? scale : 1.0f);
+        scale_later = false;
         TS_TRY(fwd_emit(f, prefix, "masked", TS_OP_MASK, &tatt, TS_TAG_ATTN_SCORES, false));
     }
     if (f->dry) return TS_OK;
