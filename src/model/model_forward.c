@@ -420,18 +420,33 @@ static void head_values(const attn_job *j, int64_t bh) {
  * block's last query sees; the softmax writes the rest of each row as 0),
  * and values summed over them as the whole product sums (ts_gemm_k_prefix),
  * so the numbers are the ones the full product of the staged path makes. */
+/* The keys query rows [r0, r1) of a causal head can see: those of the last. */
+static int causal_keys(const attn_job *j, int r1) {
+    int past = j->Sk - j->Sq;
+    return past + r1 < j->Sk ? past + r1 : j->Sk;
+}
+
+/* Values of rows [r0, r1) of one causal head from their weights, whose
+ * columns past causal_keys are 0: summed over the others as the whole
+ * product sums (ts_gemm_k_prefix), so the numbers are the full product's
+ * (but a 0 * Inf or 0 * NaN left out gives no NaN). */
+static void causal_values(const attn_job *j, int64_t bh, int r0, int r1) {
+    int64_t b = bh / j->H, h = bh % j->H, kvh = h / j->group;
+    ts_gemm_k_prefix(false, false, r1 - r0, j->hd, causal_keys(j, r1), j->Sk, 1.0f, att_of(j, bh) + (int64_t)r0 * j->Sk,
+                     j->Sk, j->v->base + b * j->v->bstride + kvh * j->v->hstride, j->v->ld, 0.0f,
+                     j->ctx + (b * j->Sq + r0) * j->D + h * j->hd, j->D);
+}
+
 static int64_t causal_block(const attn_job *j, int64_t bh, int r0, int r1, float scale) {
     int64_t b = bh / j->H, h = bh % j->H, kvh = h / j->group;
-    int past = j->Sk - j->Sq, n = past + r1 < j->Sk ? past + r1 : j->Sk;
+    int past = j->Sk - j->Sq, n = causal_keys(j, r1);
     float *s = att_of(j, bh) + (int64_t)r0 * j->Sk;
     const float *q = j->q->base + b * j->q->bstride + h * j->q->hstride + (int64_t)r0 * j->q->ld;
     ts_gemm(false, true, r1 - r0, n, j->hd, scale, q, j->q->ld, j->k->base + b * j->k->bstride + kvh * j->k->hstride,
             j->k->ld, 0.0f, s, j->Sk, TS_EPI_NONE, NULL);
     const float *km = j->key_mask ? j->key_mask + b * j->Sk : NULL;
     int64_t empty = ts_softmax_rows(s, s, r1 - r0, j->Sk, km, true, past + r0);
-    ts_gemm_k_prefix(false, false, r1 - r0, j->hd, n, j->Sk, 1.0f, s, j->Sk,
-                     j->v->base + b * j->v->bstride + kvh * j->v->hstride, j->v->ld, 0.0f,
-                     j->ctx + (b * j->Sq + r0) * j->D + h * j->hd, j->D);
+    causal_values(j, bh, r0, r1);
     return empty;
 }
 
@@ -521,9 +536,24 @@ static ts_status attention_weights_steps(fwd *f, const char *prefix, const attn_
     return TS_OK;
 }
 
-/* values = weights v for every head, from the weights as the hook left them. */
+/* values = weights v for every head, from the weights as the hook left them.
+ * Causal weights nobody could edit (a hook that watches only) and that the
+ * plain softmax made are 0 past each query's keys: those the values skip, by
+ * blocks of queries as the fused path does, with the same numbers. */
 static void attention_values(fwd *f, const attn_job *j) {
     int64_t BH = (int64_t)f->B * f->H;
+    bool zeros_hidden = j->causal && !ts_hook_edits(f->hook) &&
+                        !(f->c->variants & (TS_VARIANT_SEED003_MASK | TS_VARIANT_SEED001_SOFTMAX));
+    if (zeros_hidden) {
+        int nb = causal_blocks(j->Sq);
+        TS_MODEL_OMP(parallel for num_threads(f->threads) if(f->par) schedule(dynamic, 1))
+        for (int64_t t = 0; t < BH * nb; t++) {
+            int blk = nb - 1 - (int)(t / BH); /* every head's longest blocks first */
+            int r0 = blk * CAUSAL_BLOCK, r1 = blk == nb - 1 ? j->Sq : r0 + CAUSAL_BLOCK;
+            causal_values(j, t % BH, r0, r1);
+        }
+        return;
+    }
     TS_MODEL_OMP(parallel for num_threads(f->threads) if(f->par) schedule(dynamic, 1))
     for (int64_t bh = 0; bh < BH; bh++) head_values(j, bh);
 }
