@@ -418,14 +418,11 @@ static void head_values(const attn_job *j, int64_t bh) {
             j->ctx + b * j->Sq * j->D + h * j->hd, j->D, TS_EPI_NONE, NULL);
 }
 
-/* Query rows a causal head takes at a time when nobody watches: each block
- * computes the scores, softmax and values of the keys it can see only. */
+/* Query rows a causal head takes at a time: unwatched, each block computes
+ * the scores, softmax and values of the keys it can see only; watched, the
+ * values alone (attention_values). */
 #define CAUSAL_BLOCK 64
 
-/* Rows [r0, r1) of one causal head: scores over the first n keys (those the
- * block's last query sees; the softmax writes the rest of each row as 0),
- * and values summed over them as the whole product sums (ts_gemm_k_prefix),
- * so the numbers are the ones the full product of the staged path makes. */
 /* The keys query rows [r0, r1) of a causal head can see: those of the last. */
 static int causal_keys(const attn_job *j, int r1) {
     int past = j->Sk - j->Sq;
@@ -443,6 +440,10 @@ static void causal_values(const attn_job *j, int64_t bh, int r0, int r1) {
                      j->ctx + (b * j->Sq + r0) * j->D + h * j->hd, j->D);
 }
 
+/* Rows [r0, r1) of one causal head: scores over the first n keys (those the
+ * block's last query sees; the softmax writes the rest of each row as 0),
+ * and values summed over them as the whole product sums (ts_gemm_k_prefix),
+ * so the numbers are the ones the full product of the staged path makes. */
 static int64_t causal_block(const attn_job *j, int64_t bh, int r0, int r1, float scale) {
     int64_t b = bh / j->H, h = bh % j->H, kvh = h / j->group;
     int past = j->Sk - j->Sq, n = causal_keys(j, r1);
