@@ -54,6 +54,14 @@ static void block_simd_nonfinite(trf_acc *acc, const float *x, int64_t n) {
  * aligned: they are for the disk, and the cache is worth more to the model. */
 static void block_simd(trf_acc *acc, const float *x, float *dst, int64_t n) {
     if (n <= 0) return;
+    /* A block that starts or ends with a NaN or an infinity (the rows of
+     * causal masked scores end with -inf) would have its sums come out not
+     * finite, as any such element makes |x|'s: straight to the kernel that
+     * leaves them out, which the sums would send it to anyway. */
+    if (!dst && (!isfinite(x[0]) || !isfinite(x[n - 1]))) {
+        block_simd_nonfinite(acc, x, n);
+        return;
+    }
     float shift0 = isfinite(x[0]) ? x[0] : 0.0f;
     const vf shift = V_SET1(shift0), zero = V_SET1(0.0f);
     vf s1a = zero, s1b = zero, s2a = zero, s2b = zero, saa = zero, sab = zero;
