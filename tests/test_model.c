@@ -561,6 +561,87 @@ static void causal_blocks_give_the_staged_numbers(void **state) {
     assert_true(compared >= 10);
 }
 
+/* A hook that takes every scaled step offered ahead (as a trace writer
+ * does for a factor it can derive), so the model leaves the scaling to the
+ * mask's pass over the scores. */
+static ts_status take_ahead(void *ctx, const char *name, ts_op op, const ts_tensor *t, ts_tag tag, float factor,
+                            bool *done) {
+    (void)ctx, (void)name, (void)op, (void)t, (void)tag, (void)factor;
+    *done = true;
+    return TS_OK;
+}
+
+static ts_status edit_nothing(void *ctx, const char *name, ts_op op, ts_tensor *t, ts_tag tag, bool *edited) {
+    (void)ctx, (void)name, (void)op, (void)t, (void)tag;
+    *edited = false;
+    return TS_OK;
+}
+
+/* The masked scores, the weights and the output made with the scale taken
+ * in the mask's pass (a hook that derives the scaled step) are those of the
+ * scale's own pass then the mask (a hook that does not), bit for bit; and a
+ * watched causal head's values, which skip the keys each block of queries
+ * cannot see, are those of the full product (made when an edit could have
+ * changed the weights). Causal with and without padded keys, padded keys
+ * alone, padded query rows too, 150 positions (blocks of 64, 64 and 22), a
+ * scale that is not a power of two (head width 8), on every instruction set. */
+static void scale_in_the_mask_pass_gives_the_same_steps(void **state) {
+    (void)state;
+    const ts_isa isas[] = {TS_ISA_SCALAR, TS_ISA_AVX2, TS_ISA_AVX512, TS_ISA_NEON};
+    const char *keep[] = {"encoder.layers.0.self_attn.masked", "encoder.layers.0.self_attn.weights",
+                          "encoder.layers.1.self_attn.masked", NULL};
+    int compared = 0;
+    for (int ii = 0; ii < 4; ii++) {
+        if (!ts_isa_supported(isas[ii])) continue;
+        assert_ok(ts_kernels_force(isas[ii]));
+        for (int kind = 0; kind < 4; kind++) {
+            ts_model_config c = fixture_encoder(2, 150, 16, 2, 2, 41);
+            c.causal = kind < 2;
+            c.mask = kind == 3 ? TS_MASK_PADDING_BOTH : TS_MASK_PADDING;
+            ts_model m;
+            assert_ok(ts_model_init(&m, &c));
+            int64_t n = (int64_t)c.batch * c.seq * c.d_model;
+            float *x = fixture_randn(n, 43), *plain = malloc(sizeof(float) * (size_t)n);
+            uint8_t pad[2 * 150] = {0};
+            assert_non_null(plain);
+            pad[149] = pad[150 + 100] = pad[150 + 133] = 1;
+            ts_model_input in = {.src_embedded = x, .src_pad = kind == 0 ? NULL : pad};
+            capture made, taken, full;
+            capture_init(&made, MAX_STEPS, keep);
+            capture_init(&taken, MAX_STEPS, keep);
+            capture_init(&full, MAX_STEPS, NULL);
+            ts_hook h_made = {.fn = capture_record, .ctx = &made};
+            ts_hook h_taken = {.fn = capture_record, .ctx = &taken, .derive_next = take_ahead};
+            ts_hook h_full = {.fn = capture_record, .ctx = &full, .edit = edit_nothing};
+            ts_tensor out;
+            assert_ok(ts_model_forward(&m, &in, &h_full, &out));
+            memcpy(plain, out.data, sizeof(float) * (size_t)n);
+            assert_ok(ts_model_forward(&m, &in, &h_made, &out));
+            assert_memory_equal(out.data, plain, sizeof(float) * (size_t)n);
+            assert_ok(ts_model_forward(&m, &in, &h_taken, &out));
+            assert_memory_equal(out.data, plain, sizeof(float) * (size_t)n);
+            assert_non_null(capture_find(&made, "encoder.layers.0.self_attn.scaled"));
+            assert_null(capture_find(&taken, "encoder.layers.0.self_attn.scaled")); /* taken ahead */
+            int64_t att = (int64_t)c.batch * c.heads * c.seq * c.seq;
+            for (int k = 0; keep[k]; k++) {
+                const float *a = capture_values(&made, keep[k]), *b = capture_values(&taken, keep[k]);
+                assert_non_null(a), assert_non_null(b);
+                for (int64_t i = 0; i < att; i++)
+                    if (memcmp(&a[i], &b[i], sizeof(float)) != 0)
+                        fail_msg("%s kind %d %s[%lld]: %.9g scaled apart, %.9g with the mask", ts_isa_name(isas[ii]),
+                                 kind, keep[k], (long long)i, a[i], b[i]);
+            }
+            capture_free(&made), capture_free(&taken), capture_free(&full);
+            free(x), free(plain);
+            ts_model_free(&m);
+            compared++;
+        }
+    }
+    assert_ok(ts_kernels_init());
+    printf("scale in the mask pass: %d models equal to the bit\n", compared);
+    assert_true(compared >= 4);
+}
+
 /* One forward of m over ids, unwatched and watched: the outputs (n) equal to the bit. */
 static void unwatched_equals_watched(ts_model *m, const int32_t *ids, int64_t n, const char *what) {
     ts_model_input in = {.src_ids = ids};
@@ -996,6 +1077,7 @@ int main(void) {
         cmocka_unit_test(concat_is_values_permuted_back),
         cmocka_unit_test(hook_does_not_change_the_numbers),
         cmocka_unit_test(causal_blocks_give_the_staged_numbers),
+        cmocka_unit_test(scale_in_the_mask_pass_gives_the_same_steps),
         cmocka_unit_test(hook_error_stops_the_pass),
         cmocka_unit_test(in_proj_round_trips_in_torch_order),
         cmocka_unit_test(load_param_names_tensor_and_shapes),

@@ -5,6 +5,7 @@
  * error or a correct partial read. Fuzzer finds in tests/fuzz/regressions are
  * replayed here. */
 #include <dirent.h>
+#include <float.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -361,6 +362,60 @@ static void hist_kernels_bin_like_trf_bin(void **state) {
     run[long_n - 1] = lo;
     assert_hist_like_trf_bin(run, long_n, lo, scale);
     free(run);
+}
+
+/* The non-finite counts every instruction set gives (what its hist kernel
+ * binned of NaN and the infinities, to take back out) against a scalar
+ * count, at every tail length and lane position: NaN of both signs and any
+ * payload, +-inf, and the finite values nearest them (FLT_MAX, denormals,
+ * +-0). Then the hist kernels bin such inputs as trf_bin does. */
+static void nonfinite_counts_on_every_isa(void **state) {
+    (void)state;
+    uint32_t qnan_neg = 0xffc00000u, snan = 0x7f800001u, payload = 0x7fc12345u;
+    float specials[9];
+    memcpy(&specials[0], &qnan_neg, 4);
+    memcpy(&specials[1], &snan, 4);
+    memcpy(&specials[2], &payload, 4);
+    specials[3] = INFINITY, specials[4] = -INFINITY, specials[5] = FLT_MAX, specials[6] = -FLT_MAX;
+    specials[7] = 1e-45f, specials[8] = -0.0f;
+    const int64_t n = 5000;
+    float *x = random_floats(n, 1.0f, 0.0f);
+    for (int64_t i = 0; i < n; i++)
+        if (i % 3 != 0) x[i] = specials[(i * 7) % 9];
+    const trf_stats_ops *isas[] = {&trf_stats_scalar,
+#if defined(TRF_HAVE_X86)
+                                   ts_isa_supported(TS_ISA_AVX2) ? &trf_stats_avx2 : NULL,
+                                   ts_isa_supported(TS_ISA_AVX512) ? &trf_stats_avx512 : NULL,
+#endif
+#if defined(TRF_HAVE_NEON)
+                                   &trf_stats_neon,
+#endif
+    };
+    int checked = 0;
+    for (int64_t len = 0; len <= 70; len++)
+        for (int64_t at = 0; at < 20; at += 3) {
+            uint64_t want_low = 0, want_high = 0;
+            for (int64_t i = at; i < at + len; i++) {
+                want_low += isnan(x[i]) || x[i] == -INFINITY;
+                want_high += x[i] == INFINITY;
+            }
+            for (size_t k = 0; k < sizeof isas / sizeof isas[0]; k++) {
+                if (!isas[k]) continue;
+                uint64_t low = 99, high = 99;
+                isas[k]->nonfinite(x + at, len, &low, &high);
+                if (low != want_low || high != want_high)
+                    fail_msg("isa %zu, %lld at %lld: %llu low %llu high, want %llu %llu", k, (long long)len,
+                             (long long)at, (unsigned long long)low, (unsigned long long)high,
+                             (unsigned long long)want_low, (unsigned long long)want_high);
+                checked++;
+            }
+        }
+    /* The hist kernels on the same inputs: NaN and -inf in bin 0, +inf in 63, as trf_bin. */
+    const int64_t lengths[] = {1, 7, 8, 9, 31, 33, 64, 65, 513, 4099, n};
+    for (size_t i = 0; i < sizeof lengths / sizeof lengths[0]; i++)
+        assert_hist_like_trf_bin(x, lengths[i], -1.5f, 64.0f / 3.0f);
+    printf("non-finite counts: %d cases alike on every path\n", checked);
+    free(x);
 }
 
 /* ---- writing and reading ---- */
@@ -1397,6 +1452,7 @@ int main(void) {
         cmocka_unit_test(stats_match_reference_on_every_isa),
         cmocka_unit_test(masked_scores_stats_on_every_isa),
         cmocka_unit_test(hist_kernels_bin_like_trf_bin),
+        cmocka_unit_test(nonfinite_counts_on_every_isa),
         cmocka_unit_test(metadata_takes_added_items),
         cmocka_unit_test(batch_tokens_round_trip_per_side),
         cmocka_unit_test(round_trip_every_level),

@@ -348,11 +348,33 @@ typedef struct attn_job {
 
 static float *att_of(const attn_job *j, int64_t bh) { return j->att + bh * j->Sq * j->Sk; }
 
+/* One row of the masked scores, not seed 003's: keys [0, keep) times scale
+ * (1: already scaled), a padded key (km != 0) replaced by the fill as
+ * masked_fill does, the rest the fill. Straight loops over the row (4 KB at
+ * GPT-2's 1024 keys, in L1), vectorised by `omp simd` (-O2's cost model
+ * leaves loops of unknown length scalar); the scale apart so that no fused
+ * multiply-add could change a bit. */
+static void mask_row(float *restrict row, int keep, int Sk, float scale, const float *restrict km, float fill) {
+    if (scale != 1.0f) {
+        TS_MODEL_OMP(simd)
+        for (int c = 0; c < keep; c++) row[c] *= scale;
+    }
+    if (km) {
+        TS_MODEL_OMP(simd)
+        for (int c = 0; c < keep; c++) row[c] = km[c] != 0.0f ? fill : row[c];
+    }
+    TS_MODEL_OMP(simd)
+    for (int c = keep; c < Sk; c++) row[c] = fill;
+}
+
 /* Key padding (B, Sk), the causal rule and hidden query rows (B, Sq), written
  * into the scores as the fill, masked_fill's way: -inf, or --mask-fill's
  * number (the Annotated Transformer's -1e9); seed 003's masks add -1e9
- * instead (its keys' -1e9 comes in key_mask, build_mask). */
-static void apply_mask(fwd *f, const attn_job *j, const float *row_mask) {
+ * instead (its keys' -1e9 comes in key_mask, build_mask). scale != 1: the
+ * scores are not scaled yet (the hook took the scaled step from them,
+ * scale_step), and each row is scaled on the way, as ts_scale would; never
+ * with seed 003, whose -1e9 is added to scaled scores. */
+static void apply_mask(fwd *f, const attn_job *j, const float *row_mask, float scale) {
     int64_t BH = (int64_t)f->B * f->H;
     int H = f->H, Sq = j->Sq, Sk = j->Sk, past = Sk - Sq;
     bool seed003 = f->c->variants & TS_VARIANT_SEED003_MASK;
@@ -363,13 +385,19 @@ static void apply_mask(fwd *f, const attn_job *j, const float *row_mask) {
         const float *rm = row_mask ? row_mask + (bh / H) * Sq : NULL;
         for (int r = 0; r < Sq; r++) {
             float *row = att_of(j, bh) + (int64_t)r * Sk;
-            if (rm && rm[r] != 0.0f) {
-                for (int c = 0; c < Sk; c++) row[c] = seed003 ? row[c] + SEED003_FILL : fill;
+            bool hidden_row = rm && rm[r] != 0.0f;
+            if (!seed003) {
+                int keep = hidden_row ? 0 : j->causal && past + r + 1 < Sk ? past + r + 1 : Sk;
+                mask_row(row, keep, Sk, scale, km, fill);
+                continue;
+            }
+            if (hidden_row) {
+                for (int c = 0; c < Sk; c++) row[c] = row[c] + SEED003_FILL;
                 continue;
             }
             for (int c = 0; c < Sk; c++) {
-                if (km && km[c] != 0.0f) row[c] = seed003 ? row[c] + km[c] : fill;
-                if (j->causal && c > past + r) row[c] = seed003 ? row[c] + SEED003_FILL : fill;
+                if (km && km[c] != 0.0f) row[c] = row[c] + km[c];
+                if (j->causal && c > past + r) row[c] = row[c] + SEED003_FILL;
             }
         }
     }
@@ -400,9 +428,27 @@ static void head_values(const attn_job *j, int64_t bh) {
             j->ctx + b * j->Sq * j->D + h * j->hd, j->D, TS_EPI_NONE, NULL);
 }
 
-/* Query rows a causal head takes at a time when nobody watches: each block
- * computes the scores, softmax and values of the keys it can see only. */
+/* Query rows a causal head takes at a time: unwatched, each block computes
+ * the scores, softmax and values of the keys it can see only; watched, the
+ * values alone (attention_values). */
 #define CAUSAL_BLOCK 64
+
+/* The keys query rows [r0, r1) of a causal head can see: those of the last. */
+static int causal_keys(const attn_job *j, int r1) {
+    int past = j->Sk - j->Sq;
+    return past + r1 < j->Sk ? past + r1 : j->Sk;
+}
+
+/* Values of rows [r0, r1) of one causal head from their weights, whose
+ * columns past causal_keys are 0: summed over the others as the whole
+ * product sums (ts_gemm_k_prefix), so the numbers are the full product's
+ * (but a 0 * Inf or 0 * NaN left out gives no NaN). */
+static void causal_values(const attn_job *j, int64_t bh, int r0, int r1) {
+    int64_t b = bh / j->H, h = bh % j->H, kvh = h / j->group;
+    ts_gemm_k_prefix(false, false, r1 - r0, j->hd, causal_keys(j, r1), j->Sk, 1.0f, att_of(j, bh) + (int64_t)r0 * j->Sk,
+                     j->Sk, j->v->base + b * j->v->bstride + kvh * j->v->hstride, j->v->ld, 0.0f,
+                     j->ctx + (b * j->Sq + r0) * j->D + h * j->hd, j->D);
+}
 
 /* Rows [r0, r1) of one causal head: scores over the first n keys (those the
  * block's last query sees; the softmax writes the rest of each row as 0),
@@ -410,16 +456,14 @@ static void head_values(const attn_job *j, int64_t bh) {
  * so the numbers are the ones the full product of the staged path makes. */
 static int64_t causal_block(const attn_job *j, int64_t bh, int r0, int r1, float scale) {
     int64_t b = bh / j->H, h = bh % j->H, kvh = h / j->group;
-    int past = j->Sk - j->Sq, n = past + r1 < j->Sk ? past + r1 : j->Sk;
+    int past = j->Sk - j->Sq, n = causal_keys(j, r1);
     float *s = att_of(j, bh) + (int64_t)r0 * j->Sk;
     const float *q = j->q->base + b * j->q->bstride + h * j->q->hstride + (int64_t)r0 * j->q->ld;
     ts_gemm(false, true, r1 - r0, n, j->hd, scale, q, j->q->ld, j->k->base + b * j->k->bstride + kvh * j->k->hstride,
             j->k->ld, 0.0f, s, j->Sk, TS_EPI_NONE, NULL);
     const float *km = j->key_mask ? j->key_mask + b * j->Sk : NULL;
     int64_t empty = ts_softmax_rows(s, s, r1 - r0, j->Sk, km, true, past + r0);
-    ts_gemm_k_prefix(false, false, r1 - r0, j->hd, n, j->Sk, 1.0f, s, j->Sk,
-                     j->v->base + b * j->v->bstride + kvh * j->v->hstride, j->v->ld, 0.0f,
-                     j->ctx + (b * j->Sq + r0) * j->D + h * j->hd, j->D);
+    causal_values(j, bh, r0, r1);
     return empty;
 }
 
@@ -455,14 +499,17 @@ static int64_t attention_fused(fwd *f, const attn_job *j, float scale, bool mask
     return empty;
 }
 
-/* The scaled scores, or their offer: with no mask to add, scaled scores a
- * hook can record from the scores (a trace writer's scaled view) are left
- * unmade here (*later) and scaled per head in attention_steps' last pass,
- * in cache, instead of in a pass of their own over all of them. */
+/* The scaled scores, or their offer: scaled scores a hook can record from
+ * the scores (a trace writer's scaled view) are left unmade here (*later)
+ * and scaled on the way in the next pass over them, instead of in a pass of
+ * their own: the mask's (apply_mask), or with no mask attention_steps' last
+ * pass, per head in cache. */
 static ts_status scale_step(fwd *f, const char *prefix, const attn_job *j, ts_tensor *tatt, float scale, bool masked,
                             bool *later) {
     *later = false;
-    if (!masked) TS_TRY(fwd_offer_ahead(f, prefix, "scaled", TS_OP_SCALE, tatt, TS_TAG_ATTN_SCORES, scale, later));
+    /* seed 003 adds -1e9 to the scaled scores: they must be made first */
+    if (!masked || !(f->c->variants & TS_VARIANT_SEED003_MASK))
+        TS_TRY(fwd_offer_ahead(f, prefix, "scaled", TS_OP_SCALE, tatt, TS_TAG_ATTN_SCORES, scale, later));
     if (*later) return TS_OK;
     if (!f->dry) ts_scale(j->att, j->att, scale, (int64_t)f->B * f->H * j->Sq * j->Sk);
     return fwd_emit_like(f, prefix, "scaled", TS_OP_SCALE, tatt, TS_TAG_ATTN_SCORES, false, NULL, scale);
@@ -489,8 +536,9 @@ static ts_status attention_weights_steps(fwd *f, const char *prefix, const attn_
     TS_TRY(fwd_emit(f, prefix, "scores", TS_OP_MATMUL, &tatt, TS_TAG_ATTN_SCORES, false));
     bool scale_later;
     TS_TRY(scale_step(f, prefix, j, &tatt, scale, masked, &scale_later));
-    if (masked) {
-        if (!f->dry) apply_mask(f, j, f->row_mask);
+    if (masked) { /* the scale, when left till now, goes with the mask: one pass over the scores */
+        if (!f->dry) apply_mask(f, j, f->row_mask, scale_later ? scale : 1.0f);
+        scale_later = false;
         TS_TRY(fwd_emit(f, prefix, "masked", TS_OP_MASK, &tatt, TS_TAG_ATTN_SCORES, false));
     }
     if (f->dry) return TS_OK;
@@ -505,9 +553,25 @@ static ts_status attention_weights_steps(fwd *f, const char *prefix, const attn_
     return TS_OK;
 }
 
-/* values = weights v for every head, from the weights as the hook left them. */
+/* values = weights v for every head, from the weights as the hook left them.
+ * Causal weights nobody could edit (a hook that watches only) and that the
+ * plain softmax made are 0 past each query's keys: those the values skip, by
+ * blocks of queries as the fused path does, with the same numbers. */
 static void attention_values(fwd *f, const attn_job *j) {
     int64_t BH = (int64_t)f->B * f->H;
+    /* a finite --mask-fill leaves weight on hidden keys in a row with nothing left to see */
+    bool zeros_hidden = j->causal && !ts_hook_edits(f->hook) && f->c->mask_fill == 0.0f &&
+                        !(f->c->variants & (TS_VARIANT_SEED003_MASK | TS_VARIANT_SEED001_SOFTMAX));
+    if (zeros_hidden) {
+        int nb = causal_blocks(j->Sq);
+        TS_MODEL_OMP(parallel for num_threads(f->threads) if(f->par) schedule(dynamic, 1))
+        for (int64_t t = 0; t < BH * nb; t++) {
+            int blk = nb - 1 - (int)(t / BH); /* every head's longest blocks first */
+            int r0 = blk * CAUSAL_BLOCK, r1 = blk == nb - 1 ? j->Sq : r0 + CAUSAL_BLOCK;
+            causal_values(j, t % BH, r0, r1);
+        }
+        return;
+    }
     TS_MODEL_OMP(parallel for num_threads(f->threads) if(f->par) schedule(dynamic, 1))
     for (int64_t bh = 0; bh < BH; bh++) head_values(j, bh);
 }
