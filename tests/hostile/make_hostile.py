@@ -758,7 +758,7 @@ lesson47_cases = [
     ("expect rows max above nan", lesson47("expect: rows max above nan 1"), "a finite number"),
     ("zoom rows 900-1000 on a 4x4 matrix", lesson47("zoom: rows 900-1000"), "has rows 0-3 only"),
     ("zoom rows given twice", lesson47("zoom: rows 1-2 rows 0-1"), "rows given twice"),
-    ("unchecked: because", lesson47("unchecked: because"), "names none"),
+    ("unchecked: because", lesson47("unchecked: because"), "does not start with the figure it excuses"),
     ("a 10 MB title", lesson47("title: " + "x" * (10 << 20)), "'title' is 10485760 bytes long"),
     ("a 2 MB setup value", lesson47("", "text: " + "my " * (700 << 10) + "\n"), "'text' is 21503"),
 ]
