@@ -158,7 +158,7 @@ char *trace_cli_settings(const ts_model_config *c, const ts_model_input *in, con
     if (decoder) cJSON_AddNumberToObject(o, "tgt_seq", c->tgt_seq);
     /* how the weight matrices were read: said on the line only when not float32 */
     cJSON_AddStringToObject(o, "weights", ts_model_dtype_name(c->dtype));
-    size_t len = strlen(line);
+    len = strlen(line);
     if (c->dtype == TS_DTYPE_BF16 && len < size)
         snprintf(line + len, size - len, ", weights bf16 (matrices rounded to nearest even, float32 sums)");
     char *text = cJSON_PrintUnformatted(o);
