@@ -13,6 +13,7 @@
 #include <dirent.h>
 #include <unistd.h>
 #include <errno.h>
+#include <math.h>
 #include <md4c-html.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -282,6 +283,26 @@ static ts_status draw_fig(void *ctx, cairo_t *cr, double w, double h) {
     return st;
 }
 
+/* The figure's height: FIG_H, or taller when a text would not be drawn whole
+ * at FIG_H (a dataflow graph of many levels wants more rows per band, so
+ * fewer bands side by side), in quarter steps up to three times. The text
+ * floor stays; only the figure grows. Tried on an image surface with the
+ * clips recorded (ts_figure_write records them again when it writes). */
+static double fig_height(fig_ctx *fc, double w, double h0) {
+    for (int k = 0; k <= 8; k++) {
+        double h = round(h0 * (1 + k / 4.0));
+        cairo_surface_t *surf = cairo_image_surface_create(CAIRO_FORMAT_ARGB32, (int)w, (int)h);
+        cairo_t *cr = cairo_create(surf);
+        ts_render_clips_begin();
+        ts_status st = draw_fig(fc, cr, w, h);
+        int n = ts_render_clips_end(NULL, 0);
+        cairo_destroy(cr);
+        cairo_surface_destroy(surf);
+        if (st || n == 0) return st ? h0 : h;
+    }
+    return h0;
+}
+
 static ts_status write_step(ts_site *site, const ts_lessonrun *r, const site_lesson *sl, const char *ldir, int i) {
     const ts_lesson *l = r->lesson;
     const ts_lesson_step *st = &l->steps[i];
@@ -297,7 +318,8 @@ static ts_status write_step(ts_site *site, const ts_lessonrun *r, const site_les
     fig_ctx fc = {pg};
     /* a zoom beside another view: the two go one above the other (ts_lesson_page_draw_figure), a square figure */
     bool two_zoomed = st->zoomed && (st->compare_with || st->compare_run);
-    ts_figure_spec spec = {.format = TS_FIGURE_SVG, .width = FIG_W, .height = two_zoomed ? FIG_W : FIG_H, .scale = 1,
+    double fig_h = fig_height(&fc, FIG_W, two_zoomed ? FIG_W : FIG_H);
+    ts_figure_spec spec = {.format = TS_FIGURE_SVG, .width = FIG_W, .height = fig_h, .scale = 1,
                            .title = page_title,
                            .desc = caption, .svg_pixelated = true};
     s = ts_figure_write(svg_path, &spec, draw_fig, &fc);
@@ -351,7 +373,8 @@ static ts_status write_step(ts_site *site, const ts_lessonrun *r, const site_les
     if (!s && st->narration.source) s = markdown(&b, st->narration.source);
     char fig_id[32];
     snprintf(fig_id, sizeof fig_id, "fig%d", i + 1);
-    ts_text_buf_printf(&b, "</article>\n<figure>\n");
+    /* a figure taller than the window scrolls with the page rather than stick at its top */
+    ts_text_buf_printf(&b, "</article>\n<figure%s>\n", fig_h > FIG_W ? " class=\"tall\"" : "");
     inline_svg(&b, svg, fig_id);
     ts_text_buf_printf(&b, "<figcaption id=\"%s\">", fig_id);
     esc(&b, caption);
