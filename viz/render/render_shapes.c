@@ -359,7 +359,15 @@ ts_status ts_render_shapes(cairo_t *cr, ts_render_rect area, const ts_render_ste
         block_w = lay_out(&g, &m, 0);
         if (block_w <= avail_w) break;
     }
-    if (block_w > avail_w && wrap_levels(&g, &m, avail_w)) {
+    /* only a level wider than the whole area is wrapped: many bands side by side are the height's to fix */
+    double widest = 0;
+    for (int lv = 0; lv < g.rows; lv++) {
+        double row = 0;
+        for (int node = 0; node < g.n + 2; node++)
+            if (is_drawn(&g, node) && g.level[node] == lv) row += m.w[node] + (row > 0 ? m.gap_x : 0);
+        widest = fmax(widest, row);
+    }
+    if (widest > area.w - 2 * pad && wrap_levels(&g, &m, avail_w)) {
         m.rows_per_band = (int)((avail_h + m.gap_y) / (m.box_h + m.gap_y));
         if (m.rows_per_band < 1) m.rows_per_band = 1;
         m.bands = (g.rows + m.rows_per_band - 1) / m.rows_per_band;
