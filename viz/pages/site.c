@@ -35,6 +35,7 @@ typedef struct site_lesson {
     char slug[256];
     char *title, *summary;
     int number, n_steps;
+    double thumb_h; /* the thumbnail's height: its first figure's */
 } site_lesson;
 
 struct ts_site {
@@ -303,7 +304,7 @@ static double fig_height(fig_ctx *fc, double w, double h0) {
     return h0;
 }
 
-static ts_status write_step(ts_site *site, const ts_lessonrun *r, const site_lesson *sl, const char *ldir, int i) {
+static ts_status write_step(ts_site *site, const ts_lessonrun *r, site_lesson *sl, const char *ldir, int i) {
     const ts_lesson *l = r->lesson;
     const ts_lesson_step *st = &l->steps[i];
     ts_lesson_page *pg;
@@ -327,6 +328,7 @@ static ts_status write_step(ts_site *site, const ts_lessonrun *r, const site_les
         /* the index's thumbnail: the same figure as PNG, one pixel a point */
         snprintf(png_path, sizeof png_path, "%s/thumb.png", ldir);
         spec.format = TS_FIGURE_PNG;
+        sl->thumb_h = fig_h;
         spec.svg_pixelated = false;
         s = ts_figure_write(png_path, &spec, draw_fig, &fc);
     }
@@ -508,7 +510,8 @@ ts_status ts_site_close(ts_site *s) {
                            l->slug);
         ts_text_buf_str(&b, "the first figure of ");
         esc(&b, l->title);
-        ts_text_buf_printf(&b, "\" loading=\"lazy\" width=\"%.0f\" height=\"%.0f\">\n<h2>", FIG_W, FIG_H);
+        ts_text_buf_printf(&b, "\" loading=\"lazy\" width=\"%.0f\" height=\"%.0f\">\n<h2>", FIG_W,
+                           l->thumb_h > 0 ? l->thumb_h : FIG_H);
         if (l->number) ts_text_buf_printf(&b, "<span class=\"num\">%d</span> ", l->number);
         esc(&b, l->title);
         ts_text_buf_str(&b, "</h2></a>\n<p>");
