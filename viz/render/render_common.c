@@ -234,10 +234,10 @@ double ts_render__title(ts_render__pen *p, ts_render_rect area, const char *titl
     if (!title && !subtitle) return 0;
     double y = area.y + TS_RENDER__PAD, h;
     double max_w = area.w - 2 * TS_RENDER__PAD;
-    if (title) { /* a long title (an edited run's) wraps rather than lose its end */
+    if (title) { /* a long title (an edited run's) wraps rather than lose its end, even in a narrow panel */
         ts_render__font f = ts_render__font_of(TS_RENDER__TITLE_SIZE, TS_RENDER__BOLD, ts_render__ink);
         f.max_w = max_w;
-        f.max_lines = 3;
+        f.max_lines = 6;
         ts_render__measure(p, title, &f, NULL, &h);
         ts_render__text(p, title, &f, area.x + TS_RENDER__PAD, y, 0, 0, 0);
         y += h + 2;
