@@ -106,13 +106,16 @@ static void tick_text(char *buf, size_t size, const axis *a, double v, double st
  * between them. */
 static bool x_labels_fit(ts_render__pen *p, const axis *a, const double *ticks, int n, double step, double w,
                          const ts_render__font *font) {
-    double total = 0;
+    double total = 0, prev_w = 0;
     char buf[48];
     for (int i = 0; i < n; i++) {
         double lw;
         tick_text(buf, sizeof buf, a, ticks[i], step);
         ts_render__measure(p, buf, font, &lw, NULL);
         total += lw + 6;
+        /* neighbours apart where they stand, not only on average ("100150" on a narrow plot) */
+        if (i > 0 && (axis_t(a, ticks[i]) - axis_t(a, ticks[i - 1])) * w < (prev_w + lw) / 2 + 4) return false;
+        prev_w = lw;
     }
     return total <= w;
 }
