@@ -200,11 +200,11 @@ done
 # A planted clip: a title too long for its figure is shortened with "…"; the
 # figure is refused under tests, written with a warning for users.
 long="EDITED: head 0 zeroed; head 1 zeroed; head 2 zeroed; head 3 zeroed; and a great deal more said in a title than fits"
-long="$long, $long, $long, $long, $long" # more than the three lines a title wraps onto
-expect 2 "a title cut short, under tests" -- "$bin" png "$t" --tensor $attn --head 0 --view heatmap --title "$long" -o "$tmp/cut.png"
+long="$long, $long, $long, $long, $long" # more than the six lines a title wraps onto, 400 points wide
+expect 2 "a title cut short, under tests" -- "$bin" png "$t" --tensor $attn --head 0 --view heatmap --width 400 --title "$long" -o "$tmp/cut.png"
 has "$err" "not drawn whole: shortened to fit: \"EDITED: head 0 zeroed" "a cut title"
 [ -e "$tmp/cut.png" ] && bad "the refused figure was written" || ok
-TSCOPE_CLIPS= expect 0 "a title cut short, for users" -- "$bin" png "$t" --tensor $attn --head 0 --view heatmap --title "$long" -o "$tmp/cut.png"
+TSCOPE_CLIPS= expect 0 "a title cut short, for users" -- "$bin" png "$t" --tensor $attn --head 0 --view heatmap --width 400 --title "$long" -o "$tmp/cut.png"
 has "$err" "warning: $tmp/cut.png: 1 text not drawn whole" "the warning for users"
 [ -s "$tmp/cut.png" ] && ok || bad "the figure with a warning was not written"
 

@@ -230,7 +230,7 @@ case $err in *"'level: values'"*"'only: "*) ok ;; *) bad "the hint is not in the
 case $err in *part.tstrace* | *--level*) bad "the hint names run's flags or a cache file: $err" ;; *) ok ;; esac
 
 # ---- a hand-out: ONE PDF, a page a step, narration and figure on each
-expect 0 "lesson 3 --handout a4" -- "$bin" lesson 3 --export "$tmp/ho" --format pdf --handout a4 --quiet
+TSCOPE_CLIPS=error expect 0 "lesson 3 --handout a4" -- "$bin" lesson 3 --export "$tmp/ho" --format pdf --handout a4 --quiet
 pdf="$tmp/ho/03-attention-handout.pdf"
 steps=$("$bin" lesson 3 --print 2>/dev/null | grep -c '^step ')
 [ "$(pdfinfo "$pdf" 2>/dev/null | awk '/^Pages:/ { print $2 }')" = "$steps" ] && ok || bad "the hand-out is not one PDF of $steps pages"

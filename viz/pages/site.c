@@ -13,6 +13,7 @@
 #include <dirent.h>
 #include <unistd.h>
 #include <errno.h>
+#include <math.h>
 #include <md4c-html.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,6 +35,7 @@ typedef struct site_lesson {
     char slug[256];
     char *title, *summary;
     int number, n_steps;
+    double thumb_h; /* the thumbnail's height: its first figure's */
 } site_lesson;
 
 struct ts_site {
@@ -282,7 +284,27 @@ static ts_status draw_fig(void *ctx, cairo_t *cr, double w, double h) {
     return st;
 }
 
-static ts_status write_step(ts_site *site, const ts_lessonrun *r, const site_lesson *sl, const char *ldir, int i) {
+/* The figure's height: FIG_H, or taller when a text would not be drawn whole
+ * at FIG_H (a dataflow graph of many levels wants more rows per band, so
+ * fewer bands side by side), in quarter steps up to three times. The text
+ * floor stays; only the figure grows. Tried on an image surface with the
+ * clips recorded (ts_figure_write records them again when it writes). */
+static double fig_height(fig_ctx *fc, double w, double h0) {
+    for (int k = 0; k <= 8; k++) {
+        double h = round(h0 * (1 + k / 4.0));
+        cairo_surface_t *surf = cairo_image_surface_create(CAIRO_FORMAT_ARGB32, (int)w, (int)h);
+        cairo_t *cr = cairo_create(surf);
+        ts_render_clips_begin();
+        ts_status st = draw_fig(fc, cr, w, h);
+        int n = ts_render_clips_end(NULL, 0);
+        cairo_destroy(cr);
+        cairo_surface_destroy(surf);
+        if (st || n == 0) return st ? h0 : h;
+    }
+    return h0;
+}
+
+static ts_status write_step(ts_site *site, const ts_lessonrun *r, site_lesson *sl, const char *ldir, int i) {
     const ts_lesson *l = r->lesson;
     const ts_lesson_step *st = &l->steps[i];
     ts_lesson_page *pg;
@@ -297,7 +319,8 @@ static ts_status write_step(ts_site *site, const ts_lessonrun *r, const site_les
     fig_ctx fc = {pg};
     /* a zoom beside another view: the two go one above the other (ts_lesson_page_draw_figure), a square figure */
     bool two_zoomed = st->zoomed && (st->compare_with || st->compare_run);
-    ts_figure_spec spec = {.format = TS_FIGURE_SVG, .width = FIG_W, .height = two_zoomed ? FIG_W : FIG_H, .scale = 1,
+    double fig_h = fig_height(&fc, FIG_W, two_zoomed ? FIG_W : FIG_H);
+    ts_figure_spec spec = {.format = TS_FIGURE_SVG, .width = FIG_W, .height = fig_h, .scale = 1,
                            .title = page_title,
                            .desc = caption, .svg_pixelated = true};
     s = ts_figure_write(svg_path, &spec, draw_fig, &fc);
@@ -305,6 +328,7 @@ static ts_status write_step(ts_site *site, const ts_lessonrun *r, const site_les
         /* the index's thumbnail: the same figure as PNG, one pixel a point */
         snprintf(png_path, sizeof png_path, "%s/thumb.png", ldir);
         spec.format = TS_FIGURE_PNG;
+        sl->thumb_h = fig_h;
         spec.svg_pixelated = false;
         s = ts_figure_write(png_path, &spec, draw_fig, &fc);
     }
@@ -351,7 +375,8 @@ static ts_status write_step(ts_site *site, const ts_lessonrun *r, const site_les
     if (!s && st->narration.source) s = markdown(&b, st->narration.source);
     char fig_id[32];
     snprintf(fig_id, sizeof fig_id, "fig%d", i + 1);
-    ts_text_buf_printf(&b, "</article>\n<figure>\n");
+    /* a figure taller than the window scrolls with the page rather than stick at its top */
+    ts_text_buf_printf(&b, "</article>\n<figure%s>\n", fig_h > FIG_W ? " class=\"tall\"" : "");
     inline_svg(&b, svg, fig_id);
     ts_text_buf_printf(&b, "<figcaption id=\"%s\">", fig_id);
     esc(&b, caption);
@@ -485,7 +510,8 @@ ts_status ts_site_close(ts_site *s) {
                            l->slug);
         ts_text_buf_str(&b, "the first figure of ");
         esc(&b, l->title);
-        ts_text_buf_printf(&b, "\" loading=\"lazy\" width=\"%.0f\" height=\"%.0f\">\n<h2>", FIG_W, FIG_H);
+        ts_text_buf_printf(&b, "\" loading=\"lazy\" width=\"%.0f\" height=\"%.0f\">\n<h2>", FIG_W,
+                           l->thumb_h > 0 ? l->thumb_h : FIG_H);
         if (l->number) ts_text_buf_printf(&b, "<span class=\"num\">%d</span> ", l->number);
         esc(&b, l->title);
         ts_text_buf_str(&b, "</h2></a>\n<p>");

@@ -52,6 +52,7 @@ const char ts_site_css[] =
     "math[display=\"block\"] { margin: 0.6em 0; }\n"
     "table { border-collapse: collapse; } th, td { border: 1px solid var(--rule); padding: 0.2em 0.5em; }\n"
     "figure { margin: 0; position: sticky; top: 0.5em; overflow-x: auto; }\n"
+    "figure.tall { position: static; }\n"
     "figure svg { display: block; width: 100%; min-width: 760px; height: auto; }\n"
     "/* cells stay square blocks, not blurred, at any zoom */\n"
     "figure svg image { image-rendering: pixelated; }\n"

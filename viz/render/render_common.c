@@ -234,10 +234,10 @@ double ts_render__title(ts_render__pen *p, ts_render_rect area, const char *titl
     if (!title && !subtitle) return 0;
     double y = area.y + TS_RENDER__PAD, h;
     double max_w = area.w - 2 * TS_RENDER__PAD;
-    if (title) { /* a long title (an edited run's) wraps rather than lose its end */
+    if (title) { /* a long title (an edited run's) wraps rather than lose its end, even in a narrow panel */
         ts_render__font f = ts_render__font_of(TS_RENDER__TITLE_SIZE, TS_RENDER__BOLD, ts_render__ink);
         f.max_w = max_w;
-        f.max_lines = 3;
+        f.max_lines = 6;
         ts_render__measure(p, title, &f, NULL, &h);
         ts_render__text(p, title, &f, area.x + TS_RENDER__PAD, y, 0, 0, 0);
         y += h + 2;
@@ -717,8 +717,19 @@ void ts_render__hist(ts_render__pen *p, ts_render_rect r, const ts_render_hist *
     cairo_stroke(cr);
     cairo_restore(cr);
 
+    /* fewer ticks until their labels stand apart (large text on a narrow histogram) */
     double ticks[16], step;
-    int n = ts_render__ticks(h->lo, h->hi, plot.w > 240 ? 6 : 4, ticks, &step);
+    int n = 0;
+    for (int max_n = plot.w > 240 ? 6 : 4; max_n >= 2; max_n--) {
+        n = ts_render__ticks(h->lo, h->hi, max_n, ticks, &step);
+        double widest = 0, tw;
+        for (int i = 0; i < n; i++) {
+            ts_render__fmt(buf, sizeof buf, ticks[i], step);
+            ts_render__measure(p, buf, &tf, &tw, NULL);
+            widest = fmax(widest, tw);
+        }
+        if (n < 2 || !(h->hi > h->lo) || step / (h->hi - h->lo) * plot.w >= widest + 4) break;
+    }
     for (int i = 0; i < n; i++) {
         double x = plot.x + (ticks[i] - h->lo) / (h->hi - h->lo) * plot.w;
         cairo_set_source_rgb(cr, 0.35, 0.35, 0.38);

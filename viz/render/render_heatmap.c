@@ -646,9 +646,19 @@ ts_status ts_render_heatmap(cairo_t *cr, ts_render_rect area, const ts_render_ma
     if (o->row_axis) {
         ts_render__font raf = af;
         raf.max_w = c.grid.h;
+        /* left of the labels as drawn: thinned, a few short ones gain their index ("6 w"), wider than measured */
+        double drawn_w = 0;
+        for (int r = 0; r < c.rows; r++) {
+            int i = c.row0 + r;
+            if (!labelled(i, m->rows, kr)) continue;
+            double w;
+            ts_render__measure(&pen, label_of(m->row_labels, i, kr == 1 && windowed(&c) ? 0 : kr, axis_buf, sizeof axis_buf),
+                               &lf, &w, NULL);
+            drawn_w = fmax(drawn_w, w);
+        }
+        double title_x = fmin(x0 + axis_h / 2, c.grid.x - (kr > 1 ? 5 : 3) - drawn_w - 8 - axis_h / 2);
         ts_render__text(&pen, axis_title_fit(&pen, &raf, raf.max_w, axis_buf, sizeof axis_buf, o->row_axis, kr), &raf,
-                        x0 + axis_h / 2,
-                        c.grid.y + c.grid.h / 2, 0.5, 0.5, -M_PI / 2);
+                        title_x, c.grid.y + c.grid.h / 2, 0.5, 0.5, -M_PI / 2);
     }
     if (o->col_axis) {
         ts_render__font caf = af;

@@ -21,9 +21,14 @@ ts_status ts_render_ids(cairo_t *cr, ts_render_rect area, const ts_render_ids_vi
     double pad = TS_RENDER__PAD;
     double y = area.y + ts_render__title(&p, area, v->title, v->subtitle) + 8;
     ts_render__font note = ts_render__font_of(TS_RENDER__LABEL_SIZE, 0, ts_render__muted);
-    ts_render__text(&p, "token ids are names of vocabulary entries, not quantities: one colour for all", &note,
-                    area.x + pad, y, 0, 0, 0);
-    y += 30;
+    /* one line where it fits, two in a narrow area (a view beside another at the site's text floor) */
+    const char *said = "token ids are names of vocabulary entries, not quantities: one colour for all";
+    note.max_w = area.w - 2 * pad;
+    note.max_lines = 2;
+    double note_w, note_h;
+    ts_render__measure(&p, said, &note, &note_w, &note_h);
+    ts_render__text(&p, said, &note, area.x + pad, y, 0, 0, 0);
+    y += fmax(30, note_h + 12);
     int per_row = (int)fmax(1, floor((area.w - 2 * pad + GAP) / (BOX_W + GAP)));
     ts_render__font pos_f = ts_render__font_of(TS_RENDER__TICK_SIZE, 0, ts_render__muted);
     ts_render__font id_f = ts_render__font_of(TS_RENDER__SUBTITLE_SIZE + 2, TS_RENDER__MONO, ts_render__ink);

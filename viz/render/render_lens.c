@@ -52,16 +52,24 @@ ts_status ts_render_lens(cairo_t *cr, ts_render_rect area, const ts_render_lens_
     double pad = TS_RENDER__PAD;
     double y0 = area.y + ts_render__title(&p, area, v->title, v->subtitle) + 6;
     ts_render__font note = ts_render__font_of(TS_RENDER__LABEL_SIZE, 0, ts_render__muted);
+    /* the two notes wrap in a narrow area (a printed page's column); each extra line moves the grid down */
+    note.max_w = area.w - 2 * pad;
+    note.max_lines = 3;
+    const char *said[2] = {"each cell: the next token that layer's stream predicts through the final norm and the head",
+                           "framed in red: it is the token that does come next"};
     if (v->masked) { /* BERT: the masked-LM head scores the token at each position itself */
-        ts_render__text(&p, "each cell: the token at that position as that layer's stream predicts it through the "
-                            "masked-LM head", &note, area.x + pad, y0, 0, 0, 0);
-        ts_render__text(&p, "framed in red: it is the token that is there in the input", &note, area.x + pad, y0 + 16,
-                        0, 0, 0);
-    } else {
-        ts_render__text(&p, "each cell: the next token that layer's stream predicts through the final norm and the head",
-                        &note, area.x + pad, y0, 0, 0, 0);
-        ts_render__text(&p, "framed in red: it is the token that does come next", &note, area.x + pad, y0 + 16, 0, 0, 0);
+        said[0] = "each cell: the token at that position as that layer's stream predicts it through the masked-LM head";
+        said[1] = "framed in red: it is the token that is there in the input";
     }
+    double line_h, h0, h1, extra = 0;
+    ts_render__measure(&p, "Ag", &note, NULL, &line_h);
+    ts_render__measure(&p, said[0], &note, NULL, &h0);
+    ts_render__measure(&p, said[1], &note, NULL, &h1);
+    extra += h0 - line_h;
+    ts_render__text(&p, said[0], &note, area.x + pad, y0, 0, 0, 0);
+    ts_render__text(&p, said[1], &note, area.x + pad, y0 + 16 + extra, 0, 0, 0);
+    extra += h1 - line_h;
+    y0 += extra;
     double gx = area.x + pad + LEFT, gy = y0 + 38 + HEAD;
     /* cells fill the area they are given (a lesson's page), within reason; an
      * area too narrow for every position shows the last ones, where the text

@@ -68,6 +68,15 @@ static void summary_text(ts_render__pen *p, ts_render_rect r, const float *mean_
     snprintf(b[0], sizeof b[0], "          |mean|    std");
     snprintf(b[1], sizeof b[1], "before  %8.3f %8.3f", a[0], a[1]);
     snprintf(b[2], sizeof b[2], "after   %8.3f %8.3f", a[2], a[3]);
+    double w;
+    ts_render__font whole = f;
+    whole.max_w = 0;
+    ts_render__measure(p, b[1], &whole, &w, NULL);
+    if (w > r.w) { /* a narrow column: the columns closer */
+        snprintf(b[0], sizeof b[0], "       |mean|   std");
+        snprintf(b[1], sizeof b[1], "before %6.3f %5.3f", a[0], a[1]);
+        snprintf(b[2], sizeof b[2], "after  %6.3f %5.3f", a[2], a[3]);
+    }
     snprintf(b[3], sizeof b[3], "over %d features per token, %d tokens", dim, seq);
     rows[0] = b[0];
     rows[1] = b[1];
@@ -118,6 +127,18 @@ static void rms_summary(ts_render__pen *p, ts_render_rect r, const ts_render_nor
              average(mean_in, d->seq, true), average(std_in, d->seq, false));
     snprintf(b[2], sizeof b[2], "%-4s%6.3f", "y", average(rms_y, d->seq, false));
     snprintf(b[3], sizeof b[3], "%-4s%6.3f %6.3f", "out", average(rms_out, d->seq, false), average(mean_out, d->seq, true));
+    ts_render__font whole = f;
+    whole.max_w = 0;
+    double w;
+    ts_render__measure(p, b[1], &whole, &w, NULL);
+    if (w > r.w) { /* a narrow column: the columns closer */
+        snprintf(b[0], sizeof b[0], "      rms|mean|   std");
+        snprintf(b[1], sizeof b[1], "%-4s%5.3f %5.3f %5.3f", "in", average(d->rms, d->seq, false),
+                 average(mean_in, d->seq, true), average(std_in, d->seq, false));
+        snprintf(b[2], sizeof b[2], "%-4s%5.3f", "y", average(rms_y, d->seq, false));
+        snprintf(b[3], sizeof b[3], "%-4s%5.3f %5.3f", "out", average(rms_out, d->seq, false),
+                 average(mean_out, d->seq, true));
+    }
     for (int k = 0; k < 4; k++) {
         if (k == 2 && !rms_y) continue;
         ts_render__text(p, b[k], &f, r.x, y, 0, 0, 0);
@@ -204,6 +225,20 @@ ts_status ts_render_layernorm(cairo_t *cr, ts_render_rect area, const ts_render_
     for (int r = 0; r < 2; r++)
         for (int c = 0; c < 3; c++)
             cell[r][c] = (ts_render_rect){body.x + c * (cw + gap), body.y + r * (rh + gap), cw, rh};
+    /* A column too narrow for the table of numbers (a view beside another, at
+     * the site's text floor): two columns and three rows, the lines per token
+     * on top, the histograms in the middle, γ and β beside the numbers below. */
+    double table_w;
+    ts_render__font tf = ts_render__font_of(TS_RENDER__LABEL_SIZE, TS_RENDER__MONO, ts_render__ink);
+    ts_render__measure(&pen, "before     0.040    0.999", &tf, &table_w, NULL);
+    if (cw < table_w) {
+        cw = (body.w - gap) / 2;
+        rh = (body.h - 2 * gap) / 3;
+        static const int at[2][3][2] = {{{0, 0}, {0, 1}, {2, 0}}, {{1, 0}, {1, 1}, {2, 1}}};
+        for (int r = 0; r < 2; r++)
+            for (int c = 0; c < 3; c++)
+                cell[r][c] = (ts_render_rect){body.x + at[r][c][1] * (cw + gap), body.y + at[r][c][0] * (rh + gap), cw, rh};
+    }
 
     if (!d->rms) {
         stat_plot(&pen, cell[0][0], "Mean of each token", mean_in, mean_out, d->seq, "mean", d->tokens);

@@ -106,13 +106,16 @@ static void tick_text(char *buf, size_t size, const axis *a, double v, double st
  * between them. */
 static bool x_labels_fit(ts_render__pen *p, const axis *a, const double *ticks, int n, double step, double w,
                          const ts_render__font *font) {
-    double total = 0;
+    double total = 0, prev_w = 0;
     char buf[48];
     for (int i = 0; i < n; i++) {
         double lw;
         tick_text(buf, sizeof buf, a, ticks[i], step);
         ts_render__measure(p, buf, font, &lw, NULL);
         total += lw + 6;
+        /* neighbours apart where they stand, not only on average ("100150" on a narrow plot) */
+        if (i > 0 && (axis_t(a, ticks[i]) - axis_t(a, ticks[i - 1])) * w < (prev_w + lw) / 2 + 4) return false;
+        prev_w = lw;
     }
     return total <= w;
 }
@@ -183,22 +186,34 @@ static double legend_width(ts_render__pen *p, const ts_render_series *s, int n, 
  * width w, drawn at (x, y) when draw. */
 static double legend_above(ts_render__pen *p, const ts_render_series *s, int n, const ts_render__font *f, double x,
                            double y, double w, double label_h, bool draw) {
-    double at = 0, lines = 0;
+    /* an entry wider than the whole width wraps onto lines of its own */
+    ts_render__font ef = *f;
+    ef.max_w = fmax(w - 28, 40);
+    ef.max_lines = 3;
+    double at = 0, row_y = 0, row_h = 0;
+    bool first = true;
     for (int k = 0; k < n; k++) {
         if (!s[k].label) continue;
-        double tw;
-        ts_render__measure(p, s[k].label, f, &tw, NULL);
+        double tw, th;
+        ts_render__measure(p, s[k].label, &ef, &tw, &th);
+        th = fmax(th, label_h);
         double entry = 28 + tw + 14;
-        if (lines == 0 || (at > 0 && at + entry - 14 > w)) lines++, at = 0;
+        if (first || (at > 0 && at + entry - 14 > w)) {
+            if (!first) row_y += row_h + 4;
+            first = false;
+            at = 0;
+            row_h = 0;
+        }
         if (draw) {
-            double ly = y + (lines - 1) * (label_h + 4) + label_h / 2;
+            double ly = y + row_y + label_h / 2;
             legend_swatch(p->cr, x + at, ly, ts_render__palette(s[k].color >= 0 ? s[k].color : k), s[k].dashed,
                           s[k].points);
-            ts_render__text(p, s[k].label, f, x + at + 28, ly, 0, 0.5, 0);
+            ts_render__text(p, s[k].label, &ef, x + at + 28, y + row_y + th / 2, 0, 0.5, 0);
         }
+        row_h = fmax(row_h, th);
         at += entry;
     }
-    return lines * (label_h + 4);
+    return first ? 0 : row_y + row_h + 4;
 }
 
 static void draw_series(cairo_t *cr, const ts_render_series *s, int k, const axis *x, const axis *y,
@@ -302,6 +317,24 @@ void ts_render__plot_body(ts_render__pen *p, ts_render_rect r, const ts_render_s
     }
     double bottom = tick_h + 8 + (o->x_label ? axis_h + 4 : 0);
     double plot_h = r.h - bottom - tick_h / 2;
+    /* a y label longer than the plot is tall (a short plot on a printed page) reads level above it */
+    const char *y_label = o->y_label;
+    if (y_label) {
+        double ylw;
+        ts_render__measure(p, y_label, &af, &ylw, NULL);
+        if (ylw > plot_h + bottom) {
+            ts_render__font hf = af;
+            hf.max_w = r.w;
+            hf.max_lines = 2;
+            double yh;
+            ts_render__measure(p, y_label, &hf, NULL, &yh);
+            ts_render__text(p, y_label, &hf, r.x, r.y, 0, 0, 0);
+            r.y += yh + 4;
+            r.h -= yh + 4;
+            plot_h -= yh + 4;
+            y_label = NULL;
+        }
+    }
     double yticks[MAX_TICKS], xticks[MAX_TICKS], ystep, xstep;
     int ny = axis_ticks(&y, (int)fmax(3, fmin(10, plot_h / 42)), yticks, &ystep);
     char buf[48];
@@ -312,7 +345,7 @@ void ts_render__plot_body(ts_render__pen *p, ts_render_rect r, const ts_render_s
         ts_render__measure(p, buf, &tf, &w, NULL);
         ytick_w = fmax(ytick_w, w);
     }
-    double left = (o->y_label ? axis_h + 8 : 0) + ytick_w + 8;
+    double left = (y_label ? axis_h + 8 : 0) + ytick_w + 8;
     ts_render_rect plot = {r.x + left, r.y + tick_h / 2, r.w - left - legend_w - 6, plot_h};
     if (plot.w < 20 || plot.h < 20) return;
     int nx = named_ticks(p, o, &x, plot.w, &tf, xticks);
@@ -380,7 +413,7 @@ void ts_render__plot_body(ts_render__pen *p, ts_render_rect r, const ts_render_s
     }
     if (o->x_label)
         ts_render__text(p, o->x_label, &af, plot.x + plot.w / 2, plot.y + plot.h + tick_h + 8, 0.5, 0, 0);
-    if (o->y_label) ts_render__text(p, o->y_label, &af, r.x + axis_h / 2, plot.y + plot.h / 2, 0.5, 0.5, -M_PI / 2);
+    if (y_label) ts_render__text(p, y_label, &af, r.x + axis_h / 2, plot.y + plot.h / 2, 0.5, 0.5, -M_PI / 2);
 
     if (legend_w > 0) {
         double lx = plot.x + plot.w + 14, ly = plot.y + 2;

@@ -146,12 +146,21 @@ static void score_curve(ts_render__pen *p, ts_render_rect r, const ts_render_rop
     free(buf);
 }
 
+/* A line of text at (x, y), wrapped as its font allows; returns its height. */
+static double said(ts_render__pen *p, const char *text, const ts_render__font *f, double x, double y) {
+    double h;
+    ts_render__measure(p, text, f, NULL, &h);
+    ts_render__text(p, text, f, x, y, 0, 0, 0);
+    return h;
+}
+
 /* Bottom right: the numbers, in words. */
 static void rope_text(ts_render__pen *p, ts_render_rect r, const ts_render_rope_view *v) {
     double y = r.y + ts_render__caption(p, r, "In numbers");
     ts_render__font f = ts_render__font_of(TS_RENDER__LABEL_SIZE, 0, ts_render__ink);
     ts_render__font mf = ts_render__font_of(TS_RENDER__LABEL_SIZE, TS_RENDER__ITALIC, ts_render__muted);
     f.max_w = mf.max_w = r.w;
+    f.max_lines = mf.max_lines = 2; /* a line wraps once in a narrow column (the site's larger text) */
     double h;
     ts_render__measure(p, "Ag", &f, NULL, &h);
     char line[8][160];
@@ -174,33 +183,27 @@ static void rope_text(ts_render__pen *p, ts_render_rect r, const ts_render_rope_
         snprintf(line[n++], sizeof line[0], "drawn over positions 0\xe2\x80\x93%d; this trace has 0\xe2\x80\x93%d",
                  v->positions - 1, v->seq - 1);
     for (int k = 0; k < n; k++) {
-        ts_render__text(p, line[k], &f, r.x, y, 0, 0, 0);
-        y += h + 3;
+        y += said(p, line[k], &f, r.x, y) + 3;
     }
     y += 8;
     int shift = rope_shift(v), i = v->positions > 8 ? 5 : 1, j = i > 2 ? 2 : 0;
     double a = ts_render_rope_score(v, i, j), b = ts_render_rope_score(v, i + shift, j + shift);
     ts_render__font bf = f;
     bf.style = TS_RENDER__BOLD;
-    ts_render__text(p, "Same distance, same score", &bf, r.x, y, 0, 0, 0);
-    y += h + 3;
+    y += said(p, "Same distance, same score", &bf, r.x, y) + 3;
     snprintf(line[0], sizeof line[0], "(i, j) = (%d, %d): %.4f", i, j, a);
     snprintf(line[1], sizeof line[1], "(i, j) = (%d, %d): %.4f", i + shift, j + shift, b);
     for (int k = 0; k < 2; k++) {
         ts_render__font mono = ts_render__font_of(TS_RENDER__LABEL_SIZE, TS_RENDER__MONO, ts_render__ink);
         mono.max_w = r.w;
-        ts_render__text(p, line[k], &mono, r.x, y, 0, 0, 0);
-        y += h + 3;
+        y += said(p, line[k], &mono, r.x, y) + 3;
     }
-    ts_render__text(p, "q at i and k at j: their turns cancel to i \xe2\x88\x92 j", &mf, r.x, y, 0, 0, 0);
-    y += h + 3;
-    ts_render__text(p, "(q = k = every dim 1: each pair lined up at i = j)", &mf, r.x, y, 0, 0, 0);
-    y += h + 3;
+    y += said(p, "q at i and k at j: their turns cancel to i \xe2\x88\x92 j", &mf, r.x, y) + 3;
+    y += said(p, "(q = k = every dim 1: each pair lined up at i = j)", &mf, r.x, y) + 3;
     if (v->rotary < v->head_dim) { /* the unturned dims add the same at every distance */
         snprintf(line[0], sizeof line[0], "the %d unrotated dims give %.3g at every distance", v->head_dim - v->rotary,
                  (double)(v->head_dim - v->rotary) / v->head_dim);
-        ts_render__text(p, line[0], &mf, r.x, y, 0, 0, 0);
-        y += h + 3;
+        y += said(p, line[0], &mf, r.x, y) + 3;
     }
     y += 8;
     if (v->check && v->check[0]) { /* one line a row, split at '\n' */
@@ -209,8 +212,7 @@ static void rope_text(ts_render__pen *p, ts_render_rect r, const ts_render_rope_
             const char *end = strchr(c, '\n');
             int len = end ? (int)(end - c) : (int)strlen(c);
             snprintf(line[0], sizeof line[0], "%.*s", len, c);
-            ts_render__text(p, line[0], c == v->check ? &bf : &f, r.x, y, 0, 0, 0);
-            y += h + 3;
+            y += said(p, line[0], c == v->check ? &bf : &f, r.x, y) + 3;
             c += len + (end ? 1 : 0);
         }
     }

@@ -182,6 +182,39 @@ static double lay_out(const graph *g, geometry *m, double x0) {
     return m->band_x[last] + m->band_w[last] - x0;
 }
 
+/* A level wider than the area, even with the text at its smallest: the boxes
+ * that do not fit go to a level of their own just below it (every later level
+ * moves down one), and so on until each row fits. A box still reads only
+ * levels above it. Returns whether any level was split. */
+static bool wrap_levels(graph *g, const geometry *m, double avail_w) {
+    bool split = false;
+    for (int lv = 0; lv < g->rows && g->rows < MAX_NODES; lv++) {
+        double at = 0;
+        int kept = 0, cut_slot = -1;
+        for (int slot = 0; slot < g->width[lv]; slot++)
+            for (int node = 0; node < g->n + 2; node++) {
+                if (!is_drawn(g, node) || g->level[node] != lv || g->slot[node] != slot) continue;
+                double w = m->w[node] + (kept > 0 ? m->gap_x : 0);
+                if (kept > 0 && at + w > avail_w && cut_slot < 0) cut_slot = slot;
+                if (cut_slot < 0) at += w, kept++;
+            }
+        if (cut_slot < 0) continue;
+        for (int node = 0; node < g->n + 2; node++)
+            if (is_drawn(g, node) && g->level[node] > lv) g->level[node]++;
+        for (int r = g->rows; r > lv + 1; r--) g->width[r] = g->width[r - 1];
+        g->rows++;
+        g->width[lv + 1] = g->width[lv] - cut_slot;
+        g->width[lv] = cut_slot;
+        for (int node = 0; node < g->n + 2; node++)
+            if (is_drawn(g, node) && g->level[node] == lv && g->slot[node] >= cut_slot) {
+                g->level[node] = lv + 1;
+                g->slot[node] -= cut_slot;
+            }
+        split = true;
+    }
+    return split;
+}
+
 static void rounded_box(cairo_t *cr, double x, double y, double w, double h, bool dashed) {
     cairo_new_sub_path(cr);
     cairo_arc(cr, x + w - 6, y + 6, 6, -M_PI / 2, 0);
@@ -325,6 +358,22 @@ ts_status ts_render_shapes(cairo_t *cr, ts_render_rect area, const ts_render_ste
         m.rows_per_band = (g.rows + m.bands - 1) / m.bands;
         block_w = lay_out(&g, &m, 0);
         if (block_w <= avail_w) break;
+    }
+    /* only a level wider than the whole area is wrapped: many bands side by side are the height's to fix */
+    double widest = 0;
+    for (int lv = 0; lv < g.rows; lv++) {
+        double row = 0;
+        for (int node = 0; node < g.n + 2; node++)
+            if (is_drawn(&g, node) && g.level[node] == lv) row += m.w[node] + (row > 0 ? m.gap_x : 0);
+        widest = fmax(widest, row);
+    }
+    if (widest > area.w - 2 * pad && wrap_levels(&g, &m, avail_w)) {
+        m.rows_per_band = (int)((avail_h + m.gap_y) / (m.box_h + m.gap_y));
+        if (m.rows_per_band < 1) m.rows_per_band = 1;
+        m.bands = (g.rows + m.rows_per_band - 1) / m.rows_per_band;
+        if (m.bands > MAX_BANDS) m.bands = MAX_BANDS;
+        m.rows_per_band = (g.rows + m.bands - 1) / m.bands;
+        block_w = lay_out(&g, &m, 0);
     }
     lay_out(&g, &m, area.x + pad + fmax(0, (avail_w - block_w) / 2));
 
