@@ -113,7 +113,7 @@ expect 2 "an unplaceable file" -- "$bin" run --load $M/renamed.pt --names "$tmp/
 one_line "an unplaceable file"
 has "$err" "model.tok_emb.weight (nearest: embed.tokens.weight or wte.weight)" "an unplaced name beside the nearest"
 # nearest by role, not spelling: a norm beside norms (ln1 is nearer linear1 in letters), nn.Sequential's 0 and 2
-# beside the FFN's two linears, the attention's proj beside its output projection, key beside the packed q/k/v
+# beside the FFN's two linears, the attention's attn.proj beside its output projection, key beside the packed q/k/v
 has "$err" "model.layers.0.ln1.weight (nearest: encoder.layers.0.norm1.weight or h.0.ln_1.weight)" "ln1 beside norm1"
 has "$err" "model.layers.0.ln2.bias (nearest: encoder.layers.0.norm2.bias)" "ln2's bias beside norm2's"
 has "$err" "model.layers.0.mlp.2.weight (nearest: encoder.layers.0.linear2.weight or h.0.mlp.c_proj.weight)" \
