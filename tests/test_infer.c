@@ -173,6 +173,19 @@ static void half_precision_converted(void **state) {
     ts_model_free(&ref);
 }
 
+/* A file of one zeroed nn.MultiheadAttention (d_model 1) and the metadata
+ * pairs given: enough for the reader to reach the metadata. */
+static void write_one_attention(const char *path, int n_meta, const char *const *meta) {
+    float x[48] = {0};
+    ts_tensor t[4];
+    assert_ok(ts_tensor_view(&t[0], x, 2, (int64_t[]){3, 16}));
+    assert_ok(ts_tensor_view(&t[1], x, 1, (int64_t[]){3}));
+    assert_ok(ts_tensor_view(&t[2], x, 2, (int64_t[]){1, 1}));
+    assert_ok(ts_tensor_view(&t[3], x, 1, (int64_t[]){1}));
+    const char *names[] = {"in_proj_weight", "in_proj_bias", "out_proj.weight", "out_proj.bias"};
+    assert_ok(ts_safetensors_write(path, 4, names, t, n_meta, meta));
+}
+
 /* tscope's checkpoints say their config: a loaded one needs no flag. */
 static void saved_checkpoints_carry_their_config(void **state) {
     (void)state;
@@ -183,6 +196,8 @@ static void saved_checkpoints_carry_their_config(void **state) {
     c.activation = TS_ACT_GELU;
     c.heads = 4;
     c.tie_embed = true; /* one token table for both stacks and the logits, as the base preset */
+    c.ln_std_eps = true; /* the arithmetic it declares comes back too: dropped, it would be computed */
+    c.mask_fill = -1e9f; /* the standard way with no word said */
     ts_model m;
     assert_ok(ts_model_init(&m, &c));
     char path[] = "/tmp/tscope_infer_XXXXXX";
@@ -206,6 +221,8 @@ static void saved_checkpoints_carry_their_config(void **state) {
     assert_int_equal(w.cfg.input, TS_INPUT_TOKENS);
     assert_int_equal(w.cfg.head, TS_HEAD_LM);
     assert_true(w.cfg.tie_embed);
+    assert_true(w.cfg.ln_std_eps);
+    assert_true(w.cfg.mask_fill == -1e9f);
     for (int s = 0; s < TS_SETTING_COUNT; s++) assert_int_equal(w.source[s], TS_SOURCE_META);
     /* and it loads back into the model the file describes, value for value */
     ts_model back;
@@ -223,18 +240,30 @@ static void saved_checkpoints_carry_their_config(void **state) {
     ts_model_free(&m);
 
     /* a value that does not parse is an error naming the key, never a guess */
-    float x[48] = {0};
-    ts_tensor t[4];
-    assert_ok(ts_tensor_view(&t[0], x, 2, (int64_t[]){3, 16}));
-    assert_ok(ts_tensor_view(&t[1], x, 1, (int64_t[]){3}));
-    assert_ok(ts_tensor_view(&t[2], x, 2, (int64_t[]){1, 1}));
-    assert_ok(ts_tensor_view(&t[3], x, 1, (int64_t[]){1}));
-    const char *names[] = {"in_proj_weight", "in_proj_bias", "out_proj.weight", "out_proj.bias"};
     const char *bad[] = {"heads", "two"};
-    assert_ok(ts_safetensors_write(path, 4, names, t, 1, bad));
+    write_one_attention(path, 1, bad);
     assert_ok(ts_safetensors_open(&f, path));
     assert_int_equal(ts_weights_infer(&f, NULL, &w), TS_ERR_FORMAT);
     assert_non_null(strstr(ts_last_error(), "__metadata__ heads is 'two', not a number of heads"));
+    ts_safetensors_close(&f);
+    unlink(path);
+}
+
+/* A checkpoint's arithmetic quirk that does not parse is refused, naming
+ * the key: never dropped for the standard arithmetic. */
+static void bad_quirks_in_a_checkpoint_are_refused(void **state) {
+    (void)state;
+    char path[] = "/tmp/tscope_infer_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    ts_safetensors f;
+    ts_weights_info w;
+    const char *bad[] = {"format", "tscope", "config", "{\"mask_fill\": 3}"};
+    write_one_attention(path, 2, bad);
+    assert_ok(ts_safetensors_open(&f, path));
+    assert_int_equal(ts_weights_infer(&f, NULL, &w), TS_ERR_FORMAT);
+    assert_non_null(strstr(ts_last_error(), "\"mask_fill\" is 3, not a negative number"));
     ts_safetensors_close(&f);
     unlink(path);
 }
@@ -266,6 +295,7 @@ int main(void) {
         cmocka_unit_test(load_with_extras_and_missing),
         cmocka_unit_test(half_precision_converted),
         cmocka_unit_test(saved_checkpoints_carry_their_config),
+        cmocka_unit_test(bad_quirks_in_a_checkpoint_are_refused),
         cmocka_unit_test(padding_masks_as_bools_or_lengths),
     };
     return cmocka_run_group_tests_name("infer", tests, NULL, NULL);

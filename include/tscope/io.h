@@ -555,6 +555,10 @@ ts_status ts_lm_read_token_types(const char *path, int type_vocab, int B, int S,
  * format error naming the field. */
 char *ts_model_config_to_json(const ts_model_config *cfg); /* malloc'd; NULL when out of memory */
 ts_status ts_model_config_from_json(const char *json, ts_model_config *cfg);
+/* The optional keys of a config that change the arithmetic ("variant",
+ * "norm_formula", "mask_fill"), read from the parsed object o into cfg; what
+ * names the object in errors. */
+ts_status ts_model_config_read_quirks(const struct cJSON *o, const char *what, ts_model_config *cfg);
 
 /* checkpoint: a language model as `tscope train --task lm` saves it: the
  * weights, and in __metadata__ everything needed to use it without flags:

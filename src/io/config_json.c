@@ -150,6 +150,28 @@ static void read_modern(reader *r, ts_model_config *c) {
     c->rope_theta = float_of(r, "rope_theta");
 }
 
+/* The arithmetic a config declares beside its sizes and settings: the
+ * variants, the LayerNorm's formula and the fill of a hidden score. Each key
+ * is optional (absent: the standard arithmetic); a present one is applied or
+ * refused, never passed over: model_meta.c reads the same keys from a
+ * checkpoint's __metadata__ config. */
+ts_status ts_model_config_read_quirks(const cJSON *o, const char *what, ts_model_config *c) {
+    const char *variants = NULL, *formula = NULL;
+    TS_TRY(ts_json_string(o, "variant", what, false, &variants));
+    if (variants && ts_model_variant_parse(variants, &c->variants))
+        return ts_fail(TS_ERR_FORMAT, "%s: \"variant\" is \"%.60s\", not a list of variants", what, variants);
+    TS_TRY(ts_json_string(o, "norm_formula", what, false, &formula));
+    if (formula && strcmp(formula, "std+eps") != 0 && strcmp(formula, "standard") != 0)
+        return ts_fail(TS_ERR_FORMAT, "%s: \"norm_formula\" is \"%.60s\", not standard or std+eps", what, formula);
+    if (formula) c->ln_std_eps = strcmp(formula, "std+eps") == 0;
+    double fill = 0.0; /* absent: -inf */
+    TS_TRY(ts_json_number(o, "mask_fill", what, false, &fill));
+    if (ts_json_has(o, "mask_fill") && !(fill < 0 && fill >= -FLT_MAX && (float)fill != 0.0f))
+        return ts_fail(TS_ERR_FORMAT, "%s: \"mask_fill\" is %g, not a negative number", what, fill);
+    if (ts_json_has(o, "mask_fill")) c->mask_fill = (float)fill;
+    return TS_OK;
+}
+
 ts_status ts_model_config_from_json(const char *json, ts_model_config *c) {
     memset(c, 0, sizeof *c);
     cJSON *o = NULL;
@@ -183,10 +205,8 @@ ts_status ts_model_config_from_json(const char *json, ts_model_config *c) {
     c->causal = bool_of(&r, "causal");
     c->scale_embed = bool_of(&r, "scale_embed");
     c->tie_embed = bool_of(&r, "tie_embed");
-    const char *variants = NULL;
+    const char *variants = NULL; /* required here; read with the other quirks below */
     if (!r.st) r.st = ts_json_string(o, "variant", WHAT, true, &variants);
-    if (!r.st && ts_model_variant_parse(variants, &c->variants))
-        r.st = ts_fail(TS_ERR_FORMAT, "config: \"variant\" is \"%.60s\", not a list of variants", variants);
     c->pe_variant = (ts_pe_variant)word_of(&r, "pe_variant", pe_variant_name);
     c->mask = (ts_mask_kind)word_of(&r, "mask", mask_name);
     int64_t seed = 0;
@@ -197,16 +217,7 @@ ts_status ts_model_config_from_json(const char *json, ts_model_config *c) {
         c->type_vocab = int_of(&r, "type_vocab");
         c->mlm_head = bool_of(&r, "mlm_head");
     }
-    const char *formula = NULL;
-    if (!r.st) r.st = ts_json_string(o, "norm_formula", WHAT, false, &formula);
-    if (!r.st && formula && strcmp(formula, "std+eps") != 0 && strcmp(formula, "standard") != 0)
-        r.st = ts_fail(TS_ERR_FORMAT, "config: \"norm_formula\" is \"%.60s\", not standard or std+eps", formula);
-    c->ln_std_eps = formula && strcmp(formula, "std+eps") == 0;
-    double fill = 0.0; /* absent: -inf */
-    if (!r.st) r.st = ts_json_number(o, "mask_fill", WHAT, false, &fill);
-    if (!r.st && ts_json_has(o, "mask_fill") && !(fill < 0 && fill >= -FLT_MAX && (float)fill != 0.0f))
-        r.st = ts_fail(TS_ERR_FORMAT, "config: \"mask_fill\" is %g, not a negative number", fill);
-    c->mask_fill = (float)fill;
+    if (!r.st) r.st = ts_model_config_read_quirks(o, WHAT, c);
     cJSON_Delete(o);
     if (!r.st) r.st = ts_model_config_check(c);
     return r.st;

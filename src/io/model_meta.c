@@ -1,6 +1,7 @@
 /* model_meta: the settings read back from a checkpoint's
  * __metadata__ (what tensor shapes cannot tell: heads, norm placement,
- * activation, positions, eps).
+ * activation, positions, eps, and the arithmetic's quirks: variants, the
+ * LayerNorm's formula, the fill of a hidden score).
  *
  * Two spellings are read. tscope's own: "format": "tscope" and "config": the
  * JSON object ts_model_config_json (config_json.c) writes into every
@@ -111,6 +112,7 @@ ts_status ts_model_meta_settings(const ts_safetensors *f, ts_model_config *cfg, 
         if (!st) st = ts_json_number(root, "embed_eps", what, false, &eps);
         if (!st && ts_json_has(root, "embed_eps") && !(eps > 0)) st = ts_fail(TS_ERR_FORMAT, "%s: \"embed_eps\" is %g, not a positive number", what, eps);
         if (!st) cfg->embed_eps = (float)eps;
+        if (!st) st = ts_model_config_read_quirks(root, what, cfg);
     }
     cJSON_Delete(root);
     return st;
