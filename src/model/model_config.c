@@ -379,46 +379,21 @@ const char *ts_model_rope_style_name(ts_rope_style r) {
     return word_of(rope_style_words, N_WORDS(rope_style_words), (int)r);
 }
 
-ts_status ts_model_norm_kind_parse(const char *word, const char *what, ts_norm_kind *out) {
-    int i;
-    ts_status st = index_of(norm_kind_words, N_WORDS(norm_kind_words), word, what, &i);
-    if (!st) *out = (ts_norm_kind)i;
-    return st;
-}
+/* A word's parser: its index in the table, as the enum the table names. */
+#define WORD_PARSER(fn, type, words)                                            \
+    ts_status fn(const char *word, const char *what, type *out) {             \
+        int i;                                                                 \
+        ts_status st = index_of(words, N_WORDS(words), word, what, &i);        \
+        if (!st) *out = (type)i;                                               \
+        return st;                                                             \
+    }
 
-ts_status ts_model_rope_style_parse(const char *word, const char *what, ts_rope_style *out) {
-    int i;
-    ts_status st = index_of(rope_style_words, N_WORDS(rope_style_words), word, what, &i);
-    if (!st) *out = (ts_rope_style)i;
-    return st;
-}
-
-ts_status ts_model_norm_parse(const char *word, const char *what, ts_norm_place *out) {
-    int i;
-    ts_status st = index_of(norm_words, N_WORDS(norm_words), word, what, &i);
-    if (!st) *out = (ts_norm_place)i;
-    return st;
-}
-
-ts_status ts_model_pe_parse(const char *word, const char *what, ts_pe_kind *out) {
-    int i;
-    ts_status st = index_of(pe_words, N_WORDS(pe_words), word, what, &i);
-    if (!st) *out = (ts_pe_kind)i;
-    return st;
-}
+WORD_PARSER(ts_model_norm_kind_parse, ts_norm_kind, norm_kind_words)
+WORD_PARSER(ts_model_rope_style_parse, ts_rope_style, rope_style_words)
+WORD_PARSER(ts_model_norm_parse, ts_norm_place, norm_words)
+WORD_PARSER(ts_model_pe_parse, ts_pe_kind, pe_words)
 
 const char *ts_model_dtype_name(ts_dtype d) { return word_of(dtype_words, N_WORDS(dtype_words), (int)d); }
 
-ts_status ts_model_dtype_parse(const char *word, const char *what, ts_dtype *out) {
-    int i;
-    ts_status st = index_of(dtype_words, N_WORDS(dtype_words), word, what, &i);
-    if (!st) *out = (ts_dtype)i;
-    return st;
-}
-
-ts_status ts_model_activation_parse(const char *word, const char *what, ts_activation *out) {
-    int i;
-    ts_status st = index_of(activation_words, N_WORDS(activation_words), word, what, &i);
-    if (!st) *out = (ts_activation)i;
-    return st;
-}
+WORD_PARSER(ts_model_dtype_parse, ts_dtype, dtype_words)
+WORD_PARSER(ts_model_activation_parse, ts_activation, activation_words)
