@@ -120,6 +120,11 @@ bench: all python
 	/usr/bin/python3 tests/ref/gpt/torch_gpt2_bench.py
 	PYTHONPATH=python /usr/bin/python3 tests/ref/python/bench_sweep.py
 	$(RUN_BIN) bench train --preset copy
+	$(RUN_BIN) bench train --preset lm
+	# a Llama-3.2-1B-shaped model: its forward (f32 and bf16 weights) and a bf16 folder's load
+	$(RUN_BIN) bench forward --preset llama-1b --reps 3
+	$(RUN_BIN) bench forward --preset llama-1b --reps 3 --dtype bf16
+	scripts/bench-hf-load.sh $(RUN_BIN)
 	# threads on a loaded machine: 1 and 2 threads beside one busy process
 	$(RUN_BIN) bench forward --preset gpt2 --reps 3 --threads 1 --busy 1
 	$(RUN_BIN) bench forward --preset gpt2 --reps 3 --threads 2 --busy 1
