@@ -1008,7 +1008,7 @@ ts_status ts_lesson_export(const ts_lessonrun *r, const char *dir, ts_figure_for
         ts_status st = ts_lesson_page_build(&p, r, i);
         if (st) return st;
         ts_lesson_page_free(p);
-        TS_TRY(ts_lesson_page_check_quotes(r, i, scale, NULL)); /* a quoted number the page does not show */
+        TS_TRY(ts_lesson_page_check_quotes(r, i, NULL)); /* a quoted number the page does not show */
     }
     TS_TRY(ts_mkdir_p(dir)); /* `--export out/lesson-01` works in a fresh tree */
     for (int i = 0; i < r->lesson->n_steps; i++) {

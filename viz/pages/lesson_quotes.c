@@ -19,7 +19,9 @@
  * number with at least the quote's decimals within half a unit of its last
  * digit (0.95 matches a drawn 0.953 or 0.95, not 0.96 nor 0.9). Signs are
  * ignored (a cell drawn as -0.05 shows 0.05). Inline code and code blocks
- * are not narration about the picture and are skipped.
+ * are not narration about the picture and are skipped. The page is read as
+ * drawn at one pixel a point, whatever the export's scale: the size the
+ * viewer and a PDF draw it, so --scale cannot change the verdict.
  *
  * A caption (`caption:`) is the lesson's own text drawn in the figure, so
  * each figure in it must be one of the step's `expect:` figures: the run
@@ -290,7 +292,7 @@ static ts_status check_stale(const quotes *q, const char *said) {
     return TS_OK;
 }
 
-ts_status ts_lesson_page_check_quotes(const ts_lessonrun *r, int step, double scale, ts_lesson_sink *sink) {
+ts_status ts_lesson_page_check_quotes(const ts_lessonrun *r, int step, ts_lesson_sink *sink) {
     const ts_lesson *l = r->lesson;
     if (step < 0 || step >= l->n_steps) return ts_fail(TS_ERR_ARG, "lesson: no step %d", step + 1);
     const ts_lesson_step *st = &l->steps[step];
@@ -298,7 +300,10 @@ ts_status ts_lesson_page_check_quotes(const ts_lessonrun *r, int step, double sc
     ts_status s = ts_lesson_page_build(&p, r, step);
     if (s) return ts_lesson_sink_take(sink, s);
     char *view = NULL;
-    s = ts_lesson_page_view_text(p, scale, &view);
+    /* at one pixel a point, the page's own size (the viewer's, a PDF's): a
+     * cell's number too small to print there is not drawn, whatever an
+     * export's --scale would print */
+    s = ts_lesson_page_view_text(p, 1.0, &view);
     ts_lesson_page_free(p);
     if (s) return ts_lesson_sink_take(sink, s);
     const char *unchecked = ts_lesson_step_value(st, "unchecked");
