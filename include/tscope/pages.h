@@ -57,9 +57,9 @@ const char *ts_lesson_page_note(const ts_lesson_page *p);
 ts_status ts_lesson_page_view_text(ts_lesson_page *p, double scale, char **out);
 
 /* Every figure the narration of page `step` (0-based) quotes (the
- * introduction too, on the first: numbers with a decimal point, percentages,
- * counts "N of M"; lessons/README.md, "Quoted numbers") must be drawn on the
- * page as it is drawn at one pixel a point
+ * introduction too, on the first: every number but a name's, a row's or
+ * column's index and a formula's whole constants; lessons/README.md, "Quoted
+ * numbers") must be drawn on the page as it is drawn at one pixel a point
  * (a drawn 0.953 shows a quoted 0.95), or be excused by its
  * `unchecked:` key with a reason; every row and column the narration names
  * by index must carry that index as a label; each figure of its `caption:`
