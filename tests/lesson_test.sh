@@ -194,7 +194,13 @@ mk_quote "$tmp/q_stale.md" "unchecked: 0.5 arithmetic, 1/2
 " "Even attention over four keys is 1/4."
 mk_quote "$tmp/q_code.md" "" "The code writes \`1.0 / 4.0\`."
 mk_quote "$tmp/q_count.md" "" "The largest weight of 3 of the 4 rows is on the diagonal."
-mk_quote "$tmp/q_names.md" "" "Row 1 of layer 0, head 0, at step 500 of lesson 13: names, not quotes."
+mk_quote "$tmp/q_names.md" "" "Row 1 of layer 0, heads 0 and 1, seed 001, page 2 of lesson 13, \`layers.0\`: names, not quotes; \$1/(t + 1)\$ a formula."
+mk_quote "$tmp/q_whole.md" "" "The model is 2 layers of width 64, traced every 100 steps."
+mk_quote "$tmp/q_step.md" "" "Row 1 gives 0.33 at step 1100."
+mk_quote "$tmp/q_whole_ok.md" "unchecked: 64 a setting: the width of the preset; 100 a setting: the trace's interval
+" "The model is 2 layers of width 64, traced every 100 steps."
+mk_quote "$tmp/q_total.md" "expect: rows argmax offset 0 2
+" "The diagonal is the heaviest cell of 2 of the 3 rows."
 mk_quote "$tmp/q_row.md" "" "Row 7 is not in a 4 x 4 matrix."
 mk_quote "$tmp/q_round.md" "" "Row 1 gives 0.3 to its second key."
 mk_quote "$tmp/q_precise.md" "" "Row 1 gives 0.3333 to its second key."
@@ -216,7 +222,15 @@ case $err in *"q_stale.md:11: unchecked: 0.5 is not quoted by the step's narrati
 expect 0 "numbers in inline code are not quotes" -- "$bin" lesson "$tmp/q_code.md" --export "$tmp/q_code" --quiet
 expect 1 "a count 'N of M' is a quote" -- "$bin" lesson "$tmp/q_count.md" --export "$tmp/q_count" --quiet
 case $err in *"step 1 quotes 3 (a count), which its page does not draw"*) ok ;; *) bad "a count: $err" ;; esac
-expect 0 "layer, head, step and lesson numbers are names" -- "$bin" lesson "$tmp/q_names.md" --export "$tmp/q_names" --quiet
+expect 0 "layer, head, seed, page and lesson numbers are names; a formula's constants are not quotes" -- "$bin" lesson "$tmp/q_names.md" --export "$tmp/q_names" --quiet
+# whole numbers that are quantities are quotes: sizes, steps, counts and their totals
+expect 1 "sizes and a step interval are quotes" -- "$bin" lesson "$tmp/q_whole.md" --check --quiet
+case $err in *"step 1 quotes 64, which"*"step 1 quotes 100, which"*"2 problems"*) ok ;; *) bad "whole numbers: $err" ;; esac
+expect 1 "a training step is a quote" -- "$bin" lesson "$tmp/q_step.md" --check --quiet
+case $err in *"step 1 quotes 1100, which"*) ok ;; *) bad "a step: $err" ;; esac
+expect 0 "whole numbers excused by unchecked: with a reason" -- "$bin" lesson "$tmp/q_whole_ok.md" --check --quiet
+expect 1 "a count's total is checked against the rows its expect: item counts" -- "$bin" lesson "$tmp/q_total.md" --check --quiet
+case $err in *"step 1 says 2 of 3, but its expect: item 'rows argmax offset 0 2' counts 2 of 4 rows"*) ok ;; *) bad "a count's total: $err" ;; esac
 expect 1 "a row named by an index the page does not label" -- "$bin" lesson "$tmp/q_row.md" --export "$tmp/q_row" --quiet
 case $err in *"q_row.md:13: step 1 names row 7, which its page does not label with its index"*) ok ;; *) bad "an unlabelled row: $err" ;; esac
 expect 0 "a quoted 0.3 is read off a drawn 0.33 (it rounds to it)" -- "$bin" lesson "$tmp/q_round.md" --export "$tmp/q_round" --quiet

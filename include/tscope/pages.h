@@ -57,17 +57,17 @@ const char *ts_lesson_page_note(const ts_lesson_page *p);
 ts_status ts_lesson_page_view_text(ts_lesson_page *p, double scale, char **out);
 
 /* Every figure the narration of page `step` (0-based) quotes (the
- * introduction too, on the first: numbers with a decimal point, percentages,
- * counts "N of M"; lessons/README.md, "Quoted numbers") must be drawn on the
- * page (a drawn 0.953 shows a quoted 0.95), or be excused by its
+ * introduction too, on the first: every number but a name's, a row's or
+ * column's index and a formula's whole constants; lessons/README.md, "Quoted
+ * numbers") must be drawn on the page as it is drawn at one pixel a point
+ * (a drawn 0.953 shows a quoted 0.95), or be excused by its
  * `unchecked:` key with a reason; every row and column the narration names
  * by index must carry that index as a label; each figure of its `caption:`
  * must be an `expect:` figure; an `unchecked:` figure the narration does not
  * quote is stale. Otherwise "FILE:LINE: step N quotes 0.36, which ...".
  * With a sink every problem goes to it (and TS_OK); with NULL the first is
- * returned. `scale` as ts_lesson_export's, which checks every page before it
- * writes any. */
-ts_status ts_lesson_page_check_quotes(const ts_lessonrun *r, int step, double scale, ts_lesson_sink *sink);
+ * returned. ts_lesson_export checks every page before it writes any. */
+ts_status ts_lesson_page_check_quotes(const ts_lessonrun *r, int step, ts_lesson_sink *sink);
 
 /* Write every page of the run as DIR/stepNN.png, .svg or .pdf (a figure,
  * render.h: TS_LESSON_PAGE_W x _H points; a PNG at `scale` pixels per point),

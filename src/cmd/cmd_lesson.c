@@ -169,7 +169,7 @@ static int check_lesson(const ts_lesson *l, const lesson_opts *o, bool no_run) {
             /* every figure the narration quotes drawn on its page: pages are built from the
              * named steps, so only once every name was found */
             for (int i = 0; !st && names_ok && i < l->n_steps; i++)
-                st = ts_lesson_page_check_quotes(&run, i, o->scale, &sink);
+                st = ts_lesson_page_check_quotes(&run, i, &sink);
         }
         ts_lessonrun_close(&run);
     }

@@ -336,8 +336,17 @@ ts_status ts_lesson_page_build(ts_lesson_page **out, const ts_lessonrun *r, int 
         }
         if (!s && st->overlay) s = overlay(p);
     }
-    if (!s && !compare && st->train_step != TS_LESSON_UNSET)
+    if (!s && !compare && st->train_step != TS_LESSON_UNSET) {
         record_label(p->view[0].label, sizeof p->view[0].label, p->view[0].t, record);
+        /* a plot of several snapshots draws more than the one record `step:`
+         * picks: that record is where the step's figures are read */
+        if (ts_scene_view(p->view[0].sc) == TS_RENDER_VIEW_CURVES) {
+            char one[sizeof p->view[0].label];
+            memcpy(one, p->view[0].label, sizeof one);
+            snprintf(p->view[0].label, sizeof p->view[0].label, "figures quoted: %.160s (the curves: the legend's steps)",
+                     one);
+        }
+    }
     if (s) {
         s = ts_lesson_fail_at(l, ts_lesson_step_line(st, key), "%s", ts_last_error());
         ts_lesson_page_free(p);
@@ -1008,7 +1017,7 @@ ts_status ts_lesson_export(const ts_lessonrun *r, const char *dir, ts_figure_for
         ts_status st = ts_lesson_page_build(&p, r, i);
         if (st) return st;
         ts_lesson_page_free(p);
-        TS_TRY(ts_lesson_page_check_quotes(r, i, scale, NULL)); /* a quoted number the page does not show */
+        TS_TRY(ts_lesson_page_check_quotes(r, i, NULL)); /* a quoted number the page does not show */
     }
     TS_TRY(ts_mkdir_p(dir)); /* `--export out/lesson-01` works in a fresh tree */
     for (int i = 0; i < r->lesson->n_steps; i++) {
