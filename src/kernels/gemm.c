@@ -18,6 +18,11 @@
  * and reused after: no barriers, nothing allocated per call. The threads are
  * ts_kern_parallel's: OpenMP's, or a POSIX team without it.
  *
+ * When all the rows of C fit one block of A (128 tokens against a weight
+ * matrix), each panel of B serves a single pass of the micro-kernel down
+ * them: it is packed right before that pass, into the same few kilobytes,
+ * instead of a whole block of B packed out to L3 and read back.
+ *
  * A product of a few rows against B stored (N, K), as a linear on the one new
  * token of a decoding step, skips all that: packing B would cost more than
  * the product. The table's small_m streams B once, each thread a contiguous
@@ -175,6 +180,10 @@ static gemm_blocks blocks_for(const ts_kern_ops *ops, const gemm_job *g) {
     int nk = (K + ops->kc_max - 1) / ops->kc_max;
     b.kc = (K + nk - 1) / nk;
     b.mc = imin(round_up(g->M, ops->mr), ops->a_floats / b.kc / ops->mr * ops->mr);
+    /* Up to twice the budget when that takes all the rows in one block (128
+     * tokens against a weight matrix): each panel of B is then used once,
+     * right after it is packed (gemm_blocked), not packed and read twice. */
+    if (round_up(g->M, ops->mr) <= 2 * b.mc) b.mc = round_up(g->M, ops->mr);
     b.nc = imin(round_up(g->N, ops->nr), ops->b_floats / b.kc / ops->nr * ops->nr);
     if (b.mc < ops->mr) b.mc = ops->mr;
     if (b.nc < ops->nr) b.nc = ops->nr;
@@ -278,8 +287,15 @@ static void gemm_blocked(const ts_kern_ops *ops, const gemm_job *g, gemm_blocks 
             bool last = pc + kc >= g->K;
             ts_epilogue epi = last ? kernel_epi(g->epi, g->bias) : TS_EPI_NONE;
             act_fn act = last ? tile_act(ops, g->epi) : NULL;
+            /* All the rows in one block: each panel of B serves one pass of
+             * the micro-kernel down them, so it is packed just before, into
+             * the same few kilobytes, and read back from L1 rather than from
+             * a whole packed block in L3. */
+            bool by_panel = g->M <= bs.mc && !(g->shared && !g->shared->is_a) && !pp;
             const float *b_pk = pb;
-            if (g->shared && !g->shared->is_a)
+            if (by_panel)
+                ; /* in the jr loop */
+            else if (g->shared && !g->shared->is_a)
                 b_pk = shared_block(ops, g, pb, jc, nc, pc, kc);
             else
                 pack_b(ops, pb, g, pc, kc, jc, nc);
@@ -292,6 +308,7 @@ static void gemm_blocked(const ts_kern_ops *ops, const gemm_job *g, gemm_blocks 
                     pack_a(ops, pa, g, ic, mc, pc, kc);
                 for (int jr = 0; jr < nc; jr += NR) {
                     const float *bp = b_pk + (int64_t)jr * kc;
+                    if (by_panel) pack_b(ops, pb, g, pc, kc, jc + jr, imin(NR, nc - jr)), bp = pb;
                     const float *bias = epi != TS_EPI_NONE ? g->bias + jc + jr : NULL;
                     for (int ir = 0; ir < mc; ir += MR) {
                         float *c = g->C + (int64_t)(ic + ir) * g->ldc + jc + jr;
