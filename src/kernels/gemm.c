@@ -25,8 +25,8 @@
  *
  * A product of a few rows against B stored (N, K), as a linear on the one new
  * token of a decoding step, skips all that: packing B would cost more than
- * the product. The table's small_m streams B once, each thread a contiguous
- * share of its rows.
+ * the product. The table's small_m streams B once, the threads claiming
+ * strips of its rows as above.
  *
  * B may be bfloat16 weights stored (N, K) (ts_gemm_bf16): the packing widens
  * them to float32 as it writes the panels, so everything after the packing
