@@ -402,6 +402,68 @@ static void gemm_threads_agree_bitwise(void **state) {
     }
 }
 
+/* One product on `table` at 1, 2 and 3 threads, equal bit for bit: the
+ * strips the threads claim, and who packed the shared blocks, change no
+ * entry. A NaN in A and an infinity in B ride along; with bf16, B is W
+ * widened. Near the reference at 1 thread. */
+static void check_strips_bitwise(const ts_kern_ops *table, bool ta, bool tb, bool bf16, int M, int N, int K) {
+    int lda = (ta ? M : K) + 1, ldb = (tb ? K : N) + 2, ldc = N + 3;
+    int64_t na = (int64_t)(ta ? K : M) * lda, nb = (int64_t)(tb ? N : K) * ldb, nc = (int64_t)M * ldc;
+    float *A = alloc(na), *B = alloc(nb), *bias = alloc(N), *C0 = alloc(nc), *C = alloc(nc), *R = alloc(nc);
+    ts_bf16 *W = malloc(sizeof(ts_bf16) * (size_t)nb);
+    assert_non_null(W);
+    fill(A, na), fill(B, nb), fill(bias, N), fill(C0, nc);
+    A[na / 2] = NAN;
+    B[nb / 3] = INFINITY;
+    if (bf16) ts_bf16_from_f32(W, B, nb, true); /* B now holds W widened */
+    memcpy(R, C0, sizeof(float) * (size_t)nc);
+    char what[160];
+    snprintf(what, sizeof what, "gemm strips %s %c%c%s M=%d N=%d K=%d", ts_isa_name(table->isa), ta ? 'T' : 'N',
+             tb ? 'T' : 'N', bf16 ? " bf16" : "", M, N, K);
+    float *first = alloc(nc);
+    for (int threads = 1; threads <= 3; threads++) {
+        ts_kernels_set_threads(threads);
+        memcpy(C, C0, sizeof(float) * (size_t)nc);
+        if (bf16)
+            ts_kern_gemm_bf16(table, M, N, K, 0.75f, A, lda, W, ldb, 0.5f, C, ldc, TS_EPI_BIAS_GELU_TANH, bias);
+        else
+            ts_kern_gemm(table, ta, tb, M, N, K, 0.75f, A, lda, B, ldb, 0.5f, C, ldc, TS_EPI_BIAS_GELU_TANH, bias);
+        if (threads == 1)
+            memcpy(first, C, sizeof(float) * (size_t)nc);
+        else if (memcmp(first, C, sizeof(float) * (size_t)nc) != 0)
+            fail_msg("%s: %d threads differ from 1", what, threads);
+    }
+    ts_kernels_set_threads(0);
+    ts_gemm_ref(ta, tb, M, N, K, 0.75f, A, lda, B, ldb, 0.5f, R, ldc, TS_EPI_BIAS_GELU_TANH, bias);
+    for (int64_t i = 0; i < nc; i++) /* the NaN's row and the infinity's column: both NaN or equal */
+        if (isnan(R[i]) != isnan(first[i]) || (isinf(R[i]) && R[i] != first[i])) fail_msg("%s: entry %lld", what, (long long)i);
+    for (int64_t i = 0; i < nc; i++)
+        if (!isfinite(R[i])) R[i] = first[i] = 0;
+    fail_if_far(first, R, nc, 1e-5 * sqrt(K), what);
+    free(A), free(B), free(bias), free(C0), free(C), free(R), free(W), free(first);
+}
+
+/* Strips of rows (tall C) and of columns (wide C), sizes off every tile,
+ * panel and depth block, on every table and on tiny blocks that make
+ * hundreds of shared blocks for the threads to race for. */
+static void gemm_strips_agree_bitwise(void **state) {
+    (void)state;
+    const gemm_case sizes[] = {{301, 37, 517}, {35, 517, 301}, {129, 130, 257}, {7, 1025, 600}};
+    const gemm_case tiny_sizes[] = {{151, 23, 300}, {19, 257, 300}};
+    for (int i = 0; i < N_TABLES; i++) {
+        if (!ts_isa_supported(all_tables[i]->isa)) continue;
+        ts_kern_ops tiny = *all_tables[i];
+        tiny.kc_max = 7, tiny.a_floats = 2 * tiny.mr * 7, tiny.b_floats = 2 * tiny.nr * 7;
+        for (int t = 0; t < 5; t++) { /* t == 4: bf16 weights (A, W stored (N, K)) */
+            bool ta = t == 4 ? false : t & 1, tb = t == 4 ? true : t & 2;
+            for (int c = 0; c < (SMALL ? 2 : 4); c++)
+                check_strips_bitwise(all_tables[i], ta, tb, t == 4, sizes[c].M, sizes[c].N, sizes[c].K);
+            for (int c = 0; c < 2; c++)
+                check_strips_bitwise(&tiny, ta, tb, t == 4, tiny_sizes[c].M, tiny_sizes[c].N, tiny_sizes[c].K);
+        }
+    }
+}
+
 /* The two attention products, as the model calls them, with gaps between matrices. */
 static void gemm_batched_matches_each_product(void **state) {
     (void)state;
@@ -1221,6 +1283,7 @@ int main(void) {
         cmocka_unit_test(bf16_rounding_known_values),
         cmocka_unit_test(gemm_bf16_every_path),
         cmocka_unit_test(gemm_threads_agree_bitwise),
+        cmocka_unit_test(gemm_strips_agree_bitwise),
         cmocka_unit_test(gemm_batched_matches_each_product),
         cmocka_unit_test(softmax_rows_sum_to_one_and_match),
         cmocka_unit_test(softmax_mask_causal_and_fully_masked),

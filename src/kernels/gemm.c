@@ -2,16 +2,31 @@
  *
  * Blocking as in BLIS / GotoBLAS: a (KC, NC) block of op(B) is packed into
  * NR-wide panels and an (MC, KC) block of op(A) into MR-tall panels, so the
- * micro-kernel reads both with unit stride from cache. Each thread takes a
- * contiguous share of the rows (or columns) of C and runs the whole blocked
- * product on it with its own packing buffer, allocated on its first call and
- * reused after: no barriers, nothing allocated per call. The threads are
+ * micro-kernel reads both with unit stride from cache.
+ *
+ * Threads claim strips of C (rows, or columns when C is wide and short) from
+ * an atomic counter, about STRIPS_PER_THREAD each, so that a thread slowed by
+ * other work on the machine takes fewer strips instead of holding the others
+ * back (a fixed share each made 2 threads slower than 1 beside a busy
+ * process). The operand every strip reads whole (B for row strips, A for
+ * column strips) is packed once, into blocks shared by the team: the first
+ * thread to need a block packs it there; one that finds it being packed packs
+ * its own copy rather than wait. Packing is a copy, so every strip computes
+ * each entry of C with the same terms in the same order: the result does not
+ * depend on the thread count or on who packed what. The other operand is
+ * packed per strip into each thread's own buffer, allocated on its first call
+ * and reused after: no barriers, nothing allocated per call. The threads are
  * ts_kern_parallel's: OpenMP's, or a POSIX team without it.
+ *
+ * When all the rows of C fit one block of A (128 tokens against a weight
+ * matrix), each panel of B serves a single pass of the micro-kernel down
+ * them: it is packed right before that pass, into the same few kilobytes,
+ * instead of a whole block of B packed out to L3 and read back.
  *
  * A product of a few rows against B stored (N, K), as a linear on the one new
  * token of a decoding step, skips all that: packing B would cost more than
- * the product. The table's small_m streams B once, each thread a contiguous
- * share of its rows.
+ * the product. The table's small_m streams B once, the threads claiming
+ * strips of its rows as above.
  *
  * B may be bfloat16 weights stored (N, K) (ts_gemm_bf16): the packing widens
  * them to float32 as it writes the panels, so everything after the packing
@@ -23,6 +38,7 @@
  * runs the table's own element kernel on each tile just stored (in L1), so
  * the fused product equals the product then ts_gelu_tanh / ts_silu.
  */
+#include <assert.h>
 #include <stdlib.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -37,6 +53,15 @@
 #define SMALL_M_MIN_BYTES_PER_THREAD (128 << 10)
 /* Products of a batch a thread takes at a time. */
 #define BATCH_RUN 8
+/* Strips of one product per thread: enough that a thread on a core shared
+ * with other work leaves the rest to the others; few enough that each strip
+ * still fills the micro-kernel's loops. */
+#define STRIPS_PER_THREAD 8
+/* A strip is at least this many micro-tiles wide. */
+#define STRIP_MIN_TILES 4
+/* The shared operand's packed blocks, at most (floats): past this each strip
+ * packs its own (products that large have wide strips anyway). */
+#define SHARED_PACK_MAX_FLOATS ((int64_t)16 << 20)
 
 typedef struct gemm_job {
     bool ta, tb;
@@ -49,7 +74,21 @@ typedef struct gemm_job {
     ts_epilogue epi;
     const float *bias;  // (N) or NULL
     int k_whole;        // > K: the first K terms of a K-long sum of k_whole terms, blocked as that one (else 0)
+    const struct shared_pack *shared; // non-NULL: op(B) (row strips) or op(A) (column strips) packed once for the team
+    bool blocked;       // a strip of a product that goes the blocked way: so does the strip, however few its rows
 } gemm_job;
+
+/* One operand packed once for a team, in blocks of (along, kc): block
+ * (x0 / along, p0 / kc) at its index times block_floats, each with its own
+ * slack so that one block's packer never writes into another's. */
+enum { BLOCK_FREE, BLOCK_PACKING, BLOCK_READY };
+typedef struct shared_pack {
+    bool is_a;          // the blocks are op(A)'s (mc, kc), else op(B)'s (kc, nc)
+    int along, kc, nk;  // block extent along M (A) or N (B), depth, blocks along K
+    int64_t block_floats;
+    float *buf;         // (blocks, block_floats)
+    atomic_int *state;  // (blocks): BLOCK_FREE, BLOCK_PACKING or BLOCK_READY
+} shared_pack;
 
 static _Thread_local float *tl_pack;
 static _Thread_local size_t tl_pack_floats;
@@ -141,6 +180,10 @@ static gemm_blocks blocks_for(const ts_kern_ops *ops, const gemm_job *g) {
     int nk = (K + ops->kc_max - 1) / ops->kc_max;
     b.kc = (K + nk - 1) / nk;
     b.mc = imin(round_up(g->M, ops->mr), ops->a_floats / b.kc / ops->mr * ops->mr);
+    /* Up to twice the budget when that takes all the rows in one block (128
+     * tokens against a weight matrix): each panel of B is then used once,
+     * right after it is packed (gemm_blocked), not packed and read twice. */
+    if (round_up(g->M, ops->mr) <= 2 * b.mc) b.mc = round_up(g->M, ops->mr);
     b.nc = imin(round_up(g->N, ops->nr), ops->b_floats / b.kc / ops->nr * ops->nr);
     if (b.mc < ops->mr) b.mc = ops->mr;
     if (b.nc < ops->nr) b.nc = ops->nr;
@@ -208,6 +251,30 @@ static const char *prefetch_take(prefetch_plan *pp, int most, int *n) {
     return p;
 }
 
+/* The packed block of the team's shared operand at (x0, p0), ext along M
+ * (A) or N (B) by kc deep: the team's copy when it is ready, or when this
+ * thread is first and packs it there; else (another thread is packing it
+ * now) a copy this thread packs into `mine`, rather than wait for one that
+ * may have lost its core. */
+static const float *shared_block(const ts_kern_ops *ops, const gemm_job *g, float *mine, int x0, int ext, int p0,
+                                 int kc) {
+    const shared_pack *sh = g->shared;
+    int64_t b = (int64_t)(x0 / sh->along) * sh->nk + p0 / sh->kc;
+    float *team_copy = sh->buf + b * sh->block_floats;
+    int state = atomic_load_explicit(&sh->state[b], memory_order_acquire);
+    if (state == BLOCK_READY) return team_copy;
+    bool first = state == BLOCK_FREE &&
+                 atomic_compare_exchange_strong_explicit(&sh->state[b], &state, BLOCK_PACKING, memory_order_acquire,
+                                                         memory_order_relaxed);
+    float *dst = first ? team_copy : mine;
+    if (sh->is_a)
+        pack_a(ops, dst, g, x0, ext, p0, kc);
+    else
+        pack_b(ops, dst, g, p0, kc, x0, ext);
+    if (first) atomic_store_explicit(&sh->state[b], BLOCK_READY, memory_order_release);
+    return dst;
+}
+
 static void gemm_blocked(const ts_kern_ops *ops, const gemm_job *g, gemm_blocks bs, float *pa, float *pb,
                          prefetch_plan *pp) {
     const int MR = ops->mr, NR = ops->nr;
@@ -220,12 +287,28 @@ static void gemm_blocked(const ts_kern_ops *ops, const gemm_job *g, gemm_blocks 
             bool last = pc + kc >= g->K;
             ts_epilogue epi = last ? kernel_epi(g->epi, g->bias) : TS_EPI_NONE;
             act_fn act = last ? tile_act(ops, g->epi) : NULL;
-            pack_b(ops, pb, g, pc, kc, jc, nc);
+            /* All the rows in one block: each panel of B serves one pass of
+             * the micro-kernel down them, so it is packed just before, into
+             * the same few kilobytes, and read back from L1 rather than from
+             * a whole packed block in L3. */
+            bool by_panel = g->M <= bs.mc && !(g->shared && !g->shared->is_a) && !pp;
+            const float *b_pk = pb;
+            if (by_panel)
+                ; /* in the jr loop */
+            else if (g->shared && !g->shared->is_a)
+                b_pk = shared_block(ops, g, pb, jc, nc, pc, kc);
+            else
+                pack_b(ops, pb, g, pc, kc, jc, nc);
             for (int ic = 0; ic < g->M; ic += bs.mc) {
                 int mc = imin(bs.mc, g->M - ic);
-                pack_a(ops, pa, g, ic, mc, pc, kc);
+                const float *a_pk = pa;
+                if (g->shared && g->shared->is_a)
+                    a_pk = shared_block(ops, g, pa, ic, mc, pc, kc);
+                else
+                    pack_a(ops, pa, g, ic, mc, pc, kc);
                 for (int jr = 0; jr < nc; jr += NR) {
-                    const float *bp = pb + (int64_t)jr * kc;
+                    const float *bp = b_pk + (int64_t)jr * kc;
+                    if (by_panel) pack_b(ops, pb, g, pc, kc, jc + jr, imin(NR, nc - jr)), bp = pb;
                     const float *bias = epi != TS_EPI_NONE ? g->bias + jc + jr : NULL;
                     for (int ir = 0; ir < mc; ir += MR) {
                         float *c = g->C + (int64_t)(ic + ir) * g->ldc + jc + jr;
@@ -233,10 +316,10 @@ static void gemm_blocked(const ts_kern_ops *ops, const gemm_job *g, gemm_blocks 
                         if (pp && ops->ukernel_pf) {
                             int pf_lines;
                             const char *pf = prefetch_take(pp, kc, &pf_lines);
-                            ops->ukernel_pf(kc, pa + (int64_t)ir * kc, bp, c, g->ldc, m, n, g->alpha, beta, epi,
+                            ops->ukernel_pf(kc, a_pk + (int64_t)ir * kc, bp, c, g->ldc, m, n, g->alpha, beta, epi,
                                             bias, pf, pf_lines);
                         } else {
-                            ops->ukernel(kc, pa + (int64_t)ir * kc, bp, c, g->ldc, m, n, g->alpha, beta, epi,
+                            ops->ukernel(kc, a_pk + (int64_t)ir * kc, bp, c, g->ldc, m, n, g->alpha, beta, epi,
                                          bias);
                             if (pp) prefetch_some(pp);
                         }
@@ -250,7 +333,7 @@ static void gemm_blocked(const ts_kern_ops *ops, const gemm_job *g, gemm_blocks 
 
 /* Few rows of A against B stored (N, K): the table's small_m. */
 static bool use_small_m(const ts_kern_ops *ops, const gemm_job *g) {
-    return ops->small_m && !g->ta && g->tb && !g->Bh && g->M <= TS_KERN_SMALL_M;
+    return ops->small_m && !g->ta && g->tb && !g->Bh && g->M <= TS_KERN_SMALL_M && !g->blocked;
 }
 
 /* The whole product on the calling thread; prefetch `next` (may be NULL)'s inputs meanwhile. */
@@ -282,6 +365,8 @@ static void gemm_serial(const ts_kern_ops *ops, const gemm_job *g, const gemm_jo
                         g->C, g->ldc, g->epi, g->bias);
         return;
     }
+    /* The shared blocks were laid out with the whole product's blocking. */
+    assert(!g->shared || (g->shared->is_a ? bs.mc : bs.nc) == g->shared->along);
     prefetch_plan plan = {0}, *pp = NULL;
     if (next) {
         prefetch_matrix_plan(&plan, 0, next->A, next->ta ? next->K : next->M, next->ta ? next->M : next->K, next->lda);
@@ -302,28 +387,83 @@ static bool split_rows(const ts_kern_ops *ops, const gemm_job *g) {
     return !use_small_m(ops, g) && g->M / ops->mr >= g->N / ops->nr;
 }
 
-/* Thread t of n takes a contiguous share of C's rows, or of its columns when
- * C is wide and short; shares are whole micro-tiles. */
-static gemm_job gemm_share(const ts_kern_ops *ops, const gemm_job *g, int t, int n) {
-    gemm_job s = *g;
-    if (split_rows(ops, g)) {
-        int per = ((g->M + n - 1) / n + ops->mr - 1) / ops->mr * ops->mr;
-        int m0 = imin(g->M, t * per), m1 = imin(g->M, m0 + per);
-        s.M = m1 - m0;
-        s.A = g->ta ? g->A + m0 : g->A + (int64_t)m0 * g->lda;
-        s.C = g->C + (int64_t)m0 * g->ldc;
+/* A product cut into strips of C: rows [s * per, s * per + per) of it, or
+ * columns when C is wide and short; `per` is whole micro-tiles. */
+typedef struct strip_team {
+    const ts_kern_ops *ops;
+    gemm_job g; // the whole product
+    bool rows;
+    int per, strips;
+    atomic_int next; // the next strip to claim
+} strip_team;
+
+static gemm_job strip_job(const strip_team *k, int s) {
+    const gemm_job *g = &k->g;
+    gemm_job j = *g;
+    if (k->rows) {
+        int m0 = s * k->per, m1 = imin(g->M, m0 + k->per);
+        j.M = m1 - m0;
+        j.A = g->ta ? g->A + m0 : g->A + (int64_t)m0 * g->lda;
+        j.C = g->C + (int64_t)m0 * g->ldc;
     } else {
-        int per = ((g->N + n - 1) / n + ops->nr - 1) / ops->nr * ops->nr;
-        int n0 = imin(g->N, t * per), n1 = imin(g->N, n0 + per);
-        s.N = n1 - n0;
+        int n0 = s * k->per, n1 = imin(g->N, n0 + k->per);
+        j.N = n1 - n0;
         if (g->Bh)
-            s.Bh = g->Bh + (int64_t)n0 * g->ldb;
-        else
-            s.B = g->tb ? g->B + (int64_t)n0 * g->ldb : g->B + n0;
-        s.C = g->C + n0;
-        if (g->bias) s.bias = g->bias + n0;
+            j.Bh = g->Bh + (int64_t)n0 * g->ldb;
+        else if (g->B)
+            j.B = g->tb ? g->B + (int64_t)n0 * g->ldb : g->B + n0;
+        j.C = g->C + n0;
+        if (g->bias) j.bias = g->bias + n0;
     }
-    return s;
+    return j;
+}
+
+/* Strips claimed one at a time until none is left (ts_kern_parallel's task). */
+static void strip_task(void *ctx, int t, int n) {
+    (void)t, (void)n;
+    strip_team *k = ctx;
+    for (int s = atomic_fetch_add(&k->next, 1); s < k->strips; s = atomic_fetch_add(&k->next, 1)) {
+        gemm_job j = strip_job(k, s);
+        gemm_serial(k->ops, &j, NULL);
+    }
+}
+
+/* The calling thread's room for a team's shared blocks and their states:
+ * grown when a product needs more, kept for the next. */
+static _Thread_local float *tl_shared;
+static _Thread_local int64_t tl_shared_floats;
+static _Thread_local atomic_int *tl_state;
+static _Thread_local int64_t tl_state_n;
+
+/* Lays out op(B) (row strips) or op(A) (column strips) of g in shared blocks,
+ * all free; false when they would be too big or memory is short (each strip
+ * then packs its own). */
+static bool shared_setup(const ts_kern_ops *ops, const gemm_job *g, bool rows, shared_pack *sh) {
+    gemm_blocks bs = blocks_for(ops, g);
+    sh->is_a = !rows;
+    sh->along = rows ? bs.nc : bs.mc;
+    sh->kc = bs.kc;
+    sh->nk = (g->K + bs.kc - 1) / bs.kc;
+    int extent = rows ? g->N : g->M;
+    int64_t blocks = (int64_t)((extent + sh->along - 1) / sh->along) * sh->nk;
+    sh->block_floats = round_up(sh->along * bs.kc + PACK_SLACK, 16);
+    if (blocks * sh->block_floats > SHARED_PACK_MAX_FLOATS) return false;
+    if (tl_shared_floats < blocks * sh->block_floats) {
+        free(tl_shared);
+        tl_shared = aligned_alloc(64, (size_t)(blocks * sh->block_floats) * sizeof(float));
+        tl_shared_floats = tl_shared ? blocks * sh->block_floats : 0;
+        if (!tl_shared) return false;
+    }
+    if (tl_state_n < blocks) {
+        free(tl_state);
+        tl_state = malloc((size_t)blocks * sizeof *tl_state);
+        tl_state_n = tl_state ? blocks : 0;
+        if (!tl_state) return false;
+    }
+    for (int64_t b = 0; b < blocks; b++) atomic_init(&tl_state[b], BLOCK_FREE);
+    sh->buf = tl_shared;
+    sh->state = tl_state;
+    return true;
 }
 
 static int gemm_threads(const ts_kern_ops *ops, const gemm_job *g) {
@@ -337,18 +477,6 @@ static int gemm_threads(const ts_kern_ops *ops, const gemm_job *g) {
     }
     int tiles = split_rows(ops, g) ? (g->M + ops->mr - 1) / ops->mr : (g->N + ops->nr - 1) / ops->nr;
     return imin(nth, tiles);
-}
-
-typedef struct gemm_team {
-    const ts_kern_ops *ops;
-    const gemm_job *g;
-} gemm_team;
-
-/* Thread t of n: its share of C (ts_kern_parallel's task). */
-static void gemm_share_task(void *ctx, int t, int n) {
-    const gemm_team *k = ctx;
-    gemm_job s = gemm_share(k->ops, k->g, t, n);
-    gemm_serial(k->ops, &s, NULL);
 }
 
 /* A batch: runs of BATCH_RUN products handed out from next_run. */
@@ -387,7 +515,7 @@ static void batch_task(void *ctx, int t, int n) {
     }
 }
 
-/* One product, on as many threads as it is worth. */
+/* One product, on as many threads as it is worth, in strips they claim. */
 static void gemm_run(const ts_kern_ops *ops, const gemm_job *g) {
     if (g->M <= 0 || g->N <= 0) return;
     int nth = g->K > 0 ? gemm_threads(ops, g) : 1;
@@ -395,8 +523,19 @@ static void gemm_run(const ts_kern_ops *ops, const gemm_job *g) {
         gemm_serial(ops, g, NULL);
         return;
     }
-    gemm_team team = {ops, g};
-    ts_kern_parallel(nth, gemm_share_task, &team);
+    strip_team team = {.ops = ops, .g = *g, .rows = split_rows(ops, g)};
+    team.g.blocked = !use_small_m(ops, g); /* a last strip of a row or two sums as the rest do */
+    int unit = team.rows ? ops->mr : ops->nr, extent = team.rows ? g->M : g->N;
+    int tiles = (extent + unit - 1) / unit;
+    /* About STRIPS_PER_THREAD each, but not so narrow that a thread is left without one. */
+    int per_tiles = (tiles + nth * STRIPS_PER_THREAD - 1) / (nth * STRIPS_PER_THREAD);
+    int least = imin(STRIP_MIN_TILES, (tiles + nth - 1) / nth);
+    team.per = (per_tiles > least ? per_tiles : least) * unit;
+    team.strips = (extent + team.per - 1) / team.per;
+    shared_pack sh;
+    if (!use_small_m(ops, g) && shared_setup(ops, g, team.rows, &sh)) team.g.shared = &sh;
+    atomic_init(&team.next, 0);
+    ts_kern_parallel(nth, strip_task, &team);
 }
 
 void ts_kern_gemm(const ts_kern_ops *ops, bool trans_a, bool trans_b, int M, int N, int K, float alpha,

@@ -371,7 +371,7 @@ int64_t ts_softmax_rows(float *out, const float *in, int64_t rows, int cols, con
     int nth = ts_kern_threads_for(rows * cols, ROWS_MIN_PER_THREAD);
     int64_t all_masked = 0;
     (void)nth;
-    TS_OMP(parallel for num_threads(nth) schedule(static) reduction(+ : all_masked))
+    TS_OMP(parallel for num_threads(nth) schedule(dynamic, TS_KERN_ROW_CHUNK(rows, nth)) reduction(+ : all_masked))
     for (int64_t r = 0; r < rows; r++) {
         int64_t valid = causal ? r + causal_offset + 1 : cols;
         valid = valid < 0 ? 0 : (valid > cols ? cols : valid);
@@ -385,7 +385,7 @@ void ts_layernorm(float *out, float *mean, float *rstd, const float *in, const f
     const ts_kern_ops *ops = ts_kern_ops_current();
     int nth = ts_kern_threads_for(rows * cols, ROWS_MIN_PER_THREAD);
     (void)nth;
-    TS_OMP(parallel for num_threads(nth) schedule(static))
+    TS_OMP(parallel for num_threads(nth) schedule(dynamic, TS_KERN_ROW_CHUNK(rows, nth)))
     for (int64_t r = 0; r < rows; r++)
         ops->layernorm_row(out + r * cols, mean ? mean + r : NULL, rstd ? rstd + r : NULL, in + r * cols,
                            gamma, beta, cols, eps);
@@ -429,7 +429,7 @@ void ts_mul(float *out, const float *a, const float *b, int64_t n) {
 void ts_transpose2d(float *out, int ldo, const float *in, int ldi, int rows, int cols) {
     int nth = ts_kern_threads_for((int64_t)rows * cols, TS_KERN_ELTWISE_MIN);
     (void)nth;
-    TS_OMP(parallel for num_threads(nth) schedule(static))
+    TS_OMP(parallel for num_threads(nth) schedule(dynamic, 1))
     for (int r0 = 0; r0 < rows; r0 += TRANSPOSE_TILE) {
         int r1 = r0 + TRANSPOSE_TILE < rows ? r0 + TRANSPOSE_TILE : rows;
         for (int c0 = 0; c0 < cols; c0 += TRANSPOSE_TILE) {

@@ -250,15 +250,25 @@ double ts_kern_softmax_vocab_ref(float *probs, const float *logits, int64_t n, d
  * (1 inside the caller's own parallel region). */
 int ts_kern_threads_for(int64_t work, int64_t min_each);
 
-/* Element-wise work over n split in one contiguous chunk per thread (whole
- * cache lines): CALL runs with i0 and len in scope. */
+/* Pieces of a parallel loop per thread, handed out as threads come free: a
+ * thread slowed by other work on the machine takes fewer instead of holding
+ * the others back (a fixed share each made 2 threads slower than 1 beside a
+ * busy process). */
+#define TS_KERN_CHUNKS 8
+
+/* Rows a parallel loop over `rows` hands out at a time (OpenMP's dynamic chunk). */
+#define TS_KERN_ROW_CHUNK(rows, nth) ((rows) / ((int64_t)(nth) * TS_KERN_CHUNKS) > 1 ? (int)((rows) / ((int64_t)(nth) * TS_KERN_CHUNKS)) : 1)
+
+/* Element-wise work over n in TS_KERN_CHUNKS chunks per thread (whole cache
+ * lines), handed out as threads come free: CALL runs with i0 and len in scope. */
 #define TS_KERN_SPLIT(n, CALL)                                                        \
     do {                                                                              \
         int nth_ = ts_kern_threads_for((n), TS_KERN_ELTWISE_MIN);                     \
-        int64_t per_ = (((n) + nth_ - 1) / nth_ + 15) / 16 * 16;                      \
+        int chunks_ = nth_ > 1 ? nth_ * TS_KERN_CHUNKS : 1;                           \
+        int64_t per_ = (((n) + chunks_ - 1) / chunks_ + 15) / 16 * 16;                \
         (void)per_;                                                                   \
-        TS_OMP(parallel for num_threads(nth_) schedule(static))                       \
-        for (int t_ = 0; t_ < nth_; t_++) {                                           \
+        TS_OMP(parallel for num_threads(nth_) schedule(dynamic, 1))                   \
+        for (int t_ = 0; t_ < chunks_; t_++) {                                        \
             int64_t i0 = t_ * per_, len = (n)-i0 < per_ ? (n)-i0 : per_;              \
             if (len > 0) CALL;                                                        \
         }                                                                             \
