@@ -220,6 +220,42 @@ static void sampling_follows_the_softmax(void **state) {
     }
 }
 
+/* The argmax as the one-sweep loop it replaced defines it (the first index
+ * whose logit is greater than every one before), on every length through
+ * the 8 lanes and the tail, with the largest at each place, ties, NaN,
+ * infinities and signed zeros. */
+static int32_t argmax_reference(const float *x, int V) {
+    int32_t arg = 0;
+    for (int v = 1; v < V; v++)
+        if (x[v] > x[arg]) arg = v;
+    return arg;
+}
+
+static void argmax_matches_its_definition(void **state) {
+    (void)state;
+    enum { N = 40 };
+    float x[N];
+    for (int V = 1; V <= N; V++)
+        for (int at = 0; at < V; at++) {
+            for (int v = 0; v < V; v++) x[v] = (float)((v * 7) % 5) - 2.0f; /* values in [-2, 2], ties */
+            x[at] = 10.0f;
+            assert_int_equal(ts_model_argmax(x, V), argmax_reference(x, V));
+            x[V - 1] = 10.0f; /* a tie with the last: the first wins */
+            assert_int_equal(ts_model_argmax(x, V), argmax_reference(x, V));
+            x[at] = NAN; /* NaN skipped, or at 0: 0 */
+            assert_int_equal(ts_model_argmax(x, V), argmax_reference(x, V));
+            x[at] = INFINITY;
+            assert_int_equal(ts_model_argmax(x, V), argmax_reference(x, V));
+            for (int v = 0; v < V; v++) x[v] = v == at ? NAN : -INFINITY; /* all -inf, one NaN */
+            assert_int_equal(ts_model_argmax(x, V), argmax_reference(x, V));
+            for (int v = 0; v < V; v++) x[v] = NAN;
+            assert_int_equal(ts_model_argmax(x, V), 0);
+            for (int v = 0; v < V; v++) x[v] = v % 3 ? 0.0f : -0.0f; /* -0 == +0: the first zero */
+            x[at] = -1.0f;
+            assert_int_equal(ts_model_argmax(x, V), argmax_reference(x, V));
+        }
+}
+
 /* A NaN logit makes the distribution NaN (PyTorch's softmax does the same),
  * never a distribution that drops it: the `probs` step must show it. */
 static void a_nan_logit_is_not_dropped(void **state) {
@@ -443,6 +479,7 @@ int main(void) {
         cmocka_unit_test(config_survives_json),
         cmocka_unit_test(eigenvalues_are_found),
         cmocka_unit_test(sampling_follows_the_softmax),
+        cmocka_unit_test(argmax_matches_its_definition),
         cmocka_unit_test(a_nan_logit_is_not_dropped),
         cmocka_unit_test(cosine_schedule),
         cmocka_unit_test(data_source_split_and_batches),
