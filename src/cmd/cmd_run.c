@@ -389,7 +389,12 @@ static int run(const model_flags *mf, const run_opts *o) {
     report(&m, &batch, &out, t1 - t0, o->load != NULL, o->greedy);
     if (ex.lens) experiment_cli_print_lens(&ex, NULL, m.S, cfg.vocab, ts_model_is_masked_lm(&cfg));
     if (o->greedy) report_greedy(&batch, &out);
-    if (cfg.head == TS_HEAD_LM && tracer && (st = ts_model_probs_step(&hook, &out, run_temperature))) {
+    /* The logits are read again only by --expect and --backward: otherwise
+     * the probs take their place. */
+    bool logits_read_later = o->expect || o->backward;
+    if (cfg.head == TS_HEAD_LM && tracer &&
+        (st = logits_read_later ? ts_model_probs_step(&hook, &out, run_temperature)
+                                : ts_model_probs_step_in_place(&hook, &out, run_temperature))) {
         rc = ts_cli_error("run", "%s", ts_last_error());
         trace_cli_close(&o->trace, tracer, "run");
         goto out;
