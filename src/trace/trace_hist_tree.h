@@ -86,7 +86,8 @@ HIST_INLINE vf load_in(const float *x, int64_t in) {
 }
 
 /* v as binned: for hist_finite, a NaN or an infinity becomes -inf, which
- * lands in no bin (as the lanes past the end). */
+ * lands in no bin (as the lanes past the end, and as a finite value a bin or
+ * more below lo, see onehot()): what trf_binned_finite says. */
 HIST_INLINE vf binnable(vf v, const hist_consts *c) { return c->finite ? V_FINITE_OR(v, c->ninf) : v; }
 
 /* Adds the 2 vectors at x (input up to x + in) to level 0; returns the
@@ -164,7 +165,7 @@ static void flush(uint64_t *hist, const hist_state *s, int64_t elements, bool fi
 HIST_INLINE void hist_bitsliced(uint64_t *hist, const float *x, int64_t n, float lo, float scale, bool finite) {
     if (n < HIST_SHORT) {
         for (int64_t i = 0; i < n; i++)
-            if (!finite || isfinite(x[i])) hist[trf_bin(x[i], lo, scale)]++;
+            if (!finite || trf_binned_finite(x[i], lo, scale)) hist[trf_bin(x[i], lo, scale)]++;
         return;
     }
     const hist_consts c = {V_SET1(lo),         V_SET1(scale), V_SET1((float)(TS_TRACE_HIST_BINS - 1)),

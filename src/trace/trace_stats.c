@@ -170,10 +170,10 @@ static void block_scalar(trf_acc *acc, const float *x, float *dst, int64_t n) {
     trf_acc_add_block(acc, x, n, t1, t2, ta, mn, mx, zeros, shift);
 }
 
-/* The bin of x, or with finite and x NaN or infinite the one past the
- * last, which nobody reads. */
+/* The bin of x, or with finite and x not one hist_finite bins the one past
+ * the last, which nobody reads. */
 static inline int bin_or_skip(float x, float lo, float scale, bool finite) {
-    return finite && !isfinite(x) ? TS_TRACE_HIST_BINS : trf_bin(x, lo, scale);
+    return finite && !trf_binned_finite(x, lo, scale) ? TS_TRACE_HIST_BINS : trf_bin(x, lo, scale);
 }
 
 static void hist_scalar_of(uint64_t *hist, const float *x, int64_t n, float lo, float scale, bool finite) {
