@@ -220,6 +220,89 @@ static void sampling_follows_the_softmax(void **state) {
     }
 }
 
+/* The argmax as the one-sweep loop it replaced defines it (the first index
+ * whose logit is greater than every one before), on every length through
+ * the 8 lanes and the tail, with the largest at each place, ties, NaN,
+ * infinities and signed zeros. */
+static int32_t argmax_reference(const float *x, int V) {
+    int32_t arg = 0;
+    for (int v = 1; v < V; v++)
+        if (x[v] > x[arg]) arg = v;
+    return arg;
+}
+
+static void argmax_matches_its_definition(void **state) {
+    (void)state;
+    enum { N = 40 };
+    float x[N];
+    for (int V = 1; V <= N; V++)
+        for (int at = 0; at < V; at++) {
+            for (int v = 0; v < V; v++) x[v] = (float)((v * 7) % 5) - 2.0f; /* values in [-2, 2], ties */
+            x[at] = 10.0f;
+            assert_int_equal(ts_model_argmax(x, V), argmax_reference(x, V));
+            x[V - 1] = 10.0f; /* a tie with the last: the first wins */
+            assert_int_equal(ts_model_argmax(x, V), argmax_reference(x, V));
+            x[at] = NAN; /* NaN skipped, or at 0: 0 */
+            assert_int_equal(ts_model_argmax(x, V), argmax_reference(x, V));
+            x[at] = INFINITY;
+            assert_int_equal(ts_model_argmax(x, V), argmax_reference(x, V));
+            for (int v = 0; v < V; v++) x[v] = v == at ? NAN : -INFINITY; /* all -inf, one NaN */
+            assert_int_equal(ts_model_argmax(x, V), argmax_reference(x, V));
+            for (int v = 0; v < V; v++) x[v] = NAN;
+            assert_int_equal(ts_model_argmax(x, V), 0);
+            for (int v = 0; v < V; v++) x[v] = v % 3 ? 0.0f : -0.0f; /* -0 == +0: the first zero */
+            x[at] = -1.0f;
+            assert_int_equal(ts_model_argmax(x, V), argmax_reference(x, V));
+        }
+}
+
+/* The probs step written over the logits hands the hook the same values as
+ * the one with its own buffer: rows with NaN, +-inf and ties, at temperature
+ * 1, 0.5 and 0 (greedy). */
+typedef struct probs_capture {
+    float *values;
+    int64_t n;
+    int calls;
+} probs_capture;
+
+static ts_status capture_probs(void *ctx, const char *name, ts_op op, const ts_tensor *t, ts_tag tag) {
+    (void)op, (void)tag;
+    probs_capture *c = ctx;
+    assert_string_equal(name, "probs");
+    assert_int_equal(ts_tensor_numel(t), c->n);
+    memcpy(c->values, t->data, sizeof(float) * (size_t)c->n);
+    c->calls++;
+    return TS_OK;
+}
+
+static void probs_in_place_match_the_copy(void **state) {
+    (void)state;
+    enum { B = 2, S = 3, V = 37 };
+    const int64_t n = (int64_t)B * S * V;
+    float logits[B * S * V], work[B * S * V], want[B * S * V], got[B * S * V];
+    for (int64_t i = 0; i < n; i++) logits[i] = (float)((i * 13) % 29) * 0.25f - 3.0f;
+    logits[1 * V + 5] = NAN;               /* a NaN row */
+    logits[2 * V + 0] = -INFINITY;         /* a token never drawn */
+    logits[3 * V + 36] = INFINITY;         /* +inf: no distribution */
+    logits[4 * V + 7] = logits[4 * V + 9] = 50.0f; /* a tie on top */
+    const float temps[] = {1.0f, 0.5f, 0.0f};
+    for (int k = 0; k < 3; k++) {
+        int64_t shape[3] = {B, S, V};
+        ts_tensor t;
+        probs_capture c = {want, n, 0};
+        ts_hook hook = {.fn = capture_probs, .ctx = &c};
+        ts_tensor_view(&t, logits, 3, shape);
+        assert_int_equal(ts_model_probs_step(&hook, &t, temps[k]), TS_OK);
+        memcpy(work, logits, sizeof work);
+        c.values = got;
+        ts_tensor_view(&t, work, 3, shape);
+        assert_int_equal(ts_model_probs_step_in_place(&hook, &t, temps[k]), TS_OK);
+        assert_int_equal(c.calls, 2);
+        assert_memory_equal(want, got, sizeof want); /* NaN too: the same bits */
+        assert_memory_equal(work, got, sizeof got);  /* and they are where the logits were */
+    }
+}
+
 /* A NaN logit makes the distribution NaN (PyTorch's softmax does the same),
  * never a distribution that drops it: the `probs` step must show it. */
 static void a_nan_logit_is_not_dropped(void **state) {
@@ -443,6 +526,8 @@ int main(void) {
         cmocka_unit_test(config_survives_json),
         cmocka_unit_test(eigenvalues_are_found),
         cmocka_unit_test(sampling_follows_the_softmax),
+        cmocka_unit_test(argmax_matches_its_definition),
+        cmocka_unit_test(probs_in_place_match_the_copy),
         cmocka_unit_test(a_nan_logit_is_not_dropped),
         cmocka_unit_test(cosine_schedule),
         cmocka_unit_test(data_source_split_and_batches),

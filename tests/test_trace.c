@@ -292,11 +292,15 @@ static void masked_scores_stats_on_every_isa(void **state) {
 }
 
 /* Every instruction set's hist kernel adds to hist exactly the counts of
- * trf_bin, the reference rule. */
+ * trf_bin, the reference rule, and its hist_finite those of trf_bin over the
+ * elements trf_binned_finite takes (NaN and infinities in no bin). */
 static void assert_hist_like_trf_bin(const float *x, int64_t n, float lo, float scale) {
-    uint64_t want[TS_TRACE_HIST_BINS];
-    for (int b = 0; b < TS_TRACE_HIST_BINS; b++) want[b] = 1000u * (uint64_t)b; /* kernels add, not set */
-    for (int64_t i = 0; i < n; i++) want[trf_bin(x[i], lo, scale)]++;
+    uint64_t want[2][TS_TRACE_HIST_BINS]; /* [0] every element, [1] the finite */
+    for (int b = 0; b < TS_TRACE_HIST_BINS; b++) want[0][b] = want[1][b] = 1000u * (uint64_t)b; /* kernels add */
+    for (int64_t i = 0; i < n; i++) {
+        want[0][trf_bin(x[i], lo, scale)]++;
+        if (trf_binned_finite(x[i], lo, scale)) want[1][trf_bin(x[i], lo, scale)]++;
+    }
     const trf_stats_ops *isas[] = {&trf_stats_scalar,
 #if defined(TRF_HAVE_X86)
                                    ts_isa_supported(TS_ISA_AVX2) ? &trf_stats_avx2 : NULL,
@@ -308,13 +312,16 @@ static void assert_hist_like_trf_bin(const float *x, int64_t n, float lo, float 
     };
     for (size_t k = 0; k < sizeof isas / sizeof isas[0]; k++) {
         if (!isas[k] || !isas[k]->hist) continue;
-        uint64_t got[TS_TRACE_HIST_BINS];
-        for (int b = 0; b < TS_TRACE_HIST_BINS; b++) got[b] = 1000u * (uint64_t)b;
-        isas[k]->hist(got, x, n, lo, scale);
-        for (int b = 0; b < TS_TRACE_HIST_BINS; b++)
-            if (got[b] != want[b])
-                fail_msg("isa %zu, n %lld: bin %d has %llu, trf_bin gives %llu", k, (long long)n, b,
-                         (unsigned long long)got[b], (unsigned long long)want[b]);
+        for (int finite = 0; finite < 2; finite++) {
+            uint64_t got[TS_TRACE_HIST_BINS];
+            for (int b = 0; b < TS_TRACE_HIST_BINS; b++) got[b] = 1000u * (uint64_t)b;
+            (finite ? isas[k]->hist_finite : isas[k]->hist)(got, x, n, lo, scale);
+            for (int b = 0; b < TS_TRACE_HIST_BINS; b++)
+                if (got[b] != want[finite][b])
+                    fail_msg("isa %zu, %s, n %lld: bin %d has %llu, trf_bin gives %llu", k,
+                             finite ? "hist_finite" : "hist", (long long)n, b, (unsigned long long)got[b],
+                             (unsigned long long)want[finite][b]);
+        }
     }
 }
 
@@ -364,12 +371,11 @@ static void hist_kernels_bin_like_trf_bin(void **state) {
     free(run);
 }
 
-/* The non-finite counts every instruction set gives (what its hist kernel
- * binned of NaN and the infinities, to take back out) against a scalar
- * count, at every tail length and lane position: NaN of both signs and any
- * payload, +-inf, and the finite values nearest them (FLT_MAX, denormals,
- * +-0). Then the hist kernels bin such inputs as trf_bin does. */
-static void nonfinite_counts_on_every_isa(void **state) {
+/* hist and hist_finite (assert_hist_like_trf_bin) at every tail length and
+ * lane position on NaN of both signs and any payload, +-inf, and the finite
+ * values nearest them (FLT_MAX, denormals, +-0); then all NaN, all -inf,
+ * all +inf, one finite element among -inf, and past the flush interval. */
+static void hist_finite_skips_nonfinite_on_every_isa(void **state) {
     (void)state;
     uint32_t qnan_neg = 0xffc00000u, snan = 0x7f800001u, payload = 0x7fc12345u;
     float specials[9];
@@ -382,40 +388,36 @@ static void nonfinite_counts_on_every_isa(void **state) {
     float *x = random_floats(n, 1.0f, 0.0f);
     for (int64_t i = 0; i < n; i++)
         if (i % 3 != 0) x[i] = specials[(i * 7) % 9];
-    const trf_stats_ops *isas[] = {&trf_stats_scalar,
-#if defined(TRF_HAVE_X86)
-                                   ts_isa_supported(TS_ISA_AVX2) ? &trf_stats_avx2 : NULL,
-                                   ts_isa_supported(TS_ISA_AVX512) ? &trf_stats_avx512 : NULL,
-#endif
-#if defined(TRF_HAVE_NEON)
-                                   &trf_stats_neon,
-#endif
-    };
+    const float lo = -1.5f, scale = 64.0f / 3.0f;
     int checked = 0;
     for (int64_t len = 0; len <= 70; len++)
-        for (int64_t at = 0; at < 20; at += 3) {
-            uint64_t want_low = 0, want_high = 0;
-            for (int64_t i = at; i < at + len; i++) {
-                want_low += isnan(x[i]) || x[i] == -INFINITY;
-                want_high += x[i] == INFINITY;
-            }
-            for (size_t k = 0; k < sizeof isas / sizeof isas[0]; k++) {
-                if (!isas[k]) continue;
-                uint64_t low = 99, high = 99;
-                isas[k]->nonfinite(x + at, len, &low, &high);
-                if (low != want_low || high != want_high)
-                    fail_msg("isa %zu, %lld at %lld: %llu low %llu high, want %llu %llu", k, (long long)len,
-                             (long long)at, (unsigned long long)low, (unsigned long long)high,
-                             (unsigned long long)want_low, (unsigned long long)want_high);
-                checked++;
-            }
-        }
-    /* The hist kernels on the same inputs: NaN and -inf in bin 0, +inf in 63, as trf_bin. */
+        for (int64_t at = 0; at < 20; at += 3, checked++) assert_hist_like_trf_bin(x + at, len, lo, scale);
     const int64_t lengths[] = {1, 7, 8, 9, 31, 33, 64, 65, 513, 4099, n};
-    for (size_t i = 0; i < sizeof lengths / sizeof lengths[0]; i++)
-        assert_hist_like_trf_bin(x, lengths[i], -1.5f, 64.0f / 3.0f);
-    printf("non-finite counts: %d cases alike on every path\n", checked);
+    for (size_t i = 0; i < sizeof lengths / sizeof lengths[0]; i++) assert_hist_like_trf_bin(x, lengths[i], lo, scale);
+    /* Nothing finite: nothing binned, at every length around the vectors. */
+    const float none[] = {NAN, -INFINITY, INFINITY};
+    for (int k = 0; k < 3; k++) {
+        for (int64_t i = 0; i < n; i++) x[i] = none[k];
+        for (int64_t len = 0; len <= 70; len++) assert_hist_like_trf_bin(x, len, lo, scale);
+        assert_hist_like_trf_bin(x, n, lo, scale);
+    }
+    /* One finite element among -inf, at each place of a vector and a tail. */
+    for (int64_t at = 0; at < 70; at++) {
+        for (int64_t i = 0; i < 70; i++) x[i] = i == at ? 0.25f : -INFINITY;
+        assert_hist_like_trf_bin(x, 70, lo, scale);
+        assert_hist_like_trf_bin(x, at + 1, lo, scale);
+    }
     free(x);
+    /* Past the flush interval: a causal mask's -inf, rows of finite values. */
+    const int64_t long_n = ((int64_t)1 << 24) + 1005;
+    float *big = malloc((size_t)long_n * sizeof *big);
+    assert_non_null(big);
+    for (int64_t i = 0; i < long_n; i++)
+        big[i] = (i % 1024) > (i / 1024) % 1024 ? -INFINITY : lo + (float)(i % 61) / scale;
+    big[7] = NAN, big[long_n - 1] = INFINITY;
+    assert_hist_like_trf_bin(big, long_n, lo, scale);
+    free(big);
+    printf("hist_finite: %d tails alike on every path\n", checked);
 }
 
 /* ---- writing and reading ---- */
@@ -1452,7 +1454,7 @@ int main(void) {
         cmocka_unit_test(stats_match_reference_on_every_isa),
         cmocka_unit_test(masked_scores_stats_on_every_isa),
         cmocka_unit_test(hist_kernels_bin_like_trf_bin),
-        cmocka_unit_test(nonfinite_counts_on_every_isa),
+        cmocka_unit_test(hist_finite_skips_nonfinite_on_every_isa),
         cmocka_unit_test(metadata_takes_added_items),
         cmocka_unit_test(batch_tokens_round_trip_per_side),
         cmocka_unit_test(round_trip_every_level),

@@ -574,6 +574,10 @@ int32_t ts_model_argmax(const float *logits, int V);
  * so a trace has what the model predicts next as chances, not only scores
  * (model_probs.c). Nothing without a hook function, or for logits not of rank 3. */
 ts_status ts_model_probs_step(const ts_hook *hook, const ts_tensor *logits, float temperature);
+/* The same with the probabilities written over the logits, for a caller
+ * done with them: GPT-2's 206 MB need no fresh memory, whose every page the
+ * system would zero first. Contiguous logits only. */
+ts_status ts_model_probs_step_in_place(const ts_hook *hook, ts_tensor *logits, float temperature);
 
 /* Room for ts_model_config_describe's line with every choice of today's blocks. */
 #define TS_MODEL_DESCRIBE_MAX 640

@@ -23,11 +23,27 @@ static float kth_largest(const float *x, int V, int k) {
     return best;
 }
 
+/* The first index of the largest logit, NaN skipped (a NaN at 0: 0, which
+ * nothing compares greater than). In two sweeps, the largest value in 8
+ * independent lanes (no chain of dependent compares: a vocabulary row of
+ * GPT-2 is 50257 of them) and then its first index, rather than one sweep
+ * whose every compare waits on the one before. */
+#define ARGMAX_LANES 8
 int32_t ts_model_argmax(const float *logits, int V) {
-    int32_t arg = 0;
-    for (int v = 1; v < V; v++)
-        if (logits[v] > logits[arg]) arg = v;
-    return arg;
+    if (V <= 1 || logits[0] != logits[0]) return 0;
+    float lane[ARGMAX_LANES];
+    for (int l = 0; l < ARGMAX_LANES; l++) lane[l] = logits[0];
+    int v = 1;
+    for (; v + ARGMAX_LANES <= V; v += ARGMAX_LANES)
+        for (int l = 0; l < ARGMAX_LANES; l++) lane[l] = logits[v + l] > lane[l] ? logits[v + l] : lane[l];
+    float top = lane[0];
+    for (int l = 1; l < ARGMAX_LANES; l++) top = lane[l] > top ? lane[l] : top;
+    for (; v < V; v++) top = logits[v] > top ? logits[v] : top;
+    /* top is one of the values (never NaN): the first equal to it is the
+     * first that compared greater than everything before (-0 == +0 as in > ) */
+    for (v = 0; logits[v] != top; v++) {
+    }
+    return v;
 }
 
 /* NaN or +inf anywhere: no distribution to draw from (-inf is a token never drawn) */

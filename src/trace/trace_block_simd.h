@@ -115,22 +115,6 @@ static void block_simd(trf_acc *acc, const float *x, float *dst, int64_t n) {
     trf_acc_add_block(acc, dst ? dst : x, n, t1, t2, ta, V_REDUCE_MIN(mn), V_REDUCE_MAX(mx), zeros, shift0);
 }
 
-/* The elements the histogram kernel puts in a bin though they are not
- * finite: *low NaN and -inf (in bin 0), *high +inf (in the last bin), as
- * trf_bin does. max(x, 0) is 0 for a NaN (the second operand) and +inf
- * only for +inf. Lanes past the end load as 0, which is neither. */
-static void nonfinite_simd(const float *x, int64_t n, uint64_t *low, uint64_t *high) {
-    const vf zero = V_SET1(0.0f);
-    uint64_t bad = 0, pinf = 0;
-    for (int64_t i = 0; i < n; i += VW) {
-        vf a = n - i >= VW ? V_LOAD(x + i) : V_LOAD_PART(x + i, (int)(n - i), 0.0f);
-        bad += (uint64_t)(V_COUNT_NAN(a) + V_COUNT_INF(a));
-        pinf += (uint64_t)V_COUNT_INF(V_MAX(a, zero));
-    }
-    *low = bad - pinf;
-    *high = pinf;
-}
-
 /* The model's ReLU (its kernel's max(0, x), which keeps -0 and NaN), for
  * the statistics of an activation taken from its input. */
 static void relu_simd(float *dst, const float *x, int64_t n) {

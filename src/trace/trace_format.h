@@ -6,6 +6,8 @@
 #ifndef TSCOPE_TRACE_FORMAT_H
 #define TSCOPE_TRACE_FORMAT_H
 
+#include <math.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -158,9 +160,9 @@ typedef struct trf_stats_ops {
     /* hist[bin] += count of x[i] with bin = (int)((x - lo) * scale) clamped to
      * [0, 63] (trf_bin): NaN and -inf land in bin 0, +inf in bin 63. */
     void (*hist)(uint64_t *hist, const float *x, int64_t n, float lo, float scale);
-    /* *low = the NaN and -inf among x[0, n), *high = the +inf: what hist
-     * binned of them, to take back out. */
-    void (*nonfinite)(const float *x, int64_t n, uint64_t *low, uint64_t *high);
+    /* The same for the x[i] trf_binned_finite takes: NaN and infinities in
+     * no bin (nor values a bin or more below lo, which a plan never has). */
+    void (*hist_finite)(uint64_t *hist, const float *x, int64_t n, float lo, float scale);
     /* dst[i] = x[i] through the model's ReLU (x < 0 ? 0 : x: -0 and NaN
      * stay); dst may be x. */
     void (*relu)(float *dst, const float *x, int64_t n);
@@ -198,15 +200,21 @@ void trf_acc_add_careful(trf_acc *acc, const float *x, int64_t n);
 typedef struct trf_hist_plan {
     float lo, hi, scale;
     bool fast;      /* the range of the finite elements scales in float */
-    bool nonfinite; /* some elements are NaN or infinite: binned, then taken back out */
+    bool nonfinite; /* some elements are NaN or infinite: the kernel that leaves them out */
 } trf_hist_plan;
 
 void trf_hist_plan_init(trf_hist_plan *plan, const ts_trace_stats *s);
 /* Add the finite elements of x[0, n) to hist: the kernel when plan->fast
- * (then, when plan->nonfinite, the others it binned taken back out block by
- * block, while the block is in L1), else a careful loop. */
+ * (hist_finite when plan->nonfinite), else a careful loop. */
 void trf_hist_add(uint64_t *hist, const float *x, int64_t n, const trf_hist_plan *plan,
                   const trf_stats_ops *ops);
+
+/* Whether hist_finite bins x: finite, and not a bin or more below lo (where
+ * the vector kernels' bin index goes negative): every finite x when lo is
+ * the smallest of them, as in every plan. */
+static inline bool trf_binned_finite(float x, float lo, float scale) {
+    return isfinite(x) && (x - lo) * scale > -1.0f;
+}
 
 /* The bin of a finite x, exactly as every kernel computes it. */
 static inline int trf_bin(float x, float lo, float scale) {

@@ -2,7 +2,7 @@
  * over the instruction set's vectors: the counting scheme, the tree of adders,
  * the tail and the loop over chunks. Included by trace_stats_avx512.c and
  * trace_stats_avx2.c after their mapping header (simd_<isa>.h: vf, VW,
- * V_LOAD, V_SET1, V_LOAD_PART) and these, for vectors of VW 32-bit integers:
+ * V_LOAD, V_SET1, V_LOAD_PART, V_FINITE_OR) and these, for vectors of VW 32-bit integers:
  *   vi                  the type
  *   VI_SET1(x)          every lane x
  *   VI_AND, VI_OR, VI_XOR (a, b)
@@ -46,8 +46,9 @@ typedef struct planes {
 } planes;
 
 typedef struct hist_consts {
-    vf lo, scale, top;
+    vf lo, scale, top, ninf;
     vi one, flip;
+    bool finite; /* bin the finite elements only (hist_finite) */
 } hist_consts;
 
 typedef struct hist_state {
@@ -84,11 +85,16 @@ HIST_INLINE vf load_in(const float *x, int64_t in) {
     return in > 0 ? V_LOAD_PART(x, (int)in, -INFINITY) : V_SET1(-INFINITY);
 }
 
+/* v as binned: for hist_finite, a NaN or an infinity becomes -inf, which
+ * lands in no bin (as the lanes past the end, and as a finite value a bin or
+ * more below lo, see onehot()): what trf_binned_finite says. */
+HIST_INLINE vf binnable(vf v, const hist_consts *c) { return c->finite ? V_FINITE_OR(v, c->ninf) : v; }
+
 /* Adds the 2 vectors at x (input up to x + in) to level 0; returns the
  * weight-2 carries. */
 HIST_INLINE planes add2v(planes *l, const float *x, int64_t in, const hist_consts *c) {
     hist_prefetch(x);
-    return csa2(&l[0], onehot(load_in(x, in), c), onehot(load_in(x + VW, in - VW), c));
+    return csa2(&l[0], onehot(binnable(load_in(x, in), c), c), onehot(binnable(load_in(x + VW, in - VW), c), c));
 }
 
 /* Adds the 8 vectors at x (input up to x + in) to levels 0..2; returns the
@@ -143,24 +149,28 @@ __attribute__((noinline)) static void add_tail(hist_state *s, const float *x, in
     for (int64_t g = 0; g < left; g += 8 * VW) ripple(s, 3, add8v(s->lv, x + g, left - g, c));
 }
 
-/* Adds the counts held in s, of `elements` elements, to hist. */
-static void flush(uint64_t *hist, const hist_state *s, int64_t elements) {
+/* Adds the counts held in s, of `elements` elements, to hist; with finite,
+ * those no bin counted were the NaN and infinities, and stay out. */
+static void flush(uint64_t *hist, const hist_state *s, int64_t elements, bool finite) {
     /* A (lane, bin) count is at most the number of vectors: the levels past
      * its bit length are empty, which makes short inputs cheap. */
     int n = s->top, bits = 64 - __builtin_clzll((uint64_t)(elements + VW - 1) / VW);
     if (n > bits) n = bits;
     uint64_t counted = read_out(hist, s, n);
-    hist[0] += (uint64_t)elements - counted; /* those below bin 0, see onehot() */
+    if (!finite) hist[0] += (uint64_t)elements - counted; /* those below bin 0, see onehot() */
 }
 
-/* The hist kernel of trf_stats_ops. */
-static void hist_bitsliced(uint64_t *hist, const float *x, int64_t n, float lo, float scale) {
+/* The hist kernel of trf_stats_ops, or with finite its hist_finite; inlined
+ * into each so that `finite` is a constant in the main loop. */
+HIST_INLINE void hist_bitsliced(uint64_t *hist, const float *x, int64_t n, float lo, float scale, bool finite) {
     if (n < HIST_SHORT) {
-        for (int64_t i = 0; i < n; i++) hist[trf_bin(x[i], lo, scale)]++;
+        for (int64_t i = 0; i < n; i++)
+            if (!finite || trf_binned_finite(x[i], lo, scale)) hist[trf_bin(x[i], lo, scale)]++;
         return;
     }
-    const hist_consts c = {V_SET1(lo), V_SET1(scale), V_SET1((float)(TS_TRACE_HIST_BINS - 1)), VI_SET1(1),
-                           VI_SET1(32)};
+    const hist_consts c = {V_SET1(lo),         V_SET1(scale), V_SET1((float)(TS_TRACE_HIST_BINS - 1)),
+                           V_SET1(-INFINITY), VI_SET1(1),    VI_SET1(32),
+                           finite};
     hist_state s;
     while (n > 0) {
         int64_t m = n < HIST_CHUNK ? n : HIST_CHUNK, i = 0;
@@ -171,10 +181,18 @@ static void hist_bitsliced(uint64_t *hist, const float *x, int64_t n, float lo, 
         for (; i + HIST_BLOCK <= m; i += HIST_BLOCK) ripple(&s, HIST_FAST, add64v(l, x + i, &c));
         memcpy(s.lv, l, sizeof l);
         if (i < m) add_tail(&s, x + i, m - i, &c);
-        flush(hist, &s, m);
+        flush(hist, &s, m, finite);
         x += m;
         n -= m;
     }
+}
+
+static void hist_all(uint64_t *hist, const float *x, int64_t n, float lo, float scale) {
+    hist_bitsliced(hist, x, n, lo, scale, false);
+}
+
+static void hist_finite_only(uint64_t *hist, const float *x, int64_t n, float lo, float scale) {
+    hist_bitsliced(hist, x, n, lo, scale, true);
 }
 
 #endif

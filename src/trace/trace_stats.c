@@ -9,8 +9,9 @@
  * kernel that leaves such lanes out, and only a block whose finite values
  * overflow float by the careful scalar path, so the fast path never tests
  * elements one by one. The histogram is a second pass, once min and max are
- * known; it bins the finite elements with the same kernel whether or not
- * others are NaN or infinite (those binned too, then taken back out).
+ * known; where some elements are NaN or infinite, a variant of the kernel
+ * turns them into -inf, which lands in no bin, so the finite ones are binned
+ * exactly as the plain kernel bins them, in the same one sweep.
  */
 #include <math.h>
 #include <string.h>
@@ -169,35 +170,41 @@ static void block_scalar(trf_acc *acc, const float *x, float *dst, int64_t n) {
     trf_acc_add_block(acc, x, n, t1, t2, ta, mn, mx, zeros, shift);
 }
 
-static void hist_scalar(uint64_t *hist, const float *x, int64_t n, float lo, float scale) {
+/* The bin of x, or with finite and x not one hist_finite bins the one past
+ * the last, which nobody reads. */
+static inline int bin_or_skip(float x, float lo, float scale, bool finite) {
+    return finite && !trf_binned_finite(x, lo, scale) ? TS_TRACE_HIST_BINS : trf_bin(x, lo, scale);
+}
+
+static void hist_scalar_of(uint64_t *hist, const float *x, int64_t n, float lo, float scale, bool finite) {
     /* Four tables so that runs of equal bins do not wait on each other. */
-    uint32_t h[4][TS_TRACE_HIST_BINS];
+    uint32_t h[4][TS_TRACE_HIST_BINS + 1];
     while (n > 0) {
         int64_t m = n < (1 << 24) ? n : (1 << 24);
         memset(h, 0, sizeof h);
         int64_t i = 0;
         for (; i + 4 <= m; i += 4)
-            for (int k = 0; k < 4; k++) h[k][trf_bin(x[i + k], lo, scale)]++;
-        for (; i < m; i++) h[0][trf_bin(x[i], lo, scale)]++;
+            for (int k = 0; k < 4; k++) h[k][bin_or_skip(x[i + k], lo, scale, finite)]++;
+        for (; i < m; i++) h[0][bin_or_skip(x[i], lo, scale, finite)]++;
         for (int b = 0; b < TS_TRACE_HIST_BINS; b++) hist[b] += (uint64_t)h[0][b] + h[1][b] + h[2][b] + h[3][b];
         x += m;
         n -= m;
     }
 }
 
-static void nonfinite_scalar(const float *x, int64_t n, uint64_t *low, uint64_t *high) {
-    *low = *high = 0;
-    for (int64_t i = 0; i < n; i++) {
-        if (isnan(x[i]) || x[i] == -INFINITY) ++*low;
-        if (x[i] == INFINITY) ++*high;
-    }
+static void hist_scalar(uint64_t *hist, const float *x, int64_t n, float lo, float scale) {
+    hist_scalar_of(hist, x, n, lo, scale, false);
+}
+
+static void hist_scalar_finite(uint64_t *hist, const float *x, int64_t n, float lo, float scale) {
+    hist_scalar_of(hist, x, n, lo, scale, true);
 }
 
 static void relu_scalar(float *dst, const float *x, int64_t n) {
     for (int64_t i = 0; i < n; i++) dst[i] = x[i] < 0 ? 0.0f : x[i];
 }
 
-const trf_stats_ops trf_stats_scalar = {block_scalar, hist_scalar, nonfinite_scalar, relu_scalar};
+const trf_stats_ops trf_stats_scalar = {block_scalar, hist_scalar, hist_scalar_finite, relu_scalar};
 
 const trf_stats_ops *trf_stats_current(void) {
 #if defined(TRF_HAVE_X86)
@@ -223,30 +230,13 @@ void trf_hist_plan_init(trf_hist_plan *plan, const ts_trace_stats *s) {
     plan->nonfinite = s->nan != 0 || s->inf != 0;
 }
 
-/* The kernel on every element of x a block at a time, then the NaN and
- * infinities it binned (bin 0 and the last, as trf_bin) taken back out,
- * counted while the block is still in L1: the same bins as the kernel on
- * the finite elements alone, with no element-by-element gathering. */
-static void hist_finite(uint64_t *hist, const float *x, int64_t n, const trf_hist_plan *plan,
-                        const trf_stats_ops *ops) {
-    for (int64_t b = 0; b < n; b += TRF_BLOCK) {
-        int64_t len = n - b < TRF_BLOCK ? n - b : TRF_BLOCK;
-        uint64_t low, high;
-        ops->hist(hist, x + b, len, plan->lo, plan->scale);
-        ops->nonfinite(x + b, len, &low, &high);
-        hist[0] -= low;
-        hist[TS_TRACE_HIST_BINS - 1] -= high;
-    }
-}
-
 void trf_hist_add(uint64_t *hist, const float *x, int64_t n, const trf_hist_plan *plan,
                   const trf_stats_ops *ops) {
-    if (plan->fast && plan->nonfinite) {
-        hist_finite(hist, x, n, plan, ops);
-        return;
-    }
     if (plan->fast) {
-        ops->hist(hist, x, n, plan->lo, plan->scale);
+        /* With NaN or infinities among them, the kernel that bins each
+         * finite element as the other does and leaves the rest out, in the
+         * same single sweep (a causal mask's -inf are half of `masked`). */
+        (plan->nonfinite ? ops->hist_finite : ops->hist)(hist, x, n, plan->lo, plan->scale);
         return;
     }
     /* Non-finite elements to skip, a constant tensor, or a range float cannot scale. */

@@ -99,7 +99,7 @@ static uint64_t read_out(uint64_t *hist, const hist_state *s, int n) {
     return read_counts(hist, p, n + 3, 0) + read_counts(hist + 32, p, n + 3, 4);
 }
 
-const trf_stats_ops trf_stats_avx2 = {block_simd, hist_bitsliced, nonfinite_simd, relu_simd};
+const trf_stats_ops trf_stats_avx2 = {block_simd, hist_all, hist_finite_only, relu_simd};
 
 #elif defined(TRF_HAVE_X86)
 /* A compiler without AVX2: an empty table the dispatcher skips. */

@@ -95,7 +95,7 @@ static uint64_t read_out(uint64_t *hist, const hist_state *s, int n) {
     return (uint32_t)_mm512_reduce_add_epi32(total);
 }
 
-const trf_stats_ops trf_stats_avx512 = {block_simd, hist_bitsliced, nonfinite_simd, relu_simd};
+const trf_stats_ops trf_stats_avx512 = {block_simd, hist_all, hist_finite_only, relu_simd};
 
 #elif defined(TRF_HAVE_X86)
 /* A compiler without AVX-512: an empty table the dispatcher skips. */

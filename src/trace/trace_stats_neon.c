@@ -63,5 +63,5 @@ static uint64_t read_out(uint64_t *hist, const hist_state *s, int n) {
     return total;
 }
 
-const trf_stats_ops trf_stats_neon = {block_simd, hist_bitsliced, nonfinite_simd, relu_simd};
+const trf_stats_ops trf_stats_neon = {block_simd, hist_all, hist_finite_only, relu_simd};
 #endif
