@@ -42,15 +42,20 @@ static void share(int64_t n, int64_t *lo, int64_t *hi) {
  * every i when ids is NULL: column sums). Rows may repeat, so each thread owns
  * a range of columns of every row: no two threads write one float. */
 static void add_rows(float *dst, const int32_t *ids, const float *src, int64_t N, int C, float scale) {
+    /* scale 1 (biases, LayerNorm's beta, unscaled embeddings): the vector add, the same floats */
+    void (*add)(float *, const float *, const float *, int64_t) = scale == 1.0f ? ts_kern_ops_current()->add : NULL;
     int nt = threads_for(N * C);
     (void)nt;
     TS_OMP(parallel num_threads(nt) if(nt > 1))
     {
         int64_t lo, hi;
         share(C, &lo, &hi);
-        for (int64_t i = 0; i < N; i++) {
+        for (int64_t i = 0; i < N && hi > lo; i++) {
             float *row = dst + (ids ? (int64_t)ids[i] * C : 0);
-            for (int64_t j = lo; j < hi; j++) row[j] += src[i * C + j] * scale;
+            if (add)
+                add(row + lo, row + lo, src + i * C + lo, hi - lo);
+            else
+                for (int64_t j = lo; j < hi; j++) row[j] += src[i * C + j] * scale;
         }
     }
 }
@@ -208,16 +213,11 @@ void ts_bwd_attention_backward_values(ts_bwd_heads dv, float *dweights, ts_bwd_h
 }
 
 void ts_bwd_softmax_backward(float *dscores, const float *dweights, const float *weights, int64_t rows, int cols) {
+    ts_softmax_grad_row_fn row = ts_kern_ops_current()->softmax_grad_row;
     int nt = threads_for(rows * cols);
     (void)nt;
     TS_OMP(parallel for num_threads(nt) if(nt > 1) schedule(static))
-    for (int64_t r = 0; r < rows; r++) {
-        const float *w = weights + r * cols, *dw = dweights + r * cols;
-        float dot = 0.0f;
-        for (int j = 0; j < cols; j++) dot += dw[j] * w[j];
-        float *ds = dscores + r * cols;
-        for (int j = 0; j < cols; j++) ds[j] = w[j] * (dw[j] - dot);
-    }
+    for (int64_t r = 0; r < rows; r++) row(dscores + r * cols, dweights + r * cols, weights + r * cols, cols, cols);
 }
 
 void ts_bwd_attention_backward_scores(ts_bwd_heads dq, ts_bwd_heads dk, const float *dscores, ts_bwd_heads q,
@@ -267,15 +267,6 @@ static int keys_seen(int r1, int Sq, int Sk, bool causal) {
     return causal && n < Sk ? (n > 0 ? n : 0) : Sk;
 }
 
-/* One row of the softmax's backward over its first `valid` of `cols` entries
- * (the others have weight 0, so their gradient is 0, written as such). */
-static void softmax_bwd_row(float *ds, const float *dw, const float *w, int valid, int cols) {
-    float dot = 0.0f;
-    for (int j = 0; j < valid; j++) dot += dw[j] * w[j];
-    for (int j = 0; j < valid; j++) ds[j] = w[j] * (dw[j] - dot);
-    for (int j = valid; j < cols; j++) ds[j] = 0.0f;
-}
-
 /* The whole backward of head bh, start to finish while its (Sq, Sk) scratch
  * ds sits in cache. By blocks of query rows [r0, r1), over the n keys they see:
  *   ds[r0:r1, :n] = dout[r0:r1] v[:n]^T, then the softmax's backward (0 past n);
@@ -289,6 +280,7 @@ static void head_bwd(ts_bwd_heads dq, ts_bwd_heads dk, ts_bwd_heads dv, float *d
                      int Sk, int hd, bool causal) {
     float scale = 1.0f / sqrtf((float)hd);
     const float *dO = head_at(&dout, b, h), *qh = head_at(&q, b, h), *kh = head_at(&k, b, h);
+    ts_softmax_grad_row_fn softmax_grad_row = ts_kern_ops_current()->softmax_grad_row;
     int nb = head_blocks(Sq, causal), past = Sk - Sq;
     for (int blk = 0; blk < nb; blk++) {
         int r0, r1;
@@ -299,7 +291,7 @@ static void head_bwd(ts_bwd_heads dq, ts_bwd_heads dk, ts_bwd_heads dv, float *d
             ts_gemm(false, true, r1 - r0, n, hd, 1.0f, dO + (int64_t)r0 * dout.ld, dout.ld, head_at(&v, b, h), v.ld,
                     0.0f, dsr, Sk, TS_EPI_NONE, NULL);
         for (int r = r0; r < r1; r++)
-            softmax_bwd_row(ds + (int64_t)r * Sk, ds + (int64_t)r * Sk, w + (int64_t)r * Sk,
+            softmax_grad_row(ds + (int64_t)r * Sk, ds + (int64_t)r * Sk, w + (int64_t)r * Sk,
                             keys_seen(r + 1, Sq, Sk, causal), Sk);
         if (dq.data && n > 0)
             ts_gemm_k_prefix(false, false, r1 - r0, hd, n, Sk, scale, dsr, Sk, kh, k.ld, 1.0f,

@@ -401,6 +401,23 @@ static void simd_adam(float *params, const float *grads, float *m, float *v, int
     if (i < n) adam_vec(params, grads, m, v, i, (int)(n - i), a);
 }
 
+/* The softmax's backward on one row (ts_softmax_grad_row_fn): the dot in
+ * lanes (a tail loaded with 0s adds nothing), then ds = w * (dw - dot). A NaN
+ * or an infinity in dw reaches the dot and the row, as in the reference. */
+static void simd_softmax_grad_row(float *ds, const float *dw, const float *w, int valid, int cols) {
+    vf acc = V_SET1(0.0f);
+    int j = 0;
+    for (; j + VW <= valid; j += VW) acc = V_FMA(V_LOAD(dw + j), V_LOAD(w + j), acc);
+    if (j < valid) acc = V_FMA(V_LOAD_PART(dw + j, valid - j, 0.0f), V_LOAD_PART(w + j, valid - j, 0.0f), acc);
+    vf dot = V_SET1(V_REDUCE_ADD(acc));
+    for (j = 0; j + VW <= valid; j += VW) V_STORE(ds + j, V_MUL(V_LOAD(w + j), V_SUB(V_LOAD(dw + j), dot)));
+    if (j < valid) {
+        int part = valid - j;
+        V_STORE_PART(ds + j, V_MUL(V_LOAD_PART(w + j, part, 0.0f), V_SUB(V_LOAD_PART(dw + j, part, 0.0f), dot)), part);
+    }
+    if (valid < cols) memset(ds + valid, 0, sizeof(float) * (size_t)(cols - valid));
+}
+
 /* Blocks short enough that float sums of squares lose nothing a norm shows
  * (relative error ~1e-7 * log2 of the block), added up in double. */
 #define SUMSQ_BLOCK 4096
@@ -432,6 +449,7 @@ static double simd_sum_squares(const float *x, int64_t n) {
  * beside them. */
 #define SIMD_KERNEL_ENTRIES                                                                                     \
     .small_m = simd_small_m, .softmax_row = simd_softmax_row, .layernorm_row = simd_layernorm_row,               \
+    .softmax_grad_row = simd_softmax_grad_row,                                                                   \
     .add = simd_add, .scale = simd_scale, .relu = simd_relu, .gelu = simd_gelu, .gelu_tanh = simd_gelu_tanh,     \
     .silu = simd_silu, .mul = simd_mul, .relu_grad = simd_relu_grad, .gelu_grad = simd_gelu_grad,                \
     .gelu_tanh_grad = simd_gelu_tanh_grad, .adam = simd_adam, .sum_squares = simd_sum_squares,                   \
