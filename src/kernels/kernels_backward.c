@@ -74,40 +74,21 @@ void ts_bwd_linear_backward(float *din, float *dw, float *db, const float *dout,
  * dx = rstd * (g - mean(g) - n * mean(g * n)), dgamma = sum dout * n, dbeta = sum dout. */
 void ts_bwd_layernorm_backward(float *din, float *dgamma, float *dbeta, const float *dout, const float *in,
                                const float *gamma, const float *mean, const float *rstd, int64_t N, int C) {
+    const ts_kern_ops *ops = ts_kern_ops_current();
     int nt = threads_for(N * C);
     (void)nt;
     if (din) {
         TS_OMP(parallel for num_threads(nt) if(nt > 1) schedule(static))
-        for (int64_t r = 0; r < N; r++) {
-            const float *x = in + r * C, *dy = dout + r * C;
-            float mu = mean[r], rs = rstd[r], s1 = 0.0f, s2 = 0.0f;
-            for (int j = 0; j < C; j++) {
-                float g = dy[j] * (gamma ? gamma[j] : 1.0f);
-                s1 += g;
-                s2 += g * (x[j] - mu) * rs;
-            }
-            s1 /= (float)C;
-            s2 /= (float)C;
-            float *dx = din + r * C;
-            for (int j = 0; j < C; j++) {
-                float n = (x[j] - mu) * rs, g = dy[j] * (gamma ? gamma[j] : 1.0f);
-                dx[j] += rs * (g - s1 - n * s2);
-            }
-        }
+        for (int64_t r = 0; r < N; r++) ops->layernorm_grad_row(din + r * C, dout + r * C, in + r * C, gamma, mean[r], rstd[r], C);
     }
     if (!dgamma && !dbeta) return;
     TS_OMP(parallel num_threads(nt) if(nt > 1))
     {
         int64_t lo, hi;
         share(C, &lo, &hi);
-        for (int64_t r = 0; r < N; r++) {
-            const float *x = in + r * C, *dy = dout + r * C;
-            float mu = mean[r], rs = rstd[r];
-            for (int64_t j = lo; j < hi; j++) {
-                if (dgamma) dgamma[j] += dy[j] * (x[j] - mu) * rs;
-                if (dbeta) dbeta[j] += dy[j];
-            }
-        }
+        for (int64_t r = 0; r < N && hi > lo; r++)
+            ops->layernorm_grad_params(dgamma ? dgamma + lo : NULL, dbeta ? dbeta + lo : NULL, dout + r * C + lo,
+                                       in + r * C + lo, mean[r], rstd[r], hi - lo);
     }
 }
 
