@@ -526,6 +526,109 @@ static void cross_attention_gradients(void **state) {
     attention_case(4, 7, true, false, "cross-attention Sq4 Sk7");
 }
 
+/* ---- attention, head by head and causal -------------------------------------------------- */
+
+/* The head-by-head backward (ts_bwd_attention_backward) and the causal one,
+ * which skips the hidden keys by blocks, against the three steps the tracer
+ * sees, on causal weights made by the forward's kernels: the same floats bit
+ * for bit with finite values, at sizes around the blocks (64 rows; a last
+ * block of at most 4 joining the one before), Sq < Sk (past keys), one row,
+ * odd head sizes. out[0..2] get dq, dk and dv, out[3] the scores' gradient. */
+static void attn_three_ways(int B, int H, int Sq, int Sk, int hd, float **out) {
+    int D = H * hd;
+    int64_t nq = (int64_t)B * Sq * D, nkv = (int64_t)B * Sk * D, nw = (int64_t)B * H * Sq * Sk;
+    float *q = randf(nq, -1.5, 1.5), *k = randf(nkv, -1.5, 1.5), *v = randf(nkv, -1, 1), *g = randf(nq, -1, 1);
+    float *w = zerosf(nw);
+    ts_bwd_heads hq = {q, (int64_t)Sq * D, hd, D}, hk = {k, (int64_t)Sk * D, hd, D}, hv = {v, (int64_t)Sk * D, hd, D};
+    ts_bwd_heads ho = {g, (int64_t)Sq * D, hd, D};
+    float scale = 1.0f / sqrtf((float)hd);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++) {
+            float *wh = w + ((int64_t)b * H + h) * Sq * Sk;
+            ts_gemm(false, true, Sq, Sk, hd, scale, q + b * hq.bstride + h * hd, D, k + b * hk.bstride + h * hd, D,
+                    0.0f, wh, Sk, TS_EPI_NONE, NULL);
+            ts_softmax_rows(wh, wh, Sq, Sk, NULL, true, Sk - Sq);
+        }
+    for (int way = 0; way < 3; way++) {
+        float *dq = zerosf(nq), *dk = zerosf(nkv), *dv = zerosf(nkv), *ds = zerosf(nw);
+        for (int64_t i = 0; i < nw; i++) ds[i] = 7.0f; /* stale scratch: every entry must be written */
+        ts_bwd_heads gq = {dq, hq.bstride, hd, D}, gk = {dk, hk.bstride, hd, D}, gv = {dv, hv.bstride, hd, D};
+        if (way == 0) {
+            ts_bwd_attention_backward_values(gv, ds, ho, w, hv, B, H, Sq, Sk, hd);
+            ts_bwd_softmax_backward(ds, ds, w, (int64_t)B * H * Sq, Sk);
+            ts_bwd_attention_backward_scores(gq, gk, ds, hq, hk, B, H, Sq, Sk, hd);
+        } else if (way == 1) {
+            ts_bwd_attention_backward(gq, gk, gv, ds, ho, w, hq, hk, hv, B, H, Sq, Sk, hd);
+        } else {
+            ts_bwd_attention_backward_causal(gq, gk, gv, ds, ho, w, hq, hk, hv, B, H, Sq, Sk, hd);
+        }
+        float *got[4] = {dq, dk, dv, ds};
+        int64_t len[4] = {nq, nkv, nkv, nw};
+        for (int t = 0; t < 4; t++) {
+            if (way == 0) {
+                out[t] = got[t];
+                continue;
+            }
+            int64_t bad = -1;
+            for (int64_t i = 0; i < len[t] && bad < 0; i++)
+                if (memcmp(&got[t][i], &out[t][i], sizeof(float)) != 0 && !(got[t][i] == 0 && out[t][i] == 0)) bad = i;
+            if (bad >= 0)
+                fail_msg("attention %s, B%d H%d Sq%d Sk%d hd%d: %s[%lld] = %.9g, the three steps give %.9g",
+                         way == 1 ? "head by head" : "causal", B, H, Sq, Sk, hd, (const char *[]){"dq", "dk", "dv", "ds"}[t],
+                         (long long)bad, (double)got[t][bad], (double)out[t][bad]);
+            free(got[t]);
+        }
+    }
+    free(q), free(k), free(v), free(g), free(w);
+}
+
+static void attention_causal_blocks_match_three_steps(void **state) {
+    (void)state;
+    rng_state = 77;
+    const int sizes[][5] = {/* B, H, Sq, Sk, hd */
+                            {2, 3, 1, 1, 4},    {1, 2, 5, 5, 3},    {2, 2, 64, 64, 8},  {1, 2, 67, 67, 5},
+                            {1, 1, 69, 69, 16}, {2, 1, 130, 130, 7}, {1, 2, 70, 75, 9}, {1, 1, 3, 140, 4},
+                            {1, 1, 200, 200, 33}};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        const int *z = sizes[i];
+        float *out[4];
+        attn_three_ways(z[0], z[1], z[2], z[3], z[4], out);
+        for (int t = 0; t < 4; t++) free(out[t]);
+    }
+}
+
+/* A NaN in the gradient at row r of the output reaches what row r touches:
+ * its own query's gradient and the keys and values it sees; the causal
+ * backward keeps the keys it cannot see finite (their true gradient), where
+ * the whole product's 0 * NaN would spread it to every key (the values'
+ * gradient still gets it within the block of keys the row's block reads). */
+static void attention_causal_nan_stays_in_its_row(void **state) {
+    (void)state;
+    rng_state = 78;
+    int B = 1, H = 1, Sq = 80, Sk = 80, hd = 8, r = 10;
+    int64_t nq = (int64_t)Sq * hd, nw = (int64_t)Sq * Sk;
+    float *q = randf(nq, -1, 1), *k = randf(nq, -1, 1), *v = randf(nq, -1, 1), *g = randf(nq, -1, 1);
+    float *w = zerosf(nw), *dq = zerosf(nq), *dk = zerosf(nq), *dv = zerosf(nq), *ds = zerosf(nw);
+    g[r * hd + 3] = NAN;
+    ts_gemm(false, true, Sq, Sk, hd, 1.0f / sqrtf((float)hd), q, hd, k, hd, 0.0f, w, Sk, TS_EPI_NONE, NULL);
+    ts_softmax_rows(w, w, Sq, Sk, NULL, true, 0);
+    ts_bwd_heads hq = {q, nq, hd, hd}, hk = {k, nq, hd, hd}, hv = {v, nq, hd, hd}, ho = {g, nq, hd, hd};
+    ts_bwd_heads gq = {dq, nq, hd, hd}, gk = {dk, nq, hd, hd}, gv = {dv, nq, hd, hd};
+    ts_bwd_attention_backward_causal(gq, gk, gv, ds, ho, w, hq, hk, hv, B, H, Sq, Sk, hd);
+    for (int i = 0; i < Sq; i++) {
+        bool row_nan = false, key_nan = false;
+        for (int e = 0; e < hd; e++) row_nan |= isnan(dq[i * hd + e]), key_nan |= isnan(dk[i * hd + e]);
+        assert_true(row_nan == (i == r));
+        assert_true(key_nan == (i <= r));
+        /* dv sums weights times the gradient: 0 * NaN within row r's block of
+         * keys (the first 64) is NaN as in the whole product; past it, left out */
+        if (i <= r) assert_true(isnan(dv[i * hd + 3]));
+        if (i >= 64) assert_false(isnan(dv[i * hd + 3]));
+    }
+    for (int j = r + 1; j < Sk; j++) assert_true(ds[r * Sk + j] == 0.0f); /* hidden: no gradient */
+    free(q), free(k), free(v), free(g), free(w), free(dq), free(dk), free(dv), free(ds);
+}
+
 /* ---- cross-entropy ------------------------------------------------------------------------ */
 
 typedef struct ce_ctx {
@@ -594,6 +697,8 @@ int main(void) {
         cmocka_unit_test(attention_causal_gradients),
         cmocka_unit_test(attention_both_masks_gradients),
         cmocka_unit_test(cross_attention_gradients),
+        cmocka_unit_test(attention_causal_blocks_match_three_steps),
+        cmocka_unit_test(attention_causal_nan_stays_in_its_row),
         cmocka_unit_test(cross_entropy_gradients),
     };
     return cmocka_run_group_tests_name("backward", tests, setup, NULL);

@@ -901,6 +901,94 @@ static void gradients_match_reference_at_the_edges(void **state) {
     for (int i = 0; i < 3; i++) check_elt_kernel(&ks[i]);
 }
 
+/* The softmax's backward row on every table against the scalar reference:
+ * rows of 1 to 130 around the vector widths, every count of visible entries
+ * (0, 1, a tail, all), an edge value (NaN, inf, huge) in dw, and ds == dw
+ * (in place, as the model runs it). Past `valid` exactly 0; a NaN where the
+ * reference has one; elsewhere within 1e-5 of max(1, |reference|) (the dot
+ * is summed in lanes). */
+static void softmax_backward_row_every_path(void **state) {
+    (void)state;
+    const int cols_list[] = {1, 3, 7, 8, 9, 15, 16, 17, 31, 33, 64, 130};
+    double worst_all = 0;
+    for (int t = 0; t < N_TABLES; t++) {
+        const ts_kern_ops *ops = all_tables[t];
+        if (!ts_isa_supported(ops->isa)) continue;
+        for (size_t ci = 0; ci < sizeof cols_list / sizeof cols_list[0]; ci++) {
+            int cols = cols_list[ci];
+            const int valids[] = {0, 1, cols / 2, cols - 1, cols};
+            for (int vi = 0; vi < 5; vi++)
+                for (int e = -1; e < N_EDGES; e += 4) {
+                    int valid = valids[vi];
+                    float *w = alloc(cols), *dw = alloc(cols), *got = alloc(cols), *want = alloc(cols);
+                    fill(dw, cols);
+                    float sum = 0;
+                    for (int j = 0; j < cols; j++) sum += w[j] = j < valid ? 0.5f + 0.5f * rnd() : 0.0f;
+                    for (int j = 0; j < valid; j++) w[j] /= sum;
+                    if (e >= 0 && valid > 0) dw[(e * 7) % valid] = edge_values[e];
+                    for (int j = 0; j < cols; j++) got[j] = 5.0f; /* stale: all of it must be written */
+                    ts_kern_softmax_grad_row_ref(want, dw, w, valid, cols);
+                    memcpy(got, dw, sizeof(float) * (size_t)cols);
+                    ops->softmax_grad_row(got, got, w, valid, cols);
+                    for (int j = valid; j < cols; j++) assert_true(got[j] == 0.0f);
+                    int64_t at;
+                    double d = worst_diff(got, want, cols, &at);
+                    if (d > 1e-5)
+                        fail_msg("softmax backward %s cols %d valid %d: ds[%lld] %.9g, the reference %.9g (diff %.3g)",
+                                 ts_isa_name(ops->isa), cols, valid, (long long)at, got[at], want[at], d);
+                    worst_all = fmax(worst_all, d);
+                    free(w), free(dw), free(got), free(want);
+                }
+        }
+    }
+    printf("softmax backward row: largest difference from the scalar reference %.3g (bound 1e-5)\n", worst_all);
+}
+
+/* LayerNorm's backward row and its parameters' share on every table against
+ * the scalar references: widths around the vector widths, with and without
+ * gamma, a NaN, an infinity or a zero in dy (the row's means carry it as the
+ * reference's do). The parameters' share is the same arithmetic lane by lane:
+ * bit for bit. The row's means are summed in lanes: within 1e-5 of
+ * max(1, |reference|). dx starts with values that must stay (it adds). */
+static void layernorm_backward_every_path(void **state) {
+    (void)state;
+    const int widths[] = {1, 3, 7, 8, 9, 16, 17, 33, 130, 515};
+    const float specials[] = {NAN, INFINITY, -INFINITY, 0.0f, -0.0f, 1e-40f};
+    double worst_all = 0;
+    for (int t = 0; t < N_TABLES; t++) {
+        const ts_kern_ops *ops = all_tables[t];
+        if (!ts_isa_supported(ops->isa)) continue;
+        for (size_t wi = 0; wi < sizeof widths / sizeof widths[0]; wi++)
+            for (int e = -1; e < 6; e++)
+                for (int with_gamma = 0; with_gamma < 2; with_gamma++) {
+                    int C = widths[wi];
+                    float *dy = alloc(C), *x = alloc(C), *gamma = alloc(C), *got = alloc(C), *want = alloc(C);
+                    float *gg = alloc(C), *gb = alloc(C), *wg = alloc(C), *wb = alloc(C);
+                    fill(dy, C), fill(x, C), fill(gamma, C), fill(got, C), fill(gg, C), fill(gb, C);
+                    if (e >= 0) dy[(e * 5) % C] = specials[e];
+                    memcpy(want, got, sizeof(float) * (size_t)C);
+                    memcpy(wg, gg, sizeof(float) * (size_t)C), memcpy(wb, gb, sizeof(float) * (size_t)C);
+                    const float *gm = with_gamma ? gamma : NULL;
+                    float mu = 0.1f, rs = 1.7f;
+                    ops->layernorm_grad_row(got, dy, x, gm, mu, rs, C);
+                    ts_kern_layernorm_grad_row_ref(want, dy, x, gm, mu, rs, C);
+                    ops->layernorm_grad_params(gg, with_gamma ? gb : NULL, dy, x, mu, rs, C);
+                    ts_kern_layernorm_grad_params_ref(wg, with_gamma ? wb : NULL, dy, x, mu, rs, C);
+                    int64_t at;
+                    double d = worst_diff(got, want, C, &at);
+                    if (d > 1e-5)
+                        fail_msg("layernorm backward %s C %d: dx[%lld] %.9g, the reference %.9g (diff %.3g)",
+                                 ts_isa_name(ops->isa), C, (long long)at, got[at], want[at], d);
+                    if (worst_diff(gg, wg, C, &at) != 0 || worst_diff(gb, wb, C, &at) != 0)
+                        fail_msg("layernorm backward's parameters %s C %d differ from the reference at %lld",
+                                 ts_isa_name(ops->isa), C, (long long)at);
+                    worst_all = fmax(worst_all, d);
+                    free(dy), free(x), free(gamma), free(got), free(want), free(gg), free(gb), free(wg), free(wb);
+                }
+    }
+    printf("layernorm backward row: largest difference from the scalar reference %.3g (bound 1e-5)\n", worst_all);
+}
+
 /* Known values of the tanh form, from Python's math.tanh in double. The
  * scalar reference cancels in 1 + tanh(u) in the left tail (1e-5 relative
  * at x = -3): it is held to 1e-6 of max(1, |want|); the vector paths, which
@@ -1290,6 +1378,8 @@ int main(void) {
         cmocka_unit_test(softmax_many_rows_threaded),
         cmocka_unit_test(softmax_large_logits_every_path),
         cmocka_unit_test(softmax_keeps_nan_visible),
+        cmocka_unit_test(softmax_backward_row_every_path),
+        cmocka_unit_test(layernorm_backward_every_path),
         cmocka_unit_test(layernorm_matches_double),
         cmocka_unit_test(eltwise_match_double),
         cmocka_unit_test(gelu_known_values_and_specials),

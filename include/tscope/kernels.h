@@ -245,11 +245,20 @@ typedef struct ts_bwd_heads {
 /* Of weights (B, H, Sq, Sk) = softmax(q k^T / sqrt(hd) + masks) and out
  * (B, H, Sq, hd) = weights v, as the model's attention computes them (ts_gemm,
  * ts_softmax_rows). The whole backward: dq, dk, dv += ...; dweights (B, H, Sq, Sk) is scratch
- * that ends holding the gradient of the pre-softmax scores. Masked positions
+ * that ends holding the gradient of the pre-softmax scores. Head by head, each
+ * start to finish while its (Sq, Sk) scratch is in cache. Masked positions
  * need no mask here: their weights are 0, so their gradients are too. */
 void ts_bwd_attention_backward(ts_bwd_heads dq, ts_bwd_heads dk, ts_bwd_heads dv, float *dweights,
                                ts_bwd_heads dout, const float *weights, ts_bwd_heads q, ts_bwd_heads k,
                                ts_bwd_heads v, int B, int H, int Sq, int Sk, int hd);
+/* The same for a causal head, where query i sees keys j <= Sk - Sq + i only
+ * (the weights past that are 0, as the causal mask leaves them): each block of
+ * queries' products cover the keys it sees, and each block of keys' the
+ * queries that see them, so about half the work is skipped. dscores (B, H,
+ * Sq, Sk) ends holding the gradient of the scores, 0 where a key is hidden. */
+void ts_bwd_attention_backward_causal(ts_bwd_heads dq, ts_bwd_heads dk, ts_bwd_heads dv, float *dscores,
+                                      ts_bwd_heads dout, const float *weights, ts_bwd_heads q, ts_bwd_heads k,
+                                      ts_bwd_heads v, int B, int H, int Sq, int Sk, int hd);
 /* The same in three steps, so a tracer can see the gradient of the weights:
  * 1. dweights = dout v^T (written, not accumulated), dv += weights^T dout; */
 void ts_bwd_attention_backward_values(ts_bwd_heads dv, float *dweights, ts_bwd_heads dout, const float *weights,

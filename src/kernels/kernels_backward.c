@@ -42,15 +42,20 @@ static void share(int64_t n, int64_t *lo, int64_t *hi) {
  * every i when ids is NULL: column sums). Rows may repeat, so each thread owns
  * a range of columns of every row: no two threads write one float. */
 static void add_rows(float *dst, const int32_t *ids, const float *src, int64_t N, int C, float scale) {
+    /* scale 1 (biases, LayerNorm's beta, unscaled embeddings): the vector add, the same floats */
+    void (*add)(float *, const float *, const float *, int64_t) = scale == 1.0f ? ts_kern_ops_current()->add : NULL;
     int nt = threads_for(N * C);
     (void)nt;
     TS_OMP(parallel num_threads(nt) if(nt > 1))
     {
         int64_t lo, hi;
         share(C, &lo, &hi);
-        for (int64_t i = 0; i < N; i++) {
+        for (int64_t i = 0; i < N && hi > lo; i++) {
             float *row = dst + (ids ? (int64_t)ids[i] * C : 0);
-            for (int64_t j = lo; j < hi; j++) row[j] += src[i * C + j] * scale;
+            if (add)
+                add(row + lo, row + lo, src + i * C + lo, hi - lo);
+            else
+                for (int64_t j = lo; j < hi; j++) row[j] += src[i * C + j] * scale;
         }
     }
 }
@@ -69,40 +74,21 @@ void ts_bwd_linear_backward(float *din, float *dw, float *db, const float *dout,
  * dx = rstd * (g - mean(g) - n * mean(g * n)), dgamma = sum dout * n, dbeta = sum dout. */
 void ts_bwd_layernorm_backward(float *din, float *dgamma, float *dbeta, const float *dout, const float *in,
                                const float *gamma, const float *mean, const float *rstd, int64_t N, int C) {
+    const ts_kern_ops *ops = ts_kern_ops_current();
     int nt = threads_for(N * C);
     (void)nt;
     if (din) {
         TS_OMP(parallel for num_threads(nt) if(nt > 1) schedule(static))
-        for (int64_t r = 0; r < N; r++) {
-            const float *x = in + r * C, *dy = dout + r * C;
-            float mu = mean[r], rs = rstd[r], s1 = 0.0f, s2 = 0.0f;
-            for (int j = 0; j < C; j++) {
-                float g = dy[j] * (gamma ? gamma[j] : 1.0f);
-                s1 += g;
-                s2 += g * (x[j] - mu) * rs;
-            }
-            s1 /= (float)C;
-            s2 /= (float)C;
-            float *dx = din + r * C;
-            for (int j = 0; j < C; j++) {
-                float n = (x[j] - mu) * rs, g = dy[j] * (gamma ? gamma[j] : 1.0f);
-                dx[j] += rs * (g - s1 - n * s2);
-            }
-        }
+        for (int64_t r = 0; r < N; r++) ops->layernorm_grad_row(din + r * C, dout + r * C, in + r * C, gamma, mean[r], rstd[r], C);
     }
     if (!dgamma && !dbeta) return;
     TS_OMP(parallel num_threads(nt) if(nt > 1))
     {
         int64_t lo, hi;
         share(C, &lo, &hi);
-        for (int64_t r = 0; r < N; r++) {
-            const float *x = in + r * C, *dy = dout + r * C;
-            float mu = mean[r], rs = rstd[r];
-            for (int64_t j = lo; j < hi; j++) {
-                if (dgamma) dgamma[j] += dy[j] * (x[j] - mu) * rs;
-                if (dbeta) dbeta[j] += dy[j];
-            }
-        }
+        for (int64_t r = 0; r < N && hi > lo; r++)
+            ops->layernorm_grad_params(dgamma ? dgamma + lo : NULL, dbeta ? dbeta + lo : NULL, dout + r * C + lo,
+                                       in + r * C + lo, mean[r], rstd[r], hi - lo);
     }
 }
 
@@ -208,16 +194,11 @@ void ts_bwd_attention_backward_values(ts_bwd_heads dv, float *dweights, ts_bwd_h
 }
 
 void ts_bwd_softmax_backward(float *dscores, const float *dweights, const float *weights, int64_t rows, int cols) {
+    ts_softmax_grad_row_fn row = ts_kern_ops_current()->softmax_grad_row;
     int nt = threads_for(rows * cols);
     (void)nt;
     TS_OMP(parallel for num_threads(nt) if(nt > 1) schedule(static))
-    for (int64_t r = 0; r < rows; r++) {
-        const float *w = weights + r * cols, *dw = dweights + r * cols;
-        float dot = 0.0f;
-        for (int j = 0; j < cols; j++) dot += dw[j] * w[j];
-        float *ds = dscores + r * cols;
-        for (int j = 0; j < cols; j++) ds[j] = w[j] * (dw[j] - dot);
-    }
+    for (int64_t r = 0; r < rows; r++) row(dscores + r * cols, dweights + r * cols, weights + r * cols, cols, cols);
 }
 
 void ts_bwd_attention_backward_scores(ts_bwd_heads dq, ts_bwd_heads dk, const float *dscores, ts_bwd_heads q,
@@ -239,12 +220,100 @@ void ts_bwd_attention_backward_scores(ts_bwd_heads dq, ts_bwd_heads dk, const fl
     }
 }
 
+/* ---- attention, head by head ---------------------------------------------------------------- */
+
+/* Query rows a causal head's backward takes at a time (the forward's block,
+ * model_forward.c): each block's products cover the keys its last row sees. */
+#define CAUSAL_BLOCK 64
+
+/* Blocks of rows of a head: one without the causal rule (the products whole);
+ * else of CAUSAL_BLOCK rows, a last block of at most 4 rows joining the one
+ * before (the GEMM's few-rows path would sum it in another order). */
+static int head_blocks(int rows, bool causal) {
+    if (!causal) return 1;
+    int n = (rows + CAUSAL_BLOCK - 1) / CAUSAL_BLOCK;
+    return n > 1 && rows - (n - 1) * CAUSAL_BLOCK <= 4 ? n - 1 : n;
+}
+
+/* Rows [*r0, *r1) of block blk of nb over `rows`. */
+static void head_block(int blk, int nb, int rows, int *r0, int *r1) {
+    *r0 = nb == 1 ? 0 : blk * CAUSAL_BLOCK;
+    *r1 = blk == nb - 1 ? rows : *r0 + CAUSAL_BLOCK;
+}
+
+/* The keys query rows below r1 see: Sk, or under the causal rule (query i
+ * sees keys j <= Sk - Sq + i) those of row r1 - 1. */
+static int keys_seen(int r1, int Sq, int Sk, bool causal) {
+    int n = Sk - Sq + r1;
+    return causal && n < Sk ? (n > 0 ? n : 0) : Sk;
+}
+
+/* The whole backward of head bh, start to finish while its (Sq, Sk) scratch
+ * ds sits in cache. By blocks of query rows [r0, r1), over the n keys they see:
+ *   ds[r0:r1, :n] = dout[r0:r1] v[:n]^T, then the softmax's backward (0 past n);
+ *   dq[r0:r1] += ds[r0:r1, :n] k[:n] / sqrt(hd)   (summed as the whole product: k prefix)
+ * then by blocks of keys [j0, j1), over the queries that see them (from r):
+ *   dv[j0:j1] += w[r:, j0:j1]^T dout[r:], dk[j0:j1] += ds[r:, j0:j1]^T q[r:] / sqrt(hd).
+ * The terms left out are those of weight 0; with finite values (and at most 512
+ * rows, one block of the GEMM's sum) the sums are the whole products' bit for bit. */
+static void head_bwd(ts_bwd_heads dq, ts_bwd_heads dk, ts_bwd_heads dv, float *ds, ts_bwd_heads dout,
+                     const float *w, ts_bwd_heads q, ts_bwd_heads k, ts_bwd_heads v, int64_t b, int64_t h, int Sq,
+                     int Sk, int hd, bool causal) {
+    float scale = 1.0f / sqrtf((float)hd);
+    const float *dO = head_at(&dout, b, h), *qh = head_at(&q, b, h), *kh = head_at(&k, b, h);
+    ts_softmax_grad_row_fn softmax_grad_row = ts_kern_ops_current()->softmax_grad_row;
+    int nb = head_blocks(Sq, causal), past = Sk - Sq;
+    for (int blk = 0; blk < nb; blk++) {
+        int r0, r1;
+        head_block(blk, nb, Sq, &r0, &r1);
+        int n = keys_seen(r1, Sq, Sk, causal);
+        float *dsr = ds + (int64_t)r0 * Sk;
+        if (n > 0)
+            ts_gemm(false, true, r1 - r0, n, hd, 1.0f, dO + (int64_t)r0 * dout.ld, dout.ld, head_at(&v, b, h), v.ld,
+                    0.0f, dsr, Sk, TS_EPI_NONE, NULL);
+        for (int r = r0; r < r1; r++)
+            softmax_grad_row(ds + (int64_t)r * Sk, ds + (int64_t)r * Sk, w + (int64_t)r * Sk,
+                            keys_seen(r + 1, Sq, Sk, causal), Sk);
+        if (dq.data && n > 0)
+            ts_gemm_k_prefix(false, false, r1 - r0, hd, n, Sk, scale, dsr, Sk, kh, k.ld, 1.0f,
+                             head_at(&dq, b, h) + (int64_t)r0 * dq.ld, dq.ld);
+    }
+    int nk = head_blocks(Sk, causal);
+    for (int blk = 0; blk < nk; blk++) {
+        int j0, j1;
+        head_block(blk, nk, Sk, &j0, &j1);
+        int r = causal && j0 > past ? j0 - past : 0; /* the first query that sees key j0 */
+        if (r >= Sq) continue;
+        if (dv.data)
+            ts_gemm(true, false, j1 - j0, hd, Sq - r, 1.0f, w + (int64_t)r * Sk + j0, Sk, dO + (int64_t)r * dout.ld,
+                    dout.ld, 1.0f, head_at(&dv, b, h) + (int64_t)j0 * dv.ld, dv.ld, TS_EPI_NONE, NULL);
+        if (dk.data)
+            ts_gemm(true, false, j1 - j0, hd, Sq - r, scale, ds + (int64_t)r * Sk + j0, Sk, qh + (int64_t)r * q.ld,
+                    q.ld, 1.0f, head_at(&dk, b, h) + (int64_t)j0 * dk.ld, dk.ld, TS_EPI_NONE, NULL);
+    }
+}
+
+static void heads_bwd(ts_bwd_heads dq, ts_bwd_heads dk, ts_bwd_heads dv, float *dscores, ts_bwd_heads dout,
+                      const float *weights, ts_bwd_heads q, ts_bwd_heads k, ts_bwd_heads v, int B, int H, int Sq,
+                      int Sk, int hd, bool causal) {
+    int64_t BH = (int64_t)B * H, SS = (int64_t)Sq * Sk;
+    int nt = attn_threads(B, H, Sq, Sk, hd);
+    (void)nt;
+    TS_OMP(parallel for num_threads(nt) if(nt > 1) schedule(dynamic, 1))
+    for (int64_t bh = 0; bh < BH; bh++)
+        head_bwd(dq, dk, dv, dscores + bh * SS, dout, weights + bh * SS, q, k, v, bh / H, bh % H, Sq, Sk, hd, causal);
+}
+
 void ts_bwd_attention_backward(ts_bwd_heads dq, ts_bwd_heads dk, ts_bwd_heads dv, float *dweights,
                                ts_bwd_heads dout, const float *weights, ts_bwd_heads q, ts_bwd_heads k,
                                ts_bwd_heads v, int B, int H, int Sq, int Sk, int hd) {
-    ts_bwd_attention_backward_values(dv, dweights, dout, weights, v, B, H, Sq, Sk, hd);
-    ts_bwd_softmax_backward(dweights, dweights, weights, (int64_t)B * H * Sq, Sk);
-    ts_bwd_attention_backward_scores(dq, dk, dweights, q, k, B, H, Sq, Sk, hd);
+    heads_bwd(dq, dk, dv, dweights, dout, weights, q, k, v, B, H, Sq, Sk, hd, false);
+}
+
+void ts_bwd_attention_backward_causal(ts_bwd_heads dq, ts_bwd_heads dk, ts_bwd_heads dv, float *dscores,
+                                      ts_bwd_heads dout, const float *weights, ts_bwd_heads q, ts_bwd_heads k,
+                                      ts_bwd_heads v, int B, int H, int Sq, int Sk, int hd) {
+    heads_bwd(dq, dk, dv, dscores, dout, weights, q, k, v, B, H, Sq, Sk, hd, true);
 }
 
 /* ---- cross-entropy ---------------------------------------------------------------------------- */

@@ -67,6 +67,21 @@ typedef void (*ts_small_m_fn)(int m, int n, int k, float alpha, const float *a, 
 typedef void (*ts_layernorm_row_fn)(float *out, float *mean, float *rstd, const float *in,
                                     const float *gamma, const float *beta, int cols, float eps);
 
+/* The softmax's backward on one row: ds = w * (dw - sum_j dw_j w_j) over the
+ * first `valid` of `cols` entries (the others, weight 0 under a mask, get 0).
+ * ds may be dw. */
+typedef void (*ts_softmax_grad_row_fn)(float *ds, const float *dw, const float *w, int valid, int cols);
+
+/* LayerNorm's backward on one row of C, whose forward had mean mu and 1/std
+ * rs: with n = (x - mu) * rs and g = dy * gamma (gamma NULL: 1),
+ * dx += rs * (g - mean(g) - n * mean(g * n)). */
+typedef void (*ts_layernorm_grad_row_fn)(float *dx, const float *dy, const float *x, const float *gamma, float mu,
+                                         float rs, int C);
+/* Its parameters' share of one row, over n columns: dgamma += dy * (x - mu) * rs,
+ * dbeta += dy (either may be NULL). */
+typedef void (*ts_layernorm_grad_params_fn)(float *dgamma, float *dbeta, const float *dy, const float *x, float mu,
+                                            float rs, int64_t n);
+
 /* din (n) += dout (n) * f'(in) (n): an activation's backward. */
 typedef void (*ts_grad_fn)(float *din, const float *dout, const float *in, int64_t n);
 
@@ -107,6 +122,9 @@ typedef struct ts_kern_ops {
     ts_small_m_fn small_m; /* gemm when M <= TS_KERN_SMALL_M, op(A) = A, op(B) = B^T */
     ts_softmax_row_fn softmax_row;
     ts_layernorm_row_fn layernorm_row;
+    ts_softmax_grad_row_fn softmax_grad_row;
+    ts_layernorm_grad_row_fn layernorm_grad_row;
+    ts_layernorm_grad_params_fn layernorm_grad_params;
     void (*add)(float *out, const float *a, const float *b, int64_t n);
     void (*scale)(float *out, const float *in, float s, int64_t n);
     void (*relu)(float *out, const float *in, int64_t n);
@@ -218,6 +236,11 @@ void ts_kern_epilogue_row(float *c, int n, ts_epilogue epi, const float *bias);
 void ts_kern_small_m_ref(int m, int n, int k, float alpha, const float *a, int64_t lda, const float *b,
                          int64_t ldb, float beta, float *c, int64_t ldc, ts_epilogue epi, const float *bias);
 int ts_kern_softmax_row_ref(float *out, const float *in, int cols, int valid, const float *mask);
+void ts_kern_softmax_grad_row_ref(float *ds, const float *dw, const float *w, int valid, int cols);
+void ts_kern_layernorm_grad_row_ref(float *dx, const float *dy, const float *x, const float *gamma, float mu, float rs,
+                                    int C);
+void ts_kern_layernorm_grad_params_ref(float *dgamma, float *dbeta, const float *dy, const float *x, float mu, float rs,
+                                       int64_t n);
 void ts_kern_layernorm_row_ref(float *out, float *mean, float *rstd, const float *in,
                                const float *gamma, const float *beta, int cols, float eps);
 void ts_kern_add_ref(float *out, const float *a, const float *b, int64_t n);

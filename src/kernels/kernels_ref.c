@@ -185,6 +185,37 @@ void ts_kern_silu_ref(float *out, const float *in, int64_t n) {
     for (int64_t i = 0; i < n; i++) out[i] = in[i] / (1.0f + expf(-in[i]));
 }
 
+void ts_kern_softmax_grad_row_ref(float *ds, const float *dw, const float *w, int valid, int cols) {
+    float dot = 0.0f;
+    for (int j = 0; j < valid; j++) dot += dw[j] * w[j];
+    for (int j = 0; j < valid; j++) ds[j] = w[j] * (dw[j] - dot);
+    for (int j = valid; j < cols; j++) ds[j] = 0.0f;
+}
+
+void ts_kern_layernorm_grad_row_ref(float *dx, const float *dy, const float *x, const float *gamma, float mu, float rs,
+                                    int C) {
+    float s1 = 0.0f, s2 = 0.0f;
+    for (int j = 0; j < C; j++) {
+        float g = dy[j] * (gamma ? gamma[j] : 1.0f);
+        s1 += g;
+        s2 += g * (x[j] - mu) * rs;
+    }
+    s1 /= (float)C;
+    s2 /= (float)C;
+    for (int j = 0; j < C; j++) {
+        float n = (x[j] - mu) * rs, g = dy[j] * (gamma ? gamma[j] : 1.0f);
+        dx[j] += rs * (g - s1 - n * s2);
+    }
+}
+
+void ts_kern_layernorm_grad_params_ref(float *dgamma, float *dbeta, const float *dy, const float *x, float mu, float rs,
+                                       int64_t n) {
+    for (int64_t j = 0; j < n; j++) {
+        if (dgamma) dgamma[j] += dy[j] * (x[j] - mu) * rs;
+        if (dbeta) dbeta[j] += dy[j];
+    }
+}
+
 void ts_kern_relu_grad_ref(float *din, const float *dout, const float *in, int64_t n) {
     for (int64_t i = 0; i < n; i++)
         if (in[i] > 0.0f) din[i] += dout[i];
@@ -299,6 +330,8 @@ const ts_kern_ops ts_kern_scalar_ops = {
     .layernorm_row = ts_kern_layernorm_row_ref,
     .add = ts_kern_add_ref, .scale = ts_kern_scale_ref, .relu = ts_kern_relu_ref, .gelu = ts_kern_gelu_ref,
     .gelu_tanh = ts_kern_gelu_tanh_ref, .silu = ts_kern_silu_ref, .mul = ts_kern_mul_ref,
+    .softmax_grad_row = ts_kern_softmax_grad_row_ref,
+    .layernorm_grad_row = ts_kern_layernorm_grad_row_ref, .layernorm_grad_params = ts_kern_layernorm_grad_params_ref,
     .relu_grad = ts_kern_relu_grad_ref, .gelu_grad = ts_kern_gelu_grad_ref,
     .gelu_tanh_grad = ts_kern_gelu_tanh_grad_ref,
     .adam = ts_kern_adam_ref, .sum_squares = ts_kern_sum_squares_ref,

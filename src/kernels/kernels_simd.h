@@ -401,6 +401,61 @@ static void simd_adam(float *params, const float *grads, float *m, float *v, int
     if (i < n) adam_vec(params, grads, m, v, i, (int)(n - i), a);
 }
 
+/* The softmax's backward on one row (ts_softmax_grad_row_fn): the dot in
+ * lanes (a tail loaded with 0s adds nothing), then ds = w * (dw - dot). A NaN
+ * or an infinity in dw reaches the dot and the row, as in the reference. */
+static void simd_softmax_grad_row(float *ds, const float *dw, const float *w, int valid, int cols) {
+    vf acc = V_SET1(0.0f);
+    int j = 0;
+    for (; j + VW <= valid; j += VW) acc = V_FMA(V_LOAD(dw + j), V_LOAD(w + j), acc);
+    if (j < valid) acc = V_FMA(V_LOAD_PART(dw + j, valid - j, 0.0f), V_LOAD_PART(w + j, valid - j, 0.0f), acc);
+    vf dot = V_SET1(V_REDUCE_ADD(acc));
+    for (j = 0; j + VW <= valid; j += VW) V_STORE(ds + j, V_MUL(V_LOAD(w + j), V_SUB(V_LOAD(dw + j), dot)));
+    if (j < valid) {
+        int part = valid - j;
+        V_STORE_PART(ds + j, V_MUL(V_LOAD_PART(w + j, part, 0.0f), V_SUB(V_LOAD_PART(dw + j, part, 0.0f), dot)), part);
+    }
+    if (valid < cols) memset(ds + valid, 0, sizeof(float) * (size_t)(cols - valid));
+}
+
+/* LayerNorm's backward on one row (ts_layernorm_grad_row_fn): the two means
+ * in lanes (a tail loaded with 0s adds nothing), then the update. */
+static void simd_layernorm_grad_row(float *dx, const float *dy, const float *x, const float *gamma, float mu, float rs,
+                                    int C) {
+    vf vmu = V_SET1(mu), vrs = V_SET1(rs), one = V_SET1(1.0f), a1 = V_SET1(0.0f), a2 = V_SET1(0.0f);
+    for (int j = 0; j < C; j += VW) {
+        int part = C - j < VW ? C - j : VW;
+        vf g = V_MUL(V_LOAD_PART(dy + j, part, 0.0f), gamma ? V_LOAD_PART(gamma + j, part, 0.0f) : one);
+        a1 = V_ADD(a1, g);
+        a2 = V_FMA(g, V_MUL(V_SUB(V_LOAD_PART(x + j, part, 0.0f), vmu), vrs), a2);
+    }
+    vf s1 = V_SET1(V_REDUCE_ADD(a1) / (float)C), s2 = V_SET1(V_REDUCE_ADD(a2) / (float)C);
+    int j = 0;
+    for (; j + VW <= C; j += VW) {
+        vf n = V_MUL(V_SUB(V_LOAD(x + j), vmu), vrs), g = V_MUL(V_LOAD(dy + j), gamma ? V_LOAD(gamma + j) : one);
+        V_STORE(dx + j, V_FMA(vrs, V_SUB(V_SUB(g, s1), V_MUL(n, s2)), V_LOAD(dx + j)));
+    }
+    if (j < C) {
+        int part = C - j;
+        vf n = V_MUL(V_SUB(V_LOAD_PART(x + j, part, 0.0f), vmu), vrs);
+        vf g = V_MUL(V_LOAD_PART(dy + j, part, 0.0f), gamma ? V_LOAD_PART(gamma + j, part, 0.0f) : one);
+        V_STORE_PART(dx + j, V_FMA(vrs, V_SUB(V_SUB(g, s1), V_MUL(n, s2)), V_LOAD_PART(dx + j, part, 0.0f)), part);
+    }
+}
+
+/* Its parameters' share of one row (ts_layernorm_grad_params_fn). */
+static void simd_layernorm_grad_params(float *dgamma, float *dbeta, const float *dy, const float *x, float mu, float rs,
+                                       int64_t n) {
+    vf vmu = V_SET1(mu), vrs = V_SET1(rs);
+    int64_t j = 0;
+    for (; j + VW <= n; j += VW) {
+        vf d = V_LOAD(dy + j);
+        if (dgamma) V_STORE(dgamma + j, V_ADD(V_LOAD(dgamma + j), V_MUL(V_MUL(d, V_SUB(V_LOAD(x + j), vmu)), vrs)));
+        if (dbeta) V_STORE(dbeta + j, V_ADD(V_LOAD(dbeta + j), d));
+    }
+    ts_kern_layernorm_grad_params_ref(dgamma ? dgamma + j : NULL, dbeta ? dbeta + j : NULL, dy + j, x + j, mu, rs, n - j);
+}
+
 /* Blocks short enough that float sums of squares lose nothing a norm shows
  * (relative error ~1e-7 * log2 of the block), added up in double. */
 #define SUMSQ_BLOCK 4096
@@ -432,6 +487,8 @@ static double simd_sum_squares(const float *x, int64_t n) {
  * beside them. */
 #define SIMD_KERNEL_ENTRIES                                                                                     \
     .small_m = simd_small_m, .softmax_row = simd_softmax_row, .layernorm_row = simd_layernorm_row,               \
+    .softmax_grad_row = simd_softmax_grad_row, .layernorm_grad_row = simd_layernorm_grad_row,                   \
+    .layernorm_grad_params = simd_layernorm_grad_params,                                                         \
     .add = simd_add, .scale = simd_scale, .relu = simd_relu, .gelu = simd_gelu, .gelu_tanh = simd_gelu_tanh,     \
     .silu = simd_silu, .mul = simd_mul, .relu_grad = simd_relu_grad, .gelu_grad = simd_gelu_grad,                \
     .gelu_tanh_grad = simd_gelu_tanh_grad, .adam = simd_adam, .sum_squares = simd_sum_squares,                   \

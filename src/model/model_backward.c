@@ -33,11 +33,62 @@ typedef struct bctx {
     float p;
 } bctx;
 
+/* Floats a thread clears or copies at a time; below a few chunks one thread
+ * does it all (a parallel region costs more). The gradients are megabytes:
+ * one thread alone leaves the other idle, and one core's stores fall short of
+ * the memory's speed. */
+#define FILL_CHUNK 16384
+
 static void zero(float *x, int64_t n) {
-    if (x && n > 0) memset(x, 0, sizeof(float) * (size_t)n);
+    if (!x || n <= 0) return;
+    int64_t chunks = (n + FILL_CHUNK - 1) / FILL_CHUNK;
+    TS_MODEL_OMP(parallel for num_threads(ts_kernels_threads()) if(chunks >= 4) schedule(static))
+    for (int64_t c = 0; c < chunks; c++) {
+        int64_t i0 = c * FILL_CHUNK, len = n - i0 < FILL_CHUNK ? n - i0 : FILL_CHUNK;
+        memset(x + i0, 0, sizeof(float) * (size_t)len);
+    }
+}
+
+/* dst (n) = src (n), as zero() shares it out. */
+static void copy(float *dst, const float *src, int64_t n) {
+    if (n <= 0) return;
+    int64_t chunks = (n + FILL_CHUNK - 1) / FILL_CHUNK;
+    TS_MODEL_OMP(parallel for num_threads(ts_kernels_threads()) if(chunks >= 4) schedule(static))
+    for (int64_t c = 0; c < chunks; c++) {
+        int64_t i0 = c * FILL_CHUNK, len = n - i0 < FILL_CHUNK ? n - i0 : FILL_CHUNK;
+        memcpy(dst + i0, src + i0, sizeof(float) * (size_t)len);
+    }
+}
+
+/* The gradient through a dropout site (n), written to out rather than added:
+ * the forward's own kernel applies the same mask and scale (the key makes it
+ * again), which is zero-then-ts_bwd_dropout_backward in one pass. Without
+ * dropout the gradient passes as it is: `in` itself when the caller may read
+ * it there (may_alias), else a copy. */
+static const float *dropout_bwd_to(const bctx *b, float *out, const float *in, uint64_t key, int64_t n,
+                                   bool may_alias) {
+    if (b->p > 0.0f) {
+        ts_dropout(out, in, b->p, key, n);
+        return out;
+    }
+    if (may_alias) return in;
+    copy(out, in, n);
+    return out;
+}
+
+/* ts_bwd_linear_backward with din written rather than added (the GEMM's beta
+ * 0): zeroing din first and adding gives the same floats, at one more pass. */
+static void linear_bwd_into(float *din, float *dw, float *db, const float *dout, const float *in, const float *w,
+                            int64_t N, int I, int O) {
+    if (N <= 0) return;
+    ts_gemm(false, false, (int)N, I, O, 1.0f, dout, O, w, I, 0.0f, din, I, TS_EPI_NONE, NULL);
+    ts_bwd_linear_backward(NULL, dw, db, dout, in, w, N, I, O);
 }
 
 /* The gradient of step prefix.leaf, to the hook as grad.prefix.leaf. */
+/* Whether a hook watches the gradients: then every step is made as it is traced. */
+static bool traced(const bctx *b) { return b->hook && b->hook->fn; }
+
 static ts_status emit(bctx *b, const char *prefix, const char *leaf, const float *data, int rank,
                       const int64_t *shape) {
     if (!b->hook || !b->hook->fn) return TS_OK;
@@ -76,6 +127,7 @@ typedef struct sub_args {
     const ts_kept_attn *at;
     const ts_kept_ffn *ff;
     int S, Sk, din;
+    bool causal;      // self-attention under the causal rule
     const float *mem; // cross: (B, Sk, D)
 } sub_args;
 
@@ -252,13 +304,18 @@ static ts_status self_qkv_bwd(bctx *b, const sub_args *s, ts_bwd_heads go) {
     }
     zero(a->gqkv, n + (rope ? rows * (Q + W) : 0));
     int64_t att_shape[4] = {B, H, S, S};
-    if (KV == H) ts_bwd_attention_backward_values(g[2], a->gatt, go, at->att, x[2], B, H, S, S, hd);
+    if (!traced(b) && KV == H) { /* unwatched: head by head, a causal one skipping the hidden keys */
+        if (s->causal) ts_bwd_attention_backward_causal(gqs, gks, g[2], a->gatt, go, at->att, qs, ks, x[2], B, H, S, S, hd);
+        else ts_bwd_attention_backward(gqs, gks, g[2], a->gatt, go, at->att, qs, ks, x[2], B, H, S, S, hd);
+    } else if (KV == H) ts_bwd_attention_backward_values(g[2], a->gatt, go, at->att, x[2], B, H, S, S, hd);
     else grouped_values_bwd(g[2], a->gatt, go, at->att, x[2], B, H, KV, S, hd);
-    TS_TRY(emit(b, s->name, "weights", a->gatt, 4, att_shape));
-    ts_bwd_softmax_backward(a->gatt, a->gatt, at->att, (int64_t)B * H * S, S);
-    TS_TRY(emit(b, s->name, "scaled", a->gatt, 4, att_shape));
-    if (KV == H) ts_bwd_attention_backward_scores(gqs, gks, a->gatt, qs, ks, B, H, S, S, hd);
-    else grouped_scores_bwd(gqs, gks, a->gatt, qs, ks, B, H, KV, S, hd);
+    if (traced(b) || KV != H) {
+        TS_TRY(emit(b, s->name, "weights", a->gatt, 4, att_shape));
+        ts_bwd_softmax_backward(a->gatt, a->gatt, at->att, (int64_t)B * H * S, S);
+        TS_TRY(emit(b, s->name, "scaled", a->gatt, 4, att_shape));
+        if (KV == H) ts_bwd_attention_backward_scores(gqs, gks, a->gatt, qs, ks, B, H, S, S, hd);
+        else grouped_scores_bwd(gqs, gks, a->gatt, qs, ks, B, H, KV, S, hd);
+    }
     if (!rope) return TS_OK;
     TS_TRY(emit3(b, s->name, "q_rot", gqs.data, B, S, Q));
     TS_TRY(emit3(b, s->name, "k_rot", gks.data, B, S, W));
@@ -303,11 +360,15 @@ static ts_status cross_qkv_bwd(bctx *b, const sub_args *s, ts_bwd_heads go, cons
     v.data += hd, gv.data += hd;
     zero(a->gqkv, rows * D + (int64_t)B * Sk * 2 * D);
     int64_t att_shape[4] = {B, H, S, Sk};
-    ts_bwd_attention_backward_values(gv, a->gatt, go, at->att, v, B, H, S, Sk, hd);
-    TS_TRY(emit(b, s->name, "weights", a->gatt, 4, att_shape));
-    ts_bwd_softmax_backward(a->gatt, a->gatt, at->att, (int64_t)B * H * S, Sk);
-    TS_TRY(emit(b, s->name, "scaled", a->gatt, 4, att_shape));
-    ts_bwd_attention_backward_scores(gq, gk, a->gatt, q, k, B, H, S, Sk, hd);
+    if (!traced(b)) { /* unwatched: head by head */
+        ts_bwd_attention_backward(gq, gk, gv, a->gatt, go, at->att, q, k, v, B, H, S, Sk, hd);
+    } else {
+        ts_bwd_attention_backward_values(gv, a->gatt, go, at->att, v, B, H, S, Sk, hd);
+        TS_TRY(emit(b, s->name, "weights", a->gatt, 4, att_shape));
+        ts_bwd_softmax_backward(a->gatt, a->gatt, at->att, (int64_t)B * H * S, Sk);
+        TS_TRY(emit(b, s->name, "scaled", a->gatt, 4, att_shape));
+        ts_bwd_attention_backward_scores(gq, gk, a->gatt, q, k, B, H, S, Sk, hd);
+    }
     TS_TRY(emit3(b, s->name, "q_proj", a->gqkv, B, S, D));
     TS_TRY(emit3(b, s->name, "kv", gkv, B, Sk, 2 * D));
     ts_bwd_linear_backward(gfin, s->gattn->in_w, s->gattn->in_b, a->gqkv, fin, s->attn->in_w, rows, D, D);
@@ -321,8 +382,7 @@ static ts_status attn_bwd(bctx *b, const sub_args *s, const float *fin, float *g
     int B = b->B, D = b->D, S = s->S, Q = b->H * b->hd; /* Q: the values' width, H * hd */
     int64_t rows = (int64_t)B * S;
     ts_backprop_bufs *a = b->a;
-    zero(a->gctx, rows * Q);
-    ts_bwd_linear_backward(a->gctx, s->gattn->out_w, s->gattn->out_b, gout, s->at->ctx, s->attn->out_w, rows, Q, D);
+    linear_bwd_into(a->gctx, s->gattn->out_w, s->gattn->out_b, gout, s->at->ctx, s->attn->out_w, rows, Q, D);
     TS_TRY(emit3(b, s->name, "concat", a->gctx, B, S, Q));
     ts_bwd_heads go = {a->gctx, (int64_t)S * Q, b->hd, Q};
     if (s->kind == SUB_CROSS) return cross_qkv_bwd(b, s, go, fin, gfin);
@@ -332,17 +392,17 @@ static ts_status attn_bwd(bctx *b, const sub_args *s, const float *fin, float *g
 
 /* ---- feed-forward ----------------------------------------------------------------------- */
 
-/* The FFN's way down, out = linear2(dropout(h)): the gradient at h into gh2,
- * handed over as the step `leaf` that made h (act, or a gated FFN's gated). */
-static ts_status down_bwd(bctx *b, const sub_args *s, uint64_t key, const float *gout, const char *leaf) {
+/* The FFN's way down, out = linear2(dropout(h)): the gradient at h into
+ * *gh (gh2, or gh1 itself when there is no dropout and may_alias), handed
+ * over as the step `leaf` that made h (act, or a gated FFN's gated). */
+static ts_status down_bwd(bctx *b, const sub_args *s, uint64_t key, const float *gout, const char *leaf,
+                          bool may_alias, const float **gh) {
     int64_t rows = (int64_t)b->B * s->S, n = rows * b->F;
     ts_backprop_bufs *a = b->a;
-    zero(a->gh1, n);
-    ts_bwd_linear_backward(a->gh1, s->gffn->w2, s->gffn->b2, gout, s->ff->act, s->ffn->w2, rows, b->F, b->D);
+    linear_bwd_into(a->gh1, s->gffn->w2, s->gffn->b2, gout, s->ff->act, s->ffn->w2, rows, b->F, b->D);
     TS_TRY(emit3(b, s->name, "dropout", a->gh1, b->B, s->S, b->F));
-    zero(a->gh2, n);
-    ts_bwd_dropout_backward(a->gh2, a->gh1, b->p, key, n);
-    return emit3(b, s->name, leaf, a->gh2, b->B, s->S, b->F);
+    *gh = dropout_bwd_to(b, a->gh2, a->gh1, key, n, may_alias);
+    return emit3(b, s->name, leaf, *gh, b->B, s->S, b->F);
 }
 
 /* A gated FFN's backward, out = down(drop(act(g) * u)), g = gate(x), u = up(x):
@@ -353,8 +413,8 @@ static ts_status gated_ffn_bwd(bctx *b, const sub_args *s, uint64_t key, const f
     int64_t rows = (int64_t)b->B * s->S, n = rows * b->F;
     ts_backprop_bufs *a = b->a;
     const ts_kept_ffn *ff = s->ff;
-    const float *gate = ff->hidden, *up = ff->hidden + n;
-    TS_TRY(down_bwd(b, s, key, gout, "gated"));
+    const float *gate = ff->hidden, *up = ff->hidden + n, *gh;
+    TS_TRY(down_bwd(b, s, key, gout, "gated", false, &gh)); /* gh is gh2 */
     ts_activation act = b->c->activation;
     if (act == TS_ACT_SILU) ts_silu(a->gh1, gate, n);
     else if (act == TS_ACT_GELU_TANH) ts_gelu_tanh(a->gh1, gate, n);
@@ -376,11 +436,13 @@ static ts_status ffn_bwd(bctx *b, const sub_args *s, uint64_t key, const float *
     int64_t rows = (int64_t)b->B * s->S, n = rows * b->F;
     ts_backprop_bufs *a = b->a;
     const ts_kept_ffn *ff = s->ff;
-    TS_TRY(down_bwd(b, s, key, gout, "act"));
-    zero(a->gh1, n);
-    activation_bwd(b->c->activation, a->gh1, a->gh2, ff->hidden, n);
-    TS_TRY(emit3(b, s->name, "hidden", a->gh1, b->B, s->S, b->F));
-    ts_bwd_linear_backward(gfin, s->gffn->w1, s->gffn->b1, a->gh1, fin, s->ffn->w1, rows, b->D, b->F);
+    const float *gact;
+    TS_TRY(down_bwd(b, s, key, gout, "act", true, &gact));
+    float *gh = gact == a->gh1 ? a->gh2 : a->gh1; /* the one gact is not in */
+    zero(gh, n);
+    activation_bwd(b->c->activation, gh, gact, ff->hidden, n);
+    TS_TRY(emit3(b, s->name, "hidden", gh, b->B, s->S, b->F));
+    ts_bwd_linear_backward(gfin, s->gffn->w1, s->gffn->b1, gh, fin, s->ffn->w1, rows, b->D, b->F);
     return TS_OK;
 }
 
@@ -400,19 +462,17 @@ static ts_status sub_bwd(bctx *b, const sub_args *s, const ts_kept_sub *sub, con
         zero(gx, n);
         norm_bwd(b, gx, gw, gy, sub->res, w, sub->norm.mean, sub->norm.rstd, rows);
         TS_TRY(emit3(b, s->norm_name, "in", gx, b->B, s->S, b->D));
-        zero(a->gsub, n);
-        ts_bwd_dropout_backward(a->gsub, gx, b->p, sub->key, n);
-        TS_TRY(emit3(b, s->name, "out", a->gsub, b->B, s->S, b->D));
+        const float *gf = dropout_bwd_to(b, a->gsub, gx, sub->key, n, false); /* gx is added into next */
+        TS_TRY(emit3(b, s->name, "out", gf, b->B, s->S, b->D));
         if (!skip) zero(gx, n);
-        return f_bwd(b, s, sub, x, gx, a->gsub);
+        return f_bwd(b, s, sub, x, gx, gf);
     }
-    if (skip) memcpy(gx, gy, sizeof(float) * (size_t)n);
+    if (skip) copy(gx, gy, n);
     else zero(gx, n);
-    zero(a->gsub, n);
-    ts_bwd_dropout_backward(a->gsub, gy, b->p, sub->key, n);
-    TS_TRY(emit3(b, s->name, "out", a->gsub, b->B, s->S, b->D));
+    const float *gf = dropout_bwd_to(b, a->gsub, gy, sub->key, n, true); /* gy stays as it is till the end */
+    TS_TRY(emit3(b, s->name, "out", gf, b->B, s->S, b->D));
     zero(a->gn, n);
-    TS_TRY(f_bwd(b, s, sub, sub->norm.out, a->gn, a->gsub));
+    TS_TRY(f_bwd(b, s, sub, sub->norm.out, a->gn, gf));
     TS_TRY(emit3(b, s->norm_name, "out", a->gn, b->B, s->S, b->D));
     norm_bwd(b, gx, gw, a->gn, x, w, sub->norm.mean, sub->norm.rstd, rows);
     return TS_OK;
@@ -439,7 +499,8 @@ static ts_status self_attn_layer_bwd(bctx *b, int i, const float **g) {
     TS_TRY(sub_bwd(b, &s1, &l->sub[1], sub_input(b, l, 1), *g, gx));
     *g = gx;
     sub_args s0 = {.kind = SUB_SELF, .name = nm.self, .norm_name = nm.norm[0], .attn = &w->self_attn, .gattn = &gw->self_attn,
-                   .norm = &w->norm1, .gnorm = &gw->norm1, .at = &l->attn[0], .S = S, .din = b->D};
+                   .norm = &w->norm1, .gnorm = &gw->norm1, .at = &l->attn[0], .S = S, .din = b->D,
+                   .causal = b->c->causal};
     gx = other(b, *g);
     TS_TRY(sub_bwd(b, &s0, &l->sub[0], sub_input(b, l, 0), *g, gx));
     *g = gx;
@@ -456,7 +517,8 @@ static ts_status cross_attn_layer_bwd(bctx *b, int i, const float **g) {
     TS_TRY(emit3(b, nm.p, "out", *g, b->B, T, b->D));
     sub_args s[3] = {
         {.kind = SUB_SELF, .name = nm.self, .norm_name = nm.norm[0], .attn = &w->self_attn, .gattn = &gw->self_attn,
-         .norm = &w->norm1, .gnorm = &gw->norm1, .at = &l->attn[0], .S = T, .din = b->D},
+         .norm = &w->norm1, .gnorm = &gw->norm1, .at = &l->attn[0], .S = T, .din = b->D,
+         .causal = !b->c->tgt_not_causal},
         {.kind = SUB_CROSS, .name = nm.cross, .norm_name = nm.norm[1], .attn = &w->cross_attn, .gattn = &gw->cross_attn,
          .norm = &w->norm2, .gnorm = &gw->norm2, .at = &l->attn[1], .S = T, .Sk = b->m->S, .din = b->D,
          .mem = b->a->k.enc_out},
@@ -483,19 +545,17 @@ static ts_status embed_bwd(bctx *b, const ts_kept_embed *e, const ts_embed_weigh
         ts_bwd_residual_backward(gvec, NULL, gy, n);
         return emit3(b, NULL, input_name, gvec, B, S, D);
     }
-    zero(a->gsub, n);
-    ts_bwd_dropout_backward(a->gsub, gy, b->p, e->key, n);
-    const float *gsum = a->gsub;
+    const float *gsum = dropout_bwd_to(b, a->gsub, gy, e->key, n, true);
     if (ts_model_embed_norm(c)) {
         zero(a->gn, n);
-        norm_bwd(b, a->gn, &gw->norm, a->gsub, e->sum, &w->norm, e->norm.mean, e->norm.rstd, B * S);
+        norm_bwd(b, a->gn, &gw->norm, gsum, e->sum, &w->norm, e->norm.mean, e->norm.rstd, B * S);
         char np[TS_MODEL_NAME_MAX];
         snprintf(np, sizeof np, "%s.norm", pfx);
         TS_TRY(emit3(b, np, "in", a->gn, B, S, D));
         ts_bwd_posenc_backward(NULL, gw->positions, a->gn, (int)B, S, (int)D);
         gsum = a->gn;
     } else if (c->pe == TS_PE_LEARNED) {
-        ts_bwd_posenc_backward(NULL, gw->positions, a->gsub, (int)B, S, (int)D);
+        ts_bwd_posenc_backward(NULL, gw->positions, gsum, (int)B, S, (int)D);
     }
     if (e->ids) {
         ts_bwd_embedding_backward(gw->tokens, gsum, e->ids, B * S, (int)D, c->scale_embed ? sqrtf((float)D) : 1.0f);
@@ -566,7 +626,7 @@ static ts_status lone_bwd(bctx *b, const float *gtop) {
     const ts_model *m = b->m;
     int din = b->c->in_dim ? b->c->in_dim : b->D;
     sub_args s = {.kind = SUB_SELF, .name = "self_attn", .attn = &m->w.attn, .gattn = &b->gw->attn,
-                  .at = &b->a->k.lone, .S = m->S, .din = din};
+                  .at = &b->a->k.lone, .S = m->S, .din = din, .causal = b->c->causal};
     TS_TRY(emit3(b, "self_attn", "out", gtop, b->B, m->S, b->D));
     TS_TRY(attn_bwd(b, &s, b->a->k.src.vecs, b->a->gsrc, gtop));
     return emit3(b, NULL, "input", b->a->gsrc, b->B, m->S, din);

@@ -76,8 +76,19 @@ void ts_train_free(ts_train *tr) {
 
 size_t ts_train_bytes(const ts_train *tr) { return tr->block_bytes + sizeof(float) * (size_t)tr->m->n_floats; }
 
+/* Floats a thread clears at a time. The gradients of the copy preset are
+ * 180 MB: on one thread their clearing leaves the other idle. */
+#define ZERO_CHUNK 65536
+
 void ts_train_zero_grad(ts_train *tr) {
-    if (tr->grads) memset(tr->grads, 0, sizeof(float) * (size_t)tr->m->n_floats);
+    if (!tr->grads) return;
+    float *g = tr->grads;
+    int64_t n = tr->m->n_floats, chunks = (n + ZERO_CHUNK - 1) / ZERO_CHUNK;
+    TS_MODEL_OMP(parallel for num_threads(ts_kernels_threads()) if(chunks >= 4) schedule(static))
+    for (int64_t c = 0; c < chunks; c++) {
+        int64_t i0 = c * ZERO_CHUNK, len = n - i0 < ZERO_CHUNK ? n - i0 : ZERO_CHUNK;
+        memset(g + i0, 0, sizeof(float) * (size_t)len);
+    }
 }
 
 float *ts_train_output_grad(ts_train *tr) {
