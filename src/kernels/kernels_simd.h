@@ -78,27 +78,34 @@ static inline void att_store2(float *p, vf x0, vf x1, int n) {
     else if (n > VW) V_STORE_PART(p + VW, x1, n - VW);
 }
 
-/* s rows [0, m) (m <= ATT_R), columns [0, n) (n <= ATT_PW) of one key panel.
- * Rows past m repeat row m - 1: computed, not stored. */
+/* acc (ATT_R, 2 vectors) = a (m, [k0, k1)) @ b, b the panel's rows from k0
+ * on, ATT_PW floats each: both products' inner loop. Rows past m repeat row
+ * m - 1 (computed, never stored). */
+static inline __attribute__((always_inline)) void att_tile_sums(vf acc[ATT_R][2], int m, const float *a,
+                                                                int64_t lda, int k0, int k1, const float *b) {
+    const float *ar[ATT_R];
+#pragma GCC unroll 12
+    for (int i = 0; i < ATT_R; i++) {
+        acc[i][0] = acc[i][1] = V_SET1(0.0f);
+        ar[i] = a + (i < m ? i : m - 1) * lda;
+    }
+    for (int k = k0; k < k1; k++, b += ATT_PW) {
+        vf b0 = V_LOAD(b), b1 = V_LOAD(b + VW);
+#pragma GCC unroll 12
+        for (int i = 0; i < ATT_R; i++) {
+            vf x = V_SET1(ar[i][k]);
+            acc[i][0] = V_FMA(x, b0, acc[i][0]);
+            acc[i][1] = V_FMA(x, b1, acc[i][1]);
+        }
+    }
+}
+
+/* s rows [0, m) (m <= ATT_R), columns [0, n) (n <= ATT_PW) of one key panel. */
 static inline __attribute__((always_inline)) void att_scores_tile(int m, int n, int hd, float alpha,
                                                                   const float *q, int64_t ldq, const float *kt,
                                                                   float *s, int64_t lds) {
     vf acc[ATT_R][2];
-    const float *qr[ATT_R];
-#pragma GCC unroll 12
-    for (int i = 0; i < ATT_R; i++) {
-        acc[i][0] = acc[i][1] = V_SET1(0.0f);
-        qr[i] = q + (i < m ? i : m - 1) * ldq;
-    }
-    for (int d = 0; d < hd; d++, kt += ATT_PW) {
-        vf b0 = V_LOAD(kt), b1 = V_LOAD(kt + VW);
-#pragma GCC unroll 12
-        for (int i = 0; i < ATT_R; i++) {
-            vf a = V_SET1(qr[i][d]);
-            acc[i][0] = V_FMA(a, b0, acc[i][0]);
-            acc[i][1] = V_FMA(a, b1, acc[i][1]);
-        }
-    }
+    att_tile_sums(acc, m, q, ldq, 0, hd, kt);
     vf va = V_SET1(alpha);
     for (int i = 0; i < m; i++) att_store2(s + i * lds, V_MUL(va, acc[i][0]), V_MUL(va, acc[i][1]), n);
 }
@@ -123,22 +130,7 @@ static inline __attribute__((always_inline)) void att_values_tile(int m, int n, 
                                                                   const float *p, int64_t ldp, const float *vp,
                                                                   float *o, int64_t ldo) {
     vf acc[ATT_R][2];
-    const float *pr[ATT_R];
-#pragma GCC unroll 12
-    for (int i = 0; i < ATT_R; i++) {
-        acc[i][0] = acc[i][1] = V_SET1(0.0f);
-        pr[i] = p + (i < m ? i : m - 1) * ldp;
-    }
-    vp += (int64_t)c0 * ATT_PW;
-    for (int c = c0; c < c1; c++, vp += ATT_PW) {
-        vf b0 = V_LOAD(vp), b1 = V_LOAD(vp + VW);
-#pragma GCC unroll 12
-        for (int i = 0; i < ATT_R; i++) {
-            vf a = V_SET1(pr[i][c]);
-            acc[i][0] = V_FMA(a, b0, acc[i][0]);
-            acc[i][1] = V_FMA(a, b1, acc[i][1]);
-        }
-    }
+    att_tile_sums(acc, m, p, ldp, c0, c1, vp + (int64_t)c0 * ATT_PW);
     for (int i = 0; i < m; i++) {
         float *row = o + i * ldo;
         vf x0 = acc[i][0], x1 = acc[i][1];
