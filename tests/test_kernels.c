@@ -1254,6 +1254,84 @@ static void gemm_k_prefix_equals_whole_product(void **state) {
     }
 }
 
+/* One causal head the gemm way (the model's causal_block): per block, the
+ * scores' ts_gemm over the keys the block's last row sees, ts_softmax_rows,
+ * the values' ts_gemm_k_prefix over those keys with k_whole Sk. */
+static int64_t causal_head_by_gemm(const ts_attn_head *h, int r0, const int *ends, int nb) {
+    int past = h->Sk - h->Sq;
+    int64_t empty = 0;
+    for (int b = 0, a = r0; b < nb; a = ends[b++]) {
+        int e = ends[b], n = past + e < h->Sk ? past + e : h->Sk;
+        float *s = h->att + a * h->ldatt;
+        ts_gemm(false, true, e - a, n, h->hd, h->alpha, h->q + a * h->ldq, (int)h->ldq, h->k, (int)h->ldk, 0.0f, s,
+                (int)h->ldatt, TS_EPI_NONE, NULL);
+        empty += ts_softmax_rows(s, s, e - a, h->Sk, h->key_mask, true, past + a);
+        ts_gemm_k_prefix(false, false, e - a, h->hd, n, h->Sk, 1.0f, s, (int)h->ldatt, h->v, (int)h->ldv, 0.0f,
+                         h->ctx + a * h->ldctx, (int)h->ldctx);
+    }
+    return empty;
+}
+
+/* ts_attn_causal makes the gemm path's weights and values bit for bit on every
+ * path: heads of odd widths, more keys than queries (decoding's past), more
+ * keys than a K block (512 on AVX2), short and long blocks, padded keys, a
+ * row with nothing to see, Inf and NaN in the values (0 * Inf inside the
+ * block's keys is NaN both ways), the weights kept or made in scratch; and it
+ * declines a block of 4 rows or fewer, which the gemm sums in another order. */
+static void attention_kernel_equals_the_gemm_path(void **state) {
+    (void)state;
+    const struct { int Sq, Sk, hd, block; } cases[] = {
+        {5, 5, 4, 5}, {37, 37, 12, 16}, {70, 90, 20, 33}, {130, 130, 64, 64}, {600, 600, 64, 64}, {67, 700, 40, 64},
+    };
+    int compared = 0;
+    for (int p = 0; p < N_PATHS; p++) {
+        if (!use_path(all_paths[p])) continue;
+        for (int ci = 0; ci < (int)(sizeof cases / sizeof cases[0]); ci++) {
+            int Sq = cases[ci].Sq, Sk = cases[ci].Sk, hd = cases[ci].hd, ld = 3 * hd + 5;
+            float *q = alloc((int64_t)Sq * ld), *kv = alloc((int64_t)Sk * ld), *mask = alloc(Sk);
+            float *att = alloc((int64_t)Sq * Sk), *att2 = alloc((int64_t)Sq * Sk);
+            float *ctx = alloc((int64_t)Sq * hd), *ctx2 = alloc((int64_t)Sq * hd);
+            fill(q, (int64_t)Sq * ld);
+            fill(kv, (int64_t)Sk * ld);
+            for (int c = 0; c < Sk; c++) mask[c] = c % 7 == 3 || c == 0 ? -INFINITY : 0.0f; /* key 0 hidden: row 0 sees nothing */
+            kv[(int64_t)(Sk - 1) * ld + hd] = INFINITY, kv[(int64_t)(Sk / 2) * ld + hd + 1] = NAN; /* in v */
+            q[(int64_t)(Sq - 1) * ld + 1] = NAN;
+            int ends[64], nb = 0;
+            for (int r = cases[ci].block; r < Sq; r += cases[ci].block) ends[nb++] = r;
+            if (nb && Sq - ends[nb - 1] <= 4) nb--; /* a short last block joins the one before */
+            ends[nb++] = Sq;
+            for (int variant = 0; variant < 4; variant++) {
+                bool masked = variant & 1, kept = variant & 2;
+                ts_attn_head h = {.Sq = Sq, .Sk = Sk, .hd = hd, .alpha = 0.125f, .q = q, .ldq = ld, .k = kv,
+                                  .ldk = ld, .v = kv + hd, .ldv = ld, .key_mask = masked ? mask : NULL, .att = att,
+                                  .ldatt = Sk, .ctx = ctx, .ldctx = hd};
+                int64_t want = causal_head_by_gemm(&h, 0, ends, nb);
+                h.att = kept ? att2 : NULL, h.ctx = ctx2;
+                int64_t got = ts_attn_causal(&h, 0, ends, nb);
+                if (Sq <= 4) {
+                    assert_int_equal(got, -1);
+                    continue;
+                }
+                if (got != want)
+                    fail_msg("attention %s Sq %d Sk %d: %lld empty rows, the gemm path %lld", ts_isa_name(all_paths[p]),
+                             Sq, Sk, (long long)got, (long long)want);
+                if (memcmp(ctx2, ctx, sizeof(float) * (size_t)(Sq * hd)) != 0 ||
+                    (kept && memcmp(att2, att, sizeof(float) * (size_t)(Sq * Sk)) != 0))
+                    fail_msg("attention %s Sq %d Sk %d hd %d mask %d kept %d: differs from the gemm path",
+                             ts_isa_name(all_paths[p]), Sq, Sk, hd, masked, kept);
+                compared++;
+            }
+            free(q), free(kv), free(mask), free(att), free(att2), free(ctx), free(ctx2);
+        }
+        int four[1] = {4};
+        float x[64] = {0}, out[64];
+        ts_attn_head tiny = {.Sq = 4, .Sk = 4, .hd = 4, .alpha = 1.0f, .q = x, .ldq = 4, .k = x, .ldk = 4, .v = x,
+                             .ldv = 4, .att = out, .ldatt = 4, .ctx = out + 16, .ldctx = 4};
+        assert_int_equal(ts_attn_causal(&tiny, 0, four, 1), -1);
+    }
+    printf("attention kernel: %d heads equal to the gemm path's bits\n", compared);
+}
+
 static void transpose_odd_sizes(void **state) {
     (void)state;
     const int dims[] = {1, 3, 17, 63, 129, 515};
@@ -1380,6 +1458,7 @@ int main(void) {
         cmocka_unit_test(softmax_keeps_nan_visible),
         cmocka_unit_test(softmax_backward_row_every_path),
         cmocka_unit_test(layernorm_backward_every_path),
+        cmocka_unit_test(attention_kernel_equals_the_gemm_path),
         cmocka_unit_test(layernorm_matches_double),
         cmocka_unit_test(eltwise_match_double),
         cmocka_unit_test(gelu_known_values_and_specials),

@@ -88,6 +88,31 @@ void ts_gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const
 void ts_gemm_k_prefix(bool trans_a, bool trans_b, int M, int N, int K, int k_whole, float alpha, const float *A,
                       int lda, const float *B, int ldb, float beta, float *C, int ldc);
 
+/* One head of causal attention: query r (of Sq) is position Sk - Sq + r and
+ * sees keys [0, Sk - Sq + r] (and not the padded ones of key_mask). */
+typedef struct ts_attn_head {
+    int Sq, Sk, hd;
+    float alpha;                  // the scores' scale
+    const float *q, *k, *v;       // (Sq, hd), (Sk, hd), (Sk, hd): rows ldq, ldk, ldv apart
+    int64_t ldq, ldk, ldv;
+    const float *key_mask;        // (Sk) 0 or -inf added to each row's scores, or NULL
+    float *att;                   // (Sq, Sk) rows ldatt apart: the weights, or NULL: not kept (made in scratch)
+    int64_t ldatt;
+    float *ctx;                   // (Sq, hd) rows ldctx apart: the values
+    int64_t ldctx;
+} ts_attn_head;
+
+/* Query rows [r0, ends[nb - 1]) of a causal head on the calling thread, by
+ * blocks [r0, ends[0]), [ends[0], ends[1]), ...: each block's scores over
+ * the keys its last row sees, the softmax (the rest of each row of att 0),
+ * and its values over those keys, with the numbers of the gemm path (the
+ * scores' ts_gemm, ts_softmax_rows, the values' ts_gemm_k_prefix with
+ * k_whole Sk) bit for bit. Keys and values are packed once for all blocks.
+ * Returns the rows with nothing to see, or -1 when it did nothing (a block
+ * of TS_KERN_SMALL_M rows or fewer, a head wider than the gemm's K block,
+ * no memory for the panels): then the gemm path must do it. */
+int64_t ts_attn_causal(const ts_attn_head *h, int r0, const int *ends, int nb);
+
 /* `batch` independent products; matrix i starts at A + i*stride_a etc.
  * For attention: (B*H) x [(S,hd) @ (hd,S)] and [(S,S) @ (S,hd)]. */
 void ts_gemm_batched(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float *A,

@@ -64,6 +64,26 @@ typedef void (*ts_small_m_fn)(int m, int n, int k, float alpha, const float *a, 
                               int64_t ldb, float beta, float *c, int64_t ldc, ts_epilogue epi,
                               const float *bias);
 
+/* Attention's two products on one thread, each entry summed as the gemm
+ * micro-kernel sums it (a chain of multiply-adds from 0 in the order of k,
+ * then times alpha), so they equal ts_gemm's blocked path bit for bit; the
+ * queries and the weights are read where they lie, only keys and values are
+ * packed (once per head, ts_attn_causal) into panels of attn_pw columns.
+ *
+ * Scores: s (m, n) = alpha * q (m, hd) @ k^T, k packed as kt: panel p holds
+ * keys [p*pw, p*pw + pw), element (d, j) at kt[(p*hd + d)*pw + j]. Row i needs
+ * only its first first + i keys (the causal rule): panels past the last of a
+ * tile's rows are skipped, and the columns left unwritten are never read. */
+typedef void (*ts_attn_scores_fn)(int m, int n, int hd, int first, float alpha, const float *q, int64_t ldq,
+                                  const float *kt, float *s, int64_t lds);
+
+/* Values: o (m, hd) = p (m, n) @ v, summed over k blocks [c0, c0 + kc) each
+ * added to what the blocks before it left (the first stored); v packed as
+ * vp: panel q holds columns [q*pw, q*pw + pw), element (c, j) at
+ * vp[(q*vrows + c)*pw + j]. */
+typedef void (*ts_attn_values_fn)(int m, int n, int kc, int hd, const float *p, int64_t ldp, const float *vp,
+                                  int64_t vrows, float *o, int64_t ldo);
+
 typedef void (*ts_layernorm_row_fn)(float *out, float *mean, float *rstd, const float *in,
                                     const float *gamma, const float *beta, int cols, float eps);
 
@@ -121,6 +141,9 @@ typedef struct ts_kern_ops {
     ts_pack_t_bf16_fn pack_t_bf16;
     ts_small_m_fn small_m; /* gemm when M <= TS_KERN_SMALL_M, op(A) = A, op(B) = B^T */
     ts_softmax_row_fn softmax_row;
+    ts_attn_scores_fn attn_scores;
+    ts_attn_values_fn attn_values;
+    int attn_pw; /* the attention panels' width */
     ts_layernorm_row_fn layernorm_row;
     ts_softmax_grad_row_fn softmax_grad_row;
     ts_layernorm_grad_row_fn layernorm_grad_row;
@@ -241,6 +264,12 @@ void ts_kern_layernorm_grad_row_ref(float *dx, const float *dy, const float *x, 
                                     int C);
 void ts_kern_layernorm_grad_params_ref(float *dgamma, float *dbeta, const float *dy, const float *x, float mu, float rs,
                                        int64_t n);
+void ts_kern_attn_scores_ref(int m, int n, int hd, int first, float alpha, const float *q, int64_t ldq,
+                             const float *kt, float *s, int64_t lds);
+void ts_kern_attn_values_ref(int m, int n, int kc, int hd, const float *p, int64_t ldp, const float *vp,
+                             int64_t vrows, float *o, int64_t ldo);
+/* The scalar path's attention panels: as wide as its micro-tile. */
+#define TS_KERN_SCALAR_ATTN_PW 8
 void ts_kern_layernorm_row_ref(float *out, float *mean, float *rstd, const float *in,
                                const float *gamma, const float *beta, int cols, float eps);
 void ts_kern_add_ref(float *out, const float *a, const float *b, int64_t n);

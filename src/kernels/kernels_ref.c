@@ -317,6 +317,39 @@ double ts_kern_softmax_vocab_ref(float *probs, const float *logits, int64_t n, d
     return log(z) + top / temperature;
 }
 
+/* Attention's products as the scalar micro-kernel sums (ts_kern_ukernel_scalar):
+ * acc += a * b from 0 in the order of k, then alpha * acc, or added to what
+ * the k blocks before left. One entry at a time: this is the reference. */
+void ts_kern_attn_scores_ref(int m, int n, int hd, int first, float alpha, const float *q, int64_t ldq,
+                             const float *kt, float *s, int64_t lds) {
+    const int pw = TS_KERN_SCALAR_ATTN_PW;
+    for (int i = 0; i < m; i++) {
+        int need = first + i < n ? first + i : n; /* the keys row i sees */
+        for (int j = 0; j < need; j++) {
+            const float *col = kt + (int64_t)(j / pw) * hd * pw + j % pw;
+            float acc = 0.0f;
+            for (int d = 0; d < hd; d++) acc += q[i * ldq + d] * col[(int64_t)d * pw];
+            s[i * lds + j] = alpha * acc;
+        }
+    }
+}
+
+void ts_kern_attn_values_ref(int m, int n, int kc, int hd, const float *p, int64_t ldp, const float *vp,
+                             int64_t vrows, float *o, int64_t ldo) {
+    const int pw = TS_KERN_SCALAR_ATTN_PW;
+    for (int c0 = 0; c0 < n; c0 += kc) {
+        int c1 = c0 + kc < n ? c0 + kc : n;
+        for (int i = 0; i < m; i++)
+            for (int j = 0; j < hd; j++) {
+                const float *col = vp + (int64_t)(j / pw) * vrows * pw + j % pw;
+                float acc = 0.0f;
+                for (int c = c0; c < c1; c++) acc += p[i * ldp + c] * col[(int64_t)c * pw];
+                float *out = &o[i * ldo + j];
+                *out = c0 == 0 ? 1.0f * acc : 1.0f * acc + 1.0f * *out;
+            }
+    }
+}
+
 const ts_kern_ops ts_kern_scalar_ops = {
     .isa = TS_ISA_SCALAR,
     .mr = TS_KERN_SCALAR_MR, .nr = TS_KERN_SCALAR_NR,
@@ -327,6 +360,8 @@ const ts_kern_ops ts_kern_scalar_ops = {
     .pack_t_bf16 = ts_kern_pack_t_bf16_scalar,
     .small_m = ts_kern_small_m_ref,
     .softmax_row = ts_kern_softmax_row_ref,
+    .attn_scores = ts_kern_attn_scores_ref, .attn_values = ts_kern_attn_values_ref,
+    .attn_pw = TS_KERN_SCALAR_ATTN_PW,
     .layernorm_row = ts_kern_layernorm_row_ref,
     .add = ts_kern_add_ref, .scale = ts_kern_scale_ref, .relu = ts_kern_relu_ref, .gelu = ts_kern_gelu_ref,
     .gelu_tanh = ts_kern_gelu_tanh_ref, .silu = ts_kern_silu_ref, .mul = ts_kern_mul_ref,

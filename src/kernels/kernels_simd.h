@@ -60,6 +60,101 @@ static int simd_softmax_row(float *out, const float *in, int cols, int valid, co
     return 0;
 }
 
+/* ---- attention's two products: ts_attn_scores_fn, ts_attn_values_fn ----------
+ *
+ * Tiles of ATT_R rows by two vectors, as the gemm micro-kernels: each entry a
+ * chain of V_FMA from 0 in the order of k (the micro-kernels' sum, so the
+ * same bits), with A broadcast straight from the queries or the weights, and
+ * B from the panels ts_attn_causal packs once per head. ATT_R rows fill the
+ * register file: 12 accumulators, two of B and one of A on 16 registers. */
+#define ATT_R (V_REGS >= 32 ? 12 : 6)
+#define ATT_PW (2 * VW)
+
+/* Columns [0, n) of a two-vector row: x0, then x1 (n may be short of either). */
+static inline void att_store2(float *p, vf x0, vf x1, int n) {
+    if (n >= VW) V_STORE(p, x0);
+    else V_STORE_PART(p, x0, n);
+    if (n >= 2 * VW) V_STORE(p + VW, x1);
+    else if (n > VW) V_STORE_PART(p + VW, x1, n - VW);
+}
+
+/* acc (ATT_R, 2 vectors) = a (m, [k0, k1)) @ b, b the panel's rows from k0
+ * on, ATT_PW floats each: both products' inner loop. Rows past m repeat row
+ * m - 1 (computed, never stored). */
+static inline __attribute__((always_inline)) void att_tile_sums(vf acc[ATT_R][2], int m, const float *a,
+                                                                int64_t lda, int k0, int k1, const float *b) {
+    const float *ar[ATT_R];
+#pragma GCC unroll 12
+    for (int i = 0; i < ATT_R; i++) {
+        acc[i][0] = acc[i][1] = V_SET1(0.0f);
+        ar[i] = a + (i < m ? i : m - 1) * lda;
+    }
+    for (int k = k0; k < k1; k++, b += ATT_PW) {
+        vf b0 = V_LOAD(b), b1 = V_LOAD(b + VW);
+#pragma GCC unroll 12
+        for (int i = 0; i < ATT_R; i++) {
+            vf x = V_SET1(ar[i][k]);
+            acc[i][0] = V_FMA(x, b0, acc[i][0]);
+            acc[i][1] = V_FMA(x, b1, acc[i][1]);
+        }
+    }
+}
+
+/* s rows [0, m) (m <= ATT_R), columns [0, n) (n <= ATT_PW) of one key panel. */
+static inline __attribute__((always_inline)) void att_scores_tile(int m, int n, int hd, float alpha,
+                                                                  const float *q, int64_t ldq, const float *kt,
+                                                                  float *s, int64_t lds) {
+    vf acc[ATT_R][2];
+    att_tile_sums(acc, m, q, ldq, 0, hd, kt);
+    vf va = V_SET1(alpha);
+    for (int i = 0; i < m; i++) att_store2(s + i * lds, V_MUL(va, acc[i][0]), V_MUL(va, acc[i][1]), n);
+}
+
+/* Panel by panel (one panel, hd x ATT_PW, stays in L1 while every tile of
+ * rows reads it); a tile skips the panels its last row cannot see. */
+static void simd_attn_scores(int m, int n, int hd, int first, float alpha, const float *q, int64_t ldq,
+                             const float *kt, float *s, int64_t lds) {
+    for (int j = 0; j < n; j += ATT_PW, kt += (int64_t)hd * ATT_PW)
+        for (int i = 0; i < m; i += ATT_R) {
+            int rows = m - i < ATT_R ? m - i : ATT_R;
+            if (j >= first + i + rows - 1) continue; /* past every key these rows see */
+            att_scores_tile(rows, n - j < ATT_PW ? n - j : ATT_PW, hd, alpha, q + i * ldq, ldq, kt, s + i * lds + j,
+                            lds);
+        }
+}
+
+/* o rows [0, m) (m <= ATT_R), columns [0, n) (n <= ATT_PW) of one value
+ * panel, over k in [c0, c1): stored (add false) or added to o, as the
+ * micro-kernel adds a later k block (beta 1: one rounding). */
+static inline __attribute__((always_inline)) void att_values_tile(int m, int n, int c0, int c1, bool add,
+                                                                  const float *p, int64_t ldp, const float *vp,
+                                                                  float *o, int64_t ldo) {
+    vf acc[ATT_R][2];
+    att_tile_sums(acc, m, p, ldp, c0, c1, vp + (int64_t)c0 * ATT_PW);
+    for (int i = 0; i < m; i++) {
+        float *row = o + i * ldo;
+        vf x0 = acc[i][0], x1 = acc[i][1];
+        if (add) {
+            x0 = V_ADD(n >= VW ? V_LOAD(row) : V_LOAD_PART(row, n, 0.0f), x0);
+            if (n > VW) x1 = V_ADD(n >= 2 * VW ? V_LOAD(row + VW) : V_LOAD_PART(row + VW, n - VW, 0.0f), x1);
+        }
+        att_store2(row, x0, x1, n);
+    }
+}
+
+/* k blocks, then panels of values (kc x ATT_PW in L1), then tiles of rows. */
+static void simd_attn_values(int m, int n, int kc, int hd, const float *p, int64_t ldp, const float *vp,
+                             int64_t vrows, float *o, int64_t ldo) {
+    for (int c0 = 0; c0 < n; c0 += kc) {
+        int c1 = c0 + kc < n ? c0 + kc : n;
+        for (int j = 0; j < hd; j += ATT_PW)
+            for (int i = 0; i < m; i += ATT_R)
+                att_values_tile(m - i < ATT_R ? m - i : ATT_R, hd - j < ATT_PW ? hd - j : ATT_PW, c0, c1, c0 > 0,
+                                p + i * ldp, ldp, vp + (int64_t)(j / ATT_PW) * vrows * ATT_PW, o + i * ldo + j,
+                                ldo);
+    }
+}
+
 static void simd_layernorm_row(float *out, float *mean, float *rstd, const float *in, const float *gamma,
                                const float *beta, int cols, float eps) {
     vf vs = V_SET1(0.0f);
@@ -489,6 +584,7 @@ static double simd_sum_squares(const float *x, int64_t n) {
     .small_m = simd_small_m, .softmax_row = simd_softmax_row, .layernorm_row = simd_layernorm_row,               \
     .softmax_grad_row = simd_softmax_grad_row, .layernorm_grad_row = simd_layernorm_grad_row,                   \
     .layernorm_grad_params = simd_layernorm_grad_params,                                                         \
+    .attn_scores = simd_attn_scores, .attn_values = simd_attn_values, .attn_pw = ATT_PW,                         \
     .add = simd_add, .scale = simd_scale, .relu = simd_relu, .gelu = simd_gelu, .gelu_tanh = simd_gelu_tanh,     \
     .silu = simd_silu, .mul = simd_mul, .relu_grad = simd_relu_grad, .gelu_grad = simd_gelu_grad,                \
     .gelu_tanh_grad = simd_gelu_tanh_grad, .adam = simd_adam, .sum_squares = simd_sum_squares,                   \

@@ -475,21 +475,71 @@ static int causal_blocks(int Sq) {
     return n > 1 && Sq - (n - 1) * CAUSAL_BLOCK <= 4 ? n - 1 : n;
 }
 
+/* Rows [*r0, *r1) of block blk of a head's nb: the last takes what is left. */
+static void causal_block_rows(const attn_job *j, int blk, int nb, int *r0, int *r1) {
+    *r0 = blk * CAUSAL_BLOCK;
+    *r1 = blk == nb - 1 ? j->Sq : *r0 + CAUSAL_BLOCK;
+}
+
+/* Blocks the attention kernel takes in one call, its keys packed once. */
+#define KERNEL_BLOCKS 16
+
+/* Blocks [b0, b1) of one causal head: by the attention kernel, which packs the
+ * head's keys and values once for up to KERNEL_BLOCKS blocks (ts_attn_causal,
+ * the same numbers), or by the GEMMs block by block where it declines. */
+static int64_t causal_blocks_of_head(const attn_job *j, int64_t bh, int b0, int b1, float scale, bool keep_weights) {
+    int64_t b = bh / j->H, h = bh % j->H, kvh = h / j->group, empty = 0;
+    int nb = causal_blocks(j->Sq);
+    ts_attn_head ah = {.Sq = j->Sq, .Sk = j->Sk, .hd = j->hd, .alpha = scale,
+                       .q = j->q->base + b * j->q->bstride + h * j->q->hstride, .ldq = j->q->ld,
+                       .k = j->k->base + b * j->k->bstride + kvh * j->k->hstride, .ldk = j->k->ld,
+                       .v = j->v->base + b * j->v->bstride + kvh * j->v->hstride, .ldv = j->v->ld,
+                       .key_mask = j->key_mask ? j->key_mask + b * j->Sk : NULL,
+                       .att = keep_weights ? att_of(j, bh) : NULL, .ldatt = j->Sk, .ctx = j->ctx + b * j->Sq * j->D + h * j->hd,
+                       .ldctx = j->D};
+    for (int c0 = b0; c0 < b1; c0 += KERNEL_BLOCKS) {
+        int c1 = c0 + KERNEL_BLOCKS < b1 ? c0 + KERNEL_BLOCKS : b1, ends[KERNEL_BLOCKS], r0, r1;
+        for (int c = c0; c < c1; c++) causal_block_rows(j, c, nb, &r0, &ends[c - c0]);
+        causal_block_rows(j, c0, nb, &r0, &r1);
+        int64_t got = ts_attn_causal(&ah, r0, ends, c1 - c0);
+        if (got >= 0) {
+            empty += got;
+            continue;
+        }
+        for (int c = c0; c < c1; c++) {
+            causal_block_rows(j, c, nb, &r0, &r1);
+            empty += causal_block(j, bh, r0, r1, scale);
+        }
+    }
+    return empty;
+}
+
+/* A causal head's blocks: with enough heads to share out whole (or one
+ * thread), each task is a head, whose keys and values are then packed once;
+ * with fewer, a task is one block, every head's longest first. The weights
+ * stay in att only for whoever reads them: training's backward (att is then
+ * kept), or an edit (which may be handed the weights step); nobody else
+ * reads att, so the kernel makes them in its scratch, in cache. */
+static int64_t attention_causal(fwd *f, const attn_job *j, float scale) {
+    int64_t BH = (int64_t)f->B * f->H, empty = 0;
+    int nb = causal_blocks(j->Sq);
+    bool whole_heads = !f->par || BH >= 2 * f->threads;
+    bool keep_weights = f->keep || f->watch || ts_hook_edits(f->hook);
+    int64_t tasks = whole_heads ? BH : BH * nb;
+    TS_MODEL_OMP(parallel for num_threads(f->threads) if(f->par) schedule(dynamic, 1) reduction(+:empty))
+    for (int64_t t = 0; t < tasks; t++) {
+        int blk = whole_heads ? 0 : nb - 1 - (int)(t / BH);
+        empty += causal_blocks_of_head(j, t % BH, blk, whole_heads ? nb : blk + 1, scale, keep_weights);
+    }
+    return empty;
+}
+
 /* Attention when nobody watches: each head start to finish while its scores
  * sit in cache, the scale in the GEMM's alpha and the mask in the softmax;
  * a causal head by blocks of queries, skipping the keys the mask hides. */
 static int64_t attention_fused(fwd *f, const attn_job *j, float scale, bool masked) {
     int64_t BH = (int64_t)f->B * f->H, empty = 0;
-    if (j->causal) {
-        int nb = causal_blocks(j->Sq);
-        TS_MODEL_OMP(parallel for num_threads(f->threads) if(f->par) schedule(dynamic, 1) reduction(+:empty))
-        for (int64_t t = 0; t < BH * nb; t++) {
-            int blk = nb - 1 - (int)(t / BH); /* every head's longest blocks first: better shared out */
-            int r0 = blk * CAUSAL_BLOCK, r1 = blk == nb - 1 ? j->Sq : r0 + CAUSAL_BLOCK;
-            empty += causal_block(j, t % BH, r0, r1, scale);
-        }
-        return empty;
-    }
+    if (j->causal) return attention_causal(f, j, scale);
     TS_MODEL_OMP(parallel for num_threads(f->threads) if(f->par) schedule(dynamic, 1) reduction(+:empty))
     for (int64_t bh = 0; bh < BH; bh++) {
         head_scores(j, bh, scale);
