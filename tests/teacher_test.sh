@@ -279,6 +279,67 @@ b=$(grep -n "The narration" "$tmp/lt.txt" | cut -d: -f1)
 c=$(grep -n "query" "$tmp/lt.txt" | head -1 | cut -d: -f1)
 [ -n "$a" ] && [ -n "$b" ] && [ -n "$c" ] && [ "$a" -lt "$c" ] && [ "$c" -lt "$b" ] && ok ||
     bad "the introduction ($a) is not above the figure ($c) and the narration ($b) under it"
+# every view kind on an A4 hand-out's page, each text whole (render.h,
+# TSCOPE_CLIPS): the page is narrower than a screen, and a module's shapes of
+# 32 steps, bands of levels side by side, were cut at its right edge. The
+# tiny preset keeps this to about a second; exporting the shipped lessons
+# takes 2 to 60 s each, too slow to run them all here.
+cat >"$tmp/kinds.md" <<'EOF'
+# One page of each view kind
+
+```tscope setup
+preset: tiny
+level: values
+```
+
+```tscope setup unscaled
+variant: no-scale
+```
+
+```tscope step
+tensor: encoder.layers.0.*
+view: shapes
+```
+
+A whole layer: 32 steps.
+
+```tscope step
+tensor: encoder.layers.0.self_attn.*
+view: shapes
+```
+
+Its attention: 13 steps.
+
+```tscope step
+tensor: encoder.layers.0.self_attn.weights
+head: 0
+compare-run: unscaled
+```
+
+Two heatmaps side by side.
+
+```tscope step
+tensor: encoder.layers.0.self_attn.weights
+view: grid
+```
+
+Every head.
+
+```tscope step
+tensor: embed.pe
+view: curves
+```
+
+Curves.
+
+```tscope step
+tensor: encoder.out
+view: stats
+```
+
+Statistics.
+EOF
+TSCOPE_CLIPS=error expect 0 "every view kind on A4, whole" -- "$bin" lesson "$tmp/kinds.md" --export "$tmp/kinds.pdf" --format pdf --handout a4 --quiet
 expect 0 "--handout slides to a file" -- "$bin" lesson 3 --export "$tmp/s.pdf" --format pdf --handout slides --quiet
 pdfinfo "$tmp/s.pdf" 2>/dev/null | grep -Eq '^Page size: +960 x 540' && ok || bad "slides are not 960 x 540"
 expect 2 "--handout without pdf" -- "$bin" lesson 3 --export "$tmp/x" --handout a4
