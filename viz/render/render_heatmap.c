@@ -681,7 +681,11 @@ ts_status ts_render_heatmap(cairo_t *cr, ts_render_rect area, const ts_render_ma
     }
     if (o->col_axis) {
         ts_render__font caf = af;
-        caf.max_w = c.grid.w + right;
+        /* over the columns and the colour bar, and past them into the area's free
+         * width on both sides: "next token (the vocabulary)" over a narrow grid */
+        double mid = c.grid.x + c.grid.w / 2;
+        double half = fmin(mid - (area.x + pad), area.x + area.w - pad - mid);
+        caf.max_w = fmax(c.grid.w + right, 2 * half);
         ts_render__text(&pen, axis_title_fit(&pen, &caf, caf.max_w, axis_buf, sizeof axis_buf, o->col_axis, kc), &caf,
                         c.grid.x + c.grid.w / 2,
                         c.grid.y - top_h, 0.5, 0, 0);

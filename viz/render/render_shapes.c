@@ -286,6 +286,27 @@ static int find_unread(const ts_render_step *steps, int n, bool *unread) {
     return count;
 }
 
+/* Edges from one band to the next run over the top of the bands (edge()),
+ * up to OVER above the first row: with more than one band that room is kept
+ * free under the subtitle, so the lines do not cross its words. */
+#define OVER 24.0
+
+/* How many bands of how many levels fit avail_h; false when more than
+ * MAX_BANDS would be needed. The bands are balanced so the last is not a
+ * stub. */
+static bool band_rows(const graph *g, geometry *m, double avail_h) {
+    for (int pass = 0; pass < 2; pass++) {
+        double h = avail_h - (pass == 1 ? OVER : 0);
+        m->rows_per_band = (int)((h + m->gap_y) / (m->box_h + m->gap_y));
+        if (m->rows_per_band < 1) m->rows_per_band = 1;
+        m->bands = (g->rows + m->rows_per_band - 1) / m->rows_per_band;
+        if (m->bands == 1) break;
+    }
+    if (m->bands > MAX_BANDS) return false;
+    m->rows_per_band = (g->rows + m->bands - 1) / m->bands;
+    return true;
+}
+
 ts_status ts_render_shapes(cairo_t *cr, ts_render_rect area, const ts_render_step *steps, int n,
                            const char *title, const char *subtitle) {
     if (!steps || n < 1) return ts_fail(TS_ERR_ARG, "render: no steps to draw");
@@ -358,12 +379,7 @@ ts_status ts_render_shapes(cairo_t *cr, ts_render_rect area, const ts_render_ste
             m.box_h = name_h + fmax(op_h, shape_h) + 10;
             m.gap_y = 22 * k;
             m.band_gap = 30 + LANE * 6;
-            m.rows_per_band = (int)((avail_h + m.gap_y) / (m.box_h + m.gap_y));
-            if (m.rows_per_band < 1) m.rows_per_band = 1;
-            m.bands = (g.rows + m.rows_per_band - 1) / m.rows_per_band;
-            if (m.bands > MAX_BANDS) continue;
-            /* Balance the bands so the last is not a stub. */
-            m.rows_per_band = (g.rows + m.bands - 1) / m.bands;
+            if (!band_rows(&g, &m, avail_h)) continue;
             block_w = lay_out(&g, &m, 0);
             if (block_w <= avail_w) break;
         }
@@ -376,33 +392,35 @@ ts_status ts_render_shapes(cairo_t *cr, ts_render_rect area, const ts_render_ste
             widest = fmax(widest, row);
         }
         if (widest > (area.w - 2 * pad) / fit && wrap_levels(&g, &m, avail_w)) {
-            m.rows_per_band = (int)((avail_h + m.gap_y) / (m.box_h + m.gap_y));
-            if (m.rows_per_band < 1) m.rows_per_band = 1;
-            m.bands = (g.rows + m.rows_per_band - 1) / m.rows_per_band;
-            if (m.bands > MAX_BANDS) m.bands = MAX_BANDS;
-            m.rows_per_band = (g.rows + m.bands - 1) / m.bands;
+            if (!band_rows(&g, &m, avail_h)) {
+                m.bands = MAX_BANDS;
+                m.rows_per_band = (g.rows + m.bands - 1) / m.bands;
+            }
             block_w = lay_out(&g, &m, 0);
         }
         /* Bands side by side too wide: a level wider than a band's share of
          * the width goes onto two (q, k and v one under another), before the
          * graph is drawn smaller. */
-        if (block_w > avail_w + 0.5 && m.bands > 1) {
+        /* the block may use the edges' lanes on its right, as it always has: only text
+         * past the area's edge is cut */
+        double room = (area.w - 2 * pad) / fit;
+        if (block_w > room + 0.5 && m.bands > 1) {
             double share = (avail_w - (m.bands - 1) * m.band_gap) / m.bands;
             if (share > 0 && wrap_levels(&g, &m, share)) {
-                m.rows_per_band = (int)((avail_h + m.gap_y) / (m.box_h + m.gap_y));
-                if (m.rows_per_band < 1) m.rows_per_band = 1;
-                m.bands = (g.rows + m.rows_per_band - 1) / m.rows_per_band;
-                if (m.bands > MAX_BANDS) m.bands = MAX_BANDS;
-                m.rows_per_band = (g.rows + m.bands - 1) / m.bands;
+                if (!band_rows(&g, &m, avail_h)) {
+                    m.bands = MAX_BANDS;
+                    m.rows_per_band = (g.rows + m.bands - 1) / m.bands;
+                }
                 block_w = lay_out(&g, &m, 0);
             }
         }
-        bool tall = m.rows_per_band * (m.box_h + m.gap_y) - m.gap_y > avail_h + 0.5;
-        if (block_w <= avail_w + 0.5 && !tall) break;
+        double over = m.bands > 1 ? OVER : 0;
+        bool tall = m.rows_per_band * (m.box_h + m.gap_y) - m.gap_y > avail_h - over + 0.5;
+        if (block_w <= room + 0.5 && !tall) break;
         if (fit - 0.05 < 0.49) break; /* the smallest: drawn as it is, its cut text reported (render.h) */
     }
     /* the graph in its own coordinates, drawn at `fit` below the title */
-    double graph_top = m.top;
+    double graph_top = m.top + (m.bands > 1 ? OVER * fit : 0);
     m.top = 0;
     lay_out(&g, &m, fmax(0, (avail_w - block_w) / 2));
     cairo_save(cr);
