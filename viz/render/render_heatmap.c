@@ -663,7 +663,8 @@ ts_status ts_render_heatmap(cairo_t *cr, ts_render_rect area, const ts_render_ma
          * sides: a grid of a few rows (a short answer's queries) is shorter than
          * "query (decoder)", and a title cut to "query (de…" names nothing */
         double mid = c.grid.y + c.grid.h / 2;
-        double half = fmin(mid - (top + axis_top), area.y + area.h - pad - mid);
+        /* (not above the column labels: the column-axis title runs left over them) */
+        double half = fmin(mid - (c.grid.y - top_h + axis_top), area.y + area.h - pad - mid);
         raf.max_w = fmax(c.grid.h, 2 * half);
         /* left of the labels as drawn: thinned, a few short ones gain their index ("6 w"), wider than measured */
         double drawn_w = 0;
