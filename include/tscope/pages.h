@@ -87,7 +87,9 @@ typedef enum ts_lesson_handout {
 } ts_lesson_handout;
 
 bool ts_lesson_handout_from_name(const char *name, ts_lesson_handout *out); /* "a4", "letter", "slides" */
-ts_status ts_lesson_handout_write(const ts_lessonrun *r, const char *path, ts_lesson_handout paper);
+/* One PDF, a page a step (and on portrait paper a page before them for a long
+ * introduction); *pages, when not NULL, gets how many pages it wrote. */
+ts_status ts_lesson_handout_write(const ts_lessonrun *r, const char *path, ts_lesson_handout paper, int *pages);
 /* ---- the lessons as a web site (viz/pages/site.c) ---------------------------------- */
 
 /* A static site: DIR/index.html (each lesson's title, first sentence and a

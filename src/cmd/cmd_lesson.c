@@ -226,11 +226,12 @@ static int run_lesson(const ts_lesson *l, const char *what, const lesson_opts *o
                 return ts_cli_error("lesson", "cannot create %s", o->export_dir);
             }
         }
-        if (ts_lesson_handout_write(&run, path, paper) != TS_OK) {
+        int pages = 0;
+        if (ts_lesson_handout_write(&run, path, paper, &pages) != TS_OK) {
             fprintf(stderr, "%s\n", ts_last_error());
             rc = strstr(ts_last_error(), ".md:") ? 1 : 2;
         } else {
-            printf("tscope lesson: %s: hand-out (%s, %d pages) in %s\n", l->title, o->handout, l->n_steps, path);
+            printf("tscope lesson: %s: hand-out (%s, %d pages) in %s\n", l->title, o->handout, pages, path);
         }
     } else if (o->export_dir) {
         int n = 0;

@@ -79,6 +79,7 @@ struct ts_lesson_page {
     pane view[2];
     int n_views;
     bool narrow; /* drawn as the site's figure: a zoom's cells stretch for their numbers */
+    bool intro_elsewhere; /* a hand-out printed the introduction on a page of its own */
     char axes[32];
     char note[600];
 };
@@ -835,7 +836,7 @@ static bool titled_by_heading(const ts_lesson_step *st) {
  * returns the height (0 on other pages). */
 static double prose_intro(prose *pr, const ts_lesson_page *p, double x, double y, double w) {
     const ts_lesson *l = p->r->lesson;
-    if (p->step != 0 || !l->intro.n_blocks) return 0;
+    if (p->step != 0 || !l->intro.n_blocks || p->intro_elsewhere) return 0;
     double h = prose_narration(pr, &l->intro, 0, x, y, w);
     if (pr->draw) {
         set_rgb(pr->cr, RULE);
@@ -1038,8 +1039,8 @@ ts_status ts_lesson_export(const ts_lessonrun *r, const char *dir, ts_figure_for
  * of their size (draw_pane), so their smallest labels stay above 8 points on
  * the printed sheet. Portrait paper: the view above the narration; slides:
  * the narration beside it, as on screen. */
-static ts_status draw_handout_page(cairo_t *cr, ts_lesson_page *p, double w, double h, bool slides, int page,
-                                   int pages) {
+static ts_status draw_handout_page(cairo_t *cr, ts_lesson_page *p, double w, double h, bool slides, bool intro_only,
+                                   int page, int pages) {
     const double m = 36;
     fill_rect(cr, (ts_render_rect){0, 0, w, h}, PAPER);
     const ts_lesson *l = p->r->lesson;
@@ -1049,7 +1050,8 @@ static ts_status draw_handout_page(cairo_t *cr, ts_lesson_page *p, double w, dou
     if (num > 0) snprintf(buf, sizeof buf, "<span foreground=\"#6b7280\">Lesson %d</span>   %s", num, title);
     else snprintf(buf, sizeof buf, "%s", title);
     g_free(title);
-    snprintf(counter, sizeof counter, "step %d / %d", p->step + 1, p->n_steps);
+    if (intro_only) snprintf(counter, sizeof counter, "introduction");
+    else snprintf(counter, sizeof counter, "step %d / %d", p->step + 1, p->n_steps);
     pen_text(cr, counter, 11, true, ACCENT, w - m, m - 6, 0, 1);
     /* the whole title, on as many lines as it takes */
     double th = pen_wrapped(cr, buf, 13, true, INK, m, m - 8, w - 2 * m - 90);
@@ -1065,6 +1067,15 @@ static ts_status draw_handout_page(cairo_t *cr, ts_lesson_page *p, double w, dou
     pen_text(cr, foot, 8, false, MUTED, m, h - m + 10, w - 2 * m, 0);
     g_free(foot);
     double bottom = h - m;
+    if (intro_only) {
+        prose pr;
+        prose_init(&pr, cr, 11, true);
+        prose_intro(&pr, p, m, top, w - 2 * m);
+        prose_free(&pr);
+        return cairo_status(cr) == CAIRO_STATUS_SUCCESS
+                   ? TS_OK
+                   : ts_fail(TS_ERR_NOMEM, "lesson: drawing failed: %s", cairo_status_to_string(cairo_status(cr)));
+    }
 
     /* Portrait: the introduction (first page), the view, then the step's
      * narration, at 11 points down to 10; the view takes the height the text
@@ -1131,6 +1142,22 @@ static ts_status draw_handout_page(cairo_t *cr, ts_lesson_page *p, double w, dou
                : ts_fail(TS_ERR_NOMEM, "lesson: drawing failed: %s", cairo_status_to_string(cairo_status(cr)));
 }
 
+/* Whether the introduction goes on a page of its own: when, above the first
+ * step's view and under it that step's narration, it would leave the view
+ * less than half the page's height (the page's text at 11 points, the size
+ * draw_handout_page keeps while the view gets 40% of the page). */
+#define HANDOUT_FIGURE_MIN 0.5
+static bool handout_intro_alone(cairo_t *cr, const ts_lesson_page *p, double w, double h) {
+    const double m = 36, header = 40; /* the margins; the title's line and its rule, about */
+    if (!p->r->lesson->intro.n_blocks) return false;
+    double avail = h - 2 * m - header;
+    prose pr;
+    prose_init(&pr, cr, 11, false);
+    double intro_h = prose_intro(&pr, p, m, 0, w - 2 * m), step_h = prose_step(&pr, p, m, 0, w - 2 * m);
+    prose_free(&pr);
+    return avail - intro_h - step_h - 14 < HANDOUT_FIGURE_MIN * avail;
+}
+
 static cairo_status_t handout_write(void *closure, const unsigned char *data, unsigned int length) {
     return ts_outfile_write(closure, data, length) == TS_OK ? CAIRO_STATUS_SUCCESS : CAIRO_STATUS_WRITE_ERROR;
 }
@@ -1145,7 +1172,7 @@ bool ts_lesson_handout_from_name(const char *name, ts_lesson_handout *out) {
     return false;
 }
 
-ts_status ts_lesson_handout_write(const ts_lessonrun *r, const char *path, ts_lesson_handout paper) {
+ts_status ts_lesson_handout_write(const ts_lessonrun *r, const char *path, ts_lesson_handout paper, int *pages_out) {
     /* points: ISO A4 and US letter, portrait; slides 16:9 */
     static const double sizes[3][2] = {{595.276, 841.89}, {612, 792}, {960, 540}};
     if ((unsigned)paper > TS_LESSON_HANDOUT_SLIDES) return ts_fail(TS_ERR_ARG, "lesson: unknown hand-out paper");
@@ -1167,21 +1194,40 @@ ts_status ts_lesson_handout_write(const ts_lessonrun *r, const char *path, ts_le
     cairo_pdf_surface_set_metadata(surf, CAIRO_PDF_METADATA_CREATOR, "tscope");
     cairo_pdf_surface_set_metadata(surf, CAIRO_PDF_METADATA_TITLE, r->lesson->title);
     cairo_t *cr = cairo_create(surf);
-    for (int i = 0; i < n && !st; i++) {
+    bool slides = paper == TS_LESSON_HANDOUT_SLIDES;
+    /* A long introduction on the first page of portrait paper leaves the first
+     * figure too little height (lesson 18's loss plot came out 25 points tall
+     * under its legend and caption): it then gets a page of its own. */
+    int intro_pages = 0;
+    if (!slides) {
         ts_lesson_page *p;
-        st = ts_lesson_page_build(&p, r, i);
+        st = ts_lesson_page_build(&p, r, 0);
+        if (st) {
+            cairo_destroy(cr);
+            cairo_surface_destroy(surf);
+            ts_outfile_abort(&file);
+            return st;
+        }
+        intro_pages = handout_intro_alone(cr, p, w, h) ? 1 : 0;
+        ts_lesson_page_free(p);
+    }
+    int pages = n + intro_pages;
+    for (int i = -intro_pages; i < n && !st; i++) {
+        ts_lesson_page *p;
+        st = ts_lesson_page_build(&p, r, i < 0 ? 0 : i);
         if (!st) {
             char what[4200];
-            snprintf(what, sizeof what, "%s, page %d", path, i + 1);
+            snprintf(what, sizeof what, "%s, page %d", path, i + 1 + intro_pages);
+            p->intro_elsewhere = intro_pages > 0 && i >= 0;
             ts_render_clips_begin();
-            st = draw_handout_page(cr, p, w, h, paper == TS_LESSON_HANDOUT_SLIDES, i + 1, n);
+            st = draw_handout_page(cr, p, w, h, slides, i < 0, i + 1 + intro_pages, pages);
             if (!st) st = ts_render_clips_check(what); /* a cut title or label: a warning, or under tests an error */
             else ts_render_clips_end(NULL, 0);
         }
         if (st && !strstr(ts_last_error(), ".md:")) {
             char copy[1024];
             snprintf(copy, sizeof copy, "%s", ts_last_error());
-            st = ts_lesson_fail_at(r->lesson, r->lesson->steps[i].line, "%s", copy);
+            st = ts_lesson_fail_at(r->lesson, r->lesson->steps[i < 0 ? 0 : i].line, "%s", copy);
         }
         ts_lesson_page_free(p);
         if (!st) cairo_show_page(cr);
@@ -1195,6 +1241,7 @@ ts_status ts_lesson_handout_write(const ts_lessonrun *r, const char *path, ts_le
         ts_outfile_abort(&file);
         return st;
     }
+    if (pages_out) *pages_out = pages;
     return ts_outfile_commit(&file);
 }
 

@@ -355,6 +355,20 @@ static double widest_label(ts_render__pen *p, const char *const *labels, int n, 
     return f->max_w > 0 ? fmin(w_max, f->max_w) : w_max;
 }
 
+/* Widest label of a window's block of `count` rows or columns from `first`,
+ * as a window draws them: each with its position in front ("10 b"). */
+static double widest_window_label(ts_render__pen *p, const char *const *labels, int first, int count,
+                                  const ts_render__font *f) {
+    char buf[96];
+    double w_max = 0;
+    for (int i = first; i < first + count && i < first + 256; i++) {
+        double w;
+        ts_render__measure(p, label_of(labels, i, 0, buf, sizeof buf), f, &w, NULL);
+        w_max = fmax(w_max, w);
+    }
+    return f->max_w > 0 ? fmin(w_max, f->max_w) : w_max;
+}
+
 /* Whether index i of n gets its label when every k-th is shown: the
  * multiples of k and the last (the end of a sentence is what a teacher
  * points at), dropping a multiple too close to the last to fit. */
@@ -645,7 +659,13 @@ ts_status ts_render_heatmap(cairo_t *cr, ts_render_rect area, const ts_render_ma
     char axis_buf[160];
     if (o->row_axis) {
         ts_render__font raf = af;
-        raf.max_w = c.grid.h;
+        /* along the rows, and past them into the free height of the area on both
+         * sides: a grid of a few rows (a short answer's queries) is shorter than
+         * "query (decoder)", and a title cut to "query (de…" names nothing */
+        double mid = c.grid.y + c.grid.h / 2;
+        /* (not above the column labels: the column-axis title runs left over them) */
+        double half = fmin(mid - (c.grid.y - top_h + axis_top), area.y + area.h - pad - mid);
+        raf.max_w = fmax(c.grid.h, 2 * half);
         /* left of the labels as drawn: thinned, a few short ones gain their index ("6 w"), wider than measured */
         double drawn_w = 0;
         for (int r = 0; r < c.rows; r++) {
@@ -662,7 +682,11 @@ ts_status ts_render_heatmap(cairo_t *cr, ts_render_rect area, const ts_render_ma
     }
     if (o->col_axis) {
         ts_render__font caf = af;
-        caf.max_w = c.grid.w + right;
+        /* over the columns and the colour bar, and past them into the area's free
+         * width on both sides: "next token (the vocabulary)" over a narrow grid */
+        double mid = c.grid.x + c.grid.w / 2;
+        double half = fmin(mid - (area.x + pad), area.x + area.w - pad - mid);
+        caf.max_w = fmax(c.grid.w + right, 2 * half);
         ts_render__text(&pen, axis_title_fit(&pen, &caf, caf.max_w, axis_buf, sizeof axis_buf, o->col_axis, kc), &caf,
                         c.grid.x + c.grid.w / 2,
                         c.grid.y - top_h, 0.5, 0, 0);
@@ -792,8 +816,12 @@ ts_status ts_render_grid(cairo_t *cr, ts_render_rect area, const ts_render_matri
     bool labels = cell >= 13 || cell * fmin(rows, cols) >= 150;
     double row_w = 0, col_h = 0, flat_w = 0;
     if (labels) {
-        row_w = widest_label(&pen, m[0].row_labels, rows, &lf) + 8;
-        double col_w = widest_label(&pen, m[0].col_labels, cols, &lf);
+        /* a zoom's labels carry their positions ("10 b"): measured as drawn, or level
+         * column labels wider than a cell run into each other */
+        row_w = (zoomed ? widest_window_label(&pen, m[0].row_labels, win.row0, rows, &lf)
+                        : widest_label(&pen, m[0].row_labels, rows, &lf)) + 8;
+        double col_w = zoomed ? widest_window_label(&pen, m[0].col_labels, win.col0, cols, &lf)
+                              : widest_label(&pen, m[0].col_labels, cols, &lf);
         for (int pass = 0; pass < 2; pass++) {
             col_h = flat_w > 0 ? label_h + 6 : col_label_height(col_w, label_h);
             cell = fmin((avail_w - row_w - (gc - 1) * gap) / ((double)gc * cols),

@@ -286,6 +286,27 @@ static int find_unread(const ts_render_step *steps, int n, bool *unread) {
     return count;
 }
 
+/* Edges from one band to the next run over the top of the bands (edge()),
+ * up to OVER above the first row: with more than one band that room is kept
+ * free under the subtitle, so the lines do not cross its words. */
+#define OVER 24.0
+
+/* How many bands of how many levels fit avail_h; false when more than
+ * MAX_BANDS would be needed. The bands are balanced so the last is not a
+ * stub. */
+static bool band_rows(const graph *g, geometry *m, double avail_h) {
+    for (int pass = 0; pass < 2; pass++) {
+        double h = avail_h - (pass == 1 ? OVER : 0);
+        m->rows_per_band = (int)((h + m->gap_y) / (m->box_h + m->gap_y));
+        if (m->rows_per_band < 1) m->rows_per_band = 1;
+        m->bands = (g->rows + m->rows_per_band - 1) / m->rows_per_band;
+        if (m->bands == 1) break;
+    }
+    if (m->bands > MAX_BANDS) return false;
+    m->rows_per_band = (g->rows + m->bands - 1) / m->bands;
+    return true;
+}
+
 ts_status ts_render_shapes(cairo_t *cr, ts_render_rect area, const ts_render_step *steps, int n,
                            const char *title, const char *subtitle) {
     if (!steps || n < 1) return ts_fail(TS_ERR_ARG, "render: no steps to draw");
@@ -323,59 +344,88 @@ ts_status ts_render_shapes(cairo_t *cr, ts_render_rect area, const ts_render_ste
 
     /* Shrink the text (to 80%) until the bands of levels fit the area. Boxes
      * on the data path share one width; a parameter or the module's input is
-     * as wide as its own text. */
+     * as wide as its own text. When even then the bands stand wider than the
+     * area (a module of 32 steps on a hand-out's A4 width, whose height
+     * allows few levels a band), the whole graph is drawn smaller, down to
+     * half its size, rather than cut at the area's right edge. */
     box_fonts f = fonts_at(1);
-    double name_h = 0, op_h = 0, block_w = 0;
+    double name_h = 0, op_h = 0, block_w = 0, fit = 1;
     char markup[512];
-    for (double k = 1.0; k >= 0.79; k -= 0.05) {
-        f = fonts_at(k);
-        double path_w = 0, shape_h = 0;
-        for (int node = 0; node < g.n + 2; node++) {
-            if (!is_drawn(&g, node)) continue;
-            const char *name = node < n ? steps[node].name + prefix : node == n ? "input" : "memory";
-            const char *op = node < n ? (steps[node].op ? steps[node].op : "") : "the encoder's output";
-            if (node == n) op = "what the module reads";
-            double w, w_op, w_shape = 0;
-            ts_render__measure(&pen, name, &f.name, &w, &name_h);
-            ts_render__measure(&pen, op, &f.op, &w_op, &op_h);
-            if (node < n) {
-                shape_markup(markup, sizeof markup, &steps[node], NULL);
-                ts_render__measure(&pen, markup, &f.shape, &w_shape, &shape_h);
+    const double full_w = avail_w, full_h = avail_h;
+    for (fit = 1; fit >= 0.49; fit -= 0.05) {
+        place(&g, steps, n);
+        avail_w = full_w / fit;
+        avail_h = full_h / fit;
+        for (double k = 1.0; k >= 0.79; k -= 0.05) {
+            f = fonts_at(k);
+            double path_w = 0, shape_h = 0;
+            for (int node = 0; node < g.n + 2; node++) {
+                if (!is_drawn(&g, node)) continue;
+                const char *name = node < n ? steps[node].name + prefix : node == n ? "input" : "memory";
+                const char *op = node < n ? (steps[node].op ? steps[node].op : "") : "the encoder's output";
+                if (node == n) op = "what the module reads";
+                double w, w_op, w_shape = 0;
+                ts_render__measure(&pen, name, &f.name, &w, &name_h);
+                ts_render__measure(&pen, op, &f.op, &w_op, &op_h);
+                if (node < n) {
+                    shape_markup(markup, sizeof markup, &steps[node], NULL);
+                    ts_render__measure(&pen, markup, &f.shape, &w_shape, &shape_h);
+                }
+                m.w[node] = 20 + fmax(w, w_op + (w_shape > 0 ? 14 + w_shape : 0));
+                if (node < n && !ts_render__is_param(&steps[node])) path_w = fmax(path_w, m.w[node]);
             }
-            m.w[node] = 20 + fmax(w, w_op + (w_shape > 0 ? 14 + w_shape : 0));
-            if (node < n && !ts_render__is_param(&steps[node])) path_w = fmax(path_w, m.w[node]);
+            for (int node = 0; node < n; node++)
+                if (!ts_render__is_param(&steps[node])) m.w[node] = path_w;
+            m.box_h = name_h + fmax(op_h, shape_h) + 10;
+            m.gap_y = 22 * k;
+            m.band_gap = 30 + LANE * 6;
+            if (!band_rows(&g, &m, avail_h)) continue;
+            block_w = lay_out(&g, &m, 0);
+            if (block_w <= avail_w) break;
         }
-        for (int node = 0; node < n; node++)
-            if (!ts_render__is_param(&steps[node])) m.w[node] = path_w;
-        m.box_h = name_h + fmax(op_h, shape_h) + 10;
-        m.gap_y = 22 * k;
-        m.band_gap = 30 + LANE * 6;
-        m.rows_per_band = (int)((avail_h + m.gap_y) / (m.box_h + m.gap_y));
-        if (m.rows_per_band < 1) m.rows_per_band = 1;
-        m.bands = (g.rows + m.rows_per_band - 1) / m.rows_per_band;
-        if (m.bands > MAX_BANDS) continue;
-        /* Balance the bands so the last is not a stub. */
-        m.rows_per_band = (g.rows + m.bands - 1) / m.bands;
-        block_w = lay_out(&g, &m, 0);
-        if (block_w <= avail_w) break;
+        /* only a level wider than the whole area is wrapped: many bands side by side are the height's to fix */
+        double widest = 0;
+        for (int lv = 0; lv < g.rows; lv++) {
+            double row = 0;
+            for (int node = 0; node < g.n + 2; node++)
+                if (is_drawn(&g, node) && g.level[node] == lv) row += m.w[node] + (row > 0 ? m.gap_x : 0);
+            widest = fmax(widest, row);
+        }
+        if (widest > (area.w - 2 * pad) / fit && wrap_levels(&g, &m, avail_w)) {
+            if (!band_rows(&g, &m, avail_h)) {
+                m.bands = MAX_BANDS;
+                m.rows_per_band = (g.rows + m.bands - 1) / m.bands;
+            }
+            block_w = lay_out(&g, &m, 0);
+        }
+        /* Bands side by side too wide: a level wider than a band's share of
+         * the width goes onto two (q, k and v one under another), before the
+         * graph is drawn smaller. */
+        /* the block may use the edges' lanes on its right, as it always has: only text
+         * past the area's edge is cut */
+        double room = (area.w - 2 * pad) / fit;
+        if (block_w > room + 0.5 && m.bands > 1) {
+            double share = (avail_w - (m.bands - 1) * m.band_gap) / m.bands;
+            if (share > 0 && wrap_levels(&g, &m, share)) {
+                if (!band_rows(&g, &m, avail_h)) {
+                    m.bands = MAX_BANDS;
+                    m.rows_per_band = (g.rows + m.bands - 1) / m.bands;
+                }
+                block_w = lay_out(&g, &m, 0);
+            }
+        }
+        double over = m.bands > 1 ? OVER : 0;
+        bool tall = m.rows_per_band * (m.box_h + m.gap_y) - m.gap_y > avail_h - over + 0.5;
+        if (block_w <= room + 0.5 && !tall) break;
+        if (fit - 0.05 < 0.49) break; /* the smallest: drawn as it is, its cut text reported (render.h) */
     }
-    /* only a level wider than the whole area is wrapped: many bands side by side are the height's to fix */
-    double widest = 0;
-    for (int lv = 0; lv < g.rows; lv++) {
-        double row = 0;
-        for (int node = 0; node < g.n + 2; node++)
-            if (is_drawn(&g, node) && g.level[node] == lv) row += m.w[node] + (row > 0 ? m.gap_x : 0);
-        widest = fmax(widest, row);
-    }
-    if (widest > area.w - 2 * pad && wrap_levels(&g, &m, avail_w)) {
-        m.rows_per_band = (int)((avail_h + m.gap_y) / (m.box_h + m.gap_y));
-        if (m.rows_per_band < 1) m.rows_per_band = 1;
-        m.bands = (g.rows + m.rows_per_band - 1) / m.rows_per_band;
-        if (m.bands > MAX_BANDS) m.bands = MAX_BANDS;
-        m.rows_per_band = (g.rows + m.bands - 1) / m.bands;
-        block_w = lay_out(&g, &m, 0);
-    }
-    lay_out(&g, &m, area.x + pad + fmax(0, (avail_w - block_w) / 2));
+    /* the graph in its own coordinates, drawn at `fit` below the title */
+    double graph_top = m.top + (m.bands > 1 ? OVER * fit : 0);
+    m.top = 0;
+    lay_out(&g, &m, fmax(0, (avail_w - block_w) / 2));
+    cairo_save(cr);
+    cairo_translate(cr, area.x + pad, graph_top);
+    cairo_scale(cr, fit, fit);
 
     /* Edges first, under the boxes. */
     cairo_set_source_rgb(cr, 0.45, 0.47, 0.55);
@@ -420,6 +470,7 @@ ts_status ts_render_shapes(cairo_t *cr, ts_render_rect area, const ts_render_ste
         shape_markup(markup, sizeof markup, &steps[node], first_input(steps, node));
         ts_render__text(&pen, markup, &f.shape, x + w - 10, line2, 1, 0.5, 0);
     }
+    cairo_restore(cr);
     ts_render__pen_free(&pen);
     cairo_status_t cs = cairo_status(cr);
     if (cs != CAIRO_STATUS_SUCCESS) return ts_fail(TS_ERR_ARG, "render: cairo: %s", cairo_status_to_string(cs));
